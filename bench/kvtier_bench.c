@@ -1,0 +1,35 @@
+/* kvtier-bench: measures kvtier against the hardware's own references.
+ * One subcommand per area; each prints a table, or one JSON object with --json. */
+#include <stdio.h>
+#include <string.h>
+
+#include "bench/bench.h"
+
+static const struct kvt_bench_cmd commands[] = {
+};
+
+static const size_t n_commands = sizeof(commands) / sizeof(commands[0]);
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: kvtier-bench COMMAND [OPTIONS]\n\n"
+		   "Benchmarks of kvtier, each reported as a ratio against a reference\n"
+		   "measured in the same run. 'kvtier-bench COMMAND --help' for its options.\n\n"
+		   "commands:\n");
+	for (size_t i = 0; i < n_commands; i++)
+		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	for (size_t i = 0; i < n_commands; i++)
+		if (!strcmp(argv[1], commands[i].name))
+			return commands[i].main(argc - 1, argv + 1);
+	fprintf(stderr, "kvtier-bench: unknown command '%s'\n\n", argv[1]);
+	usage(stderr);
+	return 2;
+}

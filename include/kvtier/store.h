@@ -1,0 +1,205 @@
+/* kvtier — the block store: namespaces, prefix keys, put/get, zero-copy slots,
+ * lookup, pin, remove and stats.
+ *
+ * A store owns its tiers (pinned host DRAM, and an SSD segment log when a
+ * directory is given). Blocks live in namespaces; a namespace fixes the block
+ * size from the model's KV layout. Every function is thread-safe: the index is
+ * guarded by the store, while copies of block bytes run outside its lock.
+ *
+ * Errors are negative errnos; kvt_strerror() names them. Those common to every
+ * call taking a namespace: -EINVAL for a NULL argument or a buffer of the wrong
+ * size. */
+#ifndef KVTIER_STORE_H
+#define KVTIER_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvtier/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct kvt_store;
+struct kvt_ns;
+
+/* ---- opening a store --------------------------------------------------- */
+
+struct kvt_store_opts {
+	size_t size;              /* sizeof(struct kvt_store_opts), set by _init */
+	uint64_t dram_bytes;      /* DRAM tier capacity (required, > 0) */
+	uint64_t dram_slab_bytes; /* slab size of the slot allocator; 0 = 64 MiB or
+	                           * the largest block, whichever is larger */
+	bool dram_huge_pages;     /* try MAP_HUGETLB first (default true) */
+	bool checksum_on_put;     /* XXH3 at put too, verified at get (default off) */
+	const char *policy;       /* eviction policy: "tail-lru" (default), "lru",
+	                           * "lfu", "cost" */
+	const char *ssd_dir;      /* SSD tier directory; NULL = no SSD tier */
+	uint64_t ssd_bytes;       /* SSD tier capacity */
+	uint64_t ssd_segment_bytes; /* segment file size; 0 = 256 MiB */
+	uint32_t ssd_queue_depth; /* io_uring queue depth; 0 = 32 */
+	bool ssd_force_threads;   /* skip io_uring, use the pread/pwrite pool */
+	double dram_high_watermark; /* demote to SSD above this occupancy (0.90) */
+	double dram_low_watermark;  /* ... until below this one (0.75) */
+};
+
+/* Fill opts with the defaults. size_bytes must be sizeof(*opts). */
+void kvt_store_opts_init(struct kvt_store_opts *opts, size_t size_bytes);
+
+/* Open a store. Returns 0 and *out, or -EINVAL (bad opts), -ENOMEM (the DRAM
+ * region cannot be mapped), or an I/O error of the SSD directory. */
+int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out);
+
+/* Close a store and free everything it owns, namespaces included. Slots still
+ * reserved or acquired become invalid. NULL is accepted. */
+void kvt_store_close(struct kvt_store *store);
+
+/* ---- namespaces -------------------------------------------------------- */
+
+#define KVT_MODEL_ID_MAX 64
+#define KVT_SALT_MAX 32
+
+struct kvt_ns_desc {
+	size_t size;                    /* sizeof(struct kvt_ns_desc), set by _init */
+	char model_id[KVT_MODEL_ID_MAX]; /* e.g. "Qwen/Qwen3-8B" */
+	enum kvt_layout layout;
+	enum kvt_dtype dtype;
+	uint32_t layers;
+	uint32_t kv_heads;              /* 1 for MLA */
+	uint32_t head_dim;              /* MLA: kv_lora_rank + qk_rope_head_dim */
+	uint32_t block_tokens;
+	uint32_t tp_rank, tp_size;      /* tensor-parallel shard; size 1 = unsharded */
+	uint8_t tenant_salt[KVT_SALT_MAX]; /* mixed into every key of the namespace */
+	uint32_t tenant_salt_len;
+};
+
+/* Zero desc and set its size. */
+void kvt_ns_desc_init(struct kvt_ns_desc *desc, size_t size_bytes);
+
+/* Bytes of one block of desc: (MLA ? 1 : 2) x layers x kv_heads x head_dim x
+ * dtype bytes x block_tokens. Returns 0 for an invalid descriptor. */
+uint64_t kvt_ns_desc_block_bytes(const struct kvt_ns_desc *desc);
+
+/* Create the namespace of desc, or attach to it if one with the same
+ * descriptor exists (it is then shared). Returns 0 and *out (owned by the
+ * store), -EINVAL for an invalid descriptor, -EFBIG for a block larger than
+ * the DRAM tier, -ENOSPC when the store holds 65,535 namespaces. */
+int kvt_ns_attach(struct kvt_store *store, const struct kvt_ns_desc *desc,
+		  struct kvt_ns **out);
+
+uint64_t kvt_ns_block_bytes(const struct kvt_ns *ns);
+
+/* Stable 128-bit identity of the namespace (a digest of its descriptor):
+ * the salt of its prefix keys and its name on disk. */
+const struct kvt_key *kvt_ns_salt(const struct kvt_ns *ns);
+
+/* ---- prefix keys ------------------------------------------------------- */
+
+/* Compute the keys of the full blocks of a token sequence:
+ *   key[i] = SHA-256(salt || key[i-1] || tokens of block i)[0..16)
+ * where key[-1] is `parent` (omitted when NULL: a sequence from its start) and
+ * tokens are hashed as little-endian uint32. A trailing partial block gets no
+ * key. Returns the number of keys written (<= max_keys), or -EINVAL. */
+int kvt_prefix_keys(const void *salt, size_t salt_len, const struct kvt_key *parent,
+		    const uint32_t *tokens, size_t n_tokens, uint32_t block_tokens,
+		    struct kvt_key *keys, size_t max_keys);
+
+/* kvt_prefix_keys with the namespace's salt and block_tokens. */
+int kvt_ns_prefix_keys(const struct kvt_ns *ns, const uint32_t *tokens, size_t n_tokens,
+		       struct kvt_key *keys, size_t max_keys);
+
+/* ---- blocks ------------------------------------------------------------ */
+
+/* Copy a block in. parent is the key of the block before it in its prefix,
+ * or NULL for the first block. len must equal the namespace's block size.
+ * Returns 0, -EEXIST if the key is already stored (the block is left as is),
+ * -ENOSPC if nothing can be evicted to make room. */
+int kvt_put(struct kvt_ns *ns, const struct kvt_key *key, const struct kvt_key *parent,
+	    const void *data, size_t len);
+
+/* Copy a block out into buf (len = block size). A block on SSD is read back
+ * (and may be promoted). Returns 0, -ENOENT if absent, -EIO if its stored
+ * checksum does not match (the block is then dropped and counted). */
+int kvt_get(struct kvt_ns *ns, const struct kvt_key *key, void *buf, size_t len);
+
+/* A DRAM slot lent to the caller: for filling in place (reserve), or reading in
+ * place (acquire). `data` is valid until commit/abort or release. */
+struct kvt_slot {
+	void *data;
+	uint64_t len;
+	uint64_t handle; /* opaque */
+};
+
+/* Reserve a DRAM slot for a new block, to fill in place (a device copy or an
+ * SSD read lands there), then kvt_commit() or kvt_abort() it. The block is
+ * invisible until committed. Errors as kvt_put; -EEXIST also when another
+ * reservation of the key is open. */
+int kvt_reserve(struct kvt_ns *ns, const struct kvt_key *key, const struct kvt_key *parent,
+		struct kvt_slot *slot);
+
+/* Publish a reserved block. Returns 0 or -EINVAL for a slot not reserved. */
+int kvt_commit(struct kvt_ns *ns, struct kvt_slot *slot);
+
+/* Drop a reservation; its slot is freed. */
+void kvt_abort(struct kvt_ns *ns, struct kvt_slot *slot);
+
+/* Lend a stored block's DRAM slot for reading in place (promoting it from SSD
+ * first if need be). While acquired it is neither evicted nor moved. Returns
+ * 0, -ENOENT, -EIO as kvt_get. */
+int kvt_acquire(struct kvt_ns *ns, const struct kvt_key *key, struct kvt_slot *slot);
+
+/* Return an acquired slot. */
+void kvt_release(struct kvt_ns *ns, struct kvt_slot *slot);
+
+/* Find the longest stored prefix of keys[0..n): the count of leading keys that
+ * are stored. When tiers is not NULL, tiers[i] receives the tier of key i for
+ * every i < n (KVT_TIER_NONE from the first miss on). Counts as a use of the
+ * matched blocks for the eviction policy. Returns the count or -EINVAL. */
+int kvt_lookup(struct kvt_ns *ns, const struct kvt_key *keys, size_t n, uint8_t *tiers);
+
+/* Pin blocks: a pinned block is neither evicted nor moved between tiers. Pins
+ * nest. Returns the number of keys pinned (absent keys are skipped). */
+int kvt_pin(struct kvt_ns *ns, const struct kvt_key *keys, size_t n);
+
+/* Undo kvt_pin. Returns the number of keys unpinned. */
+int kvt_unpin(struct kvt_ns *ns, const struct kvt_key *keys, size_t n);
+
+/* Remove a block. Its stored children stay, as orphans no prefix reaches.
+ * Returns 0 or -ENOENT. A block being read is freed when its reader releases. */
+int kvt_remove(struct kvt_ns *ns, const struct kvt_key *key);
+
+/* ---- stats ------------------------------------------------------------- */
+
+struct kvt_tier_stats {
+	uint64_t capacity_bytes;
+	uint64_t used_bytes;   /* bytes of the blocks stored */
+	uint64_t blocks;
+	uint64_t hits;         /* lookups and gets served from this tier */
+	uint64_t bytes_in;     /* written into this tier */
+	uint64_t bytes_out;    /* read out of this tier */
+	uint64_t evictions;    /* blocks that left the tier for lack of room */
+	uint64_t errors;       /* I/O errors and checksum mismatches */
+	bool present;          /* the tier is configured */
+	bool degraded;         /* failing: no longer written to */
+};
+
+struct kvt_store_stats {
+	size_t size;           /* sizeof(struct kvt_store_stats), set by the caller */
+	struct kvt_tier_stats tier[KVT_TIER_COUNT];
+	uint64_t namespaces;
+	uint64_t blocks;
+	uint64_t puts, gets, get_misses, removes;
+	uint64_t lookups, lookup_keys, lookup_hit_keys;
+	uint64_t checksum_failures;
+	uint64_t index_bytes;  /* memory of the block index */
+};
+
+/* Snapshot of the counters. stats->size must be set. Returns 0 or -EINVAL. */
+int kvt_store_stats(struct kvt_store *store, struct kvt_store_stats *stats);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KVTIER_STORE_H */

@@ -1,0 +1,72 @@
+/* kvtier — shared vocabulary of the public API: keys, tiers, dtypes, layouts,
+ * errors. Every public function returns 0 (or a count) on success and a
+ * negative errno on failure; kvt_strerror() turns that into a message. */
+#ifndef KVTIER_TYPES_H
+#define KVTIER_TYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KVT_KEY_BYTES 16
+
+/* A block's name: 128 bits digesting its namespace salt and whole prefix. */
+struct kvt_key {
+	uint8_t bytes[KVT_KEY_BYTES];
+};
+
+/* The tiers, fastest first. KVT_TIER_NONE marks a block that is not stored. */
+enum kvt_tier {
+	KVT_TIER_NONE = 0,
+	KVT_TIER_HBM = 1,
+	KVT_TIER_DRAM = 2,
+	KVT_TIER_SSD = 3,
+	KVT_TIER_REMOTE = 4,
+	KVT_TIER_COUNT
+};
+
+enum kvt_dtype {
+	KVT_DTYPE_BF16 = 1,
+	KVT_DTYPE_FP16 = 2,
+	KVT_DTYPE_FP32 = 3,
+	KVT_DTYPE_FP8_E4M3 = 4,
+	KVT_DTYPE_FP8_E5M2 = 5,
+	KVT_DTYPE_INT8 = 6,
+};
+
+/* Where a block's bytes sit in engine memory; decides the gather/scatter plan
+ * and the block size. */
+enum kvt_layout {
+	/* per layer one tensor [2][pages][block_tokens][kv_heads][head_dim] */
+	KVT_LAYOUT_PAGED_KV = 1,
+	/* per layer two tensors, K and V, each [pages][block_tokens][kv_heads][head_dim] */
+	KVT_LAYOUT_SPLIT_KV = 2,
+	/* MLA: per layer one latent vector per token, [pages][block_tokens][head_dim]
+	 * (head_dim = kv_lora_rank + qk_rope_head_dim, kv_heads = 1) */
+	KVT_LAYOUT_MLA = 3,
+};
+
+/* Size of one element of dtype in bytes, 0 for an unknown dtype. */
+size_t kvt_dtype_bytes(enum kvt_dtype dtype);
+
+/* "bf16", "fp16", ... or NULL for an unknown dtype. */
+const char *kvt_dtype_name(enum kvt_dtype dtype);
+
+/* Parse a dtype name ("bf16", "bfloat16", "fp16", "float16", "fp32", "fp8",
+ * "fp8_e4m3", "fp8_e5m2", "int8"). Returns the dtype or -EINVAL. */
+int kvt_dtype_parse(const char *name);
+
+/* "hbm", "dram", "ssd", "remote", "none". Never NULL. */
+const char *kvt_tier_name(enum kvt_tier tier);
+
+/* Message for a kvtier error: err is a negative errno (a positive one is
+ * accepted too). Thread-safe; the string is static. */
+const char *kvt_strerror(int err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KVTIER_TYPES_H */

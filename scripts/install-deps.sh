@@ -1,0 +1,28 @@
+#!/bin/sh
+# Installs the Debian packages kvtier builds and tests with. As root it runs
+# apt-get; otherwise it prints the command to run. Idempotent and quiet when
+# everything is already there.
+set -eu
+
+# build: compiler, cmake, pkg-config and the libraries of DESIGN.md
+PKGS="build-essential cmake ninja-build pkg-config
+      liburing-dev liblz4-dev libssl-dev libxxhash-dev libjansson-dev libinih-dev
+      libibverbs-dev librdmacm-dev libopenblas-dev
+      libcmocka-dev fio iproute2 python3 e2fsprogs util-linux"
+
+missing=""
+for p in $PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "kvtier needs these Debian packages:$missing" >&2
+  echo "install them with: sudo apt-get install -y$missing" >&2
+  exit 1
+fi
+echo "installing:$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing

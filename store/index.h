@@ -1,0 +1,81 @@
+/* The block index: 128-bit key (+ namespace) -> block record.
+ *
+ * Records live in a chunked array and are named by a uint32 index, so the
+ * hash table, the policy lists and the parent/child links are 4 bytes each and
+ * records never move. The hash table is open addressing with linear probing
+ * and backward-shift deletion (no tombstones), holding (tag, record) pairs so
+ * most probes never touch a record. Not thread-safe: the store's lock guards it.
+ *
+ * Parent/child links: a record knows its parent (if the parent was stored when
+ * the child was linked) and its cached children, so the policy can prefer
+ * chain tails (leaves) and a removed parent can orphan its children. */
+#ifndef KVT_STORE_INDEX_H
+#define KVT_STORE_INDEX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvtier/types.h"
+
+#define KVT_NIL UINT32_MAX
+
+enum kvt_rec_state {
+	KVT_REC_FREE = 0,    /* on the free list */
+	KVT_REC_PENDING = 1, /* reserved, being filled; invisible to lookups */
+	KVT_REC_LIVE = 2,    /* visible */
+	KVT_REC_DYING = 3,   /* removed while readers hold it; freed on last release */
+};
+
+struct kvt_rec {
+	struct kvt_key key;
+	uint64_t loc;          /* tier-specific location (slot, SSD offset) */
+	uint64_t checksum;     /* XXH3-64 of the raw bytes, 0 = not computed */
+	uint64_t pval;         /* policy's value: frequency, priority, ... */
+	uint32_t pprev, pnext; /* policy's list links or heap position */
+	uint32_t parent;       /* KVT_NIL: none stored (root or orphan) */
+	uint32_t first_child;  /* cached children, a singly linked sibling list */
+	uint32_t next_sibling;
+	uint32_t size;         /* bytes of the block (raw) */
+	uint32_t depth;        /* position in its prefix chain (0 = first block) */
+	uint16_t ns;           /* namespace number within the store */
+	uint8_t tier;          /* enum kvt_tier */
+	uint8_t state;         /* enum kvt_rec_state */
+	uint16_t pins;
+	uint16_t busy;         /* readers/movers holding the slot */
+};
+
+struct kvt_index;
+
+/* Create an index sized for about `expected` records (it grows as needed).
+ * Returns 0, -ENOMEM. */
+int kvt_index_create(size_t expected, struct kvt_index **out);
+void kvt_index_destroy(struct kvt_index *idx);
+
+/* The record named by i (valid until it is freed). */
+struct kvt_rec *kvt_index_rec(const struct kvt_index *idx, uint32_t i);
+
+/* Find the record of (ns, key); KVT_NIL if absent. Finds records in any state
+ * but FREE: callers check ->state. */
+uint32_t kvt_index_find(const struct kvt_index *idx, uint16_t ns, const struct kvt_key *key);
+
+/* Insert a new record for (ns, key), zeroed but for key, ns, parent/children
+ * (KVT_NIL) and state (PENDING). Returns its number in *out, or -EEXIST with
+ * *out = the existing record, or -ENOMEM. */
+int kvt_index_insert(struct kvt_index *idx, uint16_t ns, const struct kvt_key *key,
+		     uint32_t *out);
+
+/* Remove record i from the table and free it. Unlinks it from its parent and
+ * orphans its children first. */
+void kvt_index_erase(struct kvt_index *idx, uint32_t i);
+
+/* Link child under parent (both live). */
+void kvt_index_link(struct kvt_index *idx, uint32_t parent, uint32_t child);
+
+/* Number of records in use. */
+size_t kvt_index_count(const struct kvt_index *idx);
+
+/* Bytes of memory the index holds (records, table, free list). */
+size_t kvt_index_memory(const struct kvt_index *idx);
+
+#endif /* KVT_STORE_INDEX_H */

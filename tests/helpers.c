@@ -1,0 +1,82 @@
+#include "helpers.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <stdarg.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+void kvt_test_skip(const char *require, const char *fmt, ...)
+{
+	va_list ap;
+	const char *req = require ? getenv(require) : NULL;
+	int fail = req && strcmp(req, "1") == 0;
+
+	fprintf(stderr, fail ? "FAIL (%s=1): " : "SKIP: ", require);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(fail ? 1 : KVT_TEST_SKIP);
+}
+
+uint64_t kvt_test_seed(void)
+{
+	const char *env = getenv("KVT_TEST_SEED");
+	uint64_t seed;
+
+	if (env && *env) {
+		seed = strtoull(env, NULL, 0);
+	} else {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		seed = (uint64_t)ts.tv_sec * 1000000007ULL ^ (uint64_t)ts.tv_nsec ^ (uint64_t)getpid();
+	}
+	if (seed == 0)
+		seed = 1;
+	fprintf(stderr, "seed: KVT_TEST_SEED=%llu\n", (unsigned long long)seed);
+	return seed;
+}
+
+void kvt_test_fill(void *buf, size_t len, uint64_t seed)
+{
+	uint64_t s = seed ? seed : 1, v;
+	uint8_t *p = buf;
+	size_t i = 0;
+
+	for (; i + 8 <= len; i += 8) {
+		v = kvt_test_rand(&s);
+		memcpy(p + i, &v, 8);
+	}
+	v = kvt_test_rand(&s);
+	memcpy(p + i, &v, len - i);
+}
+
+char *kvt_test_mkdtemp(const char *tag)
+{
+	const char *base = getenv("KVT_TEST_TMPDIR");
+	char *path;
+
+	if (!base || !*base)
+		base = "/tmp";
+	if (asprintf(&path, "%s/%s.XXXXXX", base, tag) < 0)
+		return NULL;
+	if (!mkdtemp(path)) {
+		fprintf(stderr, "mkdtemp %s: %s\n", path, strerror(errno));
+		free(path);
+		return NULL;
+	}
+	return path;
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+void kvt_test_rmdir(const char *path)
+{
+	if (path)
+		nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
