@@ -1,0 +1,602 @@
+/* Frame encoding and strict decoding of the sidecar protocol (see proto.h). */
+#include "transport/proto.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const op_names[KVT_OP_COUNT] = {
+	[KVT_OP_HELLO] = "HELLO",   [KVT_OP_REGISTER] = "REGISTER",
+	[KVT_OP_LOOKUP] = "LOOKUP", [KVT_OP_SAVE] = "SAVE",
+	[KVT_OP_LOAD] = "LOAD",     [KVT_OP_WAIT] = "WAIT",
+	[KVT_OP_POLL] = "POLL",     [KVT_OP_PIN] = "PIN",
+	[KVT_OP_UNPIN] = "UNPIN",   [KVT_OP_REMOVE] = "REMOVE",
+	[KVT_OP_STATS] = "STATS",   [KVT_OP_PING] = "PING",
+};
+
+const char *kvt_op_name(unsigned op)
+{
+	op &= ~KVT_OP_REPLY;
+	return op < KVT_OP_COUNT ? op_names[op] : NULL;
+}
+
+/* ---- bounds-checked reader --------------------------------------------- */
+
+struct rd {
+	const uint8_t *p;
+	size_t len, off;
+	bool bad;
+};
+
+static const uint8_t *rd_take(struct rd *r, size_t n)
+{
+	const uint8_t *p;
+
+	if (r->bad || n > r->len - r->off) {
+		r->bad = true;
+		return NULL;
+	}
+	p = r->p + r->off;
+	r->off += n;
+	return p;
+}
+
+static uint8_t rd_u8(struct rd *r)
+{
+	const uint8_t *p = rd_take(r, 1);
+	return p ? p[0] : 0;
+}
+
+static uint16_t rd_u16(struct rd *r)
+{
+	const uint8_t *p = rd_take(r, 2);
+	return p ? (uint16_t)(p[0] | p[1] << 8) : 0;
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint32_t rd_u32(struct rd *r)
+{
+	const uint8_t *p = rd_take(r, 4);
+	return p ? get_u32(p) : 0;
+}
+
+static uint64_t rd_u64(struct rd *r)
+{
+	const uint8_t *p = rd_take(r, 8);
+	return p ? (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32 : 0;
+}
+
+/* A fixed-size field that must be zero. */
+static void rd_zero(struct rd *r, size_t n)
+{
+	const uint8_t *p = rd_take(r, n);
+
+	for (size_t i = 0; p && i < n; i++)
+		if (p[i])
+			r->bad = true;
+}
+
+/* Whole payload consumed and nothing out of bounds. */
+static int rd_done(const struct rd *r)
+{
+	return !r->bad && r->off == r->len ? 0 : -EBADMSG;
+}
+
+/* ---- headers ----------------------------------------------------------- */
+
+int kvt_proto_hdr_decode(const void *buf, size_t len, struct kvt_frame_hdr *h)
+{
+	struct rd r = { .p = buf, .len = len };
+
+	memset(h, 0, sizeof(*h));
+	if (len < KVT_PROTO_HDR_BYTES)
+		return -EAGAIN;
+	h->magic = rd_u32(&r);
+	h->version = rd_u16(&r);
+	h->op = rd_u16(&r);
+	h->len = rd_u32(&r);
+	h->status = (int32_t)rd_u32(&r);
+	h->id = rd_u64(&r);
+	if (h->magic != KVT_PROTO_MAGIC)
+		return -EPROTO;
+	if (h->version != KVT_PROTO_VERSION)
+		return -EPROTONOSUPPORT;
+	if (h->len > KVT_PROTO_MAX_PAYLOAD)
+		return -EMSGSIZE;
+	return 0;
+}
+
+static void put_u16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+	put_u16(p, (uint16_t)v);
+	put_u16(p + 2, (uint16_t)(v >> 16));
+}
+
+static void put_u64(uint8_t *p, uint64_t v)
+{
+	put_u32(p, (uint32_t)v);
+	put_u32(p + 4, (uint32_t)(v >> 32));
+}
+
+void kvt_proto_hdr_encode(const struct kvt_frame_hdr *h, void *out)
+{
+	uint8_t *p = out;
+
+	put_u32(p, h->magic);
+	put_u16(p + 4, h->version);
+	put_u16(p + 6, h->op);
+	put_u32(p + 8, h->len);
+	put_u32(p + 12, (uint32_t)h->status);
+	put_u64(p + 16, h->id);
+}
+
+/* ---- requests ---------------------------------------------------------- */
+
+static bool layout_known(unsigned v)
+{
+	return v == KVT_LAYOUT_PAGED_KV || v == KVT_LAYOUT_SPLIT_KV || v == KVT_LAYOUT_MLA;
+}
+
+/* Bytes of one block, or 0 when a field is zero or the product passes 1 GiB
+ * (checked here so the parser needs nothing of the store). */
+static uint64_t desc_block_bytes(const struct kvt_ns_desc *d)
+{
+	const uint64_t limit = 1ull << 30;
+	uint64_t f[5] = { d->layout == KVT_LAYOUT_MLA ? 1 : 2, d->layers, d->kv_heads,
+			  d->head_dim, d->block_tokens };
+	uint64_t b = kvt_dtype_bytes(d->dtype);
+
+	if (d->layout == KVT_LAYOUT_MLA && d->kv_heads != 1)
+		return 0;
+	for (int i = 0; i < 5; i++) {
+		if (f[i] == 0 || f[i] > limit || b * f[i] > limit)
+			return 0;
+		b *= f[i];
+	}
+	return b;
+}
+
+static int dec_hello(struct rd *r, struct kvt_req_hello *m)
+{
+	uint16_t model_len;
+	const uint8_t *p;
+
+	m->min_version = rd_u16(r);
+	m->max_version = rd_u16(r);
+	m->token_len = rd_u16(r);
+	rd_zero(r, 2);
+	if (m->token_len > KVT_PROTO_MAX_TOKEN || m->min_version > m->max_version)
+		return -EBADMSG;
+	m->token = (const char *)rd_take(r, m->token_len);
+	memset(&m->desc, 0, sizeof(m->desc));
+	m->desc.size = sizeof(m->desc);
+	model_len = rd_u16(r);
+	if (model_len == 0 || model_len >= KVT_MODEL_ID_MAX)
+		return -EBADMSG;
+	p = rd_take(r, model_len);
+	if (!p)
+		return -EBADMSG;
+	for (uint16_t i = 0; i < model_len; i++)
+		if (p[i] < 0x20 || p[i] > 0x7e) /* printable ASCII: it lands in logs */
+			return -EBADMSG;
+	memcpy(m->desc.model_id, p, model_len);
+	m->desc.layout = rd_u8(r);
+	m->desc.dtype = rd_u8(r);
+	rd_zero(r, 2);
+	m->desc.layers = rd_u32(r);
+	m->desc.kv_heads = rd_u32(r);
+	m->desc.head_dim = rd_u32(r);
+	m->desc.block_tokens = rd_u32(r);
+	m->desc.tp_rank = rd_u32(r);
+	m->desc.tp_size = rd_u32(r);
+	if (rd_done(r))
+		return -EBADMSG;
+	if (!layout_known(m->desc.layout) || !kvt_dtype_bytes(m->desc.dtype) ||
+	    m->desc.tp_size == 0 || m->desc.tp_rank >= m->desc.tp_size ||
+	    desc_block_bytes(&m->desc) == 0)
+		return -EBADMSG;
+	return 0;
+}
+
+static int dec_register(struct rd *r, struct kvt_req_register *m)
+{
+	m->ns = rd_u32(r);
+	m->kind = rd_u32(r);
+	m->bytes = rd_u64(r);
+	m->offset = rd_u64(r);
+	m->layers = rd_u32(r);
+	m->pages = rd_u32(r);
+	m->layer_stride = rd_u64(r);
+	m->kv_stride = rd_u64(r);
+	m->page_stride = rd_u64(r);
+	m->device = rd_u32(r);
+	m->ipc_len = rd_u32(r);
+	if (m->ipc_len > KVT_PROTO_MAX_IPC)
+		return -EBADMSG;
+	m->ipc = rd_take(r, m->ipc_len);
+	if (rd_done(r))
+		return -EBADMSG;
+	if (m->kind != KVT_MEM_HOST_MEMFD && m->kind != KVT_MEM_CUDA_IPC)
+		return -EBADMSG;
+	if ((m->kind == KVT_MEM_HOST_MEMFD) != (m->ipc_len == 0))
+		return -EBADMSG;
+	if (m->layers == 0 || m->pages == 0 || m->bytes == 0)
+		return -EBADMSG;
+	return 0;
+}
+
+static int dec_keys(struct rd *r, struct kvt_req_keys *m)
+{
+	m->ns = rd_u32(r);
+	m->n = rd_u32(r);
+	if (m->n > KVT_PROTO_MAX_KEYS)
+		return -EBADMSG;
+	m->keys = (const struct kvt_key *)rd_take(r, (size_t)m->n * KVT_KEY_BYTES);
+	return rd_done(r);
+}
+
+static int dec_xfer(struct rd *r, uint16_t op, struct kvt_req_xfer *m)
+{
+	const uint8_t *parent;
+
+	m->ns = rd_u32(r);
+	m->region = rd_u32(r);
+	m->n = rd_u32(r);
+	m->flags = rd_u32(r);
+	if (m->n == 0 || m->n > KVT_PROTO_MAX_KEYS)
+		return -EBADMSG;
+	if (op == KVT_OP_LOAD) {
+		if (m->flags)
+			return -EBADMSG;
+		rd_zero(r, KVT_KEY_BYTES);
+		memset(&m->parent, 0, sizeof(m->parent));
+	} else {
+		if (m->flags & ~KVT_SAVE_HAS_PARENT)
+			return -EBADMSG;
+		parent = rd_take(r, KVT_KEY_BYTES);
+		if (parent)
+			memcpy(m->parent.bytes, parent, KVT_KEY_BYTES);
+	}
+	m->keys = (const struct kvt_key *)rd_take(r, (size_t)m->n * KVT_KEY_BYTES);
+	m->pages = rd_take(r, (size_t)m->n * 4);
+	return rd_done(r);
+}
+
+uint32_t kvt_proto_page(const struct kvt_req_xfer *x, uint32_t i)
+{
+	return get_u32(x->pages + (size_t)i * 4);
+}
+
+int kvt_proto_req_decode(const struct kvt_frame_hdr *h, const void *payload,
+			 struct kvt_req *req)
+{
+	struct rd r = { .p = payload, .len = h->len };
+
+	memset(req, 0, sizeof(*req));
+	req->hdr = *h;
+	if (h->len && !payload)
+		return -EINVAL;
+	if (h->status != 0)
+		return -EBADMSG;
+	switch (h->op) {
+	case KVT_OP_HELLO:
+		return dec_hello(&r, &req->u.hello);
+	case KVT_OP_REGISTER:
+		return dec_register(&r, &req->u.reg);
+	case KVT_OP_LOOKUP:
+	case KVT_OP_PIN:
+	case KVT_OP_UNPIN:
+	case KVT_OP_REMOVE:
+		return dec_keys(&r, &req->u.keys);
+	case KVT_OP_SAVE:
+	case KVT_OP_LOAD:
+		return dec_xfer(&r, h->op, &req->u.xfer);
+	case KVT_OP_WAIT:
+		req->u.wait.ticket = rd_u64(&r);
+		req->u.wait.layer = rd_u32(&r);
+		req->u.wait.timeout_ms = rd_u32(&r);
+		return rd_done(&r);
+	case KVT_OP_POLL:
+		req->u.wait.ticket = rd_u64(&r);
+		req->u.wait.layer = KVT_WAIT_ALL;
+		return rd_done(&r);
+	case KVT_OP_STATS:
+		return h->len == 0 ? 0 : -EBADMSG;
+	case KVT_OP_PING:
+		if (h->len > KVT_PROTO_MAX_PING)
+			return -EBADMSG;
+		req->u.blob.data = payload;
+		req->u.blob.len = h->len;
+		return 0;
+	default:
+		return -EOPNOTSUPP;
+	}
+}
+
+/* ---- replies ----------------------------------------------------------- */
+
+int kvt_proto_rep_hello(const void *p, size_t len, struct kvt_rep_hello *out)
+{
+	struct rd r = { .p = p, .len = len };
+	const uint8_t *salt;
+
+	out->version = rd_u16(&r);
+	rd_zero(&r, 2);
+	out->ns = rd_u32(&r);
+	out->block_bytes = rd_u64(&r);
+	salt = rd_take(&r, KVT_KEY_BYTES);
+	if (salt)
+		memcpy(out->salt.bytes, salt, KVT_KEY_BYTES);
+	out->max_keys = rd_u32(&r);
+	return rd_done(&r);
+}
+
+int kvt_proto_rep_u32(const void *p, size_t len, uint32_t *out)
+{
+	struct rd r = { .p = p, .len = len };
+
+	*out = rd_u32(&r);
+	return rd_done(&r);
+}
+
+int kvt_proto_rep_u64(const void *p, size_t len, uint64_t *out)
+{
+	struct rd r = { .p = p, .len = len };
+
+	*out = rd_u64(&r);
+	return rd_done(&r);
+}
+
+int kvt_proto_rep_lookup(const void *p, size_t len, struct kvt_rep_lookup *out)
+{
+	struct rd r = { .p = p, .len = len };
+
+	out->hit = rd_u32(&r);
+	out->n = rd_u32(&r);
+	if (out->n > KVT_PROTO_MAX_KEYS || out->hit > out->n)
+		return -EBADMSG;
+	out->tiers = rd_take(&r, out->n);
+	if (rd_done(&r))
+		return -EBADMSG;
+	for (uint32_t i = 0; i < out->n; i++)
+		if (out->tiers[i] >= KVT_TIER_COUNT)
+			return -EBADMSG;
+	return 0;
+}
+
+int kvt_proto_rep_load(const void *p, size_t len, uint64_t *ticket, uint32_t *layers)
+{
+	struct rd r = { .p = p, .len = len };
+
+	*ticket = rd_u64(&r);
+	*layers = rd_u32(&r);
+	return rd_done(&r);
+}
+
+int kvt_proto_rep_wait(const void *p, size_t len, struct kvt_rep_wait *out)
+{
+	struct rd r = { .p = p, .len = len };
+
+	out->result = (int32_t)rd_u32(&r);
+	out->layers_done = rd_u32(&r);
+	out->done = rd_u32(&r);
+	if (rd_done(&r) || out->done > 1)
+		return -EBADMSG;
+	return 0;
+}
+
+/* ---- writer ------------------------------------------------------------ */
+
+void kvt_wr_init(struct kvt_wr *w)
+{
+	memset(w, 0, sizeof(*w));
+}
+
+void kvt_wr_free(struct kvt_wr *w)
+{
+	free(w->buf);
+	kvt_wr_init(w);
+}
+
+static uint8_t *wr_room(struct kvt_wr *w, size_t n)
+{
+	uint8_t *p;
+	size_t cap;
+
+	if (w->err)
+		return NULL;
+	if (n > w->cap - w->len) {
+		cap = w->cap ? w->cap : 256;
+		while (cap - w->len < n)
+			cap *= 2;
+		p = realloc(w->buf, cap);
+		if (!p) {
+			w->err = -ENOMEM;
+			return NULL;
+		}
+		w->buf = p;
+		w->cap = cap;
+	}
+	p = w->buf + w->len;
+	w->len += n;
+	return p;
+}
+
+void kvt_wr_begin(struct kvt_wr *w, uint16_t op, uint64_t id, int32_t status)
+{
+	struct kvt_frame_hdr h = {
+		.magic = KVT_PROTO_MAGIC, .version = KVT_PROTO_VERSION,
+		.op = op, .status = status, .id = id,
+	};
+	uint8_t *p;
+
+	w->frame = w->len;
+	p = wr_room(w, KVT_PROTO_HDR_BYTES);
+	if (p)
+		kvt_proto_hdr_encode(&h, p);
+}
+
+void kvt_wr_u8(struct kvt_wr *w, uint8_t v)
+{
+	uint8_t *p = wr_room(w, 1);
+	if (p)
+		*p = v;
+}
+
+void kvt_wr_u16(struct kvt_wr *w, uint16_t v)
+{
+	uint8_t *p = wr_room(w, 2);
+	if (p)
+		put_u16(p, v);
+}
+
+void kvt_wr_u32(struct kvt_wr *w, uint32_t v)
+{
+	uint8_t *p = wr_room(w, 4);
+	if (p)
+		put_u32(p, v);
+}
+
+void kvt_wr_u64(struct kvt_wr *w, uint64_t v)
+{
+	uint8_t *p = wr_room(w, 8);
+	if (p)
+		put_u64(p, v);
+}
+
+void kvt_wr_bytes(struct kvt_wr *w, const void *src, size_t n)
+{
+	uint8_t *p = wr_room(w, n);
+	if (p && n)
+		memcpy(p, src, n);
+}
+
+int kvt_wr_end(struct kvt_wr *w)
+{
+	size_t payload;
+	int err = w->err;
+
+	if (err) {
+		w->err = 0; /* the buffer before this frame is intact */
+		w->len = w->frame < w->len ? w->frame : w->len;
+		return err;
+	}
+	payload = w->len - w->frame - KVT_PROTO_HDR_BYTES;
+	if (payload > KVT_PROTO_MAX_PAYLOAD) {
+		w->len = w->frame;
+		return -EMSGSIZE;
+	}
+	put_u32(w->buf + w->frame + 8, (uint32_t)payload);
+	return 0;
+}
+
+/* ---- request encoders -------------------------------------------------- */
+
+int kvt_proto_enc_hello(struct kvt_wr *w, uint64_t id, const char *token,
+			const struct kvt_ns_desc *d)
+{
+	size_t tlen = token ? strlen(token) : 0;
+	size_t mlen = strnlen(d->model_id, KVT_MODEL_ID_MAX);
+
+	if (tlen > KVT_PROTO_MAX_TOKEN || mlen == 0 || mlen >= KVT_MODEL_ID_MAX)
+		return -EINVAL;
+	kvt_wr_begin(w, KVT_OP_HELLO, id, 0);
+	kvt_wr_u16(w, KVT_PROTO_VERSION);
+	kvt_wr_u16(w, KVT_PROTO_VERSION);
+	kvt_wr_u16(w, (uint16_t)tlen);
+	kvt_wr_u16(w, 0);
+	kvt_wr_bytes(w, token, tlen);
+	kvt_wr_u16(w, (uint16_t)mlen);
+	kvt_wr_bytes(w, d->model_id, mlen);
+	kvt_wr_u8(w, (uint8_t)d->layout);
+	kvt_wr_u8(w, (uint8_t)d->dtype);
+	kvt_wr_u16(w, 0);
+	kvt_wr_u32(w, d->layers);
+	kvt_wr_u32(w, d->kv_heads);
+	kvt_wr_u32(w, d->head_dim);
+	kvt_wr_u32(w, d->block_tokens);
+	kvt_wr_u32(w, d->tp_rank);
+	kvt_wr_u32(w, d->tp_size);
+	return kvt_wr_end(w);
+}
+
+int kvt_proto_enc_register(struct kvt_wr *w, uint64_t id, const struct kvt_req_register *m)
+{
+	if (m->ipc_len > KVT_PROTO_MAX_IPC)
+		return -EINVAL;
+	kvt_wr_begin(w, KVT_OP_REGISTER, id, 0);
+	kvt_wr_u32(w, m->ns);
+	kvt_wr_u32(w, m->kind);
+	kvt_wr_u64(w, m->bytes);
+	kvt_wr_u64(w, m->offset);
+	kvt_wr_u32(w, m->layers);
+	kvt_wr_u32(w, m->pages);
+	kvt_wr_u64(w, m->layer_stride);
+	kvt_wr_u64(w, m->kv_stride);
+	kvt_wr_u64(w, m->page_stride);
+	kvt_wr_u32(w, m->device);
+	kvt_wr_u32(w, m->ipc_len);
+	kvt_wr_bytes(w, m->ipc, m->ipc_len);
+	return kvt_wr_end(w);
+}
+
+int kvt_proto_enc_keys(struct kvt_wr *w, uint16_t op, uint64_t id, uint32_t ns,
+		       const struct kvt_key *keys, uint32_t n)
+{
+	if (n > KVT_PROTO_MAX_KEYS)
+		return -E2BIG;
+	kvt_wr_begin(w, op, id, 0);
+	kvt_wr_u32(w, ns);
+	kvt_wr_u32(w, n);
+	kvt_wr_bytes(w, keys, (size_t)n * KVT_KEY_BYTES);
+	return kvt_wr_end(w);
+}
+
+int kvt_proto_enc_xfer(struct kvt_wr *w, uint16_t op, uint64_t id, uint32_t ns,
+		       uint32_t region, const struct kvt_key *parent,
+		       const struct kvt_key *keys, const uint32_t *pages, uint32_t n)
+{
+	static const struct kvt_key zero;
+
+	if (n > KVT_PROTO_MAX_KEYS)
+		return -E2BIG;
+	kvt_wr_begin(w, op, id, 0);
+	kvt_wr_u32(w, ns);
+	kvt_wr_u32(w, region);
+	kvt_wr_u32(w, n);
+	kvt_wr_u32(w, parent ? KVT_SAVE_HAS_PARENT : 0);
+	kvt_wr_bytes(w, parent ? parent : &zero, KVT_KEY_BYTES);
+	kvt_wr_bytes(w, keys, (size_t)n * KVT_KEY_BYTES);
+	for (uint32_t i = 0; i < n; i++)
+		kvt_wr_u32(w, pages[i]);
+	return kvt_wr_end(w);
+}
+
+int kvt_proto_enc_wait(struct kvt_wr *w, uint16_t op, uint64_t id, uint64_t ticket,
+		       uint32_t layer, uint32_t timeout_ms)
+{
+	kvt_wr_begin(w, op, id, 0);
+	kvt_wr_u64(w, ticket);
+	if (op == KVT_OP_WAIT) {
+		kvt_wr_u32(w, layer);
+		kvt_wr_u32(w, timeout_ms);
+	}
+	return kvt_wr_end(w);
+}
+
+int kvt_proto_enc_blob(struct kvt_wr *w, uint16_t op, uint64_t id, const void *p, uint32_t n)
+{
+	kvt_wr_begin(w, op, id, 0);
+	kvt_wr_bytes(w, p, n);
+	return kvt_wr_end(w);
+}

@@ -1,0 +1,233 @@
+/* The sidecar protocol: binary, length-prefixed, versioned frames between an
+ * engine (the client library) and kvtierd, over a Unix stream socket.
+ *
+ * Every frame is a 24-byte header and `len` payload bytes, all little-endian:
+ *
+ *   off size field
+ *    0   4   magic   "KVT1" (0x3154564b read as LE u32)
+ *    4   2   version KVT_PROTO_VERSION
+ *    6   2   op      request op; a reply carries op | KVT_OP_REPLY
+ *    8   4   len     payload bytes that follow (<= KVT_PROTO_MAX_PAYLOAD)
+ *   12   4   status  requests: 0; replies: 0 or a negative errno
+ *   16   8   id      request id chosen by the client, echoed by its reply
+ *
+ * Many requests may be in flight on one connection; replies come in any order
+ * and are matched by id. Payloads are decoded field by field with bounds checks
+ * (never cast onto structs), and strictly: a payload must have exactly the size
+ * its counts imply, reserved fields must be zero, enums must be known. The
+ * decoders only read the buffer; decoded keys and page ids point into it.
+ *
+ * The payload of each op is documented beside its struct below and in the
+ * README's protocol table. */
+#ifndef KVT_TRANSPORT_PROTO_H
+#define KVT_TRANSPORT_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvtier/store.h"
+
+#define KVT_PROTO_MAGIC 0x3154564bu
+#define KVT_PROTO_VERSION 1
+#define KVT_PROTO_HDR_BYTES 24
+#define KVT_PROTO_MAX_PAYLOAD (1u << 20)
+#define KVT_PROTO_MAX_KEYS 16384u
+#define KVT_PROTO_MAX_TOKEN 256u
+#define KVT_PROTO_MAX_IPC 64u
+#define KVT_PROTO_MAX_PING 4096u
+#define KVT_OP_REPLY 0x8000u
+
+enum kvt_op {
+	KVT_OP_HELLO = 1,
+	KVT_OP_REGISTER = 2,
+	KVT_OP_LOOKUP = 3,
+	KVT_OP_SAVE = 4,
+	KVT_OP_LOAD = 5,
+	KVT_OP_WAIT = 6,
+	KVT_OP_POLL = 7,
+	KVT_OP_PIN = 8,
+	KVT_OP_UNPIN = 9,
+	KVT_OP_REMOVE = 10,
+	KVT_OP_STATS = 11,
+	KVT_OP_PING = 12,
+	KVT_OP_COUNT
+};
+
+/* Engine memory kinds of REGISTER. */
+enum kvt_mem_kind {
+	KVT_MEM_HOST_MEMFD = 1, /* a memfd passed with SCM_RIGHTS on this frame */
+	KVT_MEM_CUDA_IPC = 2,   /* a cudaIpcMemHandle_t in the payload */
+};
+
+#define KVT_SAVE_HAS_PARENT 0x1u
+#define KVT_WAIT_ALL UINT32_MAX     /* WAIT layer: the whole ticket */
+#define KVT_WAIT_FOREVER UINT32_MAX /* WAIT timeout_ms */
+
+struct kvt_frame_hdr {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t op;
+	uint32_t len;
+	int32_t status;
+	uint64_t id;
+};
+
+/* HELLO: u16 min_version, u16 max_version, u16 token_len, u16 0,
+ * token[token_len], u16 model_len, model[model_len], u8 layout, u8 dtype, u16 0,
+ * u32 layers, kv_heads, head_dim, block_tokens, tp_rank, tp_size. */
+struct kvt_req_hello {
+	uint16_t min_version, max_version;
+	const char *token; /* not NUL-terminated */
+	uint16_t token_len;
+	struct kvt_ns_desc desc; /* tenant_salt left empty: the daemon sets it */
+};
+
+/* REGISTER: u32 ns, u32 kind, u64 bytes, u64 offset, u32 layers, u32 pages,
+ * u64 layer_stride, u64 kv_stride, u64 page_stride, u32 device, u32 ipc_len,
+ * ipc[ipc_len]. A page is block_tokens tokens of one layer's K (and V at
+ * +kv_stride): page p of layer l starts at offset + l*layer_stride + p*page_stride. */
+struct kvt_req_register {
+	uint32_t ns, kind;
+	uint64_t bytes, offset;
+	uint32_t layers, pages;
+	uint64_t layer_stride, kv_stride, page_stride;
+	uint32_t device, ipc_len;
+	const uint8_t *ipc;
+};
+
+/* LOOKUP, PIN, UNPIN, REMOVE: u32 ns, u32 n, key[n] (16 bytes each). */
+struct kvt_req_keys {
+	uint32_t ns, n;
+	const struct kvt_key *keys;
+};
+
+/* SAVE, LOAD: u32 ns, u32 region, u32 n, u32 flags, parent key (16 bytes),
+ * key[n], u32 page[n]. LOAD takes flags 0 and a zero parent. */
+struct kvt_req_xfer {
+	uint32_t ns, region, n, flags;
+	struct kvt_key parent;
+	const struct kvt_key *keys;
+	const uint8_t *pages; /* n little-endian u32: kvt_proto_page() */
+};
+
+/* WAIT: u64 ticket, u32 layer, u32 timeout_ms. POLL: u64 ticket. */
+struct kvt_req_wait {
+	uint64_t ticket;
+	uint32_t layer, timeout_ms;
+};
+
+/* PING: opaque bytes (<= KVT_PROTO_MAX_PING), echoed. STATS: empty. */
+struct kvt_req_blob {
+	const uint8_t *data;
+	uint32_t len;
+};
+
+struct kvt_req {
+	struct kvt_frame_hdr hdr;
+	union {
+		struct kvt_req_hello hello;
+		struct kvt_req_register reg;
+		struct kvt_req_keys keys;
+		struct kvt_req_xfer xfer;
+		struct kvt_req_wait wait;
+		struct kvt_req_blob blob;
+	} u;
+};
+
+/* Replies (payload present when status is 0, except WAIT/POLL whose payload
+ * is always present):
+ *   HELLO    u16 version, u16 0, u32 ns, u64 block_bytes, salt[16], u32 max_keys
+ *   REGISTER u32 region
+ *   LOOKUP   u32 hit, u32 n, u8 tier[n]
+ *   SAVE     u64 ticket          LOAD u64 ticket, u32 layers
+ *   WAIT     i32 result, u32 layers_done, u32 done   (POLL likewise)
+ *   PIN, UNPIN, REMOVE  u32 count
+ *   STATS    JSON text           PING  the request's bytes */
+struct kvt_rep_hello {
+	uint16_t version;
+	uint32_t ns;
+	uint64_t block_bytes;
+	struct kvt_key salt;
+	uint32_t max_keys;
+};
+
+struct kvt_rep_lookup {
+	uint32_t hit, n;
+	const uint8_t *tiers;
+};
+
+struct kvt_rep_wait {
+	int32_t result;     /* blocks saved/loaded, or a negative errno */
+	uint32_t layers_done;
+	uint32_t done;
+};
+
+/* "HELLO", ... or NULL for an unknown op (the reply bit is ignored). */
+const char *kvt_op_name(unsigned op);
+
+/* Decode a frame header from buf[0..len). Returns 0, -EAGAIN when fewer than
+ * KVT_PROTO_HDR_BYTES are given, -EPROTO for a wrong magic,
+ * -EPROTONOSUPPORT for another version, -EMSGSIZE for a payload longer than
+ * KVT_PROTO_MAX_PAYLOAD. On error the fields read so far are in *h. */
+int kvt_proto_hdr_decode(const void *buf, size_t len, struct kvt_frame_hdr *h);
+
+/* Encode a header into out[0..KVT_PROTO_HDR_BYTES). */
+void kvt_proto_hdr_encode(const struct kvt_frame_hdr *h, void *out);
+
+/* Decode the payload of request h into req (req->hdr = *h). Returns 0,
+ * -EOPNOTSUPP for an unknown op or a reply op, -EBADMSG for a payload of the
+ * wrong size, nonzero reserved fields, unknown enums or out-of-range counts.
+ * req points into payload, which must outlive it. */
+int kvt_proto_req_decode(const struct kvt_frame_hdr *h, const void *payload,
+			 struct kvt_req *req);
+
+/* Page id i of a SAVE/LOAD request. */
+uint32_t kvt_proto_page(const struct kvt_req_xfer *x, uint32_t i);
+
+/* Reply decoders for the client: 0 or -EBADMSG. */
+int kvt_proto_rep_hello(const void *p, size_t len, struct kvt_rep_hello *out);
+int kvt_proto_rep_u32(const void *p, size_t len, uint32_t *out);
+int kvt_proto_rep_u64(const void *p, size_t len, uint64_t *out);
+int kvt_proto_rep_lookup(const void *p, size_t len, struct kvt_rep_lookup *out);
+int kvt_proto_rep_load(const void *p, size_t len, uint64_t *ticket, uint32_t *layers);
+int kvt_proto_rep_wait(const void *p, size_t len, struct kvt_rep_wait *out);
+
+/* ---- encoding ---------------------------------------------------------- */
+
+/* A growable frame buffer. Appends never fail: an allocation failure sets err
+ * and later calls do nothing, so a caller checks once, at kvt_wr_end. */
+struct kvt_wr {
+	uint8_t *buf;
+	size_t len, cap;
+	size_t frame; /* offset of the frame being written */
+	int err;
+};
+
+void kvt_wr_init(struct kvt_wr *w);
+void kvt_wr_free(struct kvt_wr *w);
+/* Start a frame at the end of the buffer. */
+void kvt_wr_begin(struct kvt_wr *w, uint16_t op, uint64_t id, int32_t status);
+void kvt_wr_u8(struct kvt_wr *w, uint8_t v);
+void kvt_wr_u16(struct kvt_wr *w, uint16_t v);
+void kvt_wr_u32(struct kvt_wr *w, uint32_t v);
+void kvt_wr_u64(struct kvt_wr *w, uint64_t v);
+void kvt_wr_bytes(struct kvt_wr *w, const void *p, size_t n);
+/* Finish the frame begun last (patches its length). Returns 0, -ENOMEM, or
+ * -EMSGSIZE for a payload over KVT_PROTO_MAX_PAYLOAD (the frame is dropped). */
+int kvt_wr_end(struct kvt_wr *w);
+
+/* Request encoders used by the client, appending one whole frame. */
+int kvt_proto_enc_hello(struct kvt_wr *w, uint64_t id, const char *token,
+			const struct kvt_ns_desc *desc);
+int kvt_proto_enc_register(struct kvt_wr *w, uint64_t id, const struct kvt_req_register *r);
+int kvt_proto_enc_keys(struct kvt_wr *w, uint16_t op, uint64_t id, uint32_t ns,
+		       const struct kvt_key *keys, uint32_t n);
+int kvt_proto_enc_xfer(struct kvt_wr *w, uint16_t op, uint64_t id, uint32_t ns,
+		       uint32_t region, const struct kvt_key *parent,
+		       const struct kvt_key *keys, const uint32_t *pages, uint32_t n);
+int kvt_proto_enc_wait(struct kvt_wr *w, uint16_t op, uint64_t id, uint64_t ticket,
+		       uint32_t layer, uint32_t timeout_ms);
+int kvt_proto_enc_blob(struct kvt_wr *w, uint16_t op, uint64_t id, const void *p, uint32_t n);
+
+#endif /* KVT_TRANSPORT_PROTO_H */
