@@ -1,0 +1,109 @@
+/* Engine memory on the host backend: a sealed memfd mapped into the daemon. */
+#include "transport/engine_mem.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+/* a*b + acc without overflow, or false. */
+static bool mul_add(uint64_t a, uint64_t b, uint64_t *acc)
+{
+	uint64_t p;
+
+	return !__builtin_mul_overflow(a, b, &p) && !__builtin_add_overflow(*acc, p, acc);
+}
+
+int kvt_engine_mem_map(int fd, const struct kvt_req_register *r, uint32_t kvn,
+		       uint64_t page_bytes, struct kvt_engine_mem **out)
+{
+	struct kvt_engine_mem *m;
+	uint64_t end = r->offset, total;
+	struct stat st;
+	int seals;
+
+	if (kvn < 1 || kvn > 2 || page_bytes == 0 || r->layers == 0 || r->pages == 0)
+		return -EINVAL;
+	if (kvn == 1 && r->kv_stride != 0)
+		return -EINVAL;
+	/* the last byte of the last page of the last layer must lie inside */
+	if (!mul_add(r->layers - 1, r->layer_stride, &end) ||
+	    !mul_add(kvn - 1, r->kv_stride, &end) ||
+	    !mul_add(r->pages - 1, r->page_stride, &end) ||
+	    __builtin_add_overflow(end, page_bytes, &end) ||
+	    __builtin_add_overflow(r->offset, r->bytes, &total) ||
+	    end > total || total > SIZE_MAX)
+		return -EINVAL;
+	if (r->pages > 1 && r->page_stride < page_bytes)
+		return -EINVAL; /* pages would overlap */
+	if (fstat(fd, &st))
+		return -errno;
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size < total)
+		return -EINVAL;
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || !(seals & F_SEAL_SHRINK))
+		return -EPERM;
+
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m->map == MAP_FAILED) {
+		int err = -errno;
+		free(m);
+		return err;
+	}
+	m->refs = 1;
+	m->map_len = total;
+	m->base = m->map + r->offset;
+	m->ns = r->ns;
+	m->layers = r->layers;
+	m->pages = r->pages;
+	m->kvn = kvn;
+	m->layer_stride = r->layer_stride;
+	m->kv_stride = r->kv_stride;
+	m->page_stride = r->page_stride;
+	m->page_bytes = page_bytes;
+	*out = m;
+	return 0;
+}
+
+void kvt_engine_mem_get(struct kvt_engine_mem *m)
+{
+	__atomic_add_fetch(&m->refs, 1, __ATOMIC_RELAXED);
+}
+
+void kvt_engine_mem_put(struct kvt_engine_mem *m)
+{
+	if (!m || __atomic_sub_fetch(&m->refs, 1, __ATOMIC_ACQ_REL) != 0)
+		return;
+	munmap(m->map, m->map_len);
+	free(m);
+}
+
+static uint8_t *page_addr(const struct kvt_engine_mem *m, uint32_t page, uint32_t layer,
+			  uint32_t kv)
+{
+	return m->base + (uint64_t)layer * m->layer_stride + (uint64_t)kv * m->kv_stride +
+	       (uint64_t)page * m->page_stride;
+}
+
+void kvt_engine_mem_gather(const struct kvt_engine_mem *m, uint32_t page, void *block)
+{
+	uint8_t *dst = block;
+
+	for (uint32_t l = 0; l < m->layers; l++)
+		for (uint32_t kv = 0; kv < m->kvn; kv++, dst += m->page_bytes)
+			memcpy(dst, page_addr(m, page, l, kv), m->page_bytes);
+}
+
+void kvt_engine_mem_scatter_layer(const struct kvt_engine_mem *m, uint32_t page,
+				  uint32_t layer, const void *block)
+{
+	const uint8_t *src = (const uint8_t *)block + (uint64_t)layer * m->kvn * m->page_bytes;
+
+	for (uint32_t kv = 0; kv < m->kvn; kv++, src += m->page_bytes)
+		memcpy(page_addr(m, page, layer, kv), src, m->page_bytes);
+}

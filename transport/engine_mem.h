@@ -1,0 +1,46 @@
+/* An engine's registered KV memory as the daemon sees it on the host backend:
+ * the engine's memfd mapped into the daemon, and the paged layout that says
+ * where each page of each layer lies. Gathers a block's pages into one
+ * contiguous buffer (a DRAM slot) and scatters it back, layer by layer.
+ *
+ * A block in a slot is laid out [layer][kv][page_bytes]: layer-major, so a
+ * LOAD can finish layer 0 of every block before layer 1 and an engine can
+ * start computing early. */
+#ifndef KVT_TRANSPORT_ENGINE_MEM_H
+#define KVT_TRANSPORT_ENGINE_MEM_H
+
+#include <stdint.h>
+
+#include "transport/proto.h"
+
+struct kvt_engine_mem {
+	int refs;               /* atomic: the connection and each job using it */
+	uint8_t *map;
+	uint64_t map_len;
+	uint8_t *base;          /* map + offset */
+	uint32_t ns;            /* handle of the namespace it was registered for */
+	uint32_t layers, pages, kvn;
+	uint64_t layer_stride, kv_stride, page_stride, page_bytes;
+};
+
+/* Map fd per r for a namespace whose pages are page_bytes long with kvn (1 or
+ * 2) tensors per layer. The memfd must be sealed against shrinking
+ * (F_SEAL_SHRINK): a file the engine could truncate under the daemon would
+ * turn its copies into SIGBUS. Returns 0 and *out (one reference), -EINVAL
+ * for a layout that leaves the region or disagrees with the namespace, -EPERM
+ * for an unsealed fd, or the errno of fstat/mmap. fd stays the caller's. */
+int kvt_engine_mem_map(int fd, const struct kvt_req_register *r, uint32_t kvn,
+		       uint64_t page_bytes, struct kvt_engine_mem **out);
+
+void kvt_engine_mem_get(struct kvt_engine_mem *m);
+/* Drop a reference; the last one unmaps. NULL is accepted. */
+void kvt_engine_mem_put(struct kvt_engine_mem *m);
+
+/* Copy every layer of engine page `page` into block (page_bytes*kvn*layers). */
+void kvt_engine_mem_gather(const struct kvt_engine_mem *m, uint32_t page, void *block);
+
+/* Copy layer `layer` of block into engine page `page`. */
+void kvt_engine_mem_scatter_layer(const struct kvt_engine_mem *m, uint32_t page,
+				  uint32_t layer, const void *block);
+
+#endif /* KVT_TRANSPORT_ENGINE_MEM_H */

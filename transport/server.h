@@ -1,0 +1,92 @@
+/* The sidecar server: the Unix-socket side of the protocol, run by kvtierd.
+ *
+ * One event-loop thread (the caller of kvt_server_run) accepts connections,
+ * reads and validates frames, answers the quick operations (HELLO, LOOKUP,
+ * PIN, UNPIN, REMOVE, STATS, PING) itself and hands SAVE and LOAD to a small
+ * pool of copy workers; a worker's progress and completion come back to the
+ * loop through an eventfd, and the loop answers WAITs. Replies leave in the
+ * order operations finish, matched by request id.
+ *
+ * Bad input costs only its sender: a frame that breaks the framing (magic,
+ * version, length) gets an error reply and its connection is closed; a frame
+ * with a bad payload gets an error reply and the connection goes on. A client
+ * that vanishes has its queued jobs cancelled and its in-flight ones finished
+ * against the daemon's own mapping of its memory, then everything it held is
+ * freed. */
+#ifndef KVT_TRANSPORT_SERVER_H
+#define KVT_TRANSPORT_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "kvtier/store.h"
+
+enum kvt_log_level {
+	KVT_LOG_ERROR = 0,
+	KVT_LOG_WARN = 1,
+	KVT_LOG_INFO = 2,
+	KVT_LOG_DEBUG = 3,
+};
+
+/* Receives one structured log line: `msg` is "event=NAME key=value ...",
+ * without a newline. Called from the loop and from workers. */
+typedef void (*kvt_log_cb)(void *arg, enum kvt_log_level level, const char *msg);
+
+/* A tenant: who may connect with which token, under which salt. */
+struct kvt_server_tenant {
+	const char *name;
+	const char *token;       /* "" = no token */
+	const uint8_t *salt;     /* mixed into every namespace of the tenant; tenants
+	                          * with equal salts share blocks */
+	uint32_t salt_len;       /* <= KVT_SALT_MAX */
+	const char *models;      /* comma-separated fnmatch patterns of the model ids
+	                          * the tenant may use; NULL or "*" = any */
+};
+
+struct kvt_server_opts {
+	size_t size;                /* sizeof(struct kvt_server_opts), set by _init */
+	const char *socket_path;    /* required */
+	unsigned socket_mode;       /* default 0660 */
+	gid_t socket_gid;           /* group of the socket and of allowed peers;
+	                             * (gid_t)-1 (default) = the daemon's */
+	const uid_t *allow_uids;    /* peers allowed besides root, the daemon's uid and
+	                             * members of socket_gid */
+	size_t n_allow_uids;
+	struct kvt_store *store;    /* required; not owned */
+	const struct kvt_server_tenant *tenants; /* required, >= 1; copied */
+	size_t n_tenants;
+	unsigned workers;           /* copy threads; default 4 */
+	unsigned max_clients;       /* default 1024 */
+	const char *metrics_addr;   /* "HOST:PORT" of the HTTP metrics endpoint;
+	                             * NULL = none */
+	kvt_log_cb log;             /* NULL = no logging */
+	void *log_arg;
+	enum kvt_log_level log_level; /* default KVT_LOG_INFO */
+};
+
+struct kvt_server;
+
+void kvt_server_opts_init(struct kvt_server_opts *opts, size_t size_bytes);
+
+/* Bind the socket (replacing a stale socket file, refusing a live one with
+ * -EADDRINUSE), the metrics endpoint, and start the workers. Returns 0 and
+ * *out, -EINVAL for bad opts, or the errno of socket/bind/listen. */
+int kvt_server_open(const struct kvt_server_opts *opts, struct kvt_server **out);
+
+/* Run the event loop until kvt_server_stop(); then stop accepting, let the
+ * operations in flight finish and their replies go out. Returns 0 or -errno. */
+int kvt_server_run(struct kvt_server *srv);
+
+/* Ask a running loop to stop. Async-signal-safe; callable from any thread. */
+void kvt_server_stop(struct kvt_server *srv);
+
+/* The bound metrics port (useful when opts asked for port 0); 0 when none. */
+int kvt_server_metrics_port(const struct kvt_server *srv);
+
+/* Close the listening socket (unlinking its file), stop the workers, free
+ * every connection. The store is left open. NULL is accepted. */
+void kvt_server_close(struct kvt_server *srv);
+
+#endif /* KVT_TRANSPORT_SERVER_H */
