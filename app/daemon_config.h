@@ -1,0 +1,68 @@
+/* kvtierd's configuration: embedded defaults, then a config file (INI, read
+ * with libinih), then command-line overrides, each layer over the last. */
+#ifndef KVT_APP_DAEMON_CONFIG_H
+#define KVT_APP_DAEMON_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "kvtier/store.h"
+#include "transport/server.h"
+
+#define KVTD_MAX_TENANTS 64
+#define KVTD_MAX_UIDS 64
+
+struct kvtd_tenant {
+	char name[64];
+	char token[257];              /* KVT_PROTO_MAX_TOKEN + 1 */
+	char salt[KVT_SALT_MAX + 1];
+	char models[512];
+};
+
+struct kvtd_config {
+	char config_path[4096];
+	char socket_path[108];
+	unsigned socket_mode;
+	char socket_group[64];        /* "" = the daemon's group */
+	uid_t allow_uids[KVTD_MAX_UIDS];
+	size_t n_allow_uids;
+	char data_dir[4096];
+	char dram_spec[32];           /* "25%" of available memory, or a size */
+	uint64_t dram_bytes;          /* resolved */
+	char ssd_spec[32];            /* a size, a % of the data dir's free space, "0" = off */
+	uint64_t ssd_bytes;           /* resolved */
+	bool huge_pages;
+	char policy[16];
+	char metrics[64];             /* "HOST:PORT" or "" = off */
+	unsigned workers;
+	enum kvt_log_level log_level;
+	struct kvtd_tenant tenants[KVTD_MAX_TENANTS];
+	size_t n_tenants;
+	bool print_config;            /* print the effective config and exit */
+};
+
+/* Fill cfg with the embedded defaults (they depend on the uid and the
+ * environment, see kvtd_usage). */
+void kvtd_config_defaults(struct kvtd_config *cfg);
+
+/* Build cfg from defaults, the --config file and the command line. Returns
+ * 0, 1 when --help/--version was handled (exit 0), or -EINVAL with a message
+ * on stderr (exit 2). */
+int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv);
+
+/* Resolve the sizes (percentages of free memory / disk) and create the data
+ * directory and the socket's directory. Returns 0 or -errno with a message. */
+int kvtd_config_resolve(struct kvtd_config *cfg);
+
+/* Print the effective configuration as an INI file kvtierd reads back. */
+void kvtd_config_print(const struct kvtd_config *cfg, FILE *f);
+
+void kvtd_usage(FILE *f);
+
+/* Parse a size: a number with an optional K/M/G/T suffix (powers of 1024, an
+ * optional "iB"/"B"), or "N%" of `whole`. Returns 0 or -EINVAL. */
+int kvtd_parse_size(const char *s, uint64_t whole, uint64_t *out);
+
+#endif /* KVT_APP_DAEMON_CONFIG_H */

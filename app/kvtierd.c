@@ -1,0 +1,186 @@
+/* kvtierd: the sidecar daemon. The flow, in the order of this file:
+ * configuration (daemon_config.c) -> the store and its tiers (store/, tiers/)
+ * -> the Unix-socket server (transport/server.c) -> run until SIGTERM/SIGINT
+ * -> drain, close the server, close the store. */
+#include <errno.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "app/daemon_config.h"
+#include "app/daemon_log.h"
+#include "kvtier/store.h"
+#include "transport/proto.h"
+#include "transport/server.h"
+
+static struct kvt_server *running;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	if (running)
+		kvt_server_stop(running); /* async-signal-safe: an atomic and a write */
+}
+
+static int install_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGTERM, &sa, NULL) || sigaction(SIGINT, &sa, NULL))
+		return -errno;
+	signal(SIGPIPE, SIG_IGN);
+	return 0;
+}
+
+static const char *fmt_bytes(uint64_t b, char *buf, size_t len)
+{
+	static const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)b;
+	int u = 0;
+
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
+	return buf;
+}
+
+static void print_summary(const struct kvtd_config *cfg, const struct kvt_server *srv,
+			  const char *ssd_dir)
+{
+	char a[32], b[32];
+	bool gpu = access("/dev/nvidia0", F_OK) == 0;
+
+	printf("kvtierd 0.1.0 ready (protocol %d, pid %d)\n", KVT_PROTO_VERSION, (int)getpid());
+	printf("  socket    %s (mode %04o%s%s)\n", cfg->socket_path, cfg->socket_mode,
+	       cfg->socket_group[0] ? ", group " : "", cfg->socket_group);
+	printf("  dram      %s%s, policy %s\n", fmt_bytes(cfg->dram_bytes, a, sizeof(a)),
+	       cfg->huge_pages ? " (huge pages when available)" : "", cfg->policy);
+	if (cfg->ssd_bytes)
+		printf("  ssd       %s under %s\n", fmt_bytes(cfg->ssd_bytes, b, sizeof(b)), ssd_dir);
+	else
+		printf("  ssd       off\n");
+	printf("  device    host backend: engine memory shared as sealed memfds%s\n",
+	       gpu ? " (a GPU is present; CUDA IPC registration is not served yet)" : " (no GPU)");
+	printf("  tenants   %zu:", cfg->n_tenants);
+	for (size_t i = 0; i < cfg->n_tenants; i++)
+		printf(" %s%s", cfg->tenants[i].name, cfg->tenants[i].token[0] ? "" : " (no token)");
+	printf("\n  metrics   ");
+	if (cfg->metrics[0])
+		printf("http://%s/metrics\n", cfg->metrics);
+	else
+		printf("off\n");
+	printf("  workers   %u copy threads\n", cfg->workers);
+	printf("  features  save/load/lookup/pin on; per-layer load completion on; "
+	       "cuda ipc off; rdma off\n");
+	(void)srv;
+	fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+	static struct kvtd_config cfg;
+	struct kvt_server_tenant tenants[KVTD_MAX_TENANTS];
+	struct kvt_store_opts sopts;
+	struct kvt_server_opts vopts;
+	struct kvt_store *store = NULL;
+	struct kvt_server *srv = NULL;
+	char ssd_dir[4200];
+	int err;
+
+	err = kvtd_config_load(&cfg, argc, argv);
+	if (err)
+		return err > 0 ? 0 : 2;
+	if (cfg.print_config) {
+		kvtd_config_print(&cfg, stdout);
+		return 0;
+	}
+	kvtd_log_set_level(cfg.log_level);
+	if (kvtd_config_resolve(&cfg))
+		return 1;
+
+	kvt_store_opts_init(&sopts, sizeof(sopts));
+	sopts.dram_bytes = cfg.dram_bytes;
+	sopts.dram_huge_pages = cfg.huge_pages;
+	sopts.policy = cfg.policy;
+	snprintf(ssd_dir, sizeof(ssd_dir), "%s/ssd", cfg.data_dir);
+	if (cfg.ssd_bytes) {
+		sopts.ssd_dir = ssd_dir;
+		sopts.ssd_bytes = cfg.ssd_bytes;
+	}
+	err = kvt_store_open(&sopts, &store);
+	if (err) {
+		kvtd_log(KVT_LOG_ERROR, "event=store.open.failed err=\"%s\" dram_bytes=%llu",
+			 kvt_strerror(err), (unsigned long long)cfg.dram_bytes);
+		return 1;
+	}
+
+	kvt_server_opts_init(&vopts, sizeof(vopts));
+	for (size_t i = 0; i < cfg.n_tenants; i++) {
+		tenants[i] = (struct kvt_server_tenant){
+			.name = cfg.tenants[i].name,
+			.token = cfg.tenants[i].token,
+			.salt = (const uint8_t *)cfg.tenants[i].salt,
+			.salt_len = (uint32_t)strlen(cfg.tenants[i].salt),
+			.models = cfg.tenants[i].models[0] ? cfg.tenants[i].models : NULL,
+		};
+	}
+	if (cfg.socket_group[0]) {
+		struct group *g = getgrnam(cfg.socket_group);
+		if (!g) {
+			kvtd_log(KVT_LOG_ERROR, "event=config.error reason=\"no such group\" group=%s",
+				 cfg.socket_group);
+			err = -EINVAL;
+			goto out_store;
+		}
+		vopts.socket_gid = g->gr_gid;
+	}
+	vopts.socket_path = cfg.socket_path;
+	vopts.socket_mode = cfg.socket_mode;
+	vopts.allow_uids = cfg.allow_uids;
+	vopts.n_allow_uids = cfg.n_allow_uids;
+	vopts.store = store;
+	vopts.tenants = tenants;
+	vopts.n_tenants = cfg.n_tenants;
+	vopts.workers = cfg.workers;
+	vopts.metrics_addr = cfg.metrics[0] ? cfg.metrics : NULL;
+	vopts.log = kvtd_log_cb;
+	vopts.log_level = cfg.log_level;
+	err = kvt_server_open(&vopts, &srv);
+	if (err) {
+		kvtd_log(KVT_LOG_ERROR, "event=server.open.failed err=\"%s\" socket=%s metrics=%s",
+			 kvt_strerror(err), cfg.socket_path, cfg.metrics[0] ? cfg.metrics : "off");
+		goto out_store;
+	}
+	if (cfg.metrics[0] && kvt_server_metrics_port(srv)) {
+		/* port 0 asks for any free port: show the one bound */
+		char *colon = strrchr(cfg.metrics, ':');
+		if (colon && !strcmp(colon, ":0"))
+			snprintf(colon, sizeof(cfg.metrics) - (size_t)(colon - cfg.metrics), ":%d",
+				 kvt_server_metrics_port(srv));
+	}
+	running = srv;
+	err = install_signals();
+	if (err)
+		goto out_server;
+	print_summary(&cfg, srv, ssd_dir);
+	kvtd_log(KVT_LOG_INFO, "event=start pid=%d socket=%s dram_bytes=%llu ssd_bytes=%llu "
+		 "tenants=%zu", (int)getpid(), cfg.socket_path, (unsigned long long)cfg.dram_bytes,
+		 (unsigned long long)cfg.ssd_bytes, cfg.n_tenants);
+	err = kvt_server_run(srv);
+
+out_server:
+	running = NULL;
+	kvt_server_close(srv);
+out_store:
+	/* closing the store writes back what the tiers keep across restarts */
+	kvt_store_close(store);
+	kvtd_log(err ? KVT_LOG_ERROR : KVT_LOG_INFO, "event=exit status=%d%s%s", err ? 1 : 0,
+		 err ? " err=" : "", err ? kvt_strerror(err) : "");
+	return err ? 1 : 0;
+}

@@ -1,0 +1,159 @@
+/* kvtier — the engine-side client of kvtierd (libkvtier-client.so).
+ *
+ * An engine connects to the daemon's Unix socket, says HELLO with its tenant
+ * token and the namespace of its KV cache (model, layout, dtype, block size),
+ * registers its paged KV memory once, and then moves blocks by prefix key:
+ * LOOKUP which leading blocks kvtier holds, SAVE engine pages into kvtier,
+ * LOAD blocks back into engine pages. SAVE and LOAD return a ticket at once;
+ * WAIT (or POLL) gives the result, and a LOAD can be waited on layer by layer.
+ *
+ * A connection may be shared by threads: calls are matched to their replies
+ * by request id, so a thread waiting on a long LOAD does not hold up another's
+ * LOOKUP. Every function returns 0 (or a count) or a negative errno; the
+ * errors each call adds are listed above it. Common to all calls:
+ * -EINVAL (bad argument), -ECONNRESET (the daemon closed the connection; the
+ * connection is then unusable), -EBADMSG (a reply that does not parse),
+ * -EPERM (a call before a successful hello). */
+#ifndef KVTIER_CLIENT_H
+#define KVTIER_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvtier/store.h"
+#include "kvtier/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KVT_CLIENT_DEFAULT_SOCKET "/run/kvtier/kvtierd.sock"
+
+struct kvt_client;
+
+struct kvt_client_opts {
+	size_t size;             /* sizeof(struct kvt_client_opts), set by _init */
+	const char *socket_path; /* default $KVTIER_SOCKET or KVT_CLIENT_DEFAULT_SOCKET */
+	const char *token;       /* tenant token; default $KVTIER_TOKEN or "" */
+};
+
+void kvt_client_opts_init(struct kvt_client_opts *opts, size_t size_bytes);
+
+/* Connect to kvtierd. Returns 0 and *out, or the errno of socket/connect
+ * (-ENOENT: no socket there, -ECONNREFUSED: no daemon behind it, -EACCES:
+ * not allowed by the socket's mode). The opts strings are copied. */
+int kvt_client_connect(const struct kvt_client_opts *opts, struct kvt_client **out);
+
+/* Close the connection; the daemon finishes or cancels what was in flight and
+ * frees what the connection held. NULL is accepted. */
+void kvt_client_close(struct kvt_client *c);
+
+/* kvt_ns_desc_init for programs that link only libkvtier-client: zero desc
+ * and set its size. */
+void kvt_client_desc_init(struct kvt_ns_desc *desc, size_t size_bytes);
+
+/* A namespace as the daemon granted it. */
+struct kvt_client_ns {
+	uint32_t handle;
+	uint64_t block_bytes;    /* bytes of one block */
+	struct kvt_key salt;     /* mixed into this namespace's prefix keys */
+	uint32_t block_tokens;
+	uint32_t max_keys;       /* most keys one request may carry */
+};
+
+/* Open (or join) the namespace of desc under this connection's tenant. desc's
+ * tenant_salt is ignored: the daemon salts per tenant. Errors: -EACCES (wrong
+ * token, or a model the tenant may not use), -EPROTONOSUPPORT, -EFBIG,
+ * -EMFILE (16 namespaces per connection). */
+int kvt_client_hello(struct kvt_client *c, const struct kvt_ns_desc *desc,
+		     struct kvt_client_ns *out);
+
+/* Prefix keys of the full blocks of tokens under ns (see kvt_prefix_keys):
+ * parent is the key of the block before tokens[0], NULL from the start.
+ * Returns the number of keys written. */
+int kvt_client_prefix_keys(const struct kvt_client_ns *ns, const struct kvt_key *parent,
+			   const uint32_t *tokens, size_t n_tokens,
+			   struct kvt_key *keys, size_t max_keys);
+
+/* The engine's paged KV memory: page p of layer l starts at
+ *   offset + l*layer_stride + p*page_stride      (K, or the MLA latent)
+ * and its V at + kv_stride (0 for MLA). A page holds block_tokens tokens of
+ * one layer, so a block is `layers` pages (x2 with V). */
+struct kvt_client_region {
+	size_t size;             /* sizeof(struct kvt_client_region) */
+	int memfd;               /* host backend: a memfd sealed with F_SEAL_SHRINK */
+	uint64_t bytes;          /* bytes of the region from offset */
+	uint64_t offset;
+	uint32_t layers, pages;
+	uint64_t layer_stride, kv_stride, page_stride;
+};
+
+/* Register engine memory for ns; the fd is passed to the daemon (the caller
+ * keeps its own). Returns a region handle (> 0), or -EPERM (memfd not
+ * sealed), -EINVAL (layout outside the region or not the namespace's),
+ * -EBADF (unknown ns), -EMFILE (16 regions per connection). */
+int kvt_client_register(struct kvt_client *c, const struct kvt_client_ns *ns,
+			const struct kvt_client_region *region);
+
+/* Create a sealed memfd of bytes and map it; for engines (and tests) without
+ * memory of their own. Returns the fd and *map, or -errno. Unmap with munmap. */
+int kvt_client_memfd_create(const char *name, uint64_t bytes, void **map);
+
+/* The longest stored prefix of keys[0..n): returns the count of leading keys
+ * stored; tiers[i] (when not NULL) receives each key's tier (enum kvt_tier,
+ * KVT_TIER_NONE past the prefix). -EBADF for an unknown ns, -E2BIG for n over
+ * ns->max_keys. */
+int kvt_client_lookup(struct kvt_client *c, const struct kvt_client_ns *ns,
+		      const struct kvt_key *keys, uint32_t n, uint8_t *tiers);
+
+/* Start saving engine pages[i] as block keys[i] (keys a prefix chain that
+ * continues parent; NULL when keys[0] starts a sequence). Returns 0 and
+ * *ticket; kvt_client_wait gives the number of leading keys stored after it.
+ * -EBADF (unknown ns or region), -ERANGE (page id outside the region),
+ * -EBUSY (too many tickets open). */
+int kvt_client_save(struct kvt_client *c, const struct kvt_client_ns *ns, uint32_t region,
+		    const struct kvt_key *parent, const struct kvt_key *keys,
+		    const uint32_t *pages, uint32_t n, uint64_t *ticket);
+
+/* Start loading blocks keys[i] into engine pages[i]. Returns 0 and *ticket;
+ * kvt_client_wait gives the number of leading blocks loaded (a miss ends
+ * them). Errors as kvt_client_save. */
+int kvt_client_load(struct kvt_client *c, const struct kvt_client_ns *ns, uint32_t region,
+		    const struct kvt_key *keys, const uint32_t *pages, uint32_t n,
+		    uint64_t *ticket);
+
+/* Wait for a ticket and take its result: the count of blocks saved/loaded or
+ * the operation's negative errno. timeout_ms < 0 waits forever. The ticket is
+ * gone after a result. -ETIMEDOUT (the ticket stays), -ENOENT (no such ticket). */
+int kvt_client_wait(struct kvt_client *c, uint64_t ticket, int timeout_ms);
+
+/* Wait until layer `layer` of a LOAD is in engine memory (layers finish in
+ * order), so computing that layer can start. Returns 0; the ticket stays for
+ * kvt_client_wait. -ETIMEDOUT, -ENOENT. */
+int kvt_client_wait_layer(struct kvt_client *c, uint64_t ticket, uint32_t layer,
+			  int timeout_ms);
+
+/* State of a ticket without waiting: returns 1 when done (*result set and the
+ * ticket gone), 0 while in flight; *layers_done (may be NULL) counts the
+ * layers in place. -ENOENT. */
+int kvt_client_poll(struct kvt_client *c, uint64_t ticket, int *result, uint32_t *layers_done);
+
+/* Pin / unpin / remove blocks. Return the count of keys acted on. */
+int kvt_client_pin(struct kvt_client *c, const struct kvt_client_ns *ns,
+		   const struct kvt_key *keys, uint32_t n);
+int kvt_client_unpin(struct kvt_client *c, const struct kvt_client_ns *ns,
+		     const struct kvt_key *keys, uint32_t n);
+int kvt_client_remove(struct kvt_client *c, const struct kvt_client_ns *ns,
+		      const struct kvt_key *keys, uint32_t n);
+
+/* The daemon's counters as JSON text (see README): *json is malloc'd, the
+ * caller frees it. Needs no hello. */
+int kvt_client_stats(struct kvt_client *c, char **json);
+
+/* Round trip of len (<= 4096) bytes, echoed back. Needs no hello. */
+int kvt_client_ping(struct kvt_client *c, const void *data, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KVTIER_CLIENT_H */

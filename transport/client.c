@@ -1,0 +1,576 @@
+/* The engine-side client of kvtierd (see include/kvtier/client.h).
+ *
+ * Replies may come out of order, and several threads may wait on one
+ * connection: each call registers a pending slot by request id, and whichever
+ * waiting thread finds nobody reading becomes the reader for a while, handing
+ * every frame it reads to its slot (leader/followers). */
+#include "kvtier/client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "transport/proto.h"
+
+struct call {
+	uint64_t id;
+	bool done;
+	struct kvt_frame_hdr hdr;
+	uint8_t *payload; /* malloc'd, hdr.len bytes */
+	struct call *next;
+};
+
+struct kvt_client {
+	int fd;
+	pthread_mutex_t send_lock; /* one frame on the wire at a time */
+	pthread_mutex_t lock;      /* calls, reading, broken, next_id */
+	pthread_cond_t cond;
+	struct call *calls;
+	bool reading;
+	int broken;                /* 0 or the -errno that ended the connection */
+	uint64_t next_id;
+	char *token;
+};
+
+void kvt_client_opts_init(struct kvt_client_opts *opts, size_t size_bytes)
+{
+	memset(opts, 0, size_bytes);
+	opts->size = size_bytes;
+}
+
+void kvt_client_desc_init(struct kvt_ns_desc *desc, size_t size_bytes)
+{
+	memset(desc, 0, size_bytes);
+	desc->size = size_bytes;
+}
+
+int kvt_client_connect(const struct kvt_client_opts *opts, struct kvt_client **out)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	const char *path, *opts_token = opts ? opts->token : NULL;
+	struct kvt_client *c;
+	int err;
+
+	if (!opts || !out || opts->size != sizeof(*opts))
+		return -EINVAL;
+	path = opts->socket_path ? opts->socket_path : getenv("KVTIER_SOCKET");
+	if (!path || !*path)
+		path = KVT_CLIENT_DEFAULT_SOCKET;
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	if (!opts->token)
+		opts_token = getenv("KVTIER_TOKEN");
+	c->token = strdup(opts_token ? opts_token : "");
+	if (!c->token) {
+		free(c);
+		return -ENOMEM;
+	}
+	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c->fd < 0) {
+		err = -errno;
+		goto fail_free;
+	}
+	if (connect(c->fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		err = -errno;
+		goto fail_close;
+	}
+	pthread_mutex_init(&c->send_lock, NULL);
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->cond, NULL);
+	*out = c;
+	return 0;
+
+fail_close:
+	close(c->fd);
+fail_free:
+	free(c->token);
+	free(c);
+	return err;
+}
+
+void kvt_client_close(struct kvt_client *c)
+{
+	if (!c)
+		return;
+	close(c->fd);
+	pthread_mutex_destroy(&c->send_lock);
+	pthread_mutex_destroy(&c->lock);
+	pthread_cond_destroy(&c->cond);
+	free(c->token);
+	free(c);
+}
+
+/* ---- wire -------------------------------------------------------------- */
+
+static int send_all(struct kvt_client *c, const uint8_t *buf, size_t len, int fd)
+{
+	union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } ctl;
+	bool with_fd = fd >= 0;
+
+	while (len) {
+		struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+		ssize_t n;
+
+		if (with_fd) {
+			/* the fd rides on the first byte of the frame it belongs to */
+			memset(&ctl, 0, sizeof(ctl));
+			msg.msg_control = ctl.buf;
+			msg.msg_controllen = sizeof(ctl.buf);
+			struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+			cm->cmsg_level = SOL_SOCKET;
+			cm->cmsg_type = SCM_RIGHTS;
+			cm->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+		}
+		n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno == EPIPE ? -ECONNRESET : -errno;
+		}
+		with_fd = false;
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int recv_all(struct kvt_client *c, uint8_t *buf, size_t len)
+{
+	while (len) {
+		ssize_t n = recv(c->fd, buf, len, 0);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -ECONNRESET;
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Read one frame and give it to its call; a reply nobody waits for (its
+ * caller gave up) is dropped. Called without c->lock. */
+static int read_one(struct kvt_client *c)
+{
+	uint8_t hb[KVT_PROTO_HDR_BYTES];
+	struct kvt_frame_hdr h;
+	uint8_t *payload = NULL;
+	int err;
+
+	err = recv_all(c, hb, sizeof(hb));
+	if (err)
+		return err;
+	err = kvt_proto_hdr_decode(hb, sizeof(hb), &h);
+	if (err)
+		return -EBADMSG;
+	if (!(h.op & KVT_OP_REPLY))
+		return -EBADMSG;
+	payload = malloc(h.len ? h.len : 1);
+	if (!payload)
+		return -ENOMEM;
+	err = recv_all(c, payload, h.len);
+	if (err) {
+		free(payload);
+		return err;
+	}
+	pthread_mutex_lock(&c->lock);
+	for (struct call *k = c->calls; k; k = k->next) {
+		if (k->id == h.id && !k->done) {
+			k->hdr = h;
+			k->payload = payload;
+			k->done = true;
+			payload = NULL;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	free(payload);
+	return 0;
+}
+
+/* Send the frame in w (request id already set to k->id) and wait for its
+ * reply. On 0, k->hdr/k->payload hold the reply (caller frees payload). */
+static int call(struct kvt_client *c, struct kvt_wr *w, struct call *k, int fd)
+{
+	int err;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->broken) {
+		pthread_mutex_unlock(&c->lock);
+		return c->broken;
+	}
+	k->next = c->calls;
+	c->calls = k;
+	pthread_mutex_unlock(&c->lock);
+
+	pthread_mutex_lock(&c->send_lock);
+	err = send_all(c, w->buf, w->len, fd);
+	pthread_mutex_unlock(&c->send_lock);
+
+	pthread_mutex_lock(&c->lock);
+	if (err && !c->broken)
+		c->broken = err;
+	while (!k->done && !c->broken) {
+		if (c->reading) {
+			pthread_cond_wait(&c->cond, &c->lock);
+			continue;
+		}
+		c->reading = true;
+		pthread_mutex_unlock(&c->lock);
+		err = read_one(c);
+		pthread_mutex_lock(&c->lock);
+		c->reading = false;
+		if (err)
+			c->broken = err;
+		pthread_cond_broadcast(&c->cond);
+	}
+	for (struct call **p = &c->calls; *p; p = &(*p)->next) {
+		if (*p == k) {
+			*p = k->next;
+			break;
+		}
+	}
+	err = k->done ? 0 : c->broken;
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+static uint64_t new_id(struct kvt_client *c)
+{
+	return __atomic_add_fetch(&c->next_id, 1, __ATOMIC_RELAXED);
+}
+
+/* Run a request built by `w` and return the reply's status; the payload is
+ * left in k for the caller's decoder when status is 0. */
+static int roundtrip(struct kvt_client *c, struct kvt_wr *w, int enc_err, struct call *k,
+		     int fd, uint16_t op)
+{
+	int err = enc_err;
+
+	if (!err)
+		err = call(c, w, k, fd);
+	kvt_wr_free(w);
+	if (err)
+		return err;
+	if ((k->hdr.op & ~KVT_OP_REPLY) != op) {
+		free(k->payload);
+		k->payload = NULL;
+		return -EBADMSG;
+	}
+	if (k->hdr.status > 0 || k->hdr.status < -4095) {
+		free(k->payload);
+		k->payload = NULL;
+		return -EBADMSG;
+	}
+	return k->hdr.status;
+}
+
+/* ---- operations -------------------------------------------------------- */
+
+int kvt_client_hello(struct kvt_client *c, const struct kvt_ns_desc *desc,
+		     struct kvt_client_ns *out)
+{
+	struct kvt_rep_hello rep;
+	struct kvt_wr w;
+	struct call k = { 0 };
+	int err;
+
+	if (!c || !desc || !out)
+		return -EINVAL;
+	kvt_wr_init(&w);
+	k.id = new_id(c);
+	err = roundtrip(c, &w, kvt_proto_enc_hello(&w, k.id, c->token, desc), &k, -1, KVT_OP_HELLO);
+	if (err)
+		goto out;
+	err = kvt_proto_rep_hello(k.payload, k.hdr.len, &rep);
+	if (err)
+		goto out;
+	memset(out, 0, sizeof(*out));
+	out->handle = rep.ns;
+	out->block_bytes = rep.block_bytes;
+	out->salt = rep.salt;
+	out->block_tokens = desc->block_tokens;
+	out->max_keys = rep.max_keys;
+out:
+	free(k.payload);
+	return err;
+}
+
+int kvt_client_prefix_keys(const struct kvt_client_ns *ns, const struct kvt_key *parent,
+			   const uint32_t *tokens, size_t n_tokens,
+			   struct kvt_key *keys, size_t max_keys)
+{
+	if (!ns)
+		return -EINVAL;
+	return kvt_prefix_keys(ns->salt.bytes, KVT_KEY_BYTES, parent, tokens, n_tokens,
+			       ns->block_tokens, keys, max_keys);
+}
+
+int kvt_client_register(struct kvt_client *c, const struct kvt_client_ns *ns,
+			const struct kvt_client_region *r)
+{
+	struct kvt_req_register m = { 0 };
+	struct kvt_wr w;
+	struct call k = { 0 };
+	uint32_t region;
+	int err;
+
+	if (!c || !ns || !r || r->size != sizeof(*r) || r->memfd < 0)
+		return -EINVAL;
+	m.ns = ns->handle;
+	m.kind = KVT_MEM_HOST_MEMFD;
+	m.bytes = r->bytes;
+	m.offset = r->offset;
+	m.layers = r->layers;
+	m.pages = r->pages;
+	m.layer_stride = r->layer_stride;
+	m.kv_stride = r->kv_stride;
+	m.page_stride = r->page_stride;
+	kvt_wr_init(&w);
+	k.id = new_id(c);
+	err = roundtrip(c, &w, kvt_proto_enc_register(&w, k.id, &m), &k, r->memfd,
+			KVT_OP_REGISTER);
+	if (!err)
+		err = kvt_proto_rep_u32(k.payload, k.hdr.len, &region);
+	free(k.payload);
+	if (!err && (region == 0 || region > INT32_MAX))
+		err = -EBADMSG;
+	return err ? err : (int)region;
+}
+
+int kvt_client_memfd_create(const char *name, uint64_t bytes, void **map)
+{
+	int fd, err;
+	void *p;
+
+	if (!map || bytes == 0 || bytes > SIZE_MAX)
+		return -EINVAL;
+	fd = memfd_create(name ? name : "kvtier-engine", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)bytes) ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	*map = p;
+	return fd;
+}
+
+static int keys_op(struct kvt_client *c, uint16_t op, const struct kvt_client_ns *ns,
+		   const struct kvt_key *keys, uint32_t n, uint8_t *tiers)
+{
+	struct kvt_rep_lookup lk;
+	struct kvt_wr w;
+	struct call k = { 0 };
+	uint32_t count = 0;
+	int err;
+
+	if (!c || !ns || (n && !keys))
+		return -EINVAL;
+	if (n > KVT_PROTO_MAX_KEYS)
+		return -E2BIG;
+	kvt_wr_init(&w);
+	k.id = new_id(c);
+	err = roundtrip(c, &w, kvt_proto_enc_keys(&w, op, k.id, ns->handle, keys, n), &k, -1, op);
+	if (!err && op == KVT_OP_LOOKUP) {
+		err = kvt_proto_rep_lookup(k.payload, k.hdr.len, &lk);
+		if (!err && lk.n != n)
+			err = -EBADMSG;
+		if (!err && tiers)
+			memcpy(tiers, lk.tiers, n);
+		count = lk.hit;
+	} else if (!err) {
+		err = kvt_proto_rep_u32(k.payload, k.hdr.len, &count);
+	}
+	free(k.payload);
+	if (!err && count > n)
+		err = -EBADMSG;
+	return err ? err : (int)count;
+}
+
+int kvt_client_lookup(struct kvt_client *c, const struct kvt_client_ns *ns,
+		      const struct kvt_key *keys, uint32_t n, uint8_t *tiers)
+{
+	return keys_op(c, KVT_OP_LOOKUP, ns, keys, n, tiers);
+}
+
+int kvt_client_pin(struct kvt_client *c, const struct kvt_client_ns *ns,
+		   const struct kvt_key *keys, uint32_t n)
+{
+	return keys_op(c, KVT_OP_PIN, ns, keys, n, NULL);
+}
+
+int kvt_client_unpin(struct kvt_client *c, const struct kvt_client_ns *ns,
+		     const struct kvt_key *keys, uint32_t n)
+{
+	return keys_op(c, KVT_OP_UNPIN, ns, keys, n, NULL);
+}
+
+int kvt_client_remove(struct kvt_client *c, const struct kvt_client_ns *ns,
+		      const struct kvt_key *keys, uint32_t n)
+{
+	return keys_op(c, KVT_OP_REMOVE, ns, keys, n, NULL);
+}
+
+static int xfer(struct kvt_client *c, uint16_t op, const struct kvt_client_ns *ns,
+		uint32_t region, const struct kvt_key *parent, const struct kvt_key *keys,
+		const uint32_t *pages, uint32_t n, uint64_t *ticket)
+{
+	struct kvt_wr w;
+	struct call k = { 0 };
+	uint32_t layers;
+	int err;
+
+	if (!c || !ns || !keys || !pages || !ticket || n == 0)
+		return -EINVAL;
+	if (n > KVT_PROTO_MAX_KEYS)
+		return -E2BIG;
+	kvt_wr_init(&w);
+	k.id = new_id(c);
+	err = roundtrip(c, &w, kvt_proto_enc_xfer(&w, op, k.id, ns->handle, region, parent,
+						   keys, pages, n), &k, -1, op);
+	if (!err)
+		err = op == KVT_OP_SAVE ? kvt_proto_rep_u64(k.payload, k.hdr.len, ticket) :
+		      kvt_proto_rep_load(k.payload, k.hdr.len, ticket, &layers);
+	free(k.payload);
+	return err;
+}
+
+int kvt_client_save(struct kvt_client *c, const struct kvt_client_ns *ns, uint32_t region,
+		    const struct kvt_key *parent, const struct kvt_key *keys,
+		    const uint32_t *pages, uint32_t n, uint64_t *ticket)
+{
+	return xfer(c, KVT_OP_SAVE, ns, region, parent, keys, pages, n, ticket);
+}
+
+int kvt_client_load(struct kvt_client *c, const struct kvt_client_ns *ns, uint32_t region,
+		    const struct kvt_key *keys, const uint32_t *pages, uint32_t n,
+		    uint64_t *ticket)
+{
+	return xfer(c, KVT_OP_LOAD, ns, region, NULL, keys, pages, n, ticket);
+}
+
+static int wait_op(struct kvt_client *c, uint16_t op, uint64_t ticket, uint32_t layer,
+		   int timeout_ms, struct kvt_rep_wait *rep)
+{
+	struct kvt_wr w;
+	struct call k = { 0 };
+	uint32_t tmo = timeout_ms < 0 ? KVT_WAIT_FOREVER : (uint32_t)timeout_ms;
+	int err, dec;
+
+	if (!c)
+		return -EINVAL;
+	kvt_wr_init(&w);
+	k.id = new_id(c);
+	err = roundtrip(c, &w, kvt_proto_enc_wait(&w, op, k.id, ticket, layer, tmo), &k, -1, op);
+	/* WAIT and POLL carry the ticket's state even with a timeout status */
+	if ((!err || err == -ETIMEDOUT) && k.payload) {
+		dec = kvt_proto_rep_wait(k.payload, k.hdr.len, rep);
+		if (dec)
+			err = dec;
+	}
+	free(k.payload);
+	return err;
+}
+
+int kvt_client_wait(struct kvt_client *c, uint64_t ticket, int timeout_ms)
+{
+	struct kvt_rep_wait rep;
+	int err = wait_op(c, KVT_OP_WAIT, ticket, KVT_WAIT_ALL, timeout_ms, &rep);
+
+	if (err)
+		return err;
+	return rep.done ? rep.result : -EBADMSG;
+}
+
+int kvt_client_wait_layer(struct kvt_client *c, uint64_t ticket, uint32_t layer,
+			  int timeout_ms)
+{
+	struct kvt_rep_wait rep;
+
+	if (layer == KVT_WAIT_ALL)
+		return -EINVAL;
+	return wait_op(c, KVT_OP_WAIT, ticket, layer, timeout_ms, &rep);
+}
+
+int kvt_client_poll(struct kvt_client *c, uint64_t ticket, int *result, uint32_t *layers_done)
+{
+	struct kvt_rep_wait rep;
+	int err = wait_op(c, KVT_OP_POLL, ticket, KVT_WAIT_ALL, 0, &rep);
+
+	if (err)
+		return err;
+	if (layers_done)
+		*layers_done = rep.layers_done;
+	if (rep.done && result)
+		*result = rep.result;
+	return rep.done ? 1 : 0;
+}
+
+int kvt_client_stats(struct kvt_client *c, char **json)
+{
+	struct kvt_wr w;
+	struct call k = { 0 };
+	int err;
+
+	if (!c || !json)
+		return -EINVAL;
+	kvt_wr_init(&w);
+	k.id = new_id(c);
+	err = roundtrip(c, &w, kvt_proto_enc_blob(&w, KVT_OP_STATS, k.id, NULL, 0), &k, -1,
+			KVT_OP_STATS);
+	if (err) {
+		free(k.payload);
+		return err;
+	}
+	*json = realloc(k.payload, (size_t)k.hdr.len + 1);
+	if (!*json) {
+		free(k.payload);
+		return -ENOMEM;
+	}
+	(*json)[k.hdr.len] = 0;
+	return 0;
+}
+
+int kvt_client_ping(struct kvt_client *c, const void *data, size_t len)
+{
+	struct kvt_wr w;
+	struct call k = { 0 };
+	int err;
+
+	if (!c || (len && !data) || len > KVT_PROTO_MAX_PING)
+		return -EINVAL;
+	kvt_wr_init(&w);
+	k.id = new_id(c);
+	err = roundtrip(c, &w, kvt_proto_enc_blob(&w, KVT_OP_PING, k.id, data, (uint32_t)len), &k,
+			-1, KVT_OP_PING);
+	if (!err && (k.hdr.len != len || (len && memcmp(k.payload, data, len))))
+		err = -EBADMSG;
+	free(k.payload);
+	return err;
+}
