@@ -1,0 +1,229 @@
+#include "daemon_proc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+const char *kvtd_binary(void)
+{
+	const char *b = getenv("KVTIERD");
+
+	return b && *b ? b : "kvtierd";
+}
+
+static void print_log(const struct kvtd_proc *d)
+{
+	char line[1024];
+	FILE *f = fopen(d->log, "r");
+
+	fprintf(stderr, "---- kvtierd log (%s)\n", d->log);
+	while (f && fgets(line, sizeof(line), f))
+		fputs(line, stderr);
+	if (f)
+		fclose(f);
+}
+
+int kvtd_start(struct kvtd_proc *d, const char *dir, const char *const *extra)
+{
+	const char *argv[64];
+	char data[300];
+	int n = 0;
+
+	if (dir) {
+		if (d->dir != dir)
+			d->dir = strdup(dir);
+	} else {
+		d->dir = kvt_test_mkdtemp("kvtierd");
+	}
+	if (!d->dir)
+		return -1;
+	snprintf(d->socket, sizeof(d->socket), "%s/kvtierd.sock", d->dir);
+	snprintf(d->log, sizeof(d->log), "%s/kvtierd.log", d->dir);
+	snprintf(data, sizeof(data), "%s/data", d->dir);
+	argv[n++] = kvtd_binary();
+	argv[n++] = "--socket";
+	argv[n++] = d->socket;
+	argv[n++] = "--data-dir";
+	argv[n++] = data;
+	argv[n++] = "--dram";
+	argv[n++] = "64M";
+	argv[n++] = "--ssd";
+	argv[n++] = "0";
+	argv[n++] = "--metrics";
+	argv[n++] = "off";
+	argv[n++] = "--log-level";
+	argv[n++] = "debug";
+	for (int i = 0; extra && extra[i] && n < 62; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
+
+	d->pid = fork();
+	if (d->pid < 0)
+		return -1;
+	if (d->pid == 0) {
+		int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execv(argv[0], (char *const *)argv);
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	/* ready when a connection succeeds */
+	for (int i = 0; i < 500; i++) {
+		struct kvt_client_opts o;
+		struct kvt_client *c;
+		int status;
+
+		kvt_client_opts_init(&o, sizeof(o));
+		o.socket_path = d->socket;
+		if (kvt_client_connect(&o, &c) == 0) {
+			kvt_client_close(c);
+			return 0;
+		}
+		if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
+			fprintf(stderr, "kvtierd exited early (status %d)\n", status);
+			print_log(d);
+			d->pid = 0;
+			return -1;
+		}
+		usleep(20000);
+	}
+	fprintf(stderr, "kvtierd did not come up\n");
+	print_log(d);
+	return -1;
+}
+
+int kvtd_stop(struct kvtd_proc *d, int sig)
+{
+	int status = 0;
+
+	if (d->pid <= 0)
+		return -1;
+	kill(d->pid, sig);
+	while (waitpid(d->pid, &status, 0) < 0 && errno == EINTR)
+		;
+	d->pid = 0;
+	if (WIFEXITED(status)) {
+		if (WEXITSTATUS(status))
+			print_log(d);
+		return WEXITSTATUS(status);
+	}
+	return 128 + WTERMSIG(status);
+}
+
+void kvtd_cleanup(struct kvtd_proc *d)
+{
+	if (d->pid > 0)
+		kvtd_stop(d, SIGKILL);
+	if (getenv("KVT_TEST_KEEP"))
+		fprintf(stderr, "kept %s\n", d->dir);
+	else
+		kvt_test_rmdir(d->dir);
+	free(d->dir);
+	d->dir = NULL;
+}
+
+struct kvt_client *kvtd_connect(const struct kvtd_proc *d, const char *token)
+{
+	struct kvt_client_opts o;
+	struct kvt_client *c = NULL;
+
+	kvt_client_opts_init(&o, sizeof(o));
+	o.socket_path = d->socket;
+	o.token = token ? token : "";
+	if (kvt_client_connect(&o, &c))
+		return NULL;
+	return c;
+}
+
+void kvtd_test_desc(struct kvt_ns_desc *d, const char *model)
+{
+	kvt_client_desc_init(d, sizeof(*d));
+	snprintf(d->model_id, sizeof(d->model_id), "%s", model ? model : "test/tiny");
+	d->layout = KVT_LAYOUT_PAGED_KV;
+	d->dtype = KVT_DTYPE_BF16;
+	d->layers = 4;
+	d->kv_heads = 2;
+	d->head_dim = 16;
+	d->block_tokens = 4;
+	d->tp_rank = 0;
+	d->tp_size = 1;
+}
+
+int engine_mem_open(struct engine_mem *m, struct kvt_client *c, const struct kvt_client_ns *ns,
+		    const struct kvt_ns_desc *desc, uint32_t pages)
+{
+	struct kvt_client_region r = { .size = sizeof(r) };
+	void *map;
+
+	memset(m, 0, sizeof(*m));
+	m->layers = desc->layers;
+	m->pages = pages;
+	m->page_bytes = (uint64_t)desc->block_tokens * desc->kv_heads * desc->head_dim *
+			kvt_dtype_bytes(desc->dtype);
+	m->page_stride = m->page_bytes;
+	m->kv_stride = m->page_bytes * pages;
+	m->layer_stride = 2 * m->kv_stride;
+	m->bytes = m->layer_stride * m->layers;
+	m->fd = kvt_client_memfd_create("test-engine", m->bytes, &map);
+	if (m->fd < 0)
+		return m->fd;
+	m->map = map;
+	r.memfd = m->fd;
+	r.bytes = m->bytes;
+	r.layers = m->layers;
+	r.pages = pages;
+	r.layer_stride = m->layer_stride;
+	r.kv_stride = m->kv_stride;
+	r.page_stride = m->page_stride;
+	m->region = c ? kvt_client_register(c, ns, &r) : 0;
+	return m->region < 0 ? m->region : 0;
+}
+
+void engine_mem_close(struct engine_mem *m)
+{
+	if (m->map)
+		munmap(m->map, m->bytes);
+	if (m->fd > 0)
+		close(m->fd);
+	m->map = NULL;
+	m->fd = -1;
+}
+
+uint8_t *engine_page(const struct engine_mem *m, uint32_t page, uint32_t layer, uint32_t kv)
+{
+	return m->map + layer * m->layer_stride + kv * m->kv_stride + page * m->page_stride;
+}
+
+void engine_page_fill(const struct engine_mem *m, uint32_t page, uint64_t seed)
+{
+	for (uint32_t l = 0; l < m->layers; l++)
+		for (uint32_t kv = 0; kv < 2; kv++)
+			kvt_test_fill(engine_page(m, page, l, kv), m->page_bytes,
+				      seed * 1000003 + l * 2 + kv + 1);
+}
+
+int engine_page_check(const struct engine_mem *m, uint32_t page, uint64_t seed)
+{
+	uint8_t *want = malloc(m->page_bytes);
+	int bad = 0;
+
+	for (uint32_t l = 0; l < m->layers && !bad; l++)
+		for (uint32_t kv = 0; kv < 2 && !bad; kv++) {
+			kvt_test_fill(want, m->page_bytes, seed * 1000003 + l * 2 + kv + 1);
+			bad = memcmp(want, engine_page(m, page, l, kv), m->page_bytes) != 0;
+		}
+	free(want);
+	return bad ? -1 : 0;
+}

@@ -1,0 +1,58 @@
+/* Integration-test helpers: run the real kvtierd as a child process, and an
+ * engine-like fixture (paged KV memory in a sealed memfd, registered). */
+#ifndef KVT_TESTS_SIDECAR_DAEMON_PROC_H
+#define KVT_TESTS_SIDECAR_DAEMON_PROC_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "kvtier/client.h"
+
+struct kvtd_proc {
+	pid_t pid;
+	char *dir;          /* temp dir: socket, data dir, log */
+	char socket[256];
+	char log[256];
+};
+
+/* Path of the kvtierd binary: $KVTIERD (set by CMake). */
+const char *kvtd_binary(void);
+
+/* Start kvtierd with the socket and data dir in a fresh temp dir plus `extra`
+ * arguments (NULL-terminated), and wait until it accepts connections.
+ * Returns 0 or -1 (the log is printed). If dir is not NULL, reuse it. */
+int kvtd_start(struct kvtd_proc *d, const char *dir, const char *const *extra);
+
+/* Send sig and wait for the exit; returns the exit status (128+sig if killed). */
+int kvtd_stop(struct kvtd_proc *d, int sig);
+
+/* Remove the temp dir. */
+void kvtd_cleanup(struct kvtd_proc *d);
+
+/* Connect with token (NULL = none). */
+struct kvt_client *kvtd_connect(const struct kvtd_proc *d, const char *token);
+
+/* A small model for tests: 4 layers, 2 KV heads, head_dim 16, bf16, 4 tokens
+ * per block = 2 KiB blocks. */
+void kvtd_test_desc(struct kvt_ns_desc *desc, const char *model);
+
+/* Engine memory: `pages` pages in the paged layout of desc
+ * [layer][2][pages][page_bytes], in a sealed memfd, registered with the daemon. */
+struct engine_mem {
+	int fd;
+	uint8_t *map;
+	uint64_t bytes, page_bytes;
+	uint32_t layers, pages;
+	uint64_t layer_stride, kv_stride, page_stride;
+	int region;
+};
+
+int engine_mem_open(struct engine_mem *m, struct kvt_client *c, const struct kvt_client_ns *ns,
+		    const struct kvt_ns_desc *desc, uint32_t pages);
+void engine_mem_close(struct engine_mem *m);
+uint8_t *engine_page(const struct engine_mem *m, uint32_t page, uint32_t layer, uint32_t kv);
+/* Fill page with bytes derived from seed; check returns 0 when they match. */
+void engine_page_fill(const struct engine_mem *m, uint32_t page, uint64_t seed);
+int engine_page_check(const struct engine_mem *m, uint32_t page, uint64_t seed);
+
+#endif
