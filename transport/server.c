@@ -710,9 +710,10 @@ static void conn_process(struct kvt_conn *c)
 	}
 }
 
-/* Read what is there, with any passed fds. Returns false when the connection
- * ended (EOF, error, or a protocol violation at the socket level). */
-static bool conn_read(struct kvt_conn *c)
+/* Read what is there, with any passed fds, and handle the whole frames.
+ * Returns 1, 0 at the peer's end of stream, -1 on an error or a violation at
+ * the socket level (too many fds at once, a frame that cannot fit). */
+static int conn_read(struct kvt_conn *c)
 {
 	for (int rounds = 0; rounds < 16; rounds++) {
 		union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int) * KVT_CONN_MAX_FDS)]; } ctl;
@@ -729,10 +730,10 @@ static bool conn_read(struct kvt_conn *c)
 				cap *= 2;
 			/* at most one frame and one read beyond it are ever buffered */
 			if (cap > 2 * (KVT_PROTO_MAX_PAYLOAD + KVT_PROTO_HDR_BYTES) + 2 * want)
-				return false;
+				return -1;
 			p = realloc(c->in, cap);
 			if (!p)
-				return false;
+				return -1;
 			c->in = p;
 			c->in_cap = cap;
 		}
@@ -744,9 +745,9 @@ static bool conn_read(struct kvt_conn *c)
 		msg.msg_controllen = sizeof(ctl.buf);
 		n = recvmsg(c->fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 		if (n < 0)
-			return errno == EAGAIN || errno == EINTR;
+			return errno == EAGAIN || errno == EINTR ? 1 : -1;
 		if (n == 0)
-			return false;
+			return 0;
 		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
 			int *fds = (int *)CMSG_DATA(cm);
 			size_t nf;
@@ -762,13 +763,13 @@ static bool conn_read(struct kvt_conn *c)
 			}
 		}
 		if (msg.msg_flags & MSG_CTRUNC)
-			return false;
+			return -1;
 		c->in_len += (size_t)n;
 		conn_process(c);
 		if (c->closing || (size_t)n < iov.iov_len)
-			return true;
+			return 1;
 	}
-	return true;
+	return 1;
 }
 
 static bool conn_write(struct kvt_conn *c)
@@ -786,23 +787,35 @@ static bool conn_write(struct kvt_conn *c)
 
 static void conn_event(struct kvt_conn *c, uint32_t events)
 {
-	bool ok = true;
+	bool eof = false;
 
-	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))
-		ok = c->closing || conn_read(c);
-	if (ok)
-		ok = conn_write(c);
-	/* input held back by a full output buffer can go on now */
-	if (ok && !c->closing && c->in_len && c->out.len == 0) {
-		conn_process(c);
-		ok = conn_write(c);
+	if (!c->closing && (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))) {
+		int r = conn_read(c);
+
+		if (r < 0) {
+			conn_close(c, "error");
+			return;
+		}
+		if (r == 0) {
+			/* the peer is done sending: answer what it sent, then close */
+			c->closing = true;
+			eof = true;
+		}
 	}
-	if (!ok) {
+	if (!conn_write(c)) {
 		conn_close(c, "eof");
 		return;
 	}
+	/* input held back by a full output buffer can go on now */
+	if (!c->closing && c->in_len && c->out.len == 0) {
+		conn_process(c);
+		if (!conn_write(c)) {
+			conn_close(c, "eof");
+			return;
+		}
+	}
 	if (c->closing && c->out.len == 0) {
-		conn_close(c, "protocol");
+		conn_close(c, eof ? "eof" : "protocol");
 		return;
 	}
 	conn_want_out(c);

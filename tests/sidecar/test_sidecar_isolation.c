@@ -1,0 +1,211 @@
+/* Tenants against a real kvtierd: wrong tokens refused, requests before HELLO
+ * refused, namespaces a tenant may not use refused, and equal prefixes of two
+ * tenants never share a block unless the config gives them the same salt. */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "daemon_proc.h"
+#include "helpers.h"
+
+static struct kvtd_proc d;
+static uint64_t seed;
+
+static int setup(void **state)
+{
+	char *dir = kvt_test_mkdtemp("kvtierd-iso");
+	char path[512];
+	FILE *f;
+
+	if (!dir)
+		return -1;
+	snprintf(path, sizeof(path), "%s/kvtierd.ini", dir);
+	f = fopen(path, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "[kvtierd]\nworkers = 2\n\n"
+		   "[tenant alice]\ntoken = tok-alice\n\n"
+		   "[tenant bob]\ntoken = tok-bob\n\n"
+		   "[tenant carol]\ntoken = tok-carol\nsalt = alice\n\n"
+		   "[tenant dave]\ntoken = tok-dave\nmodels = allowed/*, exact/model\n");
+	fclose(f);
+	{
+		const char *extra[] = { "--config", path, NULL };
+		if (kvtd_start(&d, dir, extra))
+			return -1;
+	}
+	free(dir);
+	seed = kvt_test_seed();
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	int status = kvtd_stop(&d, SIGTERM);
+
+	kvtd_cleanup(&d);
+	return status == 0 ? 0 : -1;
+}
+
+static void wrong_token_is_refused_and_repeat_offenders_dropped(void **state)
+{
+	struct kvt_client *c = kvtd_connect(&d, "not-a-token");
+	struct kvt_ns_desc desc;
+	struct kvt_client_ns ns;
+
+	assert_non_null(c);
+	kvtd_test_desc(&desc, NULL);
+	assert_int_equal(kvt_client_hello(c, &desc, &ns), -EACCES);
+	assert_int_equal(kvt_client_hello(c, &desc, &ns), -EACCES);
+	assert_int_equal(kvt_client_hello(c, &desc, &ns), -EACCES);
+	/* three strikes: the daemon hangs up */
+	assert_int_equal(kvt_client_ping(c, "x", 1), -ECONNRESET);
+	kvt_client_close(c);
+
+	/* the empty token is not a wildcard when tenants are configured */
+	c = kvtd_connect(&d, "");
+	assert_int_equal(kvt_client_hello(c, &desc, &ns), -EACCES);
+	kvt_client_close(c);
+}
+
+static void nothing_before_hello(void **state)
+{
+	struct kvt_client *c = kvtd_connect(&d, "tok-alice");
+	struct kvt_client_ns ns = { .handle = 1, .block_tokens = 4, .max_keys = 16 };
+	struct kvt_key key = { { 1 } };
+
+	assert_int_equal(kvt_client_lookup(c, &ns, &key, 1, NULL), -EPERM);
+	assert_int_equal(kvt_client_remove(c, &ns, &key, 1), -EPERM);
+	assert_int_equal(kvt_client_ping(c, "still here", 10), 0);
+	kvt_client_close(c);
+}
+
+static void namespaces_outside_the_tenant_are_refused(void **state)
+{
+	struct kvt_client *c = kvtd_connect(&d, "tok-dave");
+	struct kvt_ns_desc desc;
+	struct kvt_client_ns ns, other;
+	struct kvt_key key = { { 2 } };
+
+	kvtd_test_desc(&desc, "forbidden/model");
+	assert_int_equal(kvt_client_hello(c, &desc, &ns), -EACCES);
+	kvtd_test_desc(&desc, "allowed/any-size");
+	assert_int_equal(kvt_client_hello(c, &desc, &ns), 0);
+	kvtd_test_desc(&desc, "exact/model");
+	assert_int_equal(kvt_client_hello(c, &desc, &other), 0);
+	assert_int_not_equal(ns.handle, other.handle);
+	/* a handle this connection was never given */
+	other.handle = 9;
+	assert_int_equal(kvt_client_lookup(c, &other, &key, 1, NULL), -EBADF);
+	/* and no switching tenants on a connection */
+	kvt_client_close(c);
+	c = kvtd_connect(&d, "tok-dave");
+	kvtd_test_desc(&desc, "allowed/x");
+	assert_int_equal(kvt_client_hello(c, &desc, &ns), 0);
+	kvt_client_close(c);
+}
+
+/* Tenant `token` saves the blocks of tokens; returns their keys. */
+static void save_as(const char *token, const uint32_t *tokens, size_t n_tokens,
+		    struct kvt_key *keys, int n)
+{
+	struct kvt_client *c = kvtd_connect(&d, token);
+	struct kvt_ns_desc desc;
+	struct kvt_client_ns ns;
+	struct engine_mem m;
+	uint32_t pages[8];
+	uint64_t ticket;
+
+	kvtd_test_desc(&desc, "shared/model");
+	assert_int_equal(kvt_client_hello(c, &desc, &ns), 0);
+	assert_int_equal(engine_mem_open(&m, c, &ns, &desc, 8), 0);
+	assert_int_equal(kvt_client_prefix_keys(&ns, NULL, tokens, n_tokens, keys, (size_t)n), n);
+	for (int i = 0; i < n; i++) {
+		pages[i] = (uint32_t)i;
+		engine_page_fill(&m, (uint32_t)i, seed + (uint64_t)i);
+	}
+	assert_int_equal(kvt_client_save(c, &ns, (uint32_t)m.region, NULL, keys, pages,
+					 (uint32_t)n, &ticket), 0);
+	assert_int_equal(kvt_client_wait(c, ticket, -1), n);
+	engine_mem_close(&m);
+	kvt_client_close(c);
+}
+
+/* How many of the blocks of tokens tenant `token` finds, and (when it finds
+ * them all) whether it loads back the same bytes. */
+static int lookup_as(const char *token, const uint32_t *tokens, size_t n_tokens, int n,
+		     struct kvt_key *keys)
+{
+	struct kvt_client *c = kvtd_connect(&d, token);
+	struct kvt_ns_desc desc;
+	struct kvt_client_ns ns;
+	struct engine_mem m;
+	uint32_t pages[8];
+	uint64_t ticket;
+	int hit;
+
+	kvtd_test_desc(&desc, "shared/model");
+	assert_int_equal(kvt_client_hello(c, &desc, &ns), 0);
+	assert_int_equal(kvt_client_prefix_keys(&ns, NULL, tokens, n_tokens, keys, (size_t)n), n);
+	hit = kvt_client_lookup(c, &ns, keys, (uint32_t)n, NULL);
+	if (hit == n) {
+		assert_int_equal(engine_mem_open(&m, c, &ns, &desc, 8), 0);
+		for (int i = 0; i < n; i++)
+			pages[i] = (uint32_t)(n - 1 - i);
+		assert_int_equal(kvt_client_load(c, &ns, (uint32_t)m.region, keys, pages,
+						 (uint32_t)n, &ticket), 0);
+		assert_int_equal(kvt_client_wait(c, ticket, -1), n);
+		for (int i = 0; i < n; i++)
+			assert_int_equal(engine_page_check(&m, pages[i], seed + (uint64_t)i), 0);
+		engine_mem_close(&m);
+	}
+	kvt_client_close(c);
+	return hit;
+}
+
+static void tenants_do_not_share_blocks_unless_salted_alike(void **state)
+{
+	uint32_t tokens[16];
+	struct kvt_key alice[4], bob[4], carol[4];
+	uint64_t s = seed | 1;
+
+	for (int i = 0; i < 16; i++)
+		tokens[i] = (uint32_t)kvt_test_rand(&s);
+	save_as("tok-alice", tokens, 16, alice, 4);
+	/* bob computes other keys for the same tokens and finds nothing */
+	assert_int_equal(lookup_as("tok-bob", tokens, 16, 4, bob), 0);
+	assert_memory_not_equal(alice, bob, sizeof(alice));
+	/* even asking with alice's own keys, bob's namespace does not have them */
+	{
+		struct kvt_client *c = kvtd_connect(&d, "tok-bob");
+		struct kvt_ns_desc desc;
+		struct kvt_client_ns ns;
+
+		kvtd_test_desc(&desc, "shared/model");
+		assert_int_equal(kvt_client_hello(c, &desc, &ns), 0);
+		assert_int_equal(kvt_client_lookup(c, &ns, alice, 4, NULL), 0);
+		kvt_client_close(c);
+	}
+	/* carol shares alice's salt by configuration: same keys, same bytes */
+	assert_int_equal(lookup_as("tok-carol", tokens, 16, 4, carol), 4);
+	assert_memory_equal(alice, carol, sizeof(alice));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(wrong_token_is_refused_and_repeat_offenders_dropped),
+		cmocka_unit_test(nothing_before_hello),
+		cmocka_unit_test(namespaces_outside_the_tenant_are_refused),
+		cmocka_unit_test(tenants_do_not_share_blocks_unless_salted_alike),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
