@@ -209,7 +209,7 @@ static void accept_conns(struct kvt_server *srv)
 static struct kvt_job *find_job(struct kvt_conn *c, uint64_t ticket)
 {
 	for (struct kvt_job *j = c->jobs; j; j = j->next)
-		if (j->ticket == ticket)
+		if (j->ticket == ticket && !j->reaped)
 			return j;
 	return NULL;
 }
@@ -226,8 +226,24 @@ static void reap_job(struct kvt_conn *c, struct kvt_job *job)
 	}
 }
 
-/* Reply to a WAIT/POLL with the job's state; a finished job is reaped when the
- * request asked for the whole ticket. */
+/* Free the jobs of c whose result was taken. */
+static void sweep_reaped(struct kvt_conn *c)
+{
+	for (struct kvt_job **pj = &c->jobs; *pj;) {
+		struct kvt_job *j = *pj;
+		if (j->reaped && j->finished) {
+			*pj = j->next;
+			c->n_jobs--;
+			kvt_job_free(j);
+		} else {
+			pj = &j->next;
+		}
+	}
+}
+
+/* Reply to a WAIT/POLL with the job's state. A finished job whose whole
+ * result was asked for is marked reaped (freed by sweep_reaped, after every
+ * wait parked on it has been answered). */
 static void reply_wait(struct kvt_conn *c, uint16_t op, uint64_t id, struct kvt_job *job,
 		       uint32_t layer, int status)
 {
@@ -240,7 +256,7 @@ static void reply_wait(struct kvt_conn *c, uint16_t op, uint64_t id, struct kvt_
 	kvt_wr_u32(&c->out, job->finished);
 	kvt_wr_end(&c->out);
 	if (job->finished && whole && status == 0)
-		reap_job(c, job);
+		job->reaped = true;
 }
 
 static bool wait_satisfied(const struct kvt_job *job, uint32_t layer)
@@ -279,6 +295,11 @@ static void serve_waits(struct kvt_server *srv, struct kvt_job *job, uint64_t no
 		conn_want_out(w->conn);
 		free(w);
 	}
+	if (job)
+		sweep_reaped(job->conn);
+	else
+		for (struct kvt_conn *c = srv->conns; c; c = c->next)
+			sweep_reaped(c);
 }
 
 static int next_deadline_ms(struct kvt_server *srv)
@@ -594,6 +615,7 @@ static int op_wait(struct kvt_conn *c, const struct kvt_req *req)
 		reply_wait(c, req->hdr.op, req->hdr.id, job, w->layer,
 			   req->hdr.op == KVT_OP_WAIT && !wait_satisfied(job, w->layer) ?
 			   -ETIMEDOUT : 0);
+		sweep_reaped(c);
 		return 1;
 	}
 	p = calloc(1, sizeof(*p));
