@@ -75,6 +75,12 @@ char *kvt_metrics_json(struct kvt_server *srv)
 	json_object_set_new(server, "bad_frames", json_integer((json_int_t)c->bad_frames));
 	json_object_set_new(server, "jobs_in_flight",
 			    json_integer(__atomic_load_n(&srv->busy_jobs, __ATOMIC_RELAXED)));
+	{
+		json_int_t parked = 0;
+		for (struct kvt_wait *w = srv->waits; w; w = w->next)
+			parked++;
+		json_object_set_new(server, "waits_parked", json_integer(parked));
+	}
 	json_object_set_new(server, "jobs_cancelled", json_integer((json_int_t)c->jobs_cancelled));
 	json_object_set_new(server, "workers", json_integer(srv->n_threads));
 	json_object_set_new(root, "server", server);

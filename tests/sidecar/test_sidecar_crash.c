@@ -1,0 +1,312 @@
+/* Processes dying around a real kvtierd: an engine killed mid-SAVE and
+ * mid-LOAD (the daemon finishes or cancels its work, frees what it held and
+ * keeps serving), the daemon stopped by SIGTERM with a LOAD in flight (the
+ * LOAD completes and is answered), and the daemon killed and restarted (the
+ * blocks it had on SSD are still there, byte for byte). */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "daemon_proc.h"
+#include "helpers.h"
+
+#define BLOCKS 48
+
+static uint64_t seed;
+
+/* 2 MiB blocks, so a SAVE or LOAD of BLOCKS of them takes a while. */
+static void big_desc(struct kvt_ns_desc *d)
+{
+	kvtd_test_desc(d, "test/big");
+	d->layers = 32;
+	d->kv_heads = 8;
+	d->head_dim = 128;
+	d->block_tokens = 16;
+}
+
+static void seq_keys(const struct kvt_client_ns *ns, uint64_t tag, struct kvt_key *keys, int n)
+{
+	uint32_t tokens[BLOCKS * 16];
+	uint64_t s = (seed ^ tag) | 1;
+
+	for (int i = 0; i < n * 16; i++)
+		tokens[i] = (uint32_t)kvt_test_rand(&s);
+	assert_int_equal(kvt_client_prefix_keys(ns, NULL, tokens, (size_t)n * 16, keys, (size_t)n), n);
+}
+
+/* A JSON number from the daemon's stats: section.key. */
+static long long stat_of(struct kvt_client *c, const char *section, const char *sub,
+			 const char *key)
+{
+	char *text = NULL;
+	json_t *root, *o;
+	long long v;
+
+	assert_int_equal(kvt_client_stats(c, &text), 0);
+	root = json_loads(text, 0, NULL);
+	assert_non_null(root);
+	o = json_object_get(root, section);
+	if (sub)
+		o = json_object_get(o, sub);
+	v = o && json_object_get(o, key) ? json_integer_value(json_object_get(o, key)) : -1;
+	json_decref(root);
+	free(text);
+	return v;
+}
+
+/* Wait (up to 10 s) until the daemon holds only `conns` connections and no
+ * jobs. */
+static void wait_quiet(struct kvt_client *c, long long conns)
+{
+	for (int i = 0; i < 500; i++) {
+		if (stat_of(c, "server", NULL, "connections_open") == conns &&
+		    stat_of(c, "server", NULL, "jobs_in_flight") == 0)
+			return;
+		usleep(20000);
+	}
+	fail_msg("the daemon did not clean up after a dead client");
+}
+
+/* The child: an engine that starts a SAVE (or a LOAD of blocks it saved) and
+ * is killed by its parent as soon as the request is out. */
+static void child_engine(const struct kvtd_proc *d, bool load, int ready_fd)
+{
+	struct kvt_client *c = kvtd_connect(d, NULL);
+	struct kvt_ns_desc desc;
+	struct kvt_client_ns ns;
+	struct engine_mem m;
+	struct kvt_key keys[BLOCKS];
+	uint32_t pages[BLOCKS];
+	uint64_t ticket;
+
+	big_desc(&desc);
+	if (!c || kvt_client_hello(c, &desc, &ns) || engine_mem_open(&m, c, &ns, &desc, BLOCKS))
+		_exit(2);
+	seq_keys(&ns, load ? 2 : 1, keys, BLOCKS);
+	for (uint32_t i = 0; i < BLOCKS; i++) {
+		pages[i] = i;
+		engine_page_fill(&m, i, seed + i);
+	}
+	if (load) {
+		if (kvt_client_save(c, &ns, (uint32_t)m.region, NULL, keys, pages, BLOCKS, &ticket) ||
+		    kvt_client_wait(c, ticket, -1) != BLOCKS)
+			_exit(3);
+		if (kvt_client_load(c, &ns, (uint32_t)m.region, keys, pages, BLOCKS, &ticket))
+			_exit(4);
+	} else if (kvt_client_save(c, &ns, (uint32_t)m.region, NULL, keys, pages, BLOCKS, &ticket)) {
+		_exit(5);
+	}
+	if (write(ready_fd, "r", 1) != 1)
+		_exit(6);
+	pause();
+	_exit(0);
+}
+
+static void engine_killed_mid_transfer(bool load)
+{
+	struct kvtd_proc d = { 0 };
+	const char *extra[] = { "--dram", "256M", NULL };
+	struct kvt_client *c;
+	struct kvt_ns_desc desc;
+	struct kvt_client_ns ns;
+	struct kvt_key keys[BLOCKS];
+	int p[2], status;
+	char r;
+	pid_t pid;
+
+	assert_int_equal(kvtd_start(&d, NULL, extra), 0);
+	assert_int_equal(pipe(p), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(p[0]);
+		child_engine(&d, load, p[1]);
+	}
+	close(p[1]);
+	assert_int_equal(read(p[0], &r, 1), 1);
+	kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status));
+	close(p[0]);
+
+	/* the daemon lives on, and lets go of everything the engine had */
+	c = kvtd_connect(&d, NULL);
+	assert_non_null(c);
+	assert_int_equal(kvt_client_ping(c, "alive", 5), 0);
+	wait_quiet(c, 1);
+	big_desc(&desc);
+	assert_int_equal(kvt_client_hello(c, &desc, &ns), 0);
+	seq_keys(&ns, load ? 2 : 1, keys, BLOCKS);
+	/* whatever was committed before the kill is a whole block; removing
+	 * them all must empty the tier: no slot stays reserved or acquired */
+	kvt_client_remove(c, &ns, keys, BLOCKS);
+	assert_int_equal(stat_of(c, "tiers", "dram", "used_bytes"), 0);
+	assert_int_equal(kvt_client_lookup(c, &ns, keys, BLOCKS, NULL), 0);
+	kvt_client_close(c);
+	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
+	kvtd_cleanup(&d);
+}
+
+static void engine_killed_mid_save(void **state)
+{
+	engine_killed_mid_transfer(false);
+}
+
+static void engine_killed_mid_load(void **state)
+{
+	engine_killed_mid_transfer(true);
+}
+
+struct waiter {
+	struct kvt_client *c;
+	uint64_t ticket;
+	int result;
+};
+
+static void *wait_thread(void *arg)
+{
+	struct waiter *w = arg;
+
+	w->result = kvt_client_wait(w->c, w->ticket, -1);
+	return NULL;
+}
+
+static void sigterm_lets_the_load_in_flight_finish(void **state)
+{
+	struct kvtd_proc d = { 0 };
+	const char *extra[] = { "--dram", "256M", "--workers", "1", NULL };
+	struct kvt_client *c, *watch;
+	struct kvt_ns_desc desc;
+	struct kvt_client_ns ns;
+	struct engine_mem m;
+	struct kvt_key keys[BLOCKS];
+	uint32_t pages[BLOCKS], back[BLOCKS];
+	struct waiter w = { 0 };
+	pthread_t t;
+	uint64_t ticket;
+
+	assert_int_equal(kvtd_start(&d, NULL, extra), 0);
+	c = kvtd_connect(&d, NULL);
+	watch = kvtd_connect(&d, NULL);
+	big_desc(&desc);
+	assert_int_equal(kvt_client_hello(c, &desc, &ns), 0);
+	assert_int_equal(engine_mem_open(&m, c, &ns, &desc, 2 * BLOCKS), 0);
+	seq_keys(&ns, 3, keys, BLOCKS);
+	for (uint32_t i = 0; i < BLOCKS; i++) {
+		pages[i] = i;
+		back[i] = 2 * BLOCKS - 1 - i;
+		engine_page_fill(&m, i, seed * 3 + i);
+	}
+	assert_int_equal(kvt_client_save(c, &ns, (uint32_t)m.region, NULL, keys, pages, BLOCKS,
+					 &ticket), 0);
+	assert_int_equal(kvt_client_wait(c, ticket, -1), BLOCKS);
+	assert_int_equal(kvt_client_load(c, &ns, (uint32_t)m.region, keys, back, BLOCKS, &w.ticket), 0);
+	w.c = c;
+	assert_int_equal(pthread_create(&t, NULL, wait_thread, &w), 0);
+	/* stop the daemon once the WAIT is parked (or already answered) */
+	for (int i = 0; i < 500 && stat_of(watch, "server", NULL, "waits_parked") < 1 &&
+			stat_of(watch, "server", NULL, "jobs_in_flight") > 0; i++)
+		usleep(1000);
+	kill(d.pid, SIGTERM);
+	pthread_join(t, NULL);
+	assert_int_equal(w.result, BLOCKS);
+	for (uint32_t i = 0; i < BLOCKS; i++)
+		assert_int_equal(engine_page_check(&m, back[i], seed * 3 + i), 0);
+	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
+	engine_mem_close(&m);
+	kvt_client_close(watch);
+	kvt_client_close(c);
+	kvtd_cleanup(&d);
+}
+
+static void blocks_on_ssd_survive_a_daemon_crash(void **state)
+{
+	struct kvtd_proc d = { 0 };
+	const char *extra[] = { "--dram", "16M", "--ssd", "256M", NULL };
+	struct kvt_client *c;
+	struct kvt_ns_desc desc;
+	struct kvt_client_ns ns;
+	struct engine_mem m;
+	struct kvt_key keys[BLOCKS];
+	uint8_t tiers[BLOCKS];
+	uint32_t pages[BLOCKS];
+	uint64_t ticket;
+	int on_ssd = 0;
+
+	assert_int_equal(kvtd_start(&d, NULL, extra), 0);
+	c = kvtd_connect(&d, NULL);
+	if (stat_of(c, "tiers", "ssd", "capacity_bytes") <= 0) {
+		kvt_client_close(c);
+		kvtd_stop(&d, SIGTERM);
+		kvtd_cleanup(&d);
+		skip(); /* this build's store has no SSD tier yet */
+	}
+	big_desc(&desc);
+	assert_int_equal(kvt_client_hello(c, &desc, &ns), 0);
+	assert_int_equal(engine_mem_open(&m, c, &ns, &desc, BLOCKS), 0);
+	seq_keys(&ns, 4, keys, BLOCKS);
+	for (uint32_t i = 0; i < BLOCKS; i++) {
+		pages[i] = i;
+		engine_page_fill(&m, i, seed * 5 + i);
+	}
+	/* 48 blocks of 2 MiB through a 16 MiB DRAM tier: most go down to SSD */
+	for (uint32_t i = 0; i < BLOCKS; i += 4) {
+		assert_int_equal(kvt_client_save(c, &ns, (uint32_t)m.region, i ? &keys[i - 1] : NULL,
+						 keys + i, pages + i, 4, &ticket), 0);
+		assert_true(kvt_client_wait(c, ticket, -1) >= 0);
+	}
+	kvt_client_lookup(c, &ns, keys, BLOCKS, tiers);
+	for (int i = 0; i < BLOCKS; i++)
+		on_ssd += tiers[i] == KVT_TIER_SSD;
+	kvt_client_close(c);
+	assert_int_equal(kvtd_stop(&d, SIGKILL), 128 + SIGKILL);
+
+	assert_int_equal(kvtd_start(&d, d.dir, extra), 0);
+	c = kvtd_connect(&d, NULL);
+	assert_int_equal(kvt_client_hello(c, &desc, &ns), 0);
+	engine_mem_close(&m);
+	assert_int_equal(engine_mem_open(&m, c, &ns, &desc, BLOCKS), 0);
+	memset(tiers, 0, sizeof(tiers));
+	kvt_client_lookup(c, &ns, keys, BLOCKS, tiers);
+	for (int i = 0; i < BLOCKS; i++) {
+		uint64_t t;
+		uint32_t page = 0;
+
+		if (tiers[i] != KVT_TIER_SSD)
+			continue;
+		on_ssd--;
+		engine_page_fill(&m, 0, 0);
+		assert_int_equal(kvt_client_load(c, &ns, (uint32_t)m.region, &keys[i], &page, 1, &t), 0);
+		assert_int_equal(kvt_client_wait(c, t, -1), 1);
+		assert_int_equal(engine_page_check(&m, 0, seed * 5 + (uint64_t)i), 0);
+	}
+	assert_true(on_ssd <= 0);
+	kvt_client_close(c);
+	engine_mem_close(&m);
+	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
+	kvtd_cleanup(&d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(engine_killed_mid_save),
+		cmocka_unit_test(engine_killed_mid_load),
+		cmocka_unit_test(sigterm_lets_the_load_in_flight_finish),
+		cmocka_unit_test(blocks_on_ssd_survive_a_daemon_crash),
+	};
+
+	seed = kvt_test_seed();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
