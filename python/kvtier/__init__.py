@@ -1,0 +1,385 @@
+"""kvtier: the engine-side Python binding of kvtierd (ctypes over libkvtier-client.so).
+
+An engine's KV connector connects to the daemon, opens the namespace of its
+KV cache, registers its paged KV memory once, and then saves, looks up and
+loads blocks by prefix key::
+
+    import kvtier
+    with kvtier.Client(socket="/run/kvtier/kvtierd.sock", token="s3cret") as c:
+        ns = c.hello("Qwen/Qwen3-8B", layers=36, kv_heads=8, head_dim=128,
+                     block_tokens=16, dtype="bf16")
+        mem = kvtier.EngineMemory.paged(ns, pages=1024)   # a sealed memfd
+        region = c.register(ns, mem)
+        keys = ns.prefix_keys(tokens)
+        hit, tiers = c.lookup(ns, keys)
+        c.save(ns, region, keys, pages=[...]).wait()
+        n = c.load(ns, region, keys, pages=[...]).wait()
+
+Errors raise OSError subclasses chosen by errno (PermissionError for a wrong
+token or a forbidden model, FileNotFoundError for an unknown ticket,
+TimeoutError, ConnectionResetError when the daemon hangs up, ...), with
+kvtier's message.
+
+The library is found through $KVTIER_CLIENT_LIB, next to this package, in the
+build trees of a source checkout, or on the loader's path.
+"""
+
+import ctypes
+import ctypes.util
+import json
+import mmap
+import os
+
+__all__ = ["Client", "Namespace", "Ticket", "EngineMemory", "TIER_NAMES", "KEY_BYTES"]
+
+KEY_BYTES = 16
+TIER_NAMES = {0: "none", 1: "hbm", 2: "dram", 3: "ssd", 4: "remote"}
+_LAYOUTS = {"paged": 1, "paged_kv": 1, "split": 2, "split_kv": 2, "mla": 3}
+_DTYPES = {"bf16": 1, "bfloat16": 1, "fp16": 2, "float16": 2, "fp32": 3, "float32": 3,
+           "fp8": 4, "fp8_e4m3": 4, "fp8_e5m2": 5, "int8": 6}
+_DTYPE_BYTES = {1: 2, 2: 2, 3: 4, 4: 1, 5: 1, 6: 1}
+
+
+def _find_library():
+    env = os.environ.get("KVTIER_CLIENT_LIB")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    candidates = [os.path.join(here, "libkvtier-client.so")]
+    root = os.path.dirname(os.path.dirname(here))
+    for preset in ("release", "asan", "tsan"):
+        candidates.append(os.path.join(root, "build", preset, "transport", "libkvtier-client.so"))
+    for c in candidates:
+        if os.path.exists(c):
+            return c
+    found = ctypes.util.find_library("kvtier-client")
+    if found:
+        return found
+    raise ImportError("libkvtier-client.so not found: build kvtier or set KVTIER_CLIENT_LIB")
+
+
+_lib = ctypes.CDLL(_find_library(), use_errno=True)
+
+
+class _Key(ctypes.Structure):
+    _fields_ = [("bytes", ctypes.c_uint8 * KEY_BYTES)]
+
+
+class _NsDesc(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("model_id", ctypes.c_char * 64),
+                ("layout", ctypes.c_int), ("dtype", ctypes.c_int),
+                ("layers", ctypes.c_uint32), ("kv_heads", ctypes.c_uint32),
+                ("head_dim", ctypes.c_uint32), ("block_tokens", ctypes.c_uint32),
+                ("tp_rank", ctypes.c_uint32), ("tp_size", ctypes.c_uint32),
+                ("tenant_salt", ctypes.c_uint8 * 32), ("tenant_salt_len", ctypes.c_uint32)]
+
+
+class _ClientNs(ctypes.Structure):
+    _fields_ = [("handle", ctypes.c_uint32), ("block_bytes", ctypes.c_uint64),
+                ("salt", _Key), ("block_tokens", ctypes.c_uint32),
+                ("max_keys", ctypes.c_uint32)]
+
+
+class _Opts(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("socket_path", ctypes.c_char_p),
+                ("token", ctypes.c_char_p)]
+
+
+class _Region(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("memfd", ctypes.c_int),
+                ("bytes", ctypes.c_uint64), ("offset", ctypes.c_uint64),
+                ("layers", ctypes.c_uint32), ("pages", ctypes.c_uint32),
+                ("layer_stride", ctypes.c_uint64), ("kv_stride", ctypes.c_uint64),
+                ("page_stride", ctypes.c_uint64)]
+
+
+_P = ctypes.POINTER
+_vp = ctypes.c_void_p
+_sigs = {
+    "kvt_client_opts_init": (None, [_P(_Opts), ctypes.c_size_t]),
+    "kvt_client_connect": (ctypes.c_int, [_P(_Opts), _P(_vp)]),
+    "kvt_client_close": (None, [_vp]),
+    "kvt_client_desc_init": (None, [_P(_NsDesc), ctypes.c_size_t]),
+    "kvt_client_hello": (ctypes.c_int, [_vp, _P(_NsDesc), _P(_ClientNs)]),
+    "kvt_client_prefix_keys": (ctypes.c_int, [_P(_ClientNs), _P(_Key), _P(ctypes.c_uint32),
+                                              ctypes.c_size_t, _P(_Key), ctypes.c_size_t]),
+    "kvt_client_register": (ctypes.c_int, [_vp, _P(_ClientNs), _P(_Region)]),
+    "kvt_client_memfd_create": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_uint64, _P(_vp)]),
+    "kvt_client_lookup": (ctypes.c_int, [_vp, _P(_ClientNs), _P(_Key), ctypes.c_uint32,
+                                         _P(ctypes.c_uint8)]),
+    "kvt_client_save": (ctypes.c_int, [_vp, _P(_ClientNs), ctypes.c_uint32, _P(_Key), _P(_Key),
+                                       _P(ctypes.c_uint32), ctypes.c_uint32, _P(ctypes.c_uint64)]),
+    "kvt_client_load": (ctypes.c_int, [_vp, _P(_ClientNs), ctypes.c_uint32, _P(_Key),
+                                       _P(ctypes.c_uint32), ctypes.c_uint32, _P(ctypes.c_uint64)]),
+    "kvt_client_wait": (ctypes.c_int, [_vp, ctypes.c_uint64, ctypes.c_int]),
+    "kvt_client_wait_layer": (ctypes.c_int, [_vp, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_int]),
+    "kvt_client_poll": (ctypes.c_int, [_vp, ctypes.c_uint64, _P(ctypes.c_int), _P(ctypes.c_uint32)]),
+    "kvt_client_pin": (ctypes.c_int, [_vp, _P(_ClientNs), _P(_Key), ctypes.c_uint32]),
+    "kvt_client_unpin": (ctypes.c_int, [_vp, _P(_ClientNs), _P(_Key), ctypes.c_uint32]),
+    "kvt_client_remove": (ctypes.c_int, [_vp, _P(_ClientNs), _P(_Key), ctypes.c_uint32]),
+    "kvt_client_stats": (ctypes.c_int, [_vp, _P(ctypes.c_void_p)]),
+    "kvt_client_ping": (ctypes.c_int, [_vp, ctypes.c_char_p, ctypes.c_size_t]),
+    "kvt_strerror": (ctypes.c_char_p, [ctypes.c_int]),
+}
+for _name, (_res, _args) in _sigs.items():
+    _f = getattr(_lib, _name)
+    _f.restype = _res
+    _f.argtypes = _args
+_libc = ctypes.CDLL(None)
+_libc.free.argtypes = [ctypes.c_void_p]
+
+
+def _check(rc, what):
+    """Raise the OSError subclass of a negative errno; return rc otherwise."""
+    if rc < 0:
+        msg = _lib.kvt_strerror(rc).decode()
+        raise OSError(-rc, "%s: %s" % (what, msg))
+    return rc
+
+
+def _keys_array(keys):
+    keys = list(keys)
+    arr = (_Key * max(len(keys), 1))()
+    for i, k in enumerate(keys):
+        if len(k) != KEY_BYTES:
+            raise ValueError("a key is %d bytes" % KEY_BYTES)
+        ctypes.memmove(arr[i].bytes, bytes(k), KEY_BYTES)
+    return arr, len(keys)
+
+
+def _u32_array(values):
+    values = list(values)
+    return (ctypes.c_uint32 * max(len(values), 1))(*values), len(values)
+
+
+class Namespace:
+    """A namespace granted by HELLO: its handle, block size and key salt."""
+
+    def __init__(self, raw, layers, layout, page_bytes):
+        self._raw = raw
+        self.handle = raw.handle
+        self.block_bytes = raw.block_bytes
+        self.block_tokens = raw.block_tokens
+        self.max_keys = raw.max_keys
+        self.salt = bytes(raw.salt.bytes)
+        self.layers = layers
+        self.layout = layout
+        self.page_bytes = page_bytes  # bytes of one page of one layer (K or V)
+
+    def prefix_keys(self, tokens, parent=None):
+        """Keys of the full blocks of tokens (a partial tail block gets none)."""
+        tokens = list(tokens)
+        n = len(tokens) // self.block_tokens
+        if n == 0:
+            return []
+        toks = (ctypes.c_uint32 * len(tokens))(*tokens)
+        out = (_Key * n)()
+        par = None
+        if parent is not None:
+            par = _Key()
+            ctypes.memmove(par.bytes, bytes(parent), KEY_BYTES)
+            par = ctypes.byref(par)
+        got = _check(_lib.kvt_client_prefix_keys(ctypes.byref(self._raw), par, toks,
+                                                 len(tokens), out, n), "prefix_keys")
+        return [bytes(out[i].bytes) for i in range(got)]
+
+
+class Ticket:
+    """A SAVE or LOAD in flight."""
+
+    def __init__(self, client, ticket, op):
+        self._client = client
+        self.id = ticket
+        self.op = op
+
+    def wait(self, timeout=None):
+        """Blocks saved/loaded (a count; a LOAD stops at the first miss)."""
+        ms = -1 if timeout is None else int(timeout * 1000)
+        return _check(_lib.kvt_client_wait(self._client._c, self.id, ms), self.op + " wait")
+
+    def wait_layer(self, layer, timeout=None):
+        """Return once layer `layer` of a LOAD is in engine memory."""
+        ms = -1 if timeout is None else int(timeout * 1000)
+        _check(_lib.kvt_client_wait_layer(self._client._c, self.id, layer, ms), "wait_layer")
+
+    def poll(self):
+        """(done, result or None, layers_done) without waiting."""
+        res = ctypes.c_int(0)
+        layers = ctypes.c_uint32(0)
+        done = _check(_lib.kvt_client_poll(self._client._c, self.id, ctypes.byref(res),
+                                           ctypes.byref(layers)), "poll")
+        if done and res.value < 0:
+            raise OSError(-res.value, self.op + ": " + _lib.kvt_strerror(res.value).decode())
+        return bool(done), (res.value if done else None), layers.value
+
+
+class EngineMemory:
+    """Paged KV memory in a sealed memfd, in the layout kvtierd gathers from:
+    page p of layer l at l*layer_stride + p*page_stride, V at + kv_stride."""
+
+    def __init__(self, nbytes, layers, pages, layer_stride, kv_stride, page_stride, page_bytes):
+        ptr = ctypes.c_void_p()
+        fd = _check(_lib.kvt_client_memfd_create(b"kvtier-engine", nbytes, ctypes.byref(ptr)),
+                    "memfd")
+        # the library's own mapping is dropped: Python maps the fd itself
+        ctypes.CDLL(None).munmap(ptr, ctypes.c_size_t(nbytes))
+        self.fd = fd
+        self.buf = mmap.mmap(fd, nbytes)
+        self.nbytes = nbytes
+        self.layers = layers
+        self.pages = pages
+        self.layer_stride = layer_stride
+        self.kv_stride = kv_stride
+        self.page_stride = page_stride
+        self.page_bytes = page_bytes
+        self.kvn = 2 if kv_stride else 1
+
+    @classmethod
+    def paged(cls, ns, pages):
+        """[layer][K,V][pages][page_bytes] for ns (one tensor per layer for MLA)."""
+        kvn = 1 if ns.layout == _LAYOUTS["mla"] else 2
+        kv_stride = ns.page_bytes * pages if kvn == 2 else 0
+        layer_stride = ns.page_bytes * pages * kvn
+        return cls(layer_stride * ns.layers, ns.layers, pages, layer_stride, kv_stride,
+                   ns.page_bytes, ns.page_bytes)
+
+    def page_offset(self, page, layer, kv=0):
+        return layer * self.layer_stride + kv * self.kv_stride + page * self.page_stride
+
+    def write_page(self, page, layer, kv, data):
+        off = self.page_offset(page, layer, kv)
+        self.buf[off:off + self.page_bytes] = data
+
+    def read_page(self, page, layer, kv=0):
+        off = self.page_offset(page, layer, kv)
+        return self.buf[off:off + self.page_bytes]
+
+    def close(self):
+        if self.buf is not None:
+            self.buf.close()
+            os.close(self.fd)
+            self.buf = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Client:
+    """A connection to kvtierd. Thread-safe: calls from several threads share it."""
+
+    def __init__(self, socket=None, token=None):
+        opts = _Opts()
+        _lib.kvt_client_opts_init(ctypes.byref(opts), ctypes.sizeof(opts))
+        self._socket = socket.encode() if socket else None
+        self._token = token.encode() if token is not None else None
+        opts.socket_path = self._socket
+        opts.token = self._token
+        c = ctypes.c_void_p()
+        _check(_lib.kvt_client_connect(ctypes.byref(opts), ctypes.byref(c)), "connect")
+        self._c = c
+
+    def close(self):
+        if self._c:
+            _lib.kvt_client_close(self._c)
+            self._c = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def hello(self, model, layers, kv_heads, head_dim, block_tokens, dtype="bf16",
+              layout="paged", tp_rank=0, tp_size=1):
+        """Open (or join) a namespace; returns a Namespace."""
+        d = _NsDesc()
+        _lib.kvt_client_desc_init(ctypes.byref(d), ctypes.sizeof(d))
+        d.model_id = model.encode()
+        d.layout = _LAYOUTS[layout] if isinstance(layout, str) else int(layout)
+        d.dtype = _DTYPES[dtype] if isinstance(dtype, str) else int(dtype)
+        d.layers, d.kv_heads, d.head_dim = layers, kv_heads, head_dim
+        d.block_tokens, d.tp_rank, d.tp_size = block_tokens, tp_rank, tp_size
+        raw = _ClientNs()
+        _check(_lib.kvt_client_hello(self._c, ctypes.byref(d), ctypes.byref(raw)), "hello")
+        page_bytes = block_tokens * kv_heads * head_dim * _DTYPE_BYTES.get(d.dtype, 0)
+        return Namespace(raw, layers, d.layout, page_bytes)
+
+    def register(self, ns, mem):
+        """Register EngineMemory (or any object with its attributes); returns a region."""
+        r = _Region()
+        r.size = ctypes.sizeof(r)
+        r.memfd = mem.fd
+        r.bytes = mem.nbytes
+        r.offset = getattr(mem, "offset", 0)
+        r.layers, r.pages = mem.layers, mem.pages
+        r.layer_stride, r.kv_stride, r.page_stride = mem.layer_stride, mem.kv_stride, mem.page_stride
+        return _check(_lib.kvt_client_register(self._c, ctypes.byref(ns._raw), ctypes.byref(r)),
+                      "register")
+
+    def lookup(self, ns, keys):
+        """(count of leading keys stored, [tier name of each key])."""
+        arr, n = _keys_array(keys)
+        tiers = (ctypes.c_uint8 * max(n, 1))()
+        hit = _check(_lib.kvt_client_lookup(self._c, ctypes.byref(ns._raw), arr, n, tiers),
+                     "lookup")
+        return hit, [TIER_NAMES.get(tiers[i], "none") for i in range(n)]
+
+    def save(self, ns, region, keys, pages, parent=None):
+        arr, n = _keys_array(keys)
+        pg, m = _u32_array(pages)
+        if n != m:
+            raise ValueError("one page per key")
+        par = None
+        if parent is not None:
+            par = _Key()
+            ctypes.memmove(par.bytes, bytes(parent), KEY_BYTES)
+            par = ctypes.byref(par)
+        t = ctypes.c_uint64()
+        _check(_lib.kvt_client_save(self._c, ctypes.byref(ns._raw), region, par, arr, pg, n,
+                                    ctypes.byref(t)), "save")
+        return Ticket(self, t.value, "save")
+
+    def load(self, ns, region, keys, pages):
+        arr, n = _keys_array(keys)
+        pg, m = _u32_array(pages)
+        if n != m:
+            raise ValueError("one page per key")
+        t = ctypes.c_uint64()
+        _check(_lib.kvt_client_load(self._c, ctypes.byref(ns._raw), region, arr, pg, n,
+                                    ctypes.byref(t)), "load")
+        return Ticket(self, t.value, "load")
+
+    def _keys_op(self, fn, what, ns, keys):
+        arr, n = _keys_array(keys)
+        return _check(fn(self._c, ctypes.byref(ns._raw), arr, n), what)
+
+    def pin(self, ns, keys):
+        return self._keys_op(_lib.kvt_client_pin, "pin", ns, keys)
+
+    def unpin(self, ns, keys):
+        return self._keys_op(_lib.kvt_client_unpin, "unpin", ns, keys)
+
+    def remove(self, ns, keys):
+        return self._keys_op(_lib.kvt_client_remove, "remove", ns, keys)
+
+    def stats(self):
+        """The daemon's counters as a dict (the JSON of `kvtier stats --json`)."""
+        p = ctypes.c_void_p()
+        _check(_lib.kvt_client_stats(self._c, ctypes.byref(p)), "stats")
+        try:
+            return json.loads(ctypes.string_at(p).decode())
+        finally:
+            _libc.free(p)
+
+    def ping(self, data=b"ping"):
+        _check(_lib.kvt_client_ping(self._c, data, len(data)), "ping")
+
