@@ -7,6 +7,7 @@
 #include "kvtier/client.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -55,14 +56,22 @@ int kvt_client_connect(const struct kvt_client_opts *opts, struct kvt_client **o
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	const char *path, *opts_token = opts ? opts->token : NULL;
+	char user_default[64];
 	struct kvt_client *c;
 	int err;
 
 	if (!opts || !out || opts->size != sizeof(*opts))
 		return -EINVAL;
+	snprintf(user_default, sizeof(user_default), "/tmp/kvtier-%u/kvtierd.sock",
+		 (unsigned)geteuid());
 	path = opts->socket_path ? opts->socket_path : getenv("KVTIER_SOCKET");
-	if (!path || !*path)
-		path = KVT_CLIENT_DEFAULT_SOCKET;
+	if (!path || !*path) {
+		/* kvtierd's own default: /run for root, a per-user dir otherwise */
+		if (geteuid() == 0)
+			path = KVT_CLIENT_DEFAULT_SOCKET;
+		else
+			path = user_default;
+	}
 	if (strlen(path) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
 	strcpy(sa.sun_path, path);

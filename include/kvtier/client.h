@@ -33,7 +33,9 @@ struct kvt_client;
 
 struct kvt_client_opts {
 	size_t size;             /* sizeof(struct kvt_client_opts), set by _init */
-	const char *socket_path; /* default $KVTIER_SOCKET or KVT_CLIENT_DEFAULT_SOCKET */
+	const char *socket_path; /* default $KVTIER_SOCKET, else kvtierd's default:
+	                          * KVT_CLIENT_DEFAULT_SOCKET as root,
+	                          * /tmp/kvtier-UID/kvtierd.sock otherwise */
 	const char *token;       /* tenant token; default $KVTIER_TOKEN or "" */
 };
 

@@ -1,0 +1,203 @@
+/* kvtier stats: a running kvtierd's counters, for a person (a table) or a
+ * script (--json, the daemon's STATS reply verbatim, indented). The same
+ * numbers are on the daemon's Prometheus endpoint. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "app/kvtier_cmds.h"
+#include "kvtier/client.h"
+
+void kvt_stats_usage(FILE *f)
+{
+	fputs("NAME\n"
+	      "    kvtier stats - counters of a running kvtierd\n\n"
+	      "SYNOPSIS\n"
+	      "    kvtier stats [--socket PATH] [--json]\n\n"
+	      "DESCRIPTION\n"
+	      "    Asks the daemon for its counters over its socket and prints, per tier,\n"
+	      "    capacity, occupancy, blocks, hits, bytes in and out, evictions, errors\n"
+	      "    and whether it is degraded; lookup hits and misses; bytes copied to and\n"
+	      "    from engine memory; and per operation the count, errors and latency\n"
+	      "    (mean, and p50/p99 as histogram bucket bounds).\n\n"
+	      "OPTIONS\n"
+	      "    -s, --socket PATH  The daemon's socket (default $KVTIER_SOCKET, else\n"
+	      "                       /run/kvtier/kvtierd.sock as root, else\n"
+	      "                       /tmp/kvtier-UID/kvtierd.sock, as kvtierd).\n"
+	      "    -j, --json         Print the counters as one JSON object.\n"
+	      "    -h, --help         This text.\n\n"
+	      "EXIT STATUS\n"
+	      "    0 printed, 1 the daemon could not be reached, 2 usage error.\n", f);
+}
+
+static const char *human(double b, char *buf, size_t len)
+{
+	static const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	int u = 0;
+
+	while (b >= 1024 && u < 4) {
+		b /= 1024;
+		u++;
+	}
+	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
+	return buf;
+}
+
+static double num(json_t *o, const char *key)
+{
+	return json_number_value(json_object_get(o, key));
+}
+
+/* Upper bound of the bucket holding quantile q, in microseconds. */
+static double bucket_quantile(json_t *buckets, json_t *bounds, double q)
+{
+	double total = 0, seen = 0;
+	size_t i;
+	json_t *v;
+
+	json_array_foreach(buckets, i, v)
+		total += (double)json_integer_value(v);
+	if (total == 0)
+		return 0;
+	json_array_foreach(buckets, i, v) {
+		seen += (double)json_integer_value(v);
+		if (seen >= q * total)
+			return i < json_array_size(bounds) ? json_number_value(json_array_get(bounds, i))
+							    : -1;
+	}
+	return -1;
+}
+
+static void fmt_us(double us, char *buf, size_t len)
+{
+	if (us < 0)
+		snprintf(buf, len, "> 5 s");
+	else if (us < 1000)
+		snprintf(buf, len, "%.0f us", us);
+	else if (us < 1e6)
+		snprintf(buf, len, "%.1f ms", us / 1e3);
+	else
+		snprintf(buf, len, "%.2f s", us / 1e6);
+}
+
+static void print_table(json_t *root, const char *socket)
+{
+	json_t *server = json_object_get(root, "server"), *store = json_object_get(root, "store");
+	json_t *tiers = json_object_get(root, "tiers"), *ops = json_object_get(root, "ops");
+	json_t *copies = json_object_get(root, "copies"), *bounds = json_object_get(root, "latency_bounds_us");
+	double keys = num(store, "lookup_keys"), hits = num(store, "lookup_hit_keys");
+	const char *name;
+	json_t *t;
+	char a[32], b[32], c[32], d[32];
+
+	printf("kvtierd at %s: up %.1f s, %.0f connections, %.0f jobs in flight, %.0f workers\n\n",
+	       socket, num(server, "uptime_s"), num(server, "connections_open"),
+	       num(server, "jobs_in_flight"), num(server, "workers"));
+	printf("%-6s %10s %10s %6s %9s %9s %10s %10s %8s %6s %s\n", "tier", "capacity", "used",
+	       "occ", "blocks", "hits", "in", "out", "evicted", "errors", "state");
+	json_object_foreach(tiers, name, t) {
+		printf("%-6s %10s %10s %5.1f%% %9.0f %9.0f %10s %10s %8.0f %6.0f %s\n", name,
+		       human(num(t, "capacity_bytes"), a, sizeof(a)),
+		       human(num(t, "used_bytes"), b, sizeof(b)), 100 * num(t, "occupancy"),
+		       num(t, "blocks"), num(t, "hits"), human(num(t, "bytes_in"), c, sizeof(c)),
+		       human(num(t, "bytes_out"), d, sizeof(d)), num(t, "evictions"),
+		       num(t, "errors"), json_is_true(json_object_get(t, "degraded")) ? "DEGRADED" : "ok");
+	}
+	printf("\nlookups   %.0f keys: %.0f hits (%.1f%%), %.0f misses; %.0f blocks in %.0f namespaces\n",
+	       keys, hits, keys ? 100 * hits / keys : 0, keys - hits, num(store, "blocks"),
+	       num(store, "namespaces"));
+	printf("engine    saved %.0f blocks (%s gathered), loaded %.0f (%s scattered), "
+	       "%.0f load misses\n", num(copies, "save_blocks"),
+	       human(num(copies, "gather_bytes"), a, sizeof(a)), num(copies, "load_blocks"),
+	       human(num(copies, "scatter_bytes"), b, sizeof(b)), num(copies, "load_misses"));
+	printf("refused   %.0f connections, %.0f hellos, %.0f bad frames; %.0f checksum failures\n\n",
+	       num(server, "connections_refused"), num(server, "hello_refused"),
+	       num(server, "bad_frames"), num(store, "checksum_failures"));
+	printf("%-9s %10s %8s %10s %10s %10s\n", "op", "count", "errors", "mean", "p50 <=", "p99 <=");
+	json_object_foreach(ops, name, t) {
+		json_t *h = json_object_get(t, "latency_buckets");
+
+		if (num(t, "count") == 0)
+			continue;
+		fmt_us(num(t, "mean_us"), a, sizeof(a));
+		fmt_us(bucket_quantile(h, bounds, 0.5), b, sizeof(b));
+		fmt_us(bucket_quantile(h, bounds, 0.99), c, sizeof(c));
+		printf("%-9s %10.0f %8.0f %10s %10s %10s\n", name, num(t, "count"), num(t, "errors"),
+		       a, b, c);
+	}
+}
+
+static const char *default_socket(char *buf, size_t len)
+{
+	const char *env = getenv("KVTIER_SOCKET");
+
+	if (env && *env)
+		return env;
+	if (geteuid() == 0)
+		return "/run/kvtier/kvtierd.sock";
+	snprintf(buf, len, "/tmp/kvtier-%u/kvtierd.sock", (unsigned)geteuid());
+	return buf;
+}
+
+int kvt_stats_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct kvt_client_opts copts;
+	struct kvt_client *c;
+	char buf[128], *text = NULL;
+	const char *socket = NULL;
+	bool as_json = false;
+	json_t *root;
+	int opt, err;
+
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "s:jh", opts, NULL)) != -1) {
+		switch (opt) {
+		case 's': socket = optarg; break;
+		case 'j': as_json = true; break;
+		case 'h': kvt_stats_usage(stdout); return 0;
+		default: kvt_stats_usage(stderr); return 2;
+		}
+	}
+	if (optind < argc) {
+		kvt_stats_usage(stderr);
+		return 2;
+	}
+	if (!socket)
+		socket = default_socket(buf, sizeof(buf));
+	kvt_client_opts_init(&copts, sizeof(copts));
+	copts.socket_path = socket;
+	err = kvt_client_connect(&copts, &c);
+	if (!err) {
+		err = kvt_client_stats(c, &text);
+		kvt_client_close(c);
+	}
+	if (err) {
+		fprintf(stderr, "kvtier stats: %s: %s\n", socket, kvt_strerror(err));
+		return 1;
+	}
+	root = json_loads(text, 0, NULL);
+	free(text);
+	if (!root) {
+		fprintf(stderr, "kvtier stats: the daemon's reply is not JSON\n");
+		return 1;
+	}
+	if (as_json) {
+		json_dumpf(root, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+		putchar('\n');
+	} else {
+		print_table(root, socket);
+	}
+	json_decref(root);
+	return 0;
+}

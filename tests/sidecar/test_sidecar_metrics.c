@@ -1,0 +1,215 @@
+/* The daemon's metrics: the Prometheus endpoint on loopback serves every
+ * family the README promises with values that follow the traffic, odd HTTP
+ * gets an error and no harm, and `kvtier stats` prints the same counters
+ * (table and --json). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "daemon_proc.h"
+#include "helpers.h"
+
+static struct kvtd_proc d;
+static int port;
+
+static int setup(void **state)
+{
+	const char *extra[] = { "--metrics", "127.0.0.1:0", NULL };
+	char line[512];
+	FILE *f;
+
+	if (kvtd_start(&d, NULL, extra))
+		return -1;
+	/* the start summary names the port bound (it may trail the socket) */
+	for (int i = 0; i < 200 && port <= 0; i++) {
+		f = fopen(d.log, "r");
+		while (f && fgets(line, sizeof(line), f))
+			if (sscanf(line, " metrics http://127.0.0.1:%d/metrics", &port) == 1)
+				break;
+		if (f)
+			fclose(f);
+		if (port <= 0)
+			usleep(10000);
+	}
+	return port > 0 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	int status = kvtd_stop(&d, SIGTERM);
+
+	kvtd_cleanup(&d);
+	return status == 0 ? 0 : -1;
+}
+
+/* Send req over TCP to the endpoint and return the whole answer (malloc'd). */
+static char *http(const char *req)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	size_t len = 0, cap = 1 << 16;
+	char *buf = malloc(cap);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	ssize_t n;
+
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(send(fd, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
+	while ((n = recv(fd, buf + len, cap - len - 1, 0)) > 0) {
+		len += (size_t)n;
+		if (cap - len < 4096)
+			buf = realloc(buf, cap *= 2);
+	}
+	buf[len] = 0;
+	close(fd);
+	return buf;
+}
+
+static double metric(const char *text, const char *series)
+{
+	const char *p = strstr(text, series);
+
+	while (p && p != text && p[-1] != '\n')
+		p = strstr(p + 1, series);
+	if (!p)
+		fail_msg("metric %s missing", series);
+	return strtod(p + strlen(series), NULL);
+}
+
+static void traffic(void)
+{
+	struct kvt_client *c = kvtd_connect(&d, NULL);
+	struct kvt_ns_desc desc;
+	struct kvt_client_ns ns;
+	struct engine_mem m;
+	struct kvt_key keys[6];
+	uint32_t tokens[24], pages[4] = { 0, 1, 2, 3 };
+	uint64_t t;
+
+	for (int i = 0; i < 24; i++)
+		tokens[i] = (uint32_t)i * 7;
+	kvtd_test_desc(&desc, NULL);
+	assert_int_equal(kvt_client_hello(c, &desc, &ns), 0);
+	assert_int_equal(engine_mem_open(&m, c, &ns, &desc, 8), 0);
+	assert_int_equal(kvt_client_prefix_keys(&ns, NULL, tokens, 24, keys, 6), 6);
+	assert_int_equal(kvt_client_save(c, &ns, (uint32_t)m.region, NULL, keys, pages, 4, &t), 0);
+	assert_int_equal(kvt_client_wait(c, t, -1), 4);
+	assert_int_equal(kvt_client_lookup(c, &ns, keys, 6, NULL), 4);
+	assert_int_equal(kvt_client_load(c, &ns, (uint32_t)m.region, keys, pages, 4, &t), 0);
+	assert_int_equal(kvt_client_wait(c, t, -1), 4);
+	engine_mem_close(&m);
+	kvt_client_close(c);
+}
+
+static void prometheus_endpoint_follows_the_traffic(void **state)
+{
+	char *before = http("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"), *after;
+	uint64_t block = 2 * 4 * 2 * 16 * 2 * 4;
+
+	assert_non_null(strstr(before, "HTTP/1.1 200 OK"));
+	assert_non_null(strstr(before, "text/plain; version=0.0.4"));
+	traffic();
+	after = http("GET /metrics HTTP/1.0\r\n\r\n");
+	assert_true(metric(after, "kvtier_tier_blocks{tier=\"dram\"}") -
+		    metric(before, "kvtier_tier_blocks{tier=\"dram\"}") == 4);
+	assert_true(metric(after, "kvtier_tier_bytes_total{tier=\"dram\",direction=\"in\"}") -
+		    metric(before, "kvtier_tier_bytes_total{tier=\"dram\",direction=\"in\"}") == 4 * block);
+	assert_true(metric(after, "kvtier_engine_bytes_total{direction=\"scatter\"}") -
+		    metric(before, "kvtier_engine_bytes_total{direction=\"scatter\"}") == 4 * block);
+	assert_true(metric(after, "kvtier_lookup_keys_total{result=\"hit\"}") -
+		    metric(before, "kvtier_lookup_keys_total{result=\"hit\"}") == 4);
+	assert_true(metric(after, "kvtier_lookup_keys_total{result=\"miss\"}") -
+		    metric(before, "kvtier_lookup_keys_total{result=\"miss\"}") == 2);
+	assert_true(metric(after, "kvtier_tier_hits_total{tier=\"dram\"}") >
+		    metric(before, "kvtier_tier_hits_total{tier=\"dram\"}"));
+	assert_true(metric(after, "kvtier_op_latency_seconds_count{op=\"SAVE\"}") >= 1);
+	assert_true(metric(after, "kvtier_op_latency_seconds_bucket{op=\"LOOKUP\",le=\"+Inf\"}") >= 1);
+	assert_true(metric(after, "kvtier_tier_occupancy_ratio{tier=\"dram\"}") > 0);
+	assert_true(metric(after, "kvtier_tier_degraded{tier=\"dram\"}") == 0);
+	free(before);
+	free(after);
+}
+
+static void odd_http_is_refused_harmlessly(void **state)
+{
+	char *r = http("GET /nothing HTTP/1.1\r\n\r\n");
+
+	assert_non_null(strstr(r, "404"));
+	free(r);
+	r = http("POST /metrics HTTP/1.1\r\n\r\n");
+	assert_non_null(strstr(r, "405"));
+	free(r);
+	r = http("GET /stats HTTP/1.1\r\n\r\n");
+	assert_non_null(strstr(r, "application/json"));
+	free(r);
+	/* a head that never ends is cut off, and the daemon still answers */
+	{
+		char junk[4096];
+		memset(junk, 'A', sizeof(junk) - 1);
+		junk[sizeof(junk) - 1] = 0;
+		r = http(junk);
+		free(r);
+	}
+	r = http("GET /metrics HTTP/1.1\r\n\r\n");
+	assert_non_null(strstr(r, "200 OK"));
+	free(r);
+}
+
+static void kvtier_stats_prints_the_same_counters(void **state)
+{
+	const char *cli = getenv("KVTIER_CLI");
+	char cmd[600], *out = malloc(1 << 20);
+	size_t len;
+	json_t *root;
+	FILE *p;
+
+	if (!cli)
+		skip();
+	snprintf(cmd, sizeof(cmd), "%s stats --socket %s --json", cli, d.socket);
+	p = popen(cmd, "r");
+	len = fread(out, 1, (1 << 20) - 1, p);
+	out[len] = 0;
+	assert_int_equal(pclose(p), 0);
+	root = json_loads(out, 0, NULL);
+	assert_non_null(root);
+	assert_true(json_integer_value(json_object_get(json_object_get(json_object_get(root, "tiers"),
+		"dram"), "blocks")) >= 4);
+	json_decref(root);
+
+	snprintf(cmd, sizeof(cmd), "%s stats --socket %s", cli, d.socket);
+	p = popen(cmd, "r");
+	len = fread(out, 1, (1 << 20) - 1, p);
+	out[len] = 0;
+	assert_int_equal(pclose(p), 0);
+	assert_non_null(strstr(out, "dram"));
+	assert_non_null(strstr(out, "LOOKUP"));
+	/* no daemon there: a clear error, status 1 */
+	snprintf(cmd, sizeof(cmd), "%s stats --socket %s/none.sock 2>/dev/null", cli, d.dir);
+	p = popen(cmd, "r");
+	len = fread(out, 1, (1 << 20) - 1, p);
+	assert_int_equal(WEXITSTATUS(pclose(p)), 1);
+	free(out);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(prometheus_endpoint_follows_the_traffic),
+		cmocka_unit_test(odd_http_is_refused_harmlessly),
+		cmocka_unit_test(kvtier_stats_prints_the_same_counters),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
