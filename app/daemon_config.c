@@ -62,6 +62,9 @@ void kvtd_usage(FILE *f)
 "                          space (default " DEFAULT_SSD ", at most 64G when a\n"
 "                          percentage); 0 turns the tier off.\n"
 "        --no-huge-pages   Map the DRAM tier with normal pages only.\n"
+"        --no-prefault     Do not fault the DRAM tier in at start (by default\n"
+"                          it is, so the first saves do not pay for page faults\n"
+"                          and the memory is really there before serving).\n"
 "        --policy NAME     Eviction policy: tail-lru (default), lru, lfu, cost.\n"
 "    -m, --metrics ADDR:PORT  Prometheus endpoint (GET /metrics, and /stats as\n"
 "                          JSON). Default " DEFAULT_METRICS "; \"off\" disables.\n"
@@ -77,7 +80,8 @@ void kvtd_usage(FILE *f)
 "CONFIGURATION\n"
 "    The file has a [kvtierd] section with the long option names as keys\n"
 "    (socket, socket_mode, socket_group, allow_uids = 1000,1001, data_dir,\n"
-"    dram, ssd, huge_pages = true|false, policy, metrics, workers, log_level)\n"
+"    dram, ssd, huge_pages = true|false, prefault = true|false, policy,\n"
+"    metrics, workers, log_level)\n"
 "    and one [tenant NAME] section per tenant:\n"
 "\n"
 "        [kvtierd]\n"
@@ -130,6 +134,7 @@ void kvtd_config_defaults(struct kvtd_config *cfg)
 	set_str(cfg->dram_spec, sizeof(cfg->dram_spec), DEFAULT_DRAM);
 	set_str(cfg->ssd_spec, sizeof(cfg->ssd_spec), DEFAULT_SSD);
 	cfg->huge_pages = true;
+	cfg->prefault = true;
 	set_str(cfg->policy, sizeof(cfg->policy), "tail-lru");
 	set_str(cfg->metrics, sizeof(cfg->metrics), DEFAULT_METRICS);
 	cfg->workers = 4;
@@ -269,6 +274,8 @@ static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 		return kvtd_parse_size(v, 100, &size) ? -EINVAL : STR(ssd_spec);
 	if (!strcmp(k, "huge_pages"))
 		return parse_bool(v, &cfg->huge_pages);
+	if (!strcmp(k, "prefault"))
+		return parse_bool(v, &cfg->prefault);
 	if (!strcmp(k, "policy"))
 		return STR(policy);
 	if (!strcmp(k, "metrics")) {
@@ -368,6 +375,7 @@ static const struct option long_opts[] = {
 	{ "tenant", required_argument, NULL, 't' },
 	{ "log-level", required_argument, NULL, 'l' },
 	{ "print-config", no_argument, NULL, 8 },
+	{ "no-prefault", no_argument, NULL, 9 },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -462,6 +470,7 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 		case 'w': key = "workers"; break;
 		case 'l': key = "log_level"; break;
 		case 8: cfg->print_config = true; continue;
+		case 9: cfg->prefault = false; continue;
 		case 't':
 			if (add_cli_tenant(cfg, optarg, &first_tenant)) {
 				fprintf(stderr, "kvtierd: --tenant %s: expected NAME:TOKEN[:SALT]\n", optarg);
@@ -577,9 +586,10 @@ void kvtd_config_print(const struct kvtd_config *cfg, FILE *f)
 			fprintf(f, "%s%u", i ? "," : "", (unsigned)cfg->allow_uids[i]);
 		fputc('\n', f);
 	}
-	fprintf(f, "data_dir = %s\ndram = %s\nssd = %s\nhuge_pages = %s\npolicy = %s\n"
+	fprintf(f, "data_dir = %s\ndram = %s\nssd = %s\nhuge_pages = %s\nprefault = %s\npolicy = %s\n"
 		"metrics = %s\nworkers = %u\nlog_level = %s\n", cfg->data_dir, cfg->dram_spec,
-		cfg->ssd_spec, cfg->huge_pages ? "true" : "false", cfg->policy,
+		cfg->ssd_spec, cfg->huge_pages ? "true" : "false", cfg->prefault ? "true" : "false",
+		cfg->policy,
 		cfg->metrics[0] ? cfg->metrics : "off", cfg->workers,
 		(const char *[]){ "error", "warn", "info", "debug" }[cfg->log_level]);
 	for (size_t i = 0; i < cfg->n_tenants; i++) {

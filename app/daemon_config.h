@@ -34,6 +34,7 @@ struct kvtd_config {
 	char ssd_spec[32];            /* a size, a % of the data dir's free space, "0" = off */
 	uint64_t ssd_bytes;           /* resolved */
 	bool huge_pages;
+	bool prefault;                /* fault the DRAM tier in at start */
 	char policy[16];
 	char metrics[64];             /* "HOST:PORT" or "" = off */
 	unsigned workers;

@@ -59,8 +59,9 @@ static void print_summary(const struct kvtd_config *cfg, const struct kvt_server
 	printf("kvtierd 0.1.0 ready (protocol %d, pid %d)\n", KVT_PROTO_VERSION, (int)getpid());
 	printf("  socket    %s (mode %04o%s%s)\n", cfg->socket_path, cfg->socket_mode,
 	       cfg->socket_group[0] ? ", group " : "", cfg->socket_group);
-	printf("  dram      %s%s, policy %s\n", fmt_bytes(cfg->dram_bytes, a, sizeof(a)),
-	       cfg->huge_pages ? " (huge pages when available)" : "", cfg->policy);
+	printf("  dram      %s%s%s, policy %s\n", fmt_bytes(cfg->dram_bytes, a, sizeof(a)),
+	       cfg->huge_pages ? ", huge pages when available" : "",
+	       cfg->prefault ? ", prefaulted" : "", cfg->policy);
 	if (cfg->ssd_bytes)
 		printf("  ssd       %s under %s\n", fmt_bytes(cfg->ssd_bytes, b, sizeof(b)), ssd_dir);
 	else
@@ -151,6 +152,7 @@ int main(int argc, char **argv)
 	vopts.metrics_addr = cfg.metrics[0] ? cfg.metrics : NULL;
 	vopts.log = kvtd_log_cb;
 	vopts.log_level = cfg.log_level;
+	vopts.prefault_dram = cfg.prefault;
 	err = kvt_server_open(&vopts, &srv);
 	if (err) {
 		kvtd_log(KVT_LOG_ERROR, "event=server.open.failed err=\"%s\" socket=%s metrics=%s",

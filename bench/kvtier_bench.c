@@ -8,6 +8,8 @@
 static const struct kvt_bench_cmd commands[] = {
 	{ "dram", "DRAM tier put/get vs memcpy, lookup rate, index bytes/entry",
 	  kvt_bench_dram_main },
+	{ "sidecar", "protocol round trips (PING, LOOKUP, SAVE, LOAD) and 2 MiB SAVE/LOAD vs memcpy",
+	  kvt_bench_sidecar_main },
 };
 
 static const size_t n_commands = sizeof(commands) / sizeof(commands[0]);

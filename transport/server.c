@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -894,6 +895,28 @@ fail:
 	return err;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+/* Fault every page of the DRAM region in (writing zeros where the kernel
+ * cannot populate). Called before any block is stored. */
+static void prefault_dram(struct kvt_server *srv)
+{
+	uint64_t t0 = kvt_now_ns(), len;
+	void *base;
+
+	if (kvt_store_dram_region(srv->opts.store, &base, &len))
+		return;
+	if (madvise(base, len, MADV_POPULATE_WRITE)) {
+		long page = sysconf(_SC_PAGESIZE);
+		for (uint64_t off = 0; off < len; off += (uint64_t)page)
+			((volatile uint8_t *)base)[off] = 0;
+	}
+	kvt_srv_log(srv, KVT_LOG_INFO, "event=dram.prefault bytes=%llu ms=%.1f",
+		    (unsigned long long)len, (double)(kvt_now_ns() - t0) / 1e6);
+}
+
 int kvt_server_open(const struct kvt_server_opts *opts, struct kvt_server **out)
 {
 	struct kvt_server *srv;
@@ -925,6 +948,8 @@ int kvt_server_open(const struct kvt_server_opts *opts, struct kvt_server **out)
 		goto fail;
 	}
 	memcpy(srv->tenants, opts->tenants, opts->n_tenants * sizeof(*srv->tenants));
+	if (opts->prefault_dram)
+		prefault_dram(srv);
 	srv->epfd = epoll_create1(EPOLL_CLOEXEC);
 	srv->wake.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (srv->epfd < 0 || srv->wake.fd < 0) {

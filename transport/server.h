@@ -64,6 +64,9 @@ struct kvt_server_opts {
 	kvt_log_cb log;             /* NULL = no logging */
 	void *log_arg;
 	enum kvt_log_level log_level; /* default KVT_LOG_INFO */
+	bool prefault_dram;         /* fault the store's DRAM region in before
+	                             * listening, so no save pays for first-touch
+	                             * page faults (default false) */
 };
 
 struct kvt_server;
