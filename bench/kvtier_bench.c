@@ -6,6 +6,7 @@
 #include "bench/bench.h"
 
 static const struct kvt_bench_cmd commands[] = {
+	{ "copy", "device copies: pinned/pageable, gather/scatter vs one copy", kvt_bench_copy_main },
 };
 
 static const size_t n_commands = sizeof(commands) / sizeof(commands[0]);
