@@ -179,27 +179,53 @@ static void add_case(struct copy_run *r, const char *path, uint64_t block_bytes,
 /* One timed operation: queue it, wait for the stream. */
 typedef int (*op_fn)(struct copy_run *r, void *arg);
 
+static int time_one(struct copy_run *r, op_fn fn, void *arg, uint64_t bytes, double *gbps)
+{
+	uint64_t t0 = kvt_bench_now_ns(), t1;
+
+	if (fn(r, arg) || kvt_dev_stream_sync(r->st)) {
+		fprintf(stderr, "copy: %s\n", kvt_dev_last_error());
+		return -1;
+	}
+	t1 = kvt_bench_now_ns();
+	*gbps = (double)bytes / (double)(t1 > t0 ? t1 - t0 : 1); /* bytes/ns = GB/s */
+	return 0;
+}
+
+/* Medians of op a and op b, timed alternately so that both see the same
+ * moments of a shared, noisy machine. b may be NULL. */
+static void median_pair(struct copy_run *r, op_fn fa, void *aa, op_fn fb, void *ab,
+			uint64_t bytes, double *ga, double *gb)
+{
+	int n = r->cfg.reps;
+	double *va = calloc((size_t)n, sizeof(double)), *vb = calloc((size_t)n, sizeof(double));
+	double x;
+
+	*ga = 0;
+	if (gb)
+		*gb = 0;
+	if (!va || !vb)
+		goto out;
+	for (int i = -1; i < n; i++) {
+		if (time_one(r, fa, aa, bytes, i >= 0 ? &va[i] : &x))
+			goto out;
+		if (fb && time_one(r, fb, ab, bytes, i >= 0 ? &vb[i] : &x))
+			goto out;
+	}
+	*ga = kvt_bench_median(va, (size_t)n);
+	if (gb)
+		*gb = kvt_bench_median(vb, (size_t)n);
+out:
+	free(va);
+	free(vb);
+}
+
 static double median_gbps(struct copy_run *r, op_fn fn, void *arg, uint64_t bytes)
 {
-	double *v = calloc((size_t)r->cfg.reps, sizeof(double)), med;
+	double g;
 
-	if (!v)
-		return 0;
-	for (int i = -1; i < r->cfg.reps; i++) {
-		uint64_t t0 = kvt_bench_now_ns(), t1;
-
-		if (fn(r, arg) || kvt_dev_stream_sync(r->st)) {
-			fprintf(stderr, "copy: %s\n", kvt_dev_last_error());
-			free(v);
-			return 0;
-		}
-		t1 = kvt_bench_now_ns();
-		if (i >= 0)
-			v[i] = (double)bytes / (double)(t1 - t0 ? t1 - t0 : 1); /* bytes/ns = GB/s */
-	}
-	med = kvt_bench_median(v, (size_t)r->cfg.reps);
-	free(v);
-	return med;
+	median_pair(r, fn, arg, NULL, NULL, bytes, &g, NULL);
+	return g;
 }
 
 struct copy_arg {
@@ -259,11 +285,19 @@ static int plain_copies(struct copy_run *r)
 			void *dev = kvt_dev_mem_ptr(dmem);
 			struct copy_arg a = { dir ? pageable : dev, dir ? dev : pageable, sizes[i] };
 			struct copy_arg m = { pin, pageable, sizes[i] };
-			double page = median_gbps(r, op_copy, &a, sizes[i]);
-			double ref_pin = best[dir], ref_page = pinned[dir][i];
+			double page, ref_pin = best[dir], ref_page = pinned[dir][i];
 
-			if (!r->cuda)
-				ref_pin = ref_page = median_gbps(r, op_memcpy, &m, sizes[i]);
+			if (r->cuda)
+				page = median_gbps(r, op_copy, &a, sizes[i]);
+			else
+				median_pair(r, op_copy, &a, op_memcpy, &m, sizes[i], &page, &ref_page);
+			if (!r->cuda) {
+				struct copy_arg pa = { dir ? pin : kvt_dev_mem_ptr(dmem),
+						       dir ? kvt_dev_mem_ptr(dmem) : pin, sizes[i] };
+
+				median_pair(r, op_copy, &pa, op_memcpy, &m, sizes[i],
+					    &pinned[dir][i], &ref_pin);
+			}
 			add_case(r, dir ? "d2h_pinned" : "h2d_pinned", sizes[i], pinned[dir][i],
 				 ref_pin);
 			add_case(r, dir ? "d2h_pageable" : "h2d_pageable", sizes[i], page, ref_page);
@@ -364,11 +398,11 @@ static int gather_scatter(struct copy_run *r)
 		double ref, got[3];
 		char name[40];
 
-		ref = median_gbps(r, r->cuda ? op_copy : op_memcpy, &ca, total);
 		for (int p = 0; p < 3; p++) {
 			kvt_dev_xfer_opts_init(&xa.xo, sizeof(xa.xo));
 			xa.xo.path = paths[p].path;
-			got[p] = median_gbps(r, op_xfer, &xa, total);
+			median_pair(r, op_xfer, &xa, r->cuda ? op_copy : op_memcpy, &ca, total,
+				    &got[p], &ref);
 			snprintf(name, sizeof(name), "%s_%s", dir, paths[p].name);
 			add_case(r, name, bb, got[p], ref);
 		}
