@@ -138,6 +138,8 @@ static void child_process_maps_reads_and_writes_exported_memory(void **state)
 	h.offset = OFFSET;
 	h.len = LEN - OFFSET;
 
+	/* fork with no stream thread running: the child starts its own */
+	kvt_dev_stream_destroy(st);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	pid = fork();
 	assert_true(pid >= 0);
@@ -153,6 +155,7 @@ static void child_process_maps_reads_and_writes_exported_memory(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 	close(sv[0]);
 
+	assert_int_equal(kvt_dev_stream_create(dev, false, &st), 0);
 	assert_int_equal(kvt_dev_copy_async(st, back, kvt_dev_mem_ptr(m), LEN), 0);
 	assert_int_equal(kvt_dev_stream_sync(st), 0);
 	memset(fill + OFFSET + 4096, 0xA5, 4096);
