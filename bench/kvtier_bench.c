@@ -6,7 +6,10 @@
 #include "bench/bench.h"
 
 static const struct kvt_bench_cmd commands[] = {
-	{ "copy", "device copies: pinned/pageable, gather/scatter vs one copy", kvt_bench_copy_main },
+	{ "copy", "device copies: pinned/pageable, gather/scatter vs one copy",
+	  kvt_bench_copy_main },
+	{ "dram", "DRAM tier put/get vs memcpy, lookup rate, index bytes/entry",
+	  kvt_bench_dram_main },
 };
 
 static const size_t n_commands = sizeof(commands) / sizeof(commands[0]);

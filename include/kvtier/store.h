@@ -52,6 +52,12 @@ void kvt_store_opts_init(struct kvt_store_opts *opts, size_t size_bytes);
  * region cannot be mapped), or an I/O error of the SSD directory. */
 int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out);
 
+/* The DRAM tier's region: one mapping holding every DRAM slot, for the
+ * caller to register once with a GPU (pinned memory), io_uring (fixed
+ * buffers) or a NIC (memory region), so blocks move without bounce copies.
+ * Valid until kvt_store_close. Returns 0, or -EINVAL. */
+int kvt_store_dram_region(struct kvt_store *store, void **base, uint64_t *len);
+
 /* Close a store and free everything it owns, namespaces included. Slots still
  * reserved or acquired become invalid. NULL is accepted. */
 void kvt_store_close(struct kvt_store *store);
@@ -129,7 +135,10 @@ int kvt_get(struct kvt_ns *ns, const struct kvt_key *key, void *buf, size_t len)
 struct kvt_slot {
 	void *data;
 	uint64_t len;
-	uint64_t handle; /* opaque */
+	/* the store's own, not to be changed by the caller: */
+	uint64_t handle;
+	struct kvt_key parent;
+	bool has_parent;
 };
 
 /* Reserve a DRAM slot for a new block, to fill in place (a device copy or an
