@@ -43,6 +43,41 @@ struct kvt_gs_args {
 	uint32_t pages[KVT_GS_MAX_PAGES];
 };
 
+#ifdef __CUDACC__
+#define KVT_HOST_DEVICE __host__ __device__
+#else
+#define KVT_HOST_DEVICE
+#endif
+
+/* Chunks of one launch. */
+static inline KVT_HOST_DEVICE uint64_t kvt_gs_chunks(const struct kvt_gs_args *a)
+{
+	return (uint64_t)a->n_blocks * (a->layer_end - a->layer_begin) * a->n_kv * a->ppb;
+}
+
+/* Where chunk c of a launch comes from and goes to. Shared by the kernels and
+ * the host backend, so the host-backend tests prove the kernels' indexing. */
+static inline KVT_HOST_DEVICE void kvt_gs_chunk(const struct kvt_gs_args *a, uint64_t c,
+						const char **src, char **dst)
+{
+	const uint32_t nl = a->layer_end - a->layer_begin;
+	const uint32_t p = (uint32_t)(c % a->ppb);
+	uint32_t k, lr, b;
+	char *eng, *blk;
+
+	c /= a->ppb;
+	k = (uint32_t)(c % a->n_kv);
+	c /= a->n_kv;
+	lr = (uint32_t)(c % nl);
+	b = (uint32_t)(c / nl);
+	eng = (char *)(uintptr_t)a->bases[(a->layer_begin + lr) * a->n_kv + k] +
+	      (uint64_t)a->pages[b * a->ppb + p] * a->page_stride;
+	blk = (char *)(uintptr_t)a->blocks[b] + a->block_off +
+	      (((uint64_t)lr * a->n_kv + k) * a->ppb + p) * a->chunk_bytes;
+	*src = a->dir == KVT_DEV_GATHER ? eng : blk;
+	*dst = a->dir == KVT_DEV_GATHER ? blk : eng;
+}
+
 struct kvt_dev_backend_ops;
 
 struct kvt_dev {

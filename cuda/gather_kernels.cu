@@ -17,22 +17,12 @@ constexpr unsigned kMaxSplit = 64;
 template <typename V>
 __global__ void __launch_bounds__(kThreads) gs_kernel(const kvt_gs_args a)
 {
-	uint64_t c = blockIdx.x;
-	const uint32_t nl = a.layer_end - a.layer_begin;
-	const uint32_t p = (uint32_t)(c % a.ppb);
-	c /= a.ppb;
-	const uint32_t k = (uint32_t)(c % a.n_kv);
-	c /= a.n_kv;
-	const uint32_t lr = (uint32_t)(c % nl);
-	const uint32_t b = (uint32_t)(c / nl);
-	const uint32_t l = a.layer_begin + lr;
+	const char *s;
+	char *d;
 
-	char *eng = (char *)(uintptr_t)a.bases[l * a.n_kv + k] +
-		    (uint64_t)a.pages[b * a.ppb + p] * a.page_stride;
-	char *blk = (char *)(uintptr_t)a.blocks[b] + a.block_off +
-		    (((uint64_t)lr * a.n_kv + k) * a.ppb + p) * a.chunk_bytes;
-	const V *src = (const V *)(a.dir == KVT_DEV_GATHER ? eng : blk);
-	V *dst = (V *)(a.dir == KVT_DEV_GATHER ? blk : eng);
+	kvt_gs_chunk(&a, blockIdx.x, &s, &d);
+	const V *src = (const V *)s;
+	V *dst = (V *)d;
 
 	const uint64_t n = a.chunk_bytes / sizeof(V);
 	const uint64_t stride = (uint64_t)gridDim.y * blockDim.x;
@@ -54,8 +44,7 @@ __global__ void __launch_bounds__(kThreads) gs_kernel(const kvt_gs_args a)
 template <typename V>
 cudaError_t launch(const kvt_gs_args *a, cudaStream_t s)
 {
-	const uint64_t chunks = (uint64_t)a->n_blocks * (a->layer_end - a->layer_begin) *
-				a->n_kv * a->ppb;
+	const uint64_t chunks = kvt_gs_chunks(a);
 	const uint64_t vecs = a->chunk_bytes / sizeof(V);
 	uint64_t split = (vecs + kThreads * kUnroll - 1) / (kThreads * kUnroll);
 

@@ -421,24 +421,12 @@ int kvt_dev_scatter(struct kvt_dev_layout *layout, struct kvt_dev_stream *stream
 
 void kvt_gs_run_cpu(const struct kvt_gs_args *a)
 {
-	uint64_t c = a->chunk_bytes;
+	uint64_t n = kvt_gs_chunks(a);
+	const char *src;
+	char *dst;
 
-	for (uint32_t b = 0; b < a->n_blocks; b++) {
-		for (uint32_t l = a->layer_begin; l < a->layer_end; l++) {
-			for (uint32_t k = 0; k < a->n_kv; k++) {
-				for (uint32_t p = 0; p < a->ppb; p++) {
-					char *eng = (char *)(uintptr_t)a->bases[l * a->n_kv + k] +
-						    a->pages[b * a->ppb + p] * a->page_stride;
-					char *blk = (char *)(uintptr_t)a->blocks[b] + a->block_off +
-						    (((l - a->layer_begin) * a->n_kv + k) *
-							     (uint64_t)a->ppb + p) * c;
-
-					if (a->dir == KVT_DEV_GATHER)
-						memcpy(blk, eng, c);
-					else
-						memcpy(eng, blk, c);
-				}
-			}
-		}
+	for (uint64_t c = 0; c < n; c++) {
+		kvt_gs_chunk(a, c, &src, &dst);
+		memcpy(dst, src, a->chunk_bytes);
 	}
 }
