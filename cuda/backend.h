@@ -134,9 +134,9 @@ struct kvt_dev_backend_ops {
 	int (*host_unregister)(struct kvt_dev *dev, void *ptr);
 	int (*host_alloc)(struct kvt_dev *dev, size_t len, unsigned flags, void **out);
 	void (*host_free)(struct kvt_dev *dev, void *ptr);
-	/* The address kernels use for p (device memory, mapped pinned host),
-	 * NULL when kernels cannot reach p. */
-	void *(*kernel_ptr)(struct kvt_dev *dev, const void *p);
+	/* The address kernels use for [p, p + len) (device memory, mapped
+	 * pinned host), NULL when kernels cannot reach all of it. */
+	void *(*kernel_ptr)(struct kvt_dev *dev, const void *p, size_t len);
 
 	int (*mem_alloc)(struct kvt_dev *dev, size_t len, struct kvt_dev_mem *mem);
 	void (*mem_free)(struct kvt_dev_mem *mem);

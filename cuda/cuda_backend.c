@@ -184,7 +184,7 @@ static void cuda_host_free(struct kvt_dev *dev, void *ptr)
 	CU(cudaFreeHost(ptr));
 }
 
-static void *cuda_kernel_ptr(struct kvt_dev *dev, const void *p)
+static void *reachable(const void *p)
 {
 	struct cudaPointerAttributes a;
 
@@ -200,6 +200,17 @@ static void *cuda_kernel_ptr(struct kvt_dev *dev, const void *p)
 	default:
 		return NULL;
 	}
+}
+
+static void *cuda_kernel_ptr(struct kvt_dev *dev, const void *p, size_t len)
+{
+	char *first = reachable(p), *last;
+
+	if (!first || len <= 1)
+		return first;
+	/* both ends, mapped contiguously: the buffer lies in one allocation */
+	last = reachable((const char *)p + len - 1);
+	return last == first + len - 1 ? first : NULL;
 }
 
 /* ---- device memory ----------------------------------------------------- */

@@ -173,7 +173,7 @@ static void host_host_free(struct kvt_dev *dev, void *ptr)
 		munmap(ptr, len);
 }
 
-static void *host_kernel_ptr(struct kvt_dev *dev, const void *p)
+static void *host_kernel_ptr(struct kvt_dev *dev, const void *p, size_t len)
 {
 	struct host_dev *h = hd(dev);
 	uintptr_t a = (uintptr_t)p;
@@ -183,7 +183,7 @@ static void *host_kernel_ptr(struct kvt_dev *dev, const void *p)
 	for (size_t i = 0; i < h->n_ranges; i++) {
 		const struct range *g = &h->ranges[i];
 
-		if (a >= g->base && a < g->base + g->len &&
+		if (a >= g->base && len <= g->len && a - g->base <= g->len - len &&
 		    (g->kind == RANGE_DEVICE || (g->flags & KVT_DEV_HOST_MAPPED))) {
 			r = (void *)p;
 			break;

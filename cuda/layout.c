@@ -236,6 +236,29 @@ static int run_direct(struct kvt_dev_layout *lay, struct kvt_dev_stream *s,
 	return 0;
 }
 
+/* The copies between the staging buffer (slices of `range` bytes, in block
+ * order) and the block buffers; block buffers that follow one another in
+ * memory, as a run of DRAM slots often does, move in one large copy. */
+static int staged_copies(struct kvt_dev_stream *s, enum kvt_dev_dir dir, void *const *blocks,
+			 size_t nb, uint64_t off, uint64_t range)
+{
+	size_t i = 0, j;
+	int rc;
+
+	while (i < nb) {
+		char *host = (char *)blocks[i] + off, *stage = (char *)s->staging + i * range;
+
+		for (j = i + 1; j < nb && off == 0 && (char *)blocks[j] == host + (j - i) * range; j++)
+			;
+		rc = dir == KVT_DEV_GATHER ? s->dev->ops->copy_async(s, host, stage, (j - i) * range) :
+					     s->dev->ops->copy_async(s, stage, host, (j - i) * range);
+		if (rc)
+			return rc;
+		i = j;
+	}
+	return 0;
+}
+
 static int run_staged(struct kvt_dev_layout *lay, struct kvt_dev_stream *s,
 		      enum kvt_dev_dir dir, const uint32_t *pages, size_t n,
 		      void *const *blocks, uint32_t lb, uint32_t le)
@@ -255,23 +278,17 @@ static int run_staged(struct kvt_dev_layout *lay, struct kvt_dev_stream *s,
 		size_t nb = n - b0 < step ? n - b0 : step;
 
 		if (dir == KVT_DEV_SCATTER) {
-			for (size_t i = 0; i < nb; i++) {
-				rc = s->dev->ops->copy_async(s, slices[i],
-							     (char *)blocks[b0 + i] + off, range);
-				if (rc)
-					return rc;
-			}
+			rc = staged_copies(s, dir, blocks + b0, nb, off, range);
+			if (rc)
+				return rc;
 		}
 		rc = launch(lay, s, dir, pages, b0, nb, slices, 0, lb, le);
 		if (rc)
 			return rc;
 		if (dir == KVT_DEV_GATHER) {
-			for (size_t i = 0; i < nb; i++) {
-				rc = s->dev->ops->copy_async(s, (char *)blocks[b0 + i] + off,
-							     slices[i], range);
-				if (rc)
-					return rc;
-			}
+			rc = staged_copies(s, dir, blocks + b0, nb, off, range);
+			if (rc)
+				return rc;
 		}
 	}
 	return 0;
@@ -346,7 +363,7 @@ static int xfer(struct kvt_dev_layout *lay, struct kvt_dev_stream *s, enum kvt_d
 		if (!kptr)
 			return -ENOMEM;
 		for (size_t i = 0; i < n; i++) {
-			kptr[i] = lay->dev->ops->kernel_ptr(lay->dev, blocks[i]);
+			kptr[i] = lay->dev->ops->kernel_ptr(lay->dev, blocks[i], lay->block_bytes);
 			if (kptr[i])
 				continue;
 			if (path == KVT_DEV_PATH_DIRECT) {

@@ -58,9 +58,9 @@ void kvt_dev_opts_init(struct kvt_dev_opts *opts, size_t size_bytes);
  * and no GPU (or no CUDA build) is there, -ENOMEM. */
 int kvt_dev_open(const struct kvt_dev_opts *opts, struct kvt_dev **out);
 
-/* Close a backend. Everything created from it must be freed first: streams
- * are drained, and objects still alive are leaked, not freed. NULL is
- * accepted. */
+/* Close a backend. Everything created from it (streams, events, memory,
+ * layouts) must be freed first; what is still alive is leaked, not freed.
+ * NULL is accepted. */
 void kvt_dev_close(struct kvt_dev *dev);
 
 /* "cuda", "host" or "auto". Never NULL. */
@@ -181,8 +181,9 @@ int kvt_dev_stream_wait_event(struct kvt_dev_stream *stream, struct kvt_dev_even
  * runs on a backend thread and must not call kvt_dev_* functions. */
 typedef void (*kvt_dev_done_cb)(void *arg, int status);
 
-/* Queue cb(arg, status) on stream; status is 0 or the stream's error.
- * Returns 0, -EINVAL, -ENOMEM. */
+/* Queue cb(arg, status) on stream; status is 0 (on CUDA, work that failed
+ * leaves the context broken and callbacks after it do not run). Returns 0,
+ * -EINVAL, -ENOMEM. */
 int kvt_dev_stream_callback(struct kvt_dev_stream *stream, kvt_dev_done_cb cb, void *arg);
 
 int kvt_dev_event_create(struct kvt_dev *dev, struct kvt_dev_event **out);
@@ -265,7 +266,7 @@ enum kvt_dev_path {
 	KVT_DEV_PATH_DIRECT = 1,    /* kernel reads/writes the block buffers in place:
 	                             * device memory or mapped pinned host (zero-copy) */
 	KVT_DEV_PATH_STAGED = 2,    /* kernel to a device staging buffer, then one
-	                             * large copy per block */
+	                             * large copy per run of adjacent blocks */
 	KVT_DEV_PATH_PER_LAYER = 3, /* baseline: one async memcpy per page per layer
 	                             * per K/V, no kernel (kept for the bench) */
 };
@@ -291,8 +292,9 @@ void kvt_dev_xfer_opts_init(struct kvt_dev_xfer_opts *opts, size_t size_bytes);
  * pages[i x pages_per_block ...] of every layer, copied into the contiguous
  * buffer blocks[i] (kvt_dev_layout_block_bytes long). opts may be NULL.
  * Returns 0 once queued (completion by event), -EINVAL for NULL arguments,
- * -ERANGE for a page id >= num_pages, -EFAULT when the path needs mapped or
- * device buffers and blocks[i] is neither, or a mapped CUDA error. */
+ * -ERANGE for a page id >= num_pages, -EFAULT when the path is DIRECT and
+ * some blocks[i] is not wholly device memory or mapped pinned host memory,
+ * or a mapped CUDA error. */
 int kvt_dev_gather(struct kvt_dev_layout *layout, struct kvt_dev_stream *stream,
 		   const uint32_t *pages, size_t n_blocks, void *const *blocks,
 		   const struct kvt_dev_xfer_opts *opts);

@@ -144,7 +144,9 @@ static void reference(struct engine *e, bool gather, const uint32_t *pages, size
 						}
 }
 
-enum buf_kind { BUF_MAPPED, BUF_PAGEABLE, BUF_DEVICE, BUF_KINDS };
+/* separate mapped buffers, pageable ones, device ones, or one mapped run of
+ * adjacent blocks (as consecutive DRAM slots are) */
+enum buf_kind { BUF_MAPPED, BUF_PAGEABLE, BUF_DEVICE, BUF_RUN, BUF_KINDS };
 
 /* Block buffers of one kind, and a host view of each. */
 struct bufs {
@@ -153,19 +155,26 @@ struct bufs {
 	void **blocks;       /* what gather/scatter get */
 	uint8_t **host;      /* host view (for BUF_DEVICE, copies) */
 	struct kvt_dev_mem **mem;
+	void *run;
 };
 
 static void bufs_make(struct kvt_dev *dev, enum buf_kind kind, size_t n, uint64_t len,
 		      struct bufs *b)
 {
 	b->kind = kind;
+	b->run = NULL;
 	b->n = n;
 	b->blocks = calloc(n, sizeof(void *));
 	b->host = calloc(n, sizeof(uint8_t *));
 	b->mem = calloc(n, sizeof(*b->mem));
 	assert_true(b->blocks && b->host && b->mem);
+	if (kind == BUF_RUN)
+		assert_int_equal(kvt_dev_host_alloc(dev, n * len, KVT_DEV_HOST_MAPPED, &b->run), 0);
 	for (size_t i = 0; i < n; i++) {
 		switch (kind) {
+		case BUF_RUN:
+			b->blocks[i] = b->host[i] = (uint8_t *)b->run + i * len;
+			break;
 		case BUF_MAPPED:
 			assert_int_equal(kvt_dev_host_alloc(dev, len, KVT_DEV_HOST_MAPPED,
 							    &b->blocks[i]), 0);
@@ -193,11 +202,12 @@ static void bufs_free(struct kvt_dev *dev, struct bufs *b)
 			kvt_dev_host_free(dev, b->blocks[i]);
 		} else if (b->kind == BUF_PAGEABLE) {
 			free(b->host[i]);
-		} else {
+		} else if (b->kind == BUF_DEVICE) {
 			kvt_dev_mem_free(b->mem[i]);
 			free(b->host[i]);
 		}
 	}
+	kvt_dev_host_free(dev, b->run);
 	free(b->blocks);
 	free(b->host);
 	free(b->mem);
