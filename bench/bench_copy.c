@@ -63,7 +63,8 @@ static void usage(FILE *f)
 		"  --dtype T          bf16 (default), fp16, fp32, fp8, int8\n"
 		"  --block-tokens N   tokens per block, one engine page (default 16)\n"
 		"  --blocks N         blocks per gather/scatter call (default 32)\n"
-		"  --json             print one JSON object: backend, device, cases[]\n"
+		"  --json             print one JSON object: backend, device, model, reps,\n"
+		"                     compute_capability, pcie_gen, pcie_width, cases[]\n"
 		"                     {path, block_bytes, gbps, reference_gbps, ratio}\n"
 		"  --help             this text\n\n"
 		"paths: h2d_pinned d2h_pinned (ref: best pinned copy of the run; host:\n"
@@ -433,6 +434,10 @@ static void report(struct copy_run *r, const struct kvt_dev_info *info)
 
 		json_object_set_new(root, "backend", json_string(r->cuda ? "cuda" : "host"));
 		json_object_set_new(root, "device", json_string(info->name));
+		json_object_set_new(root, "compute_capability",
+				    json_sprintf("%d.%d", info->cc_major, info->cc_minor));
+		json_object_set_new(root, "pcie_gen", json_integer(info->pcie_gen));
+		json_object_set_new(root, "pcie_width", json_integer(info->pcie_width));
 		json_object_set_new(model, "layers", json_integer(r->cfg.layers));
 		json_object_set_new(model, "kv_heads", json_integer(r->cfg.kv_heads));
 		json_object_set_new(model, "head_dim", json_integer(r->cfg.head_dim));
@@ -457,8 +462,11 @@ static void report(struct copy_run *r, const struct kvt_dev_info *info)
 		json_decref(root);
 		return;
 	}
-	printf("kvtier-bench copy: backend %s (%s), medians of %d\n", r->cuda ? "cuda" : "host",
-	       info->name, r->cfg.reps);
+	printf("kvtier-bench copy: backend %s (%s", r->cuda ? "cuda" : "host", info->name);
+	if (r->cuda)
+		printf(", sm_%d%d, PCIe gen %d x%d", info->cc_major, info->cc_minor, info->pcie_gen,
+		       info->pcie_width);
+	printf("), medians of %d\n", r->cfg.reps);
 	printf("%-28s %10s %10s %10s %7s\n", "path", "block", "GB/s", "ref GB/s", "ratio");
 	for (size_t i = 0; i < r->n_cases; i++) {
 		const struct copy_case *c = &r->cases[i];
