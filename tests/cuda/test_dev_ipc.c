@@ -1,7 +1,9 @@
-/* Device memory crosses processes on the host backend: the exporter's memfd
- * travels over a real Unix socket (SCM_RIGHTS) to a forked child, which
- * imports it, reads the parent's bytes, gathers from it as engine memory and
- * writes into it; the parent then sees the child's bytes in its own mapping. */
+/* Device memory crosses processes: the exporter's handle travels over a real
+ * Unix socket to a child process (fork + exec of this program, so the child
+ * starts with no inherited device state) — on the host backend with the
+ * memfd as SCM_RIGHTS, on CUDA as an IPC memory handle. The child imports it
+ * at an offset, reads the parent's bytes, gathers from it as engine memory and
+ * writes into it; the parent then sees the child's bytes in its own memory. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,6 +29,11 @@ static int send_handle(int sock, const struct kvt_dev_ipc_handle *h)
 			      .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
 	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
 
+	if (h->fd < 0) { /* CUDA: the handle's bytes say it all */
+		msg.msg_control = NULL;
+		msg.msg_controllen = 0;
+		return sendmsg(sock, &msg, 0) == (ssize_t)sizeof(*h) ? 0 : -1;
+	}
 	memset(cbuf, 0, sizeof(cbuf));
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
@@ -45,6 +52,8 @@ static int recv_handle(int sock, struct kvt_dev_ipc_handle *h)
 
 	if (recvmsg(sock, &msg, 0) != (ssize_t)sizeof(*h))
 		return -1;
+	if (h->fd < 0)
+		return 0;
 	c = CMSG_FIRSTHDR(&msg);
 	if (!c || c->cmsg_type != SCM_RIGHTS)
 		return -1;
@@ -61,21 +70,25 @@ static int child(int sock)
 	struct kvt_dev_mem *m;
 	struct kvt_dev_layout_desc d;
 	struct kvt_dev_layout *lay;
-	uint8_t *want = malloc(LEN), *p, *blk;
+	uint8_t *want = malloc(LEN), *got = malloc(LEN), *p, *blk;
 	void *base, *blocks[1];
 	uint32_t page = 3;
 	char ok = 1;
 
-	if (!want || recv_handle(sock, &h))
+	if (!want || !got || recv_handle(sock, &h))
 		return 2;
 	if (kvt_dev_mem_import(dev, &h, &m))
 		return 3;
-	close(h.fd); /* the import holds its own reference */
+	if (h.fd >= 0)
+		close(h.fd); /* the import holds its own reference */
 	p = kvt_dev_mem_ptr(m);
 	if (kvt_dev_mem_len(m) != LEN - OFFSET)
 		return 4;
+	if (kvt_dev_stream_create(dev, false, &st) ||
+	    kvt_dev_copy_async(st, got, p, LEN - OFFSET) || kvt_dev_stream_sync(st))
+		return 11;
 	kvt_test_fill(want, LEN, 7);
-	if (memcmp(p, want + OFFSET, LEN - OFFSET))
+	if (memcmp(got, want + OFFSET, LEN - OFFSET))
 		return 5;
 
 	/* the imported memory is usable as engine memory: MLA, 64 B pages */
@@ -89,7 +102,7 @@ static int child(int sock)
 	d.num_pages = 8;
 	base = p;
 	d.k_base = &base;
-	if (kvt_dev_stream_create(dev, false, &st) || kvt_dev_layout_create(dev, &d, &lay) ||
+	if (kvt_dev_layout_create(dev, &d, &lay) ||
 	    kvt_dev_host_alloc(dev, 64, KVT_DEV_HOST_MAPPED, (void **)&blk))
 		return 6;
 	blocks[0] = blk;
@@ -110,8 +123,11 @@ static int child(int sock)
 	kvt_dev_mem_free(m);
 	kvt_dev_close(dev);
 	free(want);
+	free(got);
 	return 0;
 }
+
+static const char *self;
 
 static void child_process_maps_reads_and_writes_exported_memory(void **state)
 {
@@ -131,21 +147,28 @@ static void child_process_maps_reads_and_writes_exported_memory(void **state)
 	assert_int_equal(kvt_dev_copy_async(st, kvt_dev_mem_ptr(m), fill, LEN), 0);
 	assert_int_equal(kvt_dev_stream_sync(st), 0);
 	assert_int_equal(kvt_dev_mem_export(m, &h), 0);
-	assert_int_equal(h.backend, KVT_DEV_HOST);
-	assert_true(h.fd >= 0);
+	assert_int_equal(h.backend, KVT_TEST_BACKEND);
+	if (KVT_TEST_BACKEND == KVT_DEV_HOST)
+		assert_true(h.fd >= 0);
+	else
+		assert_int_equal(h.fd, -1);
 	assert_int_equal(h.len, LEN);
 	/* name a part of the allocation, as an engine names its KV pool */
 	h.offset = OFFSET;
 	h.len = LEN - OFFSET;
 
-	/* fork with no stream thread running: the child starts its own */
+	/* fork with no stream thread running; the child execs at once */
 	kvt_dev_stream_destroy(st);
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
+		char fd[16];
+
 		close(sv[0]);
-		_exit(child(sv[1]));
+		snprintf(fd, sizeof(fd), "%d", sv[1]);
+		execl(self, self, "--child", fd, (char *)NULL);
+		_exit(127);
 	}
 	close(sv[1]);
 	assert_int_equal(send_handle(sv[0], &h), 0);
@@ -168,6 +191,7 @@ static void child_process_maps_reads_and_writes_exported_memory(void **state)
 	kvt_dev_close(dev);
 }
 
+#ifndef KVT_TEST_CUDA
 static void import_checks_the_handle_against_the_memfd(void **state)
 {
 	struct kvt_dev *dev = dev_test_open();
@@ -192,12 +216,20 @@ static void import_checks_the_handle_against_the_memfd(void **state)
 	kvt_dev_close(dev);
 }
 
-int main(void)
+#endif
+
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(child_process_maps_reads_and_writes_exported_memory),
+#ifndef KVT_TEST_CUDA
 		cmocka_unit_test(import_checks_the_handle_against_the_memfd),
+#endif
 	};
 
+	if (argc == 3 && !strcmp(argv[1], "--child"))
+		return child(atoi(argv[2]));
+	dev_test_require();
+	self = "/proc/self/exe";
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
