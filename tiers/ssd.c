@@ -624,8 +624,13 @@ static int read_chunk(struct kvt_ssd *ssd, struct kvt_ssd_read *r, size_t n)
 			r[i].res = -EINVAL;
 			continue;
 		}
-		if (slot >= ssd->n_slots || !(s = &ssd->segs[slot])->used ||
-		    (uint64_t)page + 1 + ppages > s->n_pages ||
+		struct seg_rec *rec = NULL;
+
+		/* a loc whose segment was released, or whose record was freed,
+		 * is stale: a miss, never a read of whatever lies there now */
+		if (slot < ssd->n_slots && (s = &ssd->segs[slot])->used)
+			rec = seg_find(s, page);
+		if (!rec || rec->state != REC_LIVE || rec->pages != ppages + 1 ||
 		    (!(r[i].loc & LOC_STAGED) && pages_of(r[i].len) != ppages)) {
 			ssd->st.stale_reads++;
 			r[i].res = -ENOENT;
