@@ -754,7 +754,8 @@ size_t kvt_ssd_take_dropped(struct kvt_ssd *ssd, struct kvt_ssd_rec_info *out, s
 
 	pthread_mutex_lock(&ssd->lock);
 	n = ssd->n_dropped < max ? ssd->n_dropped : max;
-	memcpy(out, ssd->dropped + ssd->n_dropped - n, n * sizeof(*out));
+	if (n)
+		memcpy(out, ssd->dropped + ssd->n_dropped - n, n * sizeof(*out));
 	ssd->n_dropped -= n;
 	pthread_mutex_unlock(&ssd->lock);
 	return n;
@@ -985,7 +986,8 @@ static int list_segments(struct kvt_ssd *ssd, uint64_t **ids, size_t *n)
 		(*ids)[(*n)++] = id;
 	}
 	closedir(d);
-	qsort(*ids, *n, sizeof(**ids), cmp_u64);
+	if (*n)
+		qsort(*ids, *n, sizeof(**ids), cmp_u64);
 	return 0;
 }
 
@@ -1074,7 +1076,8 @@ static int recover(struct kvt_ssd *ssd, const uint64_t *ids, size_t n_ids,
 	}
 
 	/* the newest record of a key wins; older copies are dead */
-	qsort(sc.v, sc.n, sizeof(*sc.v), cand_by_key_newest);
+	if (sc.n)
+		qsort(sc.v, sc.n, sizeof(*sc.v), cand_by_key_newest);
 	size_t keep = 0;
 	for (size_t i = 0; i < sc.n; i++) {
 		if (keep && sc.v[keep - 1].info.ns_id == sc.v[i].info.ns_id &&
@@ -1084,7 +1087,8 @@ static int recover(struct kvt_ssd *ssd, const uint64_t *ids, size_t n_ids,
 		}
 		sc.v[keep++] = sc.v[i];
 	}
-	qsort(sc.v, keep, sizeof(*sc.v), cand_by_seq);
+	if (keep)
+		qsort(sc.v, keep, sizeof(*sc.v), cand_by_seq);
 	for (size_t i = 0; i < keep; i++) {
 		struct seg *s = &ssd->segs[sc.v[i].slot];
 		struct seg_rec *r = &s->recs[sc.v[i].rec];
