@@ -1192,7 +1192,8 @@ int kvt_ssd_open(const struct kvt_ssd_opts *opts, kvt_ssd_recover_cb recover_cb,
 		goto err_segs;
 	}
 	kvt_ssd_io_opts_init(&io_opts, sizeof(io_opts));
-	io_opts.queue_depth = ssd->opts.queue_depth;
+	/* queue_depth counts records: each is a header and a body operation */
+	io_opts.queue_depth = ssd->opts.queue_depth * 2;
 	io_opts.max_inflight_bytes = ssd->opts.max_inflight_bytes;
 	io_opts.max_files = ssd->n_slots;
 	io_opts.threads = ssd->opts.threads;

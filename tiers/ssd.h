@@ -36,7 +36,7 @@ struct kvt_ssd_opts {
 	const char *dir;               /* data directory, created if absent (required) */
 	uint64_t capacity_bytes;       /* disk space the tier may use (required) */
 	uint64_t segment_bytes;        /* segment file size; 0 = 256 MiB; 4 KiB multiple */
-	uint32_t queue_depth;          /* I/O operations in flight; 0 = 32 */
+	uint32_t queue_depth;          /* records in flight (2 I/O ops each); 0 = 32 */
 	uint64_t max_inflight_bytes;   /* bytes in flight; 0 = 256 MiB */
 	uint32_t threads;              /* fallback pool size; 0 = min(queue_depth, 8) */
 	bool force_threads;            /* use the pread/pwrite pool, not io_uring */
