@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "loopfs.h"
 #include "ssd_test.h"
 #include "tiers/ssd.h"
 
@@ -193,69 +194,6 @@ static void read_error_is_a_miss_and_degrades(void **state)
 	kvt_test_rmdir(dir);
 	free(dir);
 	free(buf);
-}
-
-/* ---- a full disk: ext4 on a loop device -------------------------------- */
-
-struct loopfs {
-	char *base, img[1024], mnt[1024], dev[64];
-};
-
-static int sh(const char *cmd)
-{
-	int rc = system(cmd);
-
-	return rc == 0 ? 0 : -1;
-}
-
-static void loopfs_setup(struct loopfs *l, unsigned mib)
-{
-	char cmd[16384];
-	FILE *p;
-
-	l->base = kvt_test_mkdtemp("ssd_enospc");
-	assert_non_null(l->base);
-	snprintf(l->img, sizeof(l->img), "%s/fs.img", l->base);
-	snprintf(l->mnt, sizeof(l->mnt), "%s/mnt", l->base);
-	snprintf(cmd, sizeof(cmd), "truncate -s %uM %s && mkfs.ext4 -q -F %s >/dev/null 2>&1 && mkdir %s",
-		 mib, l->img, l->img, l->mnt);
-	if (sh(cmd))
-		goto skip;
-	snprintf(cmd, sizeof(cmd), "losetup -f --show %s 2>/dev/null", l->img);
-	p = popen(cmd, "r");
-	if (!p || !fgets(l->dev, sizeof(l->dev), p)) {
-		if (p)
-			pclose(p);
-		goto skip;
-	}
-	pclose(p);
-	l->dev[strcspn(l->dev, "\n")] = 0;
-	if (mount(l->dev, l->mnt, "ext4", 0, NULL)) {
-		fprintf(stderr, "mount %s: %s\n", l->dev, strerror(errno));
-		snprintf(cmd, sizeof(cmd), "losetup -d %s", l->dev);
-		sh(cmd);
-		goto skip;
-	}
-	return;
-skip:
-	kvt_test_rmdir(l->base);
-	kvt_test_skip(NULL, "cannot set up an ext4 image on a loop device "
-		      "(needs root, losetup, mkfs.ext4 and mount)");
-}
-
-static void loopfs_teardown(struct loopfs *l)
-{
-	char cmd[16384];
-
-	/* a closed io_uring drops its file references asynchronously: the
-	 * mount can stay busy for a moment */
-	for (int i = 0; i < 100 && umount(l->mnt) && errno == EBUSY; i++)
-		usleep(50000);
-	umount2(l->mnt, MNT_DETACH);
-	snprintf(cmd, sizeof(cmd), "losetup -d %s", l->dev);
-	sh(cmd);
-	kvt_test_rmdir(l->base);
-	free(l->base);
 }
 
 static void full_disk_degrades_and_keeps_durable_records(void **state)
