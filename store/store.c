@@ -217,6 +217,7 @@ int kvt_ns_attach(struct kvt_store *s, const struct kvt_ns_desc *desc, struct kv
 	ns->desc.size = sizeof(ns->desc);
 	ns->block_bytes = bytes;
 	ns->salt = salt;
+	kvt_codec_cfg_init(&ns->ssd_codec);
 	s->ns[s->n_ns++] = ns;
 	if (s->tiering)
 		kvt_tiering_import(s, ns);

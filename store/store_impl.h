@@ -9,6 +9,7 @@
 
 #include "kvtier/store.h"
 #include "store/catalog.h"
+#include "tiers/codec.h"
 #include "tiers/tier.h"
 
 #define MAX_NAMESPACES 65535
@@ -22,6 +23,7 @@ struct kvt_ns {
 	struct kvt_ns_desc desc;
 	uint64_t block_bytes;
 	struct kvt_key salt;
+	struct kvt_codec_cfg ssd_codec; /* guarded by the store's lock */
 };
 
 struct kvt_store {

@@ -177,6 +177,7 @@ static uint64_t demote_round(struct kvt_store *s)
 {
 	struct kvt_tiering *t = s->tiering;
 	struct kvt_ssd_write w[DEMOTE_BATCH];
+	struct kvt_codec_cfg codec[DEMOTE_BATCH]; /* copies: the lock is let go */
 	uint32_t idx[DEMOTE_BATCH];
 	uint64_t picked = 0, moved = 0, full_bytes = 0;
 	size_t n = 0;
@@ -195,9 +196,11 @@ static uint64_t demote_round(struct kvt_store *s)
 			break;
 		r = rec(s, i);
 		kvt_catalog_busy(&s->cat, i, +1);
+		codec[n] = s->ns[r->ns - 1]->ssd_codec;
 		w[n] = (struct kvt_ssd_write){
 			.ns_id = ns_ssd_id(s->ns[r->ns - 1]), .key = r->key,
-			.data = s->dram->ops->slot_ptr(s->dram, r->loc), .len = r->size };
+			.data = s->dram->ops->slot_ptr(s->dram, r->loc), .len = r->size,
+			.codec = &codec[n] };
 		if (r->parent != KVT_NIL) {
 			w[n].parent = rec(s, r->parent)->key;
 			w[n].has_parent = true;
@@ -373,6 +376,21 @@ done:
 		t->promoting[at] = t->promoting[--t->n_promoting];
 	pthread_cond_broadcast(&t->progress);
 	return err;
+}
+
+int kvt_ns_set_ssd_codec(struct kvt_ns *ns, const char *codec, double min_ratio)
+{
+	struct kvt_store *s = ns ? ns->store : NULL;
+	int id = kvt_codec_parse(codec);
+
+	if (!s || !s->tiering || id < 0 || min_ratio < 0)
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	ns->ssd_codec.id = (enum kvt_codec_id)id;
+	if (min_ratio > 0)
+		ns->ssd_codec.min_ratio = min_ratio;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
 }
 
 void kvt_tiering_stats(struct kvt_store *s, struct kvt_store_stats *st)

@@ -158,6 +158,44 @@ static void dram_overflow_demotes_and_get_promotes(void **state)
 	free(buf);
 }
 
+static void compressed_namespace_round_trips(void **state)
+{
+	struct fixture *f = *state;
+	char *buf = malloc(BLOCK), *want = malloc(BLOCK);
+	struct kvt_key keys[60];
+	uint8_t tiers[60];
+	int on_ssd = 0;
+
+	open_store(f);
+	assert_int_equal(kvt_ns_set_ssd_codec(f->ns, "zstd", 0), -EINVAL);
+	assert_int_equal(kvt_ns_set_ssd_codec(f->ns, "shuf16-lz4", 1.2), 0);
+	for (uint32_t n = 0; n < 60; n++) {
+		struct kvt_key p = key_n(n - 1);
+		keys[n] = key_n(n);
+		/* bf16-like: high bytes repeat, low bytes vary; some blocks noise */
+		kvt_test_fill(buf, BLOCK, seed + n);
+		if (n % 3)
+			for (size_t j = 1; j < BLOCK; j += 2)
+				buf[j] = (char)(0x3f + (j / 2) % 3);
+		assert_int_equal(kvt_put(f->ns, &keys[n], n ? &p : NULL, buf, BLOCK), 0);
+	}
+	for (uint32_t n = 0; n < 60; n++) {
+		kvt_lookup(f->ns, &keys[n], 1, &tiers[n]);
+		on_ssd += tiers[n] == KVT_TIER_SSD;
+	}
+	assert_true(on_ssd >= 60 - (int)(DRAM_BYTES / BLOCK));
+	for (uint32_t n = 0; n < 60; n++) {
+		assert_int_equal(kvt_get(f->ns, &keys[n], buf, BLOCK), 0);
+		kvt_test_fill(want, BLOCK, seed + n);
+		if (n % 3)
+			for (size_t j = 1; j < BLOCK; j += 2)
+				want[j] = (char)(0x3f + (j / 2) % 3);
+		assert_memory_equal(buf, want, BLOCK);
+	}
+	free(want);
+	free(buf);
+}
+
 static void reopen_rebuilds_the_index_from_the_log(void **state)
 {
 	struct fixture *f = *state;
@@ -270,6 +308,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(dram_overflow_demotes_and_get_promotes, setup, teardown),
+		cmocka_unit_test_setup_teardown(compressed_namespace_round_trips, setup, teardown),
 		cmocka_unit_test_setup_teardown(reopen_rebuilds_the_index_from_the_log, setup, teardown),
 		cmocka_unit_test_setup_teardown(full_ssd_tier_evicts, setup, teardown),
 		cmocka_unit_test_setup_teardown(failing_ssd_degrades_and_dram_keeps_serving, setup,
