@@ -45,13 +45,18 @@ static uint64_t pages_of(uint64_t bytes) { return (bytes + PAGE - 1) / PAGE; }
 
 enum { REC_PENDING = 0, REC_LIVE = 1, REC_DEAD = 2 };
 
+/* What the tier keeps in memory of each record: enough to read and verify
+ * its payload without reading its header again (one I/O per read). */
 struct seg_rec {
 	uint64_t ns_id;
 	struct kvt_key key;
 	uint64_t raw_len;
+	uint64_t stored_len;
+	uint64_t sum;    /* XXH3-64 of the stored payload, as in the header */
 	uint32_t page;   /* of the header */
 	uint32_t pages;  /* header included */
 	uint8_t state;
+	uint8_t codec;
 	bool staged;
 };
 
@@ -407,8 +412,9 @@ static int write_chunk(struct kvt_ssd *ssd, struct kvt_ssd_write *w, size_t n)
 		if (w[i].res)
 			continue;
 		r = (struct seg_rec){ .ns_id = w[i].ns_id, .key = w[i].key, .raw_len = w[i].len,
-				      .page = c[i].page, .pages = c[i].pages,
-				      .state = REC_PENDING, .staged = c[i].stage != NULL };
+				      .stored_len = c[i].stored, .sum = c[i].sum,
+				      .page = c[i].page, .pages = c[i].pages, .state = REC_PENDING,
+				      .codec = (uint8_t)c[i].codec, .staged = c[i].stage != NULL };
 		w[i].res = seg_add_rec(&ssd->segs[c[i].slot], &r);
 		if (w[i].res)
 			continue;
@@ -536,74 +542,54 @@ int kvt_ssd_write(struct kvt_ssd *ssd, struct kvt_ssd_write *w, size_t n)
 /* ---- reads ------------------------------------------------------------- */
 
 struct rctx {
-	char *stage;
+	char *stage;      /* staged: the stored payload, else NULL */
+	uint64_t stored;  /* from the tier's memory of the record */
+	uint64_t sum;
+	uint8_t codec;
 	size_t op0, n_ops;
 	bool pinned;
 };
 
-static int read_verify(struct kvt_ssd *ssd, struct kvt_ssd_read *r, struct rctx *c, char *hp,
-		       uint64_t *bad, uint64_t *stale)
+/* Check a payload that landed in r->buf (and tail page tp) or in the stage
+ * against the checksum the header carried, and decode it. */
+static int read_verify(struct kvt_ssd_read *r, struct rctx *c, const char *tp)
 {
-	struct kvt_ssd_hdr h;
-	uint32_t ppages = loc_ppages(r->loc);
-
-	if (kvt_ssd_hdr_decode(c->stage ? c->stage : hp, ssd->salt, &h)) {
-		(*bad)++;
-		return -EBADMSG;
-	}
-	if (h.ns_id != r->ns_id || memcmp(&h.key, &r->key, sizeof(h.key)) || h.raw_len != r->len) {
-		(*stale)++;
-		return -ENOENT;
-	}
-	if (pages_of(h.stored_len) != ppages) {
-		(*bad)++;
-		return -EBADMSG;
-	}
 	if (c->stage) {
 		void *scratch = NULL;
+		size_t sb = kvt_codec_scratch_bytes((enum kvt_codec_id)c->codec, r->len);
 		int rc;
 
-		if (XXH3_64bits(c->stage + PAGE, h.stored_len) != h.payload_sum) {
-			(*bad)++;
+		if (XXH3_64bits(c->stage, c->stored) != c->sum)
 			return -EBADMSG;
-		}
-		if (kvt_codec_scratch_bytes((enum kvt_codec_id)h.codec, r->len)) {
-			scratch = malloc(kvt_codec_scratch_bytes((enum kvt_codec_id)h.codec, r->len));
-			if (!scratch)
-				return -ENOMEM;
-		}
-		rc = kvt_codec_decode((enum kvt_codec_id)h.codec, c->stage + PAGE, h.stored_len,
-				      r->buf, r->len, scratch);
+		if (sb && !(scratch = malloc(sb)))
+			return -ENOMEM;
+		rc = kvt_codec_decode((enum kvt_codec_id)c->codec, c->stage, c->stored, r->buf,
+				      r->len, scratch);
 		free(scratch);
-		if (rc == -EBADMSG)
-			(*bad)++;
 		return rc;
 	} else {
 		size_t body = r->len & ~(size_t)(PAGE - 1), tail = r->len - body;
 		XXH3_state_t st;
 
-		if (h.codec != KVT_CODEC_RAW) {
-			(*bad)++;
-			return -EBADMSG;
-		}
 		XXH3_64bits_reset(&st);
 		XXH3_64bits_update(&st, r->buf, body);
-		XXH3_64bits_update(&st, hp + PAGE, tail);
-		if (XXH3_64bits_digest(&st) != h.payload_sum) {
-			(*bad)++;
+		XXH3_64bits_update(&st, tp, tail);
+		if (XXH3_64bits_digest(&st) != c->sum)
 			return -EBADMSG;
-		}
-		memcpy((char *)r->buf + body, hp + PAGE, tail);
+		memcpy((char *)r->buf + body, tp, tail);
 		return 0;
 	}
 }
 
+/* Reads fetch the payload only: the header was verified when the record was
+ * written or recovered, and what it vouches for (key, lengths, codec, the
+ * payload's checksum) is in memory. One I/O per block, checksum verified. */
 static int read_chunk(struct kvt_ssd *ssd, struct kvt_ssd_read *r, size_t n)
 {
 	struct rctx *c = calloc(n, sizeof(*c));
-	struct kvt_ssd_io_op *ops = calloc(3 * n, sizeof(*ops));
+	struct kvt_ssd_io_op *ops = calloc(2 * n, sizeof(*ops));
 	size_t n_ops = 0, ok = 0;
-	uint64_t bad = 0, stale = 0, errs = 0, bytes = 0;
+	uint64_t bad = 0, errs = 0, bytes = 0;
 	int rc;
 
 	if (!c || !ops) {
@@ -614,8 +600,7 @@ static int read_chunk(struct kvt_ssd *ssd, struct kvt_ssd_read *r, size_t n)
 	pthread_mutex_lock(&ssd->lock);
 	for (size_t i = 0; i < n; i++) {
 		uint32_t slot = loc_slot(r[i].loc), page = loc_page(r[i].loc);
-		uint32_t ppages = loc_ppages(r[i].loc);
-		bool staged = (r[i].loc & LOC_STAGED) || !aligned(r[i].buf);
+		struct seg_rec *rec = NULL;
 		struct seg *s;
 
 		r[i].lat_ns = 0;
@@ -624,22 +609,24 @@ static int read_chunk(struct kvt_ssd *ssd, struct kvt_ssd_read *r, size_t n)
 			r[i].res = -EINVAL;
 			continue;
 		}
-		struct seg_rec *rec = NULL;
-
-		/* a loc whose segment was released, or whose record was freed,
-		 * is stale: a miss, never a read of whatever lies there now */
+		/* a loc whose segment was released, or whose record was freed or
+		 * is another's, is stale: a miss, never a read of what lies there */
 		if (slot < ssd->n_slots && (s = &ssd->segs[slot])->used)
 			rec = seg_find(s, page);
-		if (!rec || rec->state != REC_LIVE || rec->pages != ppages + 1 ||
-		    (!(r[i].loc & LOC_STAGED) && pages_of(r[i].len) != ppages)) {
+		if (!rec || rec->state != REC_LIVE || rec->pages != loc_ppages(r[i].loc) + 1 ||
+		    rec->ns_id != r[i].ns_id || memcmp(&rec->key, &r[i].key, sizeof(rec->key)) ||
+		    rec->raw_len != r[i].len) {
 			ssd->st.stale_reads++;
 			r[i].res = -ENOENT;
 			continue;
 		}
 		s->users++;
 		c[i].pinned = true;
-		if (staged) {
-			c[i].stage = aligned_alloc(PAGE, (size_t)(1 + ppages) * PAGE);
+		c[i].stored = rec->stored_len;
+		c[i].sum = rec->sum;
+		c[i].codec = rec->codec;
+		if (rec->codec != KVT_CODEC_RAW || !aligned(r[i].buf)) {
+			c[i].stage = aligned_alloc(PAGE, pages_of(rec->stored_len) * PAGE);
 			if (!c[i].stage)
 				r[i].res = -ENOMEM;
 		}
@@ -647,7 +634,7 @@ static int read_chunk(struct kvt_ssd *ssd, struct kvt_ssd_read *r, size_t n)
 	pthread_mutex_unlock(&ssd->lock);
 
 	for (size_t i = 0; i < n; i++) {
-		uint64_t off = (uint64_t)loc_page(r[i].loc) * PAGE;
+		uint64_t off = (uint64_t)(loc_page(r[i].loc) + 1) * PAGE;
 		uint32_t slot = loc_slot(r[i].loc);
 
 		if (r[i].res)
@@ -655,18 +642,15 @@ static int read_chunk(struct kvt_ssd *ssd, struct kvt_ssd_read *r, size_t n)
 		c[i].op0 = n_ops;
 		if (c[i].stage) {
 			ops[n_ops++] = io_op(KVT_SSD_IO_READ, slot, off, c[i].stage,
-							       (size_t)(1 + loc_ppages(r[i].loc)) * PAGE);
+					     pages_of(c[i].stored) * PAGE);
 		} else {
 			size_t body = r[i].len & ~(size_t)(PAGE - 1), tail = r[i].len - body;
-			char *hp = ssd->arena + i * 2 * PAGE;
 
-			ops[n_ops++] = io_op(KVT_SSD_IO_READ, slot, off, hp, PAGE);
 			if (body)
-				ops[n_ops++] = io_op(KVT_SSD_IO_READ, slot, off + PAGE,
-								       r[i].buf, body);
+				ops[n_ops++] = io_op(KVT_SSD_IO_READ, slot, off, r[i].buf, body);
 			if (tail)
-				ops[n_ops++] = io_op(KVT_SSD_IO_READ, slot,
-								       off + PAGE + body, hp + PAGE, PAGE);
+				ops[n_ops++] = io_op(KVT_SSD_IO_READ, slot, off + body,
+						     ssd->arena + i * 2 * PAGE + PAGE, PAGE);
 		}
 		c[i].n_ops = n_ops - c[i].op0;
 	}
@@ -687,7 +671,9 @@ static int read_chunk(struct kvt_ssd *ssd, struct kvt_ssd_read *r, size_t n)
 			r[i].res = -EIO;
 			continue;
 		}
-		r[i].res = read_verify(ssd, &r[i], &c[i], ssd->arena + i * 2 * PAGE, &bad, &stale);
+		r[i].res = read_verify(&r[i], &c[i], ssd->arena + i * 2 * PAGE + PAGE);
+		if (r[i].res == -EBADMSG)
+			bad++;
 		if (!r[i].res) {
 			ok++;
 			bytes += r[i].len;
@@ -703,7 +689,6 @@ static int read_chunk(struct kvt_ssd *ssd, struct kvt_ssd_read *r, size_t n)
 	ssd->st.reads += ok;
 	ssd->st.read_bytes += bytes;
 	ssd->st.checksum_failures += bad;
-	ssd->st.stale_reads += stale;
 	ssd->st.read_errors += errs;
 	if (bad)
 		kvt_ssd_log("%" PRIu64 " record(s) failed verification on read: treated as misses",
@@ -891,8 +876,9 @@ static int scan_segment(struct kvt_ssd *ssd, uint32_t slot, struct scan *sc)
 			continue;
 		}
 		struct seg_rec r = { .ns_id = h.ns_id, .key = h.key, .raw_len = h.raw_len,
+				     .stored_len = h.stored_len, .sum = h.payload_sum,
 				     .page = p, .pages = (uint32_t)(1 + pp), .state = REC_DEAD,
-				     .staged = h.codec != KVT_CODEC_RAW };
+				     .codec = h.codec, .staged = h.codec != KVT_CODEC_RAW };
 		if (sc->n == sc->cap) {
 			size_t cap = sc->cap ? 2 * sc->cap : 1024;
 			struct cand *v = realloc(sc->v, cap * sizeof(*v));

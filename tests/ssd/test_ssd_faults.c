@@ -180,7 +180,7 @@ static void read_error_is_a_miss_and_degrades(void **state)
 
 	for (; h.n < 3; h.n++)
 		assert_int_equal(write_block(ssd, (uint64_t)h.n, buf, &h.loc[h.n]), 0);
-	kvt_ssd_inject(ssd, KVT_SSD_IO_READ, 1, 1, -EIO);
+	kvt_ssd_inject(ssd, KVT_SSD_IO_READ, 0, 1, -EIO);
 	struct kvt_ssd_read r = { .loc = h.loc[1], .ns_id = 3, .key = key_of(1), .buf = buf,
 				  .len = BLOCK };
 	assert_int_equal(kvt_ssd_read(ssd, &r, 1), 0);

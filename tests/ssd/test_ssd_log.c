@@ -307,7 +307,10 @@ static void corrupt_records_are_never_served(void **state)
 	for (uint64_t i = 0; i < 6; i++) {
 		int rc = read_one(f->ssd, i, loc[i], out, len);
 		kvt_test_fill(buf, len, seed + i);
-		if (i == 0 || i == 3) {
+		/* 2: reads fetch only the payload, verified against the checksum
+		 * the header carried at write time: a later header corruption
+		 * costs the record at recovery, never a wrong byte */
+		if (i == 0 || i == 2 || i == 3) {
 			assert_int_equal(rc, 0);
 			assert_memory_equal(out, buf, len);
 		} else {
@@ -315,7 +318,7 @@ static void corrupt_records_are_never_served(void **state)
 		}
 	}
 	kvt_ssd_stats(f->ssd, &st);
-	assert_int_equal(st.checksum_failures, 4);
+	assert_int_equal(st.checksum_failures, 3);
 
 	reopen(f, s);
 	kvt_ssd_stats(f->ssd, &st);
