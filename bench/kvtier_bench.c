@@ -10,6 +10,8 @@ static const struct kvt_bench_cmd commands[] = {
 	  kvt_bench_copy_main },
 	{ "dram", "DRAM tier put/get vs memcpy, lookup rate, index bytes/entry",
 	  kvt_bench_dram_main },
+	{ "ssd", "SSD tier write/read MB/s and latency vs fio; LZ4 +/- shuffle on bf16",
+	  kvt_bench_ssd_main },
 };
 
 static const size_t n_commands = sizeof(commands) / sizeof(commands[0]);
