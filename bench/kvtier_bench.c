@@ -6,6 +6,8 @@
 #include "bench/bench.h"
 
 static const struct kvt_bench_cmd commands[] = {
+	{ "dram", "DRAM tier put/get vs memcpy, lookup rate, index bytes/entry",
+	  kvt_bench_dram_main },
 };
 
 static const size_t n_commands = sizeof(commands) / sizeof(commands[0]);
