@@ -42,5 +42,6 @@ void kvt_bench_free(void *buf, size_t len);
 
 /* The subcommands, each in its own file (bench_<name>.c). */
 int kvt_bench_dram_main(int argc, char **argv);
+int kvt_bench_recompute_main(int argc, char **argv);
 
 #endif

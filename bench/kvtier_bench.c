@@ -8,6 +8,8 @@
 static const struct kvt_bench_cmd commands[] = {
 	{ "dram", "DRAM tier put/get vs memcpy, lookup rate, index bytes/entry",
 	  kvt_bench_dram_main },
+	{ "recompute", "offload vs recompute: load time per interconnect vs prefill, break-even",
+	  kvt_bench_recompute_main },
 };
 
 static const size_t n_commands = sizeof(commands) / sizeof(commands[0]);
