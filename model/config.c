@@ -151,6 +151,9 @@ static int parse_obj(json_t *cfg, struct kvt_model *m)
 	GET(cfg, m->qk_nope_head_dim, "qk_nope_head_dim");
 	GET(cfg, m->v_head_dim, "v_head_dim");
 	GET(cfg, m->mtp_layers, "num_nextn_predict_layers");
+	/* MLA: hidden / heads means nothing; a head's q.k width does */
+	if (m->kv_lora_rank && !json_integer_value(json_object_get(cfg, "head_dim")))
+		m->head_dim = m->qk_nope_head_dim + m->qk_rope_head_dim;
 	if (m->kv_lora_rank && !m->v_head_dim)
 		m->v_head_dim = m->head_dim;
 	return 0;

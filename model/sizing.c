@@ -20,7 +20,7 @@ void kvt_sizing_opts_init(struct kvt_sizing_opts *opts, size_t size_bytes)
 int kvt_model_size(const struct kvt_model *m, const struct kvt_gpu *gpu,
 		   const struct kvt_sizing_opts *o, struct kvt_sizing *out)
 {
-	double kv_step, w1, wn;
+	double kv_step, w1, wn, kv_share;
 	uint64_t per_user;
 	enum kvt_dtype wd;
 
@@ -35,9 +35,15 @@ int kvt_model_size(const struct kvt_model *m, const struct kvt_gpu *gpu,
 	out->kv_bytes_per_context = out->kv_bytes_per_token * o->context;
 	out->params_total = kvt_model_params_total(m);
 	out->params_active = kvt_model_params_active(m);
-	/* tensor parallelism splits weights and KV heads evenly */
+	/* tensor parallelism splits the weights evenly and the KV by heads: a
+	 * GPU keeps kv_heads / tp of them, at least one (fewer KV heads than
+	 * GPUs are replicated), and MLA's single latent is replicated whole */
 	out->weight_bytes = kvt_model_weight_bytes(m, wd) / o->tp;
-	per_user = out->kv_bytes_per_context / o->tp;
+	if (m->kv_lora_rank)
+		kv_share = 1;
+	else
+		kv_share = m->kv_heads >= o->tp ? 1.0 / o->tp : 1.0 / m->kv_heads;
+	per_user = (uint64_t)((double)out->kv_bytes_per_context * kv_share);
 	out->mem_for_users = out->weight_bytes + o->users * per_user + o->overhead_bytes;
 	if (!gpu)
 		return 0;
@@ -51,7 +57,7 @@ int kvt_model_size(const struct kvt_model *m, const struct kvt_gpu *gpu,
 					  : INT64_MAX;
 	/* a decode step reads the weights once for the whole batch and every
 	 * user's KV; each GPU of a TP group reads its share in parallel */
-	kv_step = (double)out->kv_bytes_per_context / o->tp;
+	kv_step = (double)per_user;
 	w1 = kvt_model_decode_weight_bytes(m, wd, 1) / o->tp;
 	wn = kvt_model_decode_weight_bytes(m, wd, o->users) / o->tp;
 	out->decode_tok_s_batch1 = gpu->mem_bw / (w1 + kv_step);

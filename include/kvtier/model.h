@@ -36,7 +36,7 @@ struct kvt_model {
 	uint32_t hidden;                /* hidden_size */
 	uint32_t heads;                 /* num_attention_heads */
 	uint32_t kv_heads;              /* num_key_value_heads (= heads if absent) */
-	uint32_t head_dim;              /* head_dim, or hidden / heads */
+	uint32_t head_dim;              /* head_dim, or hidden / heads (MLA: nope + rope) */
 	uint32_t intermediate;          /* intermediate_size (dense MLP) */
 	uint32_t vocab;                 /* vocab_size */
 	uint32_t max_context;           /* max_position_embeddings */
@@ -156,7 +156,9 @@ struct kvt_sizing_opts {
 	enum kvt_dtype weight_dtype; /* 0 = the model's */
 	uint64_t context;           /* tokens per user; default 8192 */
 	uint32_t users;             /* concurrent users; default 1 */
-	uint32_t tp;                /* tensor-parallel GPUs sharing weights and KV; default 1 */
+	uint32_t tp;                /* tensor-parallel GPUs: weights split evenly, KV by
+	                             * heads (at least one per GPU; MLA's latent is
+	                             * replicated); default 1 */
 	double mem_util;            /* fraction of GPU memory usable; default 0.90 */
 	uint64_t overhead_bytes;    /* per GPU: CUDA context, activations; default 2 GiB */
 	double mfu;                 /* fraction of peak a prefill sustains; default 0.5 */

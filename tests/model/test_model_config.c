@@ -69,6 +69,7 @@ static void fields_of_each_family(void **state)
 	assert_int_equal(m.q_lora_rank, 1536);
 	assert_int_equal(m.v_head_dim, 128);
 	assert_int_equal(m.mtp_layers, 1);
+	assert_int_equal(m.head_dim, 192); /* q.k width: 128 nope + 64 rope */
 }
 
 static void mixtral_and_fallbacks(void **state)

@@ -172,6 +172,26 @@ static void users_fit_by_hand(void **state)
 	assert_int_equal(kvt_model_size(&l70, &g, &o, &s), 0);
 	/* (72e9 - 141,107,412,992 / 4 - 2 GiB) / (327,680 x 8,192 / 4) = 51.5 */
 	assert_int_equal(s.users_fit, 51);
+	/* MLA's latent is on every GPU of the group: DeepSeek-V3 over 8 H200s,
+	 * fp8 weights 83.9 GB per GPU, 32K contexts of 70,272 B/token, whole:
+	 * (126.9e9 - 671,026,404,352 / 8 - 2 GiB) / 2,302,672,896 = 17.8 */
+	{
+		struct kvt_model ds = load("DeepSeek-V3");
+		struct kvt_sizing_opts od;
+
+		kvt_sizing_opts_init(&od, sizeof(od));
+		od.tp = 8;
+		od.context = 32768;
+		assert_int_equal(kvt_gpu_find("H200", NULL, &g), 0);
+		assert_int_equal(kvt_model_size(&ds, &g, &od, &s), 0);
+		assert_int_equal(s.users_fit, 17);
+		/* GQA with more GPUs than KV heads: Llama's 8 over 16 keep one each */
+		od.tp = 16;
+		od.context = 8192;
+		assert_int_equal(kvt_model_size(&l70, &g, &od, &s), 0);
+		assert_int_equal(s.mem_for_users,
+				 141107412992ull / 16 + 327680ull * 8192 / 8 + (2ull << 30));
+	}
 	/* bad options */
 	o.tp = 0;
 	assert_int_equal(kvt_model_size(&l70, &g, &o, &s), -EINVAL);
