@@ -197,12 +197,12 @@ int kvt_calc_main(int argc, char **argv)
 	const char *model = NULL, *gpu_name = NULL, *mig = NULL;
 	bool json = false;
 	uint64_t v;
-	int c, err, d;
+	int c, err, d, li = 0;
 	char b1[32], b2[32], b3[32], b4[32];
 
 	kvt_sizing_opts_init(&so, sizeof(so));
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", longopts, &li)) != -1) {
 		switch (c) {
 		case 'm': model = optarg; break;
 		case 'g': gpu_name = optarg; break;
@@ -255,16 +255,16 @@ int kvt_calc_main(int argc, char **argv)
 			err == -ENOENT ? " (not a shipped name nor a readable file; see --list)" : "");
 		return 1;
 	}
+	if (mig && !gpu_name) {
+		fprintf(stderr, "kvtier calc: --mig needs --gpu\n");
+		return 2;
+	}
 	err = kvt_gpu_find(gpu_name ? gpu_name : "H100-SXM", mig, &gpu);
 	if (err) {
 		fprintf(stderr, "kvtier calc: unknown GPU '%s%s%s' (see --list)\n",
 			gpu_name ? gpu_name : "H100-SXM", mig ? "' with MIG profile '" : "",
 			mig ? mig : "");
 		return 1;
-	}
-	if (mig && !gpu_name) {
-		fprintf(stderr, "kvtier calc: --mig needs --gpu\n");
-		return 2;
 	}
 	err = kvt_model_size(&m, &gpu, &so, &top);
 	if (err) {
@@ -353,8 +353,7 @@ int kvt_calc_main(int argc, char **argv)
 	       so.mem_util, so.tp > 1 ? ", per GPU of the TP group" : "", so.mfu * 100);
 	return 0;
 bad:
-	fprintf(stderr, "kvtier calc: bad value '%s' for --%s\n\n", optarg,
-		longopts[0].name ? argv[optind - 1] + 2 : "");
+	fprintf(stderr, "kvtier calc: bad value '%s' for --%s\n\n", optarg, longopts[li].name);
 	kvt_calc_usage(stderr);
 	return 2;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kvtier/model.h"
+#include "kvtier/store.h"
 
 void kvt_plan_opts_init(struct kvt_plan_opts *opts, size_t size_bytes)
 {
@@ -73,4 +74,34 @@ int kvt_plan_prefix(const struct kvt_plan_opts *o, const uint8_t *tiers, size_t 
 	for (size_t i = 0; actions && i < matched; i++)
 		actions[i] = i < best_k ? KVT_PLAN_LOAD : KVT_PLAN_RECOMPUTE;
 	return 0;
+}
+
+int kvt_plan_lookup(struct kvt_ns *ns, const struct kvt_key *keys, size_t n,
+		    const struct kvt_plan_opts *opts, uint8_t *tiers, struct kvt_plan *out,
+		    uint8_t *actions)
+{
+	uint8_t small[256], *t = tiers;
+	struct kvt_plan_opts o;
+	int matched, err;
+
+	if (!ns || !opts || !out || opts->size < sizeof(o))
+		return -EINVAL;
+	if (!t) {
+		t = n <= sizeof(small) ? small : malloc(n);
+		if (!t)
+			return -ENOMEM;
+	}
+	matched = kvt_lookup(ns, keys, n, t);
+	if (matched < 0) {
+		err = matched;
+		goto out;
+	}
+	o = *opts;
+	if (!o.block_bytes)
+		o.block_bytes = kvt_ns_block_bytes(ns);
+	err = kvt_plan_prefix(&o, t, (size_t)matched, out, actions);
+out:
+	if (t != tiers && t != small)
+		free(t);
+	return err ? err : matched;
 }

@@ -224,6 +224,17 @@ struct kvt_plan {
 int kvt_plan_prefix(const struct kvt_plan_opts *opts, const uint8_t *tiers, size_t n,
 		    struct kvt_plan *out, uint8_t *actions);
 
+struct kvt_ns;
+
+/* LOOKUP with its plan: kvt_lookup(ns, keys, n, tiers), then kvt_plan_prefix
+ * over the matched prefix, with the namespace's block size when
+ * opts->block_bytes is 0. tiers (n entries) may be NULL when the caller does
+ * not want them. Returns the matched count (as kvt_lookup) with *out and
+ * actions filled, or kvt_lookup's / kvt_plan_prefix's errors, or -ENOMEM. */
+int kvt_plan_lookup(struct kvt_ns *ns, const struct kvt_key *keys, size_t n,
+		    const struct kvt_plan_opts *opts, uint8_t *tiers, struct kvt_plan *out,
+		    uint8_t *actions);
+
 #ifdef __cplusplus
 }
 #endif

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "kvtier/model.h"
+#include "kvtier/store.h"
 
 static struct kvt_model tiny;
 
@@ -211,6 +212,61 @@ static void real_model_short_ssd_tail_on_h100(void **state)
 	assert_true(p.total_s < p.all_recompute_s);
 }
 
+static void lookup_plans_what_the_store_holds(void **state)
+{
+	/* a real store; the tiny model's namespace: 1 layer x 1 head x 64 x bf16
+	 * x 2 (K, V) x 4 tokens = 1,024 B blocks */
+	struct kvt_store_opts so;
+	struct kvt_ns_desc d;
+	struct kvt_store *st;
+	struct kvt_ns *ns;
+	struct kvt_key keys[5];
+	struct kvt_plan_opts o;
+	struct kvt_plan p;
+	uint32_t tokens[20];
+	uint8_t tiers[5], act[5], block[1024];
+
+	kvt_store_opts_init(&so, sizeof(so));
+	so.dram_bytes = 16 << 20;
+	assert_int_equal(kvt_store_open(&so, &st), 0);
+	kvt_ns_desc_init(&d, sizeof(d));
+	strcpy(d.model_id, "tiny");
+	d.layout = KVT_LAYOUT_PAGED_KV;
+	d.dtype = KVT_DTYPE_BF16;
+	d.layers = 1;
+	d.kv_heads = 1;
+	d.head_dim = 64;
+	d.block_tokens = 4;
+	d.tp_size = 1;
+	assert_int_equal(kvt_ns_attach(st, &d, &ns), 0);
+	assert_int_equal(kvt_ns_block_bytes(ns), 1024);
+	for (int i = 0; i < 20; i++)
+		tokens[i] = (uint32_t)(1000 + i);
+	assert_int_equal(kvt_ns_prefix_keys(ns, tokens, 20, keys, 5), 5);
+	memset(block, 7, sizeof(block));
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(kvt_put(ns, &keys[i], i ? &keys[i - 1] : NULL, block,
+					 sizeof(block)), 0);
+
+	/* 3 of 5 stored, in DRAM at 1 s a block: loading all 3 (3 s) beats
+	 * loading 2 and recomputing the third (2 + 241,664 / 230,912 s) */
+	opts(&o);
+	assert_int_equal(kvt_plan_lookup(ns, keys, 5, &o, tiers, &p, act), 3);
+	assert_int_equal(tiers[0], KVT_TIER_DRAM);
+	assert_int_equal(tiers[3], KVT_TIER_NONE);
+	assert_int_equal(p.blocks, 3);
+	assert_int_equal(p.load_blocks, 3);
+	near(p.total_s, 3.0);
+	assert_int_equal(act[2], KVT_PLAN_LOAD);
+	/* a GPU a million times faster recomputes them all; no tiers wanted */
+	o.prefill_flops_s = 230912e6;
+	assert_int_equal(kvt_plan_lookup(ns, keys, 5, &o, NULL, &p, act), 3);
+	assert_int_equal(p.load_blocks, 0);
+	assert_int_equal(act[0], KVT_PLAN_RECOMPUTE);
+	assert_int_equal(kvt_plan_lookup(NULL, keys, 5, &o, NULL, &p, act), -EINVAL);
+	kvt_store_close(st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -221,6 +277,7 @@ int main(void)
 		cmocka_unit_test(unloadable_block_ends_the_loads),
 		cmocka_unit_test(explicit_block_bytes_and_bad_opts),
 		cmocka_unit_test(real_model_short_ssd_tail_on_h100),
+		cmocka_unit_test(lookup_plans_what_the_store_holds),
 	};
 
 	return cmocka_run_group_tests(tests, setup, NULL);
