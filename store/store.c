@@ -110,6 +110,14 @@ void kvt_store_close(struct kvt_store *s)
 	free(s);
 }
 
+int kvt_store_dram_region(struct kvt_store *s, void **base, uint64_t *len)
+{
+	if (!s || !base || !len)
+		return -EINVAL;
+	*base = kvt_dram_region(s->dram, len);
+	return 0;
+}
+
 /* ---- namespaces --------------------------------------------------------- */
 
 void kvt_ns_desc_init(struct kvt_ns_desc *desc, size_t size_bytes)
