@@ -8,9 +8,9 @@
  * matched prefix whose blocks lie in various tiers, which blocks to load and
  * which to recompute.
  *
- * Everything here is pure computation on plain structs: no allocation except
- * in kvt_model_load/_parse (which allocate nothing the caller must free), and
- * thread-safe. Errors are negative errnos. */
+ * Everything but kvt_plan_lookup (which runs a store lookup) is computation
+ * on plain structs the caller owns; nothing returned needs freeing, and every
+ * function is thread-safe. Errors are negative errnos. */
 #ifndef KVTIER_MODEL_H
 #define KVTIER_MODEL_H
 
