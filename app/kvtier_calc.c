@@ -22,7 +22,8 @@ void kvt_calc_usage(FILE *f)
 		"    kvtier calc --model NAME|config.json [--kv-dtype bf16|fp16|fp8]\n"
 		"                [--weight-dtype DTYPE] [--context N] [--users N] [--tp N]\n"
 		"                [--gpu NAME] [--mig PROFILE] [--mem-util F] [--overhead SIZE]\n"
-		"                [--mfu F] [--json]\n"
+		"                [--mfu F] [--plan TIER:N,...] [--block-tokens N]\n"
+		"                [--tier-bw TIER=B/s]... [--json]\n"
 		"    kvtier calc --list\n\n"
 		"DESCRIPTION\n"
 		"    Reads a Hugging Face config.json (or a shipped one by name) and prints:\n"
@@ -50,6 +51,17 @@ void kvt_calc_usage(FILE *f)
 		"                       activations, allocator slack (default 2G = 2 GiB)\n"
 		"    --mfu F            fraction of dense bf16 peak a prefill sustains, for the\n"
 		"                       prefill-time column (default 0.5)\n"
+		"    --plan TIER:N,...  plan a matched prefix: N blocks on each tier in prefix\n"
+		"                       order (hbm, dram, ssd, remote), e.g. dram:60,ssd:4;\n"
+		"                       prints which blocks to load and which to recompute\n"
+		"                       (kvt_plan_prefix: load a leading run, recompute the\n"
+		"                       rest, whichever split is fastest)\n"
+		"    --block-tokens N   tokens per block for --plan (default 16)\n"
+		"    --tier-bw T=B/s    bandwidth from tier T into GPU memory for --plan, e.g.\n"
+		"                       ssd=3e9; defaults: hbm = the GPU's memory bandwidth,\n"
+		"                       dram = its NVLink-C2C or PCIe x16 rate, ssd 3e9 (plus\n"
+		"                       100 us), remote 12.5e9 (100 Gb/s); prefill runs at\n"
+		"                       --mfu of the GPU's dense bf16 peak\n"
 		"    --list             list the shipped models and the GPU table, then exit\n"
 		"    --json             print one JSON object instead of text\n"
 		"    -h, --help         this text\n\n"
@@ -58,11 +70,14 @@ void kvt_calc_usage(FILE *f)
 		"    kv_bytes_per_context, params_total, params_active, weight_bytes,\n"
 		"    mem_for_users, mem_usable, users_fit (-1: the weights alone do not fit),\n"
 		"    decode_tok_s_upper (batch 1), decode_tok_s_upper_batch (all users),\n"
-		"    prefill_s, prefill_flops, and gpus: the same per GPU of the table.\n\n"
+		"    prefill_s, prefill_flops, and gpus: the same per GPU of the table; with\n"
+		"    --plan, plan: blocks, load_blocks, load_s, recompute_s, total_s,\n"
+		"    all_load_s (-1: some block cannot be loaded), all_recompute_s.\n\n"
 		"EXAMPLES\n"
 		"    kvtier calc --model Qwen3-8B --context 131072\n"
 		"    kvtier calc --model Llama-3.1-70B --tp 4 --gpu H100-SXM --users 16 --json\n"
-		"    kvtier calc --model ./config.json --gpu H200 --mig 3g.71gb --kv-dtype fp8\n");
+		"    kvtier calc --model ./config.json --gpu H200 --mig 3g.71gb --kv-dtype fp8\n"
+		"    kvtier calc --model Qwen3-8B --gpu H100-SXM --plan dram:60,ssd:4 --tier-bw ssd=2e9\n");
 }
 
 /* "131072", "128K", "2G" (x1024 powers). */
@@ -171,6 +186,57 @@ static int list_all(void)
 	return 0;
 }
 
+static int tier_parse(const char *s, size_t len)
+{
+	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++)
+		if (strlen(kvt_tier_name((enum kvt_tier)t)) == len &&
+		    !strncmp(s, kvt_tier_name((enum kvt_tier)t), len))
+			return t;
+	return -EINVAL;
+}
+
+#define PLAN_MAX 65536
+
+/* "dram:60,ssd:4" -> tiers[] in prefix order; returns the count or -EINVAL */
+static long plan_parse(const char *spec, uint8_t *tiers)
+{
+	long n = 0;
+
+	while (*spec) {
+		const char *colon = strchr(spec, ':');
+		char *end;
+		unsigned long k;
+		int t;
+
+		if (!colon || (t = tier_parse(spec, (size_t)(colon - spec))) < 0)
+			return -EINVAL;
+		k = strtoul(colon + 1, &end, 10);
+		if (end == colon + 1 || (*end && *end != ',') || k > PLAN_MAX - (unsigned long)n)
+			return -EINVAL;
+		memset(tiers + n, t, k);
+		n += (long)k;
+		spec = *end ? end + 1 : end;
+	}
+	return n;
+}
+
+/* "ssd=2e9" into o->tier_bw */
+static int tier_bw_parse(const char *s, struct kvt_plan_opts *o)
+{
+	const char *eq = strchr(s, '=');
+	char *end;
+	double v;
+	int t;
+
+	if (!eq || (t = tier_parse(s, (size_t)(eq - s))) < 0)
+		return -EINVAL;
+	v = strtod(eq + 1, &end);
+	if (end == eq + 1 || *end || v < 0)
+		return -EINVAL;
+	o->tier_bw[t] = v;
+	return 0;
+}
+
 int kvt_calc_main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -185,6 +251,9 @@ int kvt_calc_main(int argc, char **argv)
 		{ "mem-util", required_argument, NULL, 'U' },
 		{ "overhead", required_argument, NULL, 'o' },
 		{ "mfu", required_argument, NULL, 'f' },
+		{ "plan", required_argument, NULL, 'p' },
+		{ "block-tokens", required_argument, NULL, 'b' },
+		{ "tier-bw", required_argument, NULL, 'T' },
 		{ "list", no_argument, NULL, 'l' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
@@ -194,7 +263,14 @@ int kvt_calc_main(int argc, char **argv)
 	struct kvt_sizing top;
 	struct kvt_model m;
 	struct kvt_gpu gpu;
-	const char *model = NULL, *gpu_name = NULL, *mig = NULL;
+	const char *model = NULL, *gpu_name = NULL, *mig = NULL, *plan_spec = NULL;
+	const char *tier_bw[8];
+	size_t n_tier_bw = 0;
+	uint32_t block_tokens = 16;
+	struct kvt_plan_opts po;
+	struct kvt_plan plan;
+	static uint8_t plan_tiers[PLAN_MAX], plan_act[PLAN_MAX];
+	long plan_n = -1;
 	bool json = false;
 	uint64_t v;
 	int c, err, d, li = 0;
@@ -207,6 +283,17 @@ int kvt_calc_main(int argc, char **argv)
 		case 'm': model = optarg; break;
 		case 'g': gpu_name = optarg; break;
 		case 'M': mig = optarg; break;
+		case 'p': plan_spec = optarg; break;
+		case 'T':
+			if (n_tier_bw == sizeof(tier_bw) / sizeof(tier_bw[0]))
+				goto bad;
+			tier_bw[n_tier_bw++] = optarg;
+			break;
+		case 'b':
+			if (parse_count(optarg, &v) || !v || v > UINT32_MAX)
+				goto bad;
+			block_tokens = (uint32_t)v;
+			break;
 		case 'j': json = true; break;
 		case 'l': return list_all();
 		case 'h': kvt_calc_usage(stdout); return 0;
@@ -271,6 +358,32 @@ int kvt_calc_main(int argc, char **argv)
 		fprintf(stderr, "kvtier calc: %s\n", kvt_strerror(err));
 		return 1;
 	}
+	if (plan_spec) {
+		kvt_plan_opts_init(&po, sizeof(po));
+		po.model = &m;
+		po.kv_dtype = so.kv_dtype;
+		po.block_tokens = block_tokens;
+		po.tier_bw[KVT_TIER_HBM] = gpu.mem_bw;
+		po.tier_bw[KVT_TIER_DRAM] = gpu.c2c_bw > 0 ? gpu.c2c_bw : kvt_pcie_bw(gpu.pcie_gen);
+		po.tier_bw[KVT_TIER_REMOTE] = 12.5e9;
+		po.prefill_flops_s = gpu.bf16_flops * so.mfu;
+		for (size_t i = 0; i < n_tier_bw; i++)
+			if (tier_bw_parse(tier_bw[i], &po)) {
+				fprintf(stderr, "kvtier calc: bad --tier-bw '%s' (TIER=bytes/s)\n",
+					tier_bw[i]);
+				return 2;
+			}
+		plan_n = plan_parse(plan_spec, plan_tiers);
+		if (plan_n < 0) {
+			fprintf(stderr, "kvtier calc: bad --plan '%s' (TIER:BLOCKS,...)\n", plan_spec);
+			return 2;
+		}
+		err = kvt_plan_prefix(&po, plan_tiers, (size_t)plan_n, &plan, plan_act);
+		if (err) {
+			fprintf(stderr, "kvtier calc: plan: %s\n", kvt_strerror(err));
+			return 1;
+		}
+	}
 
 	if (json) {
 		json_t *o, *arr = json_array();
@@ -300,6 +413,13 @@ int kvt_calc_main(int argc, char **argv)
 			      "prefill_s", top.prefill_s,
 			      "prefill_flops", kvt_model_prefill_flops(&m, 0, so.context),
 			      "gpus", arr);
+		if (o && plan_n >= 0)
+			json_object_set_new(o, "plan", json_pack("{s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f}",
+				"block_tokens", (json_int_t)block_tokens,
+				"blocks", (json_int_t)plan.blocks, "load_blocks", (json_int_t)plan.load_blocks,
+				"load_s", plan.load_s, "recompute_s", plan.recompute_s, "total_s", plan.total_s,
+				"all_load_s", isinf(plan.all_load_s) ? -1.0 : plan.all_load_s,
+				"all_recompute_s", plan.all_recompute_s));
 		if (!o) {
 			fprintf(stderr, "kvtier calc: out of memory\n");
 			return 1;
@@ -351,6 +471,27 @@ int kvt_calc_main(int argc, char **argv)
 	printf("\nusers fit: (memory x %.2f - weights - overhead) / KV per context%s; tok/s are\n"
 	       "upper bounds (bandwidth / bytes per step); prefill at %.0f%% of dense bf16 peak.\n",
 	       so.mem_util, so.tp > 1 ? ", per GPU of the TP group" : "", so.mfu * 100);
+	if (plan_n >= 0) {
+		printf("\nplan on %s (%u-token blocks; hbm %.3g, dram %.3g, ssd %.3g, remote %.3g "
+		       "B/s; prefill %.3g FLOP/s):\n", gpu.name, block_tokens,
+		       po.tier_bw[KVT_TIER_HBM], po.tier_bw[KVT_TIER_DRAM], po.tier_bw[KVT_TIER_SSD],
+		       po.tier_bw[KVT_TIER_REMOTE], po.prefill_flops_s);
+		if (plan.load_blocks)
+			printf("  load blocks 0-%zu", plan.load_blocks - 1);
+		else
+			printf("  load nothing");
+		if (plan.load_blocks < plan.blocks)
+			printf(", recompute blocks %zu-%zu", plan.load_blocks, plan.blocks - 1);
+		else
+			printf(", recompute nothing");
+		printf(": %.3f ms (load %.3f + recompute %.3f)\n", plan.total_s * 1e3,
+		       plan.load_s * 1e3, plan.recompute_s * 1e3);
+		if (isinf(plan.all_load_s))
+			printf("  all loaded: impossible (a tier without bandwidth); ");
+		else
+			printf("  all loaded: %.3f ms; ", plan.all_load_s * 1e3);
+		printf("all recomputed: %.3f ms\n", plan.all_recompute_s * 1e3);
+	}
 	return 0;
 bad:
 	fprintf(stderr, "kvtier calc: bad value '%s' for --%s\n\n", optarg, longopts[li].name);

@@ -1,6 +1,7 @@
 /* The `kvtier calc` binary, run for real: its JSON carries the documented
  * keys with the worked numbers, and bad input gets exit status 2 or 1. */
 #include <errno.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -101,6 +102,33 @@ static void mig_and_kv_dtype(void **state)
 	json_decref(j);
 }
 
+static void plan_of_a_prefix(void **state)
+{
+	/* Qwen3-8B on an H100 SXM at 40% MFU: 60 DRAM blocks over PCIe Gen5
+	 * (2.36 MB each, 37 us) and 4 SSD blocks at 2 GB/s (1.18 ms each): the
+	 * tail is recomputed (test_model_plan works the same case) */
+	json_t *j = run_json("calc --model Qwen3-8B --gpu H100-SXM --mfu 0.4 "
+			     "--plan dram:60,ssd:4 --tier-bw ssd=2e9 --json");
+	json_t *p = json_object_get(j, "plan");
+	double load_s;
+
+	assert_non_null(p);
+	assert_int_equal(geti(p, "blocks"), 64);
+	assert_int_equal(geti(p, "load_blocks"), 60);
+	assert_int_equal(geti(p, "block_tokens"), 16);
+	/* 60 x 16 x 147,456 B / 63.0e9 B/s */
+	load_s = json_real_value(json_object_get(p, "load_s"));
+	assert_true(fabs(load_s - 60 * 16 * 147456.0 / (16 * 32e9 * 128 / 130 / 8)) < 1e-9);
+	json_decref(j);
+	/* no bandwidth to the remote tier: loading everything is impossible */
+	j = run_json("calc --model Qwen3-8B --gpu H100-SXM --plan dram:2,remote:2 "
+		     "--tier-bw remote=0 --json");
+	p = json_object_get(j, "plan");
+	assert_int_equal(geti(p, "load_blocks"), 2);
+	assert_true(json_real_value(json_object_get(p, "all_load_s")) == -1.0);
+	json_decref(j);
+}
+
 static void text_output_and_help(void **state)
 {
 	char *out;
@@ -139,6 +167,10 @@ static void bad_input_exit_status(void **state)
 	free(out);
 	assert_int_equal(run("calc --model Qwen3-8B --gpu H100-SXM --mig 9g.1gb", &out), 1);
 	free(out);
+	assert_int_equal(run("calc --model Qwen3-8B --plan tape:3", &out), 2);
+	free(out);
+	assert_int_equal(run("calc --model Qwen3-8B --plan dram:2 --tier-bw dram", &out), 2);
+	free(out);
 }
 
 int main(int argc, char **argv)
@@ -147,6 +179,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(json_has_the_documented_keys),
 		cmocka_unit_test(decode_bound_at_short_context),
 		cmocka_unit_test(mig_and_kv_dtype),
+		cmocka_unit_test(plan_of_a_prefix),
 		cmocka_unit_test(text_output_and_help),
 		cmocka_unit_test(bad_input_exit_status),
 	};
