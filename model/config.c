@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include <jansson.h>
 
@@ -211,9 +212,10 @@ static void stem_of(const char *path, char *buf, size_t len)
 
 int kvt_model_load(const char *name_or_path, struct kvt_model *out)
 {
-	char stem[KVT_MODEL_NAME_MAX];
+	char stem[KVT_MODEL_NAME_MAX], dirpath[4096];
 	char *buf = NULL;
 	size_t cap = 0, len = 0;
+	struct stat st;
 	FILE *f;
 	int err;
 
@@ -223,6 +225,13 @@ int kvt_model_load(const char *name_or_path, struct kvt_model *out)
 		if (!strcasecmp(name_or_path, kvt_model_embedded[i].name))
 			return kvt_model_parse(kvt_model_embedded[i].json, kvt_model_embedded[i].len,
 					       kvt_model_embedded[i].name, out);
+	/* a model's directory (a downloaded snapshot) holds its config.json */
+	if (stat(name_or_path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		if ((size_t)snprintf(dirpath, sizeof(dirpath), "%s/config.json", name_or_path) >=
+		    sizeof(dirpath))
+			return -ENAMETOOLONG;
+		name_or_path = dirpath;
+	}
 	f = fopen(name_or_path, "rb");
 	if (!f)
 		return errno == ENOENT || errno == ENOTDIR ? -ENOENT : -errno;

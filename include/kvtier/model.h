@@ -67,7 +67,8 @@ struct kvt_model {
 int kvt_model_parse(const char *json, size_t len, const char *name, struct kvt_model *out);
 
 /* Load a model by shipped name ("Qwen3-8B", case-insensitive; see
- * kvt_model_shipped) or by the path of a config.json. Returns 0, -ENOENT
+ * kvt_model_shipped), by the path of a config.json, or by a directory holding
+ * one (a downloaded model). Returns 0, -ENOENT
  * when neither a shipped name nor a readable file, or kvt_model_parse's
  * errors. */
 int kvt_model_load(const char *name_or_path, struct kvt_model *out);

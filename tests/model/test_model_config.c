@@ -148,6 +148,11 @@ static void loads_a_config_file_by_path(void **state)
 	fclose(f);
 	assert_int_equal(kvt_model_load(path, &m), 0);
 	assert_string_equal(m.name, "My-Model"); /* named for its folder */
+	memset(&m, 0, sizeof(m));
+	assert_int_equal(kvt_model_load(sub, &m), 0); /* the folder itself */
+	assert_string_equal(m.name, "My-Model");
+	assert_int_equal(m.kv_heads, 2);
+	assert_int_equal(kvt_model_load(dir, &m), -ENOENT); /* no config.json there */
 	assert_int_equal(kvt_model_kv_bytes_per_token(&m, KVT_DTYPE_BF16), 2 * 4 * 2 * 64 * 2);
 	free(path);
 	free(sub);
