@@ -33,7 +33,7 @@ static void every_shipped_config_parses(void **state)
 		assert_true(kvt_model_kv_bytes_per_token(&m, KVT_DTYPE_BF16) > 0);
 		assert_true(kvt_model_params_active(&m) <= kvt_model_params_total(&m));
 	}
-	assert_true(n >= 8);
+	assert_true(n >= 11);
 }
 
 static void fields_of_each_family(void **state)

@@ -78,6 +78,15 @@ static void dense_param_counts_match_model_cards(void **state)
 		assert_near((double)kvt_model_params_total(&mi), 7.24e9, 0.01);
 		assert_near((double)kvt_model_params_total(&q25), 7.61e9, 0.01);
 	}
+	{
+		/* Llama-3.2-3B ties its head to the embeddings: 3.21B, not 3.6B */
+		struct kvt_model q14 = load("Qwen3-14B"), l3 = load("Llama-3.2-3B");
+		assert_near((double)kvt_model_params_total(&q14), 14.8e9, 0.01);
+		assert_true(l3.tie_embeddings);
+		assert_near((double)kvt_model_params_total(&l3), 3.21e9, 0.01);
+		/* 2 x 28 x 8 x 128 x 2 */
+		assert_int_equal(kvt_model_kv_bytes_per_token(&l3, KVT_DTYPE_BF16), 114688);
+	}
 }
 
 static void moe_total_and_active(void **state)
@@ -95,6 +104,13 @@ static void moe_total_and_active(void **state)
 	assert_int_equal(q3.moe_layers, 48);
 	assert_near((double)kvt_model_params_total(&q3), 30.5e9, 0.02);
 	assert_near((double)kvt_model_params_active(&q3), 3.3e9, 0.02);
+	/* Mixtral-8x7B: 46.7B total, 12.9B active (2 of 8 experts) */
+	{
+		struct kvt_model mx = load("Mixtral-8x7B-v0.1");
+		assert_int_equal(mx.moe_layers, 32);
+		assert_near((double)kvt_model_params_total(&mx), 46.7e9, 0.01);
+		assert_near((double)kvt_model_params_active(&mx), 12.9e9, 0.01);
+	}
 	/* the checkpoint is fp8: 1 byte per parameter */
 	assert_int_equal(ds.dtype, KVT_DTYPE_FP8_E4M3);
 	assert_int_equal(kvt_model_weight_bytes(&ds, 0), kvt_model_params_total(&ds));
