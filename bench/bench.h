@@ -44,5 +44,6 @@ void kvt_bench_free(void *buf, size_t len);
 int kvt_bench_copy_main(int argc, char **argv);
 int kvt_bench_dram_main(int argc, char **argv);
 int kvt_bench_ssd_main(int argc, char **argv);
+int kvt_bench_recompute_main(int argc, char **argv);
 
 #endif
