@@ -1,0 +1,273 @@
+/* The accounting replay; see replay.h. */
+#include "bench/trace/replay.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct kvt_replay {
+	struct kvt_replay_opts opts;
+	struct kvt_index *idx;
+	struct kvt_index *ideal; /* every block ever seen: infinite capacity */
+	struct kvt_cascade cas;
+	uint32_t *recs;          /* record of each leading hit of the request */
+	size_t recs_cap;
+	struct kvt_replay_stats st;
+};
+
+void kvt_replay_opts_init(struct kvt_replay_opts *opts, size_t size_bytes)
+{
+	memset(opts, 0, size_bytes);
+	opts->size = size_bytes;
+	opts->policy = "lru";
+	opts->capacity[KVT_TIER_DRAM] = KVT_REPLAY_INFINITE;
+	opts->ideal = true;
+	opts->block_tokens = 512;
+	opts->block_bytes = 512ull * 147456; /* Qwen3-8B, bf16 */
+}
+
+void kvt_replay_key(uint64_t h, struct kvt_key *key)
+{
+	memset(key, 0, sizeof(*key));
+	for (int b = 0; b < 8; b++)
+		key->bytes[b] = (uint8_t)(h >> (8 * b));
+}
+
+/* Output blocks have no hash id in a trace: they get keys no input id maps
+ * to (a non-zero upper half), unique per request and block. */
+static void output_key(uint64_t request, uint64_t block, struct kvt_key *key)
+{
+	kvt_replay_key(block, key);
+	request |= 1ull << 63;
+	for (int b = 0; b < 8; b++)
+		key->bytes[8 + b] = (uint8_t)(request >> (8 * b));
+}
+
+int kvt_replay_open(const struct kvt_replay_opts *opts, struct kvt_replay **out)
+{
+	const struct kvt_policy_ops *ops;
+	struct kvt_replay *r;
+	int err;
+
+	if (!opts || opts->size != sizeof(*opts) || !out || !opts->block_tokens)
+		return -EINVAL;
+	ops = kvt_policy_find(opts->policy);
+	if (!ops)
+		return -EINVAL;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->opts = *opts;
+	err = kvt_index_create(1 << 16, &r->idx);
+	if (err)
+		goto err_free;
+	if (opts->ideal) {
+		err = kvt_index_create(1 << 16, &r->ideal);
+		if (err)
+			goto err_idx;
+	}
+	err = kvt_cascade_init(&r->cas, r->idx, ops, opts->capacity, opts->cost_cb,
+			       opts->cost_arg);
+	if (err)
+		goto err_ideal;
+	*out = r;
+	return 0;
+
+err_ideal:
+	kvt_index_destroy(r->ideal);
+err_idx:
+	kvt_index_destroy(r->idx);
+err_free:
+	free(r);
+	return err;
+}
+
+void kvt_replay_close(struct kvt_replay *r)
+{
+	if (!r)
+		return;
+	kvt_cascade_fini(&r->cas);
+	kvt_index_destroy(r->ideal);
+	kvt_index_destroy(r->idx);
+	free(r->recs);
+	free(r);
+}
+
+/* Tokens of block j of a request of n input tokens (the last may be partial,
+ * and a trace may list more ids than its tokens fill). */
+static inline uint64_t block_tokens_of(uint64_t j, uint64_t n, uint32_t bt)
+{
+	uint64_t start = j * bt;
+
+	if (start >= n)
+		return 0;
+	return n - start < bt ? n - start : bt;
+}
+
+/* Hits of the request against every block seen before. */
+static int count_ideal(struct kvt_replay *r, const struct kvt_trace_req *req)
+{
+	bool leading = true;
+
+	for (size_t j = 0; j < req->n_ids; j++) {
+		struct kvt_key key;
+		uint32_t i;
+		int err;
+
+		kvt_replay_key(req->hash_ids[j], &key);
+		err = kvt_index_insert(r->ideal, 0, &key, &i);
+		if (err == -EEXIST) {
+			if (leading) {
+				r->st.ideal_hit_blocks++;
+				r->st.ideal_hit_tokens +=
+					block_tokens_of(j, req->input_length, r->opts.block_tokens);
+			}
+			continue;
+		}
+		if (err)
+			return err;
+		kvt_index_rec(r->ideal, i)->state = KVT_REC_LIVE;
+		leading = false;
+	}
+	return 0;
+}
+
+/* Use block (key) or insert it under parent. Returns 0 and *i (KVT_NIL if
+ * the block could not stay), or -ENOMEM. */
+static int use_or_insert(struct kvt_replay *r, const struct kvt_key *key, uint32_t known,
+			 uint32_t parent, uint32_t depth, uint32_t *i)
+{
+	uint32_t size = r->opts.block_bytes > UINT32_MAX ? UINT32_MAX : (uint32_t)r->opts.block_bytes;
+
+	if (known == KVT_NIL)
+		known = kvt_index_find(r->idx, 0, key);
+	if (known != KVT_NIL) {
+		kvt_cascade_use(&r->cas, known, r->opts.promote);
+		*i = known;
+		return 0;
+	}
+	return kvt_cascade_insert(&r->cas, key, parent, depth, size, i);
+}
+
+int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
+{
+	size_t n = req->n_ids, hits = 0, n_out = 0, j;
+	uint32_t bt = r->opts.block_tokens, prev = KVT_NIL;
+	uint64_t epoch, prev_epoch = 0;
+	int err;
+
+	if (n > r->recs_cap) {
+		size_t cap = n < 256 ? 256 : n;
+		uint32_t *recs = realloc(r->recs, cap * sizeof(*recs));
+
+		if (!recs)
+			return -ENOMEM;
+		r->recs = recs;
+		r->recs_cap = cap;
+	}
+	r->st.requests++;
+	r->st.blocks += n;
+	r->st.tokens += req->input_length;
+
+	/* the longest cached prefix, across tiers */
+	for (hits = 0; hits < n; hits++) {
+		struct kvt_key key;
+		uint32_t i;
+		struct kvt_rec *rec;
+		struct kvt_replay_tier_stats *ts;
+		uint64_t tok;
+
+		kvt_replay_key(req->hash_ids[hits], &key);
+		i = kvt_index_find(r->idx, 0, &key);
+		if (i == KVT_NIL)
+			break;
+		rec = kvt_index_rec(r->idx, i);
+		ts = &r->st.tier[rec->tier];
+		tok = block_tokens_of(hits, req->input_length, bt);
+		ts->hit_blocks++;
+		ts->hit_tokens += tok;
+		ts->bytes_out += r->opts.block_bytes;
+		r->st.hit_blocks++;
+		r->st.hit_tokens += tok;
+		r->recs[hits] = i;
+	}
+	if (r->ideal) {
+		err = count_ideal(r, req);
+		if (err)
+			return err;
+	}
+
+	/* then every block, in order, used or stored; records numbers cached
+	 * above stay valid while no record is freed */
+	epoch = r->cas.drops;
+	for (j = 0; j < n; j++) {
+		struct kvt_key key;
+		uint32_t known = j < hits && r->cas.drops == epoch ? r->recs[j] : KVT_NIL;
+
+		kvt_replay_key(req->hash_ids[j], &key);
+		if (prev != KVT_NIL && r->cas.drops != prev_epoch) {
+			struct kvt_key pk;
+
+			kvt_replay_key(req->hash_ids[j - 1], &pk);
+			prev = kvt_index_find(r->idx, 0, &pk);
+		}
+		err = use_or_insert(r, &key, known, prev, (uint32_t)j, &prev);
+		if (err)
+			return err;
+		prev_epoch = r->cas.drops;
+	}
+	if (r->opts.store_output) {
+		uint64_t total = (req->input_length + req->output_length + bt - 1) / bt;
+
+		n_out = total > n ? total - n : 0;
+	}
+	for (j = 0; j < n_out; j++) {
+		struct kvt_key key;
+
+		output_key(r->st.requests, j, &key);
+		if (prev != KVT_NIL && r->cas.drops != prev_epoch) {
+			struct kvt_key pk;
+
+			if (j == 0)
+				kvt_replay_key(req->hash_ids[n - 1], &pk);
+			else
+				output_key(r->st.requests, j - 1, &pk);
+			prev = kvt_index_find(r->idx, 0, &pk);
+		}
+		err = use_or_insert(r, &key, KVT_NIL, prev, (uint32_t)(n + j), &prev);
+		if (err)
+			return err;
+		prev_epoch = r->cas.drops;
+		r->st.output_blocks++;
+	}
+	return 0;
+}
+
+void kvt_replay_stats(const struct kvt_replay *r, struct kvt_replay_stats *out)
+{
+	uint64_t bb = r->opts.block_bytes;
+
+	*out = r->st;
+	out->dropped = 0;
+	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
+		const struct kvt_cascade_tier_stats *cs = &r->cas.st[t];
+		struct kvt_replay_tier_stats *ts = &out->tier[t];
+
+		ts->capacity = r->cas.cap[t];
+		ts->blocks = cs->blocks;
+		ts->peak_blocks = cs->peak_blocks;
+		ts->inserted = cs->inserted;
+		ts->demoted_in = cs->demoted_in;
+		ts->promoted_in = cs->promoted_in;
+		ts->evicted = cs->evicted;
+		ts->promoted_out = cs->promoted_out;
+		ts->bytes_in = (cs->inserted + cs->demoted_in + cs->promoted_in) * bb;
+		/* hits were counted as read out; demotions and promotions leave
+		 * too, while what the last tier evicts is dropped unread */
+		ts->bytes_out += cs->promoted_out * bb;
+		if (r->cas.n_tiers && t != r->cas.order[r->cas.n_tiers - 1])
+			ts->bytes_out += cs->evicted * bb;
+	}
+	out->dropped = r->cas.drops;
+	out->index_bytes = kvt_index_memory(r->idx);
+}
