@@ -38,6 +38,7 @@ struct kvt_rec {
 	uint32_t next_sibling;
 	uint32_t size;         /* bytes of the block (raw) */
 	uint32_t depth;        /* position in its prefix chain (0 = first block) */
+	uint32_t kids_here;    /* cached children in the same tier as this record */
 	uint16_t ns;           /* namespace number within the store */
 	uint8_t tier;          /* enum kvt_tier */
 	uint8_t state;         /* enum kvt_rec_state */
@@ -66,11 +67,19 @@ int kvt_index_insert(struct kvt_index *idx, uint16_t ns, const struct kvt_key *k
 		     uint32_t *out);
 
 /* Remove record i from the table and free it. Unlinks it from its parent and
- * orphans its children first. */
+ * orphans its children first (their parent becomes KVT_NIL). */
 void kvt_index_erase(struct kvt_index *idx, uint32_t i);
 
-/* Link child under parent (both live). */
+/* Detach record i from its parent's child list (parent becomes KVT_NIL). */
+void kvt_index_unlink(struct kvt_index *idx, uint32_t i);
+
+/* Link child under parent (both live): child->parent = parent, and child
+ * joins parent's child list. */
 void kvt_index_link(struct kvt_index *idx, uint32_t parent, uint32_t child);
+
+/* Whether i names a record slot of the index (in use or free): the check a
+ * number coming from outside (a slot handle) must pass before kvt_index_rec. */
+bool kvt_index_valid(const struct kvt_index *idx, uint32_t i);
 
 /* Number of records in use. */
 size_t kvt_index_count(const struct kvt_index *idx);

@@ -12,22 +12,22 @@
 
 #include "kvtier/store.h"
 
-struct kvt_tier;
+struct kvt_tier_impl;
 
 struct kvt_tier_ops {
 	const char *name;
 	/* Reserve room for `bytes`; 0 and *loc, or -ENOSPC when full. */
-	int (*alloc)(struct kvt_tier *t, uint64_t bytes, uint64_t *loc);
+	int (*alloc)(struct kvt_tier_impl *t, uint64_t bytes, uint64_t *loc);
 	/* Give back the room at loc. */
-	void (*free)(struct kvt_tier *t, uint64_t loc);
+	void (*free)(struct kvt_tier_impl *t, uint64_t loc);
 	/* Address of the bytes at loc (memory tiers), NULL otherwise. */
-	void *(*slot_ptr)(struct kvt_tier *t, uint64_t loc);
+	void *(*slot_ptr)(struct kvt_tier_impl *t, uint64_t loc);
 	/* Capacity and usage (the counters the store keeps are merged in). */
-	void (*stats)(struct kvt_tier *t, struct kvt_tier_stats *out);
-	void (*close)(struct kvt_tier *t);
+	void (*stats)(struct kvt_tier_impl *t, struct kvt_tier_stats *out);
+	void (*close)(struct kvt_tier_impl *t);
 };
 
-struct kvt_tier {
+struct kvt_tier_impl {
 	const struct kvt_tier_ops *ops;
 	enum kvt_tier kind;
 };

@@ -129,7 +129,10 @@ int kvt_get(struct kvt_ns *ns, const struct kvt_key *key, void *buf, size_t len)
 struct kvt_slot {
 	void *data;
 	uint64_t len;
-	uint64_t handle; /* opaque */
+	/* the store's own, not to be changed by the caller: */
+	uint64_t handle;
+	struct kvt_key parent;
+	bool has_parent;
 };
 
 /* Reserve a DRAM slot for a new block, to fill in place (a device copy or an

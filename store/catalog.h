@@ -1,0 +1,58 @@
+/* The catalog: what the store knows about its blocks, without their bytes.
+ *
+ * It ties the index, one eviction policy per tier and the per-tier accounting
+ * together, and keeps them consistent through every change a block goes
+ * through: published into a tier, used, moved to another tier, held (pinned or
+ * being read), dropped. The store's data path and the trace replay both make
+ * their decisions through it, so a replay exercises the real policy code.
+ * Not thread-safe: the caller's lock guards it. */
+#ifndef KVT_STORE_CATALOG_H
+#define KVT_STORE_CATALOG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "store/index.h"
+#include "store/policy.h"
+
+struct kvt_catalog {
+	struct kvt_index *idx;
+	struct kvt_policy policy[KVT_TIER_COUNT];
+	uint64_t used_bytes[KVT_TIER_COUNT];
+	uint64_t blocks[KVT_TIER_COUNT];
+};
+
+/* Set up an index for about `expected` blocks and one `ops` policy per tier.
+ * Returns 0, -ENOMEM. */
+int kvt_catalog_init(struct kvt_catalog *cat, const struct kvt_policy_ops *ops,
+		     size_t expected);
+void kvt_catalog_fini(struct kvt_catalog *cat);
+
+/* Make pending record i (r->size set) live in tier t, linked under the stored
+ * block (same namespace) whose key is parent, if any. */
+void kvt_catalog_publish(struct kvt_catalog *cat, uint32_t i, enum kvt_tier t,
+			 const struct kvt_key *parent);
+
+/* Record i (live) was used. */
+void kvt_catalog_touch(struct kvt_catalog *cat, uint32_t i);
+
+/* Move live record i to tier `to` (demotion, promotion). */
+void kvt_catalog_move(struct kvt_catalog *cat, uint32_t i, enum kvt_tier to);
+
+/* Holds keep a live record out of its policy (never a victim) while > 0:
+ * pins (kvt_pin) and busy (a reader or mover has its bytes). */
+void kvt_catalog_pin(struct kvt_catalog *cat, uint32_t i, int delta);
+void kvt_catalog_busy(struct kvt_catalog *cat, uint32_t i, int delta);
+
+/* Take live record i out of sight while readers still hold its bytes: it
+ * leaves its policy and its prefix (children orphaned), state DYING, but stays
+ * accounted until kvt_catalog_drop. */
+void kvt_catalog_retire(struct kvt_catalog *cat, uint32_t i);
+
+/* Forget record i in any state: accounting, policy, links, index. */
+void kvt_catalog_drop(struct kvt_catalog *cat, uint32_t i);
+
+/* The coldest evictable record of tier t, KVT_NIL if none. */
+uint32_t kvt_catalog_victim(struct kvt_catalog *cat, enum kvt_tier t);
+
+#endif /* KVT_STORE_CATALOG_H */

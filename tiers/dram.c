@@ -1,0 +1,273 @@
+/* The DRAM tier: see dram.h for the region and the slab allocator. */
+#include "tiers/dram.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define MAX_CLASSES 64
+
+struct slab {
+	uint64_t slot_bytes; /* 0: the slab is in the free pool */
+	uint32_t n_slots, n_used;
+	uint32_t bump;       /* slots [bump, n_slots) were never handed out */
+	uint32_t n_free;     /* entries on free_stack */
+	uint32_t *free_stack;
+	int cls;             /* size class, -1 when free */
+	uint32_t next;       /* next slab: in the pool, or in its class's partial list */
+	uint32_t prev;
+	bool partial;        /* on its class's partial list */
+};
+
+struct size_class {
+	uint64_t slot_bytes;
+	uint32_t partial;    /* slabs of this class with a free slot */
+};
+
+struct dram {
+	struct kvt_tier_impl base;
+	uint8_t *region;
+	uint64_t region_bytes, slab_bytes;
+	bool huge;
+	struct slab *slabs;
+	uint32_t n_slabs;
+	uint32_t pool;       /* free slabs, linked through next */
+	struct size_class classes[MAX_CLASSES];
+	int n_classes;
+	uint64_t used_slot_bytes;
+};
+
+#define NIL UINT32_MAX
+
+static struct dram *to_dram(struct kvt_tier_impl *t)
+{
+	return (struct dram *)t;
+}
+
+static void partial_push(struct dram *d, struct slab *s, uint32_t si)
+{
+	struct size_class *c = &d->classes[s->cls];
+
+	s->prev = NIL;
+	s->next = c->partial;
+	if (c->partial != NIL)
+		d->slabs[c->partial].prev = si;
+	c->partial = si;
+	s->partial = true;
+}
+
+static void partial_remove(struct dram *d, struct slab *s, uint32_t si)
+{
+	struct size_class *c = &d->classes[s->cls];
+
+	if (s->prev != NIL)
+		d->slabs[s->prev].next = s->next;
+	else
+		c->partial = s->next;
+	if (s->next != NIL)
+		d->slabs[s->next].prev = s->prev;
+	s->partial = false;
+}
+
+static int class_of(struct dram *d, uint64_t slot_bytes)
+{
+	for (int i = 0; i < d->n_classes; i++)
+		if (d->classes[i].slot_bytes == slot_bytes)
+			return i;
+	if (d->n_classes == MAX_CLASSES)
+		return -ENOSPC;
+	d->classes[d->n_classes] = (struct size_class){ slot_bytes, NIL };
+	return d->n_classes++;
+}
+
+/* Give slab si to class cls. */
+static int slab_take(struct dram *d, uint32_t si, int cls)
+{
+	struct slab *s = &d->slabs[si];
+	uint64_t slot = d->classes[cls].slot_bytes;
+
+	s->n_slots = (uint32_t)(d->slab_bytes / slot);
+	s->free_stack = malloc(s->n_slots * sizeof(uint32_t));
+	if (!s->free_stack)
+		return -ENOMEM;
+	d->pool = s->next;
+	s->slot_bytes = slot;
+	s->cls = cls;
+	s->n_used = s->bump = s->n_free = 0;
+	partial_push(d, s, si);
+	return 0;
+}
+
+/* Return an empty slab to the pool. */
+static void slab_release(struct dram *d, struct slab *s, uint32_t si)
+{
+	if (s->partial)
+		partial_remove(d, s, si);
+	free(s->free_stack);
+	s->free_stack = NULL;
+	s->slot_bytes = 0;
+	s->cls = -1;
+	s->next = d->pool;
+	d->pool = si;
+}
+
+static int dram_alloc(struct kvt_tier_impl *t, uint64_t bytes, uint64_t *loc)
+{
+	struct dram *d = to_dram(t);
+	uint64_t slot = (bytes + KVT_DRAM_SLOT_ALIGN - 1) & ~(uint64_t)(KVT_DRAM_SLOT_ALIGN - 1);
+	uint32_t si, idx;
+	struct slab *s;
+	int cls, err;
+
+	if (bytes == 0 || slot > d->slab_bytes)
+		return -EINVAL;
+	cls = class_of(d, slot);
+	if (cls < 0)
+		return cls;
+	si = d->classes[cls].partial;
+	if (si == NIL) {
+		if (d->pool == NIL)
+			return -ENOSPC;
+		si = d->pool;
+		err = slab_take(d, si, cls);
+		if (err)
+			return err;
+	}
+	s = &d->slabs[si];
+	idx = s->n_free ? s->free_stack[--s->n_free] : s->bump++;
+	if (++s->n_used == s->n_slots)
+		partial_remove(d, s, si);
+	d->used_slot_bytes += slot;
+	*loc = (uint64_t)si << 32 | idx;
+	return 0;
+}
+
+static void dram_free(struct kvt_tier_impl *t, uint64_t loc)
+{
+	struct dram *d = to_dram(t);
+	uint32_t si = (uint32_t)(loc >> 32), idx = (uint32_t)loc;
+	struct slab *s = &d->slabs[si];
+
+	d->used_slot_bytes -= s->slot_bytes;
+	if (s->n_used-- == s->n_slots)
+		partial_push(d, s, si);
+	if (s->n_used == 0) {
+		slab_release(d, s, si);
+		return;
+	}
+	s->free_stack[s->n_free++] = idx;
+}
+
+static void *dram_slot_ptr(struct kvt_tier_impl *t, uint64_t loc)
+{
+	struct dram *d = to_dram(t);
+	uint32_t si = (uint32_t)(loc >> 32), idx = (uint32_t)loc;
+
+	return d->region + (uint64_t)si * d->slab_bytes + (uint64_t)idx * d->slabs[si].slot_bytes;
+}
+
+static void dram_stats(struct kvt_tier_impl *t, struct kvt_tier_stats *out)
+{
+	struct dram *d = to_dram(t);
+
+	out->present = true;
+	out->capacity_bytes = d->region_bytes;
+}
+
+static void dram_close(struct kvt_tier_impl *t)
+{
+	struct dram *d = to_dram(t);
+
+	if (!d)
+		return;
+	for (uint32_t i = 0; i < d->n_slabs; i++)
+		free(d->slabs[i].free_stack);
+	free(d->slabs);
+	if (d->region)
+		munmap(d->region, d->region_bytes);
+	free(d);
+}
+
+static const struct kvt_tier_ops dram_ops = {
+	.name = "dram",
+	.alloc = dram_alloc,
+	.free = dram_free,
+	.slot_ptr = dram_slot_ptr,
+	.stats = dram_stats,
+	.close = dram_close,
+};
+
+static void *map_region(uint64_t bytes, bool try_huge, bool *huge)
+{
+	void *p = MAP_FAILED;
+
+	*huge = false;
+	if (try_huge) {
+		p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_NORESERVE, -1, 0);
+		*huge = p != MAP_FAILED;
+	}
+	if (p == MAP_FAILED) {
+		p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (p == MAP_FAILED)
+			return NULL;
+		/* no reserved huge pages: ask for transparent ones (fewer TLB misses
+		 * on multi-MiB copies); harmless where THP is off */
+		madvise(p, bytes, MADV_HUGEPAGE);
+	}
+	return p;
+}
+
+int kvt_dram_open(const struct kvt_dram_opts *opts, struct kvt_tier_impl **out)
+{
+	struct dram *d;
+	uint64_t slab;
+
+	if (!opts || !out || opts->size < sizeof(*opts))
+		return -EINVAL;
+	slab = opts->slab_bytes ? opts->slab_bytes : KVT_DRAM_DEFAULT_SLAB;
+	if (slab % KVT_DRAM_SLOT_ALIGN || opts->bytes < slab || opts->bytes / slab >= NIL)
+		return -EINVAL;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->base.ops = &dram_ops;
+	d->base.kind = KVT_TIER_DRAM;
+	d->slab_bytes = slab;
+	d->n_slabs = (uint32_t)(opts->bytes / slab);
+	d->region_bytes = (uint64_t)d->n_slabs * slab;
+	d->slabs = calloc(d->n_slabs, sizeof(*d->slabs));
+	d->region = map_region(d->region_bytes, opts->huge_pages, &d->huge);
+	if (!d->slabs || !d->region) {
+		dram_close(&d->base);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < d->n_slabs; i++) {
+		d->slabs[i].cls = -1;
+		d->slabs[i].next = i + 1 < d->n_slabs ? i + 1 : NIL;
+	}
+	d->pool = 0;
+	*out = &d->base;
+	return 0;
+}
+
+void *kvt_dram_region(struct kvt_tier_impl *t, uint64_t *len)
+{
+	struct dram *d = to_dram(t);
+
+	if (len)
+		*len = d->region_bytes;
+	return d->region;
+}
+
+uint64_t kvt_dram_max_block(const struct kvt_tier_impl *t)
+{
+	return ((const struct dram *)t)->slab_bytes;
+}
+
+bool kvt_dram_huge(const struct kvt_tier_impl *t)
+{
+	return ((const struct dram *)t)->huge;
+}

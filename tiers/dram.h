@@ -1,0 +1,44 @@
+/* The DRAM tier: one large region carved into block slots.
+ *
+ * The region is a single mmap (huge pages when the system has them reserved,
+ * else normal pages with transparent huge pages advised), so it can be
+ * registered once with CUDA (pinned), io_uring (fixed buffers) and RDMA
+ * (memory region), and blocks move between tiers without bounce copies.
+ *
+ * Slots come from a slab allocator: the region is cut into equal slabs, each
+ * slab serves one slot size (a namespace's block size rounded up to 4 KiB),
+ * and a slab whose slots are all free goes back to the common pool. With one
+ * block size per store there is no fragmentation at all; with several, free
+ * space is stranded at most in partly used slabs, one slab per size. */
+#ifndef KVT_TIERS_DRAM_H
+#define KVT_TIERS_DRAM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tiers/tier.h"
+
+#define KVT_DRAM_SLOT_ALIGN 4096u
+#define KVT_DRAM_DEFAULT_SLAB (64ull << 20)
+
+struct kvt_dram_opts {
+	size_t size;          /* sizeof(struct kvt_dram_opts) */
+	uint64_t bytes;       /* capacity; rounded down to whole slabs */
+	uint64_t slab_bytes;  /* 0 = KVT_DRAM_DEFAULT_SLAB */
+	bool huge_pages;      /* try MAP_HUGETLB first */
+};
+
+/* Map the region. Returns 0 and *out, -EINVAL (capacity below one slab),
+ * -ENOMEM. */
+int kvt_dram_open(const struct kvt_dram_opts *opts, struct kvt_tier_impl **out);
+
+/* The whole region, for registering it with a device or NIC. */
+void *kvt_dram_region(struct kvt_tier_impl *t, uint64_t *len);
+
+/* Largest block a slot can hold (the slab size). */
+uint64_t kvt_dram_max_block(const struct kvt_tier_impl *t);
+
+/* Whether the region got explicit huge pages. */
+bool kvt_dram_huge(const struct kvt_tier_impl *t);
+
+#endif /* KVT_TIERS_DRAM_H */
