@@ -6,6 +6,7 @@
 #include "bench/bench.h"
 
 static const struct kvt_bench_cmd commands[] = {
+	{ "trace", "prefix-cache hit rates of a request trace, replayed through the store", kvt_bench_trace_main },
 };
 
 static const size_t n_commands = sizeof(commands) / sizeof(commands[0]);

@@ -7,9 +7,8 @@
 
 struct kvt_replay {
 	struct kvt_replay_opts opts;
-	struct kvt_index *idx;
 	struct kvt_index *ideal; /* every block ever seen: infinite capacity */
-	struct kvt_cascade cas;
+	struct kvt_cascade cas;  /* the store's catalog, over capped tiers */
 	uint32_t *recs;          /* record of each leading hit of the request */
 	size_t recs_cap;
 	struct kvt_replay_stats st;
@@ -58,16 +57,12 @@ int kvt_replay_open(const struct kvt_replay_opts *opts, struct kvt_replay **out)
 	if (!r)
 		return -ENOMEM;
 	r->opts = *opts;
-	err = kvt_index_create(1 << 16, &r->idx);
-	if (err)
-		goto err_free;
 	if (opts->ideal) {
 		err = kvt_index_create(1 << 16, &r->ideal);
 		if (err)
-			goto err_idx;
+			goto err_free;
 	}
-	err = kvt_cascade_init(&r->cas, r->idx, ops, opts->capacity, opts->cost_cb,
-			       opts->cost_arg);
+	err = kvt_cascade_init(&r->cas, ops, opts->capacity, opts->cost_cb, opts->cost_arg);
 	if (err)
 		goto err_ideal;
 	*out = r;
@@ -75,8 +70,6 @@ int kvt_replay_open(const struct kvt_replay_opts *opts, struct kvt_replay **out)
 
 err_ideal:
 	kvt_index_destroy(r->ideal);
-err_idx:
-	kvt_index_destroy(r->idx);
 err_free:
 	free(r);
 	return err;
@@ -88,7 +81,6 @@ void kvt_replay_close(struct kvt_replay *r)
 		return;
 	kvt_cascade_fini(&r->cas);
 	kvt_index_destroy(r->ideal);
-	kvt_index_destroy(r->idx);
 	free(r->recs);
 	free(r);
 }
@@ -132,28 +124,28 @@ static int count_ideal(struct kvt_replay *r, const struct kvt_trace_req *req)
 	return 0;
 }
 
-/* Use block (key) or insert it under parent. Returns 0 and *i (KVT_NIL if
- * the block could not stay), or -ENOMEM. */
+/* Use the block of key (its record: known, or KVT_NIL to look it up) or
+ * store it under parent. Returns 0 or -ENOMEM. */
 static int use_or_insert(struct kvt_replay *r, const struct kvt_key *key, uint32_t known,
-			 uint32_t parent, uint32_t depth, uint32_t *i)
+			 const struct kvt_key *parent)
 {
-	uint32_t size = r->opts.block_bytes > UINT32_MAX ? UINT32_MAX : (uint32_t)r->opts.block_bytes;
+	uint64_t bb = r->opts.block_bytes;
 
 	if (known == KVT_NIL)
-		known = kvt_index_find(r->idx, 0, key);
+		known = kvt_index_find(r->cas.cat.idx, 0, key);
 	if (known != KVT_NIL) {
 		kvt_cascade_use(&r->cas, known, r->opts.promote);
-		*i = known;
 		return 0;
 	}
-	return kvt_cascade_insert(&r->cas, key, parent, depth, size, i);
+	return kvt_cascade_insert(&r->cas, key, parent, bb > UINT32_MAX ? UINT32_MAX : (uint32_t)bb);
 }
 
 int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
 {
-	size_t n = req->n_ids, hits = 0, n_out = 0, j;
-	uint32_t bt = r->opts.block_tokens, prev = KVT_NIL;
-	uint64_t epoch, prev_epoch = 0;
+	size_t n = req->n_ids, hits, n_out = 0, j;
+	uint32_t bt = r->opts.block_tokens;
+	struct kvt_key key, prev;
+	uint64_t epoch;
 	int err;
 
 	if (n > r->recs_cap) {
@@ -171,18 +163,15 @@ int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
 
 	/* the longest cached prefix, across tiers */
 	for (hits = 0; hits < n; hits++) {
-		struct kvt_key key;
-		uint32_t i;
-		struct kvt_rec *rec;
 		struct kvt_replay_tier_stats *ts;
 		uint64_t tok;
+		uint32_t i;
 
 		kvt_replay_key(req->hash_ids[hits], &key);
-		i = kvt_index_find(r->idx, 0, &key);
+		i = kvt_index_find(r->cas.cat.idx, 0, &key);
 		if (i == KVT_NIL)
 			break;
-		rec = kvt_index_rec(r->idx, i);
-		ts = &r->st.tier[rec->tier];
+		ts = &r->st.tier[kvt_index_rec(r->cas.cat.idx, i)->tier];
 		tok = block_tokens_of(hits, req->input_length, bt);
 		ts->hit_blocks++;
 		ts->hit_tokens += tok;
@@ -197,24 +186,17 @@ int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
 			return err;
 	}
 
-	/* then every block, in order, used or stored; records numbers cached
-	 * above stay valid while no record is freed */
+	/* then every block, in order, used or stored under the one before;
+	 * record numbers found above stay valid while no record is freed */
 	epoch = r->cas.drops;
 	for (j = 0; j < n; j++) {
-		struct kvt_key key;
 		uint32_t known = j < hits && r->cas.drops == epoch ? r->recs[j] : KVT_NIL;
 
 		kvt_replay_key(req->hash_ids[j], &key);
-		if (prev != KVT_NIL && r->cas.drops != prev_epoch) {
-			struct kvt_key pk;
-
-			kvt_replay_key(req->hash_ids[j - 1], &pk);
-			prev = kvt_index_find(r->idx, 0, &pk);
-		}
-		err = use_or_insert(r, &key, known, prev, (uint32_t)j, &prev);
+		err = use_or_insert(r, &key, known, j ? &prev : NULL);
 		if (err)
 			return err;
-		prev_epoch = r->cas.drops;
+		prev = key;
 	}
 	if (r->opts.store_output) {
 		uint64_t total = (req->input_length + req->output_length + bt - 1) / bt;
@@ -222,22 +204,11 @@ int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
 		n_out = total > n ? total - n : 0;
 	}
 	for (j = 0; j < n_out; j++) {
-		struct kvt_key key;
-
 		output_key(r->st.requests, j, &key);
-		if (prev != KVT_NIL && r->cas.drops != prev_epoch) {
-			struct kvt_key pk;
-
-			if (j == 0)
-				kvt_replay_key(req->hash_ids[n - 1], &pk);
-			else
-				output_key(r->st.requests, j - 1, &pk);
-			prev = kvt_index_find(r->idx, 0, &pk);
-		}
-		err = use_or_insert(r, &key, KVT_NIL, prev, (uint32_t)(n + j), &prev);
+		err = use_or_insert(r, &key, KVT_NIL, n + j ? &prev : NULL);
 		if (err)
 			return err;
-		prev_epoch = r->cas.drops;
+		prev = key;
 		r->st.output_blocks++;
 	}
 	return 0;
@@ -254,7 +225,7 @@ void kvt_replay_stats(const struct kvt_replay *r, struct kvt_replay_stats *out)
 		struct kvt_replay_tier_stats *ts = &out->tier[t];
 
 		ts->capacity = r->cas.cap[t];
-		ts->blocks = cs->blocks;
+		ts->blocks = kvt_cascade_blocks(&r->cas, t);
 		ts->peak_blocks = cs->peak_blocks;
 		ts->inserted = cs->inserted;
 		ts->demoted_in = cs->demoted_in;
@@ -269,5 +240,5 @@ void kvt_replay_stats(const struct kvt_replay *r, struct kvt_replay_stats *out)
 			ts->bytes_out += cs->evicted * bb;
 	}
 	out->dropped = r->cas.drops;
-	out->index_bytes = kvt_index_memory(r->idx);
+	out->index_bytes = kvt_index_memory(r->cas.cat.idx);
 }
