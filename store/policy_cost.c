@@ -5,6 +5,11 @@
  * the current L, so a block that is cheap per byte but used often stays, while
  * one used long ago ages out as L passes it.
  *
+ * Like tail-lru, only chain tails (no cached child in the tier) are
+ * candidates: a block is useless without its parent, and a cost that grows
+ * with depth would otherwise evict the prefixes every deeper block needs.
+ * A record that becomes a tail again competes with the priority it had.
+ *
  * Priorities are non-negative doubles kept in pval as their bit patterns,
  * which order like the values themselves. */
 #include <errno.h>
@@ -72,8 +77,13 @@ static void cost_fini(struct kvt_policy *p)
 static void cost_insert(struct kvt_policy *p, uint32_t i)
 {
 	struct cost *c = p->state;
+	struct kvt_rec *r = kvt_index_rec(p->idx, i);
 
-	(void)kvt_policy_heap_push(&c->heap, i, priority(p, i));
+	r->pnext = KVT_NIL;
+	if (r->kids_here == 0)
+		(void)kvt_policy_heap_push(&c->heap, i, priority(p, i));
+	else
+		r->pval = priority(p, i);
 }
 
 static void cost_touch(struct kvt_policy *p, uint32_t i)
@@ -82,6 +92,19 @@ static void cost_touch(struct kvt_policy *p, uint32_t i)
 
 	if (kvt_policy_heap_has(&c->heap, i))
 		kvt_policy_heap_update(&c->heap, i, priority(p, i));
+	else
+		kvt_index_rec(p->idx, i)->pval = priority(p, i);
+}
+
+static void cost_leaf_changed(struct kvt_policy *p, uint32_t i, bool is_leaf)
+{
+	struct cost *c = p->state;
+	bool on = kvt_policy_heap_has(&c->heap, i);
+
+	if (is_leaf && !on)
+		(void)kvt_policy_heap_push(&c->heap, i, kvt_index_rec(p->idx, i)->pval);
+	else if (!is_leaf && on)
+		kvt_policy_heap_remove(&c->heap, i);
 }
 
 static void cost_remove(struct kvt_policy *p, uint32_t i)
@@ -110,6 +133,6 @@ const struct kvt_policy_ops kvt_policy_cost_ops = {
 	.insert = cost_insert,
 	.touch = cost_touch,
 	.remove = cost_remove,
-	.leaf_changed = NULL,
+	.leaf_changed = cost_leaf_changed,
 	.victim = cost_victim,
 };
