@@ -1,13 +1,15 @@
 /* The accounting replay; see replay.h. */
 #include "bench/trace/replay.h"
 
+#include "bench/trace/idset.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct kvt_replay {
 	struct kvt_replay_opts opts;
-	struct kvt_index *ideal; /* every block ever seen: infinite capacity */
+	struct kvt_idset ideal;  /* every id ever seen: infinite capacity */
 	struct kvt_cascade cas;  /* the store's catalog, over capped tiers */
 	uint32_t *recs;          /* record of each leading hit of the request */
 	size_t recs_cap;
@@ -57,22 +59,13 @@ int kvt_replay_open(const struct kvt_replay_opts *opts, struct kvt_replay **out)
 	if (!r)
 		return -ENOMEM;
 	r->opts = *opts;
-	if (opts->ideal) {
-		err = kvt_index_create(1 << 16, &r->ideal);
-		if (err)
-			goto err_free;
-	}
 	err = kvt_cascade_init(&r->cas, ops, opts->capacity, opts->cost_cb, opts->cost_arg);
-	if (err)
-		goto err_ideal;
+	if (err) {
+		free(r);
+		return err;
+	}
 	*out = r;
 	return 0;
-
-err_ideal:
-	kvt_index_destroy(r->ideal);
-err_free:
-	free(r);
-	return err;
 }
 
 void kvt_replay_close(struct kvt_replay *r)
@@ -80,7 +73,7 @@ void kvt_replay_close(struct kvt_replay *r)
 	if (!r)
 		return;
 	kvt_cascade_fini(&r->cas);
-	kvt_index_destroy(r->ideal);
+	kvt_idset_clear(&r->ideal);
 	free(r->recs);
 	free(r);
 }
@@ -102,24 +95,17 @@ static int count_ideal(struct kvt_replay *r, const struct kvt_trace_req *req)
 	bool leading = true;
 
 	for (size_t j = 0; j < req->n_ids; j++) {
-		struct kvt_key key;
-		uint32_t i;
-		int err;
+		int added = kvt_idset_add(&r->ideal, req->hash_ids[j]);
 
-		kvt_replay_key(req->hash_ids[j], &key);
-		err = kvt_index_insert(r->ideal, 0, &key, &i);
-		if (err == -EEXIST) {
-			if (leading) {
-				r->st.ideal_hit_blocks++;
-				r->st.ideal_hit_tokens +=
-					block_tokens_of(j, req->input_length, r->opts.block_tokens);
-			}
-			continue;
+		if (added < 0)
+			return added;
+		if (added) {
+			leading = false;
+		} else if (leading) {
+			r->st.ideal_hit_blocks++;
+			r->st.ideal_hit_tokens +=
+				block_tokens_of(j, req->input_length, r->opts.block_tokens);
 		}
-		if (err)
-			return err;
-		kvt_index_rec(r->ideal, i)->state = KVT_REC_LIVE;
-		leading = false;
 	}
 	return 0;
 }
@@ -180,7 +166,7 @@ int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
 		r->st.hit_tokens += tok;
 		r->recs[hits] = i;
 	}
-	if (r->ideal) {
+	if (r->opts.ideal) {
 		err = count_ideal(r, req);
 		if (err)
 			return err;
