@@ -25,7 +25,7 @@ tsan: deps
 	cmake --build --preset tsan -j $(JOBS)
 
 run: release
-	./build/release/app/kvtierd $(ARGS)
+	./build/release/bench/kvtier-bench dram $(ARGS)
 
 test-release: release
 	ctest --preset release -j $(JOBS) $(CTEST_ARGS)

@@ -6,7 +6,10 @@
 #include "bench/bench.h"
 
 static const struct kvt_bench_cmd commands[] = {
-	{ "trace", "prefix-cache hit rates of a request trace, replayed through the store", kvt_bench_trace_main },
+	{ "dram", "DRAM tier put/get vs memcpy, lookup rate, index bytes/entry",
+	  kvt_bench_dram_main },
+	{ "trace", "prefix-cache hit rates of a request trace, replayed through the store",
+	  kvt_bench_trace_main },
 };
 
 static const size_t n_commands = sizeof(commands) / sizeof(commands[0]);

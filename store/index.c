@@ -33,6 +33,11 @@ static inline uint32_t key_hash(uint16_t ns, const struct kvt_key *key)
 	return (uint32_t)XXH3_64bits_withSeed(key->bytes, KVT_KEY_BYTES, ns);
 }
 
+uint32_t kvt_index_hash(uint16_t ns, const struct kvt_key *key)
+{
+	return key_hash(ns, key);
+}
+
 struct kvt_rec *kvt_index_rec(const struct kvt_index *idx, uint32_t i)
 {
 	return &idx->chunks[i >> CHUNK_SHIFT][i & (CHUNK_RECS - 1)];
@@ -104,6 +109,25 @@ static size_t slot_of(const struct kvt_index *idx, uint16_t ns, const struct kvt
 uint32_t kvt_index_find(const struct kvt_index *idx, uint16_t ns, const struct kvt_key *key)
 {
 	return idx->table[slot_of(idx, ns, key, key_hash(ns, key))].rec;
+}
+
+uint32_t kvt_index_find_hashed(const struct kvt_index *idx, uint16_t ns,
+			       const struct kvt_key *key, uint32_t hash)
+{
+	return idx->table[slot_of(idx, ns, key, hash)].rec;
+}
+
+void kvt_index_prefetch_slot(const struct kvt_index *idx, uint32_t hash)
+{
+	__builtin_prefetch(&idx->table[hash & idx->mask]);
+}
+
+void kvt_index_prefetch_rec(const struct kvt_index *idx, uint32_t hash)
+{
+	uint32_t r = idx->table[hash & idx->mask].rec;
+
+	if (r != KVT_NIL)
+		__builtin_prefetch(kvt_index_rec(idx, r));
 }
 
 static int grow_table(struct kvt_index *idx)

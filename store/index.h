@@ -60,6 +60,14 @@ struct kvt_rec *kvt_index_rec(const struct kvt_index *idx, uint32_t i);
  * but FREE: callers check ->state. */
 uint32_t kvt_index_find(const struct kvt_index *idx, uint16_t ns, const struct kvt_key *key);
 
+/* Batched finds overlap their cache misses: hash every key, prefetch the
+ * table slots, prefetch the records they name, then find. */
+uint32_t kvt_index_hash(uint16_t ns, const struct kvt_key *key);
+void kvt_index_prefetch_slot(const struct kvt_index *idx, uint32_t hash);
+void kvt_index_prefetch_rec(const struct kvt_index *idx, uint32_t hash);
+uint32_t kvt_index_find_hashed(const struct kvt_index *idx, uint16_t ns,
+			       const struct kvt_key *key, uint32_t hash);
+
 /* Insert a new record for (ns, key), zeroed but for key, ns, parent/children
  * (KVT_NIL) and state (PENDING). Returns its number in *out, or -EEXIST with
  * *out = the existing record, or -ENOMEM. */

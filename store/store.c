@@ -110,6 +110,14 @@ void kvt_store_close(struct kvt_store *s)
 	free(s);
 }
 
+int kvt_store_dram_region(struct kvt_store *s, void **base, uint64_t *len)
+{
+	if (!s || !base || !len)
+		return -EINVAL;
+	*base = kvt_dram_region(s->dram, len);
+	return 0;
+}
+
 /* ---- namespaces --------------------------------------------------------- */
 
 void kvt_ns_desc_init(struct kvt_ns_desc *desc, size_t size_bytes)
@@ -542,24 +550,42 @@ void kvt_release(struct kvt_ns *ns, struct kvt_slot *slot)
 	pthread_mutex_unlock(&s->lock);
 }
 
+/* Keys per prefetch batch: enough misses in flight to hide DRAM latency,
+ * few enough that the prefetched lines are still cached when used. */
+#define LOOKUP_BATCH 16
+
 int kvt_lookup(struct kvt_ns *ns, const struct kvt_key *keys, size_t n, uint8_t *tiers)
 {
+	uint32_t hash[LOOKUP_BATCH];
 	struct kvt_store *s;
 	size_t hit = 0;
+	bool miss = false;
 
 	if (!ns || (n && !keys) || n > INT32_MAX)
 		return -EINVAL;
 	s = ns->store;
 	pthread_mutex_lock(&s->lock);
-	for (; hit < n; hit++) {
-		uint32_t i = kvt_index_find(s->cat.idx, ns->id, &keys[hit]);
+	for (size_t base = 0; base < n && !miss; base += LOOKUP_BATCH) {
+		size_t m = n - base < LOOKUP_BATCH ? n - base : LOOKUP_BATCH;
 
-		if (i == KVT_NIL || rec(s, i)->state != KVT_REC_LIVE)
-			break;
-		kvt_catalog_touch(&s->cat, i);
-		s->counters.tier[rec(s, i)->tier].hits++;
-		if (tiers)
-			tiers[hit] = rec(s, i)->tier;
+		for (size_t j = 0; j < m; j++) {
+			hash[j] = kvt_index_hash(ns->id, &keys[base + j]);
+			kvt_index_prefetch_slot(s->cat.idx, hash[j]);
+		}
+		for (size_t j = 0; j < m; j++)
+			kvt_index_prefetch_rec(s->cat.idx, hash[j]);
+		for (size_t j = 0; j < m; j++, hit++) {
+			uint32_t i = kvt_index_find_hashed(s->cat.idx, ns->id, &keys[hit], hash[j]);
+
+			if (i == KVT_NIL || rec(s, i)->state != KVT_REC_LIVE) {
+				miss = true;
+				break;
+			}
+			kvt_catalog_touch(&s->cat, i);
+			s->counters.tier[rec(s, i)->tier].hits++;
+			if (tiers)
+				tiers[hit] = rec(s, i)->tier;
+		}
 	}
 	s->counters.lookups++;
 	s->counters.lookup_keys += n;

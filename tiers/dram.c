@@ -204,8 +204,11 @@ static void *map_region(uint64_t bytes, bool try_huge, bool *huge)
 
 	*huge = false;
 	if (try_huge) {
+		/* no MAP_NORESERVE here: with it the map succeeds without reserved
+		 * huge pages and the first touch dies of SIGBUS; without it the
+		 * map fails up front and we fall back */
 		p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_NORESERVE, -1, 0);
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
 		*huge = p != MAP_FAILED;
 	}
 	if (p == MAP_FAILED) {

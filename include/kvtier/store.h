@@ -52,6 +52,12 @@ void kvt_store_opts_init(struct kvt_store_opts *opts, size_t size_bytes);
  * region cannot be mapped), or an I/O error of the SSD directory. */
 int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out);
 
+/* The DRAM tier's region: one mapping holding every DRAM slot, for the
+ * caller to register once with a GPU (pinned memory), io_uring (fixed
+ * buffers) or a NIC (memory region), so blocks move without bounce copies.
+ * Valid until kvt_store_close. Returns 0, or -EINVAL. */
+int kvt_store_dram_region(struct kvt_store *store, void **base, uint64_t *len);
+
 /* Close a store and free everything it owns, namespaces included. Slots still
  * reserved or acquired become invalid. NULL is accepted. */
 void kvt_store_close(struct kvt_store *store);

@@ -316,10 +316,18 @@ static void acquired_blocks_survive_remove_until_released(void **state)
 	struct kvt_slot slot;
 	struct kvt_store_stats st = { .size = sizeof(st) };
 
+	void *base;
+	uint64_t len;
+
 	kvt_test_fill(buf, BLOCK, 10);
 	assert_int_equal(kvt_put(f->ns, &k, NULL, buf, BLOCK), 0);
 	assert_int_equal(kvt_acquire(f->ns, &k, &slot), 0);
 	assert_memory_equal(slot.data, buf, BLOCK);
+	/* slots lie inside the one region a device or NIC registers */
+	assert_int_equal(kvt_store_dram_region(f->store, &base, &len), 0);
+	assert_int_equal(len, DRAM_BYTES);
+	assert_true((uint8_t *)slot.data >= (uint8_t *)base &&
+		    (uint8_t *)slot.data + BLOCK <= (uint8_t *)base + len);
 	assert_int_equal(kvt_remove(f->ns, &k), 0);
 	assert_false(present(f, 10));
 	/* the bytes stay valid and accounted until the reader lets go */

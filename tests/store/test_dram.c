@@ -1,0 +1,109 @@
+/* The DRAM tier's slab allocator: exact slot counts, aligned disjoint slots
+ * inside the region, and no space lost after churn across size classes. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "helpers.h"
+#include "tiers/dram.h"
+
+#define SLAB (1u << 20)
+#define REGION (16u * SLAB)
+
+static struct kvt_tier_impl *open_dram(void)
+{
+	struct kvt_dram_opts o = { .size = sizeof(o), .bytes = REGION, .slab_bytes = SLAB };
+	struct kvt_tier_impl *t;
+
+	assert_int_equal(kvt_dram_open(&o, &t), 0);
+	return t;
+}
+
+/* Fill the tier with `bytes` slots; returns how many fit. */
+static size_t fill(struct kvt_tier_impl *t, uint64_t bytes, uint64_t *locs, size_t max)
+{
+	size_t n = 0;
+
+	while (n < max && t->ops->alloc(t, bytes, &locs[n]) == 0)
+		n++;
+	return n;
+}
+
+static void slots_are_aligned_disjoint_and_counted_exactly(void **state)
+{
+	struct kvt_tier_impl *t = open_dram();
+	uint64_t len, locs[REGION / 4096];
+	uint8_t *region = kvt_dram_region(t, &len);
+	/* 12 KiB blocks take 12 KiB slots: 85 per 1 MiB slab */
+	size_t n = fill(t, 10000, locs, REGION / 4096);
+
+	assert_int_equal(len, REGION);
+	assert_int_equal(n, 16 * (SLAB / 12288));
+	for (size_t i = 0; i < n; i++) {
+		uint8_t *p = t->ops->slot_ptr(t, locs[i]);
+		assert_true(p >= region && p + 10000 <= region + len);
+		assert_int_equal((uintptr_t)p % 4096, 0);
+		memset(p, (int)(i & 0xff), 10000); /* disjoint: no slot overwrites another */
+	}
+	for (size_t i = 0; i < n; i++) {
+		uint8_t *p = t->ops->slot_ptr(t, locs[i]);
+		assert_int_equal(p[0], i & 0xff);
+		assert_int_equal(p[9999], i & 0xff);
+	}
+	assert_int_equal(t->ops->alloc(t, 4096, &locs[0]), -ENOSPC); /* no free slab left */
+	assert_int_equal(t->ops->alloc(t, SLAB + 1, &locs[0]), -EINVAL);
+	assert_int_equal(t->ops->alloc(t, 0, &locs[0]), -EINVAL);
+	t->ops->close(t);
+}
+
+static void churn_across_sizes_loses_no_space(void **state)
+{
+	static const uint64_t sizes[] = { 4096, 64 << 10, 200 << 10, SLAB };
+	struct kvt_tier_impl *t = open_dram();
+	uint64_t s = kvt_test_seed(), *locs = malloc(4096 * sizeof(*locs));
+	size_t n = 0;
+
+	for (int op = 0; op < 50000; op++) {
+		if (n && (kvt_test_rand(&s) % 2 || n == 4096)) {
+			size_t i = kvt_test_rand(&s) % n;
+			t->ops->free(t, locs[i]);
+			locs[i] = locs[--n];
+		} else if (t->ops->alloc(t, sizes[kvt_test_rand(&s) % 4], &locs[n]) == 0) {
+			n++;
+		}
+	}
+	while (n)
+		t->ops->free(t, locs[--n]);
+	/* every slab went back to the pool: whole-slab blocks fill the region */
+	assert_int_equal(fill(t, SLAB, locs, 4096), 16);
+	t->ops->close(t);
+	free(locs);
+}
+
+static void bad_options_are_refused(void **state)
+{
+	struct kvt_dram_opts o = { .size = sizeof(o), .bytes = SLAB / 2, .slab_bytes = SLAB };
+	struct kvt_tier_impl *t;
+
+	assert_int_equal(kvt_dram_open(&o, &t), -EINVAL); /* below one slab */
+	o.bytes = REGION;
+	o.slab_bytes = 1000; /* not 4 KiB aligned */
+	assert_int_equal(kvt_dram_open(&o, &t), -EINVAL);
+	o.size = 0;
+	assert_int_equal(kvt_dram_open(&o, &t), -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(slots_are_aligned_disjoint_and_counted_exactly),
+		cmocka_unit_test(churn_across_sizes_loses_no_space),
+		cmocka_unit_test(bad_options_are_refused),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
