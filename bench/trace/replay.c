@@ -12,6 +12,8 @@ struct kvt_replay {
 	struct kvt_idset ideal;  /* every id ever seen: infinite capacity */
 	struct kvt_cascade cas;  /* the store's catalog, over capped tiers */
 	uint32_t *recs;          /* record of each leading hit of the request */
+	uint32_t *hashes;        /* index hash of each block's key */
+	struct kvt_key *keys;    /* each block's key */
 	size_t recs_cap;
 	struct kvt_replay_stats st;
 };
@@ -75,6 +77,8 @@ void kvt_replay_close(struct kvt_replay *r)
 	kvt_cascade_fini(&r->cas);
 	kvt_idset_clear(&r->ideal);
 	free(r->recs);
+	free(r->hashes);
+	free(r->keys);
 	free(r);
 }
 
@@ -110,15 +114,15 @@ static int count_ideal(struct kvt_replay *r, const struct kvt_trace_req *req)
 	return 0;
 }
 
-/* Use the block of key (its record: known, or KVT_NIL to look it up) or
- * store it under parent. Returns 0 or -ENOMEM. */
-static int use_or_insert(struct kvt_replay *r, const struct kvt_key *key, uint32_t known,
-			 const struct kvt_key *parent)
+/* Use the block of key (its record: known, or KVT_NIL to look it up by its
+ * hash) or store it under parent. Returns 0 or -ENOMEM. */
+static int use_or_insert(struct kvt_replay *r, const struct kvt_key *key, uint32_t hash,
+			 uint32_t known, const struct kvt_key *parent)
 {
 	uint64_t bb = r->opts.block_bytes;
 
 	if (known == KVT_NIL)
-		known = kvt_index_find(r->cas.cat.idx, 0, key);
+		known = kvt_index_find_hashed(r->cas.cat.idx, 0, key, hash);
 	if (known != KVT_NIL) {
 		kvt_cascade_use(&r->cas, known, r->opts.promote);
 		return 0;
@@ -137,12 +141,31 @@ int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
 	if (n > r->recs_cap) {
 		size_t cap = n < 256 ? 256 : n;
 		uint32_t *recs = realloc(r->recs, cap * sizeof(*recs));
+		uint32_t *hashes;
+		struct kvt_key *keys;
 
 		if (!recs)
 			return -ENOMEM;
 		r->recs = recs;
+		hashes = realloc(r->hashes, cap * sizeof(*hashes));
+		if (!hashes)
+			return -ENOMEM;
+		r->hashes = hashes;
+		keys = realloc(r->keys, cap * sizeof(*keys));
+		if (!keys)
+			return -ENOMEM;
+		r->keys = keys;
 		r->recs_cap = cap;
 	}
+	/* the request's finds overlap their cache misses: hash all, prefetch
+	 * the table slots, then the records they name */
+	for (j = 0; j < n; j++) {
+		kvt_replay_key(req->hash_ids[j], &r->keys[j]);
+		r->hashes[j] = kvt_index_hash(0, &r->keys[j]);
+		kvt_index_prefetch_slot(r->cas.cat.idx, r->hashes[j]);
+	}
+	for (j = 0; j < n; j++)
+		kvt_index_prefetch_rec(r->cas.cat.idx, r->hashes[j]);
 	r->st.requests++;
 	r->st.blocks += n;
 	r->st.tokens += req->input_length;
@@ -153,8 +176,7 @@ int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
 		uint64_t tok;
 		uint32_t i;
 
-		kvt_replay_key(req->hash_ids[hits], &key);
-		i = kvt_index_find(r->cas.cat.idx, 0, &key);
+		i = kvt_index_find_hashed(r->cas.cat.idx, 0, &r->keys[hits], r->hashes[hits]);
 		if (i == KVT_NIL)
 			break;
 		ts = &r->st.tier[kvt_index_rec(r->cas.cat.idx, i)->tier];
@@ -178,12 +200,12 @@ int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
 	for (j = 0; j < n; j++) {
 		uint32_t known = j < hits && r->cas.drops == epoch ? r->recs[j] : KVT_NIL;
 
-		kvt_replay_key(req->hash_ids[j], &key);
-		err = use_or_insert(r, &key, known, j ? &prev : NULL);
+		err = use_or_insert(r, &r->keys[j], r->hashes[j], known, j ? &r->keys[j - 1] : NULL);
 		if (err)
 			return err;
-		prev = key;
 	}
+	if (n)
+		prev = r->keys[n - 1];
 	if (r->opts.store_output) {
 		uint64_t total = (req->input_length + req->output_length + bt - 1) / bt;
 
@@ -191,7 +213,7 @@ int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
 	}
 	for (j = 0; j < n_out; j++) {
 		output_key(r->st.requests, j, &key);
-		err = use_or_insert(r, &key, KVT_NIL, n + j ? &prev : NULL);
+		err = use_or_insert(r, &key, kvt_index_hash(0, &key), KVT_NIL, n + j ? &prev : NULL);
 		if (err)
 			return err;
 		prev = key;
