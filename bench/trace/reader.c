@@ -178,6 +178,172 @@ static int get_count(struct kvt_trace_reader *r, json_t *obj, const char *name, 
 	return 0;
 }
 
+/* ---- the fast path -------------------------------------------------------
+ * Traces are millions of lines of one shape; a full JSON parse builds a tree
+ * with an allocation per id and runs at tens of MB/s. This scanner accepts
+ * only well-formed lines of that shape (the four fields once each, numbers
+ * and one array of non-negative integers, no escapes) and hands every
+ * other line to jansson, which then parses it or says what is wrong, so the
+ * two paths agree on every line the scanner accepts. */
+
+static inline const char *skip_ws(const char *p, const char *end)
+{
+	while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))
+		p++;
+	return p;
+}
+
+/* A JSON integer (no fraction or exponent) that fits int64; false otherwise,
+ * or when it is followed by a fraction or exponent. */
+static bool scan_int(const char **pp, const char *end, int64_t *out)
+{
+	const char *p = *pp;
+	bool neg = false;
+	uint64_t v = 0;
+
+	if (p < end && *p == '-') {
+		neg = true;
+		p++;
+	}
+	if (p >= end || *p < '0' || *p > '9' || (*p == '0' && p + 1 < end && p[1] >= '0' &&
+						 p[1] <= '9'))
+		return false;
+	for (; p < end && *p >= '0' && *p <= '9'; p++) {
+		if (v > (UINT64_C(1) << 63) / 10)
+			return false;
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	if (v > (uint64_t)INT64_MAX + neg)
+		return false;
+	if (p < end && (*p == '.' || *p == 'e' || *p == 'E'))
+		return false;
+	*pp = p;
+	*out = neg ? (int64_t)(0 - v) : (int64_t)v;
+	return true;
+}
+
+static int ensure_ids(struct kvt_trace_reader *r, size_t n)
+{
+	uint64_t *ids;
+	size_t cap;
+
+	if (n <= r->ids_cap)
+		return 0;
+	cap = r->ids_cap ? r->ids_cap * 2 : 256;
+	while (cap < n)
+		cap *= 2;
+	ids = realloc(r->ids, cap * sizeof(*ids));
+	if (!ids)
+		return -ENOMEM;
+	r->ids = ids;
+	r->ids_cap = cap;
+	return 0;
+}
+
+/* 1: parsed into req; 0: not for the fast path; -ENOMEM. */
+static int parse_fast(struct kvt_trace_reader *r, const char *p, const char *end,
+		      struct kvt_trace_req *req)
+{
+	enum { TS = 1, IN = 2, OUT = 4, IDS = 8 };
+	unsigned seen = 0;
+	double ts = 0;
+	size_t n = 0;
+
+	p = skip_ws(p, end);
+	if (p >= end || *p++ != '{')
+		return 0;
+	for (;;) {
+		const char *key, *kend;
+		unsigned which;
+		int64_t v;
+
+		p = skip_ws(p, end);
+		if (p >= end || *p++ != '"')
+			return 0;
+		key = p;
+		while (p < end && *p != '"' && *p != '\\')
+			p++;
+		if (p >= end || *p != '"')
+			return 0;
+		kend = p++;
+		p = skip_ws(p, end);
+		if (p >= end || *p++ != ':')
+			return 0;
+		p = skip_ws(p, end);
+#define KEY_IS(s) ((size_t)(kend - key) == sizeof(s) - 1 && !memcmp(key, s, sizeof(s) - 1))
+		which = KEY_IS("timestamp") ? TS : KEY_IS("input_length") ? IN :
+			KEY_IS("output_length") ? OUT : KEY_IS("hash_ids") ? IDS : 0;
+#undef KEY_IS
+		if (!which || (which & seen))
+			return 0; /* other fields, and duplicates, are jansson's */
+		seen |= which;
+		if (which == IDS) {
+			if (p >= end || *p++ != '[')
+				return 0;
+			p = skip_ws(p, end);
+			if (p < end && *p == ']') {
+				p++;
+			} else {
+				for (;;) {
+					if (!scan_int(&p, end, &v) || v < 0)
+						return 0;
+					if (n == r->ids_cap && ensure_ids(r, n + 1))
+						return -ENOMEM;
+					r->ids[n++] = (uint64_t)v;
+					p = skip_ws(p, end);
+					if (p < end && *p == ',') {
+						p = skip_ws(p + 1, end);
+						continue;
+					}
+					if (p < end && *p == ']') {
+						p++;
+						break;
+					}
+					return 0;
+				}
+			}
+		} else if (which == TS) {
+			char *e;
+
+			/* strtod accepts more than JSON (hex, inf, leading +): only
+			 * a JSON number's characters may start it */
+			if (p >= end || !(*p == '-' || (*p >= '0' && *p <= '9')))
+				return 0;
+			ts = strtod(p, &e);
+			if (e == p || e > end || !isfinite(ts) || memchr(p, 'x', (size_t)(e - p)) ||
+			    memchr(p, 'X', (size_t)(e - p)))
+				return 0;
+			p = e;
+		} else {
+			if (!scan_int(&p, end, &v) || v < 0)
+				return 0;
+			if (which == IN)
+				req->input_length = (uint64_t)v;
+			else if (which == OUT)
+				req->output_length = (uint64_t)v;
+		}
+		p = skip_ws(p, end);
+		if (p < end && *p == ',') {
+			p++;
+			continue;
+		}
+		if (p < end && *p == '}')
+			break;
+		return 0;
+	}
+	if (skip_ws(p + 1, end) != end || seen != (TS | IN | OUT | IDS))
+		return 0;
+	if (r->have_ts && ts < r->last_ts)
+		return 0; /* the full path reports it */
+	r->last_ts = ts;
+	r->have_ts = true;
+	req->timestamp_ms = ts;
+	req->hash_ids = r->ids;
+	req->n_ids = n;
+	req->line = r->lines;
+	return 1;
+}
+
 static int parse(struct kvt_trace_reader *r, const char *buf, size_t len,
 		 struct kvt_trace_req *req)
 {
@@ -274,7 +440,11 @@ int kvt_trace_reader_next(struct kvt_trace_reader *r, struct kvt_trace_req *req)
 			;
 		if (i == (size_t)len)
 			continue;
-		err = parse(r, r->line, (size_t)len, req);
+		err = r->opts.full_parser ? 0 : parse_fast(r, r->line, r->line + len, req);
+		if (err == 1)
+			return 1;
+		if (err == 0)
+			err = parse(r, r->line, (size_t)len, req);
 		if (err == -EBADMSG && r->opts.skip_bad)
 			continue;
 		return err ? err : 1;

@@ -35,6 +35,9 @@ struct kvt_trace_reader_opts {
 	                     * NULL after _init to stay silent) */
 	bool progress;      /* progress line on stderr when it is a terminal */
 	const char *label;  /* name used in messages; default the path */
+	bool full_parser;   /* parse every line with the full JSON parser, not only
+	                     * those the fast scanner declines (slower; the two
+	                     * agree, which the tests check) */
 };
 
 struct kvt_trace_reader;

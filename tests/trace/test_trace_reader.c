@@ -178,6 +178,95 @@ static void long_trace_streams(void **state)
 	trace_file_remove(dirpath);
 }
 
+/* The fast scanner and the full JSON parser agree on every line: the same
+ * requests, the same malformed lines. */
+static void fast_path_agrees_with_the_full_parser(void **state)
+{
+	static const char *odd[] = {
+		"{\"timestamp\": 1.5e3, \"input_length\": 10, \"output_length\": 0, \"hash_ids\": [1]}",
+		"  {  \"hash_ids\" : [ 1 , 2 ] , \"timestamp\":1500.25,\"output_length\":1,"
+		"\"input_length\":3 }  ",
+		"{\"timestamp\": 1600, \"input_length\": 10, \"output_length\": 0, \"hash_ids\": [], "
+		"\"extra\": 7}",
+		"{\"timestamp\": 1601, \"input_length\": 10, \"output_length\": 0, \"hash_ids\": [1], "
+		"\"note\": \"text\"}",
+		"{\"timestamp\": 1602, \"input_length\": 10, \"output_length\": 0, "
+		"\"hash_ids\": [9223372036854775807]}",
+		"{\"timestamp\": 1603, \"input_length\": 10, \"output_length\": 0, "
+		"\"hash_ids\": [9223372036854775808]}",
+		"{\"timestamp\": 1604, \"input_length\": 10, \"output_length\": 0, \"hash_ids\": [01]}",
+		"{\"timestamp\": 1605, \"input_length\": 1.0, \"output_length\": 0, \"hash_ids\": [1]}",
+		"{\"timestamp\": 1606, \"input_length\": 10, \"output_length\": 0, \"hash_ids\": [1,]}",
+		"{\"timestamp\": 1607, \"input_length\": 10, \"output_length\": 0, \"hash_ids\": [1]} x",
+		"{\"timestamp\": 1608, \"timestamp\": 1609, \"input_length\": 10, \"output_length\": 0, "
+		"\"hash_ids\": [1]}",
+		"{\"timestamp\": 0x10, \"input_length\": 10, \"output_length\": 0, \"hash_ids\": [1]}",
+		"{\"timestamp\": 1610, \"input_length\": 10, \"output_length\": 0, \"hash_ids\": [-1]}",
+		"{\"tim\\u0065stamp\": 1611, \"input_length\": 10, \"output_length\": 0, \"hash_ids\": [1]}",
+		"{\"timestamp\": 1612, \"input_length\": 10, \"output_length\": 0, \"hash_ids\": [2, 3]}",
+		"{\"timestamp\": 1611, \"input_length\": 10, \"output_length\": 0, \"hash_ids\": [1]}",
+		"{\"timestamp\": 1613, \"input_length\": 10, \"output_length\": 0, \"hash_ids\": [1e2]}",
+		"{\"timestamp\": 1614, \"input_length\": 10, \"output_length\": 0, \"hash_ids\": [4]}",
+	};
+	uint64_t seed = kvt_test_seed();
+	char *text = NULL, *path;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	struct kvt_trace_reader *r[2];
+	uint64_t t = 2000;
+
+	assert_non_null(f);
+	for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++)
+		fprintf(f, "%s\n", odd[i]);
+	/* then random well-formed lines in random spacing */
+	for (int i = 0; i < 2000; i++) {
+		int n = (int)(kvt_test_rand(&seed) % 40);
+		const char *sp = kvt_test_rand(&seed) & 1 ? " " : "";
+
+		t += kvt_test_rand(&seed) % 3;
+		fprintf(f, "{\"timestamp\":%s%llu,%s\"input_length\": %llu, \"output_length\": %llu, "
+			   "\"hash_ids\": [", sp, (unsigned long long)t, sp,
+			(unsigned long long)(kvt_test_rand(&seed) % 100000),
+			(unsigned long long)(kvt_test_rand(&seed) % 1000));
+		for (int j = 0; j < n; j++)
+			fprintf(f, "%s%s%llu", j ? "," : "", j ? sp : "",
+				(unsigned long long)(kvt_test_rand(&seed) >> (kvt_test_rand(&seed) % 64)));
+		fprintf(f, "]}\n");
+	}
+	assert_int_equal(fclose(f), 0);
+	path = trace_file("reader-fast", text);
+	for (int k = 0; k < 2; k++) {
+		struct kvt_trace_reader_opts o;
+
+		kvt_trace_reader_opts_init(&o, sizeof(o));
+		o.skip_bad = true;
+		o.errors = NULL;
+		o.full_parser = k == 1;
+		assert_int_equal(kvt_trace_reader_open(path, &o, &r[k]), 0);
+	}
+	for (;;) {
+		struct kvt_trace_req a, b;
+		int ea = kvt_trace_reader_next(r[0], &a), eb = kvt_trace_reader_next(r[1], &b);
+
+		assert_int_equal(ea, eb);
+		if (ea != 1)
+			break;
+		assert_int_equal(a.line, b.line);
+		assert_true(a.timestamp_ms == b.timestamp_ms);
+		assert_int_equal(a.input_length, b.input_length);
+		assert_int_equal(a.output_length, b.output_length);
+		assert_int_equal(a.n_ids, b.n_ids);
+		if (a.n_ids)
+			assert_memory_equal(a.hash_ids, b.hash_ids, a.n_ids * sizeof(uint64_t));
+	}
+	assert_int_equal(kvt_trace_reader_bad_lines(r[0]), kvt_trace_reader_bad_lines(r[1]));
+	assert_true(kvt_trace_reader_bad_lines(r[0]) >= 9);
+	kvt_trace_reader_close(r[0]);
+	kvt_trace_reader_close(r[1]);
+	trace_file_remove(path);
+	free(text);
+}
+
 static void open_errors(void **state)
 {
 	struct kvt_trace_reader_opts o;
@@ -197,6 +286,7 @@ int main(void)
 		cmocka_unit_test(malformed_lines_are_skipped_with_their_numbers),
 		cmocka_unit_test(malformed_line_is_rejected_by_default),
 		cmocka_unit_test(long_trace_streams),
+		cmocka_unit_test(fast_path_agrees_with_the_full_parser),
 		cmocka_unit_test(open_errors),
 	};
 
