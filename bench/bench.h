@@ -45,5 +45,6 @@ int kvt_bench_copy_main(int argc, char **argv);
 int kvt_bench_dram_main(int argc, char **argv);
 int kvt_bench_ssd_main(int argc, char **argv);
 int kvt_bench_recompute_main(int argc, char **argv);
+int kvt_bench_trace_main(int argc, char **argv);
 
 #endif

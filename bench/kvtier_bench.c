@@ -14,6 +14,8 @@ static const struct kvt_bench_cmd commands[] = {
 	  kvt_bench_ssd_main },
 	{ "recompute", "offload vs recompute: load time per interconnect vs prefill, break-even",
 	  kvt_bench_recompute_main },
+	{ "trace", "prefix-cache hit rates of a request trace, replayed through the store",
+	  kvt_bench_trace_main },
 };
 
 static const size_t n_commands = sizeof(commands) / sizeof(commands[0]);
