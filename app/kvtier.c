@@ -6,6 +6,8 @@
 #include "app/kvtier_cmds.h"
 
 static const struct kvt_cli_cmd commands[] = {
+	{ "calc", "size a model: KV bytes, memory, users per GPU, decode bounds",
+	  kvt_calc_main, kvt_calc_usage },
 	{ "stats", "counters of a running kvtierd: tiers, hits, bytes moved, latencies",
 	  kvt_stats_main, kvt_stats_usage },
 };

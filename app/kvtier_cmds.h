@@ -11,6 +11,10 @@ struct kvt_cli_cmd {
 	void (*usage)(FILE *f);             /* the subcommand's --help text */
 };
 
+/* kvtier calc: sizing calculator (kvtier_calc.c) */
+int kvt_calc_main(int argc, char **argv);
+void kvt_calc_usage(FILE *f);
+
 /* kvtier stats: a running daemon's counters (kvtier_stats.c) */
 int kvt_stats_main(int argc, char **argv);
 void kvt_stats_usage(FILE *f);

@@ -112,8 +112,11 @@ static int32_t run_load(struct kvt_server *srv, struct kvt_job *job)
 		if (err)
 			break;
 	}
-	if (got < job->n && err != -ECANCELED)
+	if (got < job->n && err != -ECANCELED) {
 		__atomic_add_fetch(&srv->c.load_misses, job->n - got, __ATOMIC_RELAXED);
+		kvt_srv_log(srv, KVT_LOG_DEBUG, "event=load.short ticket=%llu blocks=%u of=%u err=\"%s\"",
+			    (unsigned long long)job->ticket, got, job->n, kvt_strerror(err));
+	}
 	for (uint32_t l = 0; l < job->mem->layers && got && err != -ECANCELED; l++) {
 		for (uint32_t i = 0; i < got; i++)
 			kvt_engine_mem_scatter_layer(job->mem, job->pages[i], l, slots[i].data);

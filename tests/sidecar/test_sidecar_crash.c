@@ -242,6 +242,7 @@ static void blocks_on_ssd_survive_a_daemon_crash(void **state)
 	uint8_t tiers[BLOCKS];
 	uint32_t pages[BLOCKS];
 	uint64_t ticket;
+	bool was_on_ssd[BLOCKS];
 	int on_ssd = 0;
 
 	assert_int_equal(kvtd_start(&d, NULL, extra), 0);
@@ -267,8 +268,11 @@ static void blocks_on_ssd_survive_a_daemon_crash(void **state)
 		assert_true(kvt_client_wait(c, ticket, -1) >= 0);
 	}
 	kvt_client_lookup(c, &ns, keys, BLOCKS, tiers);
-	for (int i = 0; i < BLOCKS; i++)
-		on_ssd += tiers[i] == KVT_TIER_SSD;
+	for (int i = 0; i < BLOCKS; i++) {
+		was_on_ssd[i] = tiers[i] == KVT_TIER_SSD;
+		on_ssd += was_on_ssd[i];
+	}
+	assert_true(on_ssd > 0);
 	kvt_client_close(c);
 	assert_int_equal(kvtd_stop(&d, SIGKILL), 128 + SIGKILL);
 
@@ -277,21 +281,30 @@ static void blocks_on_ssd_survive_a_daemon_crash(void **state)
 	assert_int_equal(kvt_client_hello(c, &desc, &ns), 0);
 	engine_mem_close(&m);
 	assert_int_equal(engine_mem_open(&m, c, &ns, &desc, BLOCKS), 0);
-	memset(tiers, 0, sizeof(tiers));
-	kvt_client_lookup(c, &ns, keys, BLOCKS, tiers);
+	/* every block that was on SSD is still there (asked one by one: a prefix
+	 * lookup stops at a block that was only in DRAM and died with it)... */
 	for (int i = 0; i < BLOCKS; i++) {
-		uint64_t t;
-		uint32_t page = 0;
+		uint8_t tier = 0;
 
-		if (tiers[i] != KVT_TIER_SSD)
+		if (was_on_ssd[i] && (kvt_client_lookup(c, &ns, &keys[i], 1, &tier) != 1 ||
+				      tier != KVT_TIER_SSD))
+			fail_msg("block %d was on SSD before the crash and is gone after it", i);
+	}
+	/* ...and comes back byte for byte (each removed once checked, so the
+	 * promotions never need the DRAM tier to make room: see the README's
+	 * known issues) */
+	for (int i = 0, loaded = 0; i < BLOCKS; i++) {
+		uint64_t t;
+		uint32_t page = (uint32_t)(loaded++ % BLOCKS);
+
+		if (!was_on_ssd[i])
 			continue;
-		on_ssd--;
-		engine_page_fill(&m, 0, 0);
+		engine_page_fill(&m, page, 0);
 		assert_int_equal(kvt_client_load(c, &ns, (uint32_t)m.region, &keys[i], &page, 1, &t), 0);
 		assert_int_equal(kvt_client_wait(c, t, -1), 1);
-		assert_int_equal(engine_page_check(&m, 0, seed * 5 + (uint64_t)i), 0);
+		assert_int_equal(engine_page_check(&m, page, seed * 5 + (uint64_t)i), 0);
+		assert_int_equal(kvt_client_remove(c, &ns, &keys[i], 1), 1);
 	}
-	assert_true(on_ssd <= 0);
 	kvt_client_close(c);
 	engine_mem_close(&m);
 	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
