@@ -1,5 +1,5 @@
 # The two commands of README.md, and the pieces they are made of.
-#   make run   — install what is missing, build, start the main job
+#   make run   — install what is missing, build, start kvtierd in the foreground
 #   make test  — install what is missing, build and run the whole suite,
 #                in release mode and again under ASan + UBSan
 JOBS ?= $(shell nproc)
@@ -24,8 +24,10 @@ tsan: deps
 	cmake --preset tsan >/dev/null
 	cmake --build --preset tsan -j $(JOBS)
 
+# kvtierd in the foreground with its embedded defaults (Ctrl-C stops it
+# gracefully); ARGS="--dram 4G --socket /tmp/kvtierd.sock" to override.
 run: release
-	./build/release/bench/kvtier-bench dram $(ARGS)
+	./build/release/app/kvtierd $(ARGS)
 
 test-release: release
 	ctest --preset release -j $(JOBS) $(CTEST_ARGS)

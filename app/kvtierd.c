@@ -16,11 +16,13 @@
 #include "transport/proto.h"
 #include "transport/server.h"
 
-static struct kvt_server *running;
+static struct kvt_server *volatile running;
+static volatile sig_atomic_t stop_requested;
 
 static void on_signal(int sig)
 {
 	(void)sig;
+	stop_requested = 1; /* a signal during start-up: stop once started */
 	if (running)
 		kvt_server_stop(running); /* async-signal-safe: an atomic and a write */
 }
@@ -61,7 +63,7 @@ static void print_summary(const struct kvtd_config *cfg, const struct kvt_server
 	       cfg->socket_group[0] ? ", group " : "", cfg->socket_group);
 	printf("  dram      %s%s%s, policy %s\n", fmt_bytes(cfg->dram_bytes, a, sizeof(a)),
 	       cfg->huge_pages ? ", huge pages when available" : "",
-	       cfg->prefault ? ", prefaulted" : "", cfg->policy);
+	       cfg->prefault ? ", prefaulting in the background" : "", cfg->policy);
 	if (cfg->ssd_bytes)
 		printf("  ssd       %s under %s\n", fmt_bytes(cfg->ssd_bytes, b, sizeof(b)), ssd_dir);
 	else
@@ -102,6 +104,8 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	kvtd_log_set_level(cfg.log_level);
+	if (install_signals())
+		return 1;
 	if (kvtd_config_resolve(&cfg))
 		return 1;
 
@@ -152,7 +156,7 @@ int main(int argc, char **argv)
 	vopts.metrics_addr = cfg.metrics[0] ? cfg.metrics : NULL;
 	vopts.log = kvtd_log_cb;
 	vopts.log_level = cfg.log_level;
-	vopts.prefault_dram = cfg.prefault;
+	vopts.prefault_dram = cfg.prefault ? KVT_PREFAULT_BACKGROUND : KVT_PREFAULT_NONE;
 	err = kvt_server_open(&vopts, &srv);
 	if (err) {
 		kvtd_log(KVT_LOG_ERROR, "event=server.open.failed err=\"%s\" socket=%s metrics=%s",
@@ -167,16 +171,13 @@ int main(int argc, char **argv)
 				 kvt_server_metrics_port(srv));
 	}
 	running = srv;
-	err = install_signals();
-	if (err)
-		goto out_server;
+	if (stop_requested)
+		kvt_server_stop(srv);
 	print_summary(&cfg, srv, ssd_dir);
 	kvtd_log(KVT_LOG_INFO, "event=start pid=%d socket=%s dram_bytes=%llu ssd_bytes=%llu "
 		 "tenants=%zu", (int)getpid(), cfg.socket_path, (unsigned long long)cfg.dram_bytes,
 		 (unsigned long long)cfg.ssd_bytes, cfg.n_tenants);
 	err = kvt_server_run(srv);
-
-out_server:
 	running = NULL;
 	kvt_server_close(srv);
 out_store:

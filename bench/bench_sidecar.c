@@ -155,7 +155,7 @@ static int server_start(struct sc_server *s, const struct sc_args *a)
 	vo.tenants = &tenant;
 	vo.n_tenants = 1;
 	vo.workers = a->workers;
-	vo.prefault_dram = true; /* as kvtierd does by default */
+	vo.prefault_dram = KVT_PREFAULT_BEFORE; /* steady state, as kvtierd reaches it */
 	err = kvt_server_open(&vo, &s->srv);
 	if (err)
 		return err;

@@ -899,22 +899,43 @@ fail:
 #define MADV_POPULATE_WRITE 23
 #endif
 
-/* Fault every page of the DRAM region in (writing zeros where the kernel
- * cannot populate). Called before any block is stored. */
-static void prefault_dram(struct kvt_server *srv)
+/* Fault the pages of the DRAM region in, 64 MiB at a time. MADV_POPULATE_WRITE
+ * maps pages without changing their bytes, so it is safe while blocks are
+ * being stored; where the kernel lacks it, pages are touched by writing
+ * zeros, which is safe only before serving. Returns 0 or -errno. */
+static int prefault_dram(struct kvt_server *srv, bool serving)
 {
-	uint64_t t0 = kvt_now_ns(), len;
-	void *base;
+	const uint64_t chunk = 64ull << 20;
+	uint64_t t0 = kvt_now_ns(), len, off;
+	uint8_t *base;
+	int err = 0;
 
-	if (kvt_store_dram_region(srv->opts.store, &base, &len))
-		return;
-	if (madvise(base, len, MADV_POPULATE_WRITE)) {
-		long page = sysconf(_SC_PAGESIZE);
-		for (uint64_t off = 0; off < len; off += (uint64_t)page)
-			((volatile uint8_t *)base)[off] = 0;
+	if (kvt_store_dram_region(srv->opts.store, (void **)&base, &len))
+		return -EINVAL;
+	for (off = 0; off < len && !__atomic_load_n(&srv->stop, __ATOMIC_ACQUIRE); off += chunk) {
+		uint64_t n = len - off < chunk ? len - off : chunk;
+
+		if (madvise(base + off, n, MADV_POPULATE_WRITE) == 0)
+			continue;
+		if (errno != EINVAL || serving) {
+			err = -errno;
+			break;
+		}
+		for (uint64_t p = 0; p < n; p += 4096)
+			((volatile uint8_t *)base)[off + p] = 0;
 	}
-	kvt_srv_log(srv, KVT_LOG_INFO, "event=dram.prefault bytes=%llu ms=%.1f",
-		    (unsigned long long)len, (double)(kvt_now_ns() - t0) / 1e6);
+	kvt_srv_log(srv, err ? KVT_LOG_WARN : KVT_LOG_INFO,
+		    "event=dram.prefault bytes=%llu of=%llu ms=%.1f%s%s",
+		    (unsigned long long)(off < len ? off : len), (unsigned long long)len,
+		    (double)(kvt_now_ns() - t0) / 1e6, err ? " err=" : "",
+		    err ? kvt_strerror(err) : "");
+	return err;
+}
+
+static void *prefault_main(void *arg)
+{
+	prefault_dram(arg, true);
+	return NULL;
 }
 
 int kvt_server_open(const struct kvt_server_opts *opts, struct kvt_server **out)
@@ -948,8 +969,8 @@ int kvt_server_open(const struct kvt_server_opts *opts, struct kvt_server **out)
 		goto fail;
 	}
 	memcpy(srv->tenants, opts->tenants, opts->n_tenants * sizeof(*srv->tenants));
-	if (opts->prefault_dram)
-		prefault_dram(srv);
+	if (opts->prefault_dram == KVT_PREFAULT_BEFORE)
+		prefault_dram(srv, false);
 	srv->epfd = epoll_create1(EPOLL_CLOEXEC);
 	srv->wake.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (srv->epfd < 0 || srv->wake.fd < 0) {
@@ -967,6 +988,9 @@ int kvt_server_open(const struct kvt_server_opts *opts, struct kvt_server **out)
 	err = kvt_jobs_start(srv);
 	if (err)
 		goto fail;
+	if (opts->prefault_dram == KVT_PREFAULT_BACKGROUND)
+		srv->prefault_running = pthread_create(&srv->prefault_thread, NULL, prefault_main,
+						       srv) == 0;
 	*out = srv;
 	return 0;
 
@@ -1061,6 +1085,8 @@ void kvt_server_close(struct kvt_server *srv)
 	__atomic_store_n(&srv->stop, 2, __ATOMIC_RELEASE);
 	for (struct kvt_conn *c = srv->conns; c; c = c->next)
 		__atomic_store_n(&c->dead, 1, __ATOMIC_RELEASE);
+	if (srv->prefault_running)
+		pthread_join(srv->prefault_thread, NULL);
 	if (srv->threads)
 		kvt_jobs_stop(srv);
 	if (srv->wake.fd >= 0)

@@ -45,6 +45,12 @@ struct kvt_server_tenant {
 	                          * the tenant may use; NULL or "*" = any */
 };
 
+enum kvt_prefault {
+	KVT_PREFAULT_NONE = 0,
+	KVT_PREFAULT_BACKGROUND = 1, /* a thread, 64 MiB at a time, while serving */
+	KVT_PREFAULT_BEFORE = 2,     /* all of it before listening */
+};
+
 struct kvt_server_opts {
 	size_t size;                /* sizeof(struct kvt_server_opts), set by _init */
 	const char *socket_path;    /* required */
@@ -64,9 +70,9 @@ struct kvt_server_opts {
 	kvt_log_cb log;             /* NULL = no logging */
 	void *log_arg;
 	enum kvt_log_level log_level; /* default KVT_LOG_INFO */
-	bool prefault_dram;         /* fault the store's DRAM region in before
-	                             * listening, so no save pays for first-touch
-	                             * page faults (default false) */
+	enum kvt_prefault prefault_dram; /* fault the store's DRAM region in, so
+	                             * no save pays for first-touch page faults
+	                             * (default KVT_PREFAULT_NONE) */
 };
 
 struct kvt_server;

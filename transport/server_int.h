@@ -129,6 +129,8 @@ struct kvt_server {
 	pthread_cond_t qcond;
 	struct kvt_job *qhead, *qtail;
 	bool qstop;
+	pthread_t prefault_thread;
+	bool prefault_running;
 	pthread_t *threads;
 	unsigned n_threads;
 	int busy_jobs;              /* atomic: handed to the queue, not yet final */
