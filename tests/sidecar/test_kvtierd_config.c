@@ -1,0 +1,212 @@
+/* kvtierd's configuration as a person meets it: --help documents every
+ * option, the config file is read and the command line overrides it,
+ * --print-config writes a file kvtierd reads back to the same settings, and
+ * bad input is a usage error (exit 2) with a message, never a start. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <cmocka.h>
+
+#include "daemon_proc.h"
+#include "helpers.h"
+
+static char *dir;
+
+/* Run kvtierd with args (a shell word list); returns its exit status and its
+ * stdout+stderr in *out (malloc'd). */
+static int run(const char *args, char **out)
+{
+	char cmd[2048];
+	size_t len = 0, cap = 1 << 16;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "%s %s 2>&1", kvtd_binary(), args);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	*out = malloc(cap);
+	len = fread(*out, 1, cap - 1, p);
+	(*out)[len] = 0;
+	return WEXITSTATUS(pclose(p));
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* Remove the lines that mention a token, in place. */
+static void drop_token_lines(char *text)
+{
+	char *dst = text, *line = text;
+
+	while (*line) {
+		char *end = strchr(line, '\n');
+		size_t n = end ? (size_t)(end - line + 1) : strlen(line);
+
+		if (!memmem(line, n, "token", 5)) {
+			memmove(dst, line, n);
+			dst += n;
+		}
+		line += n;
+	}
+	*dst = 0;
+}
+
+static void help_documents_every_option(void **state)
+{
+	static const char *const opts[] = {
+		"--config", "--socket", "--socket-mode", "--socket-group", "--allow-uid",
+		"--data-dir", "--dram", "--ssd", "--no-huge-pages", "--no-prefault", "--policy",
+		"--metrics", "--workers", "--tenant", "--log-level", "--print-config", "--help",
+		"--version", "[tenant NAME]", "SIGTERM", "EXIT STATUS",
+	};
+	char *out;
+
+	assert_int_equal(run("--help", &out), 0);
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
+		if (!strstr(out, opts[i]))
+			fail_msg("--help does not mention %s", opts[i]);
+	free(out);
+}
+
+static void file_then_command_line(void **state)
+{
+	char ini[512], again[512], args[1400], *out, *out2;
+
+	snprintf(ini, sizeof(ini), "%s/a.ini", dir);
+	write_file(ini, "; a comment\n[kvtierd]\nsocket = /tmp/from-file.sock\ndram = 3G\n"
+			"ssd = 0\nworkers = 7\nmetrics = off\nlog_level = warn\nallow_uids = 1000, 1001\n"
+			"\n[tenant alice]\ntoken = tok\nsalt = shared\nmodels = Qwen/*\n\n"
+			"[tenant bob]\ntoken = tok-b\n");
+	snprintf(args, sizeof(args), "--config %s --dram 5G --workers 2 --print-config", ini);
+	assert_int_equal(run(args, &out), 0);
+	/* the command line wins over the file, the file over the defaults */
+	assert_non_null(strstr(out, "socket = /tmp/from-file.sock"));
+	assert_non_null(strstr(out, "dram = 5G"));
+	assert_non_null(strstr(out, "workers = 2"));
+	assert_non_null(strstr(out, "metrics = off"));
+	assert_non_null(strstr(out, "log_level = warn"));
+	assert_non_null(strstr(out, "allow_uids = 1000,1001"));
+	assert_non_null(strstr(out, "[tenant alice]"));
+	assert_non_null(strstr(out, "salt = shared"));
+	assert_non_null(strstr(out, "models = Qwen/*"));
+	assert_non_null(strstr(out, "[tenant bob]"));
+	assert_null(strstr(out, "tok-b")); /* tokens are never printed */
+
+	/* what --print-config prints reads back to the same settings (tokens
+	 * aside: they are never printed, so they do not come back) */
+	snprintf(again, sizeof(again), "%s/again.ini", dir);
+	write_file(again, out);
+	snprintf(args, sizeof(args), "--config %s --print-config", again);
+	assert_int_equal(run(args, &out2), 0);
+	drop_token_lines(out);
+	drop_token_lines(out2);
+	assert_string_equal(out, out2);
+	free(out);
+	free(out2);
+
+	/* --tenant replaces the file's tenants */
+	snprintf(args, sizeof(args), "--config %s --tenant carol:tc:team --print-config", ini);
+	assert_int_equal(run(args, &out), 0);
+	assert_non_null(strstr(out, "[tenant carol]"));
+	assert_non_null(strstr(out, "salt = team"));
+	assert_null(strstr(out, "[tenant alice]"));
+	free(out);
+}
+
+static void defaults_without_a_file(void **state)
+{
+	char *out;
+
+	assert_int_equal(run("--print-config", &out), 0);
+	assert_non_null(strstr(out, "dram = 25%"));
+	assert_non_null(strstr(out, "ssd = 50%"));
+	assert_non_null(strstr(out, "socket_mode = 0660"));
+	assert_non_null(strstr(out, "metrics = 127.0.0.1:9464"));
+	assert_non_null(strstr(out, "[tenant default]"));
+	free(out);
+}
+
+static void bad_input_is_a_usage_error(void **state)
+{
+	static const char *const bad_files[] = {
+		"[kvtierd]\ndram = lots\n",
+		"[kvtierd]\nno_such_key = 1\n",
+		"[elsewhere]\nx = 1\n",
+		"[kvtierd]\nworkers = 0\n",
+		"[kvtierd]\nmetrics = nocolon\n",
+		"[tenant x]\ncolour = blue\n",
+		"this is not ini\n",
+	};
+	static const char *const bad_args[] = {
+		"--dram 12Q", "--workers many", "--socket-mode 999", "--tenant no-token",
+		"--log-level loud", "--no-such-option", "stray-argument", "--config /nonexistent/x.ini",
+	};
+	char ini[512], args[700], *out;
+
+	snprintf(ini, sizeof(ini), "%s/bad.ini", dir);
+	for (size_t i = 0; i < sizeof(bad_files) / sizeof(bad_files[0]); i++) {
+		write_file(ini, bad_files[i]);
+		snprintf(args, sizeof(args), "--config %s --print-config", ini);
+		if (run(args, &out) != 2)
+			fail_msg("config accepted: %s", bad_files[i]);
+		assert_true(strlen(out) > 0); /* said why */
+		free(out);
+	}
+	for (size_t i = 0; i < sizeof(bad_args) / sizeof(bad_args[0]); i++) {
+		snprintf(args, sizeof(args), "%s --print-config", bad_args[i]);
+		if (run(args, &out) != 2)
+			fail_msg("arguments accepted: %s", bad_args[i]);
+		free(out);
+	}
+}
+
+static void a_live_socket_is_not_taken_over(void **state)
+{
+	struct kvtd_proc d = { 0 };
+	char args[600], *out;
+
+	assert_int_equal(kvtd_start(&d, NULL, NULL), 0);
+	snprintf(args, sizeof(args), "--socket %s --dram 16M --ssd 0 --metrics off --no-prefault",
+		 d.socket);
+	assert_int_equal(run(args, &out), 1);
+	assert_non_null(strstr(out, "server.open.failed"));
+	free(out);
+	/* the first daemon still serves */
+	{
+		struct kvt_client *c = kvtd_connect(&d, NULL);
+		assert_non_null(c);
+		assert_int_equal(kvt_client_ping(c, "x", 1), 0);
+		kvt_client_close(c);
+	}
+	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
+	kvtd_cleanup(&d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(help_documents_every_option),
+		cmocka_unit_test(file_then_command_line),
+		cmocka_unit_test(defaults_without_a_file),
+		cmocka_unit_test(bad_input_is_a_usage_error),
+		cmocka_unit_test(a_live_socket_is_not_taken_over),
+	};
+	int rc;
+
+	dir = kvt_test_mkdtemp("kvtierd-config");
+	rc = cmocka_run_group_tests(tests, NULL, NULL);
+	kvt_test_rmdir(dir);
+	free(dir);
+	return rc;
+}
