@@ -66,6 +66,13 @@ void kvtd_usage(FILE *f)
 "                          does it while the daemon serves, 64 MiB at a time, so\n"
 "                          saves stop paying for first-touch page faults).\n"
 "        --policy NAME     Eviction policy: tail-lru (default), lru, lfu, cost.\n"
+"        --host-copy HOW   How memfd engine memory is copied: direct (default;\n"
+"                          the daemon maps it and copies) or device (through the\n"
+"                          device layer's host backend, as GPU memory is).\n"
+"        --no-gpu          Do not open the GPU even when one is there (engines\n"
+"                          then register host memory only). By default a GPU is\n"
+"                          driven when present, and engines register their KV\n"
+"                          memory with CUDA IPC handles.\n"
 "    -m, --metrics ADDR:PORT  Prometheus endpoint (GET /metrics, and /stats as\n"
 "                          JSON). Default " DEFAULT_METRICS "; \"off\" disables.\n"
 "    -w, --workers N       Copy threads for SAVE and LOAD (default 4).\n"
@@ -81,7 +88,7 @@ void kvtd_usage(FILE *f)
 "    The file has a [kvtierd] section with the long option names as keys\n"
 "    (socket, socket_mode, socket_group, allow_uids = 1000,1001, data_dir,\n"
 "    dram, ssd, huge_pages = true|false, prefault = true|false, policy,\n"
-"    metrics, workers, log_level)\n"
+"    host_copy = direct|device, gpu = true|false, metrics, workers, log_level)\n"
 "    and one [tenant NAME] section per tenant:\n"
 "\n"
 "        [kvtierd]\n"
@@ -135,6 +142,7 @@ void kvtd_config_defaults(struct kvtd_config *cfg)
 	set_str(cfg->ssd_spec, sizeof(cfg->ssd_spec), DEFAULT_SSD);
 	cfg->huge_pages = true;
 	cfg->prefault = true;
+	cfg->gpu = true;
 	set_str(cfg->policy, sizeof(cfg->policy), "tail-lru");
 	set_str(cfg->metrics, sizeof(cfg->metrics), DEFAULT_METRICS);
 	cfg->workers = 4;
@@ -276,6 +284,14 @@ static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 		return parse_bool(v, &cfg->huge_pages);
 	if (!strcmp(k, "prefault"))
 		return parse_bool(v, &cfg->prefault);
+	if (!strcmp(k, "gpu"))
+		return parse_bool(v, &cfg->gpu);
+	if (!strcmp(k, "host_copy")) {
+		if (strcmp(v, "direct") && strcmp(v, "device"))
+			return -EINVAL;
+		cfg->host_copy_device = !strcmp(v, "device");
+		return 0;
+	}
 	if (!strcmp(k, "policy"))
 		return STR(policy);
 	if (!strcmp(k, "metrics")) {
@@ -376,6 +392,8 @@ static const struct option long_opts[] = {
 	{ "log-level", required_argument, NULL, 'l' },
 	{ "print-config", no_argument, NULL, 8 },
 	{ "no-prefault", no_argument, NULL, 9 },
+	{ "host-copy", required_argument, NULL, 10 },
+	{ "no-gpu", no_argument, NULL, 11 },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -471,6 +489,8 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 		case 'l': key = "log_level"; break;
 		case 8: cfg->print_config = true; continue;
 		case 9: cfg->prefault = false; continue;
+		case 10: key = "host_copy"; break;
+		case 11: cfg->gpu = false; continue;
 		case 't':
 			if (add_cli_tenant(cfg, optarg, &first_tenant)) {
 				fprintf(stderr, "kvtierd: --tenant %s: expected NAME:TOKEN[:SALT]\n", optarg);
@@ -587,9 +607,10 @@ void kvtd_config_print(const struct kvtd_config *cfg, FILE *f)
 		fputc('\n', f);
 	}
 	fprintf(f, "data_dir = %s\ndram = %s\nssd = %s\nhuge_pages = %s\nprefault = %s\npolicy = %s\n"
-		"metrics = %s\nworkers = %u\nlog_level = %s\n", cfg->data_dir, cfg->dram_spec,
+		"host_copy = %s\ngpu = %s\nmetrics = %s\nworkers = %u\nlog_level = %s\n",
+		cfg->data_dir, cfg->dram_spec,
 		cfg->ssd_spec, cfg->huge_pages ? "true" : "false", cfg->prefault ? "true" : "false",
-		cfg->policy,
+		cfg->policy, cfg->host_copy_device ? "device" : "direct", cfg->gpu ? "true" : "false",
 		cfg->metrics[0] ? cfg->metrics : "off", cfg->workers,
 		(const char *[]){ "error", "warn", "info", "debug" }[cfg->log_level]);
 	for (size_t i = 0; i < cfg->n_tenants; i++) {

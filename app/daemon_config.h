@@ -35,6 +35,8 @@ struct kvtd_config {
 	uint64_t ssd_bytes;           /* resolved */
 	bool huge_pages;
 	bool prefault;                /* fault the DRAM tier in at start */
+	bool host_copy_device;        /* memfd copies through the device layer */
+	bool gpu;                     /* serve CUDA IPC registrations when a GPU is there */
 	char policy[16];
 	char metrics[64];             /* "HOST:PORT" or "" = off */
 	unsigned workers;

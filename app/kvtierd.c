@@ -12,6 +12,7 @@
 
 #include "app/daemon_config.h"
 #include "app/daemon_log.h"
+#include "kvtier/device.h"
 #include "kvtier/store.h"
 #include "transport/proto.h"
 #include "transport/server.h"
@@ -52,11 +53,56 @@ static const char *fmt_bytes(uint64_t b, char *buf, size_t len)
 	return buf;
 }
 
+/* The GPU, when one is there and wanted: opened with the cuda backend and the
+ * DRAM tier registered with it (pinned, mapped for the gather/scatter
+ * kernels). NULL otherwise, with the reason in why. */
+static struct kvt_dev *open_gpu(const struct kvtd_config *cfg, struct kvt_store *store,
+				char *why, size_t len)
+{
+	struct kvt_dev_opts o;
+	struct kvt_dev *dev;
+	uint64_t rlen;
+	void *base;
+	int err;
+
+	if (!cfg->gpu) {
+		snprintf(why, len, "off by configuration");
+		return NULL;
+	}
+	kvt_dev_opts_init(&o, sizeof(o));
+	o.backend = KVT_DEV_CUDA;
+	err = kvt_dev_open(&o, &dev);
+	if (err) {
+		snprintf(why, len, "%s", err == -ENODEV ? "no GPU" : kvt_strerror(err));
+		return NULL;
+	}
+	err = kvt_store_dram_region(store, &base, &rlen);
+	if (!err)
+		err = kvt_dev_host_register(dev, base, rlen, KVT_DEV_HOST_MAPPED);
+	if (err) {
+		snprintf(why, len, "cannot pin the DRAM tier: %s", kvt_strerror(err));
+		kvt_dev_close(dev);
+		return NULL;
+	}
+	return dev;
+}
+
+static void close_gpu(struct kvt_dev *dev, struct kvt_store *store)
+{
+	uint64_t rlen;
+	void *base;
+
+	if (!dev)
+		return;
+	if (!kvt_store_dram_region(store, &base, &rlen))
+		kvt_dev_host_unregister(dev, base);
+	kvt_dev_close(dev);
+}
+
 static void print_summary(const struct kvtd_config *cfg, const struct kvt_server *srv,
-			  const char *ssd_dir)
+			  const char *ssd_dir, struct kvt_dev *gpu, const char *gpu_why)
 {
 	char a[32], b[32];
-	bool gpu = access("/dev/nvidia0", F_OK) == 0;
 
 	printf("kvtierd 0.1.0 ready (protocol %d, pid %d)\n", KVT_PROTO_VERSION, (int)getpid());
 	printf("  socket    %s (mode %04o%s%s)\n", cfg->socket_path, cfg->socket_mode,
@@ -68,8 +114,16 @@ static void print_summary(const struct kvtd_config *cfg, const struct kvt_server
 		printf("  ssd       %s under %s\n", fmt_bytes(cfg->ssd_bytes, b, sizeof(b)), ssd_dir);
 	else
 		printf("  ssd       off\n");
-	printf("  device    host backend: engine memory shared as sealed memfds%s\n",
-	       gpu ? " (a GPU is present; CUDA IPC registration is not served yet)" : " (no GPU)");
+	if (gpu) {
+		struct kvt_dev_info info = { .size = sizeof(info) };
+		kvt_dev_info(gpu, &info);
+		printf("  device    cuda: %s (%s), engine memory by CUDA IPC handle; memfds too\n",
+		       info.name, info.pci_bus_id);
+	} else {
+		printf("  device    host: engine memory shared as sealed memfds (cuda: %s)\n", gpu_why);
+	}
+	printf("  copies    memfd engine memory copied %s\n", cfg->host_copy_device ?
+	       "through the device layer's host backend" : "directly by the copy workers");
 	printf("  tenants   %zu:", cfg->n_tenants);
 	for (size_t i = 0; i < cfg->n_tenants; i++)
 		printf(" %s%s", cfg->tenants[i].name, cfg->tenants[i].token[0] ? "" : " (no token)");
@@ -79,8 +133,8 @@ static void print_summary(const struct kvtd_config *cfg, const struct kvt_server
 	else
 		printf("off\n");
 	printf("  workers   %u copy threads\n", cfg->workers);
-	printf("  features  save/load/lookup/pin on; per-layer load completion on; "
-	       "cuda ipc off; rdma off\n");
+	printf("  features  save/load/lookup/pin on; per-layer load completion on; cuda ipc %s; "
+	       "rdma off\n", gpu ? "on" : "off");
 	(void)srv;
 	fflush(stdout);
 }
@@ -93,7 +147,8 @@ int main(int argc, char **argv)
 	struct kvt_server_opts vopts;
 	struct kvt_store *store = NULL;
 	struct kvt_server *srv = NULL;
-	char ssd_dir[4200];
+	struct kvt_dev *gpu = NULL, *host_dev = NULL;
+	char ssd_dir[4200], gpu_why[160] = "";
 	int err;
 
 	err = kvtd_config_load(&cfg, argc, argv);
@@ -125,6 +180,20 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
+	gpu = open_gpu(&cfg, store, gpu_why, sizeof(gpu_why));
+	if (cfg.host_copy_device) {
+		struct kvt_dev_opts o;
+
+		kvt_dev_opts_init(&o, sizeof(o));
+		o.backend = KVT_DEV_HOST;
+		err = kvt_dev_open(&o, &host_dev);
+		if (err) {
+			kvtd_log(KVT_LOG_ERROR, "event=device.open.failed backend=host err=\"%s\"",
+				 kvt_strerror(err));
+			goto out_store;
+		}
+	}
+
 	kvt_server_opts_init(&vopts, sizeof(vopts));
 	for (size_t i = 0; i < cfg.n_tenants; i++) {
 		tenants[i] = (struct kvt_server_tenant){
@@ -154,6 +223,8 @@ int main(int argc, char **argv)
 	vopts.n_tenants = cfg.n_tenants;
 	vopts.workers = cfg.workers;
 	vopts.metrics_addr = cfg.metrics[0] ? cfg.metrics : NULL;
+	vopts.dev_cuda = gpu;
+	vopts.dev_host = host_dev;
 	vopts.log = kvtd_log_cb;
 	vopts.log_level = cfg.log_level;
 	vopts.prefault_dram = cfg.prefault ? KVT_PREFAULT_BACKGROUND : KVT_PREFAULT_NONE;
@@ -173,7 +244,7 @@ int main(int argc, char **argv)
 	running = srv;
 	if (stop_requested)
 		kvt_server_stop(srv);
-	print_summary(&cfg, srv, ssd_dir);
+	print_summary(&cfg, srv, ssd_dir, gpu, gpu_why);
 	kvtd_log(KVT_LOG_INFO, "event=start pid=%d socket=%s dram_bytes=%llu ssd_bytes=%llu "
 		 "tenants=%zu", (int)getpid(), cfg.socket_path, (unsigned long long)cfg.dram_bytes,
 		 (unsigned long long)cfg.ssd_bytes, cfg.n_tenants);
@@ -181,6 +252,9 @@ int main(int argc, char **argv)
 	running = NULL;
 	kvt_server_close(srv);
 out_store:
+	/* the server is gone, so no region or copy uses the devices any more */
+	kvt_dev_close(host_dev);
+	close_gpu(gpu, store);
 	/* closing the store writes back what the tiers keep across restarts */
 	kvt_store_close(store);
 	kvtd_log(err ? KVT_LOG_ERROR : KVT_LOG_INFO, "event=exit status=%d%s%s", err ? 1 : 0,

@@ -13,6 +13,10 @@
 
 #include "transport/proto.h"
 
+struct kvt_dev;
+struct kvt_dev_mem;
+struct kvt_dev_layout;
+
 struct kvt_engine_mem {
 	int refs;               /* atomic: the connection and each job using it */
 	uint8_t *map;
@@ -21,6 +25,11 @@ struct kvt_engine_mem {
 	uint32_t ns;            /* handle of the namespace it was registered for */
 	uint32_t layers, pages, kvn;
 	uint64_t layer_stride, kv_stride, page_stride, page_bytes;
+	/* imported through the device layer (then map is NULL and copies go
+	 * through kvt_dev_gather/scatter on `dev`) */
+	struct kvt_dev *dev;
+	struct kvt_dev_mem *dmem;
+	struct kvt_dev_layout *layout;
 };
 
 /* Map fd per r for a namespace whose pages are page_bytes long with kvn (1 or
@@ -31,6 +40,14 @@ struct kvt_engine_mem {
  * for an unsealed fd, or the errno of fstat/mmap. fd stays the caller's. */
 int kvt_engine_mem_map(int fd, const struct kvt_req_register *r, uint32_t kvn,
 		       uint64_t page_bytes, struct kvt_engine_mem **out);
+
+/* Open engine memory through the device layer instead: a CUDA IPC handle
+ * (fd < 0, r->ipc) on the cuda backend, or the memfd fd on the host backend,
+ * and register its layout for kvt_dev_gather/scatter. d is the namespace's
+ * descriptor. Errors as kvt_engine_mem_map, plus those of kvt_dev_mem_import
+ * and kvt_dev_layout_create. */
+int kvt_engine_mem_import(struct kvt_dev *dev, int fd, const struct kvt_req_register *r,
+			  const struct kvt_ns_desc *d, struct kvt_engine_mem **out);
 
 void kvt_engine_mem_get(struct kvt_engine_mem *m);
 /* Drop a reference; the last one unmaps. NULL is accepted. */

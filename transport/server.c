@@ -463,29 +463,35 @@ static int op_register(struct kvt_conn *c, const struct kvt_req *req)
 
 	if (!ns)
 		return -EBADF;
-	if (r->kind == KVT_MEM_CUDA_IPC)
-		return -EOPNOTSUPP; /* host backend: engine memory comes as a memfd */
-	if (c->n_fds == 0)
-		return -EBADF;
-	fd = c->fds[0];
-	memmove(c->fds, c->fds + 1, --c->n_fds * sizeof(int));
+	if (r->kind == KVT_MEM_CUDA_IPC && !c->srv->opts.dev_cuda)
+		return -EOPNOTSUPP; /* no GPU driven here: engine memory comes as a memfd */
+	if (r->kind == KVT_MEM_HOST_MEMFD) {
+		if (c->n_fds == 0)
+			return -EBADF;
+		fd = c->fds[0];
+		memmove(c->fds, c->fds + 1, --c->n_fds * sizeof(int));
+	} else {
+		fd = -1;
+	}
 	for (int i = 0; i < KVT_CONN_MAX_REGIONS && slot < 0; i++)
 		if (!c->regions[i])
 			slot = i;
-	if (slot < 0) {
-		close(fd);
-		return -EMFILE;
-	}
 	/* the region's pages are the namespace's: a block is layers x kvn pages */
 	d = &c->ns_desc[r->ns - 1];
 	kvn = d->layout == KVT_LAYOUT_MLA ? 1 : 2;
 	page = c->ns_block_bytes[r->ns - 1] / ((uint64_t)d->layers * kvn);
-	if (r->layers != d->layers || (kvn == 2 && r->kv_stride < page)) {
-		close(fd);
-		return -EINVAL;
-	}
-	err = kvt_engine_mem_map(fd, r, kvn, page, &m);
-	close(fd);
+	if (slot < 0)
+		err = -EMFILE;
+	else if (r->layers != d->layers || (kvn == 2 && r->kv_stride < page))
+		err = -EINVAL;
+	else if (r->kind == KVT_MEM_CUDA_IPC)
+		err = kvt_engine_mem_import(c->srv->opts.dev_cuda, -1, r, d, &m);
+	else if (c->srv->opts.dev_host)
+		err = kvt_engine_mem_import(c->srv->opts.dev_host, fd, r, d, &m);
+	else
+		err = kvt_engine_mem_map(fd, r, kvn, page, &m);
+	if (fd >= 0)
+		close(fd); /* mapped or duplicated: the daemon's copy is not needed */
 	if (err)
 		return err;
 	c->regions[slot] = m;

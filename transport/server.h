@@ -23,6 +23,8 @@
 
 #include "kvtier/store.h"
 
+struct kvt_dev;
+
 enum kvt_log_level {
 	KVT_LOG_ERROR = 0,
 	KVT_LOG_WARN = 1,
@@ -70,6 +72,12 @@ struct kvt_server_opts {
 	kvt_log_cb log;             /* NULL = no logging */
 	void *log_arg;
 	enum kvt_log_level log_level; /* default KVT_LOG_INFO */
+	struct kvt_dev *dev_cuda;   /* serves CUDA IPC registrations; NULL = refused
+	                             * (-EOPNOTSUPP). Not owned; the DRAM region
+	                             * should be registered with it (mapped). */
+	struct kvt_dev *dev_host;   /* when set, memfd registrations go through the
+	                             * device layer's host backend too (else the
+	                             * server maps them and copies itself). Not owned. */
 	enum kvt_prefault prefault_dram; /* fault the store's DRAM region in, so
 	                             * no save pays for first-touch page faults
 	                             * (default KVT_PREFAULT_NONE) */

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kvtier/device.h"
 #include "transport/server_int.h"
 
 void kvt_job_free(struct kvt_job *job)
@@ -58,6 +59,122 @@ static bool cancelled(const struct kvt_job *job)
 {
 	return __atomic_load_n(&job->conn->dead, __ATOMIC_ACQUIRE) ||
 	       __atomic_load_n(&job->conn->srv->stop, __ATOMIC_ACQUIRE) > 1;
+}
+
+/* ---- copies through the device layer (CUDA, or its host backend) -------- */
+
+struct layer_ctx {
+	struct kvt_server *srv;
+	struct kvt_job *job;
+};
+
+/* A scatter's layer is in engine memory (on a backend thread). */
+static void on_layer(void *arg, uint32_t layer)
+{
+	struct layer_ctx *x = arg;
+
+	__atomic_store_n(&x->job->layers_done, (int)layer + 1, __ATOMIC_RELEASE);
+	if (layer + 1 < x->job->mem->layers)
+		kvt_jobs_notify(x->srv, x->job, false);
+}
+
+/* Gather (save) or scatter (load) n blocks on a stream of their own and wait
+ * for it. Returns 0 or -errno (logged with the backend's message). */
+static int dev_xfer(struct kvt_server *srv, struct kvt_job *job, bool save,
+		    const uint32_t *pages, void *const *blocks, size_t n)
+{
+	struct kvt_engine_mem *m = job->mem;
+	struct layer_ctx ctx = { srv, job };
+	struct kvt_dev_xfer_opts o;
+	struct kvt_dev_stream *stream = NULL;
+	struct kvt_dev_event *ev = NULL;
+	int err;
+
+	err = kvt_dev_stream_create(m->dev, !save, &stream);
+	if (!err)
+		err = kvt_dev_event_create(m->dev, &ev);
+	if (err)
+		goto out;
+	kvt_dev_xfer_opts_init(&o, sizeof(o));
+	if (!save) {
+		o.layer_cb = on_layer;
+		o.layer_cb_arg = &ctx;
+	}
+	err = save ? kvt_dev_gather(m->layout, stream, pages, n, blocks, &o)
+		   : kvt_dev_scatter(m->layout, stream, pages, n, (const void *const *)blocks, &o);
+	if (!err)
+		err = kvt_dev_event_record(ev, stream);
+	if (!err)
+		err = kvt_dev_event_wait(ev);
+	else
+		kvt_dev_stream_sync(stream); /* nothing may still run on these buffers */
+out:
+	if (err)
+		kvt_srv_log(srv, KVT_LOG_WARN, "event=%s.device_error ticket=%llu err=\"%s\" dev=\"%s\"",
+			    save ? "save" : "load", (unsigned long long)job->ticket,
+			    kvt_strerror(err), kvt_dev_last_error());
+	kvt_dev_event_destroy(ev);
+	kvt_dev_stream_destroy(stream);
+	return err;
+}
+
+/* SAVE through the device layer: reserve every slot, one gather, commit. */
+static int32_t run_save_dev(struct kvt_server *srv, struct kvt_job *job)
+{
+	struct kvt_slot *slots = calloc(job->n, sizeof(*slots));
+	void **blocks = calloc(job->n, sizeof(*blocks));
+	uint32_t *pages = calloc(job->n, sizeof(*pages));
+	uint32_t i, m = 0;
+	int err = 0;
+
+	if (!slots || !blocks || !pages) {
+		free(slots);
+		free(blocks);
+		free(pages);
+		return -ENOMEM;
+	}
+	for (i = 0; i < job->n; i++) {
+		const struct kvt_key *parent = i ? &job->keys[i - 1] :
+					       job->has_parent ? &job->parent : NULL;
+
+		if (cancelled(job)) {
+			err = -ECANCELED;
+			break;
+		}
+		err = kvt_reserve(job->ns, &job->keys[i], parent, &slots[m]);
+		if (err == -EEXIST) {
+			__atomic_add_fetch(&srv->c.save_present, 1, __ATOMIC_RELAXED);
+			err = 0;
+			continue;
+		}
+		if (err)
+			break;
+		blocks[m] = slots[m].data;
+		pages[m++] = job->pages[i];
+	}
+	if (m) {
+		int xerr = dev_xfer(srv, job, true, pages, blocks, m);
+
+		for (uint32_t k = 0; k < m; k++) {
+			if (xerr) {
+				kvt_abort(job->ns, &slots[k]);
+				continue;
+			}
+			if (kvt_commit(job->ns, &slots[k]) == 0) {
+				__atomic_add_fetch(&srv->c.save_blocks, 1, __ATOMIC_RELAXED);
+				__atomic_add_fetch(&srv->c.gather_bytes, slots[k].len, __ATOMIC_RELAXED);
+			}
+		}
+		if (xerr) {
+			i = 0;
+			err = xerr;
+		}
+	}
+	free(slots);
+	free(blocks);
+	free(pages);
+	__atomic_store_n(&job->layers_done, (int)job->mem->layers, __ATOMIC_RELEASE);
+	return i == 0 && err ? err : (int32_t)i;
 }
 
 /* Result: the number of leading keys stored after the SAVE (newly saved or
@@ -112,6 +229,29 @@ static int32_t run_load(struct kvt_server *srv, struct kvt_job *job)
 		if (err)
 			break;
 	}
+	if (job->mem->layout && got && err != -ECANCELED) {
+		void **blocks = calloc(got, sizeof(*blocks));
+		int xerr = blocks ? 0 : -ENOMEM;
+
+		for (uint32_t i = 0; blocks && i < got; i++)
+			blocks[i] = slots[i].data;
+		if (!xerr)
+			xerr = dev_xfer(srv, job, false, job->pages, blocks, got);
+		free(blocks);
+		for (uint32_t i = 0; i < got; i++) {
+			if (!xerr)
+				__atomic_add_fetch(&srv->c.scatter_bytes, slots[i].len, __ATOMIC_RELAXED);
+			kvt_release(job->ns, &slots[i]);
+		}
+		free(slots);
+		if (xerr)
+			return xerr;
+		__atomic_add_fetch(&srv->c.load_blocks, got, __ATOMIC_RELAXED);
+		if (got < job->n)
+			__atomic_add_fetch(&srv->c.load_misses, job->n - got, __ATOMIC_RELAXED);
+		__atomic_store_n(&job->layers_done, (int)job->mem->layers, __ATOMIC_RELEASE);
+		return (int32_t)got;
+	}
 	if (got < job->n && err != -ECANCELED) {
 		__atomic_add_fetch(&srv->c.load_misses, job->n - got, __ATOMIC_RELAXED);
 		kvt_srv_log(srv, KVT_LOG_DEBUG, "event=load.short ticket=%llu blocks=%u of=%u err=\"%s\"",
@@ -156,7 +296,10 @@ static void *worker_main(void *arg)
 		job->qnext = NULL;
 		pthread_mutex_unlock(&srv->qlock);
 
-		job->result = job->op == KVT_OP_SAVE ? run_save(srv, job) : run_load(srv, job);
+		if (job->op == KVT_OP_SAVE)
+			job->result = job->mem->layout ? run_save_dev(srv, job) : run_save(srv, job);
+		else
+			job->result = run_load(srv, job);
 		kvt_jobs_notify(srv, job, true);
 	}
 }

@@ -64,6 +64,16 @@ int kvtd_start(struct kvtd_proc *d, const char *dir, const char *const *extra)
 	argv[n++] = "debug";
 	for (int i = 0; extra && extra[i] && n < 62; i++)
 		argv[n++] = extra[i];
+	/* $KVTD_EXTRA: more arguments, space-separated (the ctest variants that
+	 * run a test against another configuration) */
+	if (getenv("KVTD_EXTRA")) {
+		static char buf[512];
+		char *save, *tok;
+
+		snprintf(buf, sizeof(buf), "%s", getenv("KVTD_EXTRA"));
+		for (tok = strtok_r(buf, " ", &save); tok && n < 62; tok = strtok_r(NULL, " ", &save))
+			argv[n++] = tok;
+	}
 	argv[n] = NULL;
 
 	d->pid = fork();

@@ -19,7 +19,8 @@ struct kvtd_proc {
 const char *kvtd_binary(void);
 
 /* Start kvtierd with the socket and data dir in a fresh temp dir plus `extra`
- * arguments (NULL-terminated), and wait until it accepts connections.
+ * arguments (NULL-terminated) and those of $KVTD_EXTRA, and wait until it
+ * accepts connections.
  * Returns 0 or -1 (the log is printed). If dir is not NULL, reuse it. */
 int kvtd_start(struct kvtd_proc *d, const char *dir, const char *const *extra);
 
