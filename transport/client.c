@@ -341,10 +341,18 @@ int kvt_client_register(struct kvt_client *c, const struct kvt_client_ns *ns,
 	uint32_t region;
 	int err;
 
-	if (!c || !ns || !r || r->size != sizeof(*r) || r->memfd < 0)
+	if (!c || !ns || !r || r->size != sizeof(*r))
+		return -EINVAL;
+	if (r->memfd < 0 && (!r->cuda_ipc || r->cuda_ipc_len == 0 ||
+			     r->cuda_ipc_len > KVT_PROTO_MAX_IPC))
 		return -EINVAL;
 	m.ns = ns->handle;
-	m.kind = KVT_MEM_HOST_MEMFD;
+	m.kind = r->memfd >= 0 ? KVT_MEM_HOST_MEMFD : KVT_MEM_CUDA_IPC;
+	if (r->memfd < 0) {
+		m.ipc = r->cuda_ipc;
+		m.ipc_len = r->cuda_ipc_len;
+		m.device = r->device;
+	}
 	m.bytes = r->bytes;
 	m.offset = r->offset;
 	m.layers = r->layers;

@@ -83,6 +83,9 @@ char *kvt_metrics_json(struct kvt_server *srv)
 	}
 	json_object_set_new(server, "jobs_cancelled", json_integer((json_int_t)c->jobs_cancelled));
 	json_object_set_new(server, "workers", json_integer(srv->n_threads));
+	json_object_set_new(server, "gpu", json_boolean(srv->opts.dev_cuda != NULL));
+	json_object_set_new(server, "host_copy",
+			    json_string(srv->opts.dev_host ? "device" : "direct"));
 	json_object_set_new(root, "server", server);
 
 	json_object_set_new(copies, "gather_bytes", json_integer((json_int_t)ld(&c->gather_bytes)));

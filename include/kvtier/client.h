@@ -83,17 +83,25 @@ int kvt_client_prefix_keys(const struct kvt_client_ns *ns, const struct kvt_key 
  * one layer, so a block is `layers` pages (x2 with V). */
 struct kvt_client_region {
 	size_t size;             /* sizeof(struct kvt_client_region) */
-	int memfd;               /* host backend: a memfd sealed with F_SEAL_SHRINK */
+	int memfd;               /* host backend: a memfd sealed with F_SEAL_SHRINK;
+	                          * -1 for GPU memory named by cuda_ipc */
 	uint64_t bytes;          /* bytes of the region from offset */
 	uint64_t offset;
 	uint32_t layers, pages;
 	uint64_t layer_stride, kv_stride, page_stride;
+	/* GPU: the cudaIpcMemHandle_t of the allocation holding the KV pool
+	 * (offset and bytes inside it), when memfd is -1 */
+	const void *cuda_ipc;
+	uint32_t cuda_ipc_len;   /* <= 64 */
+	uint32_t device;         /* the engine's CUDA device ordinal */
 };
 
-/* Register engine memory for ns; the fd is passed to the daemon (the caller
- * keeps its own). Returns a region handle (> 0), or -EPERM (memfd not
- * sealed), -EINVAL (layout outside the region or not the namespace's),
- * -EBADF (unknown ns), -EMFILE (16 regions per connection). */
+/* Register engine memory for ns; a memfd is passed to the daemon (the caller
+ * keeps its own), a CUDA IPC handle is opened by the daemon's GPU. Returns a
+ * region handle (> 0), or -EPERM (memfd not sealed), -EINVAL (layout outside
+ * the region or not the namespace's), -EBADF (unknown ns), -EMFILE (16
+ * regions per connection), -EOPNOTSUPP (CUDA memory, and the daemon drives no
+ * GPU), -EFAULT (the daemon cannot open the IPC handle). */
 int kvt_client_register(struct kvt_client *c, const struct kvt_client_ns *ns,
 			const struct kvt_client_region *region);
 

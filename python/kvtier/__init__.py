@@ -90,7 +90,8 @@ class _Region(ctypes.Structure):
                 ("bytes", ctypes.c_uint64), ("offset", ctypes.c_uint64),
                 ("layers", ctypes.c_uint32), ("pages", ctypes.c_uint32),
                 ("layer_stride", ctypes.c_uint64), ("kv_stride", ctypes.c_uint64),
-                ("page_stride", ctypes.c_uint64)]
+                ("page_stride", ctypes.c_uint64), ("cuda_ipc", ctypes.c_void_p),
+                ("cuda_ipc_len", ctypes.c_uint32), ("device", ctypes.c_uint32)]
 
 
 _P = ctypes.POINTER
@@ -314,10 +315,19 @@ class Client:
         return Namespace(raw, layers, d.layout, page_bytes)
 
     def register(self, ns, mem):
-        """Register EngineMemory (or any object with its attributes); returns a region."""
+        """Register EngineMemory (or any object with its attributes: fd, nbytes,
+        layers, pages, strides; for GPU memory fd = -1 and cuda_ipc = the 64
+        bytes of a cudaIpcMemHandle_t, e.g. from torch's storage._share_cuda_());
+        returns a region."""
         r = _Region()
         r.size = ctypes.sizeof(r)
         r.memfd = mem.fd
+        ipc = getattr(mem, "cuda_ipc", None)
+        if ipc is not None:
+            ipc_buf = ctypes.create_string_buffer(bytes(ipc), len(ipc))
+            r.cuda_ipc = ctypes.cast(ipc_buf, ctypes.c_void_p)
+            r.cuda_ipc_len = len(ipc)
+            r.device = getattr(mem, "device", 0)
         r.bytes = mem.nbytes
         r.offset = getattr(mem, "offset", 0)
         r.layers, r.pages = mem.layers, mem.pages

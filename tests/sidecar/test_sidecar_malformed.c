@@ -225,6 +225,27 @@ static void bad_registrations_are_refused(void **state)
 	assert_int_equal(kvt_client_register(c, &ns, &r), -EINVAL);
 	r.bytes = bytes;
 	assert_true(kvt_client_register(c, &ns, &r) > 0);
+	/* GPU memory by CUDA IPC handle: refused clearly where no GPU is driven */
+	{
+		uint8_t ipc[64] = { 1, 2, 3 };
+
+		r.memfd = -1;
+		assert_int_equal(kvt_client_register(c, &ns, &r), -EINVAL); /* no handle */
+		r.cuda_ipc = ipc;
+		r.cuda_ipc_len = sizeof(ipc);
+		char *st = NULL;
+		bool gpu;
+
+		assert_int_equal(kvt_client_stats(c, &st), 0);
+		gpu = strstr(st, "\"gpu\":true") != NULL;
+		free(st);
+		if (!gpu)
+			assert_int_equal(kvt_client_register(c, &ns, &r), -EOPNOTSUPP);
+		else /* a daemon with a GPU tries, and a made-up handle cannot open */
+			assert_true(kvt_client_register(c, &ns, &r) < 0);
+		r.cuda_ipc = NULL;
+		r.cuda_ipc_len = 0;
+	}
 	munmap(map, bytes);
 	close(fd);
 	kvt_client_close(c);
