@@ -26,6 +26,7 @@
 
 #include "bench/bench.h"
 #include "kvtier/client.h"
+#include "kvtier/device.h"
 #include "kvtier/store.h"
 #include "transport/server.h"
 
@@ -38,6 +39,7 @@ struct sc_args {
 	unsigned workers;
 	uint64_t dram;
 	bool json;
+	bool host_copy_device;
 };
 
 static void usage(FILE *f)
@@ -56,6 +58,8 @@ static void usage(FILE *f)
 "  --xfer-blocks N    2 MiB blocks per SAVE/LOAD in the throughput run (default 32)\n"
 "  --reps N           throughput repetitions, the median is reported (default 5)\n"
 "  --workers N        server copy threads (default 4)\n"
+"  --host-copy HOW    direct (default: the server maps the memfd and copies) or\n"
+"                     device (through the device layer's host backend)\n"
 "  --dram SIZE        DRAM tier capacity, prefaulted as kvtierd does (default 256M;\n"
 "                     must hold the blocks)\n"
 "  --json             print one JSON object instead of a table\n"
@@ -74,6 +78,7 @@ static int parse_args(int argc, char **argv, struct sc_args *a)
 		{ "xfer-blocks", required_argument, NULL, 'x' }, { "reps", required_argument, NULL, 'r' },
 		{ "workers", required_argument, NULL, 'w' }, { "dram", required_argument, NULL, 'd' },
 		{ "json", no_argument, NULL, 'j' }, { "help", no_argument, NULL, 'h' },
+		{ "host-copy", required_argument, NULL, 'H' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int opt;
@@ -107,6 +112,11 @@ static int parse_args(int argc, char **argv, struct sc_args *a)
 				return -EINVAL;
 			break;
 		case 'j': a->json = true; break;
+		case 'H':
+			if (strcmp(optarg, "direct") && strcmp(optarg, "device"))
+				return -EINVAL;
+			a->host_copy_device = !strcmp(optarg, "device");
+			break;
 		case 'h': usage(stdout); exit(0);
 		default: return -EINVAL;
 		}
@@ -123,6 +133,7 @@ struct sc_server {
 	char socket[128];
 	struct kvt_store *store;
 	struct kvt_server *srv;
+	struct kvt_dev *dev;
 	pthread_t thread;
 };
 
@@ -156,6 +167,16 @@ static int server_start(struct sc_server *s, const struct sc_args *a)
 	vo.n_tenants = 1;
 	vo.workers = a->workers;
 	vo.prefault_dram = KVT_PREFAULT_BEFORE; /* steady state, as kvtierd reaches it */
+	if (a->host_copy_device) {
+		struct kvt_dev_opts d;
+
+		kvt_dev_opts_init(&d, sizeof(d));
+		d.backend = KVT_DEV_HOST;
+		err = kvt_dev_open(&d, &s->dev);
+		if (err)
+			return err;
+		vo.dev_host = s->dev;
+	}
 	err = kvt_server_open(&vo, &s->srv);
 	if (err)
 		return err;
@@ -170,6 +191,7 @@ static void server_stop(struct sc_server *s)
 		pthread_join(s->thread, NULL);
 		kvt_server_close(s->srv);
 	}
+	kvt_dev_close(s->dev);
 	kvt_store_close(s->store);
 	rmdir(s->dir);
 }
@@ -503,6 +525,7 @@ int kvt_bench_sidecar_main(int argc, char **argv)
 		json_object_set_new(root, "load_vs_memcpy", json_real(x.load_ratio));
 		json_object_set_new(root, "block_bytes", json_integer((json_int_t)x.block_bytes));
 		json_object_set_new(root, "xfer_blocks", json_integer(a.xfer_blocks));
+		json_object_set_new(root, "host_copy", json_string(a.host_copy_device ? "device" : "direct"));
 		for (int i = 0; i < a.n_clients; i++) {
 			json_t *r = json_object();
 			char key[48];
@@ -536,8 +559,9 @@ int kvt_bench_sidecar_main(int argc, char **argv)
 			       lat[i].p50[o], lat[i].p99[o], lat[i].ops_per_s[o]);
 	printf("LOOKUP(64 keys) p50 / PING p50 = %.2f with %d client(s) (target <= 2)\n\n",
 	       lat[0].p50[OP_LOOKUP] / lat[0].p50[OP_PING], lat[0].clients);
-	printf("throughput, %d blocks of %llu KiB per op, median of %d (GB/s)\n", a.xfer_blocks,
-	       (unsigned long long)(x.block_bytes >> 10), a.reps);
+	printf("throughput, %d blocks of %llu KiB per op, median of %d, %s copies (GB/s)\n",
+	       a.xfer_blocks, (unsigned long long)(x.block_bytes >> 10), a.reps,
+	       a.host_copy_device ? "device-layer" : "direct");
 	printf("  memcpy %.2f   save %.2f (%.2fx)   load %.2f (%.2fx)   (target >= 0.8x)\n",
 	       x.memcpy_gbps, x.save_gbps, x.save_ratio, x.load_gbps, x.load_ratio);
 	return 0;
