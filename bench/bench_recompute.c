@@ -16,6 +16,7 @@
  * median over --reps repetitions. */
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -534,6 +535,11 @@ out:
 	return bw;
 }
 
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+
 /* The SSD tier through the store: blocks of the model's layout put into a
  * store whose DRAM tier holds an eighth of them, so the demoter moves the
  * rest to SSD (a fresh directory under dir); then, per repetition, the
@@ -639,12 +645,8 @@ out:
 	free(keys);
 	kvt_store_close(store);
 	/* the segment files, then the directory */
-	{
-		char cmd[4200];
-		snprintf(cmd, sizeof(cmd), "rm -rf -- '%s'", sub);
-		if (system(cmd) != 0)
-			fprintf(stderr, "kvtier-bench recompute: could not remove %s\n", sub);
-	}
+	if (nftw(sub, rm_entry, 16, FTW_DEPTH | FTW_PHYS))
+		fprintf(stderr, "kvtier-bench recompute: could not remove %s\n", sub);
 	return bw;
 }
 
