@@ -262,13 +262,11 @@ static void table_delete(struct kvt_index *idx, size_t hole)
 	idx->table[hole] = (struct slot){ 0, KVT_NIL };
 }
 
-void kvt_index_erase(struct kvt_index *idx, uint32_t i)
+void kvt_index_orphan_children(struct kvt_index *idx, uint32_t i)
 {
 	struct kvt_rec *r = kvt_index_rec(idx, i);
-	uint32_t c;
 
-	kvt_index_unlink(idx, i);
-	for (c = r->first_child; c != KVT_NIL;) {
+	for (uint32_t c = r->first_child; c != KVT_NIL;) {
 		struct kvt_rec *child = kvt_index_rec(idx, c);
 		uint32_t next = child->next_sibling;
 
@@ -277,6 +275,14 @@ void kvt_index_erase(struct kvt_index *idx, uint32_t i)
 		c = next;
 	}
 	r->first_child = KVT_NIL;
+}
+
+void kvt_index_erase(struct kvt_index *idx, uint32_t i)
+{
+	struct kvt_rec *r = kvt_index_rec(idx, i);
+
+	kvt_index_unlink(idx, i);
+	kvt_index_orphan_children(idx, i);
 	table_delete(idx, slot_of(idx, r->ns, &r->key, key_hash(r->ns, &r->key)));
 	r->state = KVT_REC_FREE;
 	r->next_sibling = idx->free_head;

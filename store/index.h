@@ -81,6 +81,9 @@ void kvt_index_erase(struct kvt_index *idx, uint32_t i);
 /* Detach record i from its parent's child list (parent becomes KVT_NIL). */
 void kvt_index_unlink(struct kvt_index *idx, uint32_t i);
 
+/* Make every child of record i an orphan (parent KVT_NIL); i is left childless. */
+void kvt_index_orphan_children(struct kvt_index *idx, uint32_t i);
+
 /* Link child under parent (both live): child->parent = parent, and child
  * joins parent's child list. */
 void kvt_index_link(struct kvt_index *idx, uint32_t parent, uint32_t child);
