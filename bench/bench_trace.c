@@ -267,6 +267,8 @@ static int parse_args(int argc, char **argv, struct cfg *c)
 			t = opt == O_HBM_BLOCKS ? KVT_TIER_HBM :
 			    opt == O_SSD_BLOCKS ? KVT_TIER_SSD : KVT_TIER_DRAM;
 			err = parse_blocks(optarg, &v);
+			if (!err && !v)
+				err = -EINVAL; /* a tier with no room: leave it out */
 			c->ro.capacity[t] = v;
 			c->tier_bytes[t] = 0;
 			c->tier_set[t] = true;
@@ -327,14 +329,27 @@ static int parse_args(int argc, char **argv, struct cfg *c)
 
 /* Byte capacities become blocks; a tier given no capacity is absent unless
  * none is given at all (then DRAM is infinite). */
-static void resolve_capacities(struct cfg *c)
+static int resolve_capacities(struct cfg *c)
 {
 	bool any = false;
 
 	c->ro.block_bytes = c->kv_bytes_per_token * c->ro.block_tokens;
+	if (!c->ro.block_bytes) {
+		fprintf(stderr, "trace: --kv-bytes-per-token must be > 0\n");
+		return -EINVAL;
+	}
 	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
-		if (c->tier_set[t] && c->tier_bytes[t])
+		if (c->tier_set[t] && c->tier_bytes[t]) {
 			c->ro.capacity[t] = c->tier_bytes[t] / c->ro.block_bytes;
+			if (!c->ro.capacity[t]) {
+				fprintf(stderr, "trace: %s capacity below one block of %llu bytes\n",
+					kvt_tier_name(t), (unsigned long long)c->ro.block_bytes);
+				return -EINVAL;
+			}
+		} else if (c->tier_set[t] && !c->ro.capacity[t]) {
+			fprintf(stderr, "trace: %s capacity must be > 0\n", kvt_tier_name(t));
+			return -EINVAL;
+		}
 		any |= c->tier_set[t];
 	}
 	if (!any)
@@ -343,15 +358,19 @@ static void resolve_capacities(struct cfg *c)
 		for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++)
 			if (!c->tier_set[t])
 				c->ro.capacity[t] = 0;
+	return 0;
 }
 
-static int open_reader(const struct cfg *c, bool progress, struct kvt_trace_reader **r)
+static int open_reader(const struct cfg *c, bool progress, bool report,
+		       struct kvt_trace_reader **r)
 {
 	struct kvt_trace_reader_opts o;
 	int err;
 
 	kvt_trace_reader_opts_init(&o, sizeof(o));
 	o.skip_bad = c->skip_bad;
+	if (!report)
+		o.errors = NULL; /* the replay pass reported them already */
 	o.progress = progress && !c->quiet;
 	err = kvt_trace_reader_open(c->trace, &o, r);
 	if (err)
@@ -365,7 +384,7 @@ static int parse_pass(const struct cfg *c, double *seconds)
 	struct kvt_trace_reader *r;
 	struct kvt_trace_req req;
 	uint64_t t0 = kvt_bench_now_ns(), sum = 0;
-	int err = open_reader(c, false, &r);
+	int err = open_reader(c, false, false, &r);
 
 	if (err)
 		return err;
@@ -389,7 +408,7 @@ static int replay_pass(const struct cfg *c, struct kvt_replay **rs, size_t n, bo
 	struct kvt_trace_reader *r;
 	struct kvt_trace_req req;
 	uint64_t in_replay = 0, t0 = kvt_bench_now_ns();
-	int err = open_reader(c, progress, &r);
+	int err = open_reader(c, progress, progress, &r);
 
 	if (err)
 		return err;
@@ -597,7 +616,7 @@ static int run_payload(struct cfg *c)
 		fprintf(stderr, "trace: payload store: %s\n", kvt_strerror(err));
 		return err;
 	}
-	err = open_reader(c, true, &r);
+	err = open_reader(c, true, true, &r);
 	if (err)
 		goto out;
 	while ((err = kvt_trace_reader_next(r, &req)) == 1) {
@@ -748,7 +767,8 @@ int kvt_bench_trace_main(int argc, char **argv)
 		return run_generate(&c) ? 1 : 0;
 	if (c.convert)
 		return run_convert(&c) ? 1 : 0;
-	resolve_capacities(&c);
+	if (resolve_capacities(&c))
+		return 2;
 	if (!c.trace) {
 		int fd = mkstemp(tmp);
 		FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
