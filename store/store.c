@@ -17,27 +17,9 @@
 
 #include "kvtier/store.h"
 #include "store/catalog.h"
+#include "store/store_impl.h"
+#include "store/tiering.h"
 #include "tiers/dram.h"
-
-#define MAX_NAMESPACES 65535
-
-struct kvt_ns {
-	struct kvt_store *store;
-	uint16_t id; /* 1-based; the index keys blocks by (id, key) */
-	struct kvt_ns_desc desc;
-	uint64_t block_bytes;
-	struct kvt_key salt;
-};
-
-struct kvt_store {
-	pthread_mutex_t lock;
-	struct kvt_store_opts opts;
-	struct kvt_catalog cat;
-	struct kvt_tier_impl *dram;
-	struct kvt_ns **ns;
-	uint32_t n_ns;
-	struct kvt_store_stats counters; /* tier[] holds hits/bytes/evictions/errors */
-};
 
 void kvt_store_opts_init(struct kvt_store_opts *opts, size_t size_bytes)
 {
@@ -85,9 +67,16 @@ int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out)
 		err = -err;
 		goto fail_catalog;
 	}
+	if (opts->ssd_dir) {
+		err = kvt_tiering_open(s, opts);
+		if (err)
+			goto fail_lock;
+	}
 	*out = s;
 	return 0;
 
+fail_lock:
+	pthread_mutex_destroy(&s->lock);
 fail_catalog:
 	kvt_catalog_fini(&s->cat);
 fail_dram:
@@ -101,6 +90,7 @@ void kvt_store_close(struct kvt_store *s)
 {
 	if (!s)
 		return;
+	kvt_tiering_close(s); /* stops the demoter before anything it uses goes */
 	for (uint32_t i = 0; i < s->n_ns; i++)
 		free(s->ns[i]);
 	free(s->ns);
@@ -227,7 +217,10 @@ int kvt_ns_attach(struct kvt_store *s, const struct kvt_ns_desc *desc, struct kv
 	ns->desc.size = sizeof(ns->desc);
 	ns->block_bytes = bytes;
 	ns->salt = salt;
+	kvt_codec_cfg_init(&ns->ssd_codec);
 	s->ns[s->n_ns++] = ns;
+	if (s->tiering)
+		kvt_tiering_import(s, ns);
 	*out = ns;
 	err = 0;
 unlock:
@@ -261,19 +254,18 @@ static inline struct kvt_rec *rec(struct kvt_store *s, uint32_t i)
 	return kvt_index_rec(s->cat.idx, i);
 }
 
-/* Free a record's bytes and forget it. */
-static void discard(struct kvt_store *s, uint32_t i)
+void kvt_store_discard(struct kvt_store *s, uint32_t i)
 {
 	struct kvt_rec *r = rec(s, i);
 
 	if (r->tier == KVT_TIER_DRAM)
 		s->dram->ops->free(s->dram, r->loc);
+	else if (r->tier == KVT_TIER_SSD && s->tiering)
+		kvt_tiering_free(s, r->loc);
 	kvt_catalog_drop(&s->cat, i);
 }
 
-/* A DRAM slot for `bytes`, evicting cold blocks as the policy orders until
- * one fits. Called with the lock held. */
-static int dram_alloc_evicting(struct kvt_store *s, uint64_t bytes, uint64_t *loc)
+int kvt_store_dram_alloc(struct kvt_store *s, uint64_t bytes, uint64_t *loc)
 {
 	for (;;) {
 		int err = s->dram->ops->alloc(s->dram, bytes, loc);
@@ -281,11 +273,15 @@ static int dram_alloc_evicting(struct kvt_store *s, uint64_t bytes, uint64_t *lo
 
 		if (err != -ENOSPC)
 			return err;
+		/* with an SSD tier, overflow demotes; a block is dropped only
+		 * when the demoter cannot move any (SSD degraded, all pinned) */
+		if (s->tiering && kvt_tiering_make_room(s))
+			continue;
 		victim = kvt_catalog_victim(&s->cat, KVT_TIER_DRAM);
 		if (victim == KVT_NIL)
 			return -ENOSPC;
 		s->counters.tier[KVT_TIER_DRAM].evictions++;
-		discard(s, victim);
+		kvt_store_discard(s, victim);
 	}
 }
 
@@ -305,7 +301,7 @@ static int reserve_locked(struct kvt_ns *ns, const struct kvt_key *key, uint32_t
 	if (err)
 		return err;
 	rec(s, i)->size = (uint32_t)ns->block_bytes;
-	err = dram_alloc_evicting(s, ns->block_bytes, &rec(s, i)->loc);
+	err = kvt_store_dram_alloc(s, ns->block_bytes, &rec(s, i)->loc);
 	if (err) {
 		kvt_catalog_drop(&s->cat, i);
 		return err;
@@ -322,6 +318,8 @@ static void publish_locked(struct kvt_ns *ns, uint32_t i, const struct kvt_key *
 	kvt_catalog_publish(&s->cat, i, KVT_TIER_DRAM, parent);
 	s->counters.puts++;
 	s->counters.tier[KVT_TIER_DRAM].bytes_in += ns->block_bytes;
+	if (s->tiering)
+		kvt_tiering_kick(s);
 }
 
 int kvt_put(struct kvt_ns *ns, const struct kvt_key *key, const struct kvt_key *parent,
@@ -377,7 +375,20 @@ static void unhold_locked(struct kvt_store *s, uint32_t i)
 {
 	kvt_catalog_busy(&s->cat, i, -1);
 	if (rec(s, i)->state == KVT_REC_DYING && rec(s, i)->busy == 0)
-		discard(s, i);
+		kvt_store_discard(s, i);
+}
+
+/* Bring held block i from SSD into DRAM; on failure the hold is dropped.
+ * Lock held (released during the read). */
+static int promote_locked(struct kvt_store *s, uint32_t i)
+{
+	int err = kvt_tiering_promote(s, i);
+
+	if (err) {
+		s->counters.get_misses++;
+		unhold_locked(s, i);
+	}
+	return err;
 }
 
 /* Verify a block read from DRAM when checksums are kept at put. A mismatch
@@ -408,6 +419,8 @@ int kvt_get(struct kvt_ns *ns, const struct kvt_key *key, void *buf, size_t len)
 	s = ns->store;
 	pthread_mutex_lock(&s->lock);
 	err = hold_for_read(ns, key, &i);
+	if (!err && rec(s, i)->tier == KVT_TIER_SSD)
+		err = promote_locked(s, i);
 	src = err ? NULL : s->dram->ops->slot_ptr(s->dram, rec(s, i)->loc);
 	pthread_mutex_unlock(&s->lock);
 	if (err)
@@ -498,7 +511,7 @@ void kvt_abort(struct kvt_ns *ns, struct kvt_slot *slot)
 	pthread_mutex_lock(&s->lock);
 	i = pending_of(ns, slot);
 	if (i != KVT_NIL) {
-		discard(s, i);
+		kvt_store_discard(s, i);
 		slot->data = NULL;
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -515,6 +528,8 @@ int kvt_acquire(struct kvt_ns *ns, const struct kvt_key *key, struct kvt_slot *s
 	s = ns->store;
 	pthread_mutex_lock(&s->lock);
 	err = hold_for_read(ns, key, &i);
+	if (!err && rec(s, i)->tier == KVT_TIER_SSD)
+		err = promote_locked(s, i);
 	if (!err) {
 		slot->data = s->dram->ops->slot_ptr(s->dram, rec(s, i)->loc);
 		slot->len = ns->block_bytes;
@@ -647,7 +662,7 @@ int kvt_remove(struct kvt_ns *ns, const struct kvt_key *key)
 		if (rec(s, i)->busy)
 			kvt_catalog_retire(&s->cat, i);
 		else
-			discard(s, i);
+			kvt_store_discard(s, i);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return err;
@@ -668,6 +683,8 @@ int kvt_store_stats(struct kvt_store *s, struct kvt_store_stats *out)
 		st.blocks += s->cat.blocks[t];
 	}
 	s->dram->ops->stats(s->dram, &st.tier[KVT_TIER_DRAM]);
+	if (s->tiering)
+		kvt_tiering_stats(s, &st);
 	st.namespaces = s->n_ns;
 	st.index_bytes = kvt_index_memory(s->cat.idx);
 	pthread_mutex_unlock(&s->lock);

@@ -97,6 +97,14 @@ int kvt_ns_attach(struct kvt_store *store, const struct kvt_ns_desc *desc,
 
 uint64_t kvt_ns_block_bytes(const struct kvt_ns *ns);
 
+/* How the namespace's blocks are compressed on the SSD tier: codec "raw"
+ * (the default), "lz4", or "shuf16-lz4" (the bytes of 16-bit elements
+ * grouped by significance, for bf16/fp16, then LZ4). A block whose ratio
+ * raw/stored is below min_ratio (0 = 1.1) is stored raw. Applies to blocks
+ * written to SSD from now on; reads decode whatever a record holds. Returns
+ * 0, or -EINVAL (unknown codec, no SSD tier). */
+int kvt_ns_set_ssd_codec(struct kvt_ns *ns, const char *codec, double min_ratio);
+
 /* Stable 128-bit identity of the namespace (a digest of its descriptor):
  * the salt of its prefix keys and its name on disk. */
 const struct kvt_key *kvt_ns_salt(const struct kvt_ns *ns);

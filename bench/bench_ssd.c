@@ -1,0 +1,597 @@
+/* kvtier-bench ssd: the SSD tier's write and read throughput and latency per
+ * block size and queue depth, beside fio with the same engine (io_uring),
+ * block size, queue depth, O_DIRECT and total size on the same file system in
+ * the same run; and LZ4 with and without the 16-bit byte shuffle on real
+ * floating-point tensors (random normal bf16, and the K/V of a small attention
+ * computation done here), beside memcpy.
+ *
+ * kvtier writes records (a 4 KiB header + the block) from a DRAM region
+ * registered as fixed buffers, in batches the tier keeps `qd` operations deep;
+ * its MB/s counts block bytes only, so the header is overhead it pays. Latency
+ * is per record: submission to completion of its I/O. Every figure is a
+ * median over --reps repetitions. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "bench/bench.h"
+#include "tiers/codec.h"
+#include "tiers/ssd.h"
+
+#define MAX_LIST 16
+
+struct ssd_args {
+	const char *dir;
+	uint64_t blocks[MAX_LIST];
+	int n_blocks;
+	uint64_t qds[MAX_LIST];
+	int n_qds;
+	uint64_t bytes;
+	uint64_t comp_bytes;
+	int reps;
+	bool sync, threads, no_fio, no_comp, json;
+};
+
+struct ssd_case {
+	const char *op;
+	uint64_t block, qd;
+	double kvt_mbps, fio_mbps, p50_us, p99_us, fio_p50_us, fio_p99_us;
+};
+
+struct comp_case {
+	const char *data;
+	const char *codec;
+	double ratio, enc_gbps, dec_gbps, memcpy_gbps;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: kvtier-bench ssd [OPTIONS]\n"
+"\n"
+"Measures the SSD tier: write and read MB/s and per-record p50/p99 latency per\n"
+"block size and queue depth, beside fio (io_uring, O_DIRECT, same block size,\n"
+"queue depth and total size, same directory) run by the bench when installed;\n"
+"then LZ4 with and without the 16-bit byte shuffle on bf16 tensors (random\n"
+"normal; K/V of a small attention computation) beside memcpy. Medians.\n"
+"\n"
+"options:\n"
+"  --dir DIR          directory on the file system under test (default\n"
+"                     ./kvtier-bench-ssd.d, created and removed)\n"
+"  --blocks LIST      block sizes (default 256K,1M,32M; 256K to 32M meaningful)\n"
+"  --qd LIST          queue depths (default 1,16; 1 to 64)\n"
+"  --bytes SIZE       bytes written then read per case (default 32M; at least\n"
+"                     2 blocks)\n"
+"  --reps N           repetitions, the median is reported (default 3)\n"
+"  --sync             fdatasync each batch before it counts as written (the\n"
+"                     tier's durable default); fio then gets --fdatasync too\n"
+"  --threads          use the pread/pwrite thread pool instead of io_uring\n"
+"                     (fio keeps io_uring: the ratio shows the fallback's cost)\n"
+"  --no-fio           skip fio (fio_mbps and ratio are then 0)\n"
+"  --comp-bytes SIZE  tensor size for the compression figures (default 4M)\n"
+"  --no-comp          skip the compression figures\n"
+"  --json             print one JSON object instead of a table\n"
+"  -h, --help         this text\n"
+"\n"
+"SIZE and LIST entries take K, M, G suffixes (powers of 1024). MB = 1e6 bytes.\n");
+}
+
+static int parse_list(const char *s, uint64_t *v, int *n, bool sizes)
+{
+	char *copy = strdup(s), *save = NULL, *tok;
+	int err = 0;
+
+	*n = 0;
+	for (tok = strtok_r(copy, ",", &save); tok && !err; tok = strtok_r(NULL, ",", &save)) {
+		if (*n == MAX_LIST) {
+			err = -EINVAL;
+			break;
+		}
+		if (sizes)
+			err = kvt_bench_parse_size(tok, &v[*n]);
+		else
+			v[*n] = strtoull(tok, NULL, 0);
+		(*n)++;
+	}
+	free(copy);
+	return err || !*n ? -EINVAL : 0;
+}
+
+static int parse_args(int argc, char **argv, struct ssd_args *a)
+{
+	static const struct option opts[] = {
+		{ "dir", required_argument, NULL, 'd' },
+		{ "blocks", required_argument, NULL, 'b' },
+		{ "qd", required_argument, NULL, 'q' },
+		{ "bytes", required_argument, NULL, 'B' },
+		{ "reps", required_argument, NULL, 'r' },
+		{ "sync", no_argument, NULL, 's' },
+		{ "threads", no_argument, NULL, 't' },
+		{ "no-fio", no_argument, NULL, 'F' },
+		{ "comp-bytes", required_argument, NULL, 'c' },
+		{ "no-comp", no_argument, NULL, 'C' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	int c, err = 0;
+
+	*a = (struct ssd_args){ .dir = NULL, .bytes = 32 << 20, .comp_bytes = 4 << 20, .reps = 3 };
+	parse_list("256K,1M,32M", a->blocks, &a->n_blocks, true);
+	parse_list("1,16", a->qds, &a->n_qds, false);
+	optind = 1;
+	while (!err && (c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': a->dir = optarg; break;
+		case 'b': err = parse_list(optarg, a->blocks, &a->n_blocks, true); break;
+		case 'q': err = parse_list(optarg, a->qds, &a->n_qds, false); break;
+		case 'B': err = kvt_bench_parse_size(optarg, &a->bytes); break;
+		case 'r': a->reps = atoi(optarg); break;
+		case 's': a->sync = true; break;
+		case 't': a->threads = true; break;
+		case 'F': a->no_fio = true; break;
+		case 'c': err = kvt_bench_parse_size(optarg, &a->comp_bytes); break;
+		case 'C': a->no_comp = true; break;
+		case 'j': a->json = true; break;
+		case 'h': usage(stdout); exit(0);
+		default: usage(stderr); return -EINVAL;
+		}
+	}
+	for (int i = 0; !err && i < a->n_blocks; i++)
+		if (a->blocks[i] < 4096 || a->blocks[i] % 4096 || a->blocks[i] > (1ULL << 30))
+			err = -EINVAL;
+	for (int i = 0; !err && i < a->n_qds; i++)
+		if (a->qds[i] < 1 || a->qds[i] > 1024)
+			err = -EINVAL;
+	if (err || a->reps < 1 || a->comp_bytes < 4096) {
+		fprintf(stderr, "kvtier-bench ssd: bad options (blocks: 4K multiples up to 1G; "
+				"qd 1..1024; reps >= 1)\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* ---- the tier ----------------------------------------------------------- */
+
+static int cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+/* One write pass then one read pass of n blocks at queue depth qd. Fills
+ * MB/s and latency quantiles (of this repetition) for both. */
+static int run_tier(const struct ssd_args *a, const char *dir, uint64_t block, uint64_t qd,
+		    uint64_t n, char *region, double mbps[2], double p50[2], double p99[2])
+{
+	struct kvt_ssd_opts o;
+	struct kvt_ssd *ssd;
+	struct kvt_ssd_write *w = calloc(n, sizeof(*w));
+	struct kvt_ssd_read *r = calloc(n, sizeof(*r));
+	uint64_t *lat = calloc(n, sizeof(*lat));
+	uint64_t batch = qd * 8 < 64 ? 64 : qd * 8;
+	int err = -ENOMEM;
+
+	if (!w || !r || !lat)
+		goto out;
+	kvt_ssd_opts_init(&o, sizeof(o));
+	o.dir = dir;
+	o.segment_bytes = (block + 4096) * (n < 64 ? n : 64);
+	o.capacity_bytes = o.segment_bytes * ((n + 63) / 64 + 1);
+	o.queue_depth = (uint32_t)qd;
+	o.max_inflight_bytes = 1ULL << 40; /* the queue depth is the limit here */
+	o.sync = a->sync;
+	o.force_threads = a->threads;
+	o.threads = (uint32_t)qd;
+	/* the tier's queue depth counts records (header + body operations) */
+	err = kvt_ssd_open(&o, NULL, NULL, &ssd);
+	if (err)
+		goto out;
+	kvt_ssd_register_region(ssd, region, n * block);
+	for (uint64_t i = 0; i < n; i++) {
+		w[i] = (struct kvt_ssd_write){ .ns_id = 1, .data = region + i * block, .len = block };
+		memcpy(w[i].key.bytes, &i, sizeof(i));
+	}
+	for (int pass = 0; pass < 2 && !err; pass++) {
+		uint64_t t0 = kvt_bench_now_ns(), done = 0;
+
+		for (uint64_t i = 0; i < n; i += batch) {
+			uint64_t m = n - i < batch ? n - i : batch;
+			done += (uint64_t)(pass == 0 ? kvt_ssd_write(ssd, w + i, m) :
+						       kvt_ssd_read(ssd, r + i, m));
+		}
+		double secs = (double)(kvt_bench_now_ns() - t0) / 1e9;
+		if (done != n) {
+			fprintf(stderr, "kvtier-bench ssd: %s of %llu blocks: %llu done (%s)\n",
+				pass ? "read" : "write", (unsigned long long)n,
+				(unsigned long long)done,
+				strerror(-(pass ? r[0].res : w[0].res)));
+			err = -EIO;
+			break;
+		}
+		for (uint64_t i = 0; i < n; i++)
+			lat[i] = pass == 0 ? w[i].lat_ns : r[i].lat_ns;
+		qsort(lat, n, sizeof(*lat), cmp_u64);
+		mbps[pass] = (double)(n * block) / secs / 1e6;
+		p50[pass] = (double)lat[(n - 1) / 2] / 1e3;
+		p99[pass] = (double)lat[(size_t)((double)(n - 1) * 0.99)] / 1e3;
+		if (pass == 0)
+			for (uint64_t i = 0; i < n; i++)
+				r[i] = (struct kvt_ssd_read){ .loc = w[i].loc, .ns_id = 1, .key = w[i].key,
+							      .buf = region + i * block, .len = block };
+	}
+	kvt_ssd_close(ssd);
+out:
+	free(lat);
+	free(r);
+	free(w);
+	return err;
+}
+
+static void rm_tree(const char *dir)
+{
+	char cmd[8192];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd))
+		fprintf(stderr, "kvtier-bench ssd: cannot remove %s\n", dir);
+}
+
+/* ---- fio ---------------------------------------------------------------- */
+
+static bool have_fio(void)
+{
+	return system("fio --version >/dev/null 2>&1") == 0;
+}
+
+/* Run fio once: op "write" or "read" on file, n blocks. Fills MB/s, p50, p99
+ * of completion latency. Returns 0 or -EIO. */
+static int run_fio(const struct ssd_args *a, const char *file, const char *op, uint64_t block,
+		   uint64_t qd, uint64_t n, double *mbps, double *p50, double *p99)
+{
+	char cmd[8192], fsync_opt[64] = "";
+	uint64_t batch = qd * 8 < 64 ? 64 : qd * 8;
+	json_error_t jerr;
+	json_t *root, *job, *side, *pct;
+	FILE *p;
+	int err = -EIO;
+
+	if (a->sync && !strcmp(op, "write"))
+		snprintf(fsync_opt, sizeof(fsync_opt), "--fdatasync=%llu", (unsigned long long)batch);
+	snprintf(cmd, sizeof(cmd),
+		 "fio --name=kvt --filename='%s' --rw=%s --bs=%llu --iodepth=%llu "
+		 "--ioengine=io_uring --direct=1 --size=%llu --fixedbufs=1 --registerfiles=1 "
+		 "--iodepth_batch_submit=%llu --iodepth_batch_complete_min=1 %s "
+		 "--percentile_list=50:99 --output-format=json 2>/dev/null",
+		 file, op, (unsigned long long)block, (unsigned long long)qd,
+		 (unsigned long long)(n * block), (unsigned long long)qd, fsync_opt);
+	p = popen(cmd, "r");
+	if (!p)
+		return -EIO;
+	root = json_loadf(p, JSON_DISABLE_EOF_CHECK, &jerr);
+	pclose(p);
+	if (!root)
+		return -EIO;
+	job = json_array_get(json_object_get(root, "jobs"), 0);
+	side = json_object_get(job, op);
+	pct = json_object_get(json_object_get(side, "clat_ns"), "percentile");
+	if (side && pct) {
+		*mbps = json_number_value(json_object_get(side, "bw_bytes")) / 1e6;
+		*p50 = json_number_value(json_object_get(pct, "50.000000")) / 1e3;
+		*p99 = json_number_value(json_object_get(pct, "99.000000")) / 1e3;
+		err = *mbps > 0 ? 0 : -EIO;
+	}
+	json_decref(root);
+	return err;
+}
+
+/* ---- compression -------------------------------------------------------- */
+
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+
+static double rand_normal(void)
+{
+	double u1, u2;
+
+	rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
+	u1 = ((double)((rng * 0x2545F4914F6CDD1DULL) >> 11) + 1.0) / 9007199254740993.0;
+	rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
+	u2 = (double)((rng * 0x2545F4914F6CDD1DULL) >> 11) / 9007199254740992.0;
+	return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+
+static uint16_t bf16(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+static void fill_normal(uint16_t *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		v[i] = bf16((float)rand_normal());
+}
+
+/* c[m][n] = a[m][k] . b[k][n] */
+static void matmul(const float *a, const float *b, float *c, int m, int k, int n)
+{
+	for (int i = 0; i < m; i++)
+		for (int j = 0; j < n; j++) {
+			float s = 0;
+			for (int l = 0; l < k; l++)
+				s += a[i * k + l] * b[l * n + j];
+			c[i * n + j] = s;
+		}
+}
+
+/* The K and V caches of two layers of a small transformer: token embeddings
+ * (a 512-token vocabulary, so rows repeat as in real text), rotary positions
+ * on K, causal softmax attention with a residual between the layers. The
+ * bytes are written over and over until n elements are filled. */
+static void fill_attention(uint16_t *out, size_t n)
+{
+	enum { T = 256, D = 256, H = 64, V = 512 };
+	float *emb = malloc(sizeof(float) * V * D), *x = malloc(sizeof(float) * T * D);
+	float *wq = malloc(sizeof(float) * D * H), *wk = malloc(sizeof(float) * D * H);
+	float *wv = malloc(sizeof(float) * D * H), *wo = malloc(sizeof(float) * H * D);
+	float *q = malloc(sizeof(float) * T * H), *k = malloc(sizeof(float) * T * H);
+	float *v = malloc(sizeof(float) * T * H), *o = malloc(sizeof(float) * T * H);
+	float *p = malloc(sizeof(float) * T), *xo = malloc(sizeof(float) * T * D);
+	size_t w = 0;
+
+	for (int i = 0; i < V * D; i++)
+		emb[i] = (float)rand_normal();
+	for (int t = 0; t < T; t++) {
+		rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+		memcpy(x + t * D, emb + (rng % V) * D, sizeof(float) * D);
+	}
+	for (int layer = 0; layer < 2 && w < n; layer++) {
+		for (int i = 0; i < D * H; i++) {
+			wq[i] = (float)(rand_normal() / sqrt(D));
+			wk[i] = (float)(rand_normal() / sqrt(D));
+			wv[i] = (float)(rand_normal() / sqrt(D));
+			wo[i] = (float)(rand_normal() / sqrt(H));
+		}
+		matmul(x, wq, q, T, D, H);
+		matmul(x, wk, k, T, D, H);
+		matmul(x, wv, v, T, D, H);
+		for (int t = 0; t < T; t++) /* rotary embedding of positions on q, k */
+			for (int i = 0; i < H / 2; i++) {
+				double th = t * pow(10000.0, -2.0 * i / H), c = cos(th), s = sin(th);
+				float k0 = k[t * H + 2 * i], k1 = k[t * H + 2 * i + 1];
+				float q0 = q[t * H + 2 * i], q1 = q[t * H + 2 * i + 1];
+				k[t * H + 2 * i] = (float)(k0 * c - k1 * s);
+				k[t * H + 2 * i + 1] = (float)(k0 * s + k1 * c);
+				q[t * H + 2 * i] = (float)(q0 * c - q1 * s);
+				q[t * H + 2 * i + 1] = (float)(q0 * s + q1 * c);
+			}
+		for (int t = 0; t < T; t++) {
+			float mx = -INFINITY, sum = 0;
+			for (int u = 0; u <= t; u++) {
+				float s = 0;
+				for (int i = 0; i < H; i++)
+					s += q[t * H + i] * k[u * H + i];
+				p[u] = s / sqrtf(H);
+				mx = p[u] > mx ? p[u] : mx;
+			}
+			for (int u = 0; u <= t; u++)
+				sum += (p[u] = expf(p[u] - mx));
+			for (int i = 0; i < H; i++) {
+				float s = 0;
+				for (int u = 0; u <= t; u++)
+					s += p[u] * v[u * H + i];
+				o[t * H + i] = s / sum;
+			}
+		}
+		/* the KV cache of this layer: K then V, bf16 */
+		for (int i = 0; i < T * H && w < n; i++)
+			out[w++] = bf16(k[i]);
+		for (int i = 0; i < T * H && w < n; i++)
+			out[w++] = bf16(v[i]);
+		matmul(o, wo, xo, T, H, D);
+		for (int i = 0; i < T * D; i++)
+			x[i] += xo[i];
+	}
+	for (size_t i = w; i < n; i++) /* more blocks of the same cache */
+		out[i] = out[i % w];
+	free(emb), free(x), free(wq), free(wk), free(wv), free(wo);
+	free(q), free(k), free(v), free(o), free(p), free(xo);
+}
+
+static double median_of(double *v, int n)
+{
+	return kvt_bench_median(v, (size_t)n);
+}
+
+/* Compress src in 256 KiB blocks (the smallest block size of the bench). */
+static void run_comp(const struct ssd_args *a, const char *data, const uint16_t *src,
+		     size_t bytes, enum kvt_codec_id id, struct comp_case *out)
+{
+	const size_t blk = 256 << 10;
+	size_t nblk = bytes / blk;
+	char *dst = malloc(nblk * kvt_codec_bound(blk)), *back = malloc(bytes);
+	char *scratch = malloc(blk);
+	long *stored = calloc(nblk, sizeof(*stored));
+	enum kvt_codec_id *used = calloc(nblk, sizeof(*used));
+	double enc[64], dec[64], ref[64];
+	int reps = a->reps < 64 ? a->reps : 64;
+	struct kvt_codec_cfg cfg;
+	uint64_t total = 0;
+
+	kvt_codec_cfg_init(&cfg);
+	cfg.id = id;
+	cfg.min_ratio = 1.0;
+	for (int r = 0; r < reps; r++) {
+		uint64_t t0 = kvt_bench_now_ns();
+		total = 0;
+		for (size_t b = 0; b < nblk; b++) {
+			stored[b] = kvt_codec_encode(&cfg, (const char *)src + b * blk, blk,
+						     dst + b * kvt_codec_bound(blk), kvt_codec_bound(blk),
+						     scratch, &used[b]);
+			total += (uint64_t)stored[b];
+		}
+		uint64_t t1 = kvt_bench_now_ns();
+		for (size_t b = 0; b < nblk; b++)
+			if (kvt_codec_decode(used[b], dst + b * kvt_codec_bound(blk), (size_t)stored[b],
+					     back + b * blk, blk, scratch))
+				fprintf(stderr, "kvtier-bench ssd: decode failed\n");
+		uint64_t t2 = kvt_bench_now_ns();
+		memcpy(back, src, nblk * blk);
+		uint64_t t3 = kvt_bench_now_ns();
+		enc[r] = (double)(nblk * blk) / (double)(t1 - t0);
+		dec[r] = (double)(nblk * blk) / (double)(t2 - t1);
+		ref[r] = (double)(nblk * blk) / (double)(t3 - t2);
+	}
+	if (memcmp(back, src, nblk * blk))
+		fprintf(stderr, "kvtier-bench ssd: round trip mismatch\n");
+	*out = (struct comp_case){ data, kvt_codec_name(id), (double)(nblk * blk) / (double)total,
+				   median_of(enc, reps), median_of(dec, reps), median_of(ref, reps) };
+	free(used), free(stored), free(scratch), free(back), free(dst);
+}
+
+/* ---- main --------------------------------------------------------------- */
+
+int kvt_bench_ssd_main(int argc, char **argv)
+{
+	struct ssd_args a;
+	struct ssd_case *cases;
+	struct comp_case comp[4];
+	int n_cases = 0, n_comp = 0, err = 0;
+	char dir[4096], kdir[4200], ffile[4200];
+	bool fio;
+
+	if (parse_args(argc, argv, &a))
+		return 2;
+	snprintf(dir, sizeof(dir), "%s/kvtier-bench-ssd.%d", a.dir ? a.dir : ".", (int)getpid());
+	if (mkdir(dir, 0755)) {
+		fprintf(stderr, "kvtier-bench ssd: cannot create %s: %s\n", dir, strerror(errno));
+		return 1;
+	}
+	snprintf(kdir, sizeof(kdir), "%s/tier", dir);
+	snprintf(ffile, sizeof(ffile), "%s/fio.dat", dir);
+	fio = !a.no_fio && have_fio();
+	if (!a.no_fio && !fio)
+		fprintf(stderr, "kvtier-bench ssd: fio not found; fio figures are 0\n");
+	cases = calloc((size_t)(2 * a.n_blocks * a.n_qds), sizeof(*cases));
+
+	for (int bi = 0; bi < a.n_blocks && !err; bi++)
+		for (int qi = 0; qi < a.n_qds && !err; qi++) {
+			uint64_t block = a.blocks[bi], qd = a.qds[qi];
+			uint64_t n = a.bytes / block < 2 ? 2 : a.bytes / block;
+			double m[2][64], l50[2][64], l99[2][64], fm[2][64], f50[2][64], f99[2][64];
+			int reps = a.reps < 64 ? a.reps : 64;
+			char *region = kvt_bench_alloc(n * block);
+
+			if (!region) {
+				err = -ENOMEM;
+				break;
+			}
+			for (uint64_t i = 0; i < n * block / 8; i++)
+				((uint64_t *)region)[i] = i * 0x9e3779b97f4a7c15ULL;
+			for (int r = 0; r < reps && !err; r++) {
+				double mb[2], p50[2], p99[2];
+				err = run_tier(&a, kdir, block, qd, n, region, mb, p50, p99);
+				rm_tree(kdir);
+				for (int op = 0; op < 2 && !err; op++) {
+					m[op][r] = mb[op], l50[op][r] = p50[op], l99[op][r] = p99[op];
+					fm[op][r] = f50[op][r] = f99[op][r] = 0;
+					if (fio && run_fio(&a, ffile, op ? "read" : "write", block, qd, n,
+							   &fm[op][r], &f50[op][r], &f99[op][r]))
+						fprintf(stderr, "kvtier-bench ssd: fio failed\n");
+				}
+				unlink(ffile);
+			}
+			for (int op = 0; op < 2 && !err; op++)
+				cases[n_cases++] = (struct ssd_case){
+					op ? "read" : "write", block, qd,
+					median_of(m[op], reps), median_of(fm[op], reps),
+					median_of(l50[op], reps), median_of(l99[op], reps),
+					median_of(f50[op], reps), median_of(f99[op], reps) };
+			kvt_bench_free(region, n * block);
+			if (err)
+				fprintf(stderr, "kvtier-bench ssd: block %llu qd %llu: %s\n",
+					(unsigned long long)block, (unsigned long long)qd,
+					strerror(-err));
+		}
+	rm_tree(dir);
+
+	if (!a.no_comp && !err) {
+		size_t n = a.comp_bytes / 2;
+		uint16_t *t = malloc(n * 2);
+
+		fill_normal(t, n);
+		run_comp(&a, "normal-bf16", t, n * 2, KVT_CODEC_LZ4, &comp[n_comp++]);
+		run_comp(&a, "normal-bf16", t, n * 2, KVT_CODEC_SHUF16_LZ4, &comp[n_comp++]);
+		fill_attention(t, n);
+		run_comp(&a, "attention-kv-bf16", t, n * 2, KVT_CODEC_LZ4, &comp[n_comp++]);
+		run_comp(&a, "attention-kv-bf16", t, n * 2, KVT_CODEC_SHUF16_LZ4, &comp[n_comp++]);
+		free(t);
+	}
+
+	if (a.json) {
+		json_t *root = json_object(), *jc = json_array(), *jz = json_array();
+		for (int i = 0; i < n_cases; i++) {
+			struct ssd_case *c = &cases[i];
+			json_array_append_new(jc, json_pack("{s:s,s:I,s:I,s:f,s:f,s:f,s:f,s:f,s:f,s:f}",
+				"op", c->op, "block_bytes", (json_int_t)c->block, "qd", (json_int_t)c->qd,
+				"kvtier_mbps", c->kvt_mbps, "fio_mbps", c->fio_mbps,
+				"ratio", c->fio_mbps > 0 ? c->kvt_mbps / c->fio_mbps : 0.0,
+				"p50_us", c->p50_us, "p99_us", c->p99_us,
+				"fio_p50_us", c->fio_p50_us, "fio_p99_us", c->fio_p99_us));
+		}
+		for (int i = 0; i < n_comp; i++)
+			json_array_append_new(jz, json_pack("{s:s,s:s,s:f,s:f,s:f,s:f,s:f,s:f}",
+				"data", comp[i].data, "codec", comp[i].codec, "ratio", comp[i].ratio,
+				"encode_gbps", comp[i].enc_gbps, "decode_gbps", comp[i].dec_gbps,
+				"memcpy_gbps", comp[i].memcpy_gbps,
+				"encode_vs_memcpy", comp[i].enc_gbps / comp[i].memcpy_gbps,
+				"decode_vs_memcpy", comp[i].dec_gbps / comp[i].memcpy_gbps));
+		json_object_set_new(root, "bench", json_string("ssd"));
+		json_object_set_new(root, "dir", json_string(a.dir ? a.dir : "."));
+		json_object_set_new(root, "engine", json_string(a.threads ? "threads" : "io_uring"));
+		json_object_set_new(root, "sync", json_boolean(a.sync));
+		json_object_set_new(root, "fio", json_boolean(fio));
+		json_object_set_new(root, "reps", json_integer(a.reps));
+		json_object_set_new(root, "cases", jc);
+		json_object_set_new(root, "compression", jz);
+		json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
+		putchar('\n');
+		json_decref(root);
+	} else {
+		printf("SSD tier in %s, %s%s, medians of %d reps (MB = 1e6 B)\n", a.dir ? a.dir : ".",
+		       a.threads ? "thread pool" : "io_uring", a.sync ? ", fdatasync per batch" : "",
+		       a.reps);
+		printf("%-6s %8s %4s %12s %12s %7s %9s %9s %9s %9s\n", "op", "block", "qd",
+		       "kvtier MB/s", "fio MB/s", "ratio", "p50 us", "p99 us", "fio p50", "fio p99");
+		for (int i = 0; i < n_cases; i++) {
+			struct ssd_case *c = &cases[i];
+			char b[32];
+			printf("%-6s %8s %4llu %12.1f %12.1f %7.2f %9.0f %9.0f %9.0f %9.0f\n", c->op,
+			       kvt_bench_fmt_bytes(c->block, b, sizeof(b)), (unsigned long long)c->qd,
+			       c->kvt_mbps, c->fio_mbps,
+			       c->fio_mbps > 0 ? c->kvt_mbps / c->fio_mbps : 0.0, c->p50_us, c->p99_us,
+			       c->fio_p50_us, c->fio_p99_us);
+		}
+		if (n_comp)
+			printf("\ncompression of 256 KiB blocks, %s of bf16 (GB/s = 1e9 B/s)\n"
+			       "%-18s %-11s %6s %10s %10s %12s\n",
+			       kvt_bench_fmt_bytes(a.comp_bytes, kdir, sizeof(kdir)), "data", "codec",
+			       "ratio", "enc GB/s", "dec GB/s", "memcpy GB/s");
+		for (int i = 0; i < n_comp; i++)
+			printf("%-18s %-11s %6.3f %10.2f %10.2f %12.2f\n", comp[i].data, comp[i].codec,
+			       comp[i].ratio, comp[i].enc_gbps, comp[i].dec_gbps, comp[i].memcpy_gbps);
+	}
+	free(cases);
+	return err ? 1 : 0;
+}
