@@ -16,6 +16,7 @@
 #include "bench/bench.h"
 #include "bench/trace/convert.h"
 #include "bench/trace/payload.h"
+#include "bench/trace/prefill.h"
 #include "bench/trace/reader.h"
 #include "bench/trace/replay.h"
 #include "bench/trace/report.h"
@@ -36,6 +37,12 @@ struct cfg {
 	uint64_t tier_bytes[KVT_TIER_COUNT];
 	bool tier_set[KVT_TIER_COUNT];
 	uint64_t kv_bytes_per_token;
+	bool kvbpt_set;
+	const char *model;          /* cost model for the prefill estimate, or "none" */
+	const char *gpu;
+	double mfu;
+	struct kvt_prefill_est est;
+	bool have_est;
 	const char *policies[MAX_POLICIES];
 	int n_policies;
 	bool sweep;
@@ -75,7 +82,12 @@ static void usage(FILE *f)
 "  --hbm-blocks N, --dram-blocks N, --ssd-blocks N   tier capacity in blocks or 'inf'\n"
 "  --hbm BYTES, --dram BYTES, --ssd BYTES            tier capacity in bytes (K/M/G/T)\n"
 "  --kv-bytes-per-token N  KV bytes of one token, for byte capacities and byte counts\n"
-"                          (default 147456: Qwen3-8B in bf16)\n"
+"                          (default: the --model's in bf16, 147456 for Qwen3-8B)\n"
+"prefill estimate (offload-vs-recompute cost model):\n"
+"  --model M               model: a shipped name or a config.json path (default\n"
+"                          Qwen3-8B; 'none' for no estimate)\n"
+"  --gpu G                 GPU of the model's table (default H100-SXM)\n"
+"  --mfu F                 fraction of peak FLOP/s a prefill sustains (default 0.5)\n"
 "replay:\n"
 "  --policy P[,P...]       lru (default), tail-lru, lfu, cost; a list for --sweep\n"
 "  --promote               move a hit below the first tier up to it\n"
@@ -173,7 +185,7 @@ enum {
 	O_POLICY, O_PROMOTE, O_STORE_OUTPUT, O_REPS, O_PAYLOAD, O_PAYLOAD_BB, O_SSD_DIR,
 	O_SWEEP, O_SWEEP_TIER, O_SWEEP_CAPS, O_SVG, O_SEED, O_SESSIONS, O_PROMPTS,
 	O_PROMPT_TOKENS, O_CONV_SHARE, O_AGENT_SHARE, O_TURNS, O_AGENT_STEPS, O_AGENT_CTX,
-	O_USER_TOKENS, O_OUTPUT_TOKENS, O_RATE, O_JSON, O_QUIET, O_HELP,
+	O_USER_TOKENS, O_OUTPUT_TOKENS, O_RATE, O_JSON, O_QUIET, O_HELP, O_MODEL, O_GPU, O_MFU,
 };
 
 static const struct option options[] = {
@@ -218,6 +230,9 @@ static const struct option options[] = {
 	{ "json", no_argument, NULL, O_JSON },
 	{ "quiet", no_argument, NULL, O_QUIET },
 	{ "help", no_argument, NULL, O_HELP },
+	{ "model", required_argument, NULL, O_MODEL },
+	{ "gpu", required_argument, NULL, O_GPU },
+	{ "mfu", required_argument, NULL, O_MFU },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -280,7 +295,13 @@ static int parse_args(int argc, char **argv, struct cfg *c)
 			err = kvt_bench_parse_size(optarg, &c->tier_bytes[t]);
 			c->tier_set[t] = true;
 			break;
-		case O_KVBPT: err = parse_u64(optarg, &c->kv_bytes_per_token); break;
+		case O_KVBPT:
+			err = parse_u64(optarg, &c->kv_bytes_per_token);
+			c->kvbpt_set = true;
+			break;
+		case O_MODEL: c->model = optarg; break;
+		case O_GPU: c->gpu = optarg; break;
+		case O_MFU: err = double_arg(optarg, &c->mfu); break;
 		case O_POLICY: err = split_policies(c, optarg); break;
 		case O_PROMOTE: c->ro.promote = true; break;
 		case O_STORE_OUTPUT: c->ro.store_output = true; break;
@@ -332,7 +353,21 @@ static int parse_args(int argc, char **argv, struct cfg *c)
 static int resolve_capacities(struct cfg *c)
 {
 	bool any = false;
+	int err;
 
+	if (strcmp(c->model, "none")) {
+		err = kvt_prefill_est_init(&c->est, c->model, c->gpu, c->mfu, c->ro.block_tokens, 0);
+		if (err) {
+			fprintf(stderr, "trace: cost model (--model %s --gpu %s --mfu %g): %s\n",
+				c->model, c->gpu, c->mfu, kvt_strerror(err));
+			return err;
+		}
+		c->have_est = true;
+		if (!c->kvbpt_set)
+			c->kv_bytes_per_token = kvt_model_kv_bytes_per_token(&c->est.model,
+									      KVT_DTYPE_BF16);
+	}
+	c->est.plan.block_bytes = c->kv_bytes_per_token * c->ro.block_tokens;
 	c->ro.block_bytes = c->kv_bytes_per_token * c->ro.block_tokens;
 	if (!c->ro.block_bytes) {
 		fprintf(stderr, "trace: --kv-bytes-per-token must be > 0\n");
@@ -402,7 +437,7 @@ struct timed {
 };
 
 /* One pass: every request into every replay of rs[0..n). */
-static int replay_pass(const struct cfg *c, struct kvt_replay **rs, size_t n, bool progress,
+static int replay_pass(struct cfg *c, struct kvt_replay **rs, size_t n, bool progress,
 		       struct timed *tm)
 {
 	struct kvt_trace_reader *r;
@@ -420,6 +455,15 @@ static int replay_pass(const struct cfg *c, struct kvt_replay **rs, size_t n, bo
 		in_replay += kvt_bench_now_ns() - a;
 		if (err < 0)
 			break;
+		if (progress && c->have_est) {
+			/* the first pass feeds the estimate, outside the timed replay */
+			size_t hits;
+			const uint8_t *tiers = kvt_replay_last_hits(rs[0], &hits);
+
+			err = kvt_prefill_est_add(&c->est, req.input_length, tiers, hits);
+			if (err < 0)
+				break;
+		}
 	}
 	tm->replay_s = (double)in_replay / 1e9;
 	tm->total_s = (double)(kvt_bench_now_ns() - t0) / 1e9;
@@ -546,10 +590,8 @@ static int run_replay(struct cfg *c)
 			/* how long the replay takes per block, against reading it */
 			json_object_set_new(j, "replay_over_parse", json_real(replay_med / parse_med));
 		}
-		json_object_set_new(j, "prefill_saved", json_null());
-		json_object_set_new(j, "prefill_saved_note",
-				    json_string("no offload-vs-recompute cost model in this build: "
-						"see hit_tokens and bytes per tier"));
+		json_object_set_new(j, "prefill", c->have_est ? kvt_prefill_est_json(&c->est)
+							      : json_null());
 		if (n_sweep)
 			json_object_set_new(j, "sweep", kvt_trace_sweep_json(pts, n_sweep));
 		err = print_json(j);
@@ -565,6 +607,14 @@ static int run_replay(struct cfg *c)
 		printf("\n");
 		if (tm.bad_lines)
 			printf("%" PRIu64 " malformed lines skipped\n", tm.bad_lines);
+		if (c->have_est && c->est.requests)
+			printf("prefill (%s on %s, MFU %.2f): %.1f s without the cache, %.1f s with it "
+			       "(%.1f%% saved); mean TTFT %.3f s -> %.3f s\n", c->est.model.name,
+			       c->est.gpu.name, c->est.mfu, c->est.no_cache_s, c->est.with_cache_s,
+			       c->est.no_cache_s > 0 ? 100.0 * (c->est.no_cache_s - c->est.with_cache_s) /
+							      c->est.no_cache_s : 0.0,
+			       c->est.no_cache_s / (double)c->est.requests,
+			       c->est.with_cache_s / (double)c->est.requests);
 		if (n_sweep) {
 			printf("\n");
 			kvt_trace_sweep_text(stdout, pts, n_sweep);
@@ -741,7 +791,8 @@ out_in:
 
 int kvt_bench_trace_main(int argc, char **argv)
 {
-	struct cfg c = { .reps = 3, .sweep_tier = KVT_TIER_DRAM, .kv_bytes_per_token = 147456 };
+	struct cfg c = { .reps = 3, .sweep_tier = KVT_TIER_DRAM, .kv_bytes_per_token = 147456,
+			 .model = "Qwen3-8B", .gpu = "H100-SXM", .mfu = 0.5 };
 	char tmp[] = "/tmp/kvtier-trace.XXXXXX";
 	bool made_tmp = false;
 	int err;

@@ -87,6 +87,14 @@ static void replay_json_has_the_issue_fields(void **state)
 	assert_true(json_integer_value(json_object_get(hits, "dram")) ==
 		    (json_int_t)num(j, "hit_blocks"));
 	assert_true(json_is_object(json_object_get(json_object_get(j, "tiers"), "dram")));
+	/* the cost model's estimate: some prefill saved, never more than all */
+	rate_ok(json_object_get(j, "prefill"), "saved_fraction");
+	assert_true(num(json_object_get(j, "prefill"), "saved_fraction") > 0);
+	assert_true(num(json_object_get(j, "prefill"), "mean_ttft_with_cache_s") <
+		    num(json_object_get(j, "prefill"), "mean_ttft_no_cache_s"));
+	json_decref(j);
+	j = run_json("--synthetic 200 --model none --reps 1 --quiet --json");
+	assert_true(json_is_null(json_object_get(j, "prefill")));
 	json_decref(j);
 }
 
