@@ -95,7 +95,7 @@ static void usage(FILE *f)
 "  --reps N                replays timed, median reported (default 3; 1 for stdin)\n"
 "  --payload               real bytes through the store API instead of accounting\n"
 "  --payload-block-bytes N scaled block size of --payload (default 64K)\n"
-"  --ssd-dir DIR           SSD tier directory of --payload\n"
+"  --ssd-dir DIR           SSD tier directory of --payload (its size: --ssd-blocks)\n"
 "sweep (all in one pass over the trace):\n"
 "  --sweep                 hit rate against the capacity of one tier, per policy\n"
 "                          (default policies: all four)\n"
@@ -661,6 +661,10 @@ static int run_payload(struct cfg *c)
 	o.ssd_dir = c->ssd_dir;
 	if (c->ro.capacity[KVT_TIER_SSD] != KVT_REPLAY_INFINITE)
 		o.ssd_blocks = c->ro.capacity[KVT_TIER_SSD];
+	if (o.ssd_dir && !o.ssd_blocks) {
+		fprintf(stderr, "trace: --ssd-dir needs a finite --ssd-blocks\n");
+		return -EINVAL;
+	}
 	err = kvt_payload_open(&o, &p);
 	if (err) {
 		fprintf(stderr, "trace: payload store: %s\n", kvt_strerror(err));
@@ -686,27 +690,43 @@ static int run_payload(struct cfg *c)
 		goto out;
 	{
 		double s = (double)in_replay / 1e9;
-		json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:I, s:I, s:I, "
-				      "s:I, s:I, s:I, s:I, s:f, s:f, s:I, s:I, s:I}",
-				      "trace", c->trace, "mode", "payload", "policy", o.policy,
-				      "block_bytes", (json_int_t)o.block_bytes,
-				      "dram_blocks", (json_int_t)o.dram_blocks,
-				      "requests", (json_int_t)st.requests,
-				      "blocks", (json_int_t)st.blocks,
-				      "block_hit_rate", kvt_trace_rate(st.hit_blocks, st.blocks),
-				      "token_hit_rate", kvt_trace_rate(st.hit_tokens, st.tokens),
-				      "puts", (json_int_t)st.puts,
-				      "put_exists", (json_int_t)st.put_exists,
-				      "put_nospace", (json_int_t)st.put_nospace,
-				      "bad_bytes", (json_int_t)st.bad_bytes,
-				      "bytes_put", (json_int_t)st.bytes_put,
-				      "bytes_got", (json_int_t)st.bytes_got,
-				      "dram_evictions", (json_int_t)st.store.tier[KVT_TIER_DRAM].evictions,
-				      "replay_s", s,
-				      "lookups_per_s", s > 0 ? (double)st.blocks / s : 0.0,
-				      "dram_hits", (json_int_t)st.store.tier[KVT_TIER_DRAM].hits,
-				      "ssd_hits", (json_int_t)st.store.tier[KVT_TIER_SSD].hits,
-				      "bad_lines", (json_int_t)kvt_trace_reader_bad_lines(r));
+		json_t *hits = json_object(), *store = json_object(), *j;
+
+		for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
+			const struct kvt_tier_stats *ts = &st.store.tier[t];
+
+			if (!ts->present)
+				continue;
+			json_object_set_new(hits, kvt_tier_name(t),
+					    json_integer((json_int_t)st.tier_hits[t]));
+			json_object_set_new(store, kvt_tier_name(t),
+					    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}",
+						      "capacity_bytes", (json_int_t)ts->capacity_bytes,
+						      "used_bytes", (json_int_t)ts->used_bytes,
+						      "evictions", (json_int_t)ts->evictions,
+						      "bytes_in", (json_int_t)ts->bytes_in,
+						      "bytes_out", (json_int_t)ts->bytes_out,
+						      "errors", (json_int_t)ts->errors));
+		}
+		j = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:I, s:I, s:I, "
+			      "s:I, s:I, s:I, s:f, s:f, s:o, s:o, s:I}",
+			      "trace", c->trace, "mode", "payload", "policy", o.policy,
+			      "block_bytes", (json_int_t)o.block_bytes,
+			      "dram_blocks", (json_int_t)o.dram_blocks,
+			      "requests", (json_int_t)st.requests,
+			      "blocks", (json_int_t)st.blocks,
+			      "block_hit_rate", kvt_trace_rate(st.hit_blocks, st.blocks),
+			      "token_hit_rate", kvt_trace_rate(st.hit_tokens, st.tokens),
+			      "puts", (json_int_t)st.puts,
+			      "put_exists", (json_int_t)st.put_exists,
+			      "put_nospace", (json_int_t)st.put_nospace,
+			      "bad_bytes", (json_int_t)st.bad_bytes,
+			      "bytes_put", (json_int_t)st.bytes_put,
+			      "bytes_got", (json_int_t)st.bytes_got,
+			      "replay_s", s,
+			      "lookups_per_s", s > 0 ? (double)st.blocks / s : 0.0,
+			      "hits", hits, "store_tiers", store,
+			      "bad_lines", (json_int_t)kvt_trace_reader_bad_lines(r));
 
 		if (!j) {
 			err = -ENOMEM;

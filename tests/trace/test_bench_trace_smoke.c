@@ -145,6 +145,27 @@ static void payload_mode_moves_real_bytes(void **state)
 	json_decref(j);
 }
 
+/* DRAM of 32 blocks over an SSD tier of 256: evicted blocks come back from
+ * the SSD, with the right bytes. */
+static void payload_mode_through_the_ssd_tier(void **state)
+{
+	char *args;
+	json_t *j, *hits;
+
+	assert_true(asprintf(&args, "--payload --synthetic 150 --capacity-blocks 32 "
+				    "--ssd-blocks 256 --ssd-dir '%s/ssd' --payload-block-bytes 8K "
+				    "--quiet --json", tmpdir) > 0);
+	j = run_json(args);
+	hits = json_object_get(j, "hits");
+	assert_true(num(j, "bad_bytes") == 0);
+	assert_true(json_integer_value(json_object_get(hits, "ssd")) > 0);
+	assert_true(json_integer_value(json_object_get(hits, "dram")) +
+		    json_integer_value(json_object_get(hits, "ssd")) ==
+		    (json_int_t)(num(j, "block_hit_rate") * num(j, "blocks") + 0.5));
+	json_decref(j);
+	free(args);
+}
+
 static void generated_trace_reads_back(void **state)
 {
 	char *cmd, *args;
@@ -168,6 +189,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(replay_json_has_the_issue_fields),
 		cmocka_unit_test(sweep_json_and_svg),
 		cmocka_unit_test(payload_mode_moves_real_bytes),
+		cmocka_unit_test(payload_mode_through_the_ssd_tier),
 		cmocka_unit_test(generated_trace_reads_back),
 	};
 	int rc;
