@@ -237,7 +237,6 @@ void kvt_replay_stats(const struct kvt_replay *r, struct kvt_replay_stats *out)
 	uint64_t bb = r->opts.block_bytes;
 
 	*out = r->st;
-	out->dropped = 0;
 	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
 		const struct kvt_cascade_tier_stats *cs = &r->cas.st[t];
 		struct kvt_replay_tier_stats *ts = &out->tier[t];
