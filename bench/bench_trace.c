@@ -51,6 +51,7 @@ struct cfg {
 	int n_caps;
 	const char *svg;
 	bool json, skip_bad, quiet;
+	uint64_t reorder_window;
 	int reps;
 	bool payload;
 	uint64_t payload_block_bytes;
@@ -76,6 +77,8 @@ static void usage(FILE *f)
 "  --synthetic N           generate N synthetic requests (temporary file) and replay them\n"
 "  --block-tokens N        tokens per hash id (default 512)\n"
 "  --skip-bad              report malformed lines and skip them (default: stop at the first)\n"
+"  --reorder-window N      restore timestamp order within N requests (default 0: the\n"
+"                          trace must be sorted)\n"
 "capacity (a tier is present when given a capacity; default: DRAM, infinite):\n"
 "  --capacity-blocks N     DRAM capacity in blocks ('inf' = infinite), the only tier\n"
 "                          unless others are given\n"
@@ -186,6 +189,7 @@ enum {
 	O_SWEEP, O_SWEEP_TIER, O_SWEEP_CAPS, O_SVG, O_SEED, O_SESSIONS, O_PROMPTS,
 	O_PROMPT_TOKENS, O_CONV_SHARE, O_AGENT_SHARE, O_TURNS, O_AGENT_STEPS, O_AGENT_CTX,
 	O_USER_TOKENS, O_OUTPUT_TOKENS, O_RATE, O_JSON, O_QUIET, O_HELP, O_MODEL, O_GPU, O_MFU,
+	O_REORDER,
 };
 
 static const struct option options[] = {
@@ -233,6 +237,7 @@ static const struct option options[] = {
 	{ "model", required_argument, NULL, O_MODEL },
 	{ "gpu", required_argument, NULL, O_GPU },
 	{ "mfu", required_argument, NULL, O_MFU },
+	{ "reorder-window", required_argument, NULL, O_REORDER },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -302,6 +307,11 @@ static int parse_args(int argc, char **argv, struct cfg *c)
 		case O_MODEL: c->model = optarg; break;
 		case O_GPU: c->gpu = optarg; break;
 		case O_MFU: err = double_arg(optarg, &c->mfu); break;
+		case O_REORDER:
+			err = parse_u64(optarg, &c->reorder_window);
+			if (!err && c->reorder_window > (1u << 24))
+				err = -EINVAL;
+			break;
 		case O_POLICY: err = split_policies(c, optarg); break;
 		case O_PROMOTE: c->ro.promote = true; break;
 		case O_STORE_OUTPUT: c->ro.store_output = true; break;
@@ -404,6 +414,7 @@ static int open_reader(const struct cfg *c, bool progress, bool report,
 
 	kvt_trace_reader_opts_init(&o, sizeof(o));
 	o.skip_bad = c->skip_bad;
+	o.reorder_window = (size_t)c->reorder_window;
 	if (!report)
 		o.errors = NULL; /* the replay pass reported them already */
 	o.progress = progress && !c->quiet;
