@@ -183,6 +183,35 @@ static void generated_trace_reads_back(void **state)
 	free(args);
 }
 
+/* A token-id trace converted, then replayed: the second request shares the
+ * first one's two full blocks. */
+static void converted_trace_replays(void **state)
+{
+	char *tokens, *cmd, *args;
+	json_t *j;
+	FILE *f;
+
+	assert_true(asprintf(&tokens, "%s/tokens.jsonl", tmpdir) > 0);
+	f = fopen(tokens, "w");
+	assert_non_null(f);
+	fputs("[1, 2, 3, 4, 5, 6, 7, 8, 9]\n{\"tokens\": [1, 2, 3, 4, 5, 6, 7, 8, 10, 11], "
+	      "\"timestamp\": 5}\n", f);
+	assert_int_equal(fclose(f), 0);
+	assert_true(asprintf(&cmd, "'%s' trace --convert '%s' --out '%s/conv.jsonl' "
+				   "--block-tokens 4 2>/dev/null", bench, tokens, tmpdir) > 0);
+	assert_int_equal(system(cmd), 0);
+	assert_true(asprintf(&args, "--trace '%s/conv.jsonl' --block-tokens 4 --reps 1 --json",
+			     tmpdir) > 0);
+	j = run_json(args);
+	assert_true(num(j, "requests") == 2);
+	assert_true(num(j, "blocks") == 6);
+	assert_true(num(j, "hit_blocks") == 2);
+	json_decref(j);
+	free(tokens);
+	free(cmd);
+	free(args);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -191,6 +220,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(payload_mode_moves_real_bytes),
 		cmocka_unit_test(payload_mode_through_the_ssd_tier),
 		cmocka_unit_test(generated_trace_reads_back),
+		cmocka_unit_test(converted_trace_replays),
 	};
 	int rc;
 
