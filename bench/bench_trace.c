@@ -43,6 +43,7 @@ struct cfg {
 	double mfu;
 	struct kvt_prefill_est est;
 	bool have_est;
+	struct kvt_prefill_est *sweep_est; /* one per sweep point */
 	const char *policies[MAX_POLICIES];
 	int n_policies;
 	bool sweep;
@@ -472,6 +473,11 @@ static int replay_pass(struct cfg *c, struct kvt_replay **rs, size_t n, bool pro
 			const uint8_t *tiers = kvt_replay_last_hits(rs[0], &hits);
 
 			err = kvt_prefill_est_add(&c->est, req.input_length, tiers, hits);
+			for (size_t i = 1; i < n && err >= 0 && c->sweep_est; i++) {
+				tiers = kvt_replay_last_hits(rs[i], &hits);
+				err = kvt_prefill_est_add(&c->sweep_est[i - 1], req.input_length,
+							  tiers, hits);
+			}
 			if (err < 0)
 				break;
 		}
@@ -534,6 +540,15 @@ static int run_replay(struct cfg *c)
 		err = -ENOMEM;
 		goto out;
 	}
+	if (n_sweep && c->have_est) {
+		c->sweep_est = malloc(n_sweep * sizeof(*c->sweep_est));
+		if (!c->sweep_est) {
+			err = -ENOMEM;
+			goto out;
+		}
+		for (i = 0; i < n_sweep; i++)
+			c->sweep_est[i] = c->est; /* no request added yet */
+	}
 	for (int rep = 0; rep < reps; rep++) {
 		close_all(rs, n);
 		memset(rs, 0, n * sizeof(*rs));
@@ -572,8 +587,17 @@ static int run_replay(struct cfg *c)
 	if (seekable && !c->sweep)
 		parse_med = kvt_bench_median(parse_s, (size_t)reps);
 	kvt_replay_stats(rs[0], &st);
-	for (i = 0; i < n_sweep; i++)
+	for (i = 0; i < n_sweep; i++) {
 		kvt_replay_stats(rs[i + 1], &pts[i].st);
+		if (c->sweep_est && c->sweep_est[i].requests) {
+			const struct kvt_prefill_est *e = &c->sweep_est[i];
+
+			pts[i].has_prefill = true;
+			pts[i].prefill_saved_fraction =
+				e->no_cache_s > 0 ? (e->no_cache_s - e->with_cache_s) / e->no_cache_s : 0;
+			pts[i].mean_ttft_s = e->with_cache_s / (double)e->requests;
+		}
+	}
 
 	if (c->json) {
 		j = kvt_trace_report_json(&c->ro, &st);
@@ -649,6 +673,8 @@ out:
 		close_all(rs, n);
 	free(rs);
 	free(pts);
+	free(c->sweep_est);
+	c->sweep_est = NULL;
 	return err;
 }
 

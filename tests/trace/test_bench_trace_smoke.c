@@ -117,9 +117,14 @@ static void sweep_json_and_svg(void **state)
 	rate_ok(p, "block_hit_rate");
 	/* lru at 1,000 blocks: the first of issue 7's numbers */
 	assert_true(num(p, "block_hit_rate") > 0.08245 && num(p, "block_hit_rate") < 0.08255);
+	rate_ok(p, "prefill_saved_fraction");
+	assert_true(num(p, "prefill_saved_fraction") > 0);
 	p = json_array_get(sweep, 1);
 	assert_true(json_is_null(json_object_get(p, "capacity_blocks")));
 	assert_true(num(p, "block_hit_rate") == num(j, "ideal_block_hit_rate"));
+	/* more capacity, more saved */
+	assert_true(num(p, "prefill_saved_fraction") >
+		    num(json_array_get(sweep, 0), "prefill_saved_fraction"));
 	f = fopen(svg, "r");
 	assert_non_null(f);
 	assert_int_equal(fread(head, 1, 4, f), 4);
