@@ -207,7 +207,7 @@ int kvt_index_insert(struct kvt_index *idx, uint16_t ns, const struct kvt_key *k
 	r->ns = ns;
 	r->state = KVT_REC_PENDING;
 	r->pprev = r->pnext = KVT_NIL;
-	r->parent = r->first_child = r->next_sibling = KVT_NIL;
+	r->parent = r->first_child = r->next_sibling = r->prev_sibling = KVT_NIL;
 	idx->table[pos] = (struct slot){ h, i };
 	idx->count++;
 	*out = i;
@@ -220,6 +220,9 @@ void kvt_index_link(struct kvt_index *idx, uint32_t parent, uint32_t child)
 
 	c->parent = parent;
 	c->next_sibling = p->first_child;
+	c->prev_sibling = KVT_NIL;
+	if (p->first_child != KVT_NIL)
+		kvt_index_rec(idx, p->first_child)->prev_sibling = child;
 	p->first_child = child;
 }
 
@@ -230,13 +233,13 @@ void kvt_index_unlink(struct kvt_index *idx, uint32_t i)
 
 	if (r->parent == KVT_NIL)
 		return;
-	/* sibling lists are short: a prefix branches into few continuations */
-	for (link = &kvt_index_rec(idx, r->parent)->first_child; *link != i;
-	     link = &kvt_index_rec(idx, *link)->next_sibling)
-		;
+	link = r->prev_sibling == KVT_NIL ? &kvt_index_rec(idx, r->parent)->first_child
+					   : &kvt_index_rec(idx, r->prev_sibling)->next_sibling;
 	*link = r->next_sibling;
+	if (r->next_sibling != KVT_NIL)
+		kvt_index_rec(idx, r->next_sibling)->prev_sibling = r->prev_sibling;
 	r->parent = KVT_NIL;
-	r->next_sibling = KVT_NIL;
+	r->next_sibling = r->prev_sibling = KVT_NIL;
 }
 
 /* Backward-shift deletion: pull later entries of the probe run into the hole
@@ -271,7 +274,7 @@ void kvt_index_orphan_children(struct kvt_index *idx, uint32_t i)
 		uint32_t next = child->next_sibling;
 
 		child->parent = KVT_NIL;
-		child->next_sibling = KVT_NIL;
+		child->next_sibling = child->prev_sibling = KVT_NIL;
 		c = next;
 	}
 	r->first_child = KVT_NIL;
