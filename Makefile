@@ -26,7 +26,9 @@ tsan: deps
 
 # kvtierd in the foreground with its embedded defaults (Ctrl-C stops it
 # gracefully); ARGS="--dram 4G --socket /tmp/kvtierd.sock" to override.
-run: release
+run: deps
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j $(JOBS) --target kvtierd
 	./build/release/app/kvtierd $(ARGS)
 
 test-release: release
