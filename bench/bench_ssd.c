@@ -38,7 +38,7 @@ struct ssd_args {
 	uint64_t bytes;
 	uint64_t comp_bytes;
 	int reps;
-	bool sync, threads, no_fio, no_comp, json;
+	bool sync, threads, no_fio, no_comp, json, small_pages;
 };
 
 struct ssd_case {
@@ -77,6 +77,9 @@ static void usage(FILE *f)
 "  --threads          use the pread/pwrite thread pool instead of io_uring\n"
 "                     (fio keeps io_uring: the ratio shows the fallback's cost)\n"
 "  --no-fio           skip fio (fio_mbps and ratio are then 0)\n"
+"  --small-pages      keep the tier's block memory in 4 KiB pages, as fio's\n"
+"                     (default: transparent huge pages, as the DRAM tier maps\n"
+"                     its region)\n"
 "  --comp-bytes SIZE  tensor size for the compression figures (default 4M)\n"
 "  --no-comp          skip the compression figures\n"
 "  --json             print one JSON object instead of a table\n"
@@ -119,6 +122,7 @@ static int parse_args(int argc, char **argv, struct ssd_args *a)
 		{ "no-fio", no_argument, NULL, 'F' },
 		{ "comp-bytes", required_argument, NULL, 'c' },
 		{ "no-comp", no_argument, NULL, 'C' },
+		{ "small-pages", no_argument, NULL, 'p' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -141,6 +145,7 @@ static int parse_args(int argc, char **argv, struct ssd_args *a)
 		case 'F': a->no_fio = true; break;
 		case 'c': err = kvt_bench_parse_size(optarg, &a->comp_bytes); break;
 		case 'C': a->no_comp = true; break;
+		case 'p': a->small_pages = true; break;
 		case 'j': a->json = true; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return -EINVAL;
@@ -165,13 +170,14 @@ static int parse_args(int argc, char **argv, struct ssd_args *a)
 /* The blocks' memory, as the DRAM tier maps it: huge pages where the kernel
  * gives them (transparent, advised), so a large I/O is a few long DMA
  * segments rather than thousands of 4 KiB ones. */
-static char *region_alloc(size_t len)
+static char *region_alloc(size_t len, bool huge)
 {
 	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	if (p == MAP_FAILED)
 		return NULL;
-	madvise(p, len, MADV_HUGEPAGE);
+	if (huge)
+		madvise(p, len, MADV_HUGEPAGE);
 	memset(p, 0, len);
 	return p;
 }
@@ -520,7 +526,7 @@ int kvt_bench_ssd_main(int argc, char **argv)
 			uint64_t n = a.bytes / block < 2 ? 2 : a.bytes / block;
 			double m[2][64], l50[2][64], l99[2][64], fm[2][64], f50[2][64], f99[2][64];
 			int reps = a.reps < 64 ? a.reps : 64;
-			char *region = region_alloc(n * block);
+			char *region = region_alloc(n * block, !a.small_pages);
 
 			if (!region) {
 				err = -ENOMEM;
@@ -591,6 +597,7 @@ int kvt_bench_ssd_main(int argc, char **argv)
 		json_object_set_new(root, "dir", json_string(a.dir ? a.dir : "."));
 		json_object_set_new(root, "engine", json_string(a.threads ? "threads" : "io_uring"));
 		json_object_set_new(root, "sync", json_boolean(a.sync));
+		json_object_set_new(root, "huge_pages", json_boolean(!a.small_pages));
 		json_object_set_new(root, "fio", json_boolean(fio));
 		json_object_set_new(root, "reps", json_integer(a.reps));
 		json_object_set_new(root, "cases", jc);
@@ -599,8 +606,9 @@ int kvt_bench_ssd_main(int argc, char **argv)
 		putchar('\n');
 		json_decref(root);
 	} else {
-		printf("SSD tier in %s, %s%s, medians of %d reps (MB = 1e6 B)\n", a.dir ? a.dir : ".",
-		       a.threads ? "thread pool" : "io_uring", a.sync ? ", fdatasync per batch" : "",
+		printf("SSD tier in %s, %s%s, blocks in %s pages, medians of %d reps (MB = 1e6 B)\n",
+		       a.dir ? a.dir : ".", a.threads ? "thread pool" : "io_uring",
+		       a.sync ? ", fdatasync per batch" : "", a.small_pages ? "4 KiB" : "huge",
 		       a.reps);
 		printf("%-6s %8s %4s %12s %12s %7s %9s %9s %9s %9s\n", "op", "block", "qd",
 		       "kvtier MB/s", "fio MB/s", "ratio", "p50 us", "p99 us", "fio p50", "fio p99");
