@@ -41,7 +41,10 @@ void *kvt_bench_alloc(size_t len);
 void kvt_bench_free(void *buf, size_t len);
 
 /* The subcommands, each in its own file (bench_<name>.c). */
+int kvt_bench_copy_main(int argc, char **argv);
 int kvt_bench_dram_main(int argc, char **argv);
 int kvt_bench_ssd_main(int argc, char **argv);
+int kvt_bench_recompute_main(int argc, char **argv);
+int kvt_bench_trace_main(int argc, char **argv);
 
 #endif

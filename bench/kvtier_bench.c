@@ -6,10 +6,16 @@
 #include "bench/bench.h"
 
 static const struct kvt_bench_cmd commands[] = {
+	{ "copy", "device copies: pinned/pageable, gather/scatter vs one copy",
+	  kvt_bench_copy_main },
 	{ "dram", "DRAM tier put/get vs memcpy, lookup rate, index bytes/entry",
 	  kvt_bench_dram_main },
 	{ "ssd", "SSD tier write/read MB/s and latency vs fio; LZ4 +/- shuffle on bf16",
 	  kvt_bench_ssd_main },
+	{ "recompute", "offload vs recompute: load time per interconnect vs prefill, break-even",
+	  kvt_bench_recompute_main },
+	{ "trace", "prefix-cache hit rates of a request trace, replayed through the store",
+	  kvt_bench_trace_main },
 };
 
 static const size_t n_commands = sizeof(commands) / sizeof(commands[0]);

@@ -6,10 +6,14 @@
 
 extern const struct kvt_policy_ops kvt_policy_lru_ops;
 extern const struct kvt_policy_ops kvt_policy_tail_lru_ops;
+extern const struct kvt_policy_ops kvt_policy_lfu_ops;
+extern const struct kvt_policy_ops kvt_policy_cost_ops;
 
 static const struct kvt_policy_ops *const policies[] = {
 	&kvt_policy_tail_lru_ops,
 	&kvt_policy_lru_ops,
+	&kvt_policy_lfu_ops,
+	&kvt_policy_cost_ops,
 };
 
 const struct kvt_policy_ops *kvt_policy_find(const char *name)

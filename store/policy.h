@@ -13,7 +13,8 @@
  *                child is not evictable, so a prefix is evicted from its end
  *   "lfu"      — least frequently used, LRU among equals
  *   "cost"     — keeps what is most expensive to recompute per byte
- *                (GreedyDual-Size: priority = clock + cost/size) */
+ *                (GreedyDual-Size: priority = clock + cost/size), evicting
+ *                chain tails only, as tail-lru does */
 #ifndef KVT_STORE_POLICY_H
 #define KVT_STORE_POLICY_H
 

@@ -1,0 +1,776 @@
+/* kvtier-bench trace: prefix-cache hit rates of a request trace replayed
+ * through kvtier's own index, policies and tier capacities, and the replay's
+ * speed against parsing the same trace (the reference, measured in the same
+ * run). Also generates synthetic traces and converts token-id traces. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "bench/bench.h"
+#include "bench/trace/convert.h"
+#include "bench/trace/payload.h"
+#include "bench/trace/reader.h"
+#include "bench/trace/replay.h"
+#include "bench/trace/report.h"
+#include "bench/trace/synth.h"
+#include "kvtier/types.h"
+
+#define MAX_POLICIES 8
+#define MAX_CAPS 48
+
+struct cfg {
+	const char *trace;
+	const char *out;            /* --generate / --convert output */
+	const char *convert;        /* token-id trace to convert */
+	uint64_t generate;          /* requests to generate into --out */
+	uint64_t synthetic;         /* requests to generate and replay */
+	struct kvt_synth_opts synth;
+	struct kvt_replay_opts ro;
+	uint64_t tier_bytes[KVT_TIER_COUNT];
+	bool tier_set[KVT_TIER_COUNT];
+	uint64_t kv_bytes_per_token;
+	const char *policies[MAX_POLICIES];
+	int n_policies;
+	bool sweep;
+	int sweep_tier;
+	uint64_t caps[MAX_CAPS];
+	int n_caps;
+	const char *svg;
+	bool json, skip_bad, quiet;
+	int reps;
+	bool payload;
+	uint64_t payload_block_bytes;
+	const char *ssd_dir;
+	char policy_list[128];
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: kvtier-bench trace [--trace FILE | --synthetic N] [options]\n"
+"       kvtier-bench trace --generate N --out FILE [synthetic options]\n"
+"       kvtier-bench trace --convert TOKENS.jsonl --out FILE [--block-tokens N]\n"
+"\n"
+"Replays a JSONL request trace ({\"timestamp\", \"input_length\", \"output_length\",\n"
+"\"hash_ids\"} per line) through kvtier's block index and eviction policies and\n"
+"reports block and token hit rates per tier beside the ideal (infinite capacity)\n"
+"hit rate, and the replay speed against parsing the trace alone. Without a trace\n"
+"it replays a synthetic one of 100,000 requests.\n"
+"\n"
+"input:\n"
+"  --trace FILE            trace to replay ('-' = standard input)\n"
+"  --synthetic N           generate N synthetic requests (temporary file) and replay them\n"
+"  --block-tokens N        tokens per hash id (default 512)\n"
+"  --skip-bad              report malformed lines and skip them (default: stop at the first)\n"
+"capacity (a tier is present when given a capacity; default: DRAM, infinite):\n"
+"  --capacity-blocks N     DRAM capacity in blocks ('inf' = infinite), the only tier\n"
+"                          unless others are given\n"
+"  --hbm-blocks N, --dram-blocks N, --ssd-blocks N   tier capacity in blocks or 'inf'\n"
+"  --hbm BYTES, --dram BYTES, --ssd BYTES            tier capacity in bytes (K/M/G/T)\n"
+"  --kv-bytes-per-token N  KV bytes of one token, for byte capacities and byte counts\n"
+"                          (default 147456: Qwen3-8B in bf16)\n"
+"replay:\n"
+"  --policy P[,P...]       lru (default), tail-lru, lfu, cost; a list for --sweep\n"
+"  --promote               move a hit below the first tier up to it\n"
+"  --store-output          also store each request's output blocks\n"
+"  --reps N                replays timed, median reported (default 3; 1 for stdin)\n"
+"  --payload               real bytes through the store API instead of accounting\n"
+"  --payload-block-bytes N scaled block size of --payload (default 64K)\n"
+"  --ssd-dir DIR           SSD tier directory of --payload\n"
+"sweep (all in one pass over the trace):\n"
+"  --sweep                 hit rate against the capacity of one tier, per policy\n"
+"                          (default policies: all four)\n"
+"  --sweep-tier T          tier swept: hbm, dram (default), ssd\n"
+"  --sweep-capacities L    comma-separated blocks (default 1-2-5 steps from 1,000 to\n"
+"                          1,000,000, and inf)\n"
+"  --svg FILE              also plot the sweep as SVG\n"
+"synthetic trace (--generate, --synthetic):\n"
+"  --seed S                generator seed (default 1)\n"
+"  --sessions N            sessions interleaved at once (default 64)\n"
+"  --system-prompts N      distinct shared system prompts (default 16)\n"
+"  --system-prompt-tokens N  mean system prompt length (default 2048)\n"
+"  --conversation-share F  share of sessions that are multi-turn (default 0.5)\n"
+"  --agent-share F         share that are agent loops re-sending a long context (0.2)\n"
+"  --turns N, --agent-steps N, --agent-context-tokens N, --user-tokens N,\n"
+"  --output-tokens N       mean sizes (6, 10, 16384, 700, 250)\n"
+"  --rate R                mean arrivals per second (default 20)\n"
+"output:\n"
+"  --json                  print one JSON object\n"
+"  --quiet                 no progress line\n"
+"  --help                  this text\n");
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+
+	if (!s || !*s || *s == '-')
+		return -EINVAL;
+	errno = 0;
+	*out = strtoull(s, &end, 10);
+	return errno || *end ? -EINVAL : 0;
+}
+
+static int parse_blocks(const char *s, uint64_t *out)
+{
+	if (!strcmp(s, "inf") || !strcmp(s, "infinite")) {
+		*out = KVT_REPLAY_INFINITE;
+		return 0;
+	}
+	return parse_u64(s, out);
+}
+
+static int parse_tier(const char *s)
+{
+	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++)
+		if (!strcmp(s, kvt_tier_name(t)))
+			return t;
+	return -EINVAL;
+}
+
+static int split_policies(struct cfg *c, const char *s)
+{
+	char *save, *tok;
+
+	snprintf(c->policy_list, sizeof(c->policy_list), "%s", s);
+	c->n_policies = 0;
+	for (tok = strtok_r(c->policy_list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (!kvt_policy_find(tok) || c->n_policies == MAX_POLICIES) {
+			fprintf(stderr, "trace: unknown policy '%s' (one of %s)\n", tok,
+				kvt_policy_names());
+			return -EINVAL;
+		}
+		c->policies[c->n_policies++] = tok;
+	}
+	return c->n_policies ? 0 : -EINVAL;
+}
+
+static int split_caps(struct cfg *c, const char *s)
+{
+	char buf[1024], *save, *tok;
+
+	snprintf(buf, sizeof(buf), "%s", s);
+	c->n_caps = 0;
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (c->n_caps == MAX_CAPS || parse_blocks(tok, &c->caps[c->n_caps]) ||
+		    !c->caps[c->n_caps])
+			return -EINVAL;
+		c->n_caps++;
+	}
+	return c->n_caps ? 0 : -EINVAL;
+}
+
+enum {
+	O_TRACE = 256, O_SYNTHETIC, O_GENERATE, O_OUT, O_CONVERT, O_BLOCK_TOKENS, O_SKIP_BAD,
+	O_CAP_BLOCKS, O_HBM_BLOCKS, O_DRAM_BLOCKS, O_SSD_BLOCKS, O_HBM, O_DRAM, O_SSD, O_KVBPT,
+	O_POLICY, O_PROMOTE, O_STORE_OUTPUT, O_REPS, O_PAYLOAD, O_PAYLOAD_BB, O_SSD_DIR,
+	O_SWEEP, O_SWEEP_TIER, O_SWEEP_CAPS, O_SVG, O_SEED, O_SESSIONS, O_PROMPTS,
+	O_PROMPT_TOKENS, O_CONV_SHARE, O_AGENT_SHARE, O_TURNS, O_AGENT_STEPS, O_AGENT_CTX,
+	O_USER_TOKENS, O_OUTPUT_TOKENS, O_RATE, O_JSON, O_QUIET, O_HELP,
+};
+
+static const struct option options[] = {
+	{ "trace", required_argument, NULL, O_TRACE },
+	{ "synthetic", required_argument, NULL, O_SYNTHETIC },
+	{ "generate", required_argument, NULL, O_GENERATE },
+	{ "out", required_argument, NULL, O_OUT },
+	{ "convert", required_argument, NULL, O_CONVERT },
+	{ "block-tokens", required_argument, NULL, O_BLOCK_TOKENS },
+	{ "skip-bad", no_argument, NULL, O_SKIP_BAD },
+	{ "capacity-blocks", required_argument, NULL, O_CAP_BLOCKS },
+	{ "hbm-blocks", required_argument, NULL, O_HBM_BLOCKS },
+	{ "dram-blocks", required_argument, NULL, O_DRAM_BLOCKS },
+	{ "ssd-blocks", required_argument, NULL, O_SSD_BLOCKS },
+	{ "hbm", required_argument, NULL, O_HBM },
+	{ "dram", required_argument, NULL, O_DRAM },
+	{ "ssd", required_argument, NULL, O_SSD },
+	{ "kv-bytes-per-token", required_argument, NULL, O_KVBPT },
+	{ "policy", required_argument, NULL, O_POLICY },
+	{ "promote", no_argument, NULL, O_PROMOTE },
+	{ "store-output", no_argument, NULL, O_STORE_OUTPUT },
+	{ "reps", required_argument, NULL, O_REPS },
+	{ "payload", no_argument, NULL, O_PAYLOAD },
+	{ "payload-block-bytes", required_argument, NULL, O_PAYLOAD_BB },
+	{ "ssd-dir", required_argument, NULL, O_SSD_DIR },
+	{ "sweep", no_argument, NULL, O_SWEEP },
+	{ "sweep-tier", required_argument, NULL, O_SWEEP_TIER },
+	{ "sweep-capacities", required_argument, NULL, O_SWEEP_CAPS },
+	{ "svg", required_argument, NULL, O_SVG },
+	{ "seed", required_argument, NULL, O_SEED },
+	{ "sessions", required_argument, NULL, O_SESSIONS },
+	{ "system-prompts", required_argument, NULL, O_PROMPTS },
+	{ "system-prompt-tokens", required_argument, NULL, O_PROMPT_TOKENS },
+	{ "conversation-share", required_argument, NULL, O_CONV_SHARE },
+	{ "agent-share", required_argument, NULL, O_AGENT_SHARE },
+	{ "turns", required_argument, NULL, O_TURNS },
+	{ "agent-steps", required_argument, NULL, O_AGENT_STEPS },
+	{ "agent-context-tokens", required_argument, NULL, O_AGENT_CTX },
+	{ "user-tokens", required_argument, NULL, O_USER_TOKENS },
+	{ "output-tokens", required_argument, NULL, O_OUTPUT_TOKENS },
+	{ "rate", required_argument, NULL, O_RATE },
+	{ "json", no_argument, NULL, O_JSON },
+	{ "quiet", no_argument, NULL, O_QUIET },
+	{ "help", no_argument, NULL, O_HELP },
+	{ NULL, 0, NULL, 0 },
+};
+
+static int u32_arg(const char *s, uint32_t *out)
+{
+	uint64_t v;
+
+	if (parse_u64(s, &v) || v > UINT32_MAX)
+		return -EINVAL;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int double_arg(const char *s, double *out)
+{
+	char *end;
+
+	*out = strtod(s, &end);
+	return end == s || *end ? -EINVAL : 0;
+}
+
+/* Returns 0, 1 for --help, or -EINVAL. */
+static int parse_args(int argc, char **argv, struct cfg *c)
+{
+	uint64_t v = 0;
+	int opt, t, err = 0;
+
+	optind = 1;
+	while (!err && (opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
+		switch (opt) {
+		case O_TRACE: c->trace = optarg; break;
+		case O_SYNTHETIC: err = parse_u64(optarg, &c->synthetic); break;
+		case O_GENERATE: err = parse_u64(optarg, &c->generate); break;
+		case O_OUT: c->out = optarg; break;
+		case O_CONVERT: c->convert = optarg; break;
+		case O_BLOCK_TOKENS:
+			err = u32_arg(optarg, &c->ro.block_tokens);
+			if (!err && !c->ro.block_tokens)
+				err = -EINVAL;
+			c->synth.block_tokens = c->ro.block_tokens;
+			break;
+		case O_SKIP_BAD: c->skip_bad = true; break;
+		case O_CAP_BLOCKS:
+		case O_HBM_BLOCKS:
+		case O_DRAM_BLOCKS:
+		case O_SSD_BLOCKS:
+			t = opt == O_HBM_BLOCKS ? KVT_TIER_HBM :
+			    opt == O_SSD_BLOCKS ? KVT_TIER_SSD : KVT_TIER_DRAM;
+			err = parse_blocks(optarg, &v);
+			c->ro.capacity[t] = v;
+			c->tier_bytes[t] = 0;
+			c->tier_set[t] = true;
+			break;
+		case O_HBM:
+		case O_DRAM:
+		case O_SSD:
+			t = opt == O_HBM ? KVT_TIER_HBM : opt == O_SSD ? KVT_TIER_SSD : KVT_TIER_DRAM;
+			err = kvt_bench_parse_size(optarg, &c->tier_bytes[t]);
+			c->tier_set[t] = true;
+			break;
+		case O_KVBPT: err = parse_u64(optarg, &c->kv_bytes_per_token); break;
+		case O_POLICY: err = split_policies(c, optarg); break;
+		case O_PROMOTE: c->ro.promote = true; break;
+		case O_STORE_OUTPUT: c->ro.store_output = true; break;
+		case O_REPS:
+			err = parse_u64(optarg, &v);
+			c->reps = v >= 1 && v <= 100 ? (int)v : 0;
+			err = err || !c->reps ? -EINVAL : 0;
+			break;
+		case O_PAYLOAD: c->payload = true; break;
+		case O_PAYLOAD_BB: err = kvt_bench_parse_size(optarg, &c->payload_block_bytes); break;
+		case O_SSD_DIR: c->ssd_dir = optarg; break;
+		case O_SWEEP: c->sweep = true; break;
+		case O_SWEEP_TIER:
+			c->sweep_tier = parse_tier(optarg);
+			err = c->sweep_tier < 0 ? -EINVAL : 0;
+			break;
+		case O_SWEEP_CAPS: err = split_caps(c, optarg); break;
+		case O_SVG: c->svg = optarg; break;
+		case O_SEED: err = parse_u64(optarg, &c->synth.seed); break;
+		case O_SESSIONS: err = u32_arg(optarg, &c->synth.sessions); break;
+		case O_PROMPTS: err = u32_arg(optarg, &c->synth.system_prompts); break;
+		case O_PROMPT_TOKENS: err = u32_arg(optarg, &c->synth.system_prompt_tokens); break;
+		case O_CONV_SHARE: err = double_arg(optarg, &c->synth.conversation_share); break;
+		case O_AGENT_SHARE: err = double_arg(optarg, &c->synth.agent_share); break;
+		case O_TURNS: err = u32_arg(optarg, &c->synth.turns); break;
+		case O_AGENT_STEPS: err = u32_arg(optarg, &c->synth.agent_steps); break;
+		case O_AGENT_CTX: err = u32_arg(optarg, &c->synth.agent_context_tokens); break;
+		case O_USER_TOKENS: err = u32_arg(optarg, &c->synth.user_tokens); break;
+		case O_OUTPUT_TOKENS: err = u32_arg(optarg, &c->synth.output_tokens); break;
+		case O_RATE: err = double_arg(optarg, &c->synth.rate_per_s); break;
+		case O_JSON: c->json = true; break;
+		case O_QUIET: c->quiet = true; break;
+		case O_HELP: return 1;
+		default: return -EINVAL;
+		}
+		if (err)
+			fprintf(stderr, "trace: bad value for --%s: '%s'\n",
+				options[opt - O_TRACE].name, optarg ? optarg : "");
+	}
+	if (!err && optind < argc) {
+		fprintf(stderr, "trace: unexpected argument '%s'\n", argv[optind]);
+		err = -EINVAL;
+	}
+	return err;
+}
+
+/* Byte capacities become blocks; a tier given no capacity is absent unless
+ * none is given at all (then DRAM is infinite). */
+static void resolve_capacities(struct cfg *c)
+{
+	bool any = false;
+
+	c->ro.block_bytes = c->kv_bytes_per_token * c->ro.block_tokens;
+	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
+		if (c->tier_set[t] && c->tier_bytes[t])
+			c->ro.capacity[t] = c->tier_bytes[t] / c->ro.block_bytes;
+		any |= c->tier_set[t];
+	}
+	if (!any)
+		c->ro.capacity[KVT_TIER_DRAM] = KVT_REPLAY_INFINITE;
+	else
+		for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++)
+			if (!c->tier_set[t])
+				c->ro.capacity[t] = 0;
+}
+
+static int open_reader(const struct cfg *c, bool progress, struct kvt_trace_reader **r)
+{
+	struct kvt_trace_reader_opts o;
+	int err;
+
+	kvt_trace_reader_opts_init(&o, sizeof(o));
+	o.skip_bad = c->skip_bad;
+	o.progress = progress && !c->quiet;
+	err = kvt_trace_reader_open(c->trace, &o, r);
+	if (err)
+		fprintf(stderr, "trace: %s: %s\n", c->trace, kvt_strerror(err));
+	return err;
+}
+
+/* The reference: the same trace read and parsed, nothing replayed. */
+static int parse_pass(const struct cfg *c, double *seconds)
+{
+	struct kvt_trace_reader *r;
+	struct kvt_trace_req req;
+	uint64_t t0 = kvt_bench_now_ns(), sum = 0;
+	int err = open_reader(c, false, &r);
+
+	if (err)
+		return err;
+	while ((err = kvt_trace_reader_next(r, &req)) == 1)
+		sum += req.n_ids;
+	*seconds = (double)(kvt_bench_now_ns() - t0) / 1e9;
+	kvt_trace_reader_close(r);
+	return err < 0 ? err : (sum == UINT64_MAX); /* sum keeps the loop honest */
+}
+
+struct timed {
+	double replay_s; /* in the replay alone */
+	double total_s;  /* reading, parsing and replaying */
+	uint64_t bad_lines;
+};
+
+/* One pass: every request into every replay of rs[0..n). */
+static int replay_pass(const struct cfg *c, struct kvt_replay **rs, size_t n, bool progress,
+		       struct timed *tm)
+{
+	struct kvt_trace_reader *r;
+	struct kvt_trace_req req;
+	uint64_t in_replay = 0, t0 = kvt_bench_now_ns();
+	int err = open_reader(c, progress, &r);
+
+	if (err)
+		return err;
+	while ((err = kvt_trace_reader_next(r, &req)) == 1) {
+		uint64_t a = kvt_bench_now_ns();
+
+		for (size_t i = 0; i < n && err >= 0; i++)
+			err = kvt_replay_request(rs[i], &req);
+		in_replay += kvt_bench_now_ns() - a;
+		if (err < 0)
+			break;
+	}
+	tm->replay_s = (double)in_replay / 1e9;
+	tm->total_s = (double)(kvt_bench_now_ns() - t0) / 1e9;
+	tm->bad_lines = kvt_trace_reader_bad_lines(r);
+	kvt_trace_reader_close(r);
+	if (err < 0)
+		fprintf(stderr, "trace: replay: %s\n", kvt_strerror(err));
+	return err < 0 ? err : 0;
+}
+
+static void close_all(struct kvt_replay **rs, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		kvt_replay_close(rs[i]);
+}
+
+static int print_json(json_t *j)
+{
+	char *s = json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+
+	if (!s)
+		return -ENOMEM;
+	puts(s);
+	free(s);
+	return 0;
+}
+
+static int run_replay(struct cfg *c)
+{
+	size_t n_sweep = 0, n = 1, i;
+	struct kvt_sweep_point *pts = NULL;
+	struct kvt_replay **rs = NULL;
+	double rep_s[100], tot_s[100], parse_s[100], replay_med, total_med, parse_med = 0;
+	struct kvt_replay_stats st;
+	struct timed tm = { 0 };
+	bool seekable = strcmp(c->trace, "-") != 0;
+	int reps = seekable ? c->reps : 1, err = 0;
+	json_t *j = NULL;
+
+	c->ro.policy = c->policies[0];
+	if (c->sweep) {
+		static const uint64_t steps[] = { 1, 2, 5 };
+
+		if (!c->n_caps) {
+			for (uint64_t d = 1000; d <= 1000000; d *= 10)
+				for (int k = 0; k < 3 && d * steps[k] <= 1000000; k++)
+					c->caps[c->n_caps++] = d * steps[k];
+			c->caps[c->n_caps++] = KVT_REPLAY_INFINITE;
+		}
+		n_sweep = (size_t)c->n_policies * (size_t)c->n_caps;
+		n += n_sweep;
+		reps = 1;
+	}
+	rs = calloc(n, sizeof(*rs));
+	pts = calloc(n_sweep ? n_sweep : 1, sizeof(*pts));
+	if (!rs || !pts) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (int rep = 0; rep < reps; rep++) {
+		close_all(rs, n);
+		memset(rs, 0, n * sizeof(*rs));
+		for (i = 0; i < n && !err; i++) {
+			struct kvt_replay_opts o = c->ro;
+
+			if (i > 0) {
+				struct kvt_sweep_point *p = &pts[i - 1];
+
+				p->policy = c->policies[(i - 1) / (size_t)c->n_caps];
+				p->tier = c->sweep_tier;
+				p->capacity = c->caps[(i - 1) % (size_t)c->n_caps];
+				o.policy = p->policy;
+				o.capacity[p->tier] = p->capacity;
+				o.ideal = false;
+			}
+			err = kvt_replay_open(&o, &rs[i]);
+		}
+		if (err) {
+			fprintf(stderr, "trace: replay: %s\n", kvt_strerror(err));
+			goto out;
+		}
+		err = replay_pass(c, rs, n, rep == 0, &tm);
+		if (err)
+			goto out;
+		rep_s[rep] = tm.replay_s;
+		tot_s[rep] = tm.total_s;
+		if (seekable && !c->sweep) {
+			err = parse_pass(c, &parse_s[rep]);
+			if (err)
+				goto out;
+		}
+	}
+	replay_med = kvt_bench_median(rep_s, (size_t)reps);
+	total_med = kvt_bench_median(tot_s, (size_t)reps);
+	if (seekable && !c->sweep)
+		parse_med = kvt_bench_median(parse_s, (size_t)reps);
+	kvt_replay_stats(rs[0], &st);
+	for (i = 0; i < n_sweep; i++)
+		kvt_replay_stats(rs[i + 1], &pts[i].st);
+
+	if (c->json) {
+		j = kvt_trace_report_json(&c->ro, &st);
+		if (!j) {
+			err = -ENOMEM;
+			goto out;
+		}
+		json_object_set_new(j, "trace", json_string(c->trace));
+		json_object_set_new(j, "mode", json_string("accounting"));
+		json_object_set_new(j, "bad_lines", json_integer((json_int_t)tm.bad_lines));
+		json_object_set_new(j, "reps", json_integer(reps));
+		json_object_set_new(j, "replays_per_pass", json_integer((json_int_t)n));
+		json_object_set_new(j, "replay_s", json_real(replay_med));
+		json_object_set_new(j, "total_s", json_real(total_med));
+		json_object_set_new(j, "lookups_per_s",
+				    json_real(replay_med > 0 ? (double)st.blocks * (double)n / replay_med : 0));
+		json_object_set_new(j, "requests_per_s",
+				    json_real(replay_med > 0 ? (double)st.requests * (double)n / replay_med : 0));
+		json_object_set_new(j, "end_to_end_lookups_per_s",
+				    json_real(total_med > 0 ? (double)st.blocks / total_med : 0));
+		if (parse_med > 0) {
+			json_object_set_new(j, "parse_s", json_real(parse_med));
+			json_object_set_new(j, "parse_lookups_per_s",
+					    json_real((double)st.blocks / parse_med));
+			/* how long the replay takes per block, against reading it */
+			json_object_set_new(j, "replay_over_parse", json_real(replay_med / parse_med));
+		}
+		json_object_set_new(j, "prefill_saved", json_null());
+		json_object_set_new(j, "prefill_saved_note",
+				    json_string("no offload-vs-recompute cost model in this build: "
+						"see hit_tokens and bytes per tier"));
+		if (n_sweep)
+			json_object_set_new(j, "sweep", kvt_trace_sweep_json(pts, n_sweep));
+		err = print_json(j);
+	} else {
+		kvt_trace_report_text(stdout, &c->ro, &st);
+		printf("\nreplay %.3f s (median of %d), %.0f block lookups/s, %.0f requests/s in the "
+		       "replay; %.3f s end to end", replay_med, reps,
+		       replay_med > 0 ? (double)st.blocks * (double)n / replay_med : 0,
+		       replay_med > 0 ? (double)st.requests * (double)n / replay_med : 0, total_med);
+		if (parse_med > 0)
+			printf("; parsing alone %.3f s (replay/parse %.2f)", parse_med,
+			       replay_med / parse_med);
+		printf("\n");
+		if (tm.bad_lines)
+			printf("%" PRIu64 " malformed lines skipped\n", tm.bad_lines);
+		if (n_sweep) {
+			printf("\n");
+			kvt_trace_sweep_text(stdout, pts, n_sweep);
+		}
+	}
+	if (!err && c->svg && n_sweep) {
+		FILE *f = fopen(c->svg, "we");
+
+		if (!f) {
+			err = -errno;
+			fprintf(stderr, "trace: %s: %s\n", c->svg, kvt_strerror(err));
+		} else {
+			err = kvt_trace_sweep_svg(f, pts, n_sweep, "kvtier trace replay: hit rate by capacity");
+			if (fclose(f) && !err)
+				err = -EIO;
+		}
+	}
+out:
+	json_decref(j);
+	if (rs)
+		close_all(rs, n);
+	free(rs);
+	free(pts);
+	return err;
+}
+
+static int run_payload(struct cfg *c)
+{
+	struct kvt_payload_opts o;
+	struct kvt_payload *p = NULL;
+	struct kvt_payload_stats st;
+	struct kvt_trace_reader *r = NULL;
+	struct kvt_trace_req req;
+	uint64_t in_replay = 0;
+	int err;
+
+	kvt_payload_opts_init(&o, sizeof(o));
+	o.policy = c->policies[0];
+	o.block_tokens = c->ro.block_tokens;
+	if (c->payload_block_bytes)
+		o.block_bytes = c->payload_block_bytes;
+	if (c->ro.capacity[KVT_TIER_DRAM] && c->ro.capacity[KVT_TIER_DRAM] != KVT_REPLAY_INFINITE)
+		o.dram_blocks = c->ro.capacity[KVT_TIER_DRAM];
+	o.ssd_dir = c->ssd_dir;
+	if (c->ro.capacity[KVT_TIER_SSD] != KVT_REPLAY_INFINITE)
+		o.ssd_blocks = c->ro.capacity[KVT_TIER_SSD];
+	err = kvt_payload_open(&o, &p);
+	if (err) {
+		fprintf(stderr, "trace: payload store: %s\n", kvt_strerror(err));
+		return err;
+	}
+	err = open_reader(c, true, &r);
+	if (err)
+		goto out;
+	while ((err = kvt_trace_reader_next(r, &req)) == 1) {
+		uint64_t a = kvt_bench_now_ns();
+
+		err = kvt_payload_request(p, &req);
+		in_replay += kvt_bench_now_ns() - a;
+		if (err < 0)
+			break;
+	}
+	if (err < 0) {
+		fprintf(stderr, "trace: payload replay: %s\n", kvt_strerror(err));
+		goto out;
+	}
+	err = kvt_payload_stats(p, &st);
+	if (err)
+		goto out;
+	{
+		double s = (double)in_replay / 1e9;
+		json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:I, s:I, s:I, "
+				      "s:I, s:I, s:I, s:I, s:f, s:f, s:I, s:I, s:I}",
+				      "trace", c->trace, "mode", "payload", "policy", o.policy,
+				      "block_bytes", (json_int_t)o.block_bytes,
+				      "dram_blocks", (json_int_t)o.dram_blocks,
+				      "requests", (json_int_t)st.requests,
+				      "blocks", (json_int_t)st.blocks,
+				      "block_hit_rate", kvt_trace_rate(st.hit_blocks, st.blocks),
+				      "token_hit_rate", kvt_trace_rate(st.hit_tokens, st.tokens),
+				      "puts", (json_int_t)st.puts,
+				      "put_exists", (json_int_t)st.put_exists,
+				      "put_nospace", (json_int_t)st.put_nospace,
+				      "bad_bytes", (json_int_t)st.bad_bytes,
+				      "bytes_put", (json_int_t)st.bytes_put,
+				      "bytes_got", (json_int_t)st.bytes_got,
+				      "dram_evictions", (json_int_t)st.store.tier[KVT_TIER_DRAM].evictions,
+				      "replay_s", s,
+				      "lookups_per_s", s > 0 ? (double)st.blocks / s : 0.0,
+				      "dram_hits", (json_int_t)st.store.tier[KVT_TIER_DRAM].hits,
+				      "ssd_hits", (json_int_t)st.store.tier[KVT_TIER_SSD].hits,
+				      "bad_lines", (json_int_t)kvt_trace_reader_bad_lines(r));
+
+		if (!j) {
+			err = -ENOMEM;
+			goto out;
+		}
+		if (c->json) {
+			err = print_json(j);
+		} else {
+			printf("payload replay, policy %s, %" PRIu64 " blocks of %" PRIu64 " bytes in DRAM\n"
+			       "requests %" PRIu64 ", block hit rate %.4f, token hit rate %.4f\n"
+			       "puts %" PRIu64 ", wrong bytes %" PRIu64 ", %.0f block lookups/s\n",
+			       o.policy, o.dram_blocks, o.block_bytes, st.requests,
+			       kvt_trace_rate(st.hit_blocks, st.blocks),
+			       kvt_trace_rate(st.hit_tokens, st.tokens), st.puts, st.bad_bytes,
+			       s > 0 ? (double)st.blocks / s : 0.0);
+		}
+		json_decref(j);
+		if (!err && st.bad_bytes)
+			err = -EIO; /* wrong bytes served: the run fails */
+	}
+out:
+	kvt_trace_reader_close(r);
+	kvt_payload_close(p);
+	return err;
+}
+
+static int run_generate(struct cfg *c)
+{
+	FILE *f = !strcmp(c->out, "-") ? stdout : fopen(c->out, "we");
+	int err;
+
+	if (!f) {
+		err = -errno;
+		fprintf(stderr, "trace: %s: %s\n", c->out, kvt_strerror(err));
+		return err;
+	}
+	c->synth.requests = c->generate;
+	err = kvt_synth_write(&c->synth, f);
+	if (f != stdout && fclose(f) && !err)
+		err = -EIO;
+	if (err)
+		fprintf(stderr, "trace: generate: %s\n", kvt_strerror(err));
+	return err;
+}
+
+static int run_convert(struct cfg *c)
+{
+	struct kvt_convert_opts o;
+	struct kvt_convert_stats st;
+	FILE *in = !strcmp(c->convert, "-") ? stdin : fopen(c->convert, "re"), *out;
+	int err;
+
+	if (!in) {
+		err = -errno;
+		fprintf(stderr, "trace: %s: %s\n", c->convert, kvt_strerror(err));
+		return err;
+	}
+	out = !strcmp(c->out, "-") ? stdout : fopen(c->out, "we");
+	if (!out) {
+		err = -errno;
+		fprintf(stderr, "trace: %s: %s\n", c->out, kvt_strerror(err));
+		goto out_in;
+	}
+	kvt_convert_opts_init(&o, sizeof(o));
+	o.block_tokens = c->ro.block_tokens;
+	o.skip_bad = c->skip_bad;
+	o.label = c->convert;
+	err = kvt_trace_convert(in, out, &o, &st);
+	if (err)
+		fprintf(stderr, "trace: convert: %s\n", kvt_strerror(err));
+	else if (out != stdout || c->json)
+		fprintf(stderr, "converted %" PRIu64 " requests, %" PRIu64 " blocks (%" PRIu64
+			" distinct), %" PRIu64 " malformed lines\n", st.requests, st.blocks,
+			st.distinct_blocks, st.bad_lines);
+	if (out != stdout && fclose(out) && !err)
+		err = -EIO;
+out_in:
+	if (in != stdin)
+		fclose(in);
+	return err;
+}
+
+int kvt_bench_trace_main(int argc, char **argv)
+{
+	struct cfg c = { .reps = 3, .sweep_tier = KVT_TIER_DRAM, .kv_bytes_per_token = 147456 };
+	char tmp[] = "/tmp/kvtier-trace.XXXXXX";
+	bool made_tmp = false;
+	int err;
+
+	kvt_synth_opts_init(&c.synth, sizeof(c.synth));
+	kvt_replay_opts_init(&c.ro, sizeof(c.ro));
+	err = parse_args(argc, argv, &c);
+	if (err == 1) {
+		usage(stdout);
+		return 0;
+	}
+	if (err) {
+		usage(stderr);
+		return 2;
+	}
+	if (!c.n_policies)
+		split_policies(&c, c.sweep ? "lru,tail-lru,lfu,cost" : "lru");
+	if ((c.generate || c.convert) && !c.out) {
+		fprintf(stderr, "trace: --generate and --convert need --out FILE\n");
+		return 2;
+	}
+	if (c.generate)
+		return run_generate(&c) ? 1 : 0;
+	if (c.convert)
+		return run_convert(&c) ? 1 : 0;
+	resolve_capacities(&c);
+	if (!c.trace) {
+		int fd = mkstemp(tmp);
+		FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+
+		if (!f) {
+			fprintf(stderr, "trace: temporary trace: %s\n", strerror(errno));
+			return 1;
+		}
+		made_tmp = true;
+		c.synth.requests = c.synthetic ? c.synthetic : 100000;
+		err = kvt_synth_write(&c.synth, f);
+		if (fclose(f) && !err)
+			err = -EIO;
+		if (err) {
+			fprintf(stderr, "trace: generate: %s\n", kvt_strerror(err));
+			goto out;
+		}
+		c.trace = tmp;
+	}
+	err = c.payload ? run_payload(&c) : run_replay(&c);
+out:
+	if (made_tmp)
+		unlink(tmp);
+	return err ? 1 : 0;
+}

@@ -1,0 +1,68 @@
+/* Sizing a model on a GPU: memory for N users, users that fit, decode bounds. */
+#include <errno.h>
+#include <string.h>
+
+#include "kvtier/model.h"
+
+void kvt_sizing_opts_init(struct kvt_sizing_opts *opts, size_t size_bytes)
+{
+	memset(opts, 0, size_bytes);
+	opts->size = size_bytes;
+	opts->kv_dtype = KVT_DTYPE_BF16;
+	opts->context = 8192;
+	opts->users = 1;
+	opts->tp = 1;
+	opts->mem_util = 0.90;
+	opts->overhead_bytes = 2ull << 30;
+	opts->mfu = 0.5;
+}
+
+int kvt_model_size(const struct kvt_model *m, const struct kvt_gpu *gpu,
+		   const struct kvt_sizing_opts *o, struct kvt_sizing *out)
+{
+	double kv_step, w1, wn, kv_share;
+	uint64_t per_user;
+	enum kvt_dtype wd;
+
+	if (!m || !o || !out || o->size < sizeof(*o) || !o->tp || !o->users ||
+	    o->mem_util <= 0 || o->mem_util > 1)
+		return -EINVAL;
+	wd = o->weight_dtype ? o->weight_dtype : m->dtype;
+	if (!kvt_dtype_bytes(o->kv_dtype) || !kvt_dtype_bytes(wd))
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	out->kv_bytes_per_token = kvt_model_kv_bytes_per_token(m, o->kv_dtype);
+	out->kv_bytes_per_context = out->kv_bytes_per_token * o->context;
+	out->params_total = kvt_model_params_total(m);
+	out->params_active = kvt_model_params_active(m);
+	/* tensor parallelism splits the weights evenly and the KV by heads: a
+	 * GPU keeps kv_heads / tp of them, at least one (fewer KV heads than
+	 * GPUs are replicated), and MLA's single latent is replicated whole */
+	out->weight_bytes = kvt_model_weight_bytes(m, wd) / o->tp;
+	if (m->kv_lora_rank)
+		kv_share = 1;
+	else
+		kv_share = m->kv_heads >= o->tp ? 1.0 / o->tp : 1.0 / m->kv_heads;
+	per_user = (uint64_t)((double)out->kv_bytes_per_context * kv_share);
+	out->mem_for_users = out->weight_bytes + o->users * per_user + o->overhead_bytes;
+	if (!gpu)
+		return 0;
+
+	out->mem_usable = (uint64_t)((double)gpu->mem_bytes * o->mem_util);
+	if (out->mem_usable < out->weight_bytes + o->overhead_bytes)
+		out->users_fit = -1;
+	else
+		out->users_fit = per_user ? (int64_t)((out->mem_usable - out->weight_bytes -
+						       o->overhead_bytes) / per_user)
+					  : INT64_MAX;
+	/* a decode step reads the weights once for the whole batch and every
+	 * user's KV; each GPU of a TP group reads its share in parallel */
+	kv_step = (double)per_user;
+	w1 = kvt_model_decode_weight_bytes(m, wd, 1) / o->tp;
+	wn = kvt_model_decode_weight_bytes(m, wd, o->users) / o->tp;
+	out->decode_tok_s_batch1 = gpu->mem_bw / (w1 + kv_step);
+	out->decode_tok_s_batch = o->users * gpu->mem_bw / (wn + o->users * kv_step);
+	out->prefill_s = kvt_model_prefill_flops(m, 0, o->context) /
+			 (gpu->bf16_flops * o->tp * o->mfu);
+	return 0;
+}

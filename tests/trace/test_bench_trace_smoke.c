@@ -1,0 +1,178 @@
+/* kvtier-bench trace with tiny sizes: the JSON of a replay, a sweep (and its
+ * SVG), the payload mode, and a generated trace read back. argv[1] is the
+ * kvtier-bench program. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <jansson.h>
+
+#include "helpers.h"
+
+static const char *bench;
+static char *tmpdir;
+
+/* Run kvtier-bench trace with args; its stdout parsed as one JSON object. */
+static json_t *run_json(const char *args)
+{
+	char *cmd, *out = NULL;
+	size_t cap = 0, len = 0;
+	json_error_t err;
+	json_t *j;
+	FILE *p;
+
+	assert_true(asprintf(&cmd, "'%s' trace %s", bench, args) > 0);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	for (;;) {
+		if (len + 4096 > cap) {
+			cap = cap ? cap * 2 : 65536;
+			out = realloc(out, cap);
+			assert_non_null(out);
+		}
+		size_t n = fread(out + len, 1, cap - len, p);
+		if (n == 0)
+			break;
+		len += n;
+	}
+	if (pclose(p) != 0)
+		fail_msg("'%s' failed", cmd);
+	j = json_loadb(out, len, 0, &err);
+	if (!j)
+		fail_msg("'%s' printed no JSON object: %s", cmd, err.text);
+	assert_true(json_is_object(j));
+	free(out);
+	free(cmd);
+	return j;
+}
+
+static double num(json_t *j, const char *name)
+{
+	json_t *v = json_object_get(j, name);
+
+	if (!json_is_number(v))
+		fail_msg("no number \"%s\"", name);
+	return json_number_value(v);
+}
+
+static void rate_ok(json_t *j, const char *name)
+{
+	double v = num(j, name);
+
+	assert_true(v >= 0 && v <= 1);
+}
+
+static void replay_json_has_the_issue_fields(void **state)
+{
+	json_t *j = run_json("--synthetic 2000 --capacity-blocks 500 --reps 1 --quiet --json");
+	json_t *hits = json_object_get(j, "hits");
+
+	assert_true(num(j, "requests") == 2000);
+	assert_true(num(j, "blocks") > 2000);
+	rate_ok(j, "block_hit_rate");
+	rate_ok(j, "token_hit_rate");
+	rate_ok(j, "ideal_block_hit_rate");
+	assert_true(num(j, "ideal_block_hit_rate") >= num(j, "block_hit_rate"));
+	assert_true(num(j, "block_hit_rate") > 0);
+	assert_true(num(j, "lookups_per_s") > 0);
+	assert_true(num(j, "requests_per_s") > 0);
+	assert_true(num(j, "replay_over_parse") > 0);
+	assert_true(json_is_object(hits));
+	assert_true(json_integer_value(json_object_get(hits, "dram")) ==
+		    (json_int_t)num(j, "hit_blocks"));
+	assert_true(json_is_object(json_object_get(json_object_get(j, "tiers"), "dram")));
+	json_decref(j);
+}
+
+static void sweep_json_and_svg(void **state)
+{
+	char *args, *svg, head[5] = "";
+	json_t *j, *sweep, *p;
+	FILE *f;
+
+	assert_true(asprintf(&svg, "%s/sweep.svg", tmpdir) > 0);
+	assert_true(asprintf(&args, "--trace '%s/tests/data/synthetic_trace.jsonl' --sweep "
+				    "--sweep-capacities 1000,inf --policy lru,tail-lru --svg '%s' "
+				    "--quiet --json", getenv("KVT_SOURCE_DIR"), svg) > 0);
+	j = run_json(args);
+	sweep = json_object_get(j, "sweep");
+	assert_int_equal(json_array_size(sweep), 4);
+	p = json_array_get(sweep, 0);
+	assert_string_equal(json_string_value(json_object_get(p, "policy")), "lru");
+	assert_int_equal(json_integer_value(json_object_get(p, "capacity_blocks")), 1000);
+	rate_ok(p, "block_hit_rate");
+	/* lru at 1,000 blocks: the first of issue 7's numbers */
+	assert_true(num(p, "block_hit_rate") > 0.08245 && num(p, "block_hit_rate") < 0.08255);
+	p = json_array_get(sweep, 1);
+	assert_true(json_is_null(json_object_get(p, "capacity_blocks")));
+	assert_true(num(p, "block_hit_rate") == num(j, "ideal_block_hit_rate"));
+	f = fopen(svg, "r");
+	assert_non_null(f);
+	assert_int_equal(fread(head, 1, 4, f), 4);
+	assert_string_equal(head, "<svg");
+	fclose(f);
+	json_decref(j);
+	free(args);
+	free(svg);
+}
+
+static void payload_mode_moves_real_bytes(void **state)
+{
+	json_t *j = run_json("--payload --synthetic 500 --capacity-blocks 64 "
+			     "--payload-block-bytes 8K --quiet --json");
+
+	assert_string_equal(json_string_value(json_object_get(j, "mode")), "payload");
+	assert_true(num(j, "requests") == 500);
+	assert_true(num(j, "bad_bytes") == 0);
+	assert_true(num(j, "puts") > 0);
+	assert_true(num(j, "bytes_got") > 0);
+	rate_ok(j, "block_hit_rate");
+	assert_true(num(j, "block_hit_rate") > 0);
+	json_decref(j);
+}
+
+static void generated_trace_reads_back(void **state)
+{
+	char *cmd, *args;
+	json_t *j;
+
+	assert_true(asprintf(&cmd, "'%s' trace --generate 300 --seed 7 --out '%s/gen.jsonl'",
+			     bench, tmpdir) > 0);
+	assert_int_equal(system(cmd), 0);
+	assert_true(asprintf(&args, "--trace '%s/gen.jsonl' --reps 1 --json", tmpdir) > 0);
+	j = run_json(args);
+	assert_true(num(j, "requests") == 300);
+	assert_true(num(j, "bad_lines") == 0);
+	json_decref(j);
+	free(cmd);
+	free(args);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(replay_json_has_the_issue_fields),
+		cmocka_unit_test(sweep_json_and_svg),
+		cmocka_unit_test(payload_mode_moves_real_bytes),
+		cmocka_unit_test(generated_trace_reads_back),
+	};
+	int rc;
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: %s KVTIER-BENCH\n", argv[0]);
+		return 2;
+	}
+	bench = argv[1];
+	tmpdir = kvt_test_mkdtemp("bench-trace");
+	assert_non_null(tmpdir);
+	rc = cmocka_run_group_tests(tests, NULL, NULL);
+	kvt_test_rmdir(tmpdir);
+	free(tmpdir);
+	return rc;
+}
