@@ -432,6 +432,17 @@ int kvt_tiering_open(struct kvt_store *s, const struct kvt_store_opts *opts)
 	so.dir = opts->ssd_dir;
 	so.capacity_bytes = opts->ssd_bytes;
 	so.segment_bytes = opts->ssd_segment_bytes;
+	if (!so.segment_bytes) {
+		/* a small tier still gets several segments, so that releasing
+		 * one does not empty it (a block must fit in a segment) */
+		so.segment_bytes = opts->ssd_bytes / 8 & ~(uint64_t)4095;
+		if (so.segment_bytes < (4ULL << 20))
+			so.segment_bytes = 4ULL << 20;
+		if (so.segment_bytes > (256ULL << 20))
+			so.segment_bytes = 256ULL << 20;
+		if (so.segment_bytes > opts->ssd_bytes)
+			so.segment_bytes = opts->ssd_bytes & ~(uint64_t)4095;
+	}
 	so.queue_depth = opts->ssd_queue_depth;
 	so.force_threads = opts->ssd_force_threads;
 	err = kvt_ssd_open(&so, remember_cb, t, &t->ssd);
