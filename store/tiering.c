@@ -402,6 +402,7 @@ void kvt_tiering_stats(struct kvt_store *s, struct kvt_store_stats *st)
 	ts->present = true;
 	ts->capacity_bytes = ss.capacity_bytes;
 	ts->degraded = ss.degraded;
+	ts->io_fallback = !ss.io.uring;
 	ts->errors += ss.write_errors + ss.read_errors + ss.sync_errors;
 }
 

@@ -204,6 +204,8 @@ struct kvt_tier_stats {
 	uint64_t errors;       /* I/O errors and checksum mismatches */
 	bool present;          /* the tier is configured */
 	bool degraded;         /* failing: no longer written to */
+	bool io_fallback;      /* SSD: a pread/pwrite thread pool does the I/O
+	                        * (io_uring refused or disabled) */
 };
 
 struct kvt_store_stats {
