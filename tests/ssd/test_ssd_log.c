@@ -263,12 +263,9 @@ static void reopen_recovers_newest_copy_of_each_record(void **state)
 /* Overwrite bytes of the segment file holding loc, at offset `at` of the record. */
 static void poke(struct fixture *f, uint64_t loc, uint64_t at, const void *bytes, size_t n)
 {
-	struct kvt_ssd_stats st;
 	char path[4096];
 	int fd;
 
-	kvt_ssd_stats(f->ssd, &st);
-	(void)st;
 	/* the tier's loc: slot:16 at bit 47, page:24 at bit 23; segment ids are
 	 * created in order from 1 in a fresh directory, one slot per segment */
 	snprintf(path, sizeof(path), "%s/seg-%016llx.kvt", f->dir,
