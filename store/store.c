@@ -270,6 +270,8 @@ void kvt_store_discard(struct kvt_store *s, uint32_t i)
 		s->dram->ops->free(s->dram, r->loc);
 	else if (r->tier == KVT_TIER_SSD && s->tiering)
 		kvt_tiering_free(s, r->loc);
+	if (s->tiering)
+		kvt_tiering_forget(s, i);
 	kvt_catalog_drop(&s->cat, i);
 }
 

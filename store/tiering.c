@@ -36,6 +36,11 @@ struct kvt_tiering {
 	/* records being promoted: a second reader waits rather than read twice */
 	uint32_t *promoting;
 	size_t n_promoting, cap_promoting;
+
+	/* clean[i]: the SSD copy a promoted record i keeps (LOC_GONE if none),
+	 * so a block read back stays durable, and demoting it again is free */
+	uint64_t *clean;
+	size_t cap_clean, clean_cursor;
 };
 
 static inline struct kvt_rec *rec(struct kvt_store *s, uint32_t i)
@@ -59,6 +64,42 @@ static struct kvt_ns *ns_of_ssd_id(struct kvt_store *s, uint64_t id)
 		if (ns_ssd_id(s->ns[i]) == id)
 			return s->ns[i];
 	return NULL;
+}
+
+static uint64_t clean_get(const struct kvt_tiering *t, uint32_t i)
+{
+	return i < t->cap_clean ? t->clean[i] : LOC_GONE;
+}
+
+static int clean_set(struct kvt_tiering *t, uint32_t i, uint64_t loc)
+{
+	if (i >= t->cap_clean) {
+		size_t cap = t->cap_clean ? t->cap_clean : 1024;
+		uint64_t *v;
+
+		while (cap <= i)
+			cap *= 2;
+		v = realloc(t->clean, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		for (size_t k = t->cap_clean; k < cap; k++)
+			v[k] = LOC_GONE;
+		t->clean = v;
+		t->cap_clean = cap;
+	}
+	t->clean[i] = loc;
+	return 0;
+}
+
+void kvt_tiering_forget(struct kvt_store *s, uint32_t i)
+{
+	struct kvt_tiering *t = s->tiering;
+	uint64_t loc = clean_get(t, i);
+
+	if (loc != LOC_GONE) {
+		kvt_ssd_free(t->ssd, loc);
+		t->clean[i] = LOC_GONE;
+	}
 }
 
 static int remember_cb(const struct kvt_ssd_rec_info *r, void *arg)
@@ -130,6 +171,14 @@ static void evict_ssd(struct kvt_store *s, uint64_t bytes)
 		kvt_ssd_free(t->ssd, r->loc);
 		freed += r->raw_len;
 	}
+	/* then the spare copies of blocks that are in DRAM anyway */
+	for (size_t n = 0; freed < bytes && n < t->cap_clean; n++) {
+		uint32_t i = (uint32_t)(t->clean_cursor++ % t->cap_clean);
+		if (t->clean[i] != LOC_GONE) {
+			freed += rec(s, i)->size;
+			kvt_tiering_forget(s, i);
+		}
+	}
 	while (freed < bytes) {
 		uint32_t v = kvt_catalog_victim(&s->cat, KVT_TIER_SSD);
 		if (v == KVT_NIL)
@@ -155,6 +204,10 @@ static void forget_dropped(struct kvt_store *s)
 			if (i == KVT_NIL)
 				continue;
 			r = rec(s, i);
+			if (clean_get(s->tiering, i) == d[k].loc) {
+				s->tiering->clean[i] = LOC_GONE; /* the DRAM copy stays */
+				continue;
+			}
 			if (r->tier != KVT_TIER_SSD || r->loc != d[k].loc)
 				continue;
 			r->loc = LOC_GONE;
@@ -184,12 +237,12 @@ static uint64_t demote_round(struct kvt_store *s)
 	uint64_t picked = 0, moved = 0, full_bytes = 0;
 	size_t n = 0;
 
-	while (n < DEMOTE_BATCH) {
+	for (int tries = 0; n < DEMOTE_BATCH && tries < 4 * DEMOTE_BATCH; tries++) {
 		uint32_t i;
 		struct kvt_rec *r;
 
 		/* make_room wants at least one block; the watermark wants more */
-		if (n && !(t->want_room && n < DEMOTE_BATCH / 4) &&
+		if ((n || moved) && !(t->want_room && n + moved < DEMOTE_BATCH / 4) &&
 		    (double)(s->cat.used_bytes[KVT_TIER_DRAM] - picked) <=
 			    t->low * (double)t->dram_capacity)
 			break;
@@ -197,6 +250,16 @@ static uint64_t demote_round(struct kvt_store *s)
 		if (i == KVT_NIL)
 			break;
 		r = rec(s, i);
+		if (clean_get(t, i) != LOC_GONE) {
+			/* its SSD copy is still there: nothing to write */
+			s->dram->ops->free(s->dram, r->loc);
+			r->loc = t->clean[i];
+			t->clean[i] = LOC_GONE;
+			kvt_catalog_move(&s->cat, i, KVT_TIER_SSD);
+			s->counters.tier[KVT_TIER_DRAM].evictions++;
+			moved++;
+			continue;
+		}
 		kvt_catalog_busy(&s->cat, i, +1);
 		codec[n] = s->ns[r->ns - 1]->ssd_codec;
 		w[n] = (struct kvt_ssd_write){
@@ -211,7 +274,7 @@ static uint64_t demote_round(struct kvt_store *s)
 		picked += r->size;
 	}
 	if (!n)
-		return 0;
+		return moved;
 
 	pthread_mutex_unlock(&s->lock);
 	kvt_ssd_write(t->ssd, w, n);
@@ -351,7 +414,9 @@ int kvt_tiering_promote(struct kvt_store *s, uint32_t i)
 	pthread_mutex_lock(&s->lock);
 
 	if (r.res == 0 && rec(s, i)->loc == ssd_loc) {
-		kvt_ssd_free(t->ssd, ssd_loc);
+		/* the SSD copy stays: the block remains durable */
+		if (clean_set(t, i, ssd_loc))
+			kvt_ssd_free(t->ssd, ssd_loc);
 		rec(s, i)->loc = dram_loc;
 		kvt_catalog_move(&s->cat, i, KVT_TIER_DRAM);
 		s->counters.tier[KVT_TIER_SSD].bytes_out += r.len;
@@ -404,6 +469,7 @@ void kvt_tiering_stats(struct kvt_store *s, struct kvt_store_stats *st)
 	ts->present = true;
 	ts->capacity_bytes = ss.capacity_bytes;
 	ts->degraded = ss.degraded;
+	ts->io_fallback = !ss.io.uring;
 	ts->errors += ss.write_errors + ss.read_errors + ss.sync_errors;
 }
 
@@ -434,6 +500,17 @@ int kvt_tiering_open(struct kvt_store *s, const struct kvt_store_opts *opts)
 	so.dir = opts->ssd_dir;
 	so.capacity_bytes = opts->ssd_bytes;
 	so.segment_bytes = opts->ssd_segment_bytes;
+	if (!so.segment_bytes) {
+		/* a small tier still gets several segments, so that releasing
+		 * one does not empty it (a block must fit in a segment) */
+		so.segment_bytes = opts->ssd_bytes / 8 & ~(uint64_t)4095;
+		if (so.segment_bytes < (4ULL << 20))
+			so.segment_bytes = 4ULL << 20;
+		if (so.segment_bytes > (256ULL << 20))
+			so.segment_bytes = 256ULL << 20;
+		if (so.segment_bytes > opts->ssd_bytes)
+			so.segment_bytes = opts->ssd_bytes & ~(uint64_t)4095;
+	}
 	so.queue_depth = opts->ssd_queue_depth;
 	so.force_threads = opts->ssd_force_threads;
 	err = kvt_ssd_open(&so, remember_cb, t, &t->ssd);
@@ -477,6 +554,7 @@ void kvt_tiering_close(struct kvt_store *s)
 	kvt_ssd_close(t->ssd);
 	pthread_cond_destroy(&t->progress);
 	pthread_cond_destroy(&t->wake);
+	free(t->clean);
 	free(t->promoting);
 	free(t->recovered);
 	free(t);

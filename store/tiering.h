@@ -9,7 +9,10 @@
  * low watermark. A block being read or pinned is not moved. When the SSD tier
  * is full, the SSD policy's coldest blocks (chain tails first under tail-lru)
  * are evicted. Promotion reads an SSD block into a fresh DRAM slot and moves
- * it there; from then on the DRAM policy decides how long it stays.
+ * it there; from then on the DRAM policy decides how long it stays. Its SSD
+ * record is kept as a clean copy (blocks never change once stored), so it
+ * stays durable and its next demotion writes nothing; spare copies are the
+ * first to go when the SSD tier needs room.
  *
  * All functions but open/close run with the store's lock held. */
 #ifndef KVT_STORE_TIERING_H
@@ -43,6 +46,9 @@ void kvt_tiering_kick(struct kvt_store *s);
  * (the record is gone), -EIO (checksum mismatch or device error: the block is
  * dropped and counted), -ENOSPC (no DRAM slot). */
 int kvt_tiering_promote(struct kvt_store *s, uint32_t i);
+
+/* Record i is being discarded: free the SSD copy a promotion left it. */
+void kvt_tiering_forget(struct kvt_store *s, uint32_t i);
 
 /* Free the SSD record at loc (a discarded block). */
 void kvt_tiering_free(struct kvt_store *s, uint64_t loc);

@@ -36,10 +36,12 @@ struct kvt_store_opts {
 	bool checksum_on_put;     /* XXH3 at put too, verified at get (default off) */
 	const char *policy;       /* eviction policy: "tail-lru" (default), "lru",
 	                           * "lfu", "cost" */
-	const char *ssd_dir;      /* SSD tier directory; NULL = no SSD tier */
-	uint64_t ssd_bytes;       /* SSD tier capacity */
-	uint64_t ssd_segment_bytes; /* segment file size; 0 = 256 MiB */
-	uint32_t ssd_queue_depth; /* io_uring queue depth; 0 = 32 */
+	const char *ssd_dir;      /* SSD tier directory (O_DIRECT-capable file
+	                           * system); NULL = no SSD tier */
+	uint64_t ssd_bytes;       /* SSD tier capacity (required with ssd_dir) */
+	uint64_t ssd_segment_bytes; /* segment file size; 0 = an eighth of
+	                             * ssd_bytes, from 4 to 256 MiB */
+	uint32_t ssd_queue_depth; /* SSD records in flight; 0 = 32 */
 	bool ssd_force_threads;   /* skip io_uring, use the pread/pwrite pool */
 	double dram_high_watermark; /* demote to SSD above this occupancy (0.90) */
 	double dram_low_watermark;  /* ... until below this one (0.75) */
@@ -49,7 +51,9 @@ struct kvt_store_opts {
 void kvt_store_opts_init(struct kvt_store_opts *opts, size_t size_bytes);
 
 /* Open a store. Returns 0 and *out, or -EINVAL (bad opts), -ENOMEM (the DRAM
- * region cannot be mapped), or an I/O error of the SSD directory. */
+ * region cannot be mapped), -EBUSY (another store has ssd_dir open), or the
+ * I/O error of the SSD directory. Blocks found in ssd_dir join the index as
+ * their namespace attaches. */
 int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out);
 
 /* The DRAM tier's region: one mapping holding every DRAM slot, for the
@@ -202,6 +206,8 @@ struct kvt_tier_stats {
 	uint64_t errors;       /* I/O errors and checksum mismatches */
 	bool present;          /* the tier is configured */
 	bool degraded;         /* failing: no longer written to */
+	bool io_fallback;      /* SSD: a pread/pwrite thread pool does the I/O
+	                        * (io_uring refused or disabled) */
 };
 
 struct kvt_store_stats {
