@@ -377,6 +377,8 @@ static int hold_for_read(struct kvt_ns *ns, const struct kvt_key *key, uint32_t 
 	}
 	kvt_catalog_touch(&s->cat, i);
 	kvt_catalog_busy(&s->cat, i, +1);
+	if (s->tiering)
+		kvt_tiering_sync_hold(s, i);
 	s->counters.tier[rec(s, i)->tier].hits++;
 	*out = i;
 	return 0;
@@ -386,6 +388,8 @@ static int hold_for_read(struct kvt_ns *ns, const struct kvt_key *key, uint32_t 
 static void unhold_locked(struct kvt_store *s, uint32_t i)
 {
 	kvt_catalog_busy(&s->cat, i, -1);
+	if (s->tiering)
+		kvt_tiering_sync_hold(s, i);
 	if (rec(s, i)->state == KVT_REC_DYING && rec(s, i)->busy == 0)
 		kvt_store_discard(s, i);
 }
@@ -640,6 +644,8 @@ static int pin_many(struct kvt_ns *ns, const struct kvt_key *keys, size_t n, int
 		if ((delta > 0 && rec(s, i)->pins == UINT16_MAX) || (delta < 0 && !rec(s, i)->pins))
 			continue;
 		kvt_catalog_pin(&s->cat, i, delta);
+		if (s->tiering)
+			kvt_tiering_sync_hold(s, i);
 		done++;
 	}
 	pthread_mutex_unlock(&s->lock);

@@ -41,6 +41,11 @@ struct kvt_tiering {
 	 * so a block read back stays durable, and demoting it again is free */
 	uint64_t *clean;
 	size_t cap_clean, clean_cursor;
+
+	/* held[i]: the SSD record record i holds (kvt_ssd_hold) while it sits on
+	 * SSD pinned or busy, so segment release never drops it; LOC_GONE if none */
+	uint64_t *held;
+	size_t cap_held;
 };
 
 static inline struct kvt_rec *rec(struct kvt_store *s, uint32_t i)
@@ -71,24 +76,55 @@ static uint64_t clean_get(const struct kvt_tiering *t, uint32_t i)
 	return i < t->cap_clean ? t->clean[i] : LOC_GONE;
 }
 
+static int locs_reserve(uint64_t **v, size_t *cap, uint32_t i);
+
 static int clean_set(struct kvt_tiering *t, uint32_t i, uint64_t loc)
 {
-	if (i >= t->cap_clean) {
-		size_t cap = t->cap_clean ? t->cap_clean : 1024;
-		uint64_t *v;
-
-		while (cap <= i)
-			cap *= 2;
-		v = realloc(t->clean, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		for (size_t k = t->cap_clean; k < cap; k++)
-			v[k] = LOC_GONE;
-		t->clean = v;
-		t->cap_clean = cap;
-	}
+	if (locs_reserve(&t->clean, &t->cap_clean, i))
+		return -ENOMEM;
 	t->clean[i] = loc;
 	return 0;
+}
+
+/* Grow a per-record array of locs to hold index i, new entries LOC_GONE. */
+static int locs_reserve(uint64_t **v, size_t *cap, uint32_t i)
+{
+	size_t n = *cap ? *cap : 1024;
+	uint64_t *nv;
+
+	if (i < *cap)
+		return 0;
+	while (n <= i)
+		n *= 2;
+	nv = realloc(*v, n * sizeof(*nv));
+	if (!nv)
+		return -ENOMEM;
+	for (size_t k = *cap; k < n; k++)
+		nv[k] = LOC_GONE;
+	*v = nv;
+	*cap = n;
+	return 0;
+}
+
+void kvt_tiering_sync_hold(struct kvt_store *s, uint32_t i)
+{
+	struct kvt_tiering *t = s->tiering;
+	struct kvt_rec *r = rec(s, i);
+	uint64_t want = LOC_GONE, have = i < t->cap_held ? t->held[i] : LOC_GONE;
+
+	if (r->state == KVT_REC_LIVE && r->tier == KVT_TIER_SSD && r->loc != LOC_GONE &&
+	    (r->pins || r->busy))
+		want = r->loc;
+	if (want == have)
+		return;
+	if (have != LOC_GONE) {
+		kvt_ssd_hold(t->ssd, have, -1); /* -ENOENT: freed or dropped since */
+		t->held[i] = LOC_GONE;
+	}
+	/* without memory to note the hold, the record is only as safe as before */
+	if (want != LOC_GONE && !locs_reserve(&t->held, &t->cap_held, i) &&
+	    !kvt_ssd_hold(t->ssd, want, +1))
+		t->held[i] = want;
 }
 
 void kvt_tiering_forget(struct kvt_store *s, uint32_t i)
@@ -96,6 +132,10 @@ void kvt_tiering_forget(struct kvt_store *s, uint32_t i)
 	struct kvt_tiering *t = s->tiering;
 	uint64_t loc = clean_get(t, i);
 
+	if (i < t->cap_held && t->held[i] != LOC_GONE) {
+		kvt_ssd_hold(t->ssd, t->held[i], -1);
+		t->held[i] = LOC_GONE;
+	}
 	if (loc != LOC_GONE) {
 		kvt_ssd_free(t->ssd, loc);
 		t->clean[i] = LOC_GONE;
@@ -155,6 +195,7 @@ void kvt_tiering_free(struct kvt_store *s, uint64_t loc)
 static void unhold(struct kvt_store *s, uint32_t i)
 {
 	kvt_catalog_busy(&s->cat, i, -1);
+	kvt_tiering_sync_hold(s, i);
 	if (rec(s, i)->state == KVT_REC_DYING && rec(s, i)->busy == 0)
 		kvt_store_discard(s, i);
 }
@@ -189,18 +230,42 @@ static void evict_ssd(struct kvt_store *s, uint64_t bytes)
 	}
 }
 
+static int cmp_loc(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Drop from t->recovered the records whose locs (sorted) are gone, so that
+ * neither evict_ssd nor a later attach of their namespace uses them. */
+static void prune_recovered(struct kvt_tiering *t, const uint64_t *gone, size_t n)
+{
+	size_t keep = 0;
+
+	for (size_t k = 0; k < t->n_recovered; k++)
+		if (!bsearch(&t->recovered[k].loc, gone, n, sizeof(*gone), cmp_loc))
+			t->recovered[keep++] = t->recovered[k];
+	t->n_recovered = keep;
+}
+
 /* Forget the records segment release dropped from the SSD tier. */
 static void forget_dropped(struct kvt_store *s)
 {
 	struct kvt_ssd_rec_info d[64];
+	uint64_t unclaimed[64];
 	size_t n;
 
-	while ((n = kvt_ssd_take_dropped(s->tiering->ssd, d, 64)) > 0)
+	while ((n = kvt_ssd_take_dropped(s->tiering->ssd, d, 64)) > 0) {
+		size_t n_unclaimed = 0;
+
 		for (size_t k = 0; k < n; k++) {
 			struct kvt_ns *ns = ns_of_ssd_id(s, d[k].ns_id);
 			uint32_t i = ns ? kvt_index_find(s->cat.idx, ns->id, &d[k].key) : KVT_NIL;
 			struct kvt_rec *r;
 
+			if (!ns)
+				unclaimed[n_unclaimed++] = d[k].loc;
 			if (i == KVT_NIL)
 				continue;
 			r = rec(s, i);
@@ -211,12 +276,18 @@ static void forget_dropped(struct kvt_store *s)
 			if (r->tier != KVT_TIER_SSD || r->loc != d[k].loc)
 				continue;
 			r->loc = LOC_GONE;
+			kvt_tiering_sync_hold(s, i);
 			s->counters.tier[KVT_TIER_SSD].evictions++;
 			if (r->state == KVT_REC_LIVE && r->busy)
 				kvt_catalog_retire(&s->cat, i);
 			else if (!r->busy)
 				kvt_store_discard(s, i);
 		}
+		if (n_unclaimed) {
+			qsort(unclaimed, n_unclaimed, sizeof(*unclaimed), cmp_loc);
+			prune_recovered(s->tiering, unclaimed, n_unclaimed);
+		}
+	}
 }
 
 static bool above(struct kvt_store *s, double mark)
@@ -419,6 +490,7 @@ int kvt_tiering_promote(struct kvt_store *s, uint32_t i)
 			kvt_ssd_free(t->ssd, ssd_loc);
 		rec(s, i)->loc = dram_loc;
 		kvt_catalog_move(&s->cat, i, KVT_TIER_DRAM);
+		kvt_tiering_sync_hold(s, i); /* the clean copy needs no hold */
 		s->counters.tier[KVT_TIER_SSD].bytes_out += r.len;
 		s->counters.tier[KVT_TIER_DRAM].bytes_in += r.len;
 		err = 0;
@@ -555,6 +627,7 @@ void kvt_tiering_close(struct kvt_store *s)
 	pthread_cond_destroy(&t->progress);
 	pthread_cond_destroy(&t->wake);
 	free(t->clean);
+	free(t->held);
 	free(t->promoting);
 	free(t->recovered);
 	free(t);

@@ -50,6 +50,11 @@ int kvt_tiering_promote(struct kvt_store *s, uint32_t i);
 /* Record i is being discarded: free the SSD copy a promotion left it. */
 void kvt_tiering_forget(struct kvt_store *s, uint32_t i);
 
+/* Record i's pins, busy count, tier or loc changed: hold its SSD record while
+ * it is live on SSD and pinned or busy (segment release then passes its
+ * segment by), release the hold otherwise. Lock held. */
+void kvt_tiering_sync_hold(struct kvt_store *s, uint32_t i);
+
 /* Free the SSD record at loc (a discarded block). */
 void kvt_tiering_free(struct kvt_store *s, uint64_t loc);
 

@@ -23,23 +23,27 @@
 #define META_NAME "kvtier-ssd.meta"
 #define SCAN_WINDOW (4u << 20)
 
-/* loc = staged:1 | slot:16 | page:24 | payload pages:23 */
-#define LOC_STAGED (1ULL << 63)
-#define LOC_SLOT_SHIFT 47
-#define LOC_PAGE_SHIFT 23
+/* loc = generation:24 | slot:16 | header page:24. Slots are reused (the
+ * lowest free one), so a record's loc carries its segment's generation, a
+ * per-slot counter bumped each time the slot gets a segment: a loc kept past
+ * its segment's release never names the record that later sits at the same
+ * slot and page (it would take 2^24 reuses of the slot in between). The
+ * generation is never 0, so neither is a loc. */
+#define LOC_GEN_SHIFT 40
+#define LOC_SLOT_SHIFT 24
+#define LOC_MAX_GEN ((1u << 24) - 1)
 #define LOC_MAX_SLOTS (1u << 16)
 #define LOC_MAX_PAGE ((1u << 24) - 1)
-#define LOC_MAX_PPAGES ((1u << 23) - 1)
+#define LOC_MAX_PPAGES LOC_MAX_PAGE
 
-static uint64_t loc_make(bool staged, uint32_t slot, uint32_t page, uint32_t ppages)
+static uint64_t loc_make(uint32_t gen, uint32_t slot, uint32_t page)
 {
-	return (staged ? LOC_STAGED : 0) | (uint64_t)slot << LOC_SLOT_SHIFT |
-	       (uint64_t)page << LOC_PAGE_SHIFT | ppages;
+	return (uint64_t)gen << LOC_GEN_SHIFT | (uint64_t)slot << LOC_SLOT_SHIFT | page;
 }
 
+static uint32_t loc_gen(uint64_t loc) { return (uint32_t)(loc >> LOC_GEN_SHIFT) & LOC_MAX_GEN; }
 static uint32_t loc_slot(uint64_t loc) { return (uint32_t)(loc >> LOC_SLOT_SHIFT) & 0xffff; }
-static uint32_t loc_page(uint64_t loc) { return (uint32_t)(loc >> LOC_PAGE_SHIFT) & LOC_MAX_PAGE; }
-static uint32_t loc_ppages(uint64_t loc) { return (uint32_t)loc & LOC_MAX_PPAGES; }
+static uint32_t loc_page(uint64_t loc) { return (uint32_t)loc & LOC_MAX_PAGE; }
 
 static uint64_t pages_of(uint64_t bytes) { return (bytes + PAGE - 1) / PAGE; }
 
@@ -55,6 +59,7 @@ struct seg_rec {
 	uint64_t sum;    /* XXH3-64 of the stored payload, as in the header */
 	uint32_t page;   /* of the header */
 	uint32_t pages;  /* header included */
+	uint32_t held;   /* kvt_ssd_hold count: the caller pins or reads it */
 	uint8_t state;
 	uint8_t codec;
 	bool staged;
@@ -68,6 +73,8 @@ struct seg {
 	uint32_t n_pages, next_page;
 	uint64_t live_pages;
 	uint32_t users;  /* batches with I/O on this file */
+	uint32_t gen;    /* of the slot: bumped each time it gets a segment */
+	uint32_t held;   /* live records with a hold: reclaim passes it by */
 	struct seg_rec *recs; /* sorted by page */
 	size_t n_recs, cap_recs;
 };
@@ -129,9 +136,12 @@ static void seg_release(struct kvt_ssd *ssd, uint32_t slot)
 	seg_path(ssd, s->id, path, sizeof(path));
 	if (unlink(path))
 		kvt_ssd_log("cannot delete %s: %s", path, strerror(errno));
+	uint32_t gen = s->gen;
+
 	free(s->recs);
 	memset(s, 0, sizeof(*s));
 	s->fd = -1;
+	s->gen = gen; /* the next segment here bumps it: old locs go stale */
 	if ((int)slot == ssd->active)
 		ssd->active = -1;
 	ssd->segs_used--;
@@ -176,6 +186,10 @@ static int seg_add_rec(struct seg *s, const struct seg_rec *r)
 
 static void rec_kill(struct kvt_ssd *ssd, struct seg *s, struct seg_rec *r)
 {
+	if (r->held) {
+		s->held--;
+		r->held = 0;
+	}
 	if (r->state == REC_LIVE) {
 		s->live_pages -= r->pages;
 		ssd->st.blocks--;
@@ -191,7 +205,7 @@ static int reclaim_one(struct kvt_ssd *ssd)
 
 	for (uint32_t i = 0; i < ssd->n_slots; i++) {
 		struct seg *s = &ssd->segs[i];
-		if (s->used && s->sealed && !s->users &&
+		if (s->used && s->sealed && !s->users && !s->held &&
 		    (best == UINT32_MAX || s->live_pages < ssd->segs[best].live_pages))
 			best = i;
 	}
@@ -214,7 +228,7 @@ static int reclaim_one(struct kvt_ssd *ssd)
 		}
 		ssd->dropped[ssd->n_dropped++] = (struct kvt_ssd_rec_info){
 			.ns_id = r->ns_id, .key = r->key, .raw_len = r->raw_len,
-			.loc = loc_make(r->staged, best, r->page, r->pages - 1) };
+			.loc = loc_make(s->gen, best, r->page) };
 		ssd->st.reclaim_dropped++;
 		rec_kill(ssd, s, r);
 	}
@@ -240,6 +254,7 @@ static int seg_create(struct kvt_ssd *ssd)
 		return -ENOSPC;
 	s = &ssd->segs[slot];
 	s->id = ssd->next_seg_id++;
+	s->gen = s->gen == LOC_MAX_GEN ? 1 : s->gen + 1;
 	seg_path(ssd, s->id, path, sizeof(path));
 	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_DIRECT | O_CLOEXEC, 0644);
 	if (fd < 0) {
@@ -504,7 +519,7 @@ out_unpin:
 		} else {
 			r->state = REC_LIVE;
 			s->live_pages += r->pages;
-			w[i].loc = loc_make(c[i].stage != NULL, c[i].slot, c[i].page, c[i].pages - 1);
+			w[i].loc = loc_make(s->gen, c[i].slot, c[i].page);
 			ssd->st.blocks++;
 			ssd->st.live_raw_bytes += w[i].len;
 			ssd->st.writes++;
@@ -611,9 +626,10 @@ static int read_chunk(struct kvt_ssd *ssd, struct kvt_ssd_read *r, size_t n)
 		}
 		/* a loc whose segment was released, or whose record was freed or
 		 * is another's, is stale: a miss, never a read of what lies there */
-		if (slot < ssd->n_slots && (s = &ssd->segs[slot])->used)
+		if (slot < ssd->n_slots && (s = &ssd->segs[slot])->used &&
+		    s->gen == loc_gen(r[i].loc))
 			rec = seg_find(s, page);
-		if (!rec || rec->state != REC_LIVE || rec->pages != loc_ppages(r[i].loc) + 1 ||
+		if (!rec || rec->state != REC_LIVE ||
 		    rec->ns_id != r[i].ns_id || memcmp(&rec->key, &r[i].key, sizeof(rec->key)) ||
 		    rec->raw_len != r[i].len) {
 			ssd->st.stale_reads++;
@@ -717,20 +733,54 @@ int kvt_ssd_read(struct kvt_ssd *ssd, struct kvt_ssd_read *r, size_t n)
 	return ok;
 }
 
-void kvt_ssd_free(struct kvt_ssd *ssd, uint64_t loc)
+/* The record loc names, if its segment is still the one loc was made in;
+ * NULL for a stale loc. Lock held. */
+static struct seg_rec *loc_rec(struct kvt_ssd *ssd, uint64_t loc)
 {
 	uint32_t slot = loc_slot(loc);
+	struct seg *s;
+
+	if (slot >= ssd->n_slots || !(s = &ssd->segs[slot])->used || s->gen != loc_gen(loc))
+		return NULL;
+	return seg_find(s, loc_page(loc));
+}
+
+void kvt_ssd_free(struct kvt_ssd *ssd, uint64_t loc)
+{
 	struct seg_rec *r;
 
 	if (!ssd)
 		return;
 	pthread_mutex_lock(&ssd->lock);
-	if (slot < ssd->n_slots && ssd->segs[slot].used &&
-	    (r = seg_find(&ssd->segs[slot], loc_page(loc))) && r->pages == loc_ppages(loc) + 1) {
-		rec_kill(ssd, &ssd->segs[slot], r);
-		seg_maybe_release(ssd, slot);
+	if ((r = loc_rec(ssd, loc))) {
+		rec_kill(ssd, &ssd->segs[loc_slot(loc)], r);
+		seg_maybe_release(ssd, loc_slot(loc));
 	}
 	pthread_mutex_unlock(&ssd->lock);
+}
+
+int kvt_ssd_hold(struct kvt_ssd *ssd, uint64_t loc, int delta)
+{
+	struct seg_rec *r;
+	struct seg *s;
+	int rc = 0;
+
+	if (!ssd || (delta != 1 && delta != -1))
+		return -EINVAL;
+	pthread_mutex_lock(&ssd->lock);
+	r = loc_rec(ssd, loc);
+	if (!r || r->state != REC_LIVE || (delta < 0 && !r->held)) {
+		rc = -ENOENT;
+		goto out;
+	}
+	s = &ssd->segs[loc_slot(loc)];
+	if (delta > 0 && r->held++ == 0)
+		s->held++;
+	else if (delta < 0 && --r->held == 0)
+		s->held--;
+out:
+	pthread_mutex_unlock(&ssd->lock);
+	return rc;
 }
 
 size_t kvt_ssd_take_dropped(struct kvt_ssd *ssd, struct kvt_ssd_rec_info *out, size_t max)
@@ -897,7 +947,7 @@ static int scan_segment(struct kvt_ssd *ssd, uint32_t slot, struct scan *sc)
 				  .has_parent = h.flags & KVT_SSD_F_PARENT,
 				  .codec = (enum kvt_codec_id)h.codec, .raw_len = h.raw_len,
 				  .stored_len = h.stored_len, .seq = h.seq,
-				  .loc = loc_make(r.staged, slot, p, (uint32_t)pp) },
+				  .loc = loc_make(s->gen, slot, p) },
 			.slot = slot, .rec = s->n_recs - 1 };
 		if (h.seq >= ssd->next_seq)
 			ssd->next_seq = h.seq + 1;
@@ -1047,6 +1097,7 @@ static int recover(struct kvt_ssd *ssd, const uint64_t *ids, size_t n_ids,
 			goto out;
 		}
 		s->used = s->sealed = true;
+		s->gen = 1;
 		s->id = ids[i];
 		s->n_pages = s->next_page = (uint32_t)((uint64_t)stb.st_size / PAGE);
 		ssd->segs_used++;

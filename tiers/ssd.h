@@ -11,7 +11,13 @@
  * all freed is deleted at once, and when the tier is at capacity the segment
  * with the smallest live fraction is deleted if that fraction is at most
  * reclaim_live_fraction, its remaining live records reported as dropped
- * (kvt_ssd_take_dropped). Otherwise a write gets -ENOSPC: the caller evicts.
+ * (kvt_ssd_take_dropped). A segment holding a record the caller holds
+ * (kvt_ssd_hold: pinned, or being read) is never released that way; the next
+ * emptiest is. Otherwise a write gets -ENOSPC: the caller evicts.
+ *
+ * A loc names one record of one segment: once that record is freed or its
+ * segment released, the loc is stale for good (a later record at the same
+ * place gets a different loc), so frees and reads of it find nothing.
  *
  * Durability: a write's result is 0 only once its record is on the device
  * (O_DIRECT, and fdatasync of the segment unless opts.sync is off).
@@ -123,8 +129,15 @@ struct kvt_ssd_read {
  * Returns the number of records read, or -EINVAL. */
 int kvt_ssd_read(struct kvt_ssd *ssd, struct kvt_ssd_read *r, size_t n);
 
-/* Mark the record at loc dead; its segment is deleted once all are. */
+/* Mark the record at loc dead; its segment is deleted once all are. A stale
+ * loc (its record already freed, or dropped with its segment) is a no-op. */
 void kvt_ssd_free(struct kvt_ssd *ssd, uint64_t loc);
+
+/* Hold (delta +1) or release (-1) the live record at loc: while held, reclaim
+ * never releases its segment (kvt_ssd_free still frees it, and its holds go
+ * with it). Holds nest. Returns 0, -ENOENT (stale loc, record not live, or
+ * releasing a record not held), -EINVAL. */
+int kvt_ssd_hold(struct kvt_ssd *ssd, uint64_t loc, int delta);
 
 /* Move up to max records that segment release dropped (their locs are gone)
  * into out. Returns how many; the caller removes them from its index. */

@@ -1,6 +1,7 @@
 /* The SSD segment log against a real O_DIRECT directory: round trips through
  * every path (aligned, staged, compressed, partial pages), recovery after
- * reopen, corrupt and torn records never served, whole-segment reclaim.
+ * reopen, corrupt and torn records never served, whole-segment reclaim,
+ * stale locs of reused slots, held records' segments passed by.
  * Run with the argument "threads" to force the pread/pwrite fallback. */
 #include <errno.h>
 #include <fcntl.h>
@@ -266,13 +267,13 @@ static void poke(struct fixture *f, uint64_t loc, uint64_t at, const void *bytes
 	char path[4096];
 	int fd;
 
-	/* the tier's loc: slot:16 at bit 47, page:24 at bit 23; segment ids are
+	/* the tier's loc: slot:16 at bit 24, page:24 at bit 0; segment ids are
 	 * created in order from 1 in a fresh directory, one slot per segment */
 	snprintf(path, sizeof(path), "%s/seg-%016llx.kvt", f->dir,
-		 (unsigned long long)((loc >> 47) & 0xffff) + 1);
+		 (unsigned long long)((loc >> 24) & 0xffff) + 1);
 	fd = open(path, O_WRONLY);
 	assert_true(fd >= 0);
-	assert_int_equal(pwrite(fd, bytes, n, (off_t)(((loc >> 23) & 0xffffff) * 4096 + at)),
+	assert_int_equal(pwrite(fd, bytes, n, (off_t)((loc & 0xffffff) * 4096 + at)),
 			 (ssize_t)n);
 	assert_int_equal(fsync(fd), 0);
 	close(fd);
@@ -396,6 +397,87 @@ static void dead_segments_are_released_and_space_reused(void **state)
 	free(buf);
 }
 
+/* Slots are reused: a record written where a released segment's record sat
+ * (same slot, same page, same size) gets a different loc, and the old loc
+ * frees and reads nothing. A held record's segment is never released; the
+ * next emptiest one is, and with none left the write gets -ENOSPC. */
+static void stale_locs_and_held_records_survive_reclaim(void **state)
+{
+	struct fixture *f = *state;
+	size_t len = 256 << 10; /* 65 pages a record: 3 per 1 MiB segment */
+	char *buf = page_alloc(len), *out = page_alloc(len);
+	uint64_t loc[16];
+	struct kvt_ssd_stats st;
+	struct kvt_ssd_rec_info dropped[8];
+
+	kvt_ssd_close(f->ssd);
+	f->opts.capacity_bytes = 4ULL << 20;
+	f->opts.reclaim_live_fraction = 0.3;
+	assert_int_equal(kvt_ssd_open(&f->opts, NULL, NULL, &f->ssd), 0);
+	kvt_test_fill(buf, len, seed);
+	for (uint64_t i = 0; i < 12; i++)
+		loc[i] = write_one(f->ssd, i, buf, len, NULL, 0);
+
+	/* segments 0 and 1 each keep one live record (25%); 2 is held */
+	kvt_ssd_free(f->ssd, loc[0]);
+	kvt_ssd_free(f->ssd, loc[1]);
+	kvt_ssd_free(f->ssd, loc[3]);
+	kvt_ssd_free(f->ssd, loc[4]);
+	assert_int_equal(kvt_ssd_hold(f->ssd, loc[2], +1), 0);
+	assert_int_equal(kvt_ssd_hold(f->ssd, loc[2], +1), 0); /* holds nest */
+	assert_int_equal(kvt_ssd_hold(f->ssd, loc[2], -1), 0);
+	assert_int_equal(kvt_ssd_hold(f->ssd, loc[0], +1), -ENOENT); /* freed */
+
+	/* room is made by releasing segment 1, not the held record's 0; the
+	 * new segment takes slot 1 again, its first record at loc[3]'s page */
+	loc[12] = write_one(f->ssd, 12, buf, len, NULL, 0);
+	assert_int_equal(kvt_ssd_take_dropped(f->ssd, dropped, 8), 1);
+	assert_int_equal(dropped[0].loc, loc[5]);
+	assert_true(loc[12] != loc[3] && loc[12] != loc[4] && loc[12] != loc[5]);
+	assert_true(loc[12] != 0);
+
+	/* stale locs (freed, or dropped with their segment) free nothing */
+	kvt_ssd_stats(f->ssd, &st);
+	uint64_t blocks = st.blocks;
+	kvt_ssd_free(f->ssd, loc[3]);
+	kvt_ssd_free(f->ssd, loc[4]);
+	kvt_ssd_free(f->ssd, loc[5]);
+	kvt_ssd_free(f->ssd, loc[0]);
+	kvt_ssd_stats(f->ssd, &st);
+	assert_int_equal(st.blocks, blocks);
+	assert_int_equal(read_one(f->ssd, 12, loc[12], out, len), 0);
+	assert_memory_equal(out, buf, len);
+	assert_int_equal(read_one(f->ssd, 5, loc[5], out, len), -ENOENT);
+	assert_int_equal(read_one(f->ssd, 12, loc[3], out, len), -ENOENT);
+	assert_int_equal(kvt_ssd_hold(f->ssd, loc[5], +1), -ENOENT);
+
+	/* fill the new segment; then only the held segment is empty enough */
+	loc[13] = write_one(f->ssd, 13, buf, len, NULL, 0);
+	loc[14] = write_one(f->ssd, 14, buf, len, NULL, 0);
+	write_one(f->ssd, 15, buf, len, NULL, -ENOSPC);
+	assert_int_equal(kvt_ssd_take_dropped(f->ssd, dropped, 8), 0);
+	assert_int_equal(read_one(f->ssd, 2, loc[2], out, len), 0);
+	assert_memory_equal(out, buf, len);
+
+	/* released, it goes like any other */
+	assert_int_equal(kvt_ssd_hold(f->ssd, loc[2], -1), 0);
+	assert_int_equal(kvt_ssd_hold(f->ssd, loc[2], -1), -ENOENT);
+	loc[15] = write_one(f->ssd, 15, buf, len, NULL, 0);
+	assert_int_equal(kvt_ssd_take_dropped(f->ssd, dropped, 8), 1);
+	assert_int_equal(dropped[0].loc, loc[2]);
+	assert_int_equal(read_one(f->ssd, 2, loc[2], out, len), -ENOENT);
+	for (uint64_t i = 12; i < 16; i++) {
+		assert_int_equal(read_one(f->ssd, i, loc[i], out, len), 0);
+		assert_memory_equal(out, buf, len);
+	}
+	/* a freed held record takes its holds with it */
+	assert_int_equal(kvt_ssd_hold(f->ssd, loc[15], +1), 0);
+	kvt_ssd_free(f->ssd, loc[15]);
+	assert_int_equal(kvt_ssd_hold(f->ssd, loc[15], -1), -ENOENT);
+	free(out);
+	free(buf);
+}
+
 static void records_larger_than_the_scan_window_recover(void **state)
 {
 	struct fixture *f = *state;
@@ -453,6 +535,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(reopen_recovers_newest_copy_of_each_record, setup, teardown),
 		cmocka_unit_test_setup_teardown(corrupt_records_are_never_served, setup, teardown),
 		cmocka_unit_test_setup_teardown(dead_segments_are_released_and_space_reused, setup, teardown),
+		cmocka_unit_test_setup_teardown(stale_locs_and_held_records_survive_reclaim, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(records_larger_than_the_scan_window_recover, setup, teardown),
 		cmocka_unit_test_setup_teardown(oversized_and_bad_arguments_are_refused, setup, teardown),
 	};

@@ -2,7 +2,9 @@
  * (write-back by the demoter) and gets promote, bytes intact; the index is
  * rebuilt from the segment log on reopen; a full SSD tier evicts; a failing
  * SSD (a full ext4 loop device) degrades the tier while the store keeps
- * serving DRAM. Run with the argument "threads" for the I/O fallback. */
+ * serving DRAM; records of a namespace not attached yet and pinned blocks
+ * come through segment release. Run with the argument "threads" for the I/O
+ * fallback. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -41,10 +43,27 @@ static struct kvt_key key_n(uint32_t n)
 	return k;
 }
 
-static void open_store(struct fixture *f)
+static struct kvt_ns *attach(struct fixture *f, const char *model)
+{
+	struct kvt_ns_desc d;
+	struct kvt_ns *ns;
+
+	kvt_ns_desc_init(&d, sizeof(d));
+	snprintf(d.model_id, sizeof(d.model_id), "%s", model);
+	d.layers = 4;
+	d.kv_heads = 2;
+	d.head_dim = 128;
+	d.block_tokens = 16;
+	assert_int_equal(kvt_ns_attach(f->store, &d, &ns), 0);
+	assert_int_equal(kvt_ns_block_bytes(ns), BLOCK);
+	return ns;
+}
+
+/* Open the store, namespace "test/ssd-model" attached as f->ns unless
+ * with_ns is false. */
+static void open_store_ns(struct fixture *f, bool with_ns)
 {
 	struct kvt_store_opts o;
-	struct kvt_ns_desc d;
 
 	kvt_store_opts_init(&o, sizeof(o));
 	o.dram_bytes = DRAM_BYTES;
@@ -55,14 +74,12 @@ static void open_store(struct fixture *f)
 	o.ssd_queue_depth = 8;
 	o.ssd_force_threads = force_threads;
 	assert_int_equal(kvt_store_open(&o, &f->store), 0);
-	kvt_ns_desc_init(&d, sizeof(d));
-	snprintf(d.model_id, sizeof(d.model_id), "test/ssd-model");
-	d.layers = 4;
-	d.kv_heads = 2;
-	d.head_dim = 128;
-	d.block_tokens = 16;
-	assert_int_equal(kvt_ns_attach(f->store, &d, &f->ns), 0);
-	assert_int_equal(kvt_ns_block_bytes(f->ns), BLOCK);
+	f->ns = with_ns ? attach(f, "test/ssd-model") : NULL;
+}
+
+static void open_store(struct fixture *f)
+{
+	open_store_ns(f, true);
 }
 
 static int setup(void **state)
@@ -271,6 +288,126 @@ static void full_ssd_tier_evicts(void **state)
 	free(buf);
 }
 
+static void put_root(struct kvt_ns *ns, uint32_t n, char *buf)
+{
+	struct kvt_key k = key_n(n);
+
+	kvt_test_fill(buf, BLOCK, seed + n);
+	assert_int_equal(kvt_put(ns, &k, NULL, buf, BLOCK), 0);
+}
+
+/* Blocks of a namespace not attached yet sit in segments that reclaim
+ * releases while the attached one fills the SSD: the records it drops must
+ * be forgotten, never freed later by a loc a new record now has, nor
+ * indexed when their namespace attaches. */
+static void unattached_namespace_records_dropped_by_reclaim(void **state)
+{
+	struct fixture *f = *state;
+	char *buf = malloc(BLOCK), *want = malloc(BLOCK);
+	struct kvt_ns *a, *b;
+	int present = 0;
+
+	/* 15 records a 1 MiB segment: one block in six is b's, so that once
+	 * a's are removed a segment is at most 25% live (reclaim releases it) */
+	f->ssd_bytes = 8 << 20;
+	open_store_ns(f, false);
+	a = attach(f, "test/model-a");
+	b = attach(f, "test/model-b");
+	for (uint32_t n = 0; n < 100; n++)
+		put_root(n % 6 ? a : b, n, buf);
+	kvt_store_close(f->store);
+
+	open_store_ns(f, false);
+	a = attach(f, "test/model-a");
+	for (uint32_t n = 0; n < 100; n++) {
+		struct kvt_key k = key_n(n);
+		if (n % 6)
+			kvt_remove(a, &k);
+	}
+	/* enough to have reclaim release some of b's segments, too few to
+	 * fill the tier (then b's records would be evicted, not dropped) */
+	for (uint32_t n = 1000; n < 1070; n++)
+		put_root(a, n, buf);
+	/* what a has is intact (reads promote, demoting others) */
+	for (uint32_t n = 1000; n < 1070; n++) {
+		struct kvt_key k = key_n(n);
+		int rc = kvt_get(a, &k, buf, BLOCK);
+		if (rc == -ENOENT)
+			continue;
+		assert_int_equal(rc, 0);
+		kvt_test_fill(want, BLOCK, seed + n);
+		assert_memory_equal(buf, want, BLOCK);
+		present++;
+	}
+	assert_true(present >= 60);
+	/* empty the tier so that reading b's blocks writes nothing */
+	for (uint32_t n = 1000; n < 1070; n++) {
+		struct kvt_key k = key_n(n);
+		kvt_remove(a, &k);
+	}
+
+	/* every block b finds indexed reads back */
+	b = attach(f, "test/model-b");
+	present = 0;
+	for (uint32_t n = 0; n < 100; n += 6) {
+		struct kvt_key k = key_n(n);
+		if (!kvt_lookup(b, &k, 1, NULL))
+			continue;
+		assert_int_equal(kvt_get(b, &k, buf, BLOCK), 0);
+		kvt_test_fill(want, BLOCK, seed + n);
+		assert_memory_equal(buf, want, BLOCK);
+		present++;
+	}
+	assert_true(present > 0);
+	free(want);
+	free(buf);
+}
+
+/* A pinned block on SSD is neither evicted nor dropped with its segment,
+ * though that segment is the emptiest when the tier needs room. */
+static void pinned_block_survives_segment_release(void **state)
+{
+	struct fixture *f = *state;
+	char *buf = malloc(BLOCK), *want = malloc(BLOCK);
+	struct kvt_store_stats st = { .size = sizeof(st) };
+	uint8_t tier = KVT_TIER_NONE;
+	struct kvt_key k;
+	uint32_t pinned = UINT32_MAX;
+
+	f->ssd_bytes = 4 << 20;
+	open_store(f);
+	for (uint32_t n = 0; n < 32; n++)
+		put_root(f->ns, n, buf);
+	for (uint32_t n = 0; n < 32 && pinned == UINT32_MAX; n++) {
+		k = key_n(n);
+		if (kvt_lookup(f->ns, &k, 1, &tier) == 1 && tier == KVT_TIER_SSD)
+			pinned = n;
+	}
+	assert_int_not_equal(pinned, UINT32_MAX);
+	k = key_n(pinned);
+	assert_int_equal(kvt_pin(f->ns, &k, 1), 1);
+	/* its segment keeps only it: the first one reclaim would release */
+	for (uint32_t n = 0; n < 32; n++) {
+		struct kvt_key o = key_n(n);
+		if (n != pinned)
+			assert_int_equal(kvt_remove(f->ns, &o), 0);
+	}
+	for (uint32_t n = 1000; n < 1200; n++)
+		put_root(f->ns, n, buf);
+	assert_int_equal(kvt_store_stats(f->store, &st), 0);
+	assert_true(st.tier[KVT_TIER_SSD].evictions > 0);
+	assert_false(st.tier[KVT_TIER_SSD].degraded);
+
+	assert_int_equal(kvt_lookup(f->ns, &k, 1, &tier), 1);
+	assert_int_equal(tier, KVT_TIER_SSD);
+	assert_int_equal(kvt_get(f->ns, &k, buf, BLOCK), 0);
+	kvt_test_fill(want, BLOCK, seed + pinned);
+	assert_memory_equal(buf, want, BLOCK);
+	assert_int_equal(kvt_unpin(f->ns, &k, 1), 1);
+	free(want);
+	free(buf);
+}
+
 static void failing_ssd_degrades_and_dram_keeps_serving(void **state)
 {
 	struct fixture *f = *state;
@@ -316,6 +453,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(compressed_namespace_round_trips, setup, teardown),
 		cmocka_unit_test_setup_teardown(reopen_rebuilds_the_index_from_the_log, setup, teardown),
 		cmocka_unit_test_setup_teardown(full_ssd_tier_evicts, setup, teardown),
+		cmocka_unit_test_setup_teardown(unattached_namespace_records_dropped_by_reclaim, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(pinned_block_survives_segment_release, setup, teardown),
 		cmocka_unit_test_setup_teardown(failing_ssd_degrades_and_dram_keeps_serving, setup,
 						teardown),
 	};
