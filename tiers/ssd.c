@@ -62,7 +62,6 @@ struct seg_rec {
 	uint32_t held;   /* kvt_ssd_hold count: the caller pins or reads it */
 	uint8_t state;
 	uint8_t codec;
-	bool staged;
 };
 
 struct seg {
@@ -429,7 +428,7 @@ static int write_chunk(struct kvt_ssd *ssd, struct kvt_ssd_write *w, size_t n)
 		r = (struct seg_rec){ .ns_id = w[i].ns_id, .key = w[i].key, .raw_len = w[i].len,
 				      .stored_len = c[i].stored, .sum = c[i].sum,
 				      .page = c[i].page, .pages = c[i].pages, .state = REC_PENDING,
-				      .codec = (uint8_t)c[i].codec, .staged = c[i].stage != NULL };
+				      .codec = (uint8_t)c[i].codec };
 		w[i].res = seg_add_rec(&ssd->segs[c[i].slot], &r);
 		if (w[i].res)
 			continue;
@@ -928,7 +927,7 @@ static int scan_segment(struct kvt_ssd *ssd, uint32_t slot, struct scan *sc)
 		struct seg_rec r = { .ns_id = h.ns_id, .key = h.key, .raw_len = h.raw_len,
 				     .stored_len = h.stored_len, .sum = h.payload_sum,
 				     .page = p, .pages = (uint32_t)(1 + pp), .state = REC_DEAD,
-				     .codec = h.codec, .staged = h.codec != KVT_CODEC_RAW };
+				     .codec = h.codec };
 		if (sc->n == sc->cap) {
 			size_t cap = sc->cap ? 2 * sc->cap : 1024;
 			struct cand *v = realloc(sc->v, cap * sizeof(*v));
