@@ -348,12 +348,9 @@ static void prep(struct kvt_ssd_io *io, struct io_uring_sqe *sqe, struct kvt_ssd
 		sqe->flags |= IOSQE_FIXED_FILE;
 }
 
-/* Queue what the window allows, resumed ops first (lock held). True if
- * anything was queued. */
-static bool uring_fill(struct kvt_ssd_io *io, struct uring_batch *b)
+/* Queue what the window allows, resumed ops first (lock held). */
+static void uring_fill(struct kvt_ssd_io *io, struct uring_batch *b)
 {
-	bool queued = false;
-
 	while (b->inflight < io->opts.queue_depth && (b->n_retry || b->next < b->n) &&
 	       io_uring_sq_space_left(&io->ring)) {
 		bool fresh = !b->n_retry;
@@ -383,9 +380,7 @@ static bool uring_fill(struct kvt_ssd_io *io, struct uring_batch *b)
 		io_uring_sqe_set_data64(sqe, i);
 		b->state[i] = OP_INFLIGHT;
 		b->inflight++;
-		queued = true;
 	}
-	return queued;
 }
 
 /* Take the completions that are there (lock held). */
@@ -431,28 +426,32 @@ static void uring_reap(struct kvt_ssd_io *io, struct uring_batch *b)
 	io_uring_cq_advance(&io->ring, seen);
 }
 
-/* Submit what is queued and wait for a completion. The first round of a
- * batch under a test hook submits, runs the hook with the ops in flight, then
- * waits. An injected ring fault is returned after the submission, as a ring
- * that breaks with ops in flight would. */
-static int uring_submit_wait(struct kvt_ssd_io *io, bool queued, bool *first)
+/* Submit what is queued and wait for a completion. A transient submit
+ * error returns before waiting (what it left queued may be all there is in
+ * flight): the caller reaps and comes back. The first round of a batch under
+ * a test hook submits, runs the hook with the ops in flight, then waits. An
+ * injected ring fault is returned after the submission, as a ring that
+ * breaks with ops in flight would. */
+static int uring_submit_wait(struct kvt_ssd_io *io, bool *first)
 {
 	struct io_uring_cqe *cqe;
-	int rc = 0, fault;
+	int rc, fault;
 
 	pthread_mutex_lock(&io->lock);
 	fault = io->ring_fault;
 	io->ring_fault = 0;
 	pthread_mutex_unlock(&io->lock);
-	if (queued && *first && hook_installed()) {
-		rc = io_uring_submit(&io->ring);
-		run_hook(io);
-	} else if (queued) {
-		rc = io_uring_submit_and_wait(&io->ring, 1);
+	if (io_uring_sq_ready(&io->ring)) {
+		if (*first && hook_installed()) {
+			rc = io_uring_submit(&io->ring);
+			run_hook(io);
+		} else {
+			rc = io_uring_submit_and_wait(&io->ring, 1);
+		}
+		*first = false;
+		if (rc < 0)
+			return rc;
 	}
-	*first = false;
-	if (rc < 0 && !transient(rc))
-		return rc;
 	pthread_mutex_lock(&io->lock);
 	if (!fault) {
 		fault = io->ring_fault; /* set by the hook */
@@ -529,12 +528,12 @@ static int uring_run(struct kvt_ssd_io *io, struct kvt_ssd_io_op *ops, size_t n)
 	}
 	while (b.completed < n) {
 		pthread_mutex_lock(&io->lock);
-		bool queued = uring_fill(io, &b);
+		uring_fill(io, &b);
 		pthread_mutex_unlock(&io->lock);
 
 		if (!b.inflight)
 			continue;
-		rc = uring_submit_wait(io, queued, &first);
+		rc = uring_submit_wait(io, &first);
 		if (rc < 0 && !transient(rc))
 			break;
 		pthread_mutex_lock(&io->lock);
