@@ -59,7 +59,7 @@ struct kvt_ssd_io_stats {
 	uint64_t fixed_ops;     /* reads/writes that used a registered buffer */
 	uint64_t errors;        /* operations that failed */
 	uint64_t injected;      /* of which injected faults */
-	uint64_t fallbacks;     /* io_uring failed and the thread pool replaced it */
+	uint64_t fallbacks;     /* io_uring failed in use and the pool replaced it */
 };
 
 /* Open an engine. Returns 0 and *out, -EINVAL, -ENOMEM. Never fails because
