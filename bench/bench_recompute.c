@@ -2,17 +2,21 @@
  * n-token prefix's KV against the time to recompute its prefill, the
  * break-even length, and the TTFT that loading saves, for n from 512 to 128K.
  *
- * Measured on this machine, each beside a memcpy of the same bytes run in the
- * same process: the DRAM tier (kvt_get out of a real store), the SSD path
- * (O_DIRECT io_uring reads of a file under --dir: the raw file path, until the
- * SSD tier lands), TCP over loopback (a real socket pair), and a prefill-shaped
- * GEMM workload on the CPU (OpenBLAS sgemm at each model's layer shapes).
+ * Measured on this machine, each beside a reference run in the same process:
+ * the DRAM tier (kvt_get out of a real store, against memcpy), the raw SSD
+ * path (O_DIRECT io_uring reads of a file under --dir, against memcpy), the
+ * SSD tier (kvt_get of blocks the store demoted, against the raw path), TCP
+ * over loopback (a real socket pair, against memcpy), host-to-GPU copies
+ * through the device layer where a GPU exists (against the PCIe spec of the
+ * link), and a prefill-shaped GEMM workload on the CPU (OpenBLAS sgemm at
+ * each model's layer shapes).
  * Modeled from public specs, and marked "modeled" everywhere they appear: HBM,
  * PCIe Gen4/Gen5 pinned copies, NVLink-C2C, local NVMe, RDMA at 100/200/400
  * Gb/s, and GPU prefill (dense bf16 peak x --mfu of --gpu). Every timing is a
  * median over --reps repetitions. */
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -23,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -31,6 +36,7 @@
 #include <liburing.h>
 
 #include "bench/bench.h"
+#include "kvtier/device.h"
 #include "kvtier/model.h"
 #include "kvtier/store.h"
 
@@ -61,8 +67,9 @@ struct link {
 	const char *name;
 	bool measured;
 	double bw;             /* bytes/s; 0 = not available this run */
-	double vs_memcpy;      /* measured / memcpy reference, 0 if modeled */
+	double vs_memcpy;      /* measured / its reference, 0 if modeled */
 	const char *what;
+	const char *ref;       /* the reference of vs_memcpy: "memcpy" unless said */
 };
 
 struct model_run {
@@ -80,13 +87,16 @@ static void usage(FILE *f)
 "Offload vs recompute: per model and interconnect, the time to load an n-token\n"
 "prefix's KV cache against the time to recompute its prefill, the break-even\n"
 "prefix length (loading is faster from there on), and the TTFT loading saves.\n"
-"Measured here (medians, with the ratio to memcpy of the same bytes): the DRAM\n"
-"tier (kvt_get from a store), the SSD path (O_DIRECT io_uring reads of a file\n"
-"under --dir; the raw file path until the SSD tier lands), TCP over loopback,\n"
-"and CPU prefill (OpenBLAS sgemm at the model's layer shapes). Modeled from\n"
-"public specs, and marked so in every output: HBM, PCIe Gen4/Gen5 pinned,\n"
-"NVLink-C2C, local NVMe, RDMA 100/200/400 Gb/s, and GPU prefill at --mfu of\n"
-"--gpu's dense bf16 peak.\n"
+"Measured here (medians, each with its ratio to a reference run alongside): the\n"
+"DRAM tier (kvt_get from a store; vs memcpy), the raw SSD path (O_DIRECT\n"
+"io_uring reads of a file under --dir; vs memcpy), the SSD tier (kvt_get of\n"
+"blocks the store demoted to SSD under --dir; vs the raw path), TCP over\n"
+"loopback (vs memcpy), host-to-GPU pinned copies where a GPU exists (vs the\n"
+"link's PCIe spec), and CPU prefill (OpenBLAS sgemm at the model's layer\n"
+"shapes). Modeled from public specs, and marked so in every output: HBM, PCIe\n"
+"Gen4/Gen5 pinned, NVLink-C2C, local NVMe, RDMA 100/200/400 Gb/s, and GPU\n"
+"prefill at --mfu of --gpu's dense bf16 peak (and host-to-GPU copies where no\n"
+"GPU is found).\n"
 "\n"
 "options:\n"
 "  --models LIST       comma-separated shipped names or config.json paths\n"
@@ -96,8 +106,8 @@ static void usage(FILE *f)
 "  --gpu NAME          GPU whose HBM and bf16 peak are modeled (default H100-SXM;\n"
 "                      'kvtier calc --list' shows the table)\n"
 "  --mfu F             fraction of bf16 peak a GPU prefill sustains (default 0.5)\n"
-"  --dir DIR           directory for the SSD file; must allow O_DIRECT, so not\n"
-"                      tmpfs (default /var/tmp)\n"
+"  --dir DIR           directory for the SSD file and the SSD tier's segments;\n"
+"                      must allow O_DIRECT, so not tmpfs (default /var/tmp)\n"
 "  --bytes SIZE        bytes per bandwidth measurement (default 64M)\n"
 "  --block-tokens N    tokens per block in the DRAM-tier measurement (default 16)\n"
 "  --gemm-tokens N     rows of the CPU GEMMs (default 32)\n"
@@ -525,6 +535,184 @@ out:
 	return bw;
 }
 
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+/* The SSD tier through the store: blocks of the model's layout put into a
+ * store whose DRAM tier holds an eighth of them, so the demoter moves the
+ * rest to SSD (a fresh directory under dir); then, per repetition, the
+ * blocks a lookup reports on SSD are read back with kvt_get (which may
+ * promote them). Returns B/s or -errno. */
+static double measure_ssd_tier(const struct kvt_model *m, uint32_t block_tokens, const char *dir,
+			       uint64_t bytes, int reps)
+{
+	struct kvt_store_opts so;
+	struct kvt_store_stats st;
+	struct kvt_ns_desc d;
+	struct kvt_store *store = NULL;
+	struct kvt_ns *ns;
+	struct kvt_key *keys = NULL;
+	uint8_t *tiers = NULL;
+	char sub[4096];
+	uint64_t bb, nblocks, last = UINT64_MAX;
+	void *buf = NULL;
+	double t[64], bw;
+	int n = reps < 64 ? reps : 64, err;
+
+	kvt_ns_desc_init(&d, sizeof(d));
+	snprintf(d.model_id, sizeof(d.model_id), "%s", m->name);
+	d.dtype = KVT_DTYPE_BF16;
+	d.layers = m->layers;
+	d.block_tokens = block_tokens;
+	d.tp_size = 1;
+	d.layout = m->kv_lora_rank ? KVT_LAYOUT_MLA : KVT_LAYOUT_PAGED_KV;
+	d.kv_heads = m->kv_lora_rank ? 1 : m->kv_heads;
+	d.head_dim = m->kv_lora_rank ? m->kv_lora_rank + m->qk_rope_head_dim : m->head_dim;
+	bb = kvt_ns_desc_block_bytes(&d);
+	if (!bb)
+		return -EINVAL;
+	nblocks = bytes / bb > 8 ? bytes / bb : 8;
+	snprintf(sub, sizeof(sub), "%s/kvtier-bench-ssd-tier.XXXXXX", dir);
+	if (!mkdtemp(sub))
+		return -errno;
+	kvt_store_opts_init(&so, sizeof(so));
+	so.dram_bytes = (nblocks / 8 + 2) * bb + (8ull << 20);
+	so.ssd_dir = sub;
+	so.ssd_bytes = 2 * nblocks * bb + (256ull << 20);
+	so.ssd_segment_bytes = 64ull << 20;
+	err = kvt_store_open(&so, &store);
+	if (err)
+		goto out;
+	err = kvt_ns_attach(store, &d, &ns);
+	if (err)
+		goto out;
+	keys = calloc(nblocks, sizeof(*keys));
+	tiers = calloc(nblocks, 1);
+	buf = kvt_bench_alloc(bb);
+	if (!keys || !tiers || !buf) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (uint64_t i = 0; i < nblocks; i++) {
+		memcpy(keys[i].bytes, &i, sizeof(i));
+		memset(buf, (int)i, 64);
+		err = kvt_put(ns, &keys[i], i ? &keys[i - 1] : NULL, buf, bb);
+		if (err)
+			goto out;
+	}
+	/* let the demoter settle: SSD block count unchanged for 50 ms (<= 10 s) */
+	for (int i = 0; i < 200; i++) {
+		struct timespec ts = { 0, 50 * 1000 * 1000 };
+		st.size = sizeof(st);
+		err = kvt_store_stats(store, &st);
+		if (err)
+			goto out;
+		if (st.tier[KVT_TIER_SSD].blocks == last)
+			break;
+		last = st.tier[KVT_TIER_SSD].blocks;
+		nanosleep(&ts, NULL);
+	}
+	for (int r = 0; r < n; r++) {
+		uint64_t t0, moved = 0;
+		int got = kvt_lookup(ns, keys, nblocks, tiers);
+
+		if (got < 0) {
+			err = got;
+			goto out;
+		}
+		t0 = kvt_bench_now_ns();
+		for (uint64_t i = 0; i < (uint64_t)got; i++) {
+			if (tiers[i] != KVT_TIER_SSD)
+				continue;
+			err = kvt_get(ns, &keys[i], buf, bb);
+			if (err)
+				goto out;
+			moved += bb;
+		}
+		if (!moved) {
+			err = -ENODATA; /* nothing reached the SSD tier */
+			goto out;
+		}
+		t[r] = (double)moved * 1e9 / (double)(kvt_bench_now_ns() - t0);
+	}
+	err = 0;
+out:
+	bw = err ? err : kvt_bench_median(t, (size_t)n);
+	kvt_bench_free(buf, bb);
+	free(tiers);
+	free(keys);
+	kvt_store_close(store);
+	/* the segment files, then the directory */
+	if (nftw(sub, rm_entry, 16, FTW_DEPTH | FTW_PHYS))
+		fprintf(stderr, "kvtier-bench recompute: could not remove %s\n", sub);
+	return bw;
+}
+
+/* Host to GPU: pinned host memory to device memory with kvt_dev_copy_async,
+ * `bytes` per repetition, where the device layer finds a GPU. Returns B/s,
+ * 0 without a GPU (*why says so), or -errno; *link_bw is the spec rate of
+ * the PCIe link the GPU reports (0 if unknown). */
+static double measure_h2d(uint64_t bytes, int reps, double *link_bw, char *why, size_t why_len)
+{
+	struct kvt_dev_opts o;
+	struct kvt_dev_info info = { .size = sizeof(info) };
+	struct kvt_dev *dev = NULL;
+	struct kvt_dev_mem *mem = NULL;
+	struct kvt_dev_stream *st = NULL;
+	struct kvt_dev_event *ev = NULL;
+	void *host = NULL;
+	double t[64], bw = 0;
+	int n = reps < 64 ? reps : 64, err;
+
+	*link_bw = 0;
+	kvt_dev_opts_init(&o, sizeof(o));
+	o.backend = KVT_DEV_CUDA;
+	err = kvt_dev_open(&o, &dev);
+	if (err) {
+		snprintf(why, why_len, "no GPU here (%s): modeled", kvt_strerror(err));
+		return 0;
+	}
+	err = kvt_dev_info(dev, &info);
+	if (err)
+		goto out;
+	*link_bw = kvt_pcie_bw((uint32_t)info.pcie_gen) * (info.pcie_width > 0 ? info.pcie_width : 16) / 16;
+	snprintf(why, why_len, "%s, PCIe Gen%d x%d: pinned host to device", info.name, info.pcie_gen,
+		 info.pcie_width);
+	err = kvt_dev_host_alloc(dev, bytes, 0, &host);
+	if (!err)
+		err = kvt_dev_mem_alloc(dev, bytes, &mem);
+	if (!err)
+		err = kvt_dev_stream_create(dev, true, &st);
+	if (!err)
+		err = kvt_dev_event_create(dev, &ev);
+	if (err)
+		goto out;
+	/* one untimed copy: first-touch and context warm-up are not the link */
+	err = kvt_dev_copy_async(st, kvt_dev_mem_ptr(mem), host, bytes);
+	if (!err)
+		err = kvt_dev_stream_sync(st);
+	for (int r = 0; !err && r < n; r++) {
+		uint64_t t0 = kvt_bench_now_ns();
+		err = kvt_dev_copy_async(st, kvt_dev_mem_ptr(mem), host, bytes);
+		if (!err)
+			err = kvt_dev_event_record(ev, st);
+		if (!err)
+			err = kvt_dev_event_wait(ev);
+		t[r] = (double)bytes * 1e9 / (double)(kvt_bench_now_ns() - t0);
+	}
+	if (!err)
+		bw = kvt_bench_median(t, (size_t)n);
+out:
+	kvt_dev_event_destroy(ev);
+	kvt_dev_stream_destroy(st);
+	kvt_dev_mem_free(mem);
+	kvt_dev_host_free(dev, host);
+	kvt_dev_close(dev);
+	return err ? err : bw;
+}
+
 /* The (K, N) of each linear op of one layer, as the prefill runs them on m
  * tokens: C[m x N] = A[m x K] B[K x N]. MoE experts are one GEMM as wide as
  * the experts a token uses (same FLOPs; real grouped GEMMs do a bit worse). */
@@ -673,17 +861,18 @@ static void print_table(const struct rc_args *a, const struct kvt_gpu *gpu, doub
 	       memcpy_bw / 1e9, kvt_bench_fmt_bytes(a->bytes, b, sizeof(b)),
 	       kvt_bench_fmt_bytes(a->block_tokens * runs[0].kv_per_token, t, sizeof(t)),
 	       a->reps);
-	printf("paths (B/s into GPU memory; measured ones also as a ratio to memcpy):\n");
+	printf("paths (B/s into GPU memory; measured ones also as a ratio to a reference):\n");
 	for (size_t i = 0; i < n_links; i++) {
 		if (links[i].bw > 0)
 			printf("  %-14s %8.2f GB/s  %-8s", links[i].name, links[i].bw / 1e9,
 			       links[i].measured ? "measured" : "modeled");
 		else
 			printf("  %-14s %13s  %-8s", links[i].name, "n/a", "measured");
-		if (links[i].measured && links[i].bw > 0)
-			printf(" %5.2fx memcpy", links[i].vs_memcpy);
+		if (links[i].measured && links[i].bw > 0 && links[i].vs_memcpy > 0)
+			printf(" %5.2fx %-8s", links[i].vs_memcpy,
+			       links[i].ref ? links[i].ref : "memcpy");
 		else
-			printf(" %13s", "");
+			printf(" %15s", "");
 		printf("  %s\n", links[i].what);
 	}
 	for (size_t mi = 0; mi < a->n_models; mi++) {
@@ -776,10 +965,11 @@ static int print_json(const struct rc_args *a, const struct kvt_gpu *gpu, double
 	json_t *root, *models = json_array(), *paths = json_array();
 
 	for (size_t i = 0; i < n_links; i++)
-		json_array_append_new(paths, json_pack("{s:s, s:s, s:f, s:f, s:s}",
+		json_array_append_new(paths, json_pack("{s:s, s:s, s:f, s:f, s:s, s:s}",
 			"name", links[i].name, "source", links[i].measured ? "measured" : "modeled",
 			"bytes_per_s", links[i].bw > 0 ? links[i].bw : 0.0,
-			"vs_memcpy", links[i].vs_memcpy, "what", links[i].what));
+			"vs_reference", links[i].vs_memcpy,
+			"reference", links[i].ref ? links[i].ref : "memcpy", "what", links[i].what));
 	for (size_t mi = 0; mi < a->n_models; mi++) {
 		const struct model_run *mr = &runs[mi];
 		json_t *ls = json_array();
@@ -1005,9 +1195,24 @@ int kvt_bench_recompute_main(int argc, char **argv)
 			(unsigned long long)a.bytes);
 		return 1;
 	}
-#define MODELED(n, b, w) (links[nl++] = (struct link){ n, false, b, 0, w })
+#define MODELED(n, b, w) (links[nl++] = (struct link){ n, false, b, 0, w, NULL })
 #define MEASURED(n, b, w) (links[nl++] = (struct link){ n, true, (b) > 0 ? (b) : 0, \
-							 (b) > 0 ? (b) / memcpy_bw : 0, w })
+							 (b) > 0 ? (b) / memcpy_bw : 0, w, NULL })
+	{
+		static char why[256];
+		double spec = 0;
+
+		v = measure_h2d(a.bytes, a.reps, &spec, why, sizeof(why));
+		if (v < 0)
+			fprintf(stderr, "kvtier-bench recompute: host to GPU: %s (%s)\n",
+				kvt_strerror((int)v), kvt_dev_last_error());
+		if (v > 0) {
+			links[nl++] = (struct link){ "h2d-pinned", true, v, spec > 0 ? v / spec : 0,
+						     why, "PCIe spec" };
+		} else if (v == 0) {
+			fprintf(stderr, "kvtier-bench recompute: host to GPU: %s\n", why);
+		}
+	}
 	MODELED("hbm", gpu.mem_bw, "KV already in GPU memory: a device copy at HBM bandwidth");
 	MODELED("nvlink-c2c", 450e9, "GH200 NVLink-C2C, 450 GB/s per direction");
 	MODELED("pcie5", kvt_pcie_bw(5), "PCIe Gen5 x16 pinned host copy, 128b/130b");
@@ -1022,16 +1227,31 @@ int kvt_bench_recompute_main(int argc, char **argv)
 		if (v < 0)
 			fprintf(stderr, "kvtier-bench recompute: DRAM tier: %s\n",
 				kvt_strerror((int)v));
-		MEASURED("dram-tier", v, "kvt_get out of a store's DRAM tier (host copy only)");
+		MEASURED("dram-tier", v, "kvt_get out of a store's DRAM tier (host copy only; "
+					 "vs memcpy passes interleaved with it)");
 		/* its ratio is to the memcpy passes interleaved with it */
 		if (v > 0 && ref > 0)
 			links[nl - 1].vs_memcpy = v / ref;
+		links[nl - 1].ref = "memcpy";
 	}
 	v = measure_ssd(a.dir, a.bytes, a.reps);
 	if (v < 0)
 		fprintf(stderr, "kvtier-bench recompute: SSD path under %s: %s%s\n", a.dir,
 			kvt_strerror((int)v), v == -EINVAL ? " (no O_DIRECT here? try --dir)" : "");
 	MEASURED("ssd-odirect", v, "O_DIRECT io_uring reads of a file (raw file path, QD 16, 1 MiB)");
+	{
+		double raw = v;
+
+		v = measure_ssd_tier(&runs[0].m, a.block_tokens, a.dir, a.bytes, a.reps);
+		if (v < 0)
+			fprintf(stderr, "kvtier-bench recompute: SSD tier under %s: %s\n", a.dir,
+				kvt_strerror((int)v));
+		MEASURED("ssd-tier", v, "kvt_get, one block at a time, of blocks the store demoted "
+					"to its SSD tier");
+		/* the SSD tier's reference is the raw file path on the same disk */
+		links[nl - 1].vs_memcpy = v > 0 && raw > 0 ? v / raw : 0;
+		links[nl - 1].ref = "raw file";
+	}
 	v = measure_tcp(a.bytes, a.reps);
 	if (v < 0)
 		fprintf(stderr, "kvtier-bench recompute: TCP loopback: %s\n", kvt_strerror((int)v));

@@ -16,6 +16,7 @@
 #include "bench/bench.h"
 #include "bench/trace/convert.h"
 #include "bench/trace/payload.h"
+#include "bench/trace/prefill.h"
 #include "bench/trace/reader.h"
 #include "bench/trace/replay.h"
 #include "bench/trace/report.h"
@@ -36,6 +37,13 @@ struct cfg {
 	uint64_t tier_bytes[KVT_TIER_COUNT];
 	bool tier_set[KVT_TIER_COUNT];
 	uint64_t kv_bytes_per_token;
+	bool kvbpt_set;
+	const char *model;          /* cost model for the prefill estimate, or "none" */
+	const char *gpu;
+	double mfu;
+	struct kvt_prefill_est est;
+	bool have_est;
+	struct kvt_prefill_est *sweep_est; /* one per sweep point */
 	const char *policies[MAX_POLICIES];
 	int n_policies;
 	bool sweep;
@@ -44,6 +52,7 @@ struct cfg {
 	int n_caps;
 	const char *svg;
 	bool json, skip_bad, quiet;
+	uint64_t reorder_window;
 	int reps;
 	bool payload;
 	uint64_t payload_block_bytes;
@@ -69,13 +78,20 @@ static void usage(FILE *f)
 "  --synthetic N           generate N synthetic requests (temporary file) and replay them\n"
 "  --block-tokens N        tokens per hash id (default 512)\n"
 "  --skip-bad              report malformed lines and skip them (default: stop at the first)\n"
+"  --reorder-window N      restore timestamp order within N requests (default 0: the\n"
+"                          trace must be sorted)\n"
 "capacity (a tier is present when given a capacity; default: DRAM, infinite):\n"
 "  --capacity-blocks N     DRAM capacity in blocks ('inf' = infinite), the only tier\n"
 "                          unless others are given\n"
 "  --hbm-blocks N, --dram-blocks N, --ssd-blocks N   tier capacity in blocks or 'inf'\n"
 "  --hbm BYTES, --dram BYTES, --ssd BYTES            tier capacity in bytes (K/M/G/T)\n"
 "  --kv-bytes-per-token N  KV bytes of one token, for byte capacities and byte counts\n"
-"                          (default 147456: Qwen3-8B in bf16)\n"
+"                          (default: the --model's in bf16, 147456 for Qwen3-8B)\n"
+"prefill estimate (offload-vs-recompute cost model):\n"
+"  --model M               model: a shipped name or a config.json path (default\n"
+"                          Qwen3-8B; 'none' for no estimate)\n"
+"  --gpu G                 GPU of the model's table (default H100-SXM)\n"
+"  --mfu F                 fraction of peak FLOP/s a prefill sustains (default 0.5)\n"
 "replay:\n"
 "  --policy P[,P...]       lru (default), tail-lru, lfu, cost; a list for --sweep\n"
 "  --promote               move a hit below the first tier up to it\n"
@@ -83,7 +99,7 @@ static void usage(FILE *f)
 "  --reps N                replays timed, median reported (default 3; 1 for stdin)\n"
 "  --payload               real bytes through the store API instead of accounting\n"
 "  --payload-block-bytes N scaled block size of --payload (default 64K)\n"
-"  --ssd-dir DIR           SSD tier directory of --payload\n"
+"  --ssd-dir DIR           SSD tier directory of --payload (its size: --ssd-blocks)\n"
 "sweep (all in one pass over the trace):\n"
 "  --sweep                 hit rate against the capacity of one tier, per policy\n"
 "                          (default policies: all four)\n"
@@ -173,7 +189,8 @@ enum {
 	O_POLICY, O_PROMOTE, O_STORE_OUTPUT, O_REPS, O_PAYLOAD, O_PAYLOAD_BB, O_SSD_DIR,
 	O_SWEEP, O_SWEEP_TIER, O_SWEEP_CAPS, O_SVG, O_SEED, O_SESSIONS, O_PROMPTS,
 	O_PROMPT_TOKENS, O_CONV_SHARE, O_AGENT_SHARE, O_TURNS, O_AGENT_STEPS, O_AGENT_CTX,
-	O_USER_TOKENS, O_OUTPUT_TOKENS, O_RATE, O_JSON, O_QUIET, O_HELP,
+	O_USER_TOKENS, O_OUTPUT_TOKENS, O_RATE, O_JSON, O_QUIET, O_HELP, O_MODEL, O_GPU, O_MFU,
+	O_REORDER,
 };
 
 static const struct option options[] = {
@@ -218,6 +235,10 @@ static const struct option options[] = {
 	{ "json", no_argument, NULL, O_JSON },
 	{ "quiet", no_argument, NULL, O_QUIET },
 	{ "help", no_argument, NULL, O_HELP },
+	{ "model", required_argument, NULL, O_MODEL },
+	{ "gpu", required_argument, NULL, O_GPU },
+	{ "mfu", required_argument, NULL, O_MFU },
+	{ "reorder-window", required_argument, NULL, O_REORDER },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -267,6 +288,8 @@ static int parse_args(int argc, char **argv, struct cfg *c)
 			t = opt == O_HBM_BLOCKS ? KVT_TIER_HBM :
 			    opt == O_SSD_BLOCKS ? KVT_TIER_SSD : KVT_TIER_DRAM;
 			err = parse_blocks(optarg, &v);
+			if (!err && !v)
+				err = -EINVAL; /* a tier with no room: leave it out */
 			c->ro.capacity[t] = v;
 			c->tier_bytes[t] = 0;
 			c->tier_set[t] = true;
@@ -278,7 +301,18 @@ static int parse_args(int argc, char **argv, struct cfg *c)
 			err = kvt_bench_parse_size(optarg, &c->tier_bytes[t]);
 			c->tier_set[t] = true;
 			break;
-		case O_KVBPT: err = parse_u64(optarg, &c->kv_bytes_per_token); break;
+		case O_KVBPT:
+			err = parse_u64(optarg, &c->kv_bytes_per_token);
+			c->kvbpt_set = true;
+			break;
+		case O_MODEL: c->model = optarg; break;
+		case O_GPU: c->gpu = optarg; break;
+		case O_MFU: err = double_arg(optarg, &c->mfu); break;
+		case O_REORDER:
+			err = parse_u64(optarg, &c->reorder_window);
+			if (!err && c->reorder_window > (1u << 24))
+				err = -EINVAL;
+			break;
 		case O_POLICY: err = split_policies(c, optarg); break;
 		case O_PROMOTE: c->ro.promote = true; break;
 		case O_STORE_OUTPUT: c->ro.store_output = true; break;
@@ -327,14 +361,41 @@ static int parse_args(int argc, char **argv, struct cfg *c)
 
 /* Byte capacities become blocks; a tier given no capacity is absent unless
  * none is given at all (then DRAM is infinite). */
-static void resolve_capacities(struct cfg *c)
+static int resolve_capacities(struct cfg *c)
 {
 	bool any = false;
+	int err;
 
+	if (strcmp(c->model, "none")) {
+		err = kvt_prefill_est_init(&c->est, c->model, c->gpu, c->mfu, c->ro.block_tokens, 0);
+		if (err) {
+			fprintf(stderr, "trace: cost model (--model %s --gpu %s --mfu %g): %s\n",
+				c->model, c->gpu, c->mfu, kvt_strerror(err));
+			return err;
+		}
+		c->have_est = true;
+		if (!c->kvbpt_set)
+			c->kv_bytes_per_token = kvt_model_kv_bytes_per_token(&c->est.model,
+									      KVT_DTYPE_BF16);
+	}
+	c->est.plan.block_bytes = c->kv_bytes_per_token * c->ro.block_tokens;
 	c->ro.block_bytes = c->kv_bytes_per_token * c->ro.block_tokens;
+	if (!c->ro.block_bytes) {
+		fprintf(stderr, "trace: --kv-bytes-per-token must be > 0\n");
+		return -EINVAL;
+	}
 	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
-		if (c->tier_set[t] && c->tier_bytes[t])
+		if (c->tier_set[t] && c->tier_bytes[t]) {
 			c->ro.capacity[t] = c->tier_bytes[t] / c->ro.block_bytes;
+			if (!c->ro.capacity[t]) {
+				fprintf(stderr, "trace: %s capacity below one block of %llu bytes\n",
+					kvt_tier_name(t), (unsigned long long)c->ro.block_bytes);
+				return -EINVAL;
+			}
+		} else if (c->tier_set[t] && !c->ro.capacity[t]) {
+			fprintf(stderr, "trace: %s capacity must be > 0\n", kvt_tier_name(t));
+			return -EINVAL;
+		}
 		any |= c->tier_set[t];
 	}
 	if (!any)
@@ -343,15 +404,20 @@ static void resolve_capacities(struct cfg *c)
 		for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++)
 			if (!c->tier_set[t])
 				c->ro.capacity[t] = 0;
+	return 0;
 }
 
-static int open_reader(const struct cfg *c, bool progress, struct kvt_trace_reader **r)
+static int open_reader(const struct cfg *c, bool progress, bool report,
+		       struct kvt_trace_reader **r)
 {
 	struct kvt_trace_reader_opts o;
 	int err;
 
 	kvt_trace_reader_opts_init(&o, sizeof(o));
 	o.skip_bad = c->skip_bad;
+	o.reorder_window = (size_t)c->reorder_window;
+	if (!report)
+		o.errors = NULL; /* the replay pass reported them already */
 	o.progress = progress && !c->quiet;
 	err = kvt_trace_reader_open(c->trace, &o, r);
 	if (err)
@@ -365,7 +431,7 @@ static int parse_pass(const struct cfg *c, double *seconds)
 	struct kvt_trace_reader *r;
 	struct kvt_trace_req req;
 	uint64_t t0 = kvt_bench_now_ns(), sum = 0;
-	int err = open_reader(c, false, &r);
+	int err = open_reader(c, false, false, &r);
 
 	if (err)
 		return err;
@@ -383,13 +449,13 @@ struct timed {
 };
 
 /* One pass: every request into every replay of rs[0..n). */
-static int replay_pass(const struct cfg *c, struct kvt_replay **rs, size_t n, bool progress,
+static int replay_pass(struct cfg *c, struct kvt_replay **rs, size_t n, bool progress,
 		       struct timed *tm)
 {
 	struct kvt_trace_reader *r;
 	struct kvt_trace_req req;
 	uint64_t in_replay = 0, t0 = kvt_bench_now_ns();
-	int err = open_reader(c, progress, &r);
+	int err = open_reader(c, progress, progress, &r);
 
 	if (err)
 		return err;
@@ -401,6 +467,20 @@ static int replay_pass(const struct cfg *c, struct kvt_replay **rs, size_t n, bo
 		in_replay += kvt_bench_now_ns() - a;
 		if (err < 0)
 			break;
+		if (progress && c->have_est) {
+			/* the first pass feeds the estimate, outside the timed replay */
+			size_t hits;
+			const uint8_t *tiers = kvt_replay_last_hits(rs[0], &hits);
+
+			err = kvt_prefill_est_add(&c->est, req.input_length, tiers, hits);
+			for (size_t i = 1; i < n && err >= 0 && c->sweep_est; i++) {
+				tiers = kvt_replay_last_hits(rs[i], &hits);
+				err = kvt_prefill_est_add(&c->sweep_est[i - 1], req.input_length,
+							  tiers, hits);
+			}
+			if (err < 0)
+				break;
+		}
 	}
 	tm->replay_s = (double)in_replay / 1e9;
 	tm->total_s = (double)(kvt_bench_now_ns() - t0) / 1e9;
@@ -460,6 +540,15 @@ static int run_replay(struct cfg *c)
 		err = -ENOMEM;
 		goto out;
 	}
+	if (n_sweep && c->have_est) {
+		c->sweep_est = malloc(n_sweep * sizeof(*c->sweep_est));
+		if (!c->sweep_est) {
+			err = -ENOMEM;
+			goto out;
+		}
+		for (i = 0; i < n_sweep; i++)
+			c->sweep_est[i] = c->est; /* no request added yet */
+	}
 	for (int rep = 0; rep < reps; rep++) {
 		close_all(rs, n);
 		memset(rs, 0, n * sizeof(*rs));
@@ -498,8 +587,17 @@ static int run_replay(struct cfg *c)
 	if (seekable && !c->sweep)
 		parse_med = kvt_bench_median(parse_s, (size_t)reps);
 	kvt_replay_stats(rs[0], &st);
-	for (i = 0; i < n_sweep; i++)
+	for (i = 0; i < n_sweep; i++) {
 		kvt_replay_stats(rs[i + 1], &pts[i].st);
+		if (c->sweep_est && c->sweep_est[i].requests) {
+			const struct kvt_prefill_est *e = &c->sweep_est[i];
+
+			pts[i].has_prefill = true;
+			pts[i].prefill_saved_fraction =
+				e->no_cache_s > 0 ? (e->no_cache_s - e->with_cache_s) / e->no_cache_s : 0;
+			pts[i].mean_ttft_s = e->with_cache_s / (double)e->requests;
+		}
+	}
 
 	if (c->json) {
 		j = kvt_trace_report_json(&c->ro, &st);
@@ -527,10 +625,8 @@ static int run_replay(struct cfg *c)
 			/* how long the replay takes per block, against reading it */
 			json_object_set_new(j, "replay_over_parse", json_real(replay_med / parse_med));
 		}
-		json_object_set_new(j, "prefill_saved", json_null());
-		json_object_set_new(j, "prefill_saved_note",
-				    json_string("no offload-vs-recompute cost model in this build: "
-						"see hit_tokens and bytes per tier"));
+		json_object_set_new(j, "prefill", c->have_est ? kvt_prefill_est_json(&c->est)
+							      : json_null());
 		if (n_sweep)
 			json_object_set_new(j, "sweep", kvt_trace_sweep_json(pts, n_sweep));
 		err = print_json(j);
@@ -546,6 +642,14 @@ static int run_replay(struct cfg *c)
 		printf("\n");
 		if (tm.bad_lines)
 			printf("%" PRIu64 " malformed lines skipped\n", tm.bad_lines);
+		if (c->have_est && c->est.requests)
+			printf("prefill (%s on %s, MFU %.2f): %.1f s without the cache, %.1f s with it "
+			       "(%.1f%% saved); mean TTFT %.3f s -> %.3f s\n", c->est.model.name,
+			       c->est.gpu.name, c->est.mfu, c->est.no_cache_s, c->est.with_cache_s,
+			       c->est.no_cache_s > 0 ? 100.0 * (c->est.no_cache_s - c->est.with_cache_s) /
+							      c->est.no_cache_s : 0.0,
+			       c->est.no_cache_s / (double)c->est.requests,
+			       c->est.with_cache_s / (double)c->est.requests);
 		if (n_sweep) {
 			printf("\n");
 			kvt_trace_sweep_text(stdout, pts, n_sweep);
@@ -569,6 +673,8 @@ out:
 		close_all(rs, n);
 	free(rs);
 	free(pts);
+	free(c->sweep_est);
+	c->sweep_est = NULL;
 	return err;
 }
 
@@ -592,12 +698,16 @@ static int run_payload(struct cfg *c)
 	o.ssd_dir = c->ssd_dir;
 	if (c->ro.capacity[KVT_TIER_SSD] != KVT_REPLAY_INFINITE)
 		o.ssd_blocks = c->ro.capacity[KVT_TIER_SSD];
+	if (o.ssd_dir && !o.ssd_blocks) {
+		fprintf(stderr, "trace: --ssd-dir needs a finite --ssd-blocks\n");
+		return -EINVAL;
+	}
 	err = kvt_payload_open(&o, &p);
 	if (err) {
 		fprintf(stderr, "trace: payload store: %s\n", kvt_strerror(err));
 		return err;
 	}
-	err = open_reader(c, true, &r);
+	err = open_reader(c, true, true, &r);
 	if (err)
 		goto out;
 	while ((err = kvt_trace_reader_next(r, &req)) == 1) {
@@ -617,27 +727,43 @@ static int run_payload(struct cfg *c)
 		goto out;
 	{
 		double s = (double)in_replay / 1e9;
-		json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:I, s:I, s:I, "
-				      "s:I, s:I, s:I, s:I, s:f, s:f, s:I, s:I, s:I}",
-				      "trace", c->trace, "mode", "payload", "policy", o.policy,
-				      "block_bytes", (json_int_t)o.block_bytes,
-				      "dram_blocks", (json_int_t)o.dram_blocks,
-				      "requests", (json_int_t)st.requests,
-				      "blocks", (json_int_t)st.blocks,
-				      "block_hit_rate", kvt_trace_rate(st.hit_blocks, st.blocks),
-				      "token_hit_rate", kvt_trace_rate(st.hit_tokens, st.tokens),
-				      "puts", (json_int_t)st.puts,
-				      "put_exists", (json_int_t)st.put_exists,
-				      "put_nospace", (json_int_t)st.put_nospace,
-				      "bad_bytes", (json_int_t)st.bad_bytes,
-				      "bytes_put", (json_int_t)st.bytes_put,
-				      "bytes_got", (json_int_t)st.bytes_got,
-				      "dram_evictions", (json_int_t)st.store.tier[KVT_TIER_DRAM].evictions,
-				      "replay_s", s,
-				      "lookups_per_s", s > 0 ? (double)st.blocks / s : 0.0,
-				      "dram_hits", (json_int_t)st.store.tier[KVT_TIER_DRAM].hits,
-				      "ssd_hits", (json_int_t)st.store.tier[KVT_TIER_SSD].hits,
-				      "bad_lines", (json_int_t)kvt_trace_reader_bad_lines(r));
+		json_t *hits = json_object(), *store = json_object(), *j;
+
+		for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
+			const struct kvt_tier_stats *ts = &st.store.tier[t];
+
+			if (!ts->present)
+				continue;
+			json_object_set_new(hits, kvt_tier_name(t),
+					    json_integer((json_int_t)st.tier_hits[t]));
+			json_object_set_new(store, kvt_tier_name(t),
+					    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}",
+						      "capacity_bytes", (json_int_t)ts->capacity_bytes,
+						      "used_bytes", (json_int_t)ts->used_bytes,
+						      "evictions", (json_int_t)ts->evictions,
+						      "bytes_in", (json_int_t)ts->bytes_in,
+						      "bytes_out", (json_int_t)ts->bytes_out,
+						      "errors", (json_int_t)ts->errors));
+		}
+		j = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:I, s:I, s:I, "
+			      "s:I, s:I, s:I, s:f, s:f, s:o, s:o, s:I}",
+			      "trace", c->trace, "mode", "payload", "policy", o.policy,
+			      "block_bytes", (json_int_t)o.block_bytes,
+			      "dram_blocks", (json_int_t)o.dram_blocks,
+			      "requests", (json_int_t)st.requests,
+			      "blocks", (json_int_t)st.blocks,
+			      "block_hit_rate", kvt_trace_rate(st.hit_blocks, st.blocks),
+			      "token_hit_rate", kvt_trace_rate(st.hit_tokens, st.tokens),
+			      "puts", (json_int_t)st.puts,
+			      "put_exists", (json_int_t)st.put_exists,
+			      "put_nospace", (json_int_t)st.put_nospace,
+			      "bad_bytes", (json_int_t)st.bad_bytes,
+			      "bytes_put", (json_int_t)st.bytes_put,
+			      "bytes_got", (json_int_t)st.bytes_got,
+			      "replay_s", s,
+			      "lookups_per_s", s > 0 ? (double)st.blocks / s : 0.0,
+			      "hits", hits, "store_tiers", store,
+			      "bad_lines", (json_int_t)kvt_trace_reader_bad_lines(r));
 
 		if (!j) {
 			err = -ENOMEM;
@@ -722,7 +848,8 @@ out_in:
 
 int kvt_bench_trace_main(int argc, char **argv)
 {
-	struct cfg c = { .reps = 3, .sweep_tier = KVT_TIER_DRAM, .kv_bytes_per_token = 147456 };
+	struct cfg c = { .reps = 3, .sweep_tier = KVT_TIER_DRAM, .kv_bytes_per_token = 147456,
+			 .model = "Qwen3-8B", .gpu = "H100-SXM", .mfu = 0.5 };
 	char tmp[] = "/tmp/kvtier-trace.XXXXXX";
 	bool made_tmp = false;
 	int err;
@@ -748,7 +875,8 @@ int kvt_bench_trace_main(int argc, char **argv)
 		return run_generate(&c) ? 1 : 0;
 	if (c.convert)
 		return run_convert(&c) ? 1 : 0;
-	resolve_capacities(&c);
+	if (resolve_capacities(&c))
+		return 2;
 	if (!c.trace) {
 		int fd = mkstemp(tmp);
 		FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;

@@ -222,7 +222,11 @@ static int cuda_mem_alloc(struct kvt_dev *dev, size_t len, struct kvt_dev_mem *m
 
 	if (rc || (rc = CU(cudaMalloc(&p, len))))
 		return rc;
+	/* cudaMemset runs on the legacy stream, which kvtier's non-blocking
+	 * streams do not wait for: finish it before anyone can use the memory */
 	rc = CU(cudaMemset(p, 0, len));
+	if (!rc)
+		rc = CU(cudaDeviceSynchronize());
 	if (rc) {
 		cudaFree(p);
 		return rc;
@@ -402,7 +406,11 @@ static int cuda_layout_upload(struct kvt_dev_layout *lay)
 
 	if (rc || (rc = CU(cudaMalloc(&p, len))))
 		return rc;
+	/* a pageable cudaMemcpy may return before its DMA lands, and kernels on
+	 * non-blocking streams do not wait for the legacy stream */
 	rc = CU(cudaMemcpy(p, lay->bases, len, cudaMemcpyHostToDevice));
+	if (!rc)
+		rc = CU(cudaDeviceSynchronize());
 	if (rc) {
 		cudaFree(p);
 		return rc;

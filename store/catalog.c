@@ -169,13 +169,7 @@ static void detach_links(struct kvt_catalog *cat, uint32_t i)
 
 	parent_lose(cat, i);
 	kvt_index_unlink(cat->idx, i);
-	for (uint32_t c = r->first_child; c != KVT_NIL;) {
-		uint32_t next = rec(cat, c)->next_sibling;
-		rec(cat, c)->parent = KVT_NIL;
-		rec(cat, c)->next_sibling = KVT_NIL;
-		c = next;
-	}
-	r->first_child = KVT_NIL;
+	kvt_index_orphan_children(cat->idx, i);
 	r->kids_here = 0;
 }
 

@@ -207,7 +207,7 @@ int kvt_index_insert(struct kvt_index *idx, uint16_t ns, const struct kvt_key *k
 	r->ns = ns;
 	r->state = KVT_REC_PENDING;
 	r->pprev = r->pnext = KVT_NIL;
-	r->parent = r->first_child = r->next_sibling = KVT_NIL;
+	r->parent = r->first_child = r->next_sibling = r->prev_sibling = KVT_NIL;
 	idx->table[pos] = (struct slot){ h, i };
 	idx->count++;
 	*out = i;
@@ -220,6 +220,9 @@ void kvt_index_link(struct kvt_index *idx, uint32_t parent, uint32_t child)
 
 	c->parent = parent;
 	c->next_sibling = p->first_child;
+	c->prev_sibling = KVT_NIL;
+	if (p->first_child != KVT_NIL)
+		kvt_index_rec(idx, p->first_child)->prev_sibling = child;
 	p->first_child = child;
 }
 
@@ -230,13 +233,13 @@ void kvt_index_unlink(struct kvt_index *idx, uint32_t i)
 
 	if (r->parent == KVT_NIL)
 		return;
-	/* sibling lists are short: a prefix branches into few continuations */
-	for (link = &kvt_index_rec(idx, r->parent)->first_child; *link != i;
-	     link = &kvt_index_rec(idx, *link)->next_sibling)
-		;
+	link = r->prev_sibling == KVT_NIL ? &kvt_index_rec(idx, r->parent)->first_child
+					   : &kvt_index_rec(idx, r->prev_sibling)->next_sibling;
 	*link = r->next_sibling;
+	if (r->next_sibling != KVT_NIL)
+		kvt_index_rec(idx, r->next_sibling)->prev_sibling = r->prev_sibling;
 	r->parent = KVT_NIL;
-	r->next_sibling = KVT_NIL;
+	r->next_sibling = r->prev_sibling = KVT_NIL;
 }
 
 /* Backward-shift deletion: pull later entries of the probe run into the hole
@@ -262,21 +265,27 @@ static void table_delete(struct kvt_index *idx, size_t hole)
 	idx->table[hole] = (struct slot){ 0, KVT_NIL };
 }
 
-void kvt_index_erase(struct kvt_index *idx, uint32_t i)
+void kvt_index_orphan_children(struct kvt_index *idx, uint32_t i)
 {
 	struct kvt_rec *r = kvt_index_rec(idx, i);
-	uint32_t c;
 
-	kvt_index_unlink(idx, i);
-	for (c = r->first_child; c != KVT_NIL;) {
+	for (uint32_t c = r->first_child; c != KVT_NIL;) {
 		struct kvt_rec *child = kvt_index_rec(idx, c);
 		uint32_t next = child->next_sibling;
 
 		child->parent = KVT_NIL;
-		child->next_sibling = KVT_NIL;
+		child->next_sibling = child->prev_sibling = KVT_NIL;
 		c = next;
 	}
 	r->first_child = KVT_NIL;
+}
+
+void kvt_index_erase(struct kvt_index *idx, uint32_t i)
+{
+	struct kvt_rec *r = kvt_index_rec(idx, i);
+
+	kvt_index_unlink(idx, i);
+	kvt_index_orphan_children(idx, i);
 	table_delete(idx, slot_of(idx, r->ns, &r->key, key_hash(r->ns, &r->key)));
 	r->state = KVT_REC_FREE;
 	r->next_sibling = idx->free_head;

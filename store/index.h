@@ -34,8 +34,9 @@ struct kvt_rec {
 	uint64_t pval;         /* policy's value: frequency, priority, ... */
 	uint32_t pprev, pnext; /* policy's list links or heap position */
 	uint32_t parent;       /* KVT_NIL: none stored (root or orphan) */
-	uint32_t first_child;  /* cached children, a singly linked sibling list */
-	uint32_t next_sibling;
+	uint32_t first_child;  /* cached children, a doubly linked sibling list */
+	uint32_t next_sibling; /* (doubly: a shared system prompt can have */
+	uint32_t prev_sibling; /*  thousands of children, unlinked in O(1)) */
 	uint32_t size;         /* bytes of the block (raw) */
 	uint32_t depth;        /* position in its prefix chain (0 = first block) */
 	uint32_t kids_here;    /* cached children in the same tier as this record */
@@ -80,6 +81,9 @@ void kvt_index_erase(struct kvt_index *idx, uint32_t i);
 
 /* Detach record i from its parent's child list (parent becomes KVT_NIL). */
 void kvt_index_unlink(struct kvt_index *idx, uint32_t i);
+
+/* Make every child of record i an orphan (parent KVT_NIL); i is left childless. */
+void kvt_index_orphan_children(struct kvt_index *idx, uint32_t i);
 
 /* Link child under parent (both live): child->parent = parent, and child
  * joins parent's child list. */

@@ -2,6 +2,7 @@
 #include "store/policy.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 
 extern const struct kvt_policy_ops kvt_policy_lru_ops;
@@ -24,22 +25,23 @@ const struct kvt_policy_ops *kvt_policy_find(const char *name)
 	return NULL;
 }
 
+static char policy_names[128];
+static pthread_once_t policy_names_once = PTHREAD_ONCE_INIT;
+
+static void build_policy_names(void)
+{
+	for (size_t i = 0; i < sizeof(policies) / sizeof(policies[0]); i++) {
+		if (i)
+			strncat(policy_names, ", ", sizeof(policy_names) - strlen(policy_names) - 1);
+		strncat(policy_names, policies[i]->name,
+			sizeof(policy_names) - strlen(policy_names) - 1);
+	}
+}
+
 const char *kvt_policy_names(void)
 {
-	static char names[128];
-	static int done;
-
-	/* built once; the table is constant, so a racing second build writes the same */
-	if (!done) {
-		names[0] = 0;
-		for (size_t i = 0; i < sizeof(policies) / sizeof(policies[0]); i++) {
-			if (i)
-				strncat(names, ", ", sizeof(names) - strlen(names) - 1);
-			strncat(names, policies[i]->name, sizeof(names) - strlen(names) - 1);
-		}
-		done = 1;
-	}
-	return names;
+	pthread_once(&policy_names_once, build_policy_names);
+	return policy_names;
 }
 
 int kvt_policy_init(struct kvt_policy *p, const struct kvt_policy_ops *ops,

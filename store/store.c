@@ -141,7 +141,15 @@ uint64_t kvt_ns_desc_block_bytes(const struct kvt_ns_desc *d)
 	elem = kvt_dtype_bytes(d->dtype);
 	if (!elem)
 		return 0;
-	return planes * d->layers * d->kv_heads * d->head_dim * elem * d->block_tokens;
+	/* a descriptor comes from a client: a product that wraps is invalid */
+	{
+		uint64_t f[] = { d->layers, d->kv_heads, d->head_dim, elem, d->block_tokens };
+		uint64_t bytes = planes;
+		for (size_t k = 0; k < sizeof(f) / sizeof(f[0]); k++)
+			if (__builtin_mul_overflow(bytes, f[k], &bytes))
+				return 0;
+		return bytes;
+	}
 }
 
 /* The namespace's identity: SHA-256 over every field that defines it, in a
@@ -296,6 +304,8 @@ static int reserve_locked(struct kvt_ns *ns, const struct kvt_key *key, uint32_t
 
 	err = kvt_index_insert(s->cat.idx, ns->id, key, &i);
 	if (err == -EEXIST) {
+		if (rec(s, i)->state == KVT_REC_DYING)
+			return -EBUSY; /* removed, its last reader not done: not stored */
 		if (rec(s, i)->state == KVT_REC_LIVE)
 			kvt_catalog_touch(&s->cat, i); /* re-saved: it is in use */
 		return -EEXIST;

@@ -221,7 +221,9 @@ static void forget_dropped(struct kvt_store *s)
 
 static bool above(struct kvt_store *s, double mark)
 {
-	return (double)s->cat.used_bytes[KVT_TIER_DRAM] > mark * (double)s->tiering->dram_capacity;
+	/* occupancy counts slot rounding and slab tails: a 40 MiB block fills a
+	 * 64 MiB slab, though its bytes are 62% of it */
+	return (double)kvt_dram_occupied(s->dram) > mark * (double)s->tiering->dram_capacity;
 }
 
 /* One round: pick cold DRAM blocks, write them (lock released), move those

@@ -21,21 +21,22 @@ struct slab {
 };
 
 struct size_class {
-	uint64_t slot_bytes;
+	uint64_t slot_bytes; /* 0: unused entry */
 	uint32_t partial;    /* slabs of this class with a free slot */
+	uint32_t slabs;      /* slabs serving this class */
 };
 
 struct dram {
 	struct kvt_tier_impl base;
 	uint8_t *region;
 	uint64_t region_bytes, slab_bytes;
-	bool huge;
 	struct slab *slabs;
 	uint32_t n_slabs;
 	uint32_t pool;       /* free slabs, linked through next */
 	struct size_class classes[MAX_CLASSES];
 	int n_classes;
-	uint64_t used_slot_bytes;
+	uint32_t slabs_in_use;
+	uint64_t free_slot_bytes; /* free slots inside slabs in use */
 };
 
 #define NIL UINT32_MAX
@@ -70,15 +71,25 @@ static void partial_remove(struct dram *d, struct slab *s, uint32_t si)
 	s->partial = false;
 }
 
+/* The class of slot_bytes, created on first use. A class left with no slab
+ * is recycled; -ENOBUFS (not -ENOSPC: evicting would not help) when all
+ * MAX_CLASSES sizes hold slabs. */
 static int class_of(struct dram *d, uint64_t slot_bytes)
 {
-	for (int i = 0; i < d->n_classes; i++)
+	int spare = -1;
+
+	for (int i = 0; i < d->n_classes; i++) {
 		if (d->classes[i].slot_bytes == slot_bytes)
 			return i;
-	if (d->n_classes == MAX_CLASSES)
-		return -ENOSPC;
-	d->classes[d->n_classes] = (struct size_class){ slot_bytes, NIL };
-	return d->n_classes++;
+		if (spare < 0 && d->classes[i].slabs == 0)
+			spare = i;
+	}
+	if (spare < 0 && d->n_classes == MAX_CLASSES)
+		return -ENOBUFS;
+	if (spare < 0)
+		spare = d->n_classes++;
+	d->classes[spare] = (struct size_class){ slot_bytes, NIL, 0 };
+	return spare;
 }
 
 /* Give slab si to class cls. */
@@ -96,6 +107,9 @@ static int slab_take(struct dram *d, uint32_t si, int cls)
 	s->cls = cls;
 	s->n_used = s->bump = s->n_free = 0;
 	partial_push(d, s, si);
+	d->classes[cls].slabs++;
+	d->slabs_in_use++;
+	d->free_slot_bytes += (uint64_t)s->n_slots * slot;
 	return 0;
 }
 
@@ -104,6 +118,9 @@ static void slab_release(struct dram *d, struct slab *s, uint32_t si)
 {
 	if (s->partial)
 		partial_remove(d, s, si);
+	d->classes[s->cls].slabs--;
+	d->slabs_in_use--;
+	d->free_slot_bytes -= (uint64_t)s->n_slots * s->slot_bytes;
 	free(s->free_stack);
 	s->free_stack = NULL;
 	s->slot_bytes = 0;
@@ -138,7 +155,7 @@ static int dram_alloc(struct kvt_tier_impl *t, uint64_t bytes, uint64_t *loc)
 	idx = s->n_free ? s->free_stack[--s->n_free] : s->bump++;
 	if (++s->n_used == s->n_slots)
 		partial_remove(d, s, si);
-	d->used_slot_bytes += slot;
+	d->free_slot_bytes -= slot;
 	*loc = (uint64_t)si << 32 | idx;
 	return 0;
 }
@@ -149,7 +166,7 @@ static void dram_free(struct kvt_tier_impl *t, uint64_t loc)
 	uint32_t si = (uint32_t)(loc >> 32), idx = (uint32_t)loc;
 	struct slab *s = &d->slabs[si];
 
-	d->used_slot_bytes -= s->slot_bytes;
+	d->free_slot_bytes += s->slot_bytes;
 	if (s->n_used-- == s->n_slots)
 		partial_push(d, s, si);
 	if (s->n_used == 0) {
@@ -198,18 +215,16 @@ static const struct kvt_tier_ops dram_ops = {
 	.close = dram_close,
 };
 
-static void *map_region(uint64_t bytes, bool try_huge, bool *huge)
+static void *map_region(uint64_t bytes, bool try_huge)
 {
 	void *p = MAP_FAILED;
 
-	*huge = false;
 	if (try_huge) {
 		/* no MAP_NORESERVE here: with it the map succeeds without reserved
 		 * huge pages and the first touch dies of SIGBUS; without it the
 		 * map fails up front and we fall back */
 		p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
-		*huge = p != MAP_FAILED;
 	}
 	if (p == MAP_FAILED) {
 		p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
@@ -242,7 +257,7 @@ int kvt_dram_open(const struct kvt_dram_opts *opts, struct kvt_tier_impl **out)
 	d->n_slabs = (uint32_t)(opts->bytes / slab);
 	d->region_bytes = (uint64_t)d->n_slabs * slab;
 	d->slabs = calloc(d->n_slabs, sizeof(*d->slabs));
-	d->region = map_region(d->region_bytes, opts->huge_pages, &d->huge);
+	d->region = map_region(d->region_bytes, opts->huge_pages);
 	if (!d->slabs || !d->region) {
 		dram_close(&d->base);
 		return -ENOMEM;
@@ -270,7 +285,9 @@ uint64_t kvt_dram_max_block(const struct kvt_tier_impl *t)
 	return ((const struct dram *)t)->slab_bytes;
 }
 
-bool kvt_dram_huge(const struct kvt_tier_impl *t)
+uint64_t kvt_dram_occupied(const struct kvt_tier_impl *t)
 {
-	return ((const struct dram *)t)->huge;
+	const struct dram *d = (const struct dram *)t;
+
+	return (uint64_t)d->slabs_in_use * d->slab_bytes - d->free_slot_bytes;
 }

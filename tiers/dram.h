@@ -38,7 +38,9 @@ void *kvt_dram_region(struct kvt_tier_impl *t, uint64_t *len);
 /* Largest block a slot can hold (the slab size). */
 uint64_t kvt_dram_max_block(const struct kvt_tier_impl *t);
 
-/* Whether the region got explicit huge pages. */
-bool kvt_dram_huge(const struct kvt_tier_impl *t);
+/* Bytes no new block can use: slabs in use less their free slots. Counts the
+ * rounding of blocks to slots and the tail of a slab no slot fills, which is
+ * what an occupancy watermark must compare against capacity. */
+uint64_t kvt_dram_occupied(const struct kvt_tier_impl *t);
 
 #endif /* KVT_TIERS_DRAM_H */

@@ -116,9 +116,10 @@ struct kvt_ssd_read {
 };
 
 /* Read r[0..n) as one batch. Each r[i].res is 0 (buf holds the block,
- * checksum verified), -EBADMSG (checksum or header mismatch: counted, and buf
- * may hold garbage: a miss, never data), -ENOENT (loc no longer holds that
- * record), -EIO (device error: the tier is now degraded), -EINVAL, -ENOMEM.
+ * checksum verified against the one its header carried), -EBADMSG (checksum
+ * mismatch or undecodable payload: counted, and buf may hold garbage: a miss,
+ * never data), -ENOENT (loc no longer holds that record of that key and
+ * length), -EIO (device error: the tier is now degraded), -EINVAL, -ENOMEM.
  * Returns the number of records read, or -EINVAL. */
 int kvt_ssd_read(struct kvt_ssd *ssd, struct kvt_ssd_read *r, size_t n);
 

@@ -19,6 +19,7 @@ int kvt_cascade_init(struct kvt_cascade *c, const struct kvt_policy_ops *ops,
 	}
 	if (!c->n_tiers)
 		return -EINVAL;
+	c->link = ops->leaf_changed != NULL;
 	err = kvt_catalog_init(&c->cat, ops, 1 << 16);
 	if (err)
 		return err;
@@ -85,7 +86,7 @@ int kvt_cascade_insert(struct kvt_cascade *c, const struct kvt_key *key,
 	if (err)
 		return err;
 	kvt_index_rec(c->cat.idx, i)->size = size;
-	kvt_catalog_publish(&c->cat, i, top, parent);
+	kvt_catalog_publish(&c->cat, i, top, c->link ? parent : NULL);
 	c->st[top].inserted++;
 	make_room(c, top);
 	note_size(c, top);

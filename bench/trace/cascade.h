@@ -3,7 +3,12 @@
  * up to four tiers (HBM, DRAM, SSD, remote), each with a capacity in blocks.
  * A block evicted from a tier is demoted to the next configured tier; one
  * evicted from the last is dropped. Every decision is the catalog's and the
- * policy's, as in the store; only the capacities are counted in blocks. */
+ * policy's, as in the store; only the capacities are counted in blocks.
+ *
+ * Blocks are linked under their parents only for policies that order by it
+ * (those with a leaf_changed op: tail-lru, cost). For the others the links
+ * change no decision, and unlinking an evicted block from a parent with
+ * thousands of children (a shared system prompt) is a scan of its siblings. */
 #ifndef KVT_TRACE_CASCADE_H
 #define KVT_TRACE_CASCADE_H
 
@@ -30,6 +35,7 @@ struct kvt_cascade {
 	uint64_t cap[KVT_TIER_COUNT];     /* blocks; 0 = tier absent */
 	uint8_t order[KVT_TIER_COUNT];    /* configured tiers, fastest first */
 	int n_tiers;
+	bool link;                        /* link blocks under their parents */
 	uint64_t drops;                   /* records freed so far: an epoch for
 	                                   * callers that cache record numbers */
 	struct kvt_cascade_tier_stats st[KVT_TIER_COUNT];

@@ -59,6 +59,16 @@ int kvt_payload_open(const struct kvt_payload_opts *o, struct kvt_payload **out)
 	so.dram_huge_pages = false;
 	so.ssd_dir = o->ssd_dir;
 	so.ssd_bytes = o->ssd_blocks * o->block_bytes;
+	if (o->ssd_dir) {
+		/* segments of an eighth of a small tier (256 MiB at most), so
+		 * scaled-down tiers still span several of them */
+		uint64_t seg = (so.ssd_bytes / 8) & ~(uint64_t)4095, least = 4 * o->block_bytes;
+
+		least = (least + 4095) & ~(uint64_t)4095;
+		if (seg < least)
+			seg = least;
+		so.ssd_segment_bytes = seg < (256ull << 20) ? seg : 256ull << 20;
+	}
 	err = kvt_store_open(&so, &p->store);
 	if (err)
 		goto err_block;
@@ -172,6 +182,8 @@ int kvt_payload_request(struct kvt_payload *p, const struct kvt_trace_req *req)
 			break;
 		}
 		p->st.hit_blocks++;
+		if (p->tiers[j] < KVT_TIER_COUNT)
+			p->st.tier_hits[p->tiers[j]]++;
 		p->st.hit_tokens += tokens_of((uint64_t)j, req->input_length, p->opts.block_tokens);
 	}
 	for (size_t j = (size_t)hits; j < n; j++) {

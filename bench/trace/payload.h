@@ -26,6 +26,7 @@ struct kvt_payload_opts {
 
 struct kvt_payload_stats {
 	uint64_t requests, blocks, tokens, hit_blocks, hit_tokens;
+	uint64_t tier_hits[KVT_TIER_COUNT]; /* hit blocks by the tier the lookup saw */
 	uint64_t puts, put_exists, put_nospace, bad_bytes;
 	uint64_t bytes_put, bytes_got;
 	struct kvt_store_stats store;

@@ -22,8 +22,16 @@ struct kvt_trace_reader {
 	uint64_t *ids;
 	size_t ids_cap;
 	uint64_t lines, bad;
-	double last_ts;
+	double last_ts;          /* of the last request returned */
 	bool have_ts;
+	/* the reorder window: a min-heap by (timestamp, line) */
+	struct pending {
+		struct kvt_trace_req req;
+		uint64_t *ids;
+		size_t cap;
+	} *pend;
+	size_t n_pend;
+	bool eof;
 	char err[256];
 	/* progress */
 	bool show;
@@ -87,6 +95,9 @@ void kvt_trace_reader_close(struct kvt_trace_reader *r)
 		fputs("\r\033[K", stderr);
 	if (r->own_f)
 		fclose(r->f);
+	for (size_t i = 0; r->pend && i < r->opts.reorder_window; i++)
+		free(r->pend[i].ids);
+	free(r->pend);
 	free(r->ids);
 	free(r->line);
 	free(r->label);
@@ -116,6 +127,8 @@ int kvt_trace_reader_rewind(struct kvt_trace_reader *r)
 	r->lines = r->bad = r->read_bytes = 0;
 	r->have_ts = false;
 	r->err[0] = 0;
+	r->n_pend = 0;
+	r->eof = false;
 	return 0;
 }
 
@@ -335,8 +348,10 @@ static int parse_fast(struct kvt_trace_reader *r, const char *p, const char *end
 		return 0;
 	if (r->have_ts && ts < r->last_ts)
 		return 0; /* the full path reports it */
-	r->last_ts = ts;
-	r->have_ts = true;
+	if (!r->opts.reorder_window) {
+		r->last_ts = ts;
+		r->have_ts = true;
+	}
 	req->timestamp_ms = ts;
 	req->hash_ids = r->ids;
 	req->n_ids = n;
@@ -404,12 +419,20 @@ static int parse(struct kvt_trace_reader *r, const char *buf, size_t len,
 		r->ids[i] = (uint64_t)json_integer_value(id);
 	}
 	if (r->have_ts && req->timestamp_ms < r->last_ts) {
-		err = bad_line(r, "timestamp %.17g before the previous request's %.17g "
-				  "(sort the trace by timestamp)", req->timestamp_ms, r->last_ts);
+		if (r->opts.reorder_window)
+			err = bad_line(r, "timestamp %.17g before that of a request already "
+					  "replayed, %.17g: more than %zu requests out of order",
+				       req->timestamp_ms, r->last_ts, r->opts.reorder_window);
+		else
+			err = bad_line(r, "timestamp %.17g before the previous request's %.17g "
+					  "(sort the trace, or give a reorder window)",
+				       req->timestamp_ms, r->last_ts);
 		goto out;
 	}
-	r->last_ts = req->timestamp_ms;
-	r->have_ts = true;
+	if (!r->opts.reorder_window) {
+		r->last_ts = req->timestamp_ms;
+		r->have_ts = true;
+	}
 	req->hash_ids = r->ids;
 	req->n_ids = n;
 	req->line = r->lines;
@@ -418,7 +441,7 @@ out:
 	return err;
 }
 
-int kvt_trace_reader_next(struct kvt_trace_reader *r, struct kvt_trace_req *req)
+static int read_one(struct kvt_trace_reader *r, struct kvt_trace_req *req)
 {
 	for (;;) {
 		ssize_t len = getline(&r->line, &r->line_cap, r->f);
@@ -449,4 +472,98 @@ int kvt_trace_reader_next(struct kvt_trace_reader *r, struct kvt_trace_req *req)
 			continue;
 		return err ? err : 1;
 	}
+}
+
+static inline bool pend_before(const struct pending *a, const struct pending *b)
+{
+	if (a->req.timestamp_ms != b->req.timestamp_ms)
+		return a->req.timestamp_ms < b->req.timestamp_ms;
+	return a->req.line < b->req.line;
+}
+
+static void pend_swap(struct pending *a, struct pending *b)
+{
+	struct pending t = *a;
+
+	*a = *b;
+	*b = t;
+}
+
+/* Copy req into the window's free slot and sift it up. */
+static int pend_push(struct kvt_trace_reader *r, const struct kvt_trace_req *req)
+{
+	struct pending *p = &r->pend[r->n_pend];
+	size_t i;
+
+	if (req->n_ids > p->cap) {
+		uint64_t *ids = realloc(p->ids, req->n_ids * sizeof(*ids));
+
+		if (!ids)
+			return -ENOMEM;
+		p->ids = ids;
+		p->cap = req->n_ids;
+	}
+	if (req->n_ids)
+		memcpy(p->ids, req->hash_ids, req->n_ids * sizeof(*p->ids));
+	p->req = *req;
+	p->req.hash_ids = p->ids;
+	for (i = r->n_pend++; i > 0 && pend_before(&r->pend[i], &r->pend[(i - 1) / 2]);
+	     i = (i - 1) / 2)
+		pend_swap(&r->pend[i], &r->pend[(i - 1) / 2]);
+	return 0;
+}
+
+/* Move the earliest request to the slot just past the heap; returns it. */
+static const struct kvt_trace_req *pend_pop(struct kvt_trace_reader *r)
+{
+	size_t i = 0, n;
+
+	n = --r->n_pend;
+	pend_swap(&r->pend[0], &r->pend[n]);
+	for (;;) {
+		size_t c = 2 * i + 1;
+
+		if (c >= n)
+			break;
+		if (c + 1 < n && pend_before(&r->pend[c + 1], &r->pend[c]))
+			c++;
+		if (!pend_before(&r->pend[c], &r->pend[i]))
+			break;
+		pend_swap(&r->pend[c], &r->pend[i]);
+		i = c;
+	}
+	return &r->pend[n].req;
+}
+
+int kvt_trace_reader_next(struct kvt_trace_reader *r, struct kvt_trace_req *req)
+{
+	size_t w = r->opts.reorder_window;
+	int err;
+
+	if (!w)
+		return read_one(r, req);
+	if (!r->pend) {
+		r->pend = calloc(w, sizeof(*r->pend));
+		if (!r->pend)
+			return -ENOMEM;
+	}
+	/* keep the window full: a request leaves it only when w later lines
+	 * have been read, or at the end */
+	while (!r->eof && r->n_pend < w) {
+		struct kvt_trace_req in;
+
+		err = read_one(r, &in);
+		if (err == 0)
+			r->eof = true;
+		else if (err < 0)
+			return err;
+		else if ((err = pend_push(r, &in)))
+			return err;
+	}
+	if (!r->n_pend)
+		return 0;
+	*req = *pend_pop(r);
+	r->last_ts = req->timestamp_ms;
+	r->have_ts = true;
+	return 1;
 }

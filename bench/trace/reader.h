@@ -7,8 +7,11 @@
  * one hash id per block of a fixed number of tokens (the last block may be
  * partial); equal ids mean an equal prefix up to that block. The reader holds
  * one line and one request at a time, so a trace of any size is read in
- * bounded memory. Blank lines are ignored. Requests must come in timestamp
- * order (equal timestamps keep their file order). */
+ * bounded memory. Blank lines are ignored. Requests are returned in
+ * timestamp order, equal timestamps in file order: a trace must be sorted,
+ * or no more out of order than its reorder window (a request is held until
+ * that many later lines are read; one that comes after a later request was
+ * already returned is a malformed line). */
 #ifndef KVT_TRACE_READER_H
 #define KVT_TRACE_READER_H
 
@@ -35,6 +38,8 @@ struct kvt_trace_reader_opts {
 	                     * NULL after _init to stay silent) */
 	bool progress;      /* progress line on stderr when it is a terminal */
 	const char *label;  /* name used in messages; default the path */
+	size_t reorder_window; /* requests held to restore timestamp order
+	                     * (default 0: the trace must be sorted) */
 	bool full_parser;   /* parse every line with the full JSON parser, not only
 	                     * those the fast scanner declines (slower; the two
 	                     * agree, which the tests check) */

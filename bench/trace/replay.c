@@ -13,6 +13,8 @@ struct kvt_replay {
 	struct kvt_cascade cas;  /* the store's catalog, over capped tiers */
 	uint32_t *recs;          /* record of each leading hit of the request */
 	uint32_t *hashes;        /* index hash of each block's key */
+	uint8_t *tiers;          /* tier of each leading hit of the request */
+	size_t last_hits;
 	struct kvt_key *keys;    /* each block's key */
 	size_t recs_cap;
 	struct kvt_replay_stats st;
@@ -79,6 +81,7 @@ void kvt_replay_close(struct kvt_replay *r)
 	free(r->recs);
 	free(r->hashes);
 	free(r->keys);
+	free(r->tiers);
 	free(r);
 }
 
@@ -143,10 +146,15 @@ int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
 		uint32_t *recs = realloc(r->recs, cap * sizeof(*recs));
 		uint32_t *hashes;
 		struct kvt_key *keys;
+		uint8_t *tiers;
 
 		if (!recs)
 			return -ENOMEM;
 		r->recs = recs;
+		tiers = realloc(r->tiers, cap);
+		if (!tiers)
+			return -ENOMEM;
+		r->tiers = tiers;
 		hashes = realloc(r->hashes, cap * sizeof(*hashes));
 		if (!hashes)
 			return -ENOMEM;
@@ -179,7 +187,8 @@ int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
 		i = kvt_index_find_hashed(r->cas.cat.idx, 0, &r->keys[hits], r->hashes[hits]);
 		if (i == KVT_NIL)
 			break;
-		ts = &r->st.tier[kvt_index_rec(r->cas.cat.idx, i)->tier];
+		r->tiers[hits] = kvt_index_rec(r->cas.cat.idx, i)->tier;
+		ts = &r->st.tier[r->tiers[hits]];
 		tok = block_tokens_of(hits, req->input_length, bt);
 		ts->hit_blocks++;
 		ts->hit_tokens += tok;
@@ -188,6 +197,7 @@ int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
 		r->st.hit_tokens += tok;
 		r->recs[hits] = i;
 	}
+	r->last_hits = hits;
 	if (r->opts.ideal) {
 		err = count_ideal(r, req);
 		if (err)
@@ -227,7 +237,6 @@ void kvt_replay_stats(const struct kvt_replay *r, struct kvt_replay_stats *out)
 	uint64_t bb = r->opts.block_bytes;
 
 	*out = r->st;
-	out->dropped = 0;
 	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
 		const struct kvt_cascade_tier_stats *cs = &r->cas.st[t];
 		struct kvt_replay_tier_stats *ts = &out->tier[t];
@@ -249,4 +258,10 @@ void kvt_replay_stats(const struct kvt_replay *r, struct kvt_replay_stats *out)
 	}
 	out->dropped = r->cas.drops;
 	out->index_bytes = kvt_index_memory(r->cas.cat.idx);
+}
+
+const uint8_t *kvt_replay_last_hits(const struct kvt_replay *r, size_t *hits)
+{
+	*hits = r->last_hits;
+	return r->tiers;
 }

@@ -72,6 +72,10 @@ int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req);
 /* Snapshot of the counters so far. */
 void kvt_replay_stats(const struct kvt_replay *r, struct kvt_replay_stats *out);
 
+/* The tiers its leading hits were found in, of the request replayed last:
+ * *hits entries, valid until the next request. */
+const uint8_t *kvt_replay_last_hits(const struct kvt_replay *r, size_t *hits);
+
 /* NULL is accepted. */
 void kvt_replay_close(struct kvt_replay *r);
 

@@ -129,6 +129,11 @@ json_t *kvt_trace_sweep_json(const struct kvt_sweep_point *p, size_t n)
 			       tier_names[p[i].tier], "capacity_blocks", capacity_json(p[i].capacity),
 			       "block_hit_rate", kvt_trace_rate(s->hit_blocks, s->blocks),
 			       "token_hit_rate", kvt_trace_rate(s->hit_tokens, s->tokens), "hits", hits);
+		if (pt && p[i].has_prefill) {
+			json_object_set_new(pt, "prefill_saved_fraction",
+					    json_real(p[i].prefill_saved_fraction));
+			json_object_set_new(pt, "mean_ttft_with_cache_s", json_real(p[i].mean_ttft_s));
+		}
 		if (!pt || json_array_append_new(a, pt)) {
 			json_decref(a);
 			return NULL;
@@ -194,6 +199,29 @@ void kvt_trace_sweep_text(FILE *f, const struct kvt_sweep_point *p, size_t n)
 			if (q)
 				fprintf(f, "   %.4f (%.4f)", kvt_trace_rate(q->st.hit_blocks, q->st.blocks),
 					kvt_trace_rate(q->st.hit_tokens, q->st.tokens));
+			else
+				fprintf(f, " %17s", "-");
+		}
+		fputc('\n', f);
+	}
+	if (!p[0].has_prefill)
+		return;
+	fprintf(f, "\nprefill saved (mean TTFT) by %s capacity in blocks\n\n%12s",
+		tier_names[p[0].tier], "capacity");
+	for (size_t k = 0; k < ax.n_pol; k++)
+		fprintf(f, " %17s", ax.pol[k]);
+	fputc('\n', f);
+	for (size_t c = 0; c < ax.n_cap; c++) {
+		char cap[32];
+
+		fmt_cap(cap, sizeof(cap), ax.cap[c]);
+		fprintf(f, "%12s", cap);
+		for (size_t k = 0; k < ax.n_pol; k++) {
+			const struct kvt_sweep_point *q = point(p, n, ax.pol[k], ax.cap[c]);
+
+			if (q)
+				fprintf(f, "   %5.1f%% (%.3fs)", 100.0 * q->prefill_saved_fraction,
+					q->mean_ttft_s);
 			else
 				fprintf(f, " %17s", "-");
 		}

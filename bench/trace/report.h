@@ -16,6 +16,9 @@ struct kvt_sweep_point {
 	int tier;          /* enum kvt_tier swept */
 	uint64_t capacity; /* blocks, KVT_REPLAY_INFINITE for no limit */
 	struct kvt_replay_stats st;
+	bool has_prefill;  /* the cost model's estimate below is set */
+	double prefill_saved_fraction;
+	double mean_ttft_s; /* with the cache */
 };
 
 /* Hit rates and per-tier counters of one run (no timings: the caller adds
@@ -27,10 +30,12 @@ void kvt_trace_report_text(FILE *f, const struct kvt_replay_opts *o,
 			   const struct kvt_replay_stats *s);
 
 /* A sweep as a JSON array of {policy, tier, capacity_blocks, block_hit_rate,
- * token_hit_rate, hits per tier}. NULL on -ENOMEM. */
+ * token_hit_rate, hits per tier, and with the estimate
+ * prefill_saved_fraction, mean_ttft_with_cache_s}. NULL on -ENOMEM. */
 json_t *kvt_trace_sweep_json(const struct kvt_sweep_point *p, size_t n);
 
-/* A sweep as a table: one row per capacity, one column per policy. */
+/* A sweep as a table: one row per capacity, one column per policy; then the
+ * prefill saved, when estimated. */
 void kvt_trace_sweep_text(FILE *f, const struct kvt_sweep_point *p, size_t n);
 
 /* A sweep as an SVG plot of block hit rate against capacity (log scale), one

@@ -132,8 +132,10 @@ int kvt_ns_prefix_keys(const struct kvt_ns *ns, const uint32_t *tokens, size_t n
 
 /* Copy a block in. parent is the key of the block before it in its prefix,
  * or NULL for the first block. len must equal the namespace's block size.
- * Returns 0, -EEXIST if the key is already stored (the block is left as is),
- * -ENOSPC if nothing can be evicted to make room. */
+ * Returns 0, -EEXIST if the key is already stored (the block is left as is,
+ * and counts as used), -EBUSY if the key was removed but a reader still holds
+ * its old bytes (retry once it is released), -ENOSPC if nothing can be
+ * evicted to make room. */
 int kvt_put(struct kvt_ns *ns, const struct kvt_key *key, const struct kvt_key *parent,
 	    const void *data, size_t len);
 

@@ -263,12 +263,9 @@ static void reopen_recovers_newest_copy_of_each_record(void **state)
 /* Overwrite bytes of the segment file holding loc, at offset `at` of the record. */
 static void poke(struct fixture *f, uint64_t loc, uint64_t at, const void *bytes, size_t n)
 {
-	struct kvt_ssd_stats st;
 	char path[4096];
 	int fd;
 
-	kvt_ssd_stats(f->ssd, &st);
-	(void)st;
 	/* the tier's loc: slot:16 at bit 47, page:24 at bit 23; segment ids are
 	 * created in order from 1 in a fresh directory, one slot per segment */
 	snprintf(path, sizeof(path), "%s/seg-%016llx.kvt", f->dir,
@@ -399,6 +396,37 @@ static void dead_segments_are_released_and_space_reused(void **state)
 	free(buf);
 }
 
+static void records_larger_than_the_scan_window_recover(void **state)
+{
+	struct fixture *f = *state;
+	size_t big = (6 << 20) + 123, small = 10000;
+	char *a = page_alloc(big), *b = page_alloc(small), *out = page_alloc(big);
+	struct seen *s = calloc(1, sizeof(*s));
+	const struct kvt_ssd_rec_info *r;
+
+	kvt_ssd_close(f->ssd);
+	f->opts.segment_bytes = 16 << 20;
+	f->opts.capacity_bytes = 32 << 20;
+	assert_int_equal(kvt_ssd_open(&f->opts, NULL, NULL, &f->ssd), 0);
+	kvt_test_fill(a, big, seed);
+	kvt_test_fill(b, small, seed + 1);
+	write_one(f->ssd, 1, b, small, NULL, 0);
+	write_one(f->ssd, 2, a, big, NULL, 0); /* recovery reads it outside its 4 MiB window */
+	write_one(f->ssd, 3, b, small, NULL, 0);
+	reopen(f, s);
+	assert_int_equal(s->n, 3);
+	assert_non_null(r = find_rec(s, 2));
+	assert_int_equal(read_one(f->ssd, 2, r->loc, out, big), 0);
+	assert_memory_equal(out, a, big);
+	assert_non_null(r = find_rec(s, 3));
+	assert_int_equal(read_one(f->ssd, 3, r->loc, out, small), 0);
+	assert_memory_equal(out, b, small);
+	free(s);
+	free(out);
+	free(b);
+	free(a);
+}
+
 static void oversized_and_bad_arguments_are_refused(void **state)
 {
 	struct fixture *f = *state;
@@ -425,6 +453,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(reopen_recovers_newest_copy_of_each_record, setup, teardown),
 		cmocka_unit_test_setup_teardown(corrupt_records_are_never_served, setup, teardown),
 		cmocka_unit_test_setup_teardown(dead_segments_are_released_and_space_reused, setup, teardown),
+		cmocka_unit_test_setup_teardown(records_larger_than_the_scan_window_recover, setup, teardown),
 		cmocka_unit_test_setup_teardown(oversized_and_bad_arguments_are_refused, setup, teardown),
 	};
 

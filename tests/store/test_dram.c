@@ -85,6 +85,50 @@ static void churn_across_sizes_loses_no_space(void **state)
 	free(locs);
 }
 
+static void occupancy_counts_slot_rounding_and_slab_tails(void **state)
+{
+	struct kvt_tier_impl *t = open_dram();
+	uint64_t a, b;
+
+	assert_int_equal(kvt_dram_occupied(t), 0);
+	/* a 600 KiB block: one slot per 1 MiB slab, the tail unusable */
+	assert_int_equal(t->ops->alloc(t, 600 << 10, &a), 0);
+	assert_int_equal(kvt_dram_occupied(t), SLAB);
+	/* 5000 bytes round up to a 8 KiB slot; the slab is in use, 127 slots free */
+	assert_int_equal(t->ops->alloc(t, 5000, &b), 0);
+	assert_int_equal(kvt_dram_occupied(t), SLAB + 8192);
+	t->ops->free(t, a);
+	t->ops->free(t, b);
+	assert_int_equal(kvt_dram_occupied(t), 0);
+	t->ops->close(t);
+}
+
+static void size_classes_are_recycled_and_their_end_is_enobufs(void **state)
+{
+	/* 512 KiB slabs, room to spare: 64 block sizes each hold a slab, so a
+	 * 65th size fails for want of a class, not of room (eviction would not
+	 * help, hence -ENOBUFS rather than -ENOSPC) */
+	const uint64_t slab = 128 * 4096;
+	struct kvt_dram_opts o = { .size = sizeof(o), .bytes = 80 * slab, .slab_bytes = slab };
+	struct kvt_tier_impl *t;
+	uint64_t locs[64], extra;
+
+	assert_int_equal(kvt_dram_open(&o, &t), 0);
+	for (int i = 0; i < 64; i++)
+		assert_int_equal(t->ops->alloc(t, 4096ull * (uint64_t)(i + 1), &locs[i]), 0);
+	assert_int_equal(t->ops->alloc(t, 4096ull * 65, &extra), -ENOBUFS);
+	assert_int_equal(t->ops->alloc(t, 4096ull * 7 - 5, &extra), 0); /* a size in use */
+	t->ops->free(t, extra);
+	/* the 4 KiB class gives back its only slab: its entry serves the new size */
+	t->ops->free(t, locs[0]);
+	assert_int_equal(t->ops->alloc(t, 4096ull * 65, &extra), 0);
+	t->ops->free(t, extra);
+	for (int i = 1; i < 64; i++)
+		t->ops->free(t, locs[i]);
+	assert_int_equal(kvt_dram_occupied(t), 0);
+	t->ops->close(t);
+}
+
 static void bad_options_are_refused(void **state)
 {
 	struct kvt_dram_opts o = { .size = sizeof(o), .bytes = SLAB / 2, .slab_bytes = SLAB };
@@ -103,6 +147,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(slots_are_aligned_disjoint_and_counted_exactly),
 		cmocka_unit_test(churn_across_sizes_loses_no_space),
+		cmocka_unit_test(occupancy_counts_slot_rounding_and_slab_tails),
+		cmocka_unit_test(size_classes_are_recycled_and_their_end_is_enobufs),
 		cmocka_unit_test(bad_options_are_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -107,11 +107,42 @@ static void erase_orphans_children_and_unlinks_from_the_parent(void **state)
 	kvt_index_destroy(NULL);
 }
 
+static void a_middle_sibling_unlinks_and_the_list_stays_whole(void **state)
+{
+	struct kvt_index *idx;
+	uint32_t parent, kid[5], seen = 0;
+	struct kvt_key k = key_n(100);
+
+	assert_int_equal(kvt_index_create(16, &idx), 0);
+	assert_int_equal(kvt_index_insert(idx, 1, &k, &parent), 0);
+	for (int i = 0; i < 5; i++) {
+		k = key_n(200 + (uint32_t)i);
+		assert_int_equal(kvt_index_insert(idx, 1, &k, &kid[i]), 0);
+		kvt_index_link(idx, parent, kid[i]);
+	}
+	kvt_index_unlink(idx, kid[2]); /* middle */
+	kvt_index_unlink(idx, kid[0]); /* last of the list (linked first) */
+	kvt_index_unlink(idx, kid[4]); /* head of the list */
+	for (uint32_t c = kvt_index_rec(idx, parent)->first_child; c != KVT_NIL;
+	     c = kvt_index_rec(idx, c)->next_sibling) {
+		assert_true(c == kid[1] || c == kid[3]);
+		assert_int_equal(kvt_index_rec(idx, c)->parent, parent);
+		seen++;
+	}
+	assert_int_equal(seen, 2);
+	kvt_index_erase(idx, kid[3]);
+	assert_int_equal(kvt_index_rec(idx, parent)->first_child, kid[1]);
+	assert_int_equal(kvt_index_rec(idx, kid[1])->prev_sibling, KVT_NIL);
+	assert_int_equal(kvt_index_rec(idx, kid[1])->next_sibling, KVT_NIL);
+	kvt_index_destroy(idx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(matches_a_reference_model_under_churn),
 		cmocka_unit_test(erase_orphans_children_and_unlinks_from_the_parent),
+		cmocka_unit_test(a_middle_sibling_unlinks_and_the_list_stays_whole),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

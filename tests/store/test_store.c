@@ -334,6 +334,8 @@ static void acquired_blocks_survive_remove_until_released(void **state)
 	assert_memory_equal(slot.data, buf, BLOCK);
 	assert_int_equal(kvt_store_stats(f->store, &st), 0);
 	assert_int_equal(st.tier[KVT_TIER_DRAM].blocks, 1);
+	/* saving the key again now would be lost at release: say so */
+	assert_int_equal(kvt_put(f->ns, &k, NULL, buf, BLOCK), -EBUSY);
 	kvt_release(f->ns, &slot);
 	assert_int_equal(kvt_store_stats(f->store, &st), 0);
 	assert_int_equal(st.tier[KVT_TIER_DRAM].blocks, 0);
@@ -500,6 +502,10 @@ static void bad_arguments_get_the_right_errno(void **state)
 	assert_int_equal(kvt_ns_attach(f->store, &d, &ns), -EINVAL);
 	small_desc(&d, "m");
 	d.tp_rank = 1; /* of tp_size 1 */
+	assert_int_equal(kvt_ns_attach(f->store, &d, &ns), -EINVAL);
+	small_desc(&d, "m");
+	d.layers = d.kv_heads = d.head_dim = d.block_tokens = 1u << 30; /* 2^121 bytes */
+	assert_int_equal(kvt_ns_desc_block_bytes(&d), 0);
 	assert_int_equal(kvt_ns_attach(f->store, &d, &ns), -EINVAL);
 	small_desc(&d, "m");
 	d.block_tokens = 1u << 20; /* 512 MiB blocks: larger than the whole tier */

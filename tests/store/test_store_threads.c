@@ -51,7 +51,7 @@ static void *work(void *arg)
 		case 0:
 		case 1:
 			err = kvt_put(ns, &k, n ? &p : NULL, want, BLOCK);
-			w->bad += err && err != -EEXIST;
+			w->bad += err && err != -EEXIST && err != -EBUSY; /* EBUSY: removed, still read */
 			break;
 		case 2:
 			err = kvt_get(ns, &k, buf, BLOCK);

@@ -87,6 +87,14 @@ static void replay_json_has_the_issue_fields(void **state)
 	assert_true(json_integer_value(json_object_get(hits, "dram")) ==
 		    (json_int_t)num(j, "hit_blocks"));
 	assert_true(json_is_object(json_object_get(json_object_get(j, "tiers"), "dram")));
+	/* the cost model's estimate: some prefill saved, never more than all */
+	rate_ok(json_object_get(j, "prefill"), "saved_fraction");
+	assert_true(num(json_object_get(j, "prefill"), "saved_fraction") > 0);
+	assert_true(num(json_object_get(j, "prefill"), "mean_ttft_with_cache_s") <
+		    num(json_object_get(j, "prefill"), "mean_ttft_no_cache_s"));
+	json_decref(j);
+	j = run_json("--synthetic 200 --model none --reps 1 --quiet --json");
+	assert_true(json_is_null(json_object_get(j, "prefill")));
 	json_decref(j);
 }
 
@@ -109,9 +117,14 @@ static void sweep_json_and_svg(void **state)
 	rate_ok(p, "block_hit_rate");
 	/* lru at 1,000 blocks: the first of issue 7's numbers */
 	assert_true(num(p, "block_hit_rate") > 0.08245 && num(p, "block_hit_rate") < 0.08255);
+	rate_ok(p, "prefill_saved_fraction");
+	assert_true(num(p, "prefill_saved_fraction") > 0);
 	p = json_array_get(sweep, 1);
 	assert_true(json_is_null(json_object_get(p, "capacity_blocks")));
 	assert_true(num(p, "block_hit_rate") == num(j, "ideal_block_hit_rate"));
+	/* more capacity, more saved */
+	assert_true(num(p, "prefill_saved_fraction") >
+		    num(json_array_get(sweep, 0), "prefill_saved_fraction"));
 	f = fopen(svg, "r");
 	assert_non_null(f);
 	assert_int_equal(fread(head, 1, 4, f), 4);
@@ -137,6 +150,27 @@ static void payload_mode_moves_real_bytes(void **state)
 	json_decref(j);
 }
 
+/* DRAM of 32 blocks over an SSD tier of 256: evicted blocks come back from
+ * the SSD, with the right bytes. */
+static void payload_mode_through_the_ssd_tier(void **state)
+{
+	char *args;
+	json_t *j, *hits;
+
+	assert_true(asprintf(&args, "--payload --synthetic 150 --capacity-blocks 32 "
+				    "--ssd-blocks 256 --ssd-dir '%s/ssd' --payload-block-bytes 8K "
+				    "--quiet --json", tmpdir) > 0);
+	j = run_json(args);
+	hits = json_object_get(j, "hits");
+	assert_true(num(j, "bad_bytes") == 0);
+	assert_true(json_integer_value(json_object_get(hits, "ssd")) > 0);
+	assert_true(json_integer_value(json_object_get(hits, "dram")) +
+		    json_integer_value(json_object_get(hits, "ssd")) ==
+		    (json_int_t)(num(j, "block_hit_rate") * num(j, "blocks") + 0.5));
+	json_decref(j);
+	free(args);
+}
+
 static void generated_trace_reads_back(void **state)
 {
 	char *cmd, *args;
@@ -154,13 +188,44 @@ static void generated_trace_reads_back(void **state)
 	free(args);
 }
 
+/* A token-id trace converted, then replayed: the second request shares the
+ * first one's two full blocks. */
+static void converted_trace_replays(void **state)
+{
+	char *tokens, *cmd, *args;
+	json_t *j;
+	FILE *f;
+
+	assert_true(asprintf(&tokens, "%s/tokens.jsonl", tmpdir) > 0);
+	f = fopen(tokens, "w");
+	assert_non_null(f);
+	fputs("[1, 2, 3, 4, 5, 6, 7, 8, 9]\n{\"tokens\": [1, 2, 3, 4, 5, 6, 7, 8, 10, 11], "
+	      "\"timestamp\": 5}\n", f);
+	assert_int_equal(fclose(f), 0);
+	assert_true(asprintf(&cmd, "'%s' trace --convert '%s' --out '%s/conv.jsonl' "
+				   "--block-tokens 4 2>/dev/null", bench, tokens, tmpdir) > 0);
+	assert_int_equal(system(cmd), 0);
+	assert_true(asprintf(&args, "--trace '%s/conv.jsonl' --block-tokens 4 --reps 1 --json",
+			     tmpdir) > 0);
+	j = run_json(args);
+	assert_true(num(j, "requests") == 2);
+	assert_true(num(j, "blocks") == 6);
+	assert_true(num(j, "hit_blocks") == 2);
+	json_decref(j);
+	free(tokens);
+	free(cmd);
+	free(args);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(replay_json_has_the_issue_fields),
 		cmocka_unit_test(sweep_json_and_svg),
 		cmocka_unit_test(payload_mode_moves_real_bytes),
+		cmocka_unit_test(payload_mode_through_the_ssd_tier),
 		cmocka_unit_test(generated_trace_reads_back),
+		cmocka_unit_test(converted_trace_replays),
 	};
 	int rc;
 

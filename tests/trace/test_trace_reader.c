@@ -267,6 +267,52 @@ static void fast_path_agrees_with_the_full_parser(void **state)
 	free(text);
 }
 
+#define AT(ts, id) "{\"timestamp\": " #ts ", \"input_length\": 1, \"output_length\": 0, " \
+			"\"hash_ids\": [" #id "]}\n"
+
+/* Within its window the reader restores timestamp order, stable for equal
+ * timestamps; past it, a late request is a malformed line. */
+static void reorder_window_sorts_and_rejects_the_too_late(void **state)
+{
+	char *path = trace_file("reader-reorder", AT(0, 1) AT(3, 2) AT(1, 3) AT(2, 4) AT(5, 5)
+						       AT(4, 6) AT(4, 7) AT(6, 8) AT(1, 9) AT(7, 10));
+	static const uint64_t want_ids[] = { 1, 3, 4, 2, 6, 7, 5, 8, 10 };
+	struct kvt_trace_reader_opts o;
+	struct kvt_trace_reader *r;
+	struct kvt_trace_req req;
+	size_t n = 0;
+	int err;
+
+	kvt_trace_reader_opts_init(&o, sizeof(o));
+	o.reorder_window = 3;
+	o.skip_bad = true;
+	o.errors = NULL;
+	assert_int_equal(kvt_trace_reader_open(path, &o, &r), 0);
+	while ((err = kvt_trace_reader_next(r, &req)) == 1) {
+		assert_true(n < 9);
+		assert_int_equal(req.n_ids, 1);
+		assert_int_equal(req.hash_ids[0], want_ids[n]);
+		n++;
+	}
+	assert_int_equal(err, 0);
+	assert_int_equal(n, 9);
+	/* timestamp 1 on line 9 came after 3 had been returned */
+	assert_int_equal(kvt_trace_reader_bad_lines(r), 1);
+	assert_non_null(strstr(kvt_trace_reader_error(r), ":9: timestamp 1 before"));
+	kvt_trace_reader_close(r);
+
+	/* without a window the same trace stops at line 3 */
+	o.reorder_window = 0;
+	o.skip_bad = false;
+	assert_int_equal(kvt_trace_reader_open(path, &o, &r), 0);
+	assert_int_equal(kvt_trace_reader_next(r, &req), 1);
+	assert_int_equal(kvt_trace_reader_next(r, &req), 1);
+	assert_int_equal(kvt_trace_reader_next(r, &req), -EBADMSG);
+	assert_non_null(strstr(kvt_trace_reader_error(r), ":3: timestamp 1 before"));
+	kvt_trace_reader_close(r);
+	trace_file_remove(path);
+}
+
 static void open_errors(void **state)
 {
 	struct kvt_trace_reader_opts o;
@@ -287,6 +333,7 @@ int main(void)
 		cmocka_unit_test(malformed_line_is_rejected_by_default),
 		cmocka_unit_test(long_trace_streams),
 		cmocka_unit_test(fast_path_agrees_with_the_full_parser),
+		cmocka_unit_test(reorder_window_sorts_and_rejects_the_too_late),
 		cmocka_unit_test(open_errors),
 	};
 
