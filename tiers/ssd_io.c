@@ -242,18 +242,12 @@ static int pool_run(struct kvt_ssd_io *io, struct kvt_ssd_io_op *ops, const size
 	io->batch_faults = faults;
 	io->batch_n = n;
 	io->batch_next = io->batch_done = 0;
-	if (io->n_threads) {
-		pthread_cond_broadcast(&io->work_cv);
-		pthread_mutex_unlock(&io->lock);
-		run_hook(io);
-		pthread_mutex_lock(&io->lock);
-	} else {
-		pthread_mutex_unlock(&io->lock);
-		run_hook(io);
-		pthread_mutex_lock(&io->lock);
-		while (io->batch_next < n)
-			pool_do_next(io);
-	}
+	pthread_cond_broadcast(&io->work_cv);
+	pthread_mutex_unlock(&io->lock);
+	run_hook(io);
+	pthread_mutex_lock(&io->lock);
+	while (!io->n_threads && io->batch_next < n)
+		pool_do_next(io);
 	while (io->batch_done < n)
 		pthread_cond_wait(&io->done_cv, &io->lock);
 	io->batch = NULL;
