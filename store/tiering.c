@@ -42,8 +42,8 @@ struct kvt_tiering {
 	uint64_t *clean;
 	size_t cap_clean, clean_cursor;
 
-	/* held[i]: the SSD record record i holds (kvt_ssd_hold) while it sits on
-	 * SSD pinned or busy, so segment release never drops it; LOC_GONE if none */
+	/* held[i]: the SSD record that record i holds (kvt_ssd_hold) while it is
+	 * on SSD pinned or busy, so segment release never drops it; LOC_GONE if none */
 	uint64_t *held;
 	size_t cap_held;
 };
@@ -76,16 +76,6 @@ static uint64_t clean_get(const struct kvt_tiering *t, uint32_t i)
 	return i < t->cap_clean ? t->clean[i] : LOC_GONE;
 }
 
-static int locs_reserve(uint64_t **v, size_t *cap, uint32_t i);
-
-static int clean_set(struct kvt_tiering *t, uint32_t i, uint64_t loc)
-{
-	if (locs_reserve(&t->clean, &t->cap_clean, i))
-		return -ENOMEM;
-	t->clean[i] = loc;
-	return 0;
-}
-
 /* Grow a per-record array of locs to hold index i, new entries LOC_GONE. */
 static int locs_reserve(uint64_t **v, size_t *cap, uint32_t i)
 {
@@ -103,6 +93,14 @@ static int locs_reserve(uint64_t **v, size_t *cap, uint32_t i)
 		nv[k] = LOC_GONE;
 	*v = nv;
 	*cap = n;
+	return 0;
+}
+
+static int clean_set(struct kvt_tiering *t, uint32_t i, uint64_t loc)
+{
+	if (locs_reserve(&t->clean, &t->cap_clean, i))
+		return -ENOMEM;
+	t->clean[i] = loc;
 	return 0;
 }
 
