@@ -13,8 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -399,6 +401,91 @@ static void a_client_that_does_not_read_is_throttled_not_closed(void **state)
 	close(fd);
 }
 
+/* A PING on a fresh connection: 0 when answered, 1 when the daemon closed
+ * the connection instead. */
+static int ping_new_conn(int *out)
+{
+	struct kvt_frame_hdr h;
+	uint8_t b[KVT_PROTO_HDR_BYTES + 8];
+	struct pollfd p;
+	struct kvt_wr w;
+	size_t got = 0;
+	int fd = raw_connect();
+
+	kvt_wr_init(&w);
+	if (kvt_proto_enc_blob(&w, KVT_OP_PING, 5, "hi", 2) ||
+	    send(fd, w.buf, w.len, MSG_NOSIGNAL) != (ssize_t)w.len) {
+		kvt_wr_free(&w);
+		close(fd);
+		return 1;
+	}
+	kvt_wr_free(&w);
+	p = (struct pollfd){ .fd = fd, .events = POLLIN };
+	while (got < KVT_PROTO_HDR_BYTES + 2) {
+		ssize_t n;
+
+		if (poll(&p, 1, 10000) != 1)
+			return -1;
+		n = recv(fd, b + got, sizeof(b) - got, 0);
+		if (n <= 0) {
+			close(fd);
+			return 1;
+		}
+		got += (size_t)n;
+	}
+	if (kvt_proto_hdr_decode(b, got, &h) || h.status != 0)
+		return -1;
+	*out = fd;
+	return 0;
+}
+
+/* With an open-file limit of 96 the daemon takes only the clients whose fds
+ * (the socket and up to 4 passed ones each) fit beside a margin: 6. The 7th
+ * is closed at once, the 6 go on, and a client gets in again once one leaves.
+ * A forked child lowers its own hard limit, which kvtierd inherits. */
+static void clients_fit_the_open_file_limit(void **state)
+{
+	pid_t pid = fork();
+	int status;
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct rlimit rl = { 96, 96 };
+		int fds[6], extra, rc = 0;
+
+		if (setrlimit(RLIMIT_NOFILE, &rl) || kvtd_start(&d, NULL, NULL))
+			_exit(10);
+		for (int i = 0; i < 6; i++)
+			if (ping_new_conn(&fds[i]) != 0)
+				rc = 11;
+		if (!rc && ping_new_conn(&extra) != 1)
+			rc = 12; /* the 7th was served */
+		if (!rc) {
+			close(fds[0]);
+			/* the daemon sees the close on its own time: retry until it has */
+			int r = 1;
+			for (int tries = 0; tries < 500 && r == 1; tries++) {
+				r = ping_new_conn(&fds[0]);
+				if (r == 1)
+					usleep(10000);
+			}
+			rc = r == 0 ? 0 : 13;
+		}
+		for (int i = 0; i < 6; i++)
+			close(fds[i]);
+		if (kvtd_stop(&d, SIGTERM) != 0 && !rc)
+			rc = 14;
+		kvtd_cleanup(&d);
+		_exit(rc);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status))
+		fail_msg("child failed with %d (11: a client within the limit refused, 12: one "
+			 "past it served, 13: no room after a close, 14: unclean stop)",
+			 WEXITSTATUS(status));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -408,6 +495,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(a_client_that_does_not_read_is_throttled_not_closed,
 						setup, teardown),
+		cmocka_unit_test(clients_fit_the_open_file_limit),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
