@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <pthread.h>
+
+#include <cuda.h> /* driver types only: entry points come through the runtime */
 #include <cuda_runtime_api.h>
 
 #include "cuda/backend.h"
@@ -260,6 +263,46 @@ static int cuda_mem_export(struct kvt_dev_mem *mem, struct kvt_dev_ipc_handle *o
 	return 0;
 }
 
+/* cuMemGetAddressRange, reached through the runtime so the program needs no
+ * link to libcuda (and still starts on machines without the driver). */
+typedef CUresult (*get_range_fn)(CUdeviceptr *base, size_t *size, CUdeviceptr ptr);
+static get_range_fn get_range;
+static pthread_once_t get_range_once = PTHREAD_ONCE_INIT;
+
+static void find_get_range(void)
+{
+	enum cudaDriverEntryPointQueryResult q;
+	void *fn = NULL;
+
+	if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000,
+					     cudaEnableDefault, &q) == cudaSuccess &&
+	    q == cudaDriverEntryPointSuccess)
+		get_range = (get_range_fn)fn;
+}
+
+/* The exporter's offset and length are the client's word: check them against
+ * the allocation the handle really opened, so a hostile REGISTER cannot aim
+ * the daemon's copies past it (into another engine's memory or its own). */
+static int check_import_range(void *p, uint64_t offset, uint64_t len)
+{
+	CUdeviceptr base = 0;
+	size_t size = 0;
+	uint64_t start;
+
+	pthread_once(&get_range_once, find_get_range);
+	if (!get_range)
+		return kvt_dev_fail(-ENOSYS, "cuMemGetAddressRange unavailable: cannot bound an "
+					     "imported IPC handle");
+	if (get_range(&base, &size, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS)
+		return kvt_dev_fail(-EFAULT, "cuMemGetAddressRange failed on an imported handle");
+	start = (uint64_t)((uintptr_t)p - (uintptr_t)base);
+	if (start > size || offset > size - start || len > size - start - offset)
+		return kvt_dev_fail(-EINVAL, "IPC handle: offset %llu + length %llu exceed the "
+					     "%zu-byte allocation",
+				    (unsigned long long)offset, (unsigned long long)len, size);
+	return 0;
+}
+
 static int cuda_mem_import(struct kvt_dev *dev, const struct kvt_dev_ipc_handle *h,
 			   struct kvt_dev_mem *mem)
 {
@@ -273,6 +316,11 @@ static int cuda_mem_import(struct kvt_dev *dev, const struct kvt_dev_ipc_handle 
 	rc = CU(cudaIpcOpenMemHandle(&p, ih, cudaIpcMemLazyEnablePeerAccess));
 	if (rc)
 		return rc == -ENOMEM ? rc : kvt_dev_fail(-EFAULT, "%s", kvt_dev_last_error());
+	rc = check_import_range(p, h->offset, h->len);
+	if (rc) {
+		cudaIpcCloseMemHandle(p);
+		return rc;
+	}
 	mem->base = p;
 	mem->map_len = (size_t)(h->offset + h->len);
 	mem->ptr = (char *)p + h->offset;

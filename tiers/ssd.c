@@ -119,6 +119,15 @@ static void degrade(struct kvt_ssd *ssd, int err, const char *what)
 		    "stay readable", what, strerror(-err));
 }
 
+/* Whether an operation's result says the device failed (it degrades the
+ * tier), rather than a lack of memory or an interrupted request (the batch
+ * fails, the tier stays as it was). Errors of the engine itself, not of an
+ * operation, never degrade. */
+static bool device_error(int err)
+{
+	return err && err != -ENOMEM && err != -EAGAIN && err != -EINTR && err != -ECANCELED;
+}
+
 static void seg_release(struct kvt_ssd *ssd, uint32_t slot)
 {
 	struct seg *s = &ssd->segs[slot];
@@ -481,6 +490,7 @@ out_unpin:
 		struct seg *s;
 		struct seg_rec *r;
 		int err = rc;
+		bool dev = false;
 
 		if (w[i].res)
 			continue;
@@ -488,19 +498,22 @@ out_unpin:
 		r = seg_find(s, c[i].page);
 		for (size_t j = c[i].op0; j < c[i].op0 + c[i].n_ops && !err; j++) {
 			err = ops[j].res;
+			dev = device_error(err);
 			if (ops[j].lat_ns > w[i].lat_ns)
 				w[i].lat_ns = ops[j].lat_ns;
 		}
 		if (!err && ssd->opts.sync) {
 			err = ops[c[i].sync_op].res;
+			dev = device_error(err);
 			if (err)
 				ssd->st.sync_errors++;
 		}
 		if (err) {
 			ssd->st.write_errors++;
-			degrade(ssd, err, "writing a record");
 			r->state = REC_DEAD;
-			w[i].res = -EIO;
+			w[i].res = dev ? -EIO : err;
+			if (dev)
+				degrade(ssd, err, "writing a record");
 		} else {
 			r->state = REC_LIVE;
 			s->live_pages += r->pages;
@@ -589,7 +602,7 @@ static int read_chunk(struct kvt_ssd *ssd, struct kvt_ssd_read *r, size_t n)
 	struct rctx *c = calloc(n, sizeof(*c));
 	struct kvt_ssd_io_op *ops = calloc(2 * n, sizeof(*ops));
 	size_t n_ops = 0, ok = 0;
-	uint64_t bad = 0, errs = 0, bytes = 0;
+	uint64_t bad = 0, errs = 0, dev_errs = 0, bytes = 0;
 	int rc;
 
 	if (!c || !ops) {
@@ -658,17 +671,20 @@ static int read_chunk(struct kvt_ssd *ssd, struct kvt_ssd_read *r, size_t n)
 
 	for (size_t i = 0; i < n; i++) {
 		int err = rc;
+		bool dev = false;
 
 		if (r[i].res)
 			continue;
 		for (size_t j = c[i].op0; j < c[i].op0 + c[i].n_ops && !err; j++) {
 			err = ops[j].res;
+			dev = device_error(err);
 			if (ops[j].lat_ns > r[i].lat_ns)
 				r[i].lat_ns = ops[j].lat_ns;
 		}
 		if (err) {
 			errs++;
-			r[i].res = -EIO;
+			dev_errs += dev;
+			r[i].res = dev ? -EIO : err;
 			continue;
 		}
 		r[i].res = read_verify(&r[i], &c[i], ssd->arena + i * 2 * PAGE + PAGE);
@@ -693,7 +709,7 @@ static int read_chunk(struct kvt_ssd *ssd, struct kvt_ssd_read *r, size_t n)
 	if (bad)
 		kvt_ssd_log("%" PRIu64 " record(s) failed verification on read: treated as misses",
 			    bad);
-	if (errs)
+	if (dev_errs)
 		degrade(ssd, -EIO, "reading a record");
 	pthread_mutex_unlock(&ssd->lock);
 out:

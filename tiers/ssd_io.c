@@ -25,11 +25,16 @@ struct kvt_io_fault {
 	int err;
 };
 
+/* Two locks so that nothing but another batch waits for a batch: run_lock is
+ * held for a whole batch, lock only for bookkeeping (never across a wait for
+ * I/O). Lock order: run_lock, then lock. */
 struct kvt_ssd_io {
 	struct kvt_ssd_io_opts opts;
-	pthread_mutex_t lock; /* one batch at a time; guards everything below */
+	pthread_mutex_t run_lock; /* one batch at a time; owns the ring's queues */
+	pthread_mutex_t lock;     /* guards everything below */
 	int *fds;
 	struct kvt_io_fault faults[3];
+	int ring_fault;           /* injected: the next wait of the ring fails so */
 	struct kvt_ssd_io_stats stats;
 
 	/* the caller's regions, and their registered iovecs (chunks of them) */
@@ -38,7 +43,7 @@ struct kvt_ssd_io {
 	struct iovec *iov;
 	size_t n_iov;
 
-	/* io_uring engine */
+	/* io_uring engine; uring changes under both locks */
 	bool uring;
 	struct io_uring ring;
 
@@ -47,6 +52,8 @@ struct kvt_ssd_io {
 	uint32_t n_threads;
 	pthread_cond_t work_cv, done_cv;
 	struct kvt_ssd_io_op *batch;
+	const size_t *batch_idx; /* ops of the batch by index, or NULL: all in order */
+	bool batch_faults;       /* take injected faults */
 	size_t batch_n, batch_next, batch_done;
 	bool stop;
 };
@@ -60,6 +67,41 @@ void kvt_ssd_log(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
 	va_end(ap);
+}
+
+static pthread_mutex_t hook_lock = PTHREAD_MUTEX_INITIALIZER;
+static kvt_ssd_io_hook_cb hook_cb;
+static void *hook_arg;
+
+void kvt_ssd_io_set_test_hook(kvt_ssd_io_hook_cb cb, void *arg)
+{
+	pthread_mutex_lock(&hook_lock);
+	hook_cb = cb;
+	hook_arg = arg;
+	pthread_mutex_unlock(&hook_lock);
+}
+
+static bool hook_installed(void)
+{
+	bool on;
+
+	pthread_mutex_lock(&hook_lock);
+	on = hook_cb != NULL;
+	pthread_mutex_unlock(&hook_lock);
+	return on;
+}
+
+static void run_hook(struct kvt_ssd_io *io)
+{
+	kvt_ssd_io_hook_cb cb;
+	void *arg;
+
+	pthread_mutex_lock(&hook_lock);
+	cb = hook_cb;
+	arg = hook_arg;
+	pthread_mutex_unlock(&hook_lock);
+	if (cb)
+		cb(io, arg);
 }
 
 static uint64_t now_ns(void)
@@ -148,6 +190,28 @@ static int do_sync_op(int fd, struct kvt_ssd_io_op *op)
 	return 0;
 }
 
+/* Execute the next op of the current batch (lock held; dropped for the I/O). */
+static void pool_do_next(struct kvt_ssd_io *io)
+{
+	size_t k = io->batch_next++;
+	struct kvt_ssd_io_op *op = &io->batch[io->batch_idx ? io->batch_idx[k] : k];
+	int fault = io->batch_faults ? take_fault(io, op) : 0;
+	int fd = io->fds[op->file];
+	uint64_t t0 = now_ns();
+
+	if (fault) {
+		op->res = fault;
+	} else {
+		pthread_mutex_unlock(&io->lock);
+		op->res = do_sync_op(fd, op);
+		pthread_mutex_lock(&io->lock);
+	}
+	op->lat_ns = now_ns() - t0;
+	account(io, op);
+	if (++io->batch_done == io->batch_n)
+		pthread_cond_signal(&io->done_cv);
+}
+
 static void *worker_main(void *arg)
 {
 	struct kvt_ssd_io *io = arg;
@@ -158,39 +222,41 @@ static void *worker_main(void *arg)
 			pthread_cond_wait(&io->work_cv, &io->lock);
 		if (io->stop)
 			break;
-		struct kvt_ssd_io_op *op = &io->batch[io->batch_next++];
-		int fault = take_fault(io, op);
-		int fd = io->fds[op->file];
-		uint64_t t0 = now_ns();
-
-		if (fault) {
-			op->res = fault;
-		} else {
-			pthread_mutex_unlock(&io->lock);
-			op->res = do_sync_op(fd, op);
-			pthread_mutex_lock(&io->lock);
-		}
-		op->lat_ns = now_ns() - t0;
-		account(io, op);
-		if (++io->batch_done == io->batch_n)
-			pthread_cond_signal(&io->done_cv);
+		pool_do_next(io);
 	}
 	pthread_mutex_unlock(&io->lock);
 	return NULL;
 }
 
-static int pool_run(struct kvt_ssd_io *io, struct kvt_ssd_io_op *ops, size_t n)
+/* Execute ops[idx[k]] (ops[k] if idx is NULL) for k < n on the pool, or on
+ * this thread when no worker could be started (run_lock held). faults: take
+ * injected faults (false for ops that already took theirs). */
+static int pool_run(struct kvt_ssd_io *io, struct kvt_ssd_io_op *ops, const size_t *idx, size_t n,
+		    bool faults)
 {
+	if (!n)
+		return 0;
+	pthread_mutex_lock(&io->lock);
 	io->batch = ops;
+	io->batch_idx = idx;
+	io->batch_faults = faults;
 	io->batch_n = n;
 	io->batch_next = io->batch_done = 0;
 	pthread_cond_broadcast(&io->work_cv);
+	pthread_mutex_unlock(&io->lock);
+	run_hook(io);
+	pthread_mutex_lock(&io->lock);
+	while (!io->n_threads && io->batch_next < n)
+		pool_do_next(io);
 	while (io->batch_done < n)
 		pthread_cond_wait(&io->done_cv, &io->lock);
 	io->batch = NULL;
+	io->batch_idx = NULL;
+	pthread_mutex_unlock(&io->lock);
 	return 0;
 }
 
+/* Start the workers; 0 also when only some (or, mid-life, none) could be. */
 static int pool_start(struct kvt_ssd_io *io)
 {
 	uint32_t want = io->opts.threads ? io->opts.threads :
@@ -216,9 +282,33 @@ static void pool_stop(struct kvt_ssd_io *io)
 	for (uint32_t i = 0; i < io->n_threads; i++)
 		pthread_join(io->threads[i], NULL);
 	free(io->threads);
+	io->threads = NULL;
+	io->n_threads = 0;
 }
 
 /* ---- io_uring ---------------------------------------------------------- */
+
+/* user_data of the cancel request, never an op index */
+#define KVT_IO_CANCEL_TAG UINT64_MAX
+
+enum kvt_io_state { OP_NEW, OP_INFLIGHT, OP_RETRY, OP_DONE };
+
+/* A batch on the ring. Progress of each op (bytes done) is kept so short
+ * transfers are resumed rather than failed: O_DIRECT writes can be split. */
+struct uring_batch {
+	struct kvt_ssd_io_op *ops;
+	size_t n;
+	size_t *done;
+	unsigned char *state;  /* enum kvt_io_state */
+	size_t *retry, n_retry;
+	size_t next, completed, inflight, inflight_bytes;
+	bool broken;           /* the ring failed: cancelled ops go to the pool */
+};
+
+static bool transient(int rc)
+{
+	return rc == -EINTR || rc == -EAGAIN || rc == -EBUSY || rc == -ETIME;
+}
 
 static void prep(struct kvt_ssd_io *io, struct io_uring_sqe *sqe, struct kvt_ssd_io_op *op,
 		 size_t done)
@@ -252,108 +342,216 @@ static void prep(struct kvt_ssd_io *io, struct io_uring_sqe *sqe, struct kvt_ssd
 		sqe->flags |= IOSQE_FIXED_FILE;
 }
 
-/* Progress of each op (bytes done) is kept in a side array so short transfers
- * are resumed rather than failed: O_DIRECT writes can be split by the kernel. */
-static int uring_run(struct kvt_ssd_io *io, struct kvt_ssd_io_op *ops, size_t n)
+/* Queue what the window allows, resumed ops first (lock held). */
+static void uring_fill(struct kvt_ssd_io *io, struct uring_batch *b)
 {
-	size_t *done = calloc(n, sizeof(*done));
-	size_t next = 0, completed = 0, inflight = 0, inflight_bytes = 0;
-	size_t *retry = NULL, n_retry = 0;
+	while (b->inflight < io->opts.queue_depth && (b->n_retry || b->next < b->n) &&
+	       io_uring_sq_space_left(&io->ring)) {
+		bool fresh = !b->n_retry;
+		struct io_uring_sqe *sqe;
+		size_t i = fresh ? b->next : b->retry[b->n_retry - 1];
+		struct kvt_ssd_io_op *op = &b->ops[i];
 
-	if (!done)
-		return -ENOMEM;
-	retry = calloc(n, sizeof(*retry));
-	if (!retry) {
-		free(done);
-		return -ENOMEM;
-	}
-	while (completed < n) {
-		bool queued = false;
-
-		/* fill the window: resumed ops first, then new ones */
-		while (inflight < io->opts.queue_depth && (n_retry || next < n)) {
-			size_t i = n_retry ? retry[--n_retry] : next;
-			struct kvt_ssd_io_op *op = &ops[i];
-			struct io_uring_sqe *sqe;
-
-			if (i == next) {
-				if (inflight && inflight_bytes + op->len > io->opts.max_inflight_bytes)
-					break;
-				int fault = take_fault(io, op);
-				next++;
-				op->lat_ns = now_ns();
-				if (fault || (io->fds[op->file] < 0)) {
-					op->res = fault ? fault : -EBADF;
-					op->lat_ns = 0;
-					account(io, op);
-					completed++;
-					continue;
-				}
-				inflight_bytes += op->len;
-			}
-			sqe = io_uring_get_sqe(&io->ring);
-			if (!sqe) { /* ring full: should not happen with entries >= qd */
-				retry[n_retry++] = i;
+		if (fresh) {
+			if (b->inflight && b->inflight_bytes + op->len > io->opts.max_inflight_bytes)
 				break;
-			}
-			prep(io, sqe, op, done[i]);
-			io_uring_sqe_set_data64(sqe, i);
-			inflight++;
-			queued = true;
-		}
-		if (!inflight)
-			continue;
-		int rc = queued ? io_uring_submit_and_wait(&io->ring, 1) : 0;
-		struct io_uring_cqe *cqe;
-
-		if (!queued || rc >= 0)
-			rc = io_uring_wait_cqe(&io->ring, &cqe);
-		if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
-			/* the ring itself broke: fail what is left, do not spin */
-			kvt_ssd_log("io_uring wait failed: %s", strerror(-rc));
-			break;
-		}
-		unsigned head, seen = 0;
-		io_uring_for_each_cqe(&io->ring, head, cqe) {
-			size_t i = (size_t)io_uring_cqe_get_data64(cqe);
-			struct kvt_ssd_io_op *op = &ops[i];
-			int res = cqe->res;
-
-			seen++;
-			inflight--;
-			if (res == -EAGAIN || res == -EINTR) {
-				retry[n_retry++] = i;
+			int fault = take_fault(io, op);
+			b->next++;
+			if (fault || io->fds[op->file] < 0) {
+				op->res = fault ? fault : -EBADF;
+				b->state[i] = OP_DONE;
+				account(io, op);
+				b->completed++;
 				continue;
 			}
-			if (res > 0 && op->kind != KVT_SSD_IO_SYNC) {
-				done[i] += (size_t)res;
-				if (done[i] < op->len) {
-					retry[n_retry++] = i;
-					continue;
-				}
-				res = 0;
-			} else if (res == 0 && op->kind != KVT_SSD_IO_SYNC && op->len) {
-				res = -EIO; /* end of file inside the op */
-			}
-			op->res = res < 0 ? res : 0;
-			op->lat_ns = now_ns() - op->lat_ns;
-			inflight_bytes -= op->len;
-			account(io, op);
-			completed++;
+			op->lat_ns = now_ns();
+			b->inflight_bytes += op->len;
+		} else {
+			b->n_retry--;
 		}
-		io_uring_cq_advance(&io->ring, seen);
+		sqe = io_uring_get_sqe(&io->ring);
+		prep(io, sqe, op, b->done[i]);
+		io_uring_sqe_set_data64(sqe, i);
+		b->state[i] = OP_INFLIGHT;
+		b->inflight++;
 	}
-	if (completed < n) {
-		/* only after a broken ring: drain, then fail the rest */
-		for (size_t i = 0; i < n; i++)
-			if (i >= next || ops[i].res == 0) {
-				ops[i].res = -EIO;
-				account(io, &ops[i]);
+}
+
+/* Take the completions that are there (lock held). */
+static void uring_reap(struct kvt_ssd_io *io, struct uring_batch *b)
+{
+	struct io_uring_cqe *cqe;
+	unsigned head, seen = 0;
+
+	io_uring_for_each_cqe(&io->ring, head, cqe) {
+		uint64_t tag = io_uring_cqe_get_data64(cqe);
+		int res = cqe->res;
+
+		seen++;
+		if (tag == KVT_IO_CANCEL_TAG)
+			continue;
+		size_t i = (size_t)tag;
+		struct kvt_ssd_io_op *op = &b->ops[i];
+
+		b->inflight--;
+		if (res == -EAGAIN || res == -EINTR || (b->broken && res == -ECANCELED)) {
+			b->state[i] = OP_RETRY;
+			b->retry[b->n_retry++] = i;
+			continue;
+		}
+		if (res > 0 && op->kind != KVT_SSD_IO_SYNC) {
+			b->done[i] += (size_t)res;
+			if (b->done[i] < op->len) {
+				b->state[i] = OP_RETRY;
+				b->retry[b->n_retry++] = i;
+				continue;
 			}
+			res = 0;
+		} else if (res == 0 && op->kind != KVT_SSD_IO_SYNC && op->len) {
+			res = -EIO; /* end of file inside the op */
+		}
+		op->res = res < 0 ? res : 0;
+		op->lat_ns = now_ns() - op->lat_ns;
+		b->inflight_bytes -= op->len;
+		b->state[i] = OP_DONE;
+		account(io, op);
+		b->completed++;
 	}
-	free(retry);
-	free(done);
-	return 0;
+	io_uring_cq_advance(&io->ring, seen);
+}
+
+/* Submit what is queued and wait for a completion. A transient submit
+ * error returns before waiting (what it left queued may be all there is in
+ * flight): the caller reaps and comes back. The first round of a batch under
+ * a test hook submits, runs the hook with the ops in flight, then waits. An
+ * injected ring fault is returned after the submission, as a ring that
+ * breaks with ops in flight would. */
+static int uring_submit_wait(struct kvt_ssd_io *io, bool *first)
+{
+	struct io_uring_cqe *cqe;
+	int rc, fault;
+
+	pthread_mutex_lock(&io->lock);
+	fault = io->ring_fault;
+	io->ring_fault = 0;
+	pthread_mutex_unlock(&io->lock);
+	if (io_uring_sq_ready(&io->ring)) {
+		if (*first && hook_installed()) {
+			rc = io_uring_submit(&io->ring);
+			run_hook(io);
+		} else {
+			rc = io_uring_submit_and_wait(&io->ring, 1);
+		}
+		*first = false;
+		if (rc < 0)
+			return rc;
+	}
+	pthread_mutex_lock(&io->lock);
+	if (!fault) {
+		fault = io->ring_fault; /* set by the hook */
+		io->ring_fault = 0;
+	}
+	pthread_mutex_unlock(&io->lock);
+	if (fault)
+		return fault;
+	return io_uring_wait_cqe(&io->ring, &cqe);
+}
+
+/* The ring failed with err while ops were in flight: cancel them and reap
+ * until the kernel holds none of the caller's buffers (their memory may be
+ * freed as soon as the batch returns), then retire the ring. Ops that never
+ * completed are left for the thread pool. */
+static void uring_break(struct kvt_ssd_io *io, struct uring_batch *b, int err)
+{
+	struct io_uring_sqe *sqe;
+	bool cancel_queued = false;
+
+	kvt_ssd_log("io_uring failed (%s) with %zu operation(s) in flight: cancelling and "
+		    "reaping them, then switching to a pread/pwrite thread pool",
+		    strerror(-err), b->inflight);
+	b->broken = true;
+	if (b->inflight && (sqe = io_uring_get_sqe(&io->ring))) {
+		io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
+		io_uring_sqe_set_data64(sqe, KVT_IO_CANCEL_TAG);
+		cancel_queued = true;
+	}
+	while (b->inflight) {
+		int rc = io_uring_submit_and_wait(&io->ring, 1);
+
+		if (rc < 0 && !transient(rc)) {
+			/* completions still land in the CQ ring without the syscall;
+			 * what the kernel never took from the SQ ring is not in flight */
+			unsigned unconsumed = io_uring_sq_ready(&io->ring);
+
+			if (cancel_queued && unconsumed)
+				unconsumed--;
+			if (b->inflight <= unconsumed)
+				break;
+			nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
+		}
+		pthread_mutex_lock(&io->lock);
+		uring_reap(io, b);
+		pthread_mutex_unlock(&io->lock);
+	}
+
+	pthread_mutex_lock(&io->lock);
+	io_uring_queue_exit(&io->ring);
+	io->uring = false;
+	io->stats.uring = false;
+	io->stats.uring_error = err;
+	io->stats.fixed_files = false;
+	io->stats.fixed_buffers = false;
+	io->stats.fallbacks++;
+	pthread_mutex_unlock(&io->lock);
+	if (pool_start(io))
+		kvt_ssd_log("cannot start I/O threads; the calling thread does the I/O");
+}
+
+static int uring_run(struct kvt_ssd_io *io, struct kvt_ssd_io_op *ops, size_t n)
+{
+	struct uring_batch b = { .ops = ops, .n = n };
+	bool first = true;
+	int rc = 0;
+
+	b.done = calloc(n, sizeof(*b.done));
+	b.state = calloc(n, sizeof(*b.state));
+	b.retry = calloc(n, sizeof(*b.retry));
+	if (!b.done || !b.state || !b.retry) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	while (b.completed < n) {
+		pthread_mutex_lock(&io->lock);
+		uring_fill(io, &b);
+		pthread_mutex_unlock(&io->lock);
+
+		if (!b.inflight)
+			continue;
+		rc = uring_submit_wait(io, &first);
+		if (rc < 0 && !transient(rc))
+			break;
+		pthread_mutex_lock(&io->lock);
+		uring_reap(io, &b);
+		pthread_mutex_unlock(&io->lock);
+	}
+	if (b.completed == n) {
+		rc = 0;
+		goto out;
+	}
+	uring_break(io, &b, rc);
+	/* reissuing a read, write or sync is harmless: the issued ops without a
+	 * result run again (their faults were taken), then the rest as new */
+	size_t k = 0;
+	for (size_t i = 0; i < b.next; i++)
+		if (b.state[i] != OP_DONE)
+			b.retry[k++] = i;
+	pool_run(io, ops, b.retry, k, false);
+	rc = pool_run(io, ops + b.next, NULL, n - b.next, true);
+out:
+	free(b.retry);
+	free(b.state);
+	free(b.done);
+	return rc;
 }
 
 static void uring_reregister_buffers(struct kvt_ssd_io *io)
@@ -416,6 +614,7 @@ int kvt_ssd_io_open(const struct kvt_ssd_io_opts *opts, struct kvt_ssd_io **out)
 		goto err_io;
 	for (uint32_t i = 0; i < io->opts.max_files; i++)
 		io->fds[i] = -1;
+	pthread_mutex_init(&io->run_lock, NULL);
 	pthread_mutex_init(&io->lock, NULL);
 	pthread_cond_init(&io->work_cv, NULL);
 	pthread_cond_init(&io->done_cv, NULL);
@@ -444,6 +643,7 @@ err_pool:
 	pthread_cond_destroy(&io->done_cv);
 	pthread_cond_destroy(&io->work_cv);
 	pthread_mutex_destroy(&io->lock);
+	pthread_mutex_destroy(&io->run_lock);
 	free(io->fds);
 err_io:
 	free(io);
@@ -461,6 +661,7 @@ void kvt_ssd_io_close(struct kvt_ssd_io *io)
 	pthread_cond_destroy(&io->done_cv);
 	pthread_cond_destroy(&io->work_cv);
 	pthread_mutex_destroy(&io->lock);
+	pthread_mutex_destroy(&io->run_lock);
 	free(io->iov);
 	free(io->regions);
 	free(io->fds);
@@ -514,18 +715,21 @@ int kvt_ssd_io_add_buffer(struct kvt_ssd_io *io, void *ptr, size_t len)
 
 	if (!io || !ptr || !len)
 		return -EINVAL;
+	pthread_mutex_lock(&io->run_lock);
 	pthread_mutex_lock(&io->lock);
 	r = realloc(io->regions, (io->n_regions + 1) * sizeof(*r));
 	if (!r) {
-		pthread_mutex_unlock(&io->lock);
-		return -ENOMEM;
+		rc = -ENOMEM;
+		goto out;
 	}
 	io->regions = r;
 	r[io->n_regions++] = (struct kvt_io_region){ ptr, len };
 	rc = rebuild_iov(io);
 	if (rc)
 		io->n_regions--;
+out:
 	pthread_mutex_unlock(&io->lock);
+	pthread_mutex_unlock(&io->run_lock);
 	return rc;
 }
 
@@ -533,6 +737,7 @@ void kvt_ssd_io_remove_buffer(struct kvt_ssd_io *io, void *ptr)
 {
 	if (!io)
 		return;
+	pthread_mutex_lock(&io->run_lock);
 	pthread_mutex_lock(&io->lock);
 	for (size_t r = 0; r < io->n_regions; r++)
 		if (io->regions[r].ptr == ptr) {
@@ -547,6 +752,7 @@ void kvt_ssd_io_remove_buffer(struct kvt_ssd_io *io, void *ptr)
 			break;
 		}
 	pthread_mutex_unlock(&io->lock);
+	pthread_mutex_unlock(&io->run_lock);
 }
 
 int kvt_ssd_io_run(struct kvt_ssd_io *io, struct kvt_ssd_io_op *ops, size_t n)
@@ -563,9 +769,9 @@ int kvt_ssd_io_run(struct kvt_ssd_io *io, struct kvt_ssd_io_op *ops, size_t n)
 	}
 	if (!n)
 		return 0;
-	pthread_mutex_lock(&io->lock);
-	rc = io->uring ? uring_run(io, ops, n) : pool_run(io, ops, n);
-	pthread_mutex_unlock(&io->lock);
+	pthread_mutex_lock(&io->run_lock);
+	rc = io->uring ? uring_run(io, ops, n) : pool_run(io, ops, NULL, n, true);
+	pthread_mutex_unlock(&io->run_lock);
 	return rc;
 }
 
@@ -576,6 +782,15 @@ void kvt_ssd_io_inject(struct kvt_ssd_io *io, enum kvt_ssd_io_kind kind, uint32_
 		return;
 	pthread_mutex_lock(&io->lock);
 	io->faults[kind] = (struct kvt_io_fault){ skip, count, err < 0 ? err : -EIO };
+	pthread_mutex_unlock(&io->lock);
+}
+
+void kvt_ssd_io_inject_ring(struct kvt_ssd_io *io, int err)
+{
+	if (!io)
+		return;
+	pthread_mutex_lock(&io->lock);
+	io->ring_fault = err < 0 ? err : -EIO;
 	pthread_mutex_unlock(&io->lock);
 }
 

@@ -5,8 +5,13 @@
  * the same results; which one runs is logged once and reported in stats.
  *
  * Not a general scheduler: kvt_ssd_io_run executes one batch at a time (calls
- * are serialised by the engine's lock) keeping up to queue_depth operations and
- * max_inflight_bytes in flight. Faults can be injected here for the tests. */
+ * are serialised by the engine's batch lock) keeping up to queue_depth
+ * operations and max_inflight_bytes in flight. Stats, set_file and inject
+ * take only a small state lock that no batch holds while it waits for I/O, so
+ * they never wait for a batch. If the ring fails mid-batch, the operations in
+ * flight are cancelled and reaped before the batch returns, and the engine
+ * switches to the thread pool for good (logged, counted in stats.fallbacks).
+ * Faults can be injected here for the tests. */
 #ifndef KVT_TIERS_SSD_IO_H
 #define KVT_TIERS_SSD_IO_H
 
@@ -54,6 +59,7 @@ struct kvt_ssd_io_stats {
 	uint64_t fixed_ops;     /* reads/writes that used a registered buffer */
 	uint64_t errors;        /* operations that failed */
 	uint64_t injected;      /* of which injected faults */
+	uint64_t fallbacks;     /* io_uring failed in use and the pool replaced it */
 };
 
 /* Open an engine. Returns 0 and *out, -EINVAL, -ENOMEM. Never fails because
@@ -65,22 +71,26 @@ int kvt_ssd_io_open(const struct kvt_ssd_io_opts *opts, struct kvt_ssd_io **out)
 void kvt_ssd_io_close(struct kvt_ssd_io *io);
 
 /* Put fd (opened O_DIRECT by the caller, who keeps owning it) in table slot
- * `file`, or clear the slot with fd = -1. Returns 0, -EINVAL (slot out of
- * range), or an error of the file registration (the slot is then unusable). */
+ * `file`, or clear the slot with fd = -1. Does not wait for a running batch:
+ * the caller must not clear (or close the fd of) a slot that a running batch
+ * has operations on. Returns 0, -EINVAL (slot out of range), or an error of
+ * the file registration (the slot is then unusable). */
 int kvt_ssd_io_set_file(struct kvt_ssd_io *io, uint32_t file, int fd);
 
 /* Register [ptr, ptr + len) as fixed buffers so operations inside it skip the
- * per-I/O page pinning. The memory stays the caller's and must outlive the
+ * per-I/O page pinning. Waits for a running batch. The memory stays the caller's and must outlive the
  * engine or a kvt_ssd_io_remove_buffer. A refused registration (RLIMIT_MEMLOCK,
  * old kernel) is logged and the range simply stays unregistered: returns 0
  * either way, -EINVAL for bad arguments, -ENOMEM. */
 int kvt_ssd_io_add_buffer(struct kvt_ssd_io *io, void *ptr, size_t len);
 
-/* Forget a range added by kvt_ssd_io_add_buffer (same ptr). */
+/* Forget a range added by kvt_ssd_io_add_buffer (same ptr). Waits for a
+ * running batch. */
 void kvt_ssd_io_remove_buffer(struct kvt_ssd_io *io, void *ptr);
 
-/* Execute ops[0..n) and wait for all of them. Returns 0 (each op's res tells
- * its outcome) or -EINVAL. */
+/* Execute ops[0..n) and wait for all of them: when it returns, the kernel
+ * holds none of the ops' buffers. Returns 0 (each op's res tells its
+ * outcome), -EINVAL, or -ENOMEM (no op was issued). */
 int kvt_ssd_io_run(struct kvt_ssd_io *io, struct kvt_ssd_io_op *ops, size_t n);
 
 /* Fault injection for tests: after `skip` more operations of `kind`, fail the
@@ -88,6 +98,18 @@ int kvt_ssd_io_run(struct kvt_ssd_io *io, struct kvt_ssd_io_op *ops, size_t n);
 void kvt_ssd_io_inject(struct kvt_ssd_io *io, enum kvt_ssd_io_kind kind, uint32_t skip,
 		       uint32_t count, int err);
 
+/* Fault injection for tests: the io_uring engine's next wait for completions
+ * fails with err (a negative errno), as a broken ring would, after that
+ * round's operations were submitted. No effect on the thread pool. */
+void kvt_ssd_io_inject_ring(struct kvt_ssd_io *io, int err);
+
+/* Tests: cb(io, arg) is called by every batch of every engine once its first
+ * operations are issued and before it waits for them, with no engine lock but
+ * the batch lock held. NULL removes it. Not for production use. */
+typedef void (*kvt_ssd_io_hook_cb)(struct kvt_ssd_io *io, void *arg);
+void kvt_ssd_io_set_test_hook(kvt_ssd_io_hook_cb cb, void *arg);
+
+/* A copy of the counters; never waits for a running batch. */
 void kvt_ssd_io_stats(struct kvt_ssd_io *io, struct kvt_ssd_io_stats *out);
 
 /* The one log line format of the SSD tier (stderr). */

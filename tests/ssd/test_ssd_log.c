@@ -261,21 +261,51 @@ static void reopen_recovers_newest_copy_of_each_record(void **state)
 }
 
 /* Overwrite bytes of the segment file holding loc, at offset `at` of the record. */
-static void poke(struct fixture *f, uint64_t loc, uint64_t at, const void *bytes, size_t n)
+/* Open the segment file holding loc; *off receives the record's offset. */
+static int open_record(struct fixture *f, uint64_t loc, int flags, off_t *off)
 {
 	char path[4096];
-	int fd;
 
 	/* the tier's loc: slot:16 at bit 47, page:24 at bit 23; segment ids are
 	 * created in order from 1 in a fresh directory, one slot per segment */
 	snprintf(path, sizeof(path), "%s/seg-%016llx.kvt", f->dir,
 		 (unsigned long long)((loc >> 47) & 0xffff) + 1);
-	fd = open(path, O_WRONLY);
+	*off = (off_t)(((loc >> 23) & 0xffffff) * 4096);
+	return open(path, flags);
+}
+
+static void poke(struct fixture *f, uint64_t loc, uint64_t at, const void *bytes, size_t n)
+{
+	off_t off;
+	int fd = open_record(f, loc, O_WRONLY, &off);
+
 	assert_true(fd >= 0);
-	assert_int_equal(pwrite(fd, bytes, n, (off_t)(((loc >> 23) & 0xffffff) * 4096 + at)),
-			 (ssize_t)n);
+	assert_int_equal(pwrite(fd, bytes, n, off + (off_t)at), (ssize_t)n);
 	assert_int_equal(fsync(fd), 0);
 	close(fd);
+}
+
+static void peek(struct fixture *f, uint64_t loc, uint64_t at, void *bytes, size_t n)
+{
+	off_t off;
+	int fd = open_record(f, loc, O_RDONLY, &off);
+
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, bytes, n, off + (off_t)at), (ssize_t)n);
+	close(fd);
+}
+
+/* XOR bytes of a record in place: unlike writing a fixed value, this always
+ * changes them, whatever the random data held there. */
+static void flip(struct fixture *f, uint64_t loc, uint64_t at, const void *mask, size_t n)
+{
+	unsigned char cur[16];
+
+	assert_true(n <= sizeof(cur));
+	peek(f, loc, at, cur, n);
+	for (size_t k = 0; k < n; k++)
+		cur[k] ^= ((const unsigned char *)mask)[k];
+	poke(f, loc, at, cur, n);
 }
 
 static void corrupt_records_are_never_served(void **state)
@@ -298,9 +328,9 @@ static void corrupt_records_are_never_served(void **state)
 	}
 	/* one flipped payload byte (raw), one flipped header byte, one flipped
 	 * byte of a compressed payload, one payload zeroed as by a torn write */
-	poke(f, loc[1], 4096 + 777, "\x5a", 1);
-	poke(f, loc[2], 40, "\x01", 1);
-	poke(f, loc[4], 4096 + 3, "\xff\xfe", 2);
+	flip(f, loc[1], 4096 + 777, "\x5a", 1);
+	flip(f, loc[2], 40, "\x01", 1);
+	flip(f, loc[4], 4096 + 3, "\xff\xfe", 2);
 	char *zero = calloc(1, len);
 	poke(f, loc[5], 4096, zero, len);
 	free(zero);

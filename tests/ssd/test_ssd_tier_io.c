@@ -1,0 +1,270 @@
+/* The SSD tier around its I/O engine: frees that empty a segment, stats and
+ * dropped lists return while a write batch is held in flight (by the engine's
+ * test hook); a ring failing in a write batch costs no record and does not
+ * degrade the tier; an allocation failure (-ENOMEM as an op's result) fails
+ * its batch without degrading, a device error still degrades. Run with the
+ * argument "threads" for the pread/pwrite pool. */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "batch_hold.h"
+#include "ssd_test.h"
+#include "tiers/ssd.h"
+
+#define BLOCK (128u << 10)
+#define CAPACITY (16u << 20)
+#define SEGMENT (1u << 20)
+#define MAX_RECS 64
+
+static bool force_threads;
+static uint64_t seed;
+
+static struct kvt_key key_of(uint64_t i)
+{
+	struct kvt_key k;
+
+	memset(&k, 0x22, sizeof(k));
+	memcpy(k.bytes, &i, sizeof(i));
+	return k;
+}
+
+static struct kvt_ssd *open_tier(const char *dir)
+{
+	struct kvt_ssd_opts o;
+	struct kvt_ssd *ssd;
+
+	kvt_ssd_opts_init(&o, sizeof(o));
+	o.dir = dir;
+	o.capacity_bytes = CAPACITY;
+	o.segment_bytes = SEGMENT;
+	o.queue_depth = 8;
+	o.force_threads = force_threads;
+	assert_int_equal(kvt_ssd_open(&o, NULL, NULL, &ssd), 0);
+	return ssd;
+}
+
+/* Record i holds BLOCK bytes of seed + i. */
+struct recs {
+	char *data[MAX_RECS];
+	struct kvt_ssd_write w[MAX_RECS];
+};
+
+static void recs_prepare(struct recs *r, uint64_t i)
+{
+	r->data[i] = malloc(BLOCK);
+	assert_non_null(r->data[i]);
+	kvt_test_fill(r->data[i], BLOCK, seed + i);
+	r->w[i] = (struct kvt_ssd_write){ .ns_id = 5, .key = key_of(i), .data = r->data[i],
+					  .len = BLOCK };
+}
+
+static void recs_free(struct recs *r)
+{
+	for (int i = 0; i < MAX_RECS; i++)
+		free(r->data[i]);
+}
+
+static int read_rec(struct kvt_ssd *ssd, const struct recs *r, uint64_t i)
+{
+	char *buf = malloc(BLOCK);
+	struct kvt_ssd_read rd = { .loc = r->w[i].loc, .ns_id = 5, .key = key_of(i), .buf = buf,
+				   .len = BLOCK };
+
+	assert_non_null(buf);
+	kvt_ssd_read(ssd, &rd, 1);
+	if (!rd.res)
+		assert_memory_equal(buf, r->data[i], BLOCK);
+	free(buf);
+	return rd.res;
+}
+
+struct writer {
+	pthread_t t;
+	struct kvt_ssd *ssd;
+	struct kvt_ssd_write *w;
+	size_t n;
+	atomic_bool done;
+};
+
+static void *writer_main(void *arg)
+{
+	struct writer *wr = arg;
+
+	kvt_ssd_write(wr->ssd, wr->w, wr->n);
+	atomic_store(&wr->done, true);
+	return NULL;
+}
+
+static void free_and_stats_do_not_wait_for_a_write(void **state)
+{
+	char *dir = ssd_test_dir("ssd_tier_nowait");
+	struct kvt_ssd *ssd = open_tier(dir);
+	struct recs *r = calloc(1, sizeof(*r));
+	struct kvt_ssd_stats st;
+	struct kvt_ssd_rec_info dropped[4];
+	struct writer wr = { 0 };
+	uint64_t n = 0, first_seg_recs;
+
+	(void)state;
+	/* fill the first segment: the record that opens a second seals it */
+	do {
+		assert_true(n < MAX_RECS - 1);
+		recs_prepare(r, n);
+		assert_int_equal(kvt_ssd_write(ssd, &r->w[n], 1), 1);
+		n++;
+		kvt_ssd_stats(ssd, &st);
+	} while (st.segments < 2);
+	first_seg_recs = n - 1;
+	assert_true(first_seg_recs > 0);
+
+	/* a write batch parked in flight, in the second segment */
+	recs_prepare(r, n);
+	wr.ssd = ssd;
+	wr.w = &r->w[n];
+	wr.n = 1;
+	batch_hold_arm(0);
+	assert_int_equal(pthread_create(&wr.t, NULL, writer_main, &wr), 0);
+	assert_non_null(batch_hold_wait());
+
+	/* none of these may wait for the batch (the watchdog fails a hang):
+	 * freeing the first segment's records releases its file */
+	kvt_ssd_stats(ssd, &st);
+	assert_int_equal(st.segments, 2);
+	assert_int_equal(st.segments_released, 0);
+	for (uint64_t i = 0; i < first_seg_recs; i++)
+		kvt_ssd_free(ssd, r->w[i].loc);
+	kvt_ssd_stats(ssd, &st);
+	assert_int_equal(st.segments, 1);
+	assert_int_equal(st.segments_released, 1);
+	assert_int_equal(kvt_ssd_take_dropped(ssd, dropped, 4), 0);
+	assert_false(kvt_ssd_degraded(ssd));
+	assert_false(atomic_load(&wr.done));
+
+	batch_hold_release();
+	pthread_join(wr.t, NULL);
+	kvt_ssd_io_set_test_hook(NULL, NULL);
+	assert_int_equal(r->w[n].res, 0);
+	for (uint64_t i = 0; i <= n; i++)
+		assert_int_equal(read_rec(ssd, r, i), i < first_seg_recs ? -ENOENT : 0);
+	kvt_ssd_close(ssd);
+	kvt_test_rmdir(dir);
+	free(dir);
+	recs_free(r);
+	free(r);
+}
+
+static void ring_failure_in_a_write_keeps_the_tier(void **state)
+{
+	char *dir = ssd_test_dir("ssd_tier_ring");
+	struct kvt_ssd *ssd = open_tier(dir);
+	struct recs *r = calloc(1, sizeof(*r));
+	struct kvt_ssd_stats st;
+
+	(void)state;
+	kvt_ssd_stats(ssd, &st);
+	if (!st.io.uring) {
+		kvt_ssd_close(ssd);
+		kvt_test_rmdir(dir);
+		free(dir);
+		free(r);
+		skip(); /* the pool has no ring to break */
+	}
+	for (uint64_t i = 0; i < 6; i++)
+		recs_prepare(r, i);
+	/* the first batch to reach the hook breaks its ring, without parking */
+	batch_hold_arm(-EFAULT);
+	batch_hold_release();
+	assert_int_equal(kvt_ssd_write(ssd, r->w, 6), 6);
+	kvt_ssd_io_set_test_hook(NULL, NULL);
+	kvt_ssd_stats(ssd, &st);
+	assert_false(st.degraded);
+	assert_int_equal(st.write_errors, 0);
+	assert_int_equal(st.blocks, 6);
+	assert_false(st.io.uring);
+	assert_int_equal(st.io.fallbacks, 1);
+	for (uint64_t i = 0; i < 6; i++)
+		assert_int_equal(read_rec(ssd, r, i), 0);
+	kvt_ssd_close(ssd);
+	kvt_test_rmdir(dir);
+	free(dir);
+	recs_free(r);
+	free(r);
+}
+
+static void enomem_fails_the_batch_without_degrading(void **state)
+{
+	char *dir = ssd_test_dir("ssd_tier_enomem");
+	struct kvt_ssd *ssd = open_tier(dir);
+	struct recs *r = calloc(1, sizeof(*r));
+	struct kvt_ssd_stats st;
+	uint64_t n = 0;
+
+	(void)state;
+	for (; n < 3; n++) {
+		recs_prepare(r, n);
+		assert_int_equal(kvt_ssd_write(ssd, &r->w[n], 1), 1);
+	}
+	/* an op's -ENOMEM, in the write, the sync, then the read */
+	recs_prepare(r, n);
+	kvt_ssd_inject(ssd, KVT_SSD_IO_WRITE, 0, 1, -ENOMEM);
+	assert_int_equal(kvt_ssd_write(ssd, &r->w[n], 1), 0);
+	assert_int_equal(r->w[n].res, -ENOMEM);
+	assert_false(kvt_ssd_degraded(ssd));
+	kvt_ssd_inject(ssd, KVT_SSD_IO_SYNC, 0, 1, -ENOMEM);
+	assert_int_equal(kvt_ssd_write(ssd, &r->w[n], 1), 0);
+	assert_int_equal(r->w[n].res, -ENOMEM);
+	assert_false(kvt_ssd_degraded(ssd));
+	kvt_ssd_inject(ssd, KVT_SSD_IO_READ, 0, 1, -ENOMEM);
+	assert_int_equal(read_rec(ssd, r, 0), -ENOMEM);
+	assert_false(kvt_ssd_degraded(ssd));
+	kvt_ssd_stats(ssd, &st);
+	assert_int_equal(st.write_errors, 2);
+	assert_int_equal(st.sync_errors, 1);
+	assert_int_equal(st.read_errors, 1);
+	assert_int_equal(st.io.injected, 3);
+
+	/* the tier still writes and reads */
+	assert_int_equal(kvt_ssd_write(ssd, &r->w[n], 1), 1);
+	n++;
+	for (uint64_t i = 0; i < n; i++)
+		assert_int_equal(read_rec(ssd, r, i), 0);
+
+	/* a device error still degrades */
+	recs_prepare(r, n);
+	kvt_ssd_inject(ssd, KVT_SSD_IO_WRITE, 0, 1, -EIO);
+	assert_int_equal(kvt_ssd_write(ssd, &r->w[n], 1), 0);
+	assert_int_equal(r->w[n].res, -EIO);
+	assert_true(kvt_ssd_degraded(ssd));
+	kvt_ssd_stats(ssd, &st);
+	assert_int_equal(st.degraded_error, -EIO);
+	kvt_ssd_close(ssd);
+	kvt_test_rmdir(dir);
+	free(dir);
+	recs_free(r);
+	free(r);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(free_and_stats_do_not_wait_for_a_write),
+		cmocka_unit_test(ring_failure_in_a_write_keeps_the_tier),
+		cmocka_unit_test(enomem_fails_the_batch_without_degrading),
+	};
+
+	force_threads = argc > 1 && !strcmp(argv[1], "threads");
+	seed = kvt_test_seed();
+	batch_hold_watchdog(90);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
