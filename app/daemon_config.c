@@ -430,6 +430,30 @@ static int add_cli_tenant(struct kvtd_config *cfg, const char *arg, bool *first)
 	return 0;
 }
 
+/* A token picks the tenant at HELLO: two tenants sharing one would make the
+ * first of them unreachable (or either, by configuration order), and an
+ * empty token beside others would let any client in as that tenant. */
+static int check_tokens(const struct kvtd_config *cfg)
+{
+	for (size_t i = 0; i < cfg->n_tenants; i++) {
+		const struct kvtd_tenant *t = &cfg->tenants[i];
+
+		if (!t->token[0] && cfg->n_tenants > 1) {
+			fprintf(stderr, "kvtierd: tenant %s: an empty token is allowed only when it "
+				"is the only tenant\n", t->name);
+			return -EINVAL;
+		}
+		for (size_t j = 0; j < i; j++) {
+			if (!strcmp(cfg->tenants[j].token, t->token)) {
+				fprintf(stderr, "kvtierd: tenants %s and %s have the same token\n",
+					cfg->tenants[j].name, t->name);
+				return -EINVAL;
+			}
+		}
+	}
+	return 0;
+}
+
 int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 {
 	bool first_tenant = true;
@@ -515,7 +539,8 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 		struct kvtd_tenant *t = tenant_named(cfg, "default");
 		t->token[0] = 0;
 	}
-	return 0;
+	/* a printed config shows no tokens, so only a daemon about to serve checks them */
+	return cfg->print_config ? 0 : check_tokens(cfg);
 }
 
 static uint64_t mem_available(void)

@@ -4,10 +4,12 @@
  * -> drain, close the server, close the store. */
 #include <errno.h>
 #include <grp.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "app/daemon_config.h"
@@ -17,26 +19,75 @@
 #include "transport/proto.h"
 #include "transport/server.h"
 
-static struct kvt_server *volatile running;
-static volatile sig_atomic_t stop_requested;
+/* SIGTERM and SIGINT are blocked in every thread (the mask is set before any
+ * is created, and inherited) and taken by one thread with sigwait, which
+ * stops the server under a lock that main holds while it frees it: no handler
+ * runs on a worker or touches a freed server. */
+static pthread_mutex_t sig_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct kvt_server *running;
+static bool stop_requested, sig_quit;
+static sigset_t stop_sigs;
 
-static void on_signal(int sig)
+static void *signal_main(void *arg)
 {
-	(void)sig;
-	stop_requested = 1; /* a signal during start-up: stop once started */
-	if (running)
-		kvt_server_stop(running); /* async-signal-safe: an atomic and a write */
+	(void)arg;
+	for (;;) {
+		int sig;
+
+		if (sigwait(&stop_sigs, &sig))
+			continue;
+		pthread_mutex_lock(&sig_lock);
+		if (sig_quit) {
+			pthread_mutex_unlock(&sig_lock);
+			return NULL;
+		}
+		stop_requested = true; /* a signal during start-up: stop once started */
+		if (running)
+			kvt_server_stop(running);
+		pthread_mutex_unlock(&sig_lock);
+	}
 }
 
-static int install_signals(void)
+static int install_signals(pthread_t *thread)
 {
-	struct sigaction sa = { .sa_handler = on_signal };
-
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGTERM, &sa, NULL) || sigaction(SIGINT, &sa, NULL))
-		return -errno;
+	sigemptyset(&stop_sigs);
+	sigaddset(&stop_sigs, SIGTERM);
+	sigaddset(&stop_sigs, SIGINT);
+	if (pthread_sigmask(SIG_BLOCK, &stop_sigs, NULL))
+		return -EINVAL;
 	signal(SIGPIPE, SIG_IGN);
-	return 0;
+	return -pthread_create(thread, NULL, signal_main, NULL);
+}
+
+/* Make the server (and the clients' fds it holds) the server's to size:
+ * the soft limit on open files up to the hard one. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			kvtd_log(KVT_LOG_WARN, "event=rlimit.nofile err=\"%s\"", strerror(errno));
+	}
+}
+
+static void set_running(struct kvt_server *srv)
+{
+	pthread_mutex_lock(&sig_lock);
+	running = srv;
+	if (srv && stop_requested)
+		kvt_server_stop(srv);
+	pthread_mutex_unlock(&sig_lock);
+}
+
+static void stop_signal_thread(pthread_t thread)
+{
+	pthread_mutex_lock(&sig_lock);
+	sig_quit = true;
+	pthread_mutex_unlock(&sig_lock);
+	pthread_kill(thread, SIGTERM); /* blocked here: sigwait takes it */
+	pthread_join(thread, NULL);
 }
 
 static const char *fmt_bytes(uint64_t b, char *buf, size_t len)
@@ -149,6 +200,7 @@ int main(int argc, char **argv)
 	struct kvt_server *srv = NULL;
 	struct kvt_dev *gpu = NULL, *host_dev = NULL;
 	char ssd_dir[4200], gpu_why[160] = "";
+	pthread_t sig_thread;
 	int err;
 
 	err = kvtd_config_load(&cfg, argc, argv);
@@ -159,10 +211,13 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	kvtd_log_set_level(cfg.log_level);
-	if (install_signals())
+	if (install_signals(&sig_thread))
 		return 1;
-	if (kvtd_config_resolve(&cfg))
-		return 1;
+	raise_nofile();
+	if (kvtd_config_resolve(&cfg)) {
+		err = -EINVAL;
+		goto out_signals;
+	}
 
 	kvt_store_opts_init(&sopts, sizeof(sopts));
 	sopts.dram_bytes = cfg.dram_bytes;
@@ -177,7 +232,7 @@ int main(int argc, char **argv)
 	if (err) {
 		kvtd_log(KVT_LOG_ERROR, "event=store.open.failed err=\"%s\" dram_bytes=%llu",
 			 kvt_strerror(err), (unsigned long long)cfg.dram_bytes);
-		return 1;
+		goto out_signals;
 	}
 
 	gpu = open_gpu(&cfg, store, gpu_why, sizeof(gpu_why));
@@ -241,15 +296,13 @@ int main(int argc, char **argv)
 			snprintf(colon, sizeof(cfg.metrics) - (size_t)(colon - cfg.metrics), ":%d",
 				 kvt_server_metrics_port(srv));
 	}
-	running = srv;
-	if (stop_requested)
-		kvt_server_stop(srv);
+	set_running(srv);
 	print_summary(&cfg, srv, ssd_dir, gpu, gpu_why);
 	kvtd_log(KVT_LOG_INFO, "event=start pid=%d socket=%s dram_bytes=%llu ssd_bytes=%llu "
 		 "tenants=%zu", (int)getpid(), cfg.socket_path, (unsigned long long)cfg.dram_bytes,
 		 (unsigned long long)cfg.ssd_bytes, cfg.n_tenants);
 	err = kvt_server_run(srv);
-	running = NULL;
+	set_running(NULL);
 	kvt_server_close(srv);
 out_store:
 	/* the server is gone, so no region or copy uses the devices any more */
@@ -257,6 +310,8 @@ out_store:
 	close_gpu(gpu, store);
 	/* closing the store writes back what the tiers keep across restarts */
 	kvt_store_close(store);
+out_signals:
+	stop_signal_thread(sig_thread);
 	kvtd_log(err ? KVT_LOG_ERROR : KVT_LOG_INFO, "event=exit status=%d%s%s", err ? 1 : 0,
 		 err ? " err=" : "", err ? kvt_strerror(err) : "");
 	return err ? 1 : 0;

@@ -141,24 +141,15 @@ int kvt_engine_mem_map(int fd, const struct kvt_req_register *r, uint32_t kvn,
 		       uint64_t page_bytes, struct kvt_engine_mem **out)
 {
 	struct kvt_engine_mem *m;
-	uint64_t end = r->offset, total;
+	uint64_t total;
 	struct stat st;
-	int seals;
+	int seals, err;
 
-	if (kvn < 1 || kvn > 2 || page_bytes == 0 || r->layers == 0 || r->pages == 0)
-		return -EINVAL;
-	if (kvn == 1 && r->kv_stride != 0)
-		return -EINVAL;
 	/* the last byte of the last page of the last layer must lie inside */
-	if (!mul_add(r->layers - 1, r->layer_stride, &end) ||
-	    !mul_add(kvn - 1, r->kv_stride, &end) ||
-	    !mul_add(r->pages - 1, r->page_stride, &end) ||
-	    __builtin_add_overflow(end, page_bytes, &end) ||
-	    __builtin_add_overflow(r->offset, r->bytes, &total) ||
-	    end > total || total > SIZE_MAX)
-		return -EINVAL;
-	if (r->pages > 1 && r->page_stride < page_bytes)
-		return -EINVAL; /* pages would overlap */
+	err = layout_fits(r, kvn, page_bytes);
+	if (err)
+		return err;
+	total = r->offset + r->bytes; /* layout_fits checked it cannot wrap */
 	if (fstat(fd, &st))
 		return -errno;
 	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size < total)
@@ -172,7 +163,7 @@ int kvt_engine_mem_map(int fd, const struct kvt_req_register *r, uint32_t kvn,
 		return -ENOMEM;
 	m->map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m->map == MAP_FAILED) {
-		int err = -errno;
+		err = -errno;
 		free(m);
 		return err;
 	}

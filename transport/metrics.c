@@ -77,8 +77,8 @@ char *kvt_metrics_json(struct kvt_server *srv)
 			    json_integer(__atomic_load_n(&srv->busy_jobs, __ATOMIC_RELAXED)));
 	{
 		json_int_t parked = 0;
-		for (struct kvt_wait *w = srv->waits; w; w = w->next)
-			parked++;
+		for (struct kvt_conn *cn = srv->conns; cn; cn = cn->next)
+			parked += cn->n_waits;
 		json_object_set_new(server, "waits_parked", json_integer(parked));
 	}
 	json_object_set_new(server, "jobs_cancelled", json_integer((json_int_t)c->jobs_cancelled));
@@ -308,10 +308,15 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 
 /* ---- HTTP endpoint ----------------------------------------------------- */
 
-/* One scrape: read a request head, answer, close. Non-blocking in the loop. */
+#define KVT_HTTP_MAX_CONNS 64
+#define KVT_HTTP_DEADLINE_NS (5ull * 1000000000) /* a scrape's whole life */
+
+/* One scrape: read a request head, answer, close. Non-blocking in the loop.
+ * The list runs newest first, so the oldest is at its tail. */
 struct kvt_http_conn {
 	enum kvt_ev_kind kind;
 	int fd;
+	uint64_t deadline_ns;
 	char in[2048];
 	size_t in_len;
 	char *out;
@@ -366,10 +371,25 @@ static void http_free(struct kvt_server *srv, struct kvt_http_conn *h)
 			break;
 		}
 	}
+	srv->n_https--;
 	epoll_ctl(srv->epfd, EPOLL_CTL_DEL, h->fd, NULL);
 	close(h->fd);
 	free(h->out);
 	free(h);
+}
+
+int kvt_http_expire(struct kvt_server *srv, uint64_t now)
+{
+	uint64_t first = 0;
+
+	for (struct kvt_http_conn *h = srv->https, *next; h; h = next) {
+		next = h->next;
+		if (now >= h->deadline_ns)
+			http_free(srv, h);
+		else if (!first || h->deadline_ns < first)
+			first = h->deadline_ns;
+	}
+	return first ? (int)((first - now) / 1000000 + 1) : -1;
 }
 
 void kvt_http_close_all(struct kvt_server *srv)
@@ -388,18 +408,24 @@ void kvt_http_accept(struct kvt_server *srv)
 		int fd = accept4(srv->http_listen.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct kvt_http_conn *h;
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
-		unsigned n = 0;
 
 		if (fd < 0)
 			return;
-		for (h = srv->https; h; h = h->next)
-			n++;
-		if (n >= 64 || !(h = calloc(1, sizeof(*h)))) {
+		if (srv->n_https >= KVT_HTTP_MAX_CONNS) {
+			/* full of idle sockets: the oldest gives way to the new scrape */
+			struct kvt_http_conn *old = srv->https;
+
+			while (old->next)
+				old = old->next;
+			http_free(srv, old);
+		}
+		if (!(h = calloc(1, sizeof(*h)))) {
 			close(fd);
 			continue;
 		}
 		h->kind = KVT_EV_HTTP;
 		h->fd = fd;
+		h->deadline_ns = kvt_now_ns() + KVT_HTTP_DEADLINE_NS;
 		ev.data.ptr = h;
 		if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, fd, &ev)) {
 			close(fd);
@@ -408,6 +434,7 @@ void kvt_http_accept(struct kvt_server *srv)
 		}
 		h->next = srv->https;
 		srv->https = h;
+		srv->n_https++;
 	}
 }
 

@@ -10,6 +10,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -59,6 +60,9 @@ static int ep_mod(struct kvt_server *srv, int op, int fd, uint32_t events, void 
 
 /* ---- connections ------------------------------------------------------- */
 
+static void wait_drop(struct kvt_server *srv, struct kvt_wait *w);
+static void accept_resume(struct kvt_server *srv);
+
 static void conn_unref(struct kvt_conn *c)
 {
 	if (--c->refs > 0)
@@ -75,11 +79,19 @@ static void reply_status(struct kvt_conn *c, uint16_t op, uint64_t id, int statu
 	kvt_wr_end(&c->out);
 }
 
+/* Output queued past the high-water mark: the client is not reading its
+ * replies, so its input waits in the socket until they drain. */
+static bool conn_throttled(const struct kvt_conn *c)
+{
+	return c->out.len - c->out_off >= KVT_CONN_OUT_HIGH;
+}
+
 /* Watch for output room while replies wait, and stop reading a connection
- * that is closing (its unread input would keep the loop spinning). */
+ * that is closing (its unread input would keep the loop spinning) or whose
+ * replies are piling up. */
 static void conn_want_out(struct kvt_conn *c)
 {
-	uint32_t ev = c->closing ? 0 : EPOLLIN | EPOLLRDHUP;
+	uint32_t ev = c->closing || conn_throttled(c) ? 0 : EPOLLIN | EPOLLRDHUP;
 
 	if (c->out_off < c->out.len)
 		ev |= EPOLLOUT;
@@ -93,7 +105,6 @@ static void conn_close(struct kvt_conn *c, const char *why)
 {
 	struct kvt_server *srv = c->srv;
 	struct kvt_job **pj;
-	struct kvt_wait **pw;
 
 	if (c->fd < 0)
 		return;
@@ -104,28 +115,22 @@ static void conn_close(struct kvt_conn *c, const char *why)
 	close(c->fd);
 	c->fd = -1;
 	for (int i = 0; i < c->n_fds; i++)
-		close(c->fds[i]);
+		close(c->fds[i].fd);
 	c->n_fds = 0;
 	for (int i = 0; i < KVT_CONN_MAX_REGIONS; i++) {
 		kvt_engine_mem_put(c->regions[i]);
 		c->regions[i] = NULL;
 	}
-	for (pw = &srv->waits; *pw;) {
-		struct kvt_wait *w = *pw;
-		if (w->conn == c) {
-			*pw = w->next;
-			free(w);
-		} else {
-			pw = &w->next;
-		}
-	}
 	/* finished jobs go now; running ones when their final note arrives */
 	for (pj = &c->jobs; *pj;) {
 		struct kvt_job *j = *pj;
+		while (j->waits)
+			wait_drop(srv, j->waits);
 		if (j->finished) {
 			*pj = j->next;
-			kvt_job_free(j);
 			c->n_jobs--;
+			c->job_bytes -= j->bytes;
+			kvt_job_free(j);
 		} else {
 			pj = &j->next;
 		}
@@ -137,6 +142,7 @@ static void conn_close(struct kvt_conn *c, const char *why)
 	if (c->next)
 		c->next->prev = c->prev;
 	srv->c.conns_open--;
+	accept_resume(srv);
 	conn_unref(c);
 }
 
@@ -152,6 +158,50 @@ static bool peer_allowed(const struct kvt_server *srv, const struct ucred *cr)
 	return false;
 }
 
+/* Out of descriptors with a connection pending: the listener would stay
+ * readable and the loop spin. Spend the reserve fd to accept it and close it
+ * at once (the client sees a hangup), logging once per burst. Without the
+ * reserve, stop watching the listener until a connection closes. */
+static bool accept_shed(struct kvt_server *srv, int err)
+{
+	if (!srv->accept_full)
+		kvt_srv_log(srv, KVT_LOG_WARN, "event=conn.refused reason=\"%s\" open=%llu",
+			    strerror(err), (unsigned long long)srv->c.conns_open);
+	srv->accept_full = true;
+	if (srv->reserve_fd >= 0) {
+		int fd, aerr;
+
+		close(srv->reserve_fd);
+		fd = accept4(srv->listen.fd, NULL, NULL, SOCK_CLOEXEC);
+		aerr = errno;
+		if (fd >= 0) {
+			close(fd);
+			srv->c.conns_refused++;
+		}
+		srv->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (fd >= 0 && srv->reserve_fd >= 0)
+			return true; /* shed one; there may be more */
+		if (fd < 0 && aerr != EMFILE && aerr != ENFILE && srv->reserve_fd >= 0)
+			return false; /* none pending any more */
+	}
+	if (!srv->listen_paused) {
+		epoll_ctl(srv->epfd, EPOLL_CTL_DEL, srv->listen.fd, NULL);
+		srv->listen_paused = true;
+	}
+	return false;
+}
+
+/* A connection closed: a descriptor is free again for the reserve or for
+ * the listener. */
+static void accept_resume(struct kvt_server *srv)
+{
+	if (srv->reserve_fd < 0)
+		srv->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (srv->listen_paused && srv->listen.fd >= 0 &&
+	    ep_mod(srv, EPOLL_CTL_ADD, srv->listen.fd, EPOLLIN, &srv->listen) == 0)
+		srv->listen_paused = false;
+}
+
 static void accept_conns(struct kvt_server *srv)
 {
 	for (;;) {
@@ -161,11 +211,17 @@ static void accept_conns(struct kvt_server *srv)
 		int fd = accept4(srv->listen.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE) {
+				if (accept_shed(srv, errno))
+					continue;
+				return;
+			}
 			if (errno != EAGAIN && errno != EINTR)
 				kvt_srv_log(srv, KVT_LOG_WARN, "event=accept.error err=\"%s\"",
 					    strerror(errno));
 			return;
 		}
+		srv->accept_full = false;
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) || !peer_allowed(srv, &cr)) {
 			srv->c.conns_refused++;
 			kvt_srv_log(srv, KVT_LOG_WARN, "event=conn.refused reason=credentials "
@@ -215,36 +271,50 @@ static struct kvt_job *find_job(struct kvt_conn *c, uint64_t ticket)
 	return NULL;
 }
 
+/* Unlink a parked wait from its job and from the timed list, and free it. */
+static void wait_drop(struct kvt_server *srv, struct kvt_wait *w)
+{
+	struct kvt_job *job = w->job;
+
+	for (struct kvt_wait **pw = &job->waits; *pw; pw = &(*pw)->next) {
+		if (*pw == w) {
+			*pw = w->next;
+			break;
+		}
+	}
+	if (w->deadline_ns) {
+		if (w->tprev)
+			w->tprev->tnext = w->tnext;
+		else
+			srv->timed = w->tnext;
+		if (w->tnext)
+			w->tnext->tprev = w->tprev;
+	}
+	job->conn->n_waits--;
+	free(w);
+}
+
+static void job_unlink_free(struct kvt_conn *c, struct kvt_job *job)
+{
+	c->n_jobs--;
+	c->job_bytes -= job->bytes;
+	kvt_job_free(job);
+}
+
 static void reap_job(struct kvt_conn *c, struct kvt_job *job)
 {
 	for (struct kvt_job **pj = &c->jobs; *pj; pj = &(*pj)->next) {
 		if (*pj == job) {
 			*pj = job->next;
-			c->n_jobs--;
-			kvt_job_free(job);
+			job_unlink_free(c, job);
 			return;
 		}
 	}
 }
 
-/* Free the jobs of c whose result was taken. */
-static void sweep_reaped(struct kvt_conn *c)
-{
-	for (struct kvt_job **pj = &c->jobs; *pj;) {
-		struct kvt_job *j = *pj;
-		if (j->reaped && j->finished) {
-			*pj = j->next;
-			c->n_jobs--;
-			kvt_job_free(j);
-		} else {
-			pj = &j->next;
-		}
-	}
-}
-
 /* Reply to a WAIT/POLL with the job's state. A finished job whose whole
- * result was asked for is marked reaped (freed by sweep_reaped, after every
- * wait parked on it has been answered). */
+ * result was asked for is marked reaped (freed once every wait parked on it
+ * has been answered). */
 static void reply_wait(struct kvt_conn *c, uint16_t op, uint64_t id, struct kvt_job *job,
 		       uint32_t layer, int status)
 {
@@ -268,51 +338,61 @@ static bool wait_satisfied(const struct kvt_job *job, uint32_t layer)
 	       (uint32_t)__atomic_load_n(&job->layers_done, __ATOMIC_ACQUIRE) > layer;
 }
 
-/* Answer the parked WAITs of job that are now satisfied (or all of them, with
- * -ETIMEDOUT, for those past their deadline when job is NULL). */
-static void serve_waits(struct kvt_server *srv, struct kvt_job *job, uint64_t now)
+static void answer_wait(struct kvt_server *srv, struct kvt_wait *w, int status)
 {
-	for (struct kvt_wait **pw = &srv->waits; *pw;) {
-		struct kvt_wait *w = *pw;
-		struct kvt_job *j = job ? (w->ticket == job->ticket && w->conn == job->conn ? job : NULL)
-					: find_job(w->conn, w->ticket);
-		int status;
+	struct kvt_job *job = w->job;
+	struct kvt_conn *c = job->conn;
 
-		if (!j) {
-			pw = &w->next;
-			continue;
-		}
-		if (wait_satisfied(j, w->layer))
-			status = 0;
-		else if (!job && w->deadline_ns && now >= w->deadline_ns)
-			status = -ETIMEDOUT;
-		else {
-			pw = &w->next;
-			continue;
-		}
-		*pw = w->next;
-		kvt_metrics_observe(srv, KVT_OP_WAIT, 0, status);
-		reply_wait(w->conn, KVT_OP_WAIT, w->req_id, j, w->layer, status);
-		conn_want_out(w->conn);
-		free(w);
+	kvt_metrics_observe(srv, KVT_OP_WAIT, 0, status);
+	reply_wait(c, KVT_OP_WAIT, w->req_id, job, w->layer, status);
+	wait_drop(srv, w);
+	conn_want_out(c);
+}
+
+/* A job was reaped and nothing waits on it any more: free it. */
+static void job_maybe_free(struct kvt_job *job)
+{
+	if (job->reaped && job->finished && !job->waits)
+		reap_job(job->conn, job);
+}
+
+/* Answer the WAITs parked on job that are now satisfied. */
+static void serve_waits(struct kvt_server *srv, struct kvt_job *job)
+{
+	for (struct kvt_wait *w = job->waits, *next; w; w = next) {
+		next = w->next;
+		if (wait_satisfied(job, w->layer))
+			answer_wait(srv, w, 0);
 	}
-	if (job)
-		sweep_reaped(job->conn);
-	else
-		for (struct kvt_conn *c = srv->conns; c; c = c->next)
-			sweep_reaped(c);
+	job_maybe_free(job);
+}
+
+/* Answer the timed waits past their deadline with -ETIMEDOUT. */
+static void expire_waits(struct kvt_server *srv, uint64_t now)
+{
+	for (struct kvt_wait *w = srv->timed, *next; w; w = next) {
+		struct kvt_job *job = w->job;
+
+		next = w->tnext;
+		if (now < w->deadline_ns)
+			continue;
+		answer_wait(srv, w, wait_satisfied(job, w->layer) ? 0 : -ETIMEDOUT);
+		job_maybe_free(job); /* frees job only when no wait is left on it */
+	}
 }
 
 static int next_deadline_ms(struct kvt_server *srv)
 {
 	uint64_t now = kvt_now_ns(), first = 0;
+	int http = kvt_http_expire(srv, now), ms;
 
-	for (struct kvt_wait *w = srv->waits; w; w = w->next)
-		if (w->deadline_ns && (!first || w->deadline_ns < first))
+	for (struct kvt_wait *w = srv->timed; w; w = w->tnext)
+		if (!first || w->deadline_ns < first)
 			first = w->deadline_ns;
 	if (!first)
-		return -1;
-	return first <= now ? 0 : (int)((first - now) / 1000000 + 1);
+		return http;
+	ms = first <= now ? 0 : (int)((first - now) / 1000000 + 1);
+	return http >= 0 && http < ms ? http : ms;
 }
 
 /* Take the workers' notes and act on them. */
@@ -341,16 +421,22 @@ static void drain_notes(struct kvt_server *srv)
 		if (!final) {
 			__atomic_store_n(&job->notify_pending, 0, __ATOMIC_RELEASE);
 			if (c->fd >= 0)
-				serve_waits(srv, job, 0);
+				serve_waits(srv, job);
 			continue;
 		}
 		job->finished = true;
+		/* the workers are done with it: keep only the result until reaped */
+		kvt_job_release_arrays(job);
+		kvt_engine_mem_put(job->mem);
+		job->mem = NULL;
+		c->job_bytes -= job->bytes - sizeof(*job);
+		job->bytes = sizeof(*job);
 		__atomic_sub_fetch(&srv->busy_jobs, 1, __ATOMIC_RELAXED);
 		kvt_metrics_observe(srv, job->op, job->start_ns, job->result < 0 ? job->result : 0);
 		if (job->result == -ECANCELED)
 			srv->c.jobs_cancelled++;
 		if (c->fd >= 0) {
-			serve_waits(srv, job, 0);
+			serve_waits(srv, job);
 		} else {
 			reap_job(c, job);
 		}
@@ -466,10 +552,11 @@ static int op_register(struct kvt_conn *c, const struct kvt_req *req)
 	if (r->kind == KVT_MEM_CUDA_IPC && !c->srv->opts.dev_cuda)
 		return -EOPNOTSUPP; /* no GPU driven here: engine memory comes as a memfd */
 	if (r->kind == KVT_MEM_HOST_MEMFD) {
-		if (c->n_fds == 0)
+		/* only the fd sent with this frame; frame_close_fds closes extras */
+		if (c->n_frame_fds != 1)
 			return -EBADF;
-		fd = c->fds[0];
-		memmove(c->fds, c->fds + 1, --c->n_fds * sizeof(int));
+		fd = c->frame_fds[0];
+		c->n_frame_fds = 0;
 	} else {
 		fd = -1;
 	}
@@ -561,6 +648,7 @@ static int op_xfer(struct kvt_conn *c, const struct kvt_req *req)
 	struct kvt_ns *ns = conn_ns(c, x->ns);
 	struct kvt_engine_mem *m;
 	struct kvt_job *job;
+	size_t bytes;
 
 	if (!ns)
 		return -EBADF;
@@ -569,7 +657,8 @@ static int op_xfer(struct kvt_conn *c, const struct kvt_req *req)
 	m = c->regions[x->region - 1];
 	if (m->ns != x->ns)
 		return -EINVAL;
-	if (c->n_jobs >= KVT_CONN_MAX_TICKETS)
+	bytes = sizeof(*job) + (size_t)x->n * (sizeof(*job->keys) + sizeof(*job->pages));
+	if (c->n_jobs >= KVT_CONN_MAX_TICKETS || c->job_bytes + bytes > KVT_CONN_MAX_TICKET_BYTES)
 		return -EBUSY;
 	for (uint32_t i = 0; i < x->n; i++)
 		if (kvt_proto_page(x, i) >= m->pages)
@@ -596,9 +685,11 @@ static int op_xfer(struct kvt_conn *c, const struct kvt_req *req)
 	job->has_parent = x->flags & KVT_SAVE_HAS_PARENT;
 	job->parent = x->parent;
 	job->start_ns = kvt_now_ns();
+	job->bytes = bytes;
 	job->next = c->jobs;
 	c->jobs = job;
 	c->n_jobs++;
+	c->job_bytes += bytes;
 	c->refs++; /* until the final note */
 
 	kvt_wr_begin(&c->out, req->hdr.op | KVT_OP_REPLY, req->hdr.id, 0);
@@ -622,20 +713,27 @@ static int op_wait(struct kvt_conn *c, const struct kvt_req *req)
 		reply_wait(c, req->hdr.op, req->hdr.id, job, w->layer,
 			   req->hdr.op == KVT_OP_WAIT && !wait_satisfied(job, w->layer) ?
 			   -ETIMEDOUT : 0);
-		sweep_reaped(c);
+		job_maybe_free(job);
 		return 1;
 	}
+	if (c->n_waits >= KVT_CONN_MAX_WAITS)
+		return -EBUSY;
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
-	p->conn = c;
+	p->job = job;
 	p->req_id = req->hdr.id;
-	p->ticket = w->ticket;
 	p->layer = w->layer;
-	if (w->timeout_ms != KVT_WAIT_FOREVER)
+	p->next = job->waits;
+	job->waits = p;
+	c->n_waits++;
+	if (w->timeout_ms != KVT_WAIT_FOREVER) {
 		p->deadline_ns = kvt_now_ns() + (uint64_t)w->timeout_ms * 1000000;
-	p->next = c->srv->waits;
-	c->srv->waits = p;
+		p->tnext = c->srv->timed;
+		if (p->tnext)
+			p->tnext->tprev = p;
+		c->srv->timed = p;
+	}
 	return 2; /* parked: the latency is observed when it is answered */
 }
 
@@ -691,13 +789,41 @@ static int dispatch(struct kvt_conn *c, const struct kvt_req *req)
 	return -EOPNOTSUPP;
 }
 
+/* Give the frame at stream bytes [fs, fe) the fds that came with it: those
+ * of reads ending inside it that started no later than it did. Fds of reads
+ * that ended inside it but began after its first byte rode on no frame's
+ * first byte and are closed. */
+static void frame_take_fds(struct kvt_conn *c, uint64_t fs, uint64_t fe)
+{
+	int kept = 0;
+
+	for (int i = 0; i < c->n_fds; i++) {
+		struct kvt_conn_fd *f = &c->fds[i];
+
+		if (f->end > fe)
+			c->fds[kept++] = *f;
+		else if (f->start <= fs && c->n_frame_fds < KVT_CONN_MAX_FDS)
+			c->frame_fds[c->n_frame_fds++] = f->fd;
+		else
+			close(f->fd);
+	}
+	c->n_fds = kept;
+}
+
+static void frame_close_fds(struct kvt_conn *c)
+{
+	for (int i = 0; i < c->n_frame_fds; i++)
+		close(c->frame_fds[i]);
+	c->n_frame_fds = 0;
+}
+
 /* Parse and handle the whole frames in c->in. */
 static void conn_process(struct kvt_conn *c)
 {
 	struct kvt_server *srv = c->srv;
 	size_t off = 0;
 
-	while (!c->closing && c->out.len - c->out_off < KVT_CONN_OUT_HIGH) {
+	while (!c->closing && !conn_throttled(c)) {
 		struct kvt_frame_hdr h;
 		struct kvt_req req;
 		uint64_t t0;
@@ -717,6 +843,7 @@ static void conn_process(struct kvt_conn *c)
 		if (c->in_len - off < KVT_PROTO_HDR_BYTES + (size_t)h.len)
 			break;
 		t0 = kvt_now_ns();
+		frame_take_fds(c, c->in_base + off, c->in_base + off + KVT_PROTO_HDR_BYTES + h.len);
 		err = kvt_proto_req_decode(&h, c->in + off + KVT_PROTO_HDR_BYTES, &req);
 		if (err) {
 			srv->c.bad_frames++;
@@ -725,6 +852,7 @@ static void conn_process(struct kvt_conn *c)
 		} else {
 			err = dispatch(c, &req);
 		}
+		frame_close_fds(c); /* any this frame did not use */
 		if (err < 0)
 			reply_status(c, h.op & ~KVT_OP_REPLY, h.id, err);
 		if (err != 2 && h.op < KVT_OP_COUNT && h.op != KVT_OP_SAVE && h.op != KVT_OP_LOAD)
@@ -736,6 +864,7 @@ static void conn_process(struct kvt_conn *c)
 	if (off) {
 		memmove(c->in, c->in + off, c->in_len - off);
 		c->in_len -= off;
+		c->in_base += off;
 	}
 }
 
@@ -785,8 +914,11 @@ static int conn_read(struct kvt_conn *c)
 				continue;
 			nf = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 			for (size_t i = 0; i < nf; i++) {
+				uint64_t start = c->in_base + c->in_len;
+
 				if (c->n_fds < KVT_CONN_MAX_FDS)
-					c->fds[c->n_fds++] = fds[i];
+					c->fds[c->n_fds++] = (struct kvt_conn_fd){
+						fds[i], start, start + (uint64_t)n };
 				else
 					close(fds[i]);
 			}
@@ -795,7 +927,7 @@ static int conn_read(struct kvt_conn *c)
 			return -1;
 		c->in_len += (size_t)n;
 		conn_process(c);
-		if (c->closing || (size_t)n < iov.iov_len)
+		if (c->closing || conn_throttled(c) || (size_t)n < iov.iov_len)
 			return 1;
 	}
 	return 1;
@@ -818,7 +950,8 @@ static void conn_event(struct kvt_conn *c, uint32_t events)
 {
 	bool eof = false;
 
-	if (!c->closing && (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))) {
+	if (!c->closing && !conn_throttled(c) &&
+	    (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))) {
 		int r = conn_read(c);
 
 		if (r < 0) {
@@ -836,7 +969,7 @@ static void conn_event(struct kvt_conn *c, uint32_t events)
 		return;
 	}
 	/* input held back by a full output buffer can go on now */
-	if (!c->closing && c->in_len && c->out.len == 0) {
+	if (!c->closing && c->in_len && !conn_throttled(c)) {
 		conn_process(c);
 		if (!conn_write(c)) {
 			conn_close(c, "eof");
@@ -944,6 +1077,25 @@ static void *prefault_main(void *arg)
 	return NULL;
 }
 
+/* Each client holds its socket and may queue KVT_CONN_MAX_FDS passed fds;
+ * keep max_clients within RLIMIT_NOFILE, less a margin for the store, the
+ * metrics endpoint and the daemon itself. */
+static void size_max_clients(struct kvt_server *srv)
+{
+	const unsigned per_client = 1 + KVT_CONN_MAX_FDS, margin = 64;
+	struct rlimit rl;
+	unsigned fit;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY)
+		return;
+	fit = rl.rlim_cur > margin + per_client ? (unsigned)((rl.rlim_cur - margin) / per_client) : 1;
+	if (srv->opts.max_clients > fit) {
+		kvt_srv_log(srv, KVT_LOG_WARN, "event=max_clients.lowered from=%u to=%u nofile=%llu",
+			    srv->opts.max_clients, fit, (unsigned long long)rl.rlim_cur);
+		srv->opts.max_clients = fit;
+	}
+}
+
 int kvt_server_open(const struct kvt_server_opts *opts, struct kvt_server **out)
 {
 	struct kvt_server *srv;
@@ -964,6 +1116,8 @@ int kvt_server_open(const struct kvt_server_opts *opts, struct kvt_server **out)
 	srv->wake.kind = KVT_EV_WAKE;
 	srv->http_listen.kind = KVT_EV_HTTP_LISTEN;
 	srv->listen.fd = srv->wake.fd = srv->http_listen.fd = srv->epfd = -1;
+	srv->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	size_max_clients(srv);
 	srv->start_ns = kvt_now_ns();
 	pthread_mutex_init(&srv->qlock, NULL);
 	pthread_cond_init(&srv->qcond, NULL);
@@ -1046,8 +1200,8 @@ static void loop_once(struct kvt_server *srv, int timeout_ms)
 			break;
 		}
 	}
-	if (srv->waits)
-		serve_waits(srv, NULL, kvt_now_ns());
+	if (srv->timed)
+		expire_waits(srv, kvt_now_ns());
 }
 
 int kvt_server_run(struct kvt_server *srv)
@@ -1099,11 +1253,6 @@ void kvt_server_close(struct kvt_server *srv)
 		drain_notes(srv);
 	while (srv->conns)
 		conn_close(srv->conns, "shutdown");
-	while (srv->waits) {
-		struct kvt_wait *w = srv->waits;
-		srv->waits = w->next;
-		free(w);
-	}
 	kvt_http_close_all(srv);
 	if (srv->listen.fd >= 0) {
 		close(srv->listen.fd);
@@ -1113,6 +1262,8 @@ void kvt_server_close(struct kvt_server *srv)
 		close(srv->wake.fd);
 	if (srv->epfd >= 0)
 		close(srv->epfd);
+	if (srv->reserve_fd >= 0)
+		close(srv->reserve_fd);
 	pthread_mutex_destroy(&srv->qlock);
 	pthread_cond_destroy(&srv->qcond);
 	pthread_mutex_destroy(&srv->nlock);

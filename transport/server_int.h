@@ -17,6 +17,10 @@
 #define KVT_CONN_MAX_REGIONS 16
 #define KVT_CONN_MAX_FDS 4
 #define KVT_CONN_MAX_TICKETS 4096
+/* Bytes of unreaped tickets a connection may hold (job records plus the key
+ * and page arrays of the unfinished ones). */
+#define KVT_CONN_MAX_TICKET_BYTES (64u << 20)
+#define KVT_CONN_MAX_WAITS 256      /* parked WAITs per connection */
 #define KVT_CONN_OUT_HIGH (4u << 20) /* stop reading a client that does not read */
 #define KVT_HELLO_MAX_FAILS 3
 
@@ -45,18 +49,28 @@ struct kvt_job {
 	int32_t result;
 	bool finished;              /* loop-side: the final note was processed */
 	bool reaped;                /* loop-side: a WAIT/POLL took the result */
+	struct kvt_wait *waits;     /* loop: WAITs parked on this job */
+	size_t bytes;               /* loop: charged to conn->job_bytes */
 	struct kvt_job *next;       /* the connection's tickets (loop) */
 	struct kvt_job *qnext;      /* the work queue (qlock) */
 };
 
-/* A WAIT parked until its ticket (or one of its layers) completes. */
+/* A WAIT parked until its ticket (or one of its layers) completes: on its
+ * job's list, and on the server's list of timed waits when it has a deadline. */
 struct kvt_wait {
-	struct kvt_conn *conn;
+	struct kvt_job *job;
 	uint64_t req_id;
-	uint64_t ticket;
 	uint32_t layer;
 	uint64_t deadline_ns;       /* 0 = none */
-	struct kvt_wait *next;
+	struct kvt_wait *next;      /* the job's waits */
+	struct kvt_wait *tprev, *tnext; /* the server's timed waits */
+};
+
+/* A passed fd and the stream bytes of the read it came with: it belongs to
+ * the frame holding the read's last byte, if that frame starts in the read. */
+struct kvt_conn_fd {
+	int fd;
+	uint64_t start, end;
 };
 
 struct kvt_conn {
@@ -76,14 +90,19 @@ struct kvt_conn {
 	size_t in_len, in_cap;
 	struct kvt_wr out;
 	size_t out_off;
-	int fds[KVT_CONN_MAX_FDS];
+	uint64_t in_base;           /* stream offset of in[0] */
+	struct kvt_conn_fd fds[KVT_CONN_MAX_FDS];
 	int n_fds;
+	int frame_fds[KVT_CONN_MAX_FDS]; /* the fds of the frame in dispatch */
+	int n_frame_fds;
 	struct kvt_ns *ns[KVT_CONN_MAX_NS];
 	uint64_t ns_block_bytes[KVT_CONN_MAX_NS];
 	struct kvt_ns_desc ns_desc[KVT_CONN_MAX_NS];
 	struct kvt_engine_mem *regions[KVT_CONN_MAX_REGIONS];
 	struct kvt_job *jobs;       /* tickets not yet reaped */
 	unsigned n_jobs;
+	size_t job_bytes;
+	unsigned n_waits;
 	struct kvt_conn *prev, *next;
 };
 
@@ -119,8 +138,12 @@ struct kvt_server {
 	int stop;                   /* atomic */
 	uint64_t next_conn_id, next_ticket;
 	struct kvt_conn *conns;
-	struct kvt_wait *waits;
+	struct kvt_wait *timed;     /* parked waits with a deadline */
 	struct kvt_http_conn *https;
+	unsigned n_https;
+	int reserve_fd;             /* given up to accept-and-close at EMFILE */
+	bool accept_full;           /* EMFILE logged for this burst */
+	bool listen_paused;         /* out of fds: the listener is not watched */
 	struct kvt_server_counters c;
 	uint64_t start_ns;
 
@@ -153,6 +176,8 @@ void kvt_jobs_submit(struct kvt_server *srv, struct kvt_job *job);
 /* Post a note to the loop (worker side). */
 void kvt_jobs_notify(struct kvt_server *srv, struct kvt_job *job, bool final);
 void kvt_job_free(struct kvt_job *job);
+/* Free the key and page arrays of a job the workers are done with. */
+void kvt_job_release_arrays(struct kvt_job *job);
 
 /* metrics.c */
 void kvt_metrics_observe(struct kvt_server *srv, uint16_t op, uint64_t start_ns, int err);
@@ -164,5 +189,7 @@ int kvt_http_listen(struct kvt_server *srv, const char *addr);
 void kvt_http_accept(struct kvt_server *srv);
 void kvt_http_event(struct kvt_server *srv, void *ptr, uint32_t events);
 void kvt_http_close_all(struct kvt_server *srv);
+/* Drop scrapes past their deadline; returns ms to the next one, or -1. */
+int kvt_http_expire(struct kvt_server *srv, uint64_t now);
 
 #endif /* KVT_TRANSPORT_SERVER_INT_H */

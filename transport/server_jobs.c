@@ -20,6 +20,14 @@ void kvt_job_free(struct kvt_job *job)
 	free(job);
 }
 
+void kvt_job_release_arrays(struct kvt_job *job)
+{
+	free(job->keys);
+	free(job->pages);
+	job->keys = NULL;
+	job->pages = NULL;
+}
+
 void kvt_jobs_notify(struct kvt_server *srv, struct kvt_job *job, bool final)
 {
 	uint64_t one = 1;

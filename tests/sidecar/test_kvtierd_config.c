@@ -35,6 +35,22 @@ static int run(const char *args, char **out)
 	return WEXITSTATUS(pclose(p));
 }
 
+/* run(), ended by timeout(1) after 10 s should kvtierd start serving. */
+static int run_timeout(const char *args, char **out)
+{
+	char cmd[2048];
+	size_t len, cap = 1 << 16;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "timeout -k 1 10 %s %s 2>&1", kvtd_binary(), args);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	*out = malloc(cap);
+	len = fread(*out, 1, cap - 1, p);
+	(*out)[len] = 0;
+	return WEXITSTATUS(pclose(p));
+}
+
 static void write_file(const char *path, const char *text)
 {
 	FILE *f = fopen(path, "w");
@@ -171,6 +187,41 @@ static void bad_input_is_a_usage_error(void **state)
 	}
 }
 
+/* A token names its tenant at HELLO: two tenants with one token, or an empty
+ * token beside other tenants, are refused before the daemon serves. */
+static void ambiguous_tokens_are_refused(void **state)
+{
+	static const char *const bad_files[] = {
+		"[tenant a]\ntoken = same\n[tenant b]\ntoken = same\n",
+		"[tenant a]\ntoken = ta\n[tenant b]\nsalt = s\n",
+	};
+	static const char *const bad_args[] = {
+		"--tenant a:t --tenant b:t", "--tenant a: --tenant b:tb",
+	};
+	char ini[512], args[1400], *out;
+
+	snprintf(ini, sizeof(ini), "%s/tokens.ini", dir);
+	for (size_t i = 0; i < 4; i++) {
+		if (i < 2) {
+			write_file(ini, bad_files[i]);
+			snprintf(args, sizeof(args), "--config %s --socket %s/tok.sock --dram 1M --ssd 0 "
+				 "--no-prefault --no-gpu", ini, dir);
+		} else {
+			snprintf(args, sizeof(args), "%s --socket %s/tok.sock --dram 1M --ssd 0 "
+				 "--no-prefault --no-gpu", bad_args[i - 2], dir);
+		}
+		/* a daemon that took the config would serve: the timeout ends it */
+		if (run_timeout(args, &out) != 2)
+			fail_msg("tokens accepted: %s", i < 2 ? bad_files[i] : bad_args[i - 2]);
+		assert_non_null(strstr(out, "token"));
+		free(out);
+	}
+	/* one tenant may go without a token */
+	snprintf(args, sizeof(args), "--tenant solo: --print-config");
+	assert_int_equal(run(args, &out), 0);
+	free(out);
+}
+
 static void a_live_socket_is_not_taken_over(void **state)
 {
 	struct kvtd_proc d = { 0 };
@@ -200,6 +251,7 @@ int main(void)
 		cmocka_unit_test(file_then_command_line),
 		cmocka_unit_test(defaults_without_a_file),
 		cmocka_unit_test(bad_input_is_a_usage_error),
+		cmocka_unit_test(ambiguous_tokens_are_refused),
 		cmocka_unit_test(a_live_socket_is_not_taken_over),
 	};
 	int rc;

@@ -203,9 +203,33 @@ static void kvtier_stats_prints_the_same_counters(void **state)
 	free(out);
 }
 
+/* Idle sockets cannot lock scrapes out: when the endpoint's table is full
+ * the oldest connection gives way to the new one. */
+static void idle_sockets_do_not_block_scrapes(void **state)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int idle[70];
+	char *r;
+
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	for (int i = 0; i < 70; i++) {
+		idle[i] = socket(AF_INET, SOCK_STREAM, 0);
+		assert_int_equal(connect(idle[i], (struct sockaddr *)&sa, sizeof(sa)), 0);
+		/* half a request head, so each stays open waiting for the rest */
+		assert_int_equal(send(idle[i], "GET /met", 8, MSG_NOSIGNAL), 8);
+	}
+	r = http("GET /metrics HTTP/1.1\r\n\r\n");
+	assert_non_null(strstr(r, "200 OK"));
+	assert_non_null(strstr(r, "kvtier_"));
+	free(r);
+	for (int i = 0; i < 70; i++)
+		close(idle[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(idle_sockets_do_not_block_scrapes),
 		cmocka_unit_test(prometheus_endpoint_follows_the_traffic),
 		cmocka_unit_test(odd_http_is_refused_harmlessly),
 		cmocka_unit_test(kvtier_stats_prints_the_same_counters),
