@@ -523,6 +523,7 @@ int kvt_ns_set_ssd_codec(struct kvt_ns *ns, const char *codec, double min_ratio)
 	if (!s || !s->tiering || id < 0 || min_ratio < 0)
 		return -EINVAL;
 	pthread_mutex_lock(&s->lock);
+	kvt_codec_cfg_init(&ns->ssd_codec); /* min_ratio 0 means the default, 1.1 */
 	ns->ssd_codec.id = (enum kvt_codec_id)id;
 	if (min_ratio > 0)
 		ns->ssd_codec.min_ratio = min_ratio;

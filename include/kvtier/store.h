@@ -141,7 +141,9 @@ int kvt_put(struct kvt_ns *ns, const struct kvt_key *key, const struct kvt_key *
 
 /* Copy a block out into buf (len = block size). A block on SSD is read back
  * (and may be promoted). Returns 0, -ENOENT if absent, -EIO if its stored
- * checksum does not match (the block is then dropped and counted). */
+ * checksum does not match (the block is then dropped and counted), and when
+ * an SSD block must be promoted: -ENOSPC if no DRAM slot can be freed (all
+ * pinned or being read), -ENOMEM. */
 int kvt_get(struct kvt_ns *ns, const struct kvt_key *key, void *buf, size_t len);
 
 /* A DRAM slot lent to the caller: for filling in place (reserve), or reading in
@@ -170,7 +172,7 @@ void kvt_abort(struct kvt_ns *ns, struct kvt_slot *slot);
 
 /* Lend a stored block's DRAM slot for reading in place (promoting it from SSD
  * first if need be). While acquired it is neither evicted nor moved. Returns
- * 0, -ENOENT, -EIO as kvt_get. */
+ * 0 or the errors of kvt_get. */
 int kvt_acquire(struct kvt_ns *ns, const struct kvt_key *key, struct kvt_slot *slot);
 
 /* Return an acquired slot. */
