@@ -271,21 +271,7 @@ static double measure_dram_tier(const struct kvt_model *m, uint32_t block_tokens
 	double t[64], bw;
 	int n = reps < 64 ? reps : 64, err;
 
-	kvt_ns_desc_init(&d, sizeof(d));
-	snprintf(d.model_id, sizeof(d.model_id), "%s", m->name);
-	d.dtype = KVT_DTYPE_BF16;
-	d.layers = m->layers;
-	d.block_tokens = block_tokens;
-	d.tp_size = 1;
-	if (m->kv_lora_rank) {
-		d.layout = KVT_LAYOUT_MLA;
-		d.kv_heads = 1;
-		d.head_dim = m->kv_lora_rank + m->qk_rope_head_dim;
-	} else {
-		d.layout = KVT_LAYOUT_PAGED_KV;
-		d.kv_heads = m->kv_heads;
-		d.head_dim = m->head_dim;
-	}
+	kvt_model_ns_desc(m, KVT_DTYPE_BF16, block_tokens, &d);
 	bb = kvt_ns_desc_block_bytes(&d);
 	if (!bb)
 		return -EINVAL;
@@ -561,15 +547,7 @@ static double measure_ssd_tier(const struct kvt_model *m, uint32_t block_tokens,
 	double t[64], bw;
 	int n = reps < 64 ? reps : 64, err;
 
-	kvt_ns_desc_init(&d, sizeof(d));
-	snprintf(d.model_id, sizeof(d.model_id), "%s", m->name);
-	d.dtype = KVT_DTYPE_BF16;
-	d.layers = m->layers;
-	d.block_tokens = block_tokens;
-	d.tp_size = 1;
-	d.layout = m->kv_lora_rank ? KVT_LAYOUT_MLA : KVT_LAYOUT_PAGED_KV;
-	d.kv_heads = m->kv_lora_rank ? 1 : m->kv_heads;
-	d.head_dim = m->kv_lora_rank ? m->kv_lora_rank + m->qk_rope_head_dim : m->head_dim;
+	kvt_model_ns_desc(m, KVT_DTYPE_BF16, block_tokens, &d);
 	bb = kvt_ns_desc_block_bytes(&d);
 	if (!bb)
 		return -EINVAL;

@@ -2,9 +2,12 @@
  *
  * Every MLP is gated (gate, up, down: 3 x hidden x width), as in all the
  * families kvtier ships; norms are RMSNorm (one vector each). */
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 
 #include "kvtier/model.h"
+#include "kvtier/store.h"
 
 static bool is_mla(const struct kvt_model *m)
 {
@@ -21,6 +24,28 @@ uint64_t kvt_model_kv_bytes_per_token(const struct kvt_model *m, enum kvt_dtype 
 	if (is_mla(m))
 		return (uint64_t)m->layers * (m->kv_lora_rank + m->qk_rope_head_dim) * b;
 	return 2ull * m->layers * m->kv_heads * m->head_dim * b;
+}
+
+int kvt_model_ns_desc(const struct kvt_model *m, enum kvt_dtype kv_dtype,
+		      uint32_t block_tokens, struct kvt_ns_desc *d)
+{
+	if (!m || !d || !block_tokens || !kvt_dtype_bytes(kv_dtype))
+		return -EINVAL;
+	kvt_ns_desc_init(d, sizeof(*d));
+	snprintf(d->model_id, sizeof(d->model_id), "%s", m->name);
+	d->dtype = kv_dtype;
+	d->layers = m->layers;
+	d->block_tokens = block_tokens;
+	if (is_mla(m)) {
+		d->layout = KVT_LAYOUT_MLA;
+		d->kv_heads = 1;
+		d->head_dim = m->kv_lora_rank + m->qk_rope_head_dim;
+	} else {
+		d->layout = KVT_LAYOUT_PAGED_KV;
+		d->kv_heads = m->kv_heads;
+		d->head_dim = m->head_dim;
+	}
+	return 0;
 }
 
 static uint64_t attn_params(const struct kvt_model *m)

@@ -176,6 +176,44 @@ static const struct kvt_sweep_point *point(const struct kvt_sweep_point *p, size
 	return NULL;
 }
 
+static void hit_cell(FILE *f, const struct kvt_sweep_point *q)
+{
+	fprintf(f, "   %.4f (%.4f)", kvt_trace_rate(q->st.hit_blocks, q->st.blocks),
+		kvt_trace_rate(q->st.hit_tokens, q->st.tokens));
+}
+
+static void prefill_cell(FILE *f, const struct kvt_sweep_point *q)
+{
+	fprintf(f, "   %5.1f%% (%.3fs)", 100.0 * q->prefill_saved_fraction, q->mean_ttft_s);
+}
+
+/* One table: a row per capacity, a column per policy, cells by `cell`. */
+static void sweep_table(FILE *f, const struct kvt_sweep_point *p, size_t n,
+			const struct axes *ax, const char *what,
+			void (*cell)(FILE *, const struct kvt_sweep_point *))
+{
+	fprintf(f, "%s by %s capacity in blocks\n\n%12s", what, tier_names[p[0].tier],
+		"capacity");
+	for (size_t k = 0; k < ax->n_pol; k++)
+		fprintf(f, " %17s", ax->pol[k]);
+	fputc('\n', f);
+	for (size_t c = 0; c < ax->n_cap; c++) {
+		char cap[32];
+
+		fmt_cap(cap, sizeof(cap), ax->cap[c]);
+		fprintf(f, "%12s", cap);
+		for (size_t k = 0; k < ax->n_pol; k++) {
+			const struct kvt_sweep_point *q = point(p, n, ax->pol[k], ax->cap[c]);
+
+			if (q)
+				cell(f, q);
+			else
+				fprintf(f, " %17s", "-");
+		}
+		fputc('\n', f);
+	}
+}
+
 void kvt_trace_sweep_text(FILE *f, const struct kvt_sweep_point *p, size_t n)
 {
 	struct axes ax;
@@ -183,50 +221,11 @@ void kvt_trace_sweep_text(FILE *f, const struct kvt_sweep_point *p, size_t n)
 	if (!n)
 		return;
 	axes_of(p, n, &ax);
-	fprintf(f, "block hit rate (token hit rate) by %s capacity in blocks\n\n%12s",
-		tier_names[p[0].tier], "capacity");
-	for (size_t k = 0; k < ax.n_pol; k++)
-		fprintf(f, " %17s", ax.pol[k]);
-	fputc('\n', f);
-	for (size_t c = 0; c < ax.n_cap; c++) {
-		char cap[32];
-
-		fmt_cap(cap, sizeof(cap), ax.cap[c]);
-		fprintf(f, "%12s", cap);
-		for (size_t k = 0; k < ax.n_pol; k++) {
-			const struct kvt_sweep_point *q = point(p, n, ax.pol[k], ax.cap[c]);
-
-			if (q)
-				fprintf(f, "   %.4f (%.4f)", kvt_trace_rate(q->st.hit_blocks, q->st.blocks),
-					kvt_trace_rate(q->st.hit_tokens, q->st.tokens));
-			else
-				fprintf(f, " %17s", "-");
-		}
-		fputc('\n', f);
-	}
+	sweep_table(f, p, n, &ax, "block hit rate (token hit rate)", hit_cell);
 	if (!p[0].has_prefill)
 		return;
-	fprintf(f, "\nprefill saved (mean TTFT) by %s capacity in blocks\n\n%12s",
-		tier_names[p[0].tier], "capacity");
-	for (size_t k = 0; k < ax.n_pol; k++)
-		fprintf(f, " %17s", ax.pol[k]);
 	fputc('\n', f);
-	for (size_t c = 0; c < ax.n_cap; c++) {
-		char cap[32];
-
-		fmt_cap(cap, sizeof(cap), ax.cap[c]);
-		fprintf(f, "%12s", cap);
-		for (size_t k = 0; k < ax.n_pol; k++) {
-			const struct kvt_sweep_point *q = point(p, n, ax.pol[k], ax.cap[c]);
-
-			if (q)
-				fprintf(f, "   %5.1f%% (%.3fs)", 100.0 * q->prefill_saved_fraction,
-					q->mean_ttft_s);
-			else
-				fprintf(f, " %17s", "-");
-		}
-		fputc('\n', f);
-	}
+	sweep_table(f, p, n, &ax, "prefill saved (mean TTFT)", prefill_cell);
 }
 
 int kvt_trace_sweep_svg(FILE *f, const struct kvt_sweep_point *p, size_t n, const char *title)

@@ -83,6 +83,15 @@ const char *kvt_model_shipped(size_t i);
  * unknown dtype. */
 uint64_t kvt_model_kv_bytes_per_token(const struct kvt_model *m, enum kvt_dtype kv_dtype);
 
+struct kvt_ns_desc;
+
+/* Fill a namespace descriptor (include/kvtier/store.h) with the model's KV
+ * layout: paged K/V, or MLA's one latent vector per token; the model's name
+ * as model_id; tensor-parallel size 1. The caller sets tenant salt and TP
+ * shard after. Returns 0 or -EINVAL (NULL, unknown dtype, block_tokens 0). */
+int kvt_model_ns_desc(const struct kvt_model *m, enum kvt_dtype kv_dtype,
+		      uint32_t block_tokens, struct kvt_ns_desc *desc);
+
 /* Parameter counts: total, and active per token (MoE: the routed experts a
  * token uses, the shared ones, attention, embeddings and head). Norms and
  * biases included; MTP modules not. */

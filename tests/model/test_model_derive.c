@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "kvtier/model.h"
+#include "kvtier/store.h"
 
 static struct kvt_model load(const char *name)
 {
@@ -56,6 +57,23 @@ static void mla_caches_the_latent(void **state)
 	/* 61 layers x (512 + 64) x 2 bytes, not 2 x 61 x 128 heads x ... */
 	assert_int_equal(kvt_model_kv_bytes_per_token(&ds, KVT_DTYPE_BF16), 70272);
 	assert_int_equal(kvt_model_kv_bytes_per_token(&ds, KVT_DTYPE_FP8_E4M3), 35136);
+}
+
+static void namespace_descriptors_agree_with_kv_bytes(void **state)
+{
+	struct kvt_model q = load("Qwen3-8B"), ds = load("DeepSeek-V3");
+	struct kvt_ns_desc d;
+
+	/* one token per block: the block is exactly the KV of one token */
+	assert_int_equal(kvt_model_ns_desc(&q, KVT_DTYPE_BF16, 1, &d), 0);
+	assert_int_equal(d.layout, KVT_LAYOUT_PAGED_KV);
+	assert_string_equal(d.model_id, q.name);
+	assert_int_equal(kvt_ns_desc_block_bytes(&d), 147456);
+	assert_int_equal(kvt_model_ns_desc(&ds, KVT_DTYPE_FP8_E4M3, 16, &d), 0);
+	assert_int_equal(d.layout, KVT_LAYOUT_MLA);
+	assert_int_equal(kvt_ns_desc_block_bytes(&d), 16 * 35136);
+	assert_int_equal(kvt_model_ns_desc(&q, KVT_DTYPE_BF16, 0, &d), -EINVAL);
+	assert_int_equal(kvt_model_ns_desc(NULL, KVT_DTYPE_BF16, 16, &d), -EINVAL);
 }
 
 static void dense_param_counts_match_model_cards(void **state)
@@ -246,6 +264,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(kv_bytes_per_token_worked_numbers),
 		cmocka_unit_test(mla_caches_the_latent),
+		cmocka_unit_test(namespace_descriptors_agree_with_kv_bytes),
 		cmocka_unit_test(dense_param_counts_match_model_cards),
 		cmocka_unit_test(moe_total_and_active),
 		cmocka_unit_test(decode_bound_qwen3_8b_on_h100),

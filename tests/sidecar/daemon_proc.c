@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -236,4 +238,23 @@ int engine_page_check(const struct engine_mem *m, uint32_t page, uint64_t seed)
 		}
 	free(want);
 	return bad ? -1 : 0;
+}
+
+int kvtd_connect_raw(const struct kvtd_proc *d)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -1;
+	if (strlen(d->socket) >= sizeof(sa.sun_path)) {
+		close(fd);
+		return -1;
+	}
+	memcpy(sa.sun_path, d->socket, strlen(d->socket) + 1);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		close(fd);
+		return -1;
+	}
+	return fd;
 }

@@ -33,6 +33,10 @@ void kvtd_cleanup(struct kvtd_proc *d);
 /* Connect with token (NULL = none). */
 struct kvt_client *kvtd_connect(const struct kvtd_proc *d, const char *token);
 
+/* A plain socket connected to the daemon, for tests that speak raw frames;
+ * -1 on failure. */
+int kvtd_connect_raw(const struct kvtd_proc *d);
+
 /* A small model for tests: 4 layers, 2 KV heads, head_dim 16, bf16, 4 tokens
  * per block = 2 KiB blocks. */
 void kvtd_test_desc(struct kvt_ns_desc *desc, const char *model);

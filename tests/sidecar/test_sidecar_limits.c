@@ -50,12 +50,9 @@ static int teardown(void **state)
 
 static int raw_connect(void)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = kvtd_connect_raw(&d);
 
 	assert_true(fd >= 0);
-	strcpy(sa.sun_path, d.socket);
-	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	return fd;
 }
 
