@@ -15,6 +15,7 @@
 #include <ini.h>
 
 #include "transport/proto.h"
+#include "util/size.h"
 
 #define DEFAULT_DRAM "25%"
 #define DEFAULT_SSD "50%"
@@ -149,47 +150,6 @@ void kvtd_config_defaults(struct kvtd_config *cfg)
 	cfg->log_level = KVT_LOG_INFO;
 }
 
-int kvtd_parse_size(const char *s, uint64_t whole, uint64_t *out)
-{
-	char *end;
-	double v;
-
-	if (!s || !*s)
-		return -EINVAL;
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || v < 0 || v != v)
-		return -EINVAL;
-	while (isspace((unsigned char)*end))
-		end++;
-	switch (toupper((unsigned char)*end)) {
-	case 0: break;
-	case 'K': v *= 1024.0; end++; break;
-	case 'M': v *= 1048576.0; end++; break;
-	case 'G': v *= 1073741824.0; end++; break;
-	case 'T': v *= 1099511627776.0; end++; break;
-	case '%':
-		if (v > 100)
-			return -EINVAL;
-		v = v / 100.0 * (double)whole;
-		end++;
-		if (*end)
-			return -EINVAL;
-		*out = (uint64_t)v;
-		return 0;
-	default:
-		return -EINVAL;
-	}
-	if (toupper((unsigned char)*end) == 'I')
-		end++;
-	if (toupper((unsigned char)*end) == 'B')
-		end++;
-	if (*end || v >= 18446744073709551615.0)
-		return -EINVAL;
-	*out = (uint64_t)v;
-	return 0;
-}
-
 static int parse_level(const char *s, enum kvt_log_level *out)
 {
 	static const char *names[] = { "error", "warn", "info", "debug" };
@@ -277,9 +237,9 @@ static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 	if (!strcmp(k, "data_dir"))
 		return STR(data_dir);
 	if (!strcmp(k, "dram"))
-		return kvtd_parse_size(v, 100, &size) ? -EINVAL : STR(dram_spec);
+		return kvt_parse_size(v, 100, &size) ? -EINVAL : STR(dram_spec);
 	if (!strcmp(k, "ssd"))
-		return kvtd_parse_size(v, 100, &size) ? -EINVAL : STR(ssd_spec);
+		return kvt_parse_size(v, 100, &size) ? -EINVAL : STR(ssd_spec);
 	if (!strcmp(k, "huge_pages"))
 		return parse_bool(v, &cfg->huge_pages);
 	if (!strcmp(k, "prefault"))
@@ -587,7 +547,7 @@ int kvtd_config_resolve(struct kvtd_config *cfg)
 	char *slash;
 	int err;
 
-	if (kvtd_parse_size(cfg->dram_spec, mem_available(), &cfg->dram_bytes) ||
+	if (kvt_parse_size(cfg->dram_spec, mem_available(), &cfg->dram_bytes) ||
 	    cfg->dram_bytes < (1u << 20)) {
 		fprintf(stderr, "kvtierd: dram = %s: need at least 1 MiB\n", cfg->dram_spec);
 		return -EINVAL;
@@ -603,7 +563,7 @@ int kvtd_config_resolve(struct kvtd_config *cfg)
 			fprintf(stderr, "kvtierd: data dir %s: %s\n", cfg->data_dir, strerror(errno));
 			return -errno;
 		}
-		kvtd_parse_size(cfg->ssd_spec, (uint64_t)vfs.f_bavail * vfs.f_frsize, &cfg->ssd_bytes);
+		kvt_parse_size(cfg->ssd_spec, (uint64_t)vfs.f_bavail * vfs.f_frsize, &cfg->ssd_bytes);
 		if (strchr(cfg->ssd_spec, '%') && cfg->ssd_bytes > (64ull << 30))
 			cfg->ssd_bytes = 64ull << 30;
 	}

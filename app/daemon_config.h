@@ -64,8 +64,4 @@ void kvtd_config_print(const struct kvtd_config *cfg, FILE *f);
 
 void kvtd_usage(FILE *f);
 
-/* Parse a size: a number with an optional K/M/G/T suffix (powers of 1024, an
- * optional "iB"/"B"), or "N%" of `whole`. Returns 0 or -EINVAL. */
-int kvtd_parse_size(const char *s, uint64_t whole, uint64_t *out);
-
 #endif /* KVT_APP_DAEMON_CONFIG_H */

@@ -18,6 +18,7 @@
 #include "kvtier/store.h"
 #include "transport/proto.h"
 #include "transport/server.h"
+#include "util/size.h"
 
 /* SIGTERM and SIGINT are blocked in every thread (the mask is set before any
  * is created, and inherited) and taken by one thread with sigwait, which
@@ -90,20 +91,6 @@ static void stop_signal_thread(pthread_t thread)
 	pthread_join(thread, NULL);
 }
 
-static const char *fmt_bytes(uint64_t b, char *buf, size_t len)
-{
-	static const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	double v = (double)b;
-	int u = 0;
-
-	while (v >= 1024 && u < 4) {
-		v /= 1024;
-		u++;
-	}
-	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
-	return buf;
-}
-
 /* The GPU, when one is there and wanted: opened with the cuda backend and the
  * DRAM tier registered with it (pinned, mapped for the gather/scatter
  * kernels). NULL otherwise, with the reason in why. */
@@ -158,11 +145,11 @@ static void print_summary(const struct kvtd_config *cfg, const struct kvt_server
 	printf("kvtierd 0.1.0 ready (protocol %d, pid %d)\n", KVT_PROTO_VERSION, (int)getpid());
 	printf("  socket    %s (mode %04o%s%s)\n", cfg->socket_path, cfg->socket_mode,
 	       cfg->socket_group[0] ? ", group " : "", cfg->socket_group);
-	printf("  dram      %s%s%s, policy %s\n", fmt_bytes(cfg->dram_bytes, a, sizeof(a)),
+	printf("  dram      %s%s%s, policy %s\n", kvt_fmt_bytes(cfg->dram_bytes, a, sizeof(a)),
 	       cfg->huge_pages ? ", huge pages when available" : "",
 	       cfg->prefault ? ", prefaulting in the background" : "", cfg->policy);
 	if (cfg->ssd_bytes)
-		printf("  ssd       %s under %s\n", fmt_bytes(cfg->ssd_bytes, b, sizeof(b)), ssd_dir);
+		printf("  ssd       %s under %s\n", kvt_fmt_bytes(cfg->ssd_bytes, b, sizeof(b)), ssd_dir);
 	else
 		printf("  ssd       off\n");
 	if (gpu) {

@@ -12,6 +12,8 @@
 
 #include <liburing.h>
 
+#include "util/clock.h"
+
 /* io_uring refuses to register more than 1 GiB in one iovec. */
 #define KVT_IO_BUF_CHUNK (1ULL << 30)
 
@@ -104,14 +106,6 @@ static void run_hook(struct kvt_ssd_io *io)
 		cb(io, arg);
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 void kvt_ssd_io_opts_init(struct kvt_ssd_io_opts *opts, size_t size_bytes)
 {
 	memset(opts, 0, size_bytes);
@@ -197,7 +191,7 @@ static void pool_do_next(struct kvt_ssd_io *io)
 	struct kvt_ssd_io_op *op = &io->batch[io->batch_idx ? io->batch_idx[k] : k];
 	int fault = io->batch_faults ? take_fault(io, op) : 0;
 	int fd = io->fds[op->file];
-	uint64_t t0 = now_ns();
+	uint64_t t0 = kvt_now_ns();
 
 	if (fault) {
 		op->res = fault;
@@ -206,7 +200,7 @@ static void pool_do_next(struct kvt_ssd_io *io)
 		op->res = do_sync_op(fd, op);
 		pthread_mutex_lock(&io->lock);
 	}
-	op->lat_ns = now_ns() - t0;
+	op->lat_ns = kvt_now_ns() - t0;
 	account(io, op);
 	if (++io->batch_done == io->batch_n)
 		pthread_cond_signal(&io->done_cv);
@@ -364,7 +358,7 @@ static void uring_fill(struct kvt_ssd_io *io, struct uring_batch *b)
 				b->completed++;
 				continue;
 			}
-			op->lat_ns = now_ns();
+			op->lat_ns = kvt_now_ns();
 			b->inflight_bytes += op->len;
 		} else {
 			b->n_retry--;
@@ -411,7 +405,7 @@ static void uring_reap(struct kvt_ssd_io *io, struct uring_batch *b)
 			res = -EIO; /* end of file inside the op */
 		}
 		op->res = res < 0 ? res : 0;
-		op->lat_ns = now_ns() - op->lat_ns;
+		op->lat_ns = kvt_now_ns() - op->lat_ns;
 		b->inflight_bytes -= op->len;
 		b->state[i] = OP_DONE;
 		account(io, op);

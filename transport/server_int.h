@@ -12,6 +12,7 @@
 #include "transport/engine_mem.h"
 #include "transport/proto.h"
 #include "transport/server.h"
+#include "util/clock.h"
 
 #define KVT_CONN_MAX_NS 16
 #define KVT_CONN_MAX_REGIONS 16
@@ -163,8 +164,6 @@ struct kvt_server {
 	struct { struct kvt_job *job; bool final; } *notes;
 	size_t n_notes, cap_notes;
 };
-
-uint64_t kvt_now_ns(void);
 
 void kvt_srv_log(struct kvt_server *srv, enum kvt_log_level lvl, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
