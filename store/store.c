@@ -20,46 +20,52 @@
 #include "store/store_impl.h"
 #include "store/tiering.h"
 #include "tiers/dram.h"
+#include "util/opts.h"
+
+static const struct kvt_store_opts store_defaults = {
+	.size = sizeof(struct kvt_store_opts),
+	.dram_huge_pages = true,
+	.policy = "tail-lru",
+	.dram_high_watermark = 0.90,
+	.dram_low_watermark = 0.75,
+};
 
 void kvt_store_opts_init(struct kvt_store_opts *opts, size_t size_bytes)
 {
-	memset(opts, 0, size_bytes);
-	opts->size = size_bytes;
-	opts->dram_huge_pages = true;
-	opts->policy = "tail-lru";
-	opts->dram_high_watermark = 0.90;
-	opts->dram_low_watermark = 0.75;
+	kvt_opts_init(opts, size_bytes, &store_defaults, sizeof(store_defaults));
 }
 
 int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out)
 {
-	struct kvt_dram_opts dopts = { .size = sizeof(dopts) };
+	struct kvt_store_opts o = store_defaults;
+	struct kvt_dram_opts dopts;
 	const struct kvt_policy_ops *policy;
 	struct kvt_store *s;
 	int err;
 
-	if (!opts || !out || opts->size < sizeof(*opts) || opts->dram_bytes == 0)
+	if (!out || kvt_opts_load(&o, sizeof(o), opts) || o.dram_bytes == 0)
 		return -EINVAL;
-	policy = kvt_policy_find(opts->policy ? opts->policy : "tail-lru");
+	policy = kvt_policy_find(o.policy ? o.policy : "tail-lru");
 	if (!policy)
 		return -EINVAL;
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	s->opts = *opts;
+	s->opts = o;
 	s->opts.ssd_dir = NULL; /* not kept: the caller owns the string */
 	s->opts.policy = policy->name;
 
-	dopts.bytes = opts->dram_bytes;
-	dopts.slab_bytes = opts->dram_slab_bytes;
-	dopts.huge_pages = opts->dram_huge_pages;
+	kvt_dram_opts_init(&dopts, sizeof(dopts));
+	dopts.bytes = o.dram_bytes;
+	dopts.slab_bytes = o.dram_slab_bytes;
+	dopts.huge_pages = o.dram_huge_pages;
 	if (dopts.slab_bytes == 0 && dopts.bytes < KVT_DRAM_DEFAULT_SLAB)
 		dopts.slab_bytes = dopts.bytes & ~(uint64_t)(KVT_DRAM_SLOT_ALIGN - 1);
 	err = kvt_dram_open(&dopts, &s->dram);
 	if (err)
 		goto fail_free;
 	/* room for the records of a full DRAM tier of 64 KiB blocks */
-	err = kvt_catalog_init(&s->cat, policy, opts->dram_bytes / (64 << 10));
+	err = kvt_catalog_init(&s->cat, policy, o.dram_bytes / (64 << 10));
 	if (err)
 		goto fail_dram;
 	err = pthread_mutex_init(&s->lock, NULL);
@@ -67,8 +73,8 @@ int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out)
 		err = -err;
 		goto fail_catalog;
 	}
-	if (opts->ssd_dir) {
-		err = kvt_tiering_open(s, opts);
+	if (o.ssd_dir) {
+		err = kvt_tiering_open(s, &o);
 		if (err)
 			goto fail_lock;
 	}
@@ -110,20 +116,32 @@ int kvt_store_dram_region(struct kvt_store *s, void **base, uint64_t *len)
 
 /* ---- namespaces --------------------------------------------------------- */
 
+static const struct kvt_ns_desc ns_desc_defaults = {
+	.size = sizeof(struct kvt_ns_desc),
+	.layout = KVT_LAYOUT_PAGED_KV,
+	.dtype = KVT_DTYPE_BF16,
+	.tp_size = 1,
+};
+
 void kvt_ns_desc_init(struct kvt_ns_desc *desc, size_t size_bytes)
 {
-	memset(desc, 0, size_bytes);
-	desc->size = size_bytes;
-	desc->layout = KVT_LAYOUT_PAGED_KV;
-	desc->dtype = KVT_DTYPE_BF16;
-	desc->tp_size = 1;
+	kvt_opts_init(desc, size_bytes, &ns_desc_defaults, sizeof(ns_desc_defaults));
 }
 
-uint64_t kvt_ns_desc_block_bytes(const struct kvt_ns_desc *d)
+/* The caller's descriptor as a whole one (fields it lacks at their
+ * defaults). Returns 0 or -EINVAL. */
+static int ns_desc_load(const struct kvt_ns_desc *desc, struct kvt_ns_desc *d)
+{
+	*d = ns_desc_defaults;
+	return kvt_opts_load(d, sizeof(*d), desc);
+}
+
+/* Block bytes of a whole descriptor, 0 when it is invalid. */
+static uint64_t block_bytes_of(const struct kvt_ns_desc *d)
 {
 	uint64_t planes, elem;
 
-	if (!d || d->size < sizeof(*d) || !d->layers || !d->kv_heads || !d->head_dim ||
+	if (!d->layers || !d->kv_heads || !d->head_dim ||
 	    !d->block_tokens || !d->tp_size || d->tp_rank >= d->tp_size ||
 	    d->tenant_salt_len > KVT_SALT_MAX)
 		return 0;
@@ -150,6 +168,13 @@ uint64_t kvt_ns_desc_block_bytes(const struct kvt_ns_desc *d)
 				return 0;
 		return bytes;
 	}
+}
+
+uint64_t kvt_ns_desc_block_bytes(const struct kvt_ns_desc *desc)
+{
+	struct kvt_ns_desc d;
+
+	return ns_desc_load(desc, &d) ? 0 : block_bytes_of(&d);
 }
 
 /* The namespace's identity: SHA-256 over every field that defines it, in a
@@ -185,16 +210,20 @@ static int ns_digest(const struct kvt_ns_desc *d, struct kvt_key *out)
 
 int kvt_ns_attach(struct kvt_store *s, const struct kvt_ns_desc *desc, struct kvt_ns **out)
 {
-	uint64_t bytes = kvt_ns_desc_block_bytes(desc);
 	struct kvt_ns *ns, **grown;
+	struct kvt_ns_desc d;
 	struct kvt_key salt;
+	uint64_t bytes;
 	int err;
 
-	if (!s || !out || !bytes || memchr(desc->model_id, 0, KVT_MODEL_ID_MAX) == NULL)
+	if (!s || !out || ns_desc_load(desc, &d))
+		return -EINVAL;
+	bytes = block_bytes_of(&d);
+	if (!bytes || memchr(d.model_id, 0, KVT_MODEL_ID_MAX) == NULL)
 		return -EINVAL;
 	if (bytes > kvt_dram_max_block(s->dram) || bytes > UINT32_MAX)
 		return -EFBIG;
-	err = ns_digest(desc, &salt);
+	err = ns_digest(&d, &salt);
 	if (err)
 		return err;
 
@@ -221,8 +250,7 @@ int kvt_ns_attach(struct kvt_store *s, const struct kvt_ns_desc *desc, struct kv
 	s->ns = grown;
 	ns->store = s;
 	ns->id = (uint16_t)(s->n_ns + 1);
-	memcpy(&ns->desc, desc, sizeof(ns->desc));
-	ns->desc.size = sizeof(ns->desc);
+	ns->desc = d;
 	ns->block_bytes = bytes;
 	ns->salt = salt;
 	kvt_codec_cfg_init(&ns->ssd_codec);
@@ -689,9 +717,8 @@ int kvt_remove(struct kvt_ns *ns, const struct kvt_key *key)
 int kvt_store_stats(struct kvt_store *s, struct kvt_store_stats *out)
 {
 	struct kvt_store_stats st;
-	size_t n;
 
-	if (!s || !out || out->size == 0)
+	if (!s || !out || out->size < sizeof(out->size))
 		return -EINVAL;
 	pthread_mutex_lock(&s->lock);
 	st = s->counters;
@@ -707,8 +734,5 @@ int kvt_store_stats(struct kvt_store *s, struct kvt_store_stats *out)
 	st.index_bytes = kvt_index_memory(s->cat.idx);
 	pthread_mutex_unlock(&s->lock);
 	/* a caller built against an older, smaller struct gets its prefix */
-	n = out->size < sizeof(st) ? out->size : sizeof(st);
-	st.size = n;
-	memcpy(out, &st, n);
-	return 0;
+	return kvt_opts_store(out, &st, sizeof(st));
 }

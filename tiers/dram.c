@@ -6,6 +6,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "util/opts.h"
+
 #define MAX_CLASSES 64
 
 struct slab {
@@ -238,15 +240,26 @@ static void *map_region(uint64_t bytes, bool try_huge)
 	return p;
 }
 
+static const struct kvt_dram_opts dram_defaults = {
+	.size = sizeof(struct kvt_dram_opts),
+	.huge_pages = true,
+};
+
+void kvt_dram_opts_init(struct kvt_dram_opts *opts, size_t size_bytes)
+{
+	kvt_opts_init(opts, size_bytes, &dram_defaults, sizeof(dram_defaults));
+}
+
 int kvt_dram_open(const struct kvt_dram_opts *opts, struct kvt_tier_impl **out)
 {
+	struct kvt_dram_opts o = dram_defaults;
 	struct dram *d;
 	uint64_t slab;
 
-	if (!opts || !out || opts->size < sizeof(*opts))
+	if (!out || kvt_opts_load(&o, sizeof(o), opts))
 		return -EINVAL;
-	slab = opts->slab_bytes ? opts->slab_bytes : KVT_DRAM_DEFAULT_SLAB;
-	if (slab % KVT_DRAM_SLOT_ALIGN || opts->bytes < slab || opts->bytes / slab >= NIL)
+	slab = o.slab_bytes ? o.slab_bytes : KVT_DRAM_DEFAULT_SLAB;
+	if (slab % KVT_DRAM_SLOT_ALIGN || o.bytes < slab || o.bytes / slab >= NIL)
 		return -EINVAL;
 	d = calloc(1, sizeof(*d));
 	if (!d)
@@ -254,10 +267,10 @@ int kvt_dram_open(const struct kvt_dram_opts *opts, struct kvt_tier_impl **out)
 	d->base.ops = &dram_ops;
 	d->base.kind = KVT_TIER_DRAM;
 	d->slab_bytes = slab;
-	d->n_slabs = (uint32_t)(opts->bytes / slab);
+	d->n_slabs = (uint32_t)(o.bytes / slab);
 	d->region_bytes = (uint64_t)d->n_slabs * slab;
 	d->slabs = calloc(d->n_slabs, sizeof(*d->slabs));
-	d->region = map_region(d->region_bytes, opts->huge_pages);
+	d->region = map_region(d->region_bytes, o.huge_pages);
 	if (!d->slabs || !d->region) {
 		dram_close(&d->base);
 		return -ENOMEM;

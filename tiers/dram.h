@@ -21,12 +21,15 @@
 #define KVT_DRAM_SLOT_ALIGN 4096u
 #define KVT_DRAM_DEFAULT_SLAB (64ull << 20)
 
+/* A versioned options struct (util/opts.h). */
 struct kvt_dram_opts {
-	size_t size;          /* sizeof(struct kvt_dram_opts) */
-	uint64_t bytes;       /* capacity; rounded down to whole slabs */
+	size_t size;          /* sizeof(struct kvt_dram_opts), set by _init */
+	uint64_t bytes;       /* capacity (required); rounded down to whole slabs */
 	uint64_t slab_bytes;  /* 0 = KVT_DRAM_DEFAULT_SLAB */
-	bool huge_pages;      /* try MAP_HUGETLB first */
+	bool huge_pages;      /* try MAP_HUGETLB first (default true) */
 };
+
+void kvt_dram_opts_init(struct kvt_dram_opts *opts, size_t size_bytes);
 
 /* Map the region. Returns 0 and *out, -EINVAL (capacity below one slab),
  * -ENOMEM. */

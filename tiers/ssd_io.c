@@ -13,6 +13,7 @@
 #include <liburing.h>
 
 #include "util/clock.h"
+#include "util/opts.h"
 
 /* io_uring refuses to register more than 1 GiB in one iovec. */
 #define KVT_IO_BUF_CHUNK (1ULL << 30)
@@ -106,10 +107,11 @@ static void run_hook(struct kvt_ssd_io *io)
 		cb(io, arg);
 }
 
+static const struct kvt_ssd_io_opts io_defaults = { .size = sizeof(struct kvt_ssd_io_opts) };
+
 void kvt_ssd_io_opts_init(struct kvt_ssd_io_opts *opts, size_t size_bytes)
 {
-	memset(opts, 0, size_bytes);
-	opts->size = size_bytes;
+	kvt_opts_init(opts, size_bytes, &io_defaults, sizeof(io_defaults));
 }
 
 /* An injected fault for op, consumed, or 0. */
@@ -588,11 +590,13 @@ static int uring_start(struct kvt_ssd_io *io)
 
 int kvt_ssd_io_open(const struct kvt_ssd_io_opts *opts, struct kvt_ssd_io **out)
 {
+	struct kvt_ssd_io_opts o = io_defaults;
 	struct kvt_ssd_io *io;
 	int rc = -ENOMEM;
 
-	if (!opts || !out || opts->size < sizeof(*opts))
+	if (!out || kvt_opts_load(&o, sizeof(o), opts))
 		return -EINVAL;
+	opts = &o;
 	io = calloc(1, sizeof(*io));
 	if (!io)
 		return -ENOMEM;
