@@ -3,6 +3,7 @@
  * numbers are on the daemon's Prometheus endpoint. */
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

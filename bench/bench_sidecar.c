@@ -210,7 +210,7 @@ struct engine {
 
 static void small_desc(struct kvt_ns_desc *d)
 {
-	kvt_client_desc_init(d, sizeof(*d));
+	kvt_ns_desc_init(d, sizeof(*d));
 	snprintf(d->model_id, sizeof(d->model_id), "bench/small");
 	d->layout = KVT_LAYOUT_PAGED_KV;
 	d->dtype = KVT_DTYPE_BF16;

@@ -116,23 +116,11 @@ int kvt_store_dram_region(struct kvt_store *s, void **base, uint64_t *len)
 
 /* ---- namespaces --------------------------------------------------------- */
 
-static const struct kvt_ns_desc ns_desc_defaults = {
-	.size = sizeof(struct kvt_ns_desc),
-	.layout = KVT_LAYOUT_PAGED_KV,
-	.dtype = KVT_DTYPE_BF16,
-	.tp_size = 1,
-};
-
-void kvt_ns_desc_init(struct kvt_ns_desc *desc, size_t size_bytes)
-{
-	kvt_opts_init(desc, size_bytes, &ns_desc_defaults, sizeof(ns_desc_defaults));
-}
-
 /* The caller's descriptor as a whole one (fields it lacks at their
  * defaults). Returns 0 or -EINVAL. */
 static int ns_desc_load(const struct kvt_ns_desc *desc, struct kvt_ns_desc *d)
 {
-	*d = ns_desc_defaults;
+	kvt_ns_desc_init(d, sizeof(*d));
 	return kvt_opts_load(d, sizeof(*d), desc);
 }
 

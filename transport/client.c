@@ -48,8 +48,7 @@ void kvt_client_opts_init(struct kvt_client_opts *opts, size_t size_bytes)
 
 void kvt_client_desc_init(struct kvt_ns_desc *desc, size_t size_bytes)
 {
-	memset(desc, 0, size_bytes);
-	desc->size = size_bytes;
+	kvt_ns_desc_init(desc, size_bytes);
 }
 
 int kvt_client_connect(const struct kvt_client_opts *opts, struct kvt_client **out)

@@ -20,7 +20,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kvtier/store.h"
 #include "kvtier/types.h"
 
 #ifdef __cplusplus
@@ -50,8 +49,8 @@ int kvt_client_connect(const struct kvt_client_opts *opts, struct kvt_client **o
  * frees what the connection held. NULL is accepted. */
 void kvt_client_close(struct kvt_client *c);
 
-/* kvt_ns_desc_init for programs that link only libkvtier-client: zero desc
- * and set its size. */
+/* The same as kvt_ns_desc_init (types.h), which libkvtier-client exports
+ * too; kept for engines written against kvtier 0.1. */
 void kvt_client_desc_init(struct kvt_ns_desc *desc, size_t size_bytes);
 
 /* A namespace as the daemon granted it. */

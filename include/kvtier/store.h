@@ -68,25 +68,7 @@ void kvt_store_close(struct kvt_store *store);
 
 /* ---- namespaces -------------------------------------------------------- */
 
-#define KVT_MODEL_ID_MAX 64
-#define KVT_SALT_MAX 32
-
-struct kvt_ns_desc {
-	size_t size;                    /* sizeof(struct kvt_ns_desc), set by _init */
-	char model_id[KVT_MODEL_ID_MAX]; /* e.g. "Qwen/Qwen3-8B" */
-	enum kvt_layout layout;
-	enum kvt_dtype dtype;
-	uint32_t layers;
-	uint32_t kv_heads;              /* 1 for MLA */
-	uint32_t head_dim;              /* MLA: kv_lora_rank + qk_rope_head_dim */
-	uint32_t block_tokens;
-	uint32_t tp_rank, tp_size;      /* tensor-parallel shard; size 1 = unsharded */
-	uint8_t tenant_salt[KVT_SALT_MAX]; /* mixed into every key of the namespace */
-	uint32_t tenant_salt_len;
-};
-
-/* Zero desc and set its size. */
-void kvt_ns_desc_init(struct kvt_ns_desc *desc, size_t size_bytes);
+/* A namespace is described by struct kvt_ns_desc (kvtier/types.h). */
 
 /* Bytes of one block of desc: (MLA ? 1 : 2) x layers x kv_heads x head_dim x
  * dtype bytes x block_tokens. Returns 0 for an invalid descriptor. */
