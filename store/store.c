@@ -311,6 +311,34 @@ int kvt_store_dram_alloc(struct kvt_store *s, uint64_t bytes, uint64_t *loc)
 	}
 }
 
+/* What a lent slot carries for the store, kept in kvt_slot.priv. */
+struct slot_priv {
+	uint64_t handle;       /* the record */
+	struct kvt_key parent; /* a reservation's parent, resolved at commit */
+	bool has_parent;
+};
+
+_Static_assert(sizeof(struct slot_priv) <= sizeof(((struct kvt_slot *)0)->priv),
+	       "struct kvt_slot has no room for the store's record of a loan");
+
+static struct slot_priv slot_get(const struct kvt_slot *slot)
+{
+	struct slot_priv p;
+
+	memcpy(&p, slot->priv, sizeof(p));
+	return p;
+}
+
+static void slot_lend(struct kvt_slot *slot, uint64_t handle, const struct kvt_key *parent)
+{
+	struct slot_priv p = { .handle = handle, .has_parent = parent != NULL };
+
+	if (parent)
+		p.parent = *parent;
+	memset(slot->priv, 0, sizeof(slot->priv));
+	memcpy(slot->priv, &p, sizeof(p));
+}
+
 /* Reserve record + slot for a new block; lock held. */
 static int reserve_locked(struct kvt_ns *ns, const struct kvt_key *key, uint32_t *out)
 {
@@ -483,12 +511,9 @@ int kvt_reserve(struct kvt_ns *ns, const struct kvt_key *key, const struct kvt_k
 	err = reserve_locked(ns, key, &i);
 	if (!err) {
 		/* the parent is resolved at commit: it may come or go meanwhile */
-		slot->has_parent = parent != NULL;
-		if (parent)
-			slot->parent = *parent;
+		slot_lend(slot, i, parent);
 		slot->data = s->dram->ops->slot_ptr(s->dram, rec(s, i)->loc);
 		slot->len = ns->block_bytes;
-		slot->handle = i;
 	}
 	pthread_mutex_unlock(&s->lock);
 	return err;
@@ -498,10 +523,11 @@ int kvt_reserve(struct kvt_ns *ns, const struct kvt_key *key, const struct kvt_k
 static uint32_t pending_of(struct kvt_ns *ns, const struct kvt_slot *slot)
 {
 	struct kvt_store *s = ns->store;
-	uint32_t i = (uint32_t)slot->handle;
+	uint64_t handle = slot_get(slot).handle;
+	uint32_t i = (uint32_t)handle;
 	struct kvt_rec *r;
 
-	if (slot->handle >= UINT32_MAX || !kvt_index_valid(s->cat.idx, i))
+	if (handle >= UINT32_MAX || !kvt_index_valid(s->cat.idx, i))
 		return KVT_NIL;
 	r = rec(s, i);
 	if (r->state != KVT_REC_PENDING || r->ns != ns->id ||
@@ -522,9 +548,11 @@ int kvt_commit(struct kvt_ns *ns, struct kvt_slot *slot)
 	pthread_mutex_lock(&s->lock);
 	i = pending_of(ns, slot);
 	if (i != KVT_NIL) {
+		struct slot_priv p = slot_get(slot);
+
 		if (s->opts.checksum_on_put)
 			rec(s, i)->checksum = XXH3_64bits(slot->data, slot->len);
-		publish_locked(ns, i, slot->has_parent ? &slot->parent : NULL);
+		publish_locked(ns, i, p.has_parent ? &p.parent : NULL);
 		slot->data = NULL;
 		err = 0;
 	}
@@ -563,9 +591,9 @@ int kvt_acquire(struct kvt_ns *ns, const struct kvt_key *key, struct kvt_slot *s
 	if (!err && rec(s, i)->tier == KVT_TIER_SSD)
 		err = promote_locked(s, i);
 	if (!err) {
+		slot_lend(slot, i, NULL);
 		slot->data = s->dram->ops->slot_ptr(s->dram, rec(s, i)->loc);
 		slot->len = ns->block_bytes;
-		slot->handle = i;
 		s->counters.tier[rec(s, i)->tier].bytes_out += ns->block_bytes;
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -584,12 +612,16 @@ int kvt_acquire(struct kvt_ns *ns, const struct kvt_key *key, struct kvt_slot *s
 void kvt_release(struct kvt_ns *ns, struct kvt_slot *slot)
 {
 	struct kvt_store *s;
+	uint64_t handle;
 	uint32_t i;
 
-	if (!ns || !slot || !slot->data || slot->handle >= UINT32_MAX)
+	if (!ns || !slot || !slot->data)
+		return;
+	handle = slot_get(slot).handle;
+	if (handle >= UINT32_MAX)
 		return;
 	s = ns->store;
-	i = (uint32_t)slot->handle;
+	i = (uint32_t)handle;
 	pthread_mutex_lock(&s->lock);
 	if (kvt_index_valid(s->cat.idx, i) && rec(s, i)->busy > 0 && rec(s, i)->ns == ns->id)
 		unhold_locked(s, i);

@@ -133,10 +133,10 @@ int kvt_get(struct kvt_ns *ns, const struct kvt_key *key, void *buf, size_t len)
 struct kvt_slot {
 	void *data;
 	uint64_t len;
-	/* the store's own, not to be changed by the caller: */
-	uint64_t handle;
-	struct kvt_key parent;
-	bool has_parent;
+	/* The store's record of the loan (which block, and for a reservation its
+	 * parent): opaque. The caller neither reads nor writes it, and hands the
+	 * slot back as the store filled it. */
+	uint64_t priv[4];
 };
 
 /* Reserve a DRAM slot for a new block, to fill in place (a device copy or an

@@ -480,7 +480,7 @@ static void bad_arguments_get_the_right_errno(void **state)
 	assert_int_equal(kvt_remove(f->ns, &k), -ENOENT);
 	assert_int_equal(kvt_reserve(f->ns, NULL, NULL, &slot), -EINVAL);
 	assert_int_equal(kvt_commit(f->ns, &slot), -EINVAL); /* never reserved */
-	slot.handle = 123456789;
+	memset(slot.priv, 0x5a, sizeof(slot.priv)); /* a forged loan */
 	slot.data = buf;
 	assert_int_equal(kvt_commit(f->ns, &slot), -EINVAL);
 	kvt_abort(f->ns, &slot);   /* harmless */
