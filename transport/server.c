@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "transport/server_int.h"
+#include "util/opts.h"
 
 void kvt_srv_log(struct kvt_server *srv, enum kvt_log_level lvl, const char *fmt, ...)
 {
@@ -32,15 +33,18 @@ void kvt_srv_log(struct kvt_server *srv, enum kvt_log_level lvl, const char *fmt
 	srv->opts.log(srv->opts.log_arg, lvl, msg);
 }
 
+static const struct kvt_server_opts server_defaults = {
+	.size = sizeof(struct kvt_server_opts),
+	.socket_mode = 0660,
+	.socket_gid = (gid_t)-1,
+	.workers = 4,
+	.max_clients = 1024,
+	.log_level = KVT_LOG_INFO,
+};
+
 void kvt_server_opts_init(struct kvt_server_opts *opts, size_t size_bytes)
 {
-	memset(opts, 0, size_bytes);
-	opts->size = size_bytes;
-	opts->socket_mode = 0660;
-	opts->socket_gid = (gid_t)-1;
-	opts->workers = 4;
-	opts->max_clients = 1024;
-	opts->log_level = KVT_LOG_INFO;
+	kvt_opts_init(opts, size_bytes, &server_defaults, sizeof(server_defaults));
 }
 
 static int ep_mod(struct kvt_server *srv, int op, int fd, uint32_t events, void *ptr)
@@ -1088,12 +1092,14 @@ static void size_max_clients(struct kvt_server *srv)
 	}
 }
 
-int kvt_server_open(const struct kvt_server_opts *opts, struct kvt_server **out)
+int kvt_server_open(const struct kvt_server_opts *given, struct kvt_server **out)
 {
+	struct kvt_server_opts whole = server_defaults;
+	const struct kvt_server_opts *opts = &whole;
 	struct kvt_server *srv;
 	int err;
 
-	if (!opts || !out || opts->size != sizeof(*opts) || !opts->socket_path ||
+	if (!out || kvt_opts_load(&whole, sizeof(whole), given) || !opts->socket_path ||
 	    !opts->store || !opts->tenants || opts->n_tenants == 0)
 		return -EINVAL;
 	for (size_t i = 0; i < opts->n_tenants; i++)

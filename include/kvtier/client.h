@@ -38,6 +38,8 @@ struct kvt_client_opts {
 	const char *token;       /* tenant token; default $KVTIER_TOKEN or "" */
 };
 
+/* Fill opts with the defaults as far as size_bytes reaches; see "Versioned
+ * structs" in types.h. */
 void kvt_client_opts_init(struct kvt_client_opts *opts, size_t size_bytes);
 
 /* Connect to kvtierd. Returns 0 and *out, or the errno of socket/connect
@@ -81,7 +83,8 @@ int kvt_client_prefix_keys(const struct kvt_client_ns *ns, const struct kvt_key 
  * and its V at + kv_stride (0 for MLA). A page holds block_tokens tokens of
  * one layer, so a block is `layers` pages (x2 with V). */
 struct kvt_client_region {
-	size_t size;             /* sizeof(struct kvt_client_region) */
+	size_t size;             /* sizeof(struct kvt_client_region); an older,
+	                          * smaller size leaves the fields past it 0 */
 	int memfd;               /* host backend: a memfd sealed with F_SEAL_SHRINK;
 	                          * -1 for GPU memory named by cuda_ipc */
 	uint64_t bytes;          /* bytes of the region from offset */

@@ -47,7 +47,8 @@ struct kvt_store_opts {
 	double dram_low_watermark;  /* ... until below this one (0.75) */
 };
 
-/* Fill opts with the defaults. size_bytes must be sizeof(*opts). */
+/* Fill opts with the defaults as far as size_bytes (sizeof(*opts) for a
+ * caller of this version) reaches; see "Versioned structs" in types.h. */
 void kvt_store_opts_init(struct kvt_store_opts *opts, size_t size_bytes);
 
 /* Open a store. Returns 0 and *out, or -EINVAL (bad opts), -ENOMEM (the DRAM
@@ -205,7 +206,8 @@ struct kvt_store_stats {
 	uint64_t index_bytes;  /* memory of the block index */
 };
 
-/* Snapshot of the counters. stats->size must be set. Returns 0 or -EINVAL. */
+/* Snapshot of the counters, as far as stats->size (set by the caller)
+ * reaches. Returns 0 or -EINVAL. */
 int kvt_store_stats(struct kvt_store *store, struct kvt_store_stats *stats);
 
 #ifdef __cplusplus

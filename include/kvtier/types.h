@@ -1,6 +1,16 @@
 /* kvtier — shared vocabulary of the public API: keys, tiers, dtypes, layouts,
  * errors. Every public function returns 0 (or a count) on success and a
- * negative errno on failure; kvt_strerror() turns that into a message. */
+ * negative errno on failure; kvt_strerror() turns that into a message.
+ *
+ * Versioned structs. Every options struct of the API, and the descriptors
+ * and stats like them, starts with `size_t size`: the sizeof the caller was
+ * built with. Fields are only ever appended. x_init(o, size) writes the
+ * defaults of the fields that fit in size, nothing past it, and sets o->size.
+ * A call taking such a struct accepts any size up to its own: the fields an
+ * older caller lacks take their defaults, and a larger size (fields this
+ * library does not know) is -EINVAL. A struct the library fills for the
+ * caller (kvt_store_stats, kvt_dev_info) gets the fields that fit in its
+ * size, and its size is set to what was written. */
 #ifndef KVTIER_TYPES_H
 #define KVTIER_TYPES_H
 

@@ -9,14 +9,18 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
+#include "helpers.h"
+#include "kvtier/device.h"
 #include "kvtier/model.h"
 #include "kvtier/store.h"
 #include "tiers/dram.h"
 #include "tiers/ssd_io.h"
+#include "transport/server.h"
 #include "util/opts.h"
 
 #define MARK 0xa5
@@ -238,6 +242,118 @@ static void tier_opts_of_an_older_caller(void **state)
 	assert_int_equal(kvt_ssd_io_open(o, &io), -EINVAL);
 }
 
+static void device_structs_of_an_older_caller(void **state)
+{
+	const size_t old_dev = offsetof(struct kvt_dev_opts, device);
+	const size_t old_info = offsetof(struct kvt_dev_info, pci_bus_id);
+	const size_t old_desc = offsetof(struct kvt_dev_layout_desc, v_base);
+	const size_t old_xfer = offsetof(struct kvt_dev_xfer_opts, layer_cb_arg);
+	struct kvt_dev_mem *t[2];
+	struct kvt_dev_stream *st;
+	struct kvt_dev_layout *lay;
+	struct kvt_dev *dev;
+	void *base[2], *blk;
+	uint32_t page = 1;
+	union room r;
+	struct kvt_dev_opts *o = (struct kvt_dev_opts *)r.bytes;
+	struct kvt_dev_info *info = (struct kvt_dev_info *)r.bytes;
+	struct kvt_dev_layout_desc *d = (struct kvt_dev_layout_desc *)r.bytes;
+	struct kvt_dev_xfer_opts *x = (struct kvt_dev_xfer_opts *)r.bytes;
+
+	/* an ordinal the caller could not give: device 0 */
+	fill_marks(&r);
+	kvt_dev_opts_init(o, old_dev);
+	assert_untouched(&r, old_dev);
+	o->backend = KVT_DEV_HOST;
+	assert_int_equal(kvt_dev_open(o, &dev), 0);
+	kvt_dev_close(dev);
+	o->size = sizeof(struct kvt_dev_opts) + 8;
+	assert_int_equal(kvt_dev_open(o, &dev), -EINVAL);
+	o->size = old_dev;
+	assert_int_equal(kvt_dev_open(o, &dev), 0);
+
+	fill_marks(&r);
+	info->size = old_info;
+	assert_int_equal(kvt_dev_info(dev, info), 0);
+	assert_int_equal(info->size, old_info);
+	assert_int_equal(info->backend, KVT_DEV_HOST);
+	assert_string_equal(info->name, "host");
+	assert_untouched(&r, old_info);
+
+	/* a paged layout needs no v_base, so an older descriptor describes it */
+	for (int l = 0; l < 2; l++) {
+		assert_int_equal(kvt_dev_mem_alloc(dev, 4 * 2 * 2, &t[l]), 0);
+		base[l] = kvt_dev_mem_ptr(t[l]);
+	}
+	fill_marks(&r);
+	kvt_dev_layout_desc_init(d, old_desc);
+	assert_int_equal(d->pages_per_block, 1);
+	assert_untouched(&r, old_desc);
+	d->kind = KVT_LAYOUT_PAGED_KV;
+	d->layers = 2;
+	d->kv_heads = 1;
+	d->head_dim = 2;
+	d->elem_bytes = 1;
+	d->page_tokens = 1;
+	d->num_pages = 2;
+	d->k_base = base;
+	assert_int_equal(kvt_dev_layout_block_bytes(d), 8);
+	assert_int_equal(kvt_dev_layout_create(dev, d, &lay), 0);
+	d->size = sizeof(struct kvt_dev_layout_desc) + 8;
+	assert_int_equal(kvt_dev_layout_block_bytes(d), 0);
+
+	assert_int_equal(kvt_dev_stream_create(dev, false, &st), 0);
+	assert_int_equal(kvt_dev_host_alloc(dev, 8, KVT_DEV_HOST_MAPPED, &blk), 0);
+	fill_marks(&r);
+	kvt_dev_xfer_opts_init(x, old_xfer);
+	assert_untouched(&r, old_xfer);
+	assert_int_equal(kvt_dev_gather(lay, st, &page, 1, &blk, x), 0);
+	assert_int_equal(kvt_dev_stream_sync(st), 0);
+	x->size = sizeof(struct kvt_dev_xfer_opts) + 8;
+	assert_int_equal(kvt_dev_gather(lay, st, &page, 1, &blk, x), -EINVAL);
+
+	kvt_dev_host_free(dev, blk);
+	kvt_dev_stream_destroy(st);
+	kvt_dev_layout_destroy(lay);
+	kvt_dev_mem_free(t[0]);
+	kvt_dev_mem_free(t[1]);
+	kvt_dev_close(dev);
+}
+
+static void server_opts_of_an_older_caller(void **state)
+{
+	const size_t old = offsetof(struct kvt_server_opts, prefault_dram);
+	const struct kvt_server_tenant tenant = { .name = "t", .token = "" };
+	struct kvt_store_opts so;
+	struct kvt_server *srv;
+	struct kvt_store *s;
+	char path[600], *dir = kvt_test_mkdtemp("opts-server");
+	union room r;
+	struct kvt_server_opts *o = (struct kvt_server_opts *)r.bytes;
+
+	kvt_store_opts_init(&so, sizeof(so));
+	so.dram_bytes = 1 << 20;
+	so.dram_huge_pages = false;
+	assert_int_equal(kvt_store_open(&so, &s), 0);
+	snprintf(path, sizeof(path), "%s/s.sock", dir);
+	fill_marks(&r);
+	kvt_server_opts_init(o, old);
+	assert_int_equal(o->workers, 4);
+	assert_untouched(&r, old);
+	o->socket_path = path;
+	o->store = s;
+	o->tenants = &tenant;
+	o->n_tenants = 1;
+	o->workers = 1;
+	assert_int_equal(kvt_server_open(o, &srv), 0);
+	kvt_server_close(srv);
+	o->size = sizeof(struct kvt_server_opts) + 8;
+	assert_int_equal(kvt_server_open(o, &srv), -EINVAL);
+	kvt_store_close(s);
+	kvt_test_rmdir(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -246,6 +362,8 @@ int main(void)
 		cmocka_unit_test(ns_desc_and_stats_of_an_older_caller),
 		cmocka_unit_test(model_opts_of_an_older_caller),
 		cmocka_unit_test(tier_opts_of_an_older_caller),
+		cmocka_unit_test(device_structs_of_an_older_caller),
+		cmocka_unit_test(server_opts_of_an_older_caller),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
