@@ -142,7 +142,8 @@ static void print_summary(const struct kvtd_config *cfg, const struct kvt_server
 {
 	char a[32], b[32];
 
-	printf("kvtierd 0.1.0 ready (protocol %d, pid %d)\n", KVT_PROTO_VERSION, (int)getpid());
+	printf("kvtierd %s ready (protocol %d, pid %d)\n", kvt_version(), KVT_PROTO_VERSION,
+	       (int)getpid());
 	printf("  socket    %s (mode %04o%s%s)\n", cfg->socket_path, cfg->socket_mode,
 	       cfg->socket_group[0] ? ", group " : "", cfg->socket_group);
 	printf("  dram      %s%s%s, policy %s\n", kvt_fmt_bytes(cfg->dram_bytes, a, sizeof(a)),

@@ -14,6 +14,11 @@ static const struct kvt_ns_desc ns_desc_defaults = {
 	.tp_size = 1,
 };
 
+const char *kvt_version(void)
+{
+	return KVT_VERSION_STRING;
+}
+
 void kvt_ns_desc_init(struct kvt_ns_desc *desc, size_t size_bytes)
 {
 	kvt_opts_init(desc, size_bytes, &ns_desc_defaults, sizeof(ns_desc_defaults));

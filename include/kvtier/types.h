@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kvtier/version.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif

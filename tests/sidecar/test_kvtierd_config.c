@@ -95,6 +95,31 @@ static void help_documents_every_option(void **state)
 	free(out);
 }
 
+/* --version and the ready line name the library's version, not a literal. */
+static void version_comes_from_the_library(void **state)
+{
+	char want[64], *out;
+	struct kvtd_proc d = { 0 };
+	FILE *f;
+
+	snprintf(want, sizeof(want), "kvtierd %s (protocol ", kvt_version());
+	assert_int_equal(run("--version", &out), 0);
+	assert_non_null(strstr(out, want));
+	free(out);
+
+	assert_int_equal(kvtd_start(&d, NULL, NULL), 0);
+	assert_int_equal(kvtd_stop(&d, SIGTERM), 0); /* the ready line is written by then */
+	snprintf(want, sizeof(want), "kvtierd %s ready", kvt_version());
+	f = fopen(d.log, "r");
+	assert_non_null(f);
+	out = calloc(1, 1 << 16);
+	assert_true(fread(out, 1, (1 << 16) - 1, f) > 0);
+	fclose(f);
+	assert_non_null(strstr(out, want));
+	free(out);
+	kvtd_cleanup(&d);
+}
+
 static void file_then_command_line(void **state)
 {
 	char ini[512], again[512], args[1400], *out, *out2;
@@ -248,6 +273,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(help_documents_every_option),
+		cmocka_unit_test(version_comes_from_the_library),
 		cmocka_unit_test(file_then_command_line),
 		cmocka_unit_test(defaults_without_a_file),
 		cmocka_unit_test(bad_input_is_a_usage_error),
