@@ -1,6 +1,11 @@
-/* Internals of the sidecar server shared by its files: server.c (event loop,
- * connections, dispatch), server_jobs.c (copy workers: SAVE and LOAD),
- * metrics.c (counters, Prometheus text, JSON stats, the HTTP endpoint). */
+/* Internals of the sidecar server shared by its files:
+ *   server.c       the lifecycle: open, the event loop, drain, close
+ *   server_conn.c  connections: accept, credentials, read/write, passed fds, close
+ *   server_ops.c   operations: dispatch, HELLO's token and model checks, op_*
+ *   server_wait.c  tickets, parked WAITs, the workers' completion notes
+ *   server_jobs.c  the copy workers: SAVE and LOAD
+ *   metrics.c      counters, Prometheus text, JSON stats
+ *   http.c         the metrics endpoint */
 #ifndef KVT_TRANSPORT_SERVER_INT_H
 #define KVT_TRANSPORT_SERVER_INT_H
 
@@ -165,8 +170,53 @@ struct kvt_server {
 	size_t n_notes, cap_notes;
 };
 
+/* server.c */
 void kvt_srv_log(struct kvt_server *srv, enum kvt_log_level lvl, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* epoll_ctl of the loop; 0 or -errno. */
+int kvt_srv_watch(struct kvt_server *srv, int op, int fd, uint32_t events, void *ptr);
+
+/* server_conn.c */
+/* Accept what the listener has: check credentials and limits, watch each. */
+void kvt_conn_accept(struct kvt_server *srv);
+/* The loop's handler of a connection's epoll events. */
+void kvt_conn_event(struct kvt_conn *c, uint32_t events);
+/* Watch for output room while replies wait; stop reading a closing or
+ * throttled connection. */
+void kvt_conn_want_out(struct kvt_conn *c);
+/* Close the socket and free what the connection holds; running jobs keep it
+ * (refs) until their final note. */
+void kvt_conn_close(struct kvt_conn *c, const char *why);
+/* Drop a reference; the last frees the connection. */
+void kvt_conn_unref(struct kvt_conn *c);
+
+/* server_ops.c */
+/* Handle one decoded request. Returns 1 (answered), 2 (parked) or -errno
+ * (answer with that status). */
+int kvt_dispatch(struct kvt_conn *c, const struct kvt_req *req);
+
+/* server_wait.c */
+/* The unreaped ticket of c, or NULL. */
+struct kvt_job *kvt_ticket_find(struct kvt_conn *c, uint64_t ticket);
+/* Whether a WAIT on job (KVT_WAIT_ALL or a layer) can be answered now. */
+bool kvt_wait_satisfied(const struct kvt_job *job, uint32_t layer);
+/* Answer a WAIT or POLL now with the job's state (-ETIMEDOUT for a WAIT not
+ * satisfied); a finished job whose result was taken is freed. */
+void kvt_wait_answer(struct kvt_conn *c, uint16_t op, uint64_t id, struct kvt_job *job,
+		     uint32_t layer);
+/* Park a WAIT on job until it is satisfied or timeout_ms passes. Returns 2
+ * (parked), -EBUSY (too many parked on c), -ENOMEM. */
+int kvt_wait_park(struct kvt_conn *c, struct kvt_job *job, uint64_t id, uint32_t layer,
+		  uint32_t timeout_ms);
+/* Answer the timed waits past their deadline with -ETIMEDOUT. */
+void kvt_waits_expire(struct kvt_server *srv, uint64_t now);
+/* The earliest deadline of a timed wait, 0 when none. */
+uint64_t kvt_waits_first_deadline(const struct kvt_server *srv);
+/* Take the workers' notes and act on them: progress answers the waits it
+ * satisfies, a final note finishes its job. */
+void kvt_notes_drain(struct kvt_server *srv);
+/* A closing connection's tickets: parked waits dropped, finished jobs freed. */
+void kvt_tickets_close(struct kvt_conn *c);
 
 /* server_jobs.c */
 int kvt_jobs_start(struct kvt_server *srv);
@@ -184,6 +234,8 @@ void kvt_metrics_observe(struct kvt_server *srv, uint16_t op, uint64_t start_ns,
 char *kvt_metrics_json(struct kvt_server *srv);
 /* Malloc'd Prometheus text exposition, or NULL. */
 char *kvt_metrics_prom(struct kvt_server *srv);
+
+/* http.c */
 int kvt_http_listen(struct kvt_server *srv, const char *addr);
 void kvt_http_accept(struct kvt_server *srv);
 void kvt_http_event(struct kvt_server *srv, void *ptr, uint32_t events);

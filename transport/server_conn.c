@@ -1,0 +1,394 @@
+/* The sidecar server's connections: accepting them (peer credentials, the
+ * client limit, running out of descriptors), reading frames with the fds
+ * passed on them, handing each whole frame to kvt_dispatch, writing the
+ * replies back with backpressure, and closing. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "transport/server_int.h"
+
+static void accept_resume(struct kvt_server *srv);
+
+void kvt_conn_unref(struct kvt_conn *c)
+{
+	if (--c->refs > 0)
+		return;
+	kvt_wr_free(&c->out);
+	free(c->in);
+	free(c);
+}
+
+/* Queue a reply with an empty payload. */
+static void reply_status(struct kvt_conn *c, uint16_t op, uint64_t id, int status)
+{
+	kvt_wr_begin(&c->out, op | KVT_OP_REPLY, id, status);
+	kvt_wr_end(&c->out);
+}
+
+/* Output queued past the high-water mark: the client is not reading its
+ * replies, so its input waits in the socket until they drain. */
+static bool conn_throttled(const struct kvt_conn *c)
+{
+	return c->out.len - c->out_off >= KVT_CONN_OUT_HIGH;
+}
+
+/* Watch for output room while replies wait, and stop reading a connection
+ * that is closing (its unread input would keep the loop spinning) or whose
+ * replies are piling up. */
+void kvt_conn_want_out(struct kvt_conn *c)
+{
+	uint32_t ev = c->closing || conn_throttled(c) ? 0 : EPOLLIN | EPOLLRDHUP;
+
+	if (c->out_off < c->out.len)
+		ev |= EPOLLOUT;
+	if (ev != c->events && c->fd >= 0) {
+		c->events = ev;
+		kvt_srv_watch(c->srv, EPOLL_CTL_MOD, c->fd, ev, c);
+	}
+}
+
+void kvt_conn_close(struct kvt_conn *c, const char *why)
+{
+	struct kvt_server *srv = c->srv;
+
+	if (c->fd < 0)
+		return;
+	kvt_srv_log(srv, KVT_LOG_INFO, "event=conn.close conn=%llu pid=%d reason=%s tickets=%u",
+		    (unsigned long long)c->id, (int)c->pid, why, c->n_jobs);
+	__atomic_store_n(&c->dead, 1, __ATOMIC_RELEASE);
+	epoll_ctl(srv->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	c->fd = -1;
+	for (int i = 0; i < c->n_fds; i++)
+		close(c->fds[i].fd);
+	c->n_fds = 0;
+	for (int i = 0; i < KVT_CONN_MAX_REGIONS; i++) {
+		kvt_engine_mem_put(c->regions[i]);
+		c->regions[i] = NULL;
+	}
+	kvt_tickets_close(c);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		srv->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	srv->c.conns_open--;
+	accept_resume(srv);
+	kvt_conn_unref(c);
+}
+
+static bool peer_allowed(const struct kvt_server *srv, const struct ucred *cr)
+{
+	gid_t gid = srv->opts.socket_gid != (gid_t)-1 ? srv->opts.socket_gid : getegid();
+
+	if (cr->uid == 0 || cr->uid == geteuid() || cr->gid == gid)
+		return true;
+	for (size_t i = 0; i < srv->opts.n_allow_uids; i++)
+		if (srv->opts.allow_uids[i] == cr->uid)
+			return true;
+	return false;
+}
+
+/* Out of descriptors with a connection pending: the listener would stay
+ * readable and the loop spin. Spend the reserve fd to accept it and close it
+ * at once (the client sees a hangup), logging once per burst. Without the
+ * reserve, stop watching the listener until a connection closes. */
+static bool accept_shed(struct kvt_server *srv, int err)
+{
+	if (!srv->accept_full)
+		kvt_srv_log(srv, KVT_LOG_WARN, "event=conn.refused reason=\"%s\" open=%llu",
+			    strerror(err), (unsigned long long)srv->c.conns_open);
+	srv->accept_full = true;
+	if (srv->reserve_fd >= 0) {
+		int fd, aerr;
+
+		close(srv->reserve_fd);
+		fd = accept4(srv->listen.fd, NULL, NULL, SOCK_CLOEXEC);
+		aerr = errno;
+		if (fd >= 0) {
+			close(fd);
+			srv->c.conns_refused++;
+		}
+		srv->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (fd >= 0 && srv->reserve_fd >= 0)
+			return true; /* shed one; there may be more */
+		if (fd < 0 && aerr != EMFILE && aerr != ENFILE && srv->reserve_fd >= 0)
+			return false; /* none pending any more */
+	}
+	if (!srv->listen_paused) {
+		epoll_ctl(srv->epfd, EPOLL_CTL_DEL, srv->listen.fd, NULL);
+		srv->listen_paused = true;
+	}
+	return false;
+}
+
+/* A connection closed: a descriptor is free again for the reserve or for
+ * the listener. */
+static void accept_resume(struct kvt_server *srv)
+{
+	if (srv->reserve_fd < 0)
+		srv->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (srv->listen_paused && srv->listen.fd >= 0 &&
+	    kvt_srv_watch(srv, EPOLL_CTL_ADD, srv->listen.fd, EPOLLIN, &srv->listen) == 0)
+		srv->listen_paused = false;
+}
+
+void kvt_conn_accept(struct kvt_server *srv)
+{
+	for (;;) {
+		struct ucred cr;
+		socklen_t len = sizeof(cr);
+		struct kvt_conn *c;
+		int fd = accept4(srv->listen.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE) {
+				if (accept_shed(srv, errno))
+					continue;
+				return;
+			}
+			if (errno != EAGAIN && errno != EINTR)
+				kvt_srv_log(srv, KVT_LOG_WARN, "event=accept.error err=\"%s\"",
+					    strerror(errno));
+			return;
+		}
+		srv->accept_full = false;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) || !peer_allowed(srv, &cr)) {
+			srv->c.conns_refused++;
+			kvt_srv_log(srv, KVT_LOG_WARN, "event=conn.refused reason=credentials "
+				    "pid=%d uid=%d", (int)cr.pid, (int)cr.uid);
+			close(fd);
+			continue;
+		}
+		if (srv->c.conns_open >= srv->opts.max_clients || !(c = calloc(1, sizeof(*c)))) {
+			srv->c.conns_refused++;
+			kvt_srv_log(srv, KVT_LOG_WARN, "event=conn.refused reason=max_clients pid=%d",
+				    (int)cr.pid);
+			close(fd);
+			continue;
+		}
+		c->kind = KVT_EV_CONN;
+		c->srv = srv;
+		c->fd = fd;
+		c->pid = cr.pid;
+		c->uid = cr.uid;
+		c->id = ++srv->next_conn_id;
+		c->refs = 1;
+		c->events = EPOLLIN | EPOLLRDHUP;
+		kvt_wr_init(&c->out);
+		if (kvt_srv_watch(srv, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLRDHUP, c)) {
+			close(fd);
+			free(c);
+			continue;
+		}
+		c->next = srv->conns;
+		if (c->next)
+			c->next->prev = c;
+		srv->conns = c;
+		srv->c.conns_accepted++;
+		srv->c.conns_open++;
+		kvt_srv_log(srv, KVT_LOG_INFO, "event=conn.open conn=%llu pid=%d uid=%d",
+			    (unsigned long long)c->id, (int)cr.pid, (int)cr.uid);
+	}
+}
+
+/* Give the frame at stream bytes [fs, fe) the fds that came with it: those
+ * of reads ending inside it that started no later than it did. Fds of reads
+ * that ended inside it but began after its first byte rode on no frame's
+ * first byte and are closed. */
+static void frame_take_fds(struct kvt_conn *c, uint64_t fs, uint64_t fe)
+{
+	int kept = 0;
+
+	for (int i = 0; i < c->n_fds; i++) {
+		struct kvt_conn_fd *f = &c->fds[i];
+
+		if (f->end > fe)
+			c->fds[kept++] = *f;
+		else if (f->start <= fs && c->n_frame_fds < KVT_CONN_MAX_FDS)
+			c->frame_fds[c->n_frame_fds++] = f->fd;
+		else
+			close(f->fd);
+	}
+	c->n_fds = kept;
+}
+
+static void frame_close_fds(struct kvt_conn *c)
+{
+	for (int i = 0; i < c->n_frame_fds; i++)
+		close(c->frame_fds[i]);
+	c->n_frame_fds = 0;
+}
+
+/* Parse and handle the whole frames in c->in. */
+static void conn_process(struct kvt_conn *c)
+{
+	struct kvt_server *srv = c->srv;
+	size_t off = 0;
+
+	while (!c->closing && !conn_throttled(c)) {
+		struct kvt_frame_hdr h;
+		struct kvt_req req;
+		uint64_t t0;
+		int err = kvt_proto_hdr_decode(c->in + off, c->in_len - off, &h);
+
+		if (err == -EAGAIN)
+			break;
+		if (err) {
+			/* the stream cannot be resynchronised: say why and close */
+			srv->c.bad_frames++;
+			kvt_srv_log(srv, KVT_LOG_WARN, "event=frame.bad conn=%llu pid=%d err=\"%s\"",
+				    (unsigned long long)c->id, (int)c->pid, kvt_strerror(err));
+			reply_status(c, h.op & ~KVT_OP_REPLY, h.id, err);
+			c->closing = true;
+			break;
+		}
+		if (c->in_len - off < KVT_PROTO_HDR_BYTES + (size_t)h.len)
+			break;
+		t0 = kvt_now_ns();
+		frame_take_fds(c, c->in_base + off, c->in_base + off + KVT_PROTO_HDR_BYTES + h.len);
+		err = kvt_proto_req_decode(&h, c->in + off + KVT_PROTO_HDR_BYTES, &req);
+		if (err) {
+			srv->c.bad_frames++;
+			kvt_srv_log(srv, KVT_LOG_DEBUG, "event=frame.invalid conn=%llu op=%u err=\"%s\"",
+				    (unsigned long long)c->id, h.op, kvt_strerror(err));
+		} else {
+			err = kvt_dispatch(c, &req);
+		}
+		frame_close_fds(c); /* any this frame did not use */
+		if (err < 0)
+			reply_status(c, h.op & ~KVT_OP_REPLY, h.id, err);
+		if (err != 2 && h.op < KVT_OP_COUNT && h.op != KVT_OP_SAVE && h.op != KVT_OP_LOAD)
+			kvt_metrics_observe(srv, h.op, t0, err < 0 ? err : 0);
+		else if (err < 0 && h.op < KVT_OP_COUNT)
+			kvt_metrics_observe(srv, h.op, t0, err);
+		off += KVT_PROTO_HDR_BYTES + h.len;
+	}
+	if (off) {
+		memmove(c->in, c->in + off, c->in_len - off);
+		c->in_len -= off;
+		c->in_base += off;
+	}
+}
+
+/* Read what is there, with any passed fds, and handle the whole frames.
+ * Returns 1, 0 at the peer's end of stream, -1 on an error or a violation at
+ * the socket level (too many fds at once, a frame that cannot fit). */
+static int conn_read(struct kvt_conn *c)
+{
+	for (int rounds = 0; rounds < 16; rounds++) {
+		union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int) * KVT_CONN_MAX_FDS)]; } ctl;
+		struct msghdr msg = { 0 };
+		struct iovec iov;
+		ssize_t n;
+		size_t want = 64 * 1024;
+
+		if (c->in_cap - c->in_len < want) {
+			size_t cap = c->in_cap ? c->in_cap : want;
+			uint8_t *p;
+
+			while (cap - c->in_len < want)
+				cap *= 2;
+			/* at most one frame and one read beyond it are ever buffered */
+			if (cap > 2 * (KVT_PROTO_MAX_PAYLOAD + KVT_PROTO_HDR_BYTES) + 2 * want)
+				return -1;
+			p = realloc(c->in, cap);
+			if (!p)
+				return -1;
+			c->in = p;
+			c->in_cap = cap;
+		}
+		iov.iov_base = c->in + c->in_len;
+		iov.iov_len = c->in_cap - c->in_len;
+		msg.msg_iov = &iov;
+		msg.msg_iovlen = 1;
+		msg.msg_control = ctl.buf;
+		msg.msg_controllen = sizeof(ctl.buf);
+		n = recvmsg(c->fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+		if (n < 0)
+			return errno == EAGAIN || errno == EINTR ? 1 : -1;
+		if (n == 0)
+			return 0;
+		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+			int *fds = (int *)CMSG_DATA(cm);
+			size_t nf;
+
+			if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+				continue;
+			nf = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			for (size_t i = 0; i < nf; i++) {
+				uint64_t start = c->in_base + c->in_len;
+
+				if (c->n_fds < KVT_CONN_MAX_FDS)
+					c->fds[c->n_fds++] = (struct kvt_conn_fd){
+						fds[i], start, start + (uint64_t)n };
+				else
+					close(fds[i]);
+			}
+		}
+		if (msg.msg_flags & MSG_CTRUNC)
+			return -1;
+		c->in_len += (size_t)n;
+		conn_process(c);
+		if (c->closing || conn_throttled(c) || (size_t)n < iov.iov_len)
+			return 1;
+	}
+	return 1;
+}
+
+static bool conn_write(struct kvt_conn *c)
+{
+	while (c->out_off < c->out.len) {
+		ssize_t n = send(c->fd, c->out.buf + c->out_off, c->out.len - c->out_off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0)
+			return errno == EAGAIN || errno == EINTR;
+		c->out_off += (size_t)n;
+	}
+	c->out.len = c->out_off = 0;
+	return true;
+}
+
+void kvt_conn_event(struct kvt_conn *c, uint32_t events)
+{
+	bool eof = false;
+
+	if (!c->closing && !conn_throttled(c) &&
+	    (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))) {
+		int r = conn_read(c);
+
+		if (r < 0) {
+			kvt_conn_close(c, "error");
+			return;
+		}
+		if (r == 0) {
+			/* the peer is done sending: answer what it sent, then close */
+			c->closing = true;
+			eof = true;
+		}
+	}
+	if (!conn_write(c)) {
+		kvt_conn_close(c, "eof");
+		return;
+	}
+	/* input held back by a full output buffer can go on now */
+	if (!c->closing && c->in_len && !conn_throttled(c)) {
+		conn_process(c);
+		if (!conn_write(c)) {
+			kvt_conn_close(c, "eof");
+			return;
+		}
+	}
+	if (c->closing && c->out.len == 0) {
+		kvt_conn_close(c, eof ? "eof" : "protocol");
+		return;
+	}
+	kvt_conn_want_out(c);
+}
