@@ -232,7 +232,7 @@ void kvt_server_stop(struct kvt_server *srv)
 {
 	uint64_t one = 1;
 
-	__atomic_store_n(&srv->stop, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&srv->stop, KVT_STOP_DRAIN, __ATOMIC_RELEASE);
 	if (write(srv->wake.fd, &one, sizeof(one)) < 0) {
 		/* saturated counter: the loop wakes anyway */
 	}
@@ -324,7 +324,7 @@ void kvt_server_close(struct kvt_server *srv)
 	if (!srv)
 		return;
 	/* cancel what is queued, then let the workers finish and leave */
-	__atomic_store_n(&srv->stop, 2, __ATOMIC_RELEASE);
+	__atomic_store_n(&srv->stop, KVT_STOP_CANCEL, __ATOMIC_RELEASE);
 	for (struct kvt_conn *c = srv->conns; c; c = c->next)
 		__atomic_store_n(&c->dead, 1, __ATOMIC_RELEASE);
 	if (srv->prefault_running)

@@ -265,7 +265,7 @@ static void conn_process(struct kvt_conn *c)
 		frame_close_fds(c); /* any this frame did not use */
 		if (err < 0)
 			reply_status(c, h.op & ~KVT_OP_REPLY, h.id, err);
-		if (err != 2 && h.op < KVT_OP_COUNT && h.op != KVT_OP_SAVE && h.op != KVT_OP_LOAD)
+		if (err != KVT_REQ_PARKED && h.op < KVT_OP_COUNT && h.op != KVT_OP_SAVE && h.op != KVT_OP_LOAD)
 			kvt_metrics_observe(srv, h.op, t0, err < 0 ? err : 0);
 		else if (err < 0 && h.op < KVT_OP_COUNT)
 			kvt_metrics_observe(srv, h.op, t0, err);

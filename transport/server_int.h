@@ -30,6 +30,19 @@
 #define KVT_CONN_OUT_HIGH (4u << 20) /* stop reading a client that does not read */
 #define KVT_HELLO_MAX_FAILS 3
 
+/* What handling a request did, when it did not fail with -errno. */
+enum kvt_req_result {
+	KVT_REQ_ANSWERED = 1, /* its reply is queued */
+	KVT_REQ_PARKED = 2,   /* a WAIT parked on its ticket: answered later */
+};
+
+/* How far a stop has gone (kvt_server.stop). */
+enum kvt_stop_level {
+	KVT_STOP_NONE = 0,
+	KVT_STOP_DRAIN = 1,  /* kvt_server_stop: no new connections, jobs in flight finish */
+	KVT_STOP_CANCEL = 2, /* kvt_server_close: queued jobs are cancelled */
+};
+
 /* What an epoll event points at: every watched object starts with one. */
 enum kvt_ev_kind { KVT_EV_LISTEN, KVT_EV_CONN, KVT_EV_WAKE, KVT_EV_HTTP_LISTEN, KVT_EV_HTTP };
 
@@ -141,7 +154,7 @@ struct kvt_server {
 	int epfd;
 	struct { enum kvt_ev_kind kind; int fd; } listen, wake, http_listen;
 	int metrics_port;
-	int stop;                   /* atomic */
+	int stop;                   /* atomic: enum kvt_stop_level */
 	uint64_t next_conn_id, next_ticket;
 	struct kvt_conn *conns;
 	struct kvt_wait *timed;     /* parked waits with a deadline */
@@ -191,8 +204,8 @@ void kvt_conn_close(struct kvt_conn *c, const char *why);
 void kvt_conn_unref(struct kvt_conn *c);
 
 /* server_ops.c */
-/* Handle one decoded request. Returns 1 (answered), 2 (parked) or -errno
- * (answer with that status). */
+/* Handle one decoded request. Returns a kvt_req_result, or -errno (answer
+ * with that status). */
 int kvt_dispatch(struct kvt_conn *c, const struct kvt_req *req);
 
 /* server_wait.c */
@@ -204,8 +217,8 @@ bool kvt_wait_satisfied(const struct kvt_job *job, uint32_t layer);
  * satisfied); a finished job whose result was taken is freed. */
 void kvt_wait_answer(struct kvt_conn *c, uint16_t op, uint64_t id, struct kvt_job *job,
 		     uint32_t layer);
-/* Park a WAIT on job until it is satisfied or timeout_ms passes. Returns 2
- * (parked), -EBUSY (too many parked on c), -ENOMEM. */
+/* Park a WAIT on job until it is satisfied or timeout_ms passes. Returns
+ * KVT_REQ_PARKED, -EBUSY (too many parked on c), -ENOMEM. */
 int kvt_wait_park(struct kvt_conn *c, struct kvt_job *job, uint64_t id, uint32_t layer,
 		  uint32_t timeout_ms);
 /* Answer the timed waits past their deadline with -ETIMEDOUT. */

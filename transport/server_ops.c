@@ -92,7 +92,7 @@ static int op_hello(struct kvt_conn *c, const struct kvt_req *req)
 	kvt_wr_u64(&c->out, c->ns_block_bytes[slot]);
 	kvt_wr_bytes(&c->out, kvt_ns_salt(ns), KVT_KEY_BYTES);
 	kvt_wr_u32(&c->out, KVT_PROTO_MAX_KEYS);
-	return kvt_wr_end(&c->out) ? -ENOMEM : 1;
+	return kvt_wr_end(&c->out) ? -ENOMEM : KVT_REQ_ANSWERED;
 }
 
 /* The namespace of a handle of this connection, or NULL. */
@@ -151,7 +151,7 @@ static int op_register(struct kvt_conn *c, const struct kvt_req *req)
 		    (unsigned long long)r->bytes, r->layers, r->pages);
 	kvt_wr_begin(&c->out, KVT_OP_REGISTER | KVT_OP_REPLY, req->hdr.id, 0);
 	kvt_wr_u32(&c->out, (uint32_t)slot + 1);
-	return kvt_wr_end(&c->out) ? -ENOMEM : 1;
+	return kvt_wr_end(&c->out) ? -ENOMEM : KVT_REQ_ANSWERED;
 }
 
 static int op_keys(struct kvt_conn *c, const struct kvt_req *req)
@@ -202,7 +202,7 @@ static int op_keys(struct kvt_conn *c, const struct kvt_req *req)
 		kvt_wr_bytes(&c->out, tiers, k->n);
 		free(tiers);
 	}
-	return kvt_wr_end(&c->out) ? -ENOMEM : 1;
+	return kvt_wr_end(&c->out) ? -ENOMEM : KVT_REQ_ANSWERED;
 }
 
 static int op_xfer(struct kvt_conn *c, const struct kvt_req *req)
@@ -262,7 +262,7 @@ static int op_xfer(struct kvt_conn *c, const struct kvt_req *req)
 		kvt_wr_u32(&c->out, m->layers);
 	kvt_wr_end(&c->out);
 	kvt_jobs_submit(srv, job);
-	return 1;
+	return KVT_REQ_ANSWERED;
 }
 
 static int op_wait(struct kvt_conn *c, const struct kvt_req *req)
@@ -274,7 +274,7 @@ static int op_wait(struct kvt_conn *c, const struct kvt_req *req)
 		return -ENOENT;
 	if (req->hdr.op == KVT_OP_POLL || kvt_wait_satisfied(job, w->layer) || w->timeout_ms == 0) {
 		kvt_wait_answer(c, req->hdr.op, req->hdr.id, job, w->layer);
-		return 1;
+		return KVT_REQ_ANSWERED;
 	}
 	return kvt_wait_park(c, job, req->hdr.id, w->layer, w->timeout_ms);
 }
@@ -294,11 +294,9 @@ static int op_stats(struct kvt_conn *c, const struct kvt_req *req)
 	kvt_wr_begin(&c->out, KVT_OP_STATS | KVT_OP_REPLY, req->hdr.id, 0);
 	kvt_wr_bytes(&c->out, json, len);
 	free(json);
-	return kvt_wr_end(&c->out) ? -ENOMEM : 1;
+	return kvt_wr_end(&c->out) ? -ENOMEM : KVT_REQ_ANSWERED;
 }
 
-/* Handle one decoded request. Returns 1 (answered), 2 (parked) or -errno
- * (answer with that status). */
 int kvt_dispatch(struct kvt_conn *c, const struct kvt_req *req)
 {
 	uint16_t op = req->hdr.op;
@@ -326,7 +324,7 @@ int kvt_dispatch(struct kvt_conn *c, const struct kvt_req *req)
 	case KVT_OP_PING:
 		kvt_wr_begin(&c->out, KVT_OP_PING | KVT_OP_REPLY, req->hdr.id, 0);
 		kvt_wr_bytes(&c->out, req->u.blob.data, req->u.blob.len);
-		return kvt_wr_end(&c->out) ? -ENOMEM : 1;
+		return kvt_wr_end(&c->out) ? -ENOMEM : KVT_REQ_ANSWERED;
 	}
 	return -EOPNOTSUPP;
 }

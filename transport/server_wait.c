@@ -134,7 +134,7 @@ int kvt_wait_park(struct kvt_conn *c, struct kvt_job *job, uint64_t id, uint32_t
 			p->tnext->tprev = p;
 		c->srv->timed = p;
 	}
-	return 2; /* parked: the latency is observed when it is answered */
+	return KVT_REQ_PARKED; /* the latency is observed when it is answered */
 }
 
 /* Answer the WAITs parked on job that are now satisfied. */
