@@ -349,7 +349,6 @@ void kvt_server_close(struct kvt_server *srv)
 	pthread_mutex_destroy(&srv->qlock);
 	pthread_cond_destroy(&srv->qcond);
 	pthread_mutex_destroy(&srv->nlock);
-	free(srv->notes);
 	free(srv->tenants);
 	free(srv);
 }

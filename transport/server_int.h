@@ -64,7 +64,6 @@ struct kvt_job {
 	uint64_t start_ns;
 	/* written by the worker, read by the loop */
 	int layers_done;            /* atomic */
-	int notify_pending;         /* atomic: a progress note is queued */
 	int32_t result;
 	bool finished;              /* loop-side: the final note was processed */
 	bool reaped;                /* loop-side: a WAIT/POLL took the result */
@@ -72,6 +71,11 @@ struct kvt_job {
 	size_t bytes;               /* loop: charged to conn->job_bytes */
 	struct kvt_job *next;       /* the connection's tickets (loop) */
 	struct kvt_job *qnext;      /* the work queue (qlock) */
+	/* the job is its own note to the loop, so posting one never allocates:
+	 * queued at most once, a final note overriding a progress one (nlock) */
+	struct kvt_job *note_next;  /* the server's notes */
+	bool note_queued;           /* on the notes list */
+	bool note_final;            /* the worker is done with the job */
 };
 
 /* A WAIT parked until its ticket (or one of its layers) completes: on its
@@ -177,10 +181,10 @@ struct kvt_server {
 	unsigned n_threads;
 	int busy_jobs;              /* atomic: handed to the queue, not yet final */
 
-	/* notes from the workers to the loop, guarded by nlock */
+	/* notes from the workers to the loop: jobs linked by note_next, oldest
+	 * first, guarded by nlock */
 	pthread_mutex_t nlock;
-	struct { struct kvt_job *job; bool final; } *notes;
-	size_t n_notes, cap_notes;
+	struct kvt_job *note_head, *note_tail;
 };
 
 /* server.c */
@@ -235,7 +239,9 @@ void kvt_tickets_close(struct kvt_conn *c);
 int kvt_jobs_start(struct kvt_server *srv);
 void kvt_jobs_stop(struct kvt_server *srv);
 void kvt_jobs_submit(struct kvt_server *srv, struct kvt_job *job);
-/* Post a note to the loop (worker side). */
+/* Post a note to the loop (worker side): progress (a layer is in place), or
+ * final (the result is set; the worker never touches the job again).
+ * Never allocates or fails. */
 void kvt_jobs_notify(struct kvt_server *srv, struct kvt_job *job, bool final);
 void kvt_job_free(struct kvt_job *job);
 /* Free the key and page arrays of a job the workers are done with. */

@@ -185,18 +185,21 @@ void kvt_notes_drain(struct kvt_server *srv)
 		struct kvt_conn *c;
 
 		pthread_mutex_lock(&srv->nlock);
-		if (srv->n_notes == 0) {
+		job = srv->note_head;
+		if (!job) {
 			pthread_mutex_unlock(&srv->nlock);
 			return;
 		}
-		job = srv->notes[0].job;
-		final = srv->notes[0].final;
-		memmove(srv->notes, srv->notes + 1, --srv->n_notes * sizeof(*srv->notes));
+		srv->note_head = job->note_next;
+		if (!srv->note_head)
+			srv->note_tail = NULL;
+		job->note_next = NULL;
+		job->note_queued = false;
+		final = job->note_final;
 		pthread_mutex_unlock(&srv->nlock);
 
 		c = job->conn;
 		if (!final) {
-			__atomic_store_n(&job->notify_pending, 0, __ATOMIC_RELEASE);
 			if (c->fd >= 0)
 				serve_waits(srv, job);
 			continue;
