@@ -284,6 +284,36 @@ int kvt_dram_open(const struct kvt_dram_opts *opts, struct kvt_tier_impl **out)
 	return 0;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+int kvt_dram_prefault(void *base, uint64_t len, bool before_use, const int *stop,
+		      uint64_t *done)
+{
+	const uint64_t chunk = 64ull << 20;
+	uint8_t *p = base;
+	uint64_t off;
+	int err = 0;
+
+	for (off = 0; off < len && !(stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE));
+	     off += chunk) {
+		uint64_t n = len - off < chunk ? len - off : chunk;
+
+		if (madvise(p + off, n, MADV_POPULATE_WRITE) == 0)
+			continue;
+		if (errno != EINVAL || !before_use) {
+			err = -errno;
+			break;
+		}
+		for (uint64_t q = 0; q < n; q += 4096)
+			((volatile uint8_t *)p)[off + q] = 0;
+	}
+	if (done)
+		*done = off < len ? off : len;
+	return err;
+}
+
 void *kvt_dram_region(struct kvt_tier_impl *t, uint64_t *len)
 {
 	struct dram *d = to_dram(t);

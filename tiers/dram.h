@@ -35,6 +35,16 @@ void kvt_dram_opts_init(struct kvt_dram_opts *opts, size_t size_bytes);
  * -ENOMEM. */
 int kvt_dram_open(const struct kvt_dram_opts *opts, struct kvt_tier_impl **out);
 
+/* Fault the pages of a DRAM tier's region [base, base + len) in, 64 MiB at a
+ * time, so no put pays for first-touch page faults. MADV_POPULATE_WRITE maps
+ * pages without changing their bytes, so this is safe while blocks are
+ * stored; where the kernel lacks it, pages are touched by writing zeros,
+ * which only `before_use` allows (nothing stored yet); otherwise that is
+ * -EINVAL. Stops early once *stop (read atomically; NULL = never) is nonzero.
+ * Returns 0 or -errno; *done (may be NULL) gets the bytes faulted in. */
+int kvt_dram_prefault(void *base, uint64_t len, bool before_use, const int *stop,
+		      uint64_t *done);
+
 /* The whole region, for registering it with a device or NIC. */
 void *kvt_dram_region(struct kvt_tier_impl *t, uint64_t *len);
 

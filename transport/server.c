@@ -12,13 +12,13 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "tiers/dram.h"
 #include "transport/server_int.h"
 #include "util/opts.h"
 
@@ -105,34 +105,20 @@ fail:
 	return err;
 }
 
-/* Fault the pages of the DRAM region in, 64 MiB at a time. MADV_POPULATE_WRITE
- * maps pages without changing their bytes, so it is safe while blocks are
- * being stored; where the kernel lacks it, pages are touched by writing
- * zeros, which is safe only before serving. Returns 0 or -errno. */
+/* Fault the store's DRAM region in (the DRAM tier's kvt_dram_prefault),
+ * stopping early when the server stops, and log how far it got. */
 static int prefault_dram(struct kvt_server *srv, bool serving)
 {
-	const uint64_t chunk = 64ull << 20;
-	uint64_t t0 = kvt_now_ns(), len, off;
-	uint8_t *base;
-	int err = 0;
+	uint64_t t0 = kvt_now_ns(), len, done = 0;
+	void *base;
+	int err;
 
-	if (kvt_store_dram_region(srv->opts.store, (void **)&base, &len))
+	if (kvt_store_dram_region(srv->opts.store, &base, &len))
 		return -EINVAL;
-	for (off = 0; off < len && !__atomic_load_n(&srv->stop, __ATOMIC_ACQUIRE); off += chunk) {
-		uint64_t n = len - off < chunk ? len - off : chunk;
-
-		if (madvise(base + off, n, MADV_POPULATE_WRITE) == 0)
-			continue;
-		if (errno != EINVAL || serving) {
-			err = -errno;
-			break;
-		}
-		for (uint64_t p = 0; p < n; p += 4096)
-			((volatile uint8_t *)base)[off + p] = 0;
-	}
+	err = kvt_dram_prefault(base, len, !serving, &srv->stop, &done);
 	kvt_srv_log(srv, err ? KVT_LOG_WARN : KVT_LOG_INFO,
 		    "event=dram.prefault bytes=%llu of=%llu ms=%.1f%s%s",
-		    (unsigned long long)(off < len ? off : len), (unsigned long long)len,
+		    (unsigned long long)done, (unsigned long long)len,
 		    (double)(kvt_now_ns() - t0) / 1e6, err ? " err=" : "",
 		    err ? kvt_strerror(err) : "");
 	return err;
