@@ -77,6 +77,13 @@ void kvtd_usage(FILE *f)
 "    -m, --metrics ADDR:PORT  Prometheus endpoint (GET /metrics, and /stats as\n"
 "                          JSON). Default " DEFAULT_METRICS "; \"off\" disables.\n"
 "    -w, --workers N       Copy threads for SAVE and LOAD (default 4).\n"
+"        --drain-timeout SECONDS  After SIGTERM or SIGINT, how long the process\n"
+"                          may take to end (default 30; 0.1 to 3600, \"ms\" or \"s\"\n"
+"                          suffix allowed). The SAVEs and LOADs in flight get\n"
+"                          all of it but a quarter (at most 2 s) kept for closing\n"
+"                          the store; past it the process exits with status 1\n"
+"                          without closing the store, even if a copy is stuck\n"
+"                          (the SSD log is crash-safe).\n"
 "    -t, --tenant NAME:TOKEN[:SALT]  Add a tenant (repeatable; replaces the\n"
 "                          default tenant). Tenants with the same SALT share\n"
 "                          blocks; the salt defaults to the name.\n"
@@ -89,7 +96,8 @@ void kvtd_usage(FILE *f)
 "    The file has a [kvtierd] section with the long option names as keys\n"
 "    (socket, socket_mode, socket_group, allow_uids = 1000,1001, data_dir,\n"
 "    dram, ssd, huge_pages = true|false, prefault = true|false, policy,\n"
-"    host_copy = direct|device, gpu = true|false, metrics, workers, log_level)\n"
+"    host_copy = direct|device, gpu = true|false, metrics, workers,\n"
+"    drain_timeout, log_level)\n"
 "    and one [tenant NAME] section per tenant:\n"
 "\n"
 "        [kvtierd]\n"
@@ -147,6 +155,7 @@ void kvtd_config_defaults(struct kvtd_config *cfg)
 	set_str(cfg->policy, sizeof(cfg->policy), "tail-lru");
 	set_str(cfg->metrics, sizeof(cfg->metrics), DEFAULT_METRICS);
 	cfg->workers = 4;
+	cfg->drain_timeout_ms = 30000;
 	cfg->log_level = KVT_LOG_INFO;
 }
 
@@ -177,6 +186,29 @@ static int parse_uint(const char *s, unsigned base, unsigned long max, unsigned 
 	if (errno || end == s || *end || v > max)
 		return -EINVAL;
 	*out = v;
+	return 0;
+}
+
+/* A duration in seconds ("30", "2.5", "30s") or milliseconds ("500ms"),
+ * within [min_ms, max_ms]. */
+static int parse_duration_ms(const char *s, unsigned min_ms, unsigned max_ms, unsigned *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || !(v >= 0))
+		return -EINVAL;
+	if (!strcmp(end, "ms"))
+		;
+	else if (!*end || !strcmp(end, "s"))
+		v *= 1000;
+	else
+		return -EINVAL;
+	if (v < min_ms || v > max_ms)
+		return -EINVAL;
+	*out = (unsigned)v;
 	return 0;
 }
 
@@ -267,6 +299,8 @@ static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 		cfg->workers = (unsigned)n;
 		return 0;
 	}
+	if (!strcmp(k, "drain_timeout"))
+		return parse_duration_ms(v, 100, 3600 * 1000, &cfg->drain_timeout_ms);
 	if (!strcmp(k, "log_level"))
 		return parse_level(v, &cfg->log_level);
 #undef STR
@@ -348,6 +382,7 @@ static const struct option long_opts[] = {
 	{ "policy", required_argument, NULL, 7 },
 	{ "metrics", required_argument, NULL, 'm' },
 	{ "workers", required_argument, NULL, 'w' },
+	{ "drain-timeout", required_argument, NULL, 12 },
 	{ "tenant", required_argument, NULL, 't' },
 	{ "log-level", required_argument, NULL, 'l' },
 	{ "print-config", no_argument, NULL, 8 },
@@ -470,6 +505,7 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 		case 7: key = "policy"; break;
 		case 'm': key = "metrics"; break;
 		case 'w': key = "workers"; break;
+		case 12: key = "drain_timeout"; break;
 		case 'l': key = "log_level"; break;
 		case 8: cfg->print_config = true; continue;
 		case 9: cfg->prefault = false; continue;
@@ -592,11 +628,12 @@ void kvtd_config_print(const struct kvtd_config *cfg, FILE *f)
 		fputc('\n', f);
 	}
 	fprintf(f, "data_dir = %s\ndram = %s\nssd = %s\nhuge_pages = %s\nprefault = %s\npolicy = %s\n"
-		"host_copy = %s\ngpu = %s\nmetrics = %s\nworkers = %u\nlog_level = %s\n",
+		"host_copy = %s\ngpu = %s\nmetrics = %s\nworkers = %u\ndrain_timeout = %ums\n"
+		"log_level = %s\n",
 		cfg->data_dir, cfg->dram_spec,
 		cfg->ssd_spec, cfg->huge_pages ? "true" : "false", cfg->prefault ? "true" : "false",
 		cfg->policy, cfg->host_copy_device ? "device" : "direct", cfg->gpu ? "true" : "false",
-		cfg->metrics[0] ? cfg->metrics : "off", cfg->workers,
+		cfg->metrics[0] ? cfg->metrics : "off", cfg->workers, cfg->drain_timeout_ms,
 		(const char *[]){ "error", "warn", "info", "debug" }[cfg->log_level]);
 	for (size_t i = 0; i < cfg->n_tenants; i++) {
 		const struct kvtd_tenant *t = &cfg->tenants[i];

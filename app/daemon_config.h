@@ -40,6 +40,7 @@ struct kvtd_config {
 	char policy[16];
 	char metrics[64];             /* "HOST:PORT" or "" = off */
 	unsigned workers;
+	unsigned drain_timeout_ms;    /* SIGTERM ends the process within this */
 	enum kvt_log_level log_level;
 	struct kvtd_tenant tenants[KVTD_MAX_TENANTS];
 	size_t n_tenants;

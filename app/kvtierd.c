@@ -18,31 +18,74 @@
 #include "kvtier/store.h"
 #include "transport/proto.h"
 #include "transport/server.h"
+#include "util/clock.h"
 #include "util/size.h"
 
 /* SIGTERM and SIGINT are blocked in every thread (the mask is set before any
  * is created, and inherited) and taken by one thread with sigwait, which
  * stops the server under a lock that main holds while it frees it: no handler
- * runs on a worker or touches a freed server. */
+ * runs on a worker or touches a freed server. The same thread is the
+ * watchdog of the drain timeout: once a stop signal came, the process ends
+ * within it, whatever main is stuck on. */
 static pthread_mutex_t sig_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct kvt_server *running;
 static bool stop_requested, sig_quit;
 static sigset_t stop_sigs;
+static uint64_t drain_timeout_ns;
+
+/* Leave now, without closing anything: what is stuck would never return.
+ * Blocks acknowledged on SSD survive (the log is crash-safe); DRAM's go. */
+static void exit_forced(const char *stage)
+{
+	kvtd_log(KVT_LOG_ERROR, "event=exit.forced reason=drain_timeout stage=%s timeout_ms=%llu "
+		 "status=1", stage, (unsigned long long)(drain_timeout_ns / 1000000));
+	fflush(NULL);
+	_exit(1);
+}
+
+/* The next stop signal, or 0 once `deadline` (0 = none) has passed. */
+static int next_signal(uint64_t deadline)
+{
+	for (;;) {
+		struct timespec ts;
+		uint64_t now, left;
+		int sig;
+
+		if (!deadline) {
+			if (sigwait(&stop_sigs, &sig) == 0)
+				return sig;
+			continue;
+		}
+		now = kvt_now_ns();
+		if (now >= deadline)
+			return 0;
+		left = deadline - now;
+		ts.tv_sec = (time_t)(left / 1000000000);
+		ts.tv_nsec = (long)(left % 1000000000);
+		sig = sigtimedwait(&stop_sigs, NULL, &ts);
+		if (sig > 0)
+			return sig;
+	}
+}
 
 static void *signal_main(void *arg)
 {
+	uint64_t deadline = 0;
+
 	(void)arg;
 	for (;;) {
-		int sig;
+		int sig = next_signal(deadline);
 
-		if (sigwait(&stop_sigs, &sig))
-			continue;
 		pthread_mutex_lock(&sig_lock);
 		if (sig_quit) {
 			pthread_mutex_unlock(&sig_lock);
 			return NULL;
 		}
+		if (!sig)
+			exit_forced("watchdog"); /* main did not end the process in time */
 		stop_requested = true; /* a signal during start-up: stop once started */
+		if (!deadline)
+			deadline = kvt_now_ns() + drain_timeout_ns;
 		if (running)
 			kvt_server_stop(running);
 		pthread_mutex_unlock(&sig_lock);
@@ -199,6 +242,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	kvtd_log_set_level(cfg.log_level);
+	drain_timeout_ns = (uint64_t)cfg.drain_timeout_ms * 1000000;
 	if (install_signals(&sig_thread))
 		return 1;
 	raise_nofile();
@@ -271,6 +315,10 @@ int main(int argc, char **argv)
 	vopts.log = kvtd_log_cb;
 	vopts.log_level = cfg.log_level;
 	vopts.prefault_dram = cfg.prefault ? KVT_PREFAULT_BACKGROUND : KVT_PREFAULT_NONE;
+	/* the jobs in flight get the drain timeout but a quarter of it (at most
+	 * 2 s), which is kept for closing the server and the store */
+	vopts.drain_timeout_ms = cfg.drain_timeout_ms -
+				 (cfg.drain_timeout_ms / 4 < 2000 ? cfg.drain_timeout_ms / 4 : 2000);
 	err = kvt_server_open(&vopts, &srv);
 	if (err) {
 		kvtd_log(KVT_LOG_ERROR, "event=server.open.failed err=\"%s\" socket=%s metrics=%s",
@@ -290,6 +338,8 @@ int main(int argc, char **argv)
 		 "tenants=%zu", (int)getpid(), cfg.socket_path, (unsigned long long)cfg.dram_bytes,
 		 (unsigned long long)cfg.ssd_bytes, cfg.n_tenants);
 	err = kvt_server_run(srv);
+	if (err == -ETIMEDOUT)
+		exit_forced("drain"); /* closing would wait on the stuck copy */
 	set_running(NULL);
 	kvt_server_close(srv);
 out_store:

@@ -42,6 +42,7 @@ static const struct kvt_server_opts server_defaults = {
 	.workers = 4,
 	.max_clients = 1024,
 	.log_level = KVT_LOG_INFO,
+	.drain_timeout_ms = 30000,
 };
 
 void kvt_server_opts_init(struct kvt_server_opts *opts, size_t size_bytes)
@@ -275,6 +276,7 @@ static void loop_once(struct kvt_server *srv, int timeout_ms)
 int kvt_server_run(struct kvt_server *srv)
 {
 	uint64_t drain_until;
+	int busy;
 
 	kvt_srv_log(srv, KVT_LOG_INFO, "event=server.listen socket=%s workers=%u",
 		    srv->opts.socket_path, srv->n_threads);
@@ -289,9 +291,10 @@ int kvt_server_run(struct kvt_server *srv)
 	close(srv->listen.fd);
 	srv->listen.fd = -1;
 	unlink(srv->opts.socket_path);
-	drain_until = kvt_now_ns() + 30ull * 1000000000;
+	drain_until = kvt_now_ns() + (uint64_t)srv->opts.drain_timeout_ms * 1000000;
 	while (__atomic_load_n(&srv->busy_jobs, __ATOMIC_ACQUIRE) > 0 && kvt_now_ns() < drain_until)
 		loop_once(srv, 50);
+	busy = __atomic_load_n(&srv->busy_jobs, __ATOMIC_ACQUIRE);
 	/* a moment for the last replies to leave */
 	for (int i = 0; i < 10; i++) {
 		bool pending = false;
@@ -300,6 +303,11 @@ int kvt_server_run(struct kvt_server *srv)
 		if (!pending)
 			break;
 		loop_once(srv, 10);
+	}
+	if (busy > 0) {
+		kvt_srv_log(srv, KVT_LOG_ERROR, "event=server.drain_timeout jobs=%d timeout_ms=%u",
+			    busy, srv->opts.drain_timeout_ms);
+		return -ETIMEDOUT;
 	}
 	kvt_srv_log(srv, KVT_LOG_INFO, "event=server.stopped");
 	return 0;

@@ -81,6 +81,8 @@ struct kvt_server_opts {
 	enum kvt_prefault prefault_dram; /* fault the store's DRAM region in, so
 	                             * no save pays for first-touch page faults
 	                             * (default KVT_PREFAULT_NONE) */
+	unsigned drain_timeout_ms;  /* how long kvt_server_run waits, once stopped,
+	                             * for the jobs in flight (default 30000) */
 };
 
 struct kvt_server;
@@ -93,7 +95,11 @@ void kvt_server_opts_init(struct kvt_server_opts *opts, size_t size_bytes);
 int kvt_server_open(const struct kvt_server_opts *opts, struct kvt_server **out);
 
 /* Run the event loop until kvt_server_stop(); then stop accepting, let the
- * operations in flight finish and their replies go out. Returns 0 or -errno. */
+ * operations in flight finish and their replies go out, waiting at most
+ * opts.drain_timeout_ms. Returns 0, or -ETIMEDOUT when jobs were still in
+ * flight at the timeout: a copy is stuck (a device that does not answer),
+ * and kvt_server_close would wait for it, so the caller should leave without
+ * closing. */
 int kvt_server_run(struct kvt_server *srv);
 
 /* Ask a running loop to stop. Async-signal-safe; callable from any thread. */

@@ -83,7 +83,8 @@ static void help_documents_every_option(void **state)
 	static const char *const opts[] = {
 		"--config", "--socket", "--socket-mode", "--socket-group", "--allow-uid",
 		"--data-dir", "--dram", "--ssd", "--no-huge-pages", "--no-prefault", "--policy",
-		"--metrics", "--workers", "--tenant", "--log-level", "--print-config", "--help",
+		"--metrics", "--workers", "--drain-timeout", "--tenant", "--log-level",
+		"--print-config", "--help",
 		"--version", "[tenant NAME]", "SIGTERM", "EXIT STATUS",
 	};
 	char *out;
@@ -129,12 +130,14 @@ static void file_then_command_line(void **state)
 			"ssd = 0\nworkers = 7\nmetrics = off\nlog_level = warn\nallow_uids = 1000, 1001\n"
 			"\n[tenant alice]\ntoken = tok\nsalt = shared\nmodels = Qwen/*\n\n"
 			"[tenant bob]\ntoken = tok-b\n");
-	snprintf(args, sizeof(args), "--config %s --dram 5G --workers 2 --print-config", ini);
+	snprintf(args, sizeof(args), "--config %s --dram 5G --workers 2 --drain-timeout 2.5 "
+		 "--print-config", ini);
 	assert_int_equal(run(args, &out), 0);
 	/* the command line wins over the file, the file over the defaults */
 	assert_non_null(strstr(out, "socket = /tmp/from-file.sock"));
 	assert_non_null(strstr(out, "dram = 5G"));
 	assert_non_null(strstr(out, "workers = 2"));
+	assert_non_null(strstr(out, "drain_timeout = 2500ms"));
 	assert_non_null(strstr(out, "metrics = off"));
 	assert_non_null(strstr(out, "log_level = warn"));
 	assert_non_null(strstr(out, "allow_uids = 1000,1001"));
@@ -174,6 +177,7 @@ static void defaults_without_a_file(void **state)
 	assert_non_null(strstr(out, "ssd = 50%"));
 	assert_non_null(strstr(out, "socket_mode = 0660"));
 	assert_non_null(strstr(out, "metrics = 127.0.0.1:9464"));
+	assert_non_null(strstr(out, "drain_timeout = 30000ms"));
 	assert_non_null(strstr(out, "[tenant default]"));
 	free(out);
 }
@@ -192,6 +196,7 @@ static void bad_input_is_a_usage_error(void **state)
 	static const char *const bad_args[] = {
 		"--dram 12Q", "--workers many", "--socket-mode 999", "--tenant no-token",
 		"--log-level loud", "--no-such-option", "stray-argument", "--config /nonexistent/x.ini",
+		"--drain-timeout 0", "--drain-timeout 5m", "--drain-timeout 3601",
 	};
 	char ini[512], args[700], *out;
 
