@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <grp.h>
 #include <limits.h>
@@ -20,6 +21,8 @@
 #define DEFAULT_DRAM "25%"
 #define DEFAULT_SSD "50%"
 #define DEFAULT_METRICS "127.0.0.1:9464"
+#define KVTD_CONFIG_MAX_BYTES (1 << 20)
+#define KVTD_CONFIG_MAX_TEXT "1 MiB"
 
 void kvtd_usage(FILE *f)
 {
@@ -44,7 +47,8 @@ void kvtd_usage(FILE *f)
 "    1024) or a percentage.\n"
 "\n"
 "OPTIONS\n"
-"    -c, --config FILE     INI file to read (see CONFIGURATION).\n"
+"    -c, --config FILE     INI file to read (see CONFIGURATION): a regular file\n"
+"                          of at most 1 MiB.\n"
 "    -s, --socket PATH     Unix socket to listen on. Default: $KVTIER_SOCKET, or\n"
 "                          /run/kvtier/kvtierd.sock as root, else\n"
 "                          /tmp/kvtier-UID/kvtierd.sock.\n"
@@ -449,6 +453,57 @@ static int check_tokens(const struct kvtd_config *cfg)
 	return 0;
 }
 
+/* The config file's text (malloc'd, NUL-terminated): a regular file of at
+ * most KVTD_CONFIG_MAX_BYTES. Anything else (a directory, a device such as
+ * /dev/zero, a FIFO: opened without blocking, never read) or a larger file
+ * is refused with a message. Returns 0 or -EINVAL. */
+static int read_config_file(const char *path, char **out)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	const char *why = NULL;
+	size_t len = 0;
+	struct stat st;
+	char *text = NULL;
+
+	if (fd < 0) {
+		fprintf(stderr, "kvtierd: --config %s: %s\n", path, strerror(errno));
+		return -EINVAL;
+	}
+	if (fstat(fd, &st))
+		why = strerror(errno);
+	else if (!S_ISREG(st.st_mode))
+		why = "not a regular file";
+	else if (st.st_size > KVTD_CONFIG_MAX_BYTES)
+		why = "larger than " KVTD_CONFIG_MAX_TEXT ", the limit of a config file";
+	else if (!(text = malloc((size_t)st.st_size + 2)))
+		why = strerror(ENOMEM);
+	/* the file may grow meanwhile: read one byte past its size to notice */
+	while (!why) {
+		ssize_t n = read(fd, text + len, (size_t)st.st_size + 1 - len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			why = strerror(errno);
+		else if (len + (size_t)n > (size_t)st.st_size)
+			why = "changed while being read";
+		else if (n == 0)
+			break;
+		len += n > 0 ? (size_t)n : 0;
+	}
+	close(fd);
+	if (!why && memchr(text, 0, len))
+		why = "holds a NUL byte: not a text file";
+	if (why) {
+		fprintf(stderr, "kvtierd: --config %s: %s\n", path, why);
+		free(text);
+		return -EINVAL;
+	}
+	text[len] = 0;
+	*out = text;
+	return 0;
+}
+
 int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 {
 	bool first_tenant = true;
@@ -471,11 +526,16 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 	}
 	if (cfg->config_path[0]) {
 		struct ini_ctx ctx = { .cfg = cfg, .path = cfg->config_path };
-		int line = ini_parse(cfg->config_path, ini_cb, &ctx);
+		char *text;
+		int line;
 
+		if (read_config_file(cfg->config_path, &text))
+			return -EINVAL;
+		line = ini_parse_string(text, ini_cb, &ctx);
+		free(text);
 		if (line < 0) {
-			fprintf(stderr, "kvtierd: cannot read %s: %s\n", cfg->config_path,
-				strerror(errno ? errno : ENOENT));
+			fprintf(stderr, "kvtierd: --config %s: %s\n", cfg->config_path,
+				strerror(ENOMEM));
 			return -EINVAL;
 		}
 		if (line > 0) {

@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -35,14 +37,15 @@ static int run(const char *args, char **out)
 	return WEXITSTATUS(pclose(p));
 }
 
-/* run(), ended by timeout(1) after 10 s should kvtierd start serving. */
-static int run_timeout(const char *args, char **out)
+/* run(), ended by timeout(1) after `seconds` should kvtierd start serving
+ * (or hang). */
+static int run_limit(const char *args, int seconds, char **out)
 {
 	char cmd[2048];
 	size_t len, cap = 1 << 16;
 	FILE *p;
 
-	snprintf(cmd, sizeof(cmd), "timeout -k 1 10 %s %s 2>&1", kvtd_binary(), args);
+	snprintf(cmd, sizeof(cmd), "timeout -k 1 %d %s %s 2>&1", seconds, kvtd_binary(), args);
 	p = popen(cmd, "r");
 	assert_non_null(p);
 	*out = malloc(cap);
@@ -217,6 +220,37 @@ static void bad_input_is_a_usage_error(void **state)
 	}
 }
 
+/* --config reads a regular file of bounded size and nothing else: a
+ * directory, /dev/zero (endless, no newline), a FIFO nobody writes and a file
+ * over the limit are usage errors at once, not a spin or a hang. */
+static void config_must_be_a_small_regular_file(void **state)
+{
+	char fifo[512], big[512], args[1400], *out;
+	const char *const bad[] = { dir, "/dev/zero", fifo, big };
+	FILE *f;
+
+	snprintf(fifo, sizeof(fifo), "%s/fifo.ini", dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	snprintf(big, sizeof(big), "%s/big.ini", dir);
+	f = fopen(big, "w");
+	assert_non_null(f);
+	fputs("[kvtierd]\n", f);
+	for (int i = 0; i < 40000; i++)
+		fputs("; a comment line that makes the file long\n", f);
+	fclose(f);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(args, sizeof(args), "--config %s --print-config", bad[i]);
+		/* a daemon that spins or blocks on it is ended by the timeout (124) */
+		if (run_limit(args, 3, &out) != 2)
+			fail_msg("--config %s was not refused:\n%s", bad[i], out);
+		if (!strstr(out, bad[i]))
+			fail_msg("the message does not name %s:\n%s", bad[i], out);
+		free(out);
+	}
+	unlink(fifo);
+	unlink(big);
+}
+
 /* A token names its tenant at HELLO: two tenants with one token, or an empty
  * token beside other tenants, are refused before the daemon serves. */
 static void ambiguous_tokens_are_refused(void **state)
@@ -241,7 +275,7 @@ static void ambiguous_tokens_are_refused(void **state)
 				 "--no-prefault --no-gpu", bad_args[i - 2], dir);
 		}
 		/* a daemon that took the config would serve: the timeout ends it */
-		if (run_timeout(args, &out) != 2)
+		if (run_limit(args, 10, &out) != 2)
 			fail_msg("tokens accepted: %s", i < 2 ? bad_files[i] : bad_args[i - 2]);
 		assert_non_null(strstr(out, "token"));
 		free(out);
@@ -282,6 +316,7 @@ int main(void)
 		cmocka_unit_test(file_then_command_line),
 		cmocka_unit_test(defaults_without_a_file),
 		cmocka_unit_test(bad_input_is_a_usage_error),
+		cmocka_unit_test(config_must_be_a_small_regular_file),
 		cmocka_unit_test(ambiguous_tokens_are_refused),
 		cmocka_unit_test(a_live_socket_is_not_taken_over),
 	};
