@@ -15,6 +15,7 @@
 
 #include <ini.h>
 
+#include "app/daemon_memory.h"
 #include "transport/proto.h"
 #include "util/size.h"
 
@@ -61,8 +62,11 @@ void kvtd_usage(FILE *f)
 "    -d, --data-dir DIR    Directory of the SSD tier. Default: /var/lib/kvtier as\n"
 "                          root, else $XDG_DATA_HOME/kvtier or\n"
 "                          ~/.local/share/kvtier.\n"
-"        --dram SIZE       DRAM tier capacity; N% is of the memory available at\n"
-"                          start (default " DEFAULT_DRAM ").\n"
+"        --dram SIZE       DRAM tier capacity (default " DEFAULT_DRAM "); N% is of the\n"
+"                          memory this process may use: the host's available\n"
+"                          memory, or the room left under its cgroup's memory\n"
+"                          limit (v2 memory.max, v1 memory.limit_in_bytes) when\n"
+"                          that is less. From 1 MiB to that; more is refused.\n"
 "        --ssd SIZE        SSD tier capacity; N% is of the data directory's free\n"
 "                          space (default " DEFAULT_SSD ", at most 64G when a\n"
 "                          percentage); 0 turns the tier off.\n"
@@ -119,6 +123,9 @@ void kvtd_usage(FILE *f)
 "\n"
 "ENVIRONMENT\n"
 "    KVTIER_SOCKET         Default socket path (the client library reads it too).\n"
+"    KVTIER_CGROUP_DIR     Read the memory limit from this cgroup directory\n"
+"                          instead of the process's own (containers that mount\n"
+"                          it elsewhere; tests).\n"
 "\n"
 "EXIT STATUS\n"
 "    0 after a graceful stop, 1 on a runtime error, 2 on a usage error.\n", f);
@@ -599,22 +606,6 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 	return cfg->print_config ? 0 : check_tokens(cfg);
 }
 
-static uint64_t mem_available(void)
-{
-	FILE *f = fopen("/proc/meminfo", "r");
-	char line[256];
-	unsigned long long kb = 0;
-
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-			break;
-	if (f)
-		fclose(f);
-	if (!kb)
-		return (uint64_t)sysconf(_SC_AVPHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
-	return kb * 1024;
-}
-
 /* mkdir -p */
 static int make_dirs(const char *path, mode_t mode)
 {
@@ -638,14 +629,24 @@ static int make_dirs(const char *path, mode_t mode)
 
 int kvtd_config_resolve(struct kvtd_config *cfg)
 {
-	char dir[sizeof(cfg->socket_path)];
+	char dir[sizeof(cfg->socket_path)], avail[32], limit[32];
+	struct kvtd_memory mem;
 	struct statvfs vfs;
 	char *slash;
 	int err;
 
-	if (kvt_parse_size(cfg->dram_spec, mem_available(), &cfg->dram_bytes) ||
-	    cfg->dram_bytes < (1u << 20)) {
-		fprintf(stderr, "kvtierd: dram = %s: need at least 1 MiB\n", cfg->dram_spec);
+	kvtd_memory_measure(&mem);
+	kvt_fmt_bytes(mem.available, avail, sizeof(avail));
+	if (kvt_parse_size(cfg->dram_spec, mem.available, &cfg->dram_bytes) ||
+	    cfg->dram_bytes < (1u << 20) || cfg->dram_bytes > mem.available) {
+		fprintf(stderr, "kvtierd: --dram %s: the DRAM tier takes 1 MiB to %s, the memory "
+			"this process may use (", cfg->dram_spec, avail);
+		if (mem.cgroup_room < mem.host_available)
+			fprintf(stderr, "the room left under the %s limit of cgroup %s",
+				kvt_fmt_bytes(mem.cgroup_limit, limit, sizeof(limit)), mem.cgroup_dir);
+		else
+			fprintf(stderr, "the host's available memory");
+		fprintf(stderr, ")\n");
 		return -EINVAL;
 	}
 	cfg->ssd_bytes = 0;

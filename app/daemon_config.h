@@ -56,8 +56,11 @@ void kvtd_config_defaults(struct kvtd_config *cfg);
  * on stderr (exit 2). */
 int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv);
 
-/* Resolve the sizes (percentages of free memory / disk) and create the data
- * directory and the socket's directory. Returns 0 or -errno with a message. */
+/* Resolve the sizes (percentages of the memory this process may use, see
+ * daemon_memory.h, and of the data directory's free space) and create the
+ * data directory and the socket's directory. Returns 0, -EINVAL for a
+ * setting that cannot work here (a usage error), or another -errno, each
+ * with a message. */
 int kvtd_config_resolve(struct kvtd_config *cfg);
 
 /* Print the effective configuration as an INI file kvtierd reads back. */

@@ -232,7 +232,7 @@ int main(int argc, char **argv)
 	struct kvt_dev *gpu = NULL, *host_dev = NULL;
 	char ssd_dir[4200], gpu_why[160] = "";
 	pthread_t sig_thread;
-	int err;
+	int err, status = 0;
 
 	err = kvtd_config_load(&cfg, argc, argv);
 	if (err)
@@ -246,8 +246,10 @@ int main(int argc, char **argv)
 	if (install_signals(&sig_thread))
 		return 1;
 	raise_nofile();
-	if (kvtd_config_resolve(&cfg)) {
-		err = -EINVAL;
+	err = kvtd_config_resolve(&cfg);
+	if (err) {
+		/* a setting that cannot work here (a size, a path) was given */
+		status = err == -EINVAL ? 2 : 1;
 		goto out_signals;
 	}
 
@@ -350,7 +352,9 @@ out_store:
 	kvt_store_close(store);
 out_signals:
 	stop_signal_thread(sig_thread);
-	kvtd_log(err ? KVT_LOG_ERROR : KVT_LOG_INFO, "event=exit status=%d%s%s", err ? 1 : 0,
+	if (err && !status)
+		status = 1;
+	kvtd_log(err ? KVT_LOG_ERROR : KVT_LOG_INFO, "event=exit status=%d%s%s", status,
 		 err ? " err=" : "", err ? kvt_strerror(err) : "");
-	return err ? 1 : 0;
+	return status;
 }

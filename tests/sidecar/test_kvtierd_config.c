@@ -251,6 +251,65 @@ static void config_must_be_a_small_regular_file(void **state)
 	unlink(big);
 }
 
+/* The text of a stopped daemon's log (malloc'd). */
+static char *read_log(const struct kvtd_proc *d)
+{
+	char *text = calloc(1, 1 << 20);
+	FILE *f = fopen(d->log, "r");
+
+	assert_non_null(f);
+	assert_true(fread(text, 1, (1 << 20) - 1, f) > 0);
+	fclose(f);
+	return text;
+}
+
+/* The DRAM tier's default (25%) is of the memory the daemon may use: under a
+ * cgroup limit (v2 memory.max, v1 memory.limit_in_bytes) that is the room
+ * left under it, not the host's free memory; a --dram that cannot fit is a
+ * usage error naming the option and the limit. $KVTIER_CGROUP_DIR points
+ * the daemon at a fake cgroup. */
+static void dram_is_sized_from_the_cgroup_limit(void **state)
+{
+	static const struct { const char *file, *used, *value, *want; } cases[] = {
+		{ "memory.max", "memory.current", "536870912\n", "dram      128 MiB" },
+		{ "memory.limit_in_bytes", "memory.usage_in_bytes", "268435456\n",
+		  "dram      64 MiB" },
+	};
+	const char *extra[] = { "--dram", "25%", "--no-prefault", "--no-gpu", NULL };
+	char cg[512], path[600], args[1400], *out;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct kvtd_proc d = { 0 };
+
+		snprintf(cg, sizeof(cg), "%s/cgroup%zu", dir, i);
+		assert_int_equal(mkdir(cg, 0755), 0);
+		snprintf(path, sizeof(path), "%s/%s", cg, cases[i].file);
+		write_file(path, cases[i].value);
+		snprintf(path, sizeof(path), "%s/%s", cg, cases[i].used);
+		write_file(path, "0\n");
+		setenv("KVTIER_CGROUP_DIR", cg, 1);
+
+		assert_int_equal(kvtd_start(&d, NULL, extra), 0);
+		assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
+		out = read_log(&d);
+		if (!strstr(out, cases[i].want))
+			fail_msg("expected \"%s\" under a %s of %s:\n%s", cases[i].want,
+				 cases[i].file, cases[i].value, out);
+		free(out);
+		kvtd_cleanup(&d);
+
+		snprintf(args, sizeof(args), "--socket %s/cg.sock --dram 1G --ssd 0 --metrics off "
+			 "--no-prefault --no-gpu", dir);
+		if (run_limit(args, 10, &out) != 2)
+			fail_msg("--dram 1G was not refused under a %s of %s:\n%s", cases[i].file,
+				 cases[i].value, out);
+		if (!strstr(out, "--dram") || !strstr(out, "MiB"))
+			fail_msg("the refusal does not name --dram and the limit:\n%s", out);
+		free(out);
+		unsetenv("KVTIER_CGROUP_DIR");
+	}
+}
+
 /* A token names its tenant at HELLO: two tenants with one token, or an empty
  * token beside other tenants, are refused before the daemon serves. */
 static void ambiguous_tokens_are_refused(void **state)
@@ -317,6 +376,7 @@ int main(void)
 		cmocka_unit_test(defaults_without_a_file),
 		cmocka_unit_test(bad_input_is_a_usage_error),
 		cmocka_unit_test(config_must_be_a_small_regular_file),
+		cmocka_unit_test(dram_is_sized_from_the_cgroup_limit),
 		cmocka_unit_test(ambiguous_tokens_are_refused),
 		cmocka_unit_test(a_live_socket_is_not_taken_over),
 	};
