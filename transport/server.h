@@ -89,9 +89,11 @@ struct kvt_server;
 
 void kvt_server_opts_init(struct kvt_server_opts *opts, size_t size_bytes);
 
-/* Bind the socket (replacing a stale socket file, refusing a live one with
- * -EADDRINUSE), the metrics endpoint, and start the workers. Returns 0 and
- * *out, -EINVAL for bad opts, or the errno of socket/bind/listen. */
+/* Bind the socket (replacing a stale socket file, one no daemon listens on;
+ * refusing with -EADDRINUSE a live socket or anything else at the path, a
+ * regular file or a symlink, which is left as it was and logged), the
+ * metrics endpoint, and start the workers. Returns 0 and *out, -EINVAL for
+ * bad opts, or the errno of socket/bind/listen. */
 int kvt_server_open(const struct kvt_server_opts *opts, struct kvt_server **out);
 
 /* Run the event loop until kvt_server_stop(); then stop accepting, let the

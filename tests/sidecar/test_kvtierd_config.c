@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -345,6 +347,62 @@ static void ambiguous_tokens_are_refused(void **state)
 	free(out);
 }
 
+/* --socket replaces only a stale socket (one left by a daemon that died): a
+ * regular file, or a symlink, at the path is refused and left as it was. */
+static void only_a_stale_socket_is_replaced(void **state)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char file[512], link[512], sock[512], args[1400], *out;
+	const char *const paths[] = { file, link };
+	struct stat st;
+	int fd;
+
+	snprintf(file, sizeof(file), "%s/precious", dir);
+	snprintf(link, sizeof(link), "%s/link", dir);
+	snprintf(sock, sizeof(sock), "%s/stale", dir);
+	assert_int_equal(mkdir(sock, 0700), 0);
+	strcat(sock, "/kvtierd.sock"); /* where kvtd_start puts the socket of a daemon in dir/stale */
+	write_file(file, "not a socket\n");
+	assert_int_equal(symlink(file, link), 0);
+	for (size_t i = 0; i < 2; i++) {
+		snprintf(args, sizeof(args), "--socket %s --dram 16M --ssd 0 --metrics off "
+			 "--no-prefault --no-gpu", paths[i]);
+		if (run_limit(args, 10, &out) == 0)
+			fail_msg("kvtierd served on %s:\n%s", paths[i], out);
+		if (!strstr(out, "not a socket"))
+			fail_msg("no reason given for %s:\n%s", paths[i], out);
+		free(out);
+		assert_int_equal(lstat(paths[i], &st), 0);
+		assert_true(i == 0 ? S_ISREG(st.st_mode) : S_ISLNK(st.st_mode));
+	}
+	out = NULL;
+	{
+		FILE *f = fopen(file, "r");
+		char line[64] = "";
+
+		assert_non_null(f);
+		assert_non_null(fgets(line, sizeof(line), f));
+		fclose(f);
+		assert_string_equal(line, "not a socket\n");
+	}
+	/* a socket file nobody listens on is stale: it is replaced */
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_true(strlen(sock) < sizeof(sa.sun_path));
+	memcpy(sa.sun_path, sock, strlen(sock) + 1);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	close(fd);
+	{
+		struct kvtd_proc d = { 0 };
+
+		*strrchr(sock, '/') = 0;
+		assert_int_equal(kvtd_start(&d, sock, NULL), 0);
+		assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
+		kvtd_cleanup(&d);
+	}
+	unlink(link);
+	unlink(file);
+}
+
 static void a_live_socket_is_not_taken_over(void **state)
 {
 	struct kvtd_proc d = { 0 };
@@ -378,6 +436,7 @@ int main(void)
 		cmocka_unit_test(config_must_be_a_small_regular_file),
 		cmocka_unit_test(dram_is_sized_from_the_cgroup_limit),
 		cmocka_unit_test(ambiguous_tokens_are_refused),
+		cmocka_unit_test(only_a_stale_socket_is_replaced),
 		cmocka_unit_test(a_live_socket_is_not_taken_over),
 	};
 	int rc;
