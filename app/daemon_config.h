@@ -41,6 +41,8 @@ struct kvtd_config {
 	char metrics[64];             /* "HOST:PORT" or "" = off */
 	unsigned workers;
 	unsigned drain_timeout_ms;    /* SIGTERM ends the process within this */
+	unsigned hello_timeout_ms;    /* 0 = connections may wait for ever */
+	unsigned max_conns_per_uid;   /* 0 = no cap per uid */
 	enum kvt_log_level log_level;
 	struct kvtd_tenant tenants[KVTD_MAX_TENANTS];
 	size_t n_tenants;

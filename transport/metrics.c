@@ -66,6 +66,9 @@ char *kvt_metrics_json(struct kvt_server *srv)
 	json_object_set_new(server, "connections_open", json_integer((json_int_t)c->conns_open));
 	json_object_set_new(server, "connections_accepted", json_integer((json_int_t)c->conns_accepted));
 	json_object_set_new(server, "connections_refused", json_integer((json_int_t)c->conns_refused));
+	json_object_set_new(server, "connections_refused_uid_limit",
+			    json_integer((json_int_t)c->conns_uid_refused));
+	json_object_set_new(server, "hello_timeouts", json_integer((json_int_t)c->hello_timeouts));
 	json_object_set_new(server, "hello_refused", json_integer((json_int_t)c->hello_refused));
 	json_object_set_new(server, "bad_frames", json_integer((json_int_t)c->bad_frames));
 	json_object_set_new(server, "jobs_in_flight",
@@ -264,8 +267,11 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 	help(&b, "kvtier_connections", "gauge", "Client connections open.");
 	bprintf(&b, "kvtier_connections %llu\n", (unsigned long long)c->conns_open);
 	help(&b, "kvtier_connections_refused_total", "counter",
-	     "Connections refused (peer credentials, client limit).");
+	     "Connections refused (peer credentials, client limit, per-uid limit).");
 	bprintf(&b, "kvtier_connections_refused_total %llu\n", (unsigned long long)c->conns_refused);
+	help(&b, "kvtier_hello_timeouts_total", "counter",
+	     "Connections closed for not saying HELLO in time.");
+	bprintf(&b, "kvtier_hello_timeouts_total %llu\n", (unsigned long long)c->hello_timeouts);
 	help(&b, "kvtier_hello_refused_total", "counter", "HELLOs refused (token, namespace).");
 	bprintf(&b, "kvtier_hello_refused_total %llu\n", (unsigned long long)c->hello_refused);
 	help(&b, "kvtier_bad_frames_total", "counter", "Frames refused by the parser.");

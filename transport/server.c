@@ -43,6 +43,8 @@ static const struct kvt_server_opts server_defaults = {
 	.max_clients = 1024,
 	.log_level = KVT_LOG_INFO,
 	.drain_timeout_ms = 30000,
+	.hello_timeout_ms = 5000,
+	.max_conns_per_uid = 256,
 };
 
 void kvt_server_opts_init(struct kvt_server_opts *opts, size_t size_bytes)
@@ -252,13 +254,16 @@ int kvt_server_metrics_port(const struct kvt_server *srv)
 	return srv->metrics_port;
 }
 
-/* How long the loop may sleep: until the first timed wait or scrape expires
- * (-1: nothing is timed). Expired scrapes are dropped on the way. */
+/* How long the loop may sleep: until the first timed wait, HELLO timeout or
+ * scrape expires (-1: nothing is timed). Expired scrapes are dropped on the
+ * way. */
 static int next_deadline_ms(struct kvt_server *srv)
 {
 	uint64_t now = kvt_now_ns(), first = kvt_waits_first_deadline(srv);
 	int http = kvt_http_expire(srv, now), ms;
 
+	if (srv->hello_head && (!first || srv->hello_head->hello_deadline_ns < first))
+		first = srv->hello_head->hello_deadline_ns;
 	if (!first)
 		return http;
 	ms = first <= now ? 0 : (int)((first - now) / 1000000 + 1);
@@ -293,6 +298,8 @@ static void loop_once(struct kvt_server *srv, int timeout_ms)
 	}
 	if (srv->timed)
 		kvt_waits_expire(srv, kvt_now_ns());
+	if (srv->hello_head)
+		kvt_conn_expire_hellos(srv, kvt_now_ns());
 }
 
 int kvt_server_run(struct kvt_server *srv)
@@ -365,6 +372,7 @@ void kvt_server_close(struct kvt_server *srv)
 	pthread_mutex_destroy(&srv->qlock);
 	pthread_cond_destroy(&srv->qcond);
 	pthread_mutex_destroy(&srv->nlock);
+	free(srv->uids);
 	free(srv->tenants);
 	free(srv);
 }

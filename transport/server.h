@@ -83,6 +83,11 @@ struct kvt_server_opts {
 	                             * (default KVT_PREFAULT_NONE) */
 	unsigned drain_timeout_ms;  /* how long kvt_server_run waits, once stopped,
 	                             * for the jobs in flight (default 30000) */
+	unsigned hello_timeout_ms;  /* a connection without a successful HELLO
+	                             * this long after accept is closed (default
+	                             * 5000; 0 = never) */
+	unsigned max_conns_per_uid; /* connections one peer uid may hold (default
+	                             * 256; 0 = only max_clients) */
 };
 
 struct kvt_server;

@@ -15,6 +15,86 @@
 
 static void accept_resume(struct kvt_server *srv);
 
+/* The entry of uid, created (with no connections) when `create`; NULL when
+ * absent or out of memory. */
+static struct kvt_uid *uid_get(struct kvt_server *srv, uid_t uid, bool create)
+{
+	for (size_t i = 0; i < srv->n_uids; i++)
+		if (srv->uids[i].uid == uid)
+			return &srv->uids[i];
+	if (!create)
+		return NULL;
+	if (srv->n_uids == srv->cap_uids) {
+		size_t cap = srv->cap_uids ? srv->cap_uids * 2 : 8;
+		struct kvt_uid *p = realloc(srv->uids, cap * sizeof(*p));
+
+		if (!p)
+			return NULL;
+		srv->uids = p;
+		srv->cap_uids = cap;
+	}
+	srv->uids[srv->n_uids] = (struct kvt_uid){ .uid = uid };
+	return &srv->uids[srv->n_uids++];
+}
+
+/* Forget u once it holds nothing (entries move: u is invalid after). */
+static void uid_put(struct kvt_server *srv, struct kvt_uid *u)
+{
+	if (u->conns)
+		return;
+	*u = srv->uids[--srv->n_uids];
+}
+
+static void hello_list_remove(struct kvt_conn *c)
+{
+	struct kvt_server *srv = c->srv;
+
+	if (!c->on_hello_list)
+		return;
+	if (c->hprev)
+		c->hprev->hnext = c->hnext;
+	else
+		srv->hello_head = c->hnext;
+	if (c->hnext)
+		c->hnext->hprev = c->hprev;
+	else
+		srv->hello_tail = c->hprev;
+	c->hprev = c->hnext = NULL;
+	c->on_hello_list = false;
+}
+
+/* Put a new connection on the clock of its HELLO: deadlines grow with
+ * accept time, so the list stays ordered by appending. */
+static void hello_list_add(struct kvt_conn *c)
+{
+	struct kvt_server *srv = c->srv;
+
+	if (!srv->opts.hello_timeout_ms)
+		return;
+	c->hello_deadline_ns = kvt_now_ns() + (uint64_t)srv->opts.hello_timeout_ms * 1000000;
+	c->hprev = srv->hello_tail;
+	c->hnext = NULL;
+	if (srv->hello_tail)
+		srv->hello_tail->hnext = c;
+	else
+		srv->hello_head = c;
+	srv->hello_tail = c;
+	c->on_hello_list = true;
+}
+
+void kvt_conn_hello_done(struct kvt_conn *c)
+{
+	hello_list_remove(c);
+}
+
+void kvt_conn_expire_hellos(struct kvt_server *srv, uint64_t now)
+{
+	while (srv->hello_head && srv->hello_head->hello_deadline_ns <= now) {
+		srv->c.hello_timeouts++;
+		kvt_conn_close(srv->hello_head, "hello_timeout");
+	}
+}
+
 void kvt_conn_unref(struct kvt_conn *c)
 {
 	if (--c->refs > 0)
@@ -56,6 +136,7 @@ void kvt_conn_want_out(struct kvt_conn *c)
 void kvt_conn_close(struct kvt_conn *c, const char *why)
 {
 	struct kvt_server *srv = c->srv;
+	struct kvt_uid *u;
 
 	if (c->fd < 0)
 		return;
@@ -73,6 +154,12 @@ void kvt_conn_close(struct kvt_conn *c, const char *why)
 		c->regions[i] = NULL;
 	}
 	kvt_tickets_close(c);
+	hello_list_remove(c);
+	u = uid_get(srv, c->uid, false);
+	if (u) {
+		u->conns--;
+		uid_put(srv, u);
+	}
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -145,7 +232,9 @@ void kvt_conn_accept(struct kvt_server *srv)
 	for (;;) {
 		struct ucred cr;
 		socklen_t len = sizeof(cr);
-		struct kvt_conn *c;
+		struct kvt_conn *c = NULL;
+		struct kvt_uid *u;
+		const char *why = NULL;
 		int fd = accept4(srv->listen.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (fd < 0) {
@@ -167,10 +256,22 @@ void kvt_conn_accept(struct kvt_server *srv)
 			close(fd);
 			continue;
 		}
-		if (srv->c.conns_open >= srv->opts.max_clients || !(c = calloc(1, sizeof(*c)))) {
+		u = uid_get(srv, cr.uid, true);
+		if (srv->c.conns_open >= srv->opts.max_clients) {
+			why = "max_clients";
+		} else if (u && srv->opts.max_conns_per_uid &&
+			   u->conns >= srv->opts.max_conns_per_uid) {
+			why = "max_conns_per_uid";
+			srv->c.conns_uid_refused++;
+		} else if (!u || !(c = calloc(1, sizeof(*c)))) {
+			why = "out_of_memory";
+		}
+		if (why) {
 			srv->c.conns_refused++;
-			kvt_srv_log(srv, KVT_LOG_WARN, "event=conn.refused reason=max_clients pid=%d",
-				    (int)cr.pid);
+			kvt_srv_log(srv, KVT_LOG_WARN, "event=conn.refused reason=%s pid=%d uid=%d "
+				    "uid_conns=%u", why, (int)cr.pid, (int)cr.uid, u ? u->conns : 0);
+			if (u)
+				uid_put(srv, u);
 			close(fd);
 			continue;
 		}
@@ -186,8 +287,11 @@ void kvt_conn_accept(struct kvt_server *srv)
 		if (kvt_srv_watch(srv, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLRDHUP, c)) {
 			close(fd);
 			free(c);
+			uid_put(srv, u);
 			continue;
 		}
+		u->conns++;
+		hello_list_add(c);
 		c->next = srv->conns;
 		if (c->next)
 			c->next->prev = c;

@@ -127,6 +127,18 @@ struct kvt_conn {
 	size_t job_bytes;
 	unsigned n_waits;
 	struct kvt_conn *prev, *next;
+	/* until its first successful HELLO: on the server's hello list, closed
+	 * at hello_deadline_ns */
+	bool on_hello_list;
+	uint64_t hello_deadline_ns;
+	struct kvt_conn *hprev, *hnext;
+};
+
+/* What the daemon keeps per peer uid: its open connections (capped by
+ * max_conns_per_uid). Kept while it has connections. */
+struct kvt_uid {
+	uid_t uid;
+	unsigned conns;
 };
 
 #define KVT_LAT_BUCKETS 18
@@ -142,6 +154,7 @@ struct kvt_op_stats {
 struct kvt_server_counters {
 	struct kvt_op_stats op[KVT_OP_COUNT];
 	uint64_t conns_accepted, conns_refused, conns_open;
+	uint64_t conns_uid_refused, hello_timeouts;
 	uint64_t bad_frames, hello_refused;
 	uint64_t lookup_keys, lookup_hits;
 	uint64_t jobs_cancelled;
@@ -161,6 +174,9 @@ struct kvt_server {
 	int stop;                   /* atomic: enum kvt_stop_level */
 	uint64_t next_conn_id, next_ticket;
 	struct kvt_conn *conns;
+	struct kvt_conn *hello_head, *hello_tail; /* no HELLO yet, oldest first */
+	struct kvt_uid *uids;       /* the uids with connections */
+	size_t n_uids, cap_uids;
 	struct kvt_wait *timed;     /* parked waits with a deadline */
 	struct kvt_http_conn *https;
 	unsigned n_https;
@@ -206,6 +222,10 @@ void kvt_conn_want_out(struct kvt_conn *c);
 void kvt_conn_close(struct kvt_conn *c, const char *why);
 /* Drop a reference; the last frees the connection. */
 void kvt_conn_unref(struct kvt_conn *c);
+/* c said its first successful HELLO: it is no longer on the clock. */
+void kvt_conn_hello_done(struct kvt_conn *c);
+/* Close the connections whose HELLO timeout has passed. */
+void kvt_conn_expire_hellos(struct kvt_server *srv, uint64_t now);
 
 /* server_ops.c */
 /* Handle one decoded request. Returns a kvt_req_result, or -errno (answer

@@ -78,6 +78,8 @@ static int op_hello(struct kvt_conn *c, const struct kvt_req *req)
 	}
 	if (slot < 0)
 		return -EMFILE;
+	if (!c->tenant)
+		kvt_conn_hello_done(c);
 	c->tenant = t;
 	c->ns[slot] = ns;
 	c->ns_block_bytes[slot] = kvt_ns_block_bytes(ns);

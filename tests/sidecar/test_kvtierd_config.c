@@ -88,7 +88,8 @@ static void help_documents_every_option(void **state)
 	static const char *const opts[] = {
 		"--config", "--socket", "--socket-mode", "--socket-group", "--allow-uid",
 		"--data-dir", "--dram", "--ssd", "--no-huge-pages", "--no-prefault", "--policy",
-		"--metrics", "--workers", "--drain-timeout", "--tenant", "--log-level",
+		"--metrics", "--workers", "--drain-timeout", "--hello-timeout",
+		"--max-conns-per-uid", "--tenant", "--log-level",
 		"--print-config", "--help",
 		"--version", "[tenant NAME]", "SIGTERM", "EXIT STATUS",
 	};
@@ -202,6 +203,7 @@ static void bad_input_is_a_usage_error(void **state)
 		"--dram 12Q", "--workers many", "--socket-mode 999", "--tenant no-token",
 		"--log-level loud", "--no-such-option", "stray-argument", "--config /nonexistent/x.ini",
 		"--drain-timeout 0", "--drain-timeout 5m", "--drain-timeout 3601",
+		"--hello-timeout 0.05", "--max-conns-per-uid 70000", "--max-conns-per-uid -1",
 	};
 	char ini[512], args[700], *out;
 
