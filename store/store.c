@@ -100,6 +100,7 @@ void kvt_store_close(struct kvt_store *s)
 	for (uint32_t i = 0; i < s->n_ns; i++)
 		free(s->ns[i]);
 	free(s->ns);
+	free(s->free_ids);
 	kvt_catalog_fini(&s->cat);
 	s->dram->ops->close(s->dram);
 	pthread_mutex_destroy(&s->lock);
@@ -217,18 +218,18 @@ int kvt_ns_attach(struct kvt_store *s, const struct kvt_ns_desc *desc, struct kv
 
 	pthread_mutex_lock(&s->lock);
 	for (uint32_t i = 0; i < s->n_ns; i++) {
-		if (!memcmp(&s->ns[i]->salt, &salt, sizeof(salt))) {
+		if (s->ns[i] && !memcmp(&s->ns[i]->salt, &salt, sizeof(salt))) {
 			*out = s->ns[i];
 			pthread_mutex_unlock(&s->lock);
 			return 0;
 		}
 	}
 	err = -ENOSPC;
-	if (s->n_ns == MAX_NAMESPACES)
+	if (s->n_ns == MAX_NAMESPACES && !s->n_free_ids)
 		goto unlock;
 	err = -ENOMEM;
 	ns = calloc(1, sizeof(*ns));
-	grown = realloc(s->ns, (s->n_ns + 1) * sizeof(*grown));
+	grown = s->n_free_ids ? s->ns : realloc(s->ns, (s->n_ns + 1) * sizeof(*grown));
 	if (!ns || !grown) {
 		free(ns);
 		if (grown)
@@ -237,18 +238,44 @@ int kvt_ns_attach(struct kvt_store *s, const struct kvt_ns_desc *desc, struct kv
 	}
 	s->ns = grown;
 	ns->store = s;
-	ns->id = (uint16_t)(s->n_ns + 1);
+	/* a detached namespace's id is free: none of its records is left */
+	ns->id = s->n_free_ids ? s->free_ids[--s->n_free_ids] : (uint16_t)++s->n_ns;
 	ns->desc = d;
 	ns->block_bytes = bytes;
 	ns->salt = salt;
 	kvt_codec_cfg_init(&ns->ssd_codec);
-	s->ns[s->n_ns++] = ns;
+	s->ns[ns->id - 1] = ns;
+	s->live_ns++;
 	if (s->tiering)
 		kvt_tiering_import(s, ns);
 	*out = ns;
 	err = 0;
 unlock:
 	pthread_mutex_unlock(&s->lock);
+	return err;
+}
+
+int kvt_ns_detach(struct kvt_ns *ns)
+{
+	struct kvt_store *s;
+	int err = 0;
+
+	if (!ns)
+		return -EINVAL;
+	s = ns->store;
+	pthread_mutex_lock(&s->lock);
+	if (kvt_index_ns_count(s->cat.idx, ns->id)) {
+		err = -EBUSY;
+	} else if (!s->free_ids && !(s->free_ids = malloc(MAX_NAMESPACES * sizeof(*s->free_ids)))) {
+		err = -ENOMEM;
+	} else {
+		s->ns[ns->id - 1] = NULL;
+		s->free_ids[s->n_free_ids++] = ns->id;
+		s->live_ns--;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!err)
+		free(ns);
 	return err;
 }
 
@@ -750,7 +777,7 @@ int kvt_store_stats(struct kvt_store *s, struct kvt_store_stats *out)
 	s->dram->ops->stats(s->dram, &st.tier[KVT_TIER_DRAM]);
 	if (s->tiering)
 		kvt_tiering_stats(s, &st);
-	st.namespaces = s->n_ns;
+	st.namespaces = s->live_ns;
 	st.index_bytes = kvt_index_memory(s->cat.idx);
 	pthread_mutex_unlock(&s->lock);
 	/* a caller built against an older, smaller struct gets its prefix */

@@ -82,6 +82,14 @@ uint64_t kvt_ns_desc_block_bytes(const struct kvt_ns_desc *desc);
 int kvt_ns_attach(struct kvt_store *store, const struct kvt_ns_desc *desc,
 		  struct kvt_ns **out);
 
+/* Detach a namespace that holds nothing (no block in any tier, no
+ * reservation, no reader) and free it, so a store serving many short-lived
+ * namespaces does not run out of them: ns is invalid afterwards, and its
+ * descriptor, attached again, makes a new namespace. kvt_ns_attach hands the
+ * same ns to every attacher, so the caller must know it is the last user.
+ * Returns 0, -EBUSY (it holds blocks: nothing changes), -EINVAL, -ENOMEM. */
+int kvt_ns_detach(struct kvt_ns *ns);
+
 uint64_t kvt_ns_block_bytes(const struct kvt_ns *ns);
 
 /* How the namespace's blocks are compressed on the SSD tier: codec "raw"
