@@ -90,6 +90,10 @@ void kvtd_usage(FILE *f)
 "                          (default 5; 0 turns it off; up to 3600).\n"
 "        --max-conns-per-uid N  Connections one peer uid may hold (default 256;\n"
 "                          0 = no cap but the daemon's own; up to 65535).\n"
+"        --max-ns-per-tenant N  Namespaces (model, layout, shard) one tenant may\n"
+"                          have attached (default 1024; 0 = no cap but the\n"
+"                          store's 65535). A namespace with no block and no\n"
+"                          connection left is detached, and counts no more.\n"
 "        --drain-timeout SECONDS  After SIGTERM or SIGINT, how long the process\n"
 "                          may take to end (default 30; 0.1 to 3600, \"ms\" or \"s\"\n"
 "                          suffix allowed). The SAVEs and LOADs in flight get\n"
@@ -110,7 +114,8 @@ void kvtd_usage(FILE *f)
 "    (socket, socket_mode, socket_group, allow_uids = 1000,1001, data_dir,\n"
 "    dram, ssd, huge_pages = true|false, prefault = true|false, policy,\n"
 "    host_copy = direct|device, gpu = true|false, metrics, workers,\n"
-"    hello_timeout, max_conns_per_uid, drain_timeout, log_level)\n"
+"    hello_timeout, max_conns_per_uid, max_ns_per_tenant, drain_timeout,\n"
+"    log_level)\n"
 "    and one [tenant NAME] section per tenant:\n"
 "\n"
 "        [kvtierd]\n"
@@ -174,6 +179,7 @@ void kvtd_config_defaults(struct kvtd_config *cfg)
 	cfg->drain_timeout_ms = 30000;
 	cfg->hello_timeout_ms = 5000;
 	cfg->max_conns_per_uid = 256;
+	cfg->max_ns_per_tenant = 1024;
 	cfg->log_level = KVT_LOG_INFO;
 }
 
@@ -331,6 +337,12 @@ static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 		cfg->max_conns_per_uid = (unsigned)n;
 		return 0;
 	}
+	if (!strcmp(k, "max_ns_per_tenant")) {
+		if (parse_uint(v, 10, 65535, &n))
+			return -EINVAL;
+		cfg->max_ns_per_tenant = (unsigned)n;
+		return 0;
+	}
 	if (!strcmp(k, "drain_timeout"))
 		return parse_duration_ms(v, 100, 3600 * 1000, &cfg->drain_timeout_ms);
 	if (!strcmp(k, "log_level"))
@@ -417,6 +429,7 @@ static const struct option long_opts[] = {
 	{ "drain-timeout", required_argument, NULL, 12 },
 	{ "hello-timeout", required_argument, NULL, 13 },
 	{ "max-conns-per-uid", required_argument, NULL, 14 },
+	{ "max-ns-per-tenant", required_argument, NULL, 15 },
 	{ "tenant", required_argument, NULL, 't' },
 	{ "log-level", required_argument, NULL, 'l' },
 	{ "print-config", no_argument, NULL, 8 },
@@ -598,6 +611,7 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 		case 12: key = "drain_timeout"; break;
 		case 13: key = "hello_timeout"; break;
 		case 14: key = "max_conns_per_uid"; break;
+		case 15: key = "max_ns_per_tenant"; break;
 		case 'l': key = "log_level"; break;
 		case 8: cfg->print_config = true; continue;
 		case 9: cfg->prefault = false; continue;
@@ -715,12 +729,13 @@ void kvtd_config_print(const struct kvtd_config *cfg, FILE *f)
 	}
 	fprintf(f, "data_dir = %s\ndram = %s\nssd = %s\nhuge_pages = %s\nprefault = %s\npolicy = %s\n"
 		"host_copy = %s\ngpu = %s\nmetrics = %s\nworkers = %u\nhello_timeout = %ums\n"
-		"max_conns_per_uid = %u\ndrain_timeout = %ums\nlog_level = %s\n",
+		"max_conns_per_uid = %u\nmax_ns_per_tenant = %u\ndrain_timeout = %ums\n"
+		"log_level = %s\n",
 		cfg->data_dir, cfg->dram_spec,
 		cfg->ssd_spec, cfg->huge_pages ? "true" : "false", cfg->prefault ? "true" : "false",
 		cfg->policy, cfg->host_copy_device ? "device" : "direct", cfg->gpu ? "true" : "false",
 		cfg->metrics[0] ? cfg->metrics : "off", cfg->workers, cfg->hello_timeout_ms,
-		cfg->max_conns_per_uid, cfg->drain_timeout_ms,
+		cfg->max_conns_per_uid, cfg->max_ns_per_tenant, cfg->drain_timeout_ms,
 		(const char *[]){ "error", "warn", "info", "debug" }[cfg->log_level]);
 	for (size_t i = 0; i < cfg->n_tenants; i++) {
 		const struct kvtd_tenant *t = &cfg->tenants[i];

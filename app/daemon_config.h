@@ -43,6 +43,7 @@ struct kvtd_config {
 	unsigned drain_timeout_ms;    /* SIGTERM ends the process within this */
 	unsigned hello_timeout_ms;    /* 0 = connections may wait for ever */
 	unsigned max_conns_per_uid;   /* 0 = no cap per uid */
+	unsigned max_ns_per_tenant;   /* 0 = no cap per tenant */
 	enum kvt_log_level log_level;
 	struct kvtd_tenant tenants[KVTD_MAX_TENANTS];
 	size_t n_tenants;

@@ -316,6 +316,7 @@ int main(int argc, char **argv)
 	vopts.dev_host = host_dev;
 	vopts.hello_timeout_ms = cfg.hello_timeout_ms;
 	vopts.max_conns_per_uid = cfg.max_conns_per_uid;
+	vopts.max_ns_per_tenant = cfg.max_ns_per_tenant;
 	vopts.log = kvtd_log_cb;
 	vopts.log_level = cfg.log_level;
 	vopts.prefault_dram = cfg.prefault ? KVT_PREFAULT_BACKGROUND : KVT_PREFAULT_NONE;

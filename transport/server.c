@@ -45,6 +45,7 @@ static const struct kvt_server_opts server_defaults = {
 	.drain_timeout_ms = 30000,
 	.hello_timeout_ms = 5000,
 	.max_conns_per_uid = 256,
+	.max_ns_per_tenant = 1024,
 };
 
 void kvt_server_opts_init(struct kvt_server_opts *opts, size_t size_bytes)
@@ -209,6 +210,9 @@ int kvt_server_open(const struct kvt_server_opts *given, struct kvt_server **out
 		goto fail;
 	}
 	memcpy(srv->tenants, opts->tenants, opts->n_tenants * sizeof(*srv->tenants));
+	err = kvt_tenant_ns_init(srv);
+	if (err)
+		goto fail;
 	if (opts->prefault_dram == KVT_PREFAULT_BEFORE)
 		prefault_dram(srv, false);
 	srv->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -372,6 +376,7 @@ void kvt_server_close(struct kvt_server *srv)
 	pthread_mutex_destroy(&srv->qlock);
 	pthread_cond_destroy(&srv->qcond);
 	pthread_mutex_destroy(&srv->nlock);
+	kvt_tenant_ns_fini(srv);
 	free(srv->uids);
 	free(srv->tenants);
 	free(srv);

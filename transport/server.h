@@ -88,6 +88,9 @@ struct kvt_server_opts {
 	                             * 5000; 0 = never) */
 	unsigned max_conns_per_uid; /* connections one peer uid may hold (default
 	                             * 256; 0 = only max_clients) */
+	unsigned max_ns_per_tenant; /* namespaces one tenant may have attached
+	                             * (default 1024; 0 = no cap). One with no
+	                             * block and no connection is detached. */
 };
 
 struct kvt_server;

@@ -99,6 +99,10 @@ void kvt_conn_unref(struct kvt_conn *c)
 {
 	if (--c->refs > 0)
 		return;
+	/* no job of it runs any more: its namespaces may go */
+	for (int i = 0; i < KVT_CONN_MAX_NS; i++)
+		if (c->ns[i])
+			kvt_tenant_ns_put(c->srv, c->ns[i], true);
 	kvt_wr_free(&c->out);
 	free(c->in);
 	free(c);

@@ -134,6 +134,19 @@ struct kvt_conn {
 	struct kvt_conn *hprev, *hnext;
 };
 
+/* A namespace the server handed out: charged to `tenant` (an index in
+ * srv->tenants), held by `conns` connections; on a hash chain by ns and on
+ * its tenant's list. */
+struct kvt_ns_use {
+	struct kvt_ns *ns;
+	size_t tenant;
+	unsigned conns;
+	struct kvt_ns_use *hnext;
+	struct kvt_ns_use *tprev, *tnext;
+};
+
+#define KVT_NS_USE_BUCKETS 8192
+
 /* What the daemon keeps per peer uid: its open connections (capped by
  * max_conns_per_uid). Kept while it has connections. */
 struct kvt_uid {
@@ -154,7 +167,7 @@ struct kvt_op_stats {
 struct kvt_server_counters {
 	struct kvt_op_stats op[KVT_OP_COUNT];
 	uint64_t conns_accepted, conns_refused, conns_open;
-	uint64_t conns_uid_refused, hello_timeouts;
+	uint64_t conns_uid_refused, hello_timeouts, ns_reclaimed;
 	uint64_t bad_frames, hello_refused;
 	uint64_t lookup_keys, lookup_hits;
 	uint64_t jobs_cancelled;
@@ -178,6 +191,10 @@ struct kvt_server {
 	struct kvt_uid *uids;       /* the uids with connections */
 	size_t n_uids, cap_uids;
 	struct kvt_wait *timed;     /* parked waits with a deadline */
+	/* the namespaces handed out (server_ns.c) */
+	struct kvt_ns_use **ns_uses;       /* KVT_NS_USE_BUCKETS chains */
+	struct kvt_ns_use **tenant_uses;   /* per tenant, the namespaces charged to it */
+	unsigned *tenant_ns;               /* per tenant, how many */
 	struct kvt_http_conn *https;
 	unsigned n_https;
 	int reserve_fd;             /* given up to accept-and-close at EMFILE */
@@ -231,6 +248,22 @@ void kvt_conn_expire_hellos(struct kvt_server *srv, uint64_t now);
 /* Handle one decoded request. Returns a kvt_req_result, or -errno (answer
  * with that status). */
 int kvt_dispatch(struct kvt_conn *c, const struct kvt_req *req);
+
+/* server_ns.c */
+int kvt_tenant_ns_init(struct kvt_server *srv);
+void kvt_tenant_ns_fini(struct kvt_server *srv);
+/* Attach the namespace of desc for tenant t (an index in srv->tenants): a
+ * namespace new to the server is charged to t, which must be under its
+ * quota (what t no longer uses is reclaimed first). Returns 0 and *out, or
+ * -EDQUOT, or kvt_ns_attach's errors (-ENOSPC only once what no tenant uses
+ * was reclaimed). */
+int kvt_tenant_ns_open(struct kvt_server *srv, size_t t, const struct kvt_ns_desc *desc,
+		       struct kvt_ns **out);
+/* A connection holds ns (it said HELLO for it). */
+void kvt_tenant_ns_hold(struct kvt_server *srv, struct kvt_ns *ns);
+/* A connection lets go of ns (held: it held it) or never took it; with no
+ * holder left and no block in it, the namespace is detached. */
+void kvt_tenant_ns_put(struct kvt_server *srv, struct kvt_ns *ns, bool held);
 
 /* server_wait.c */
 /* The unreaped ticket of c, or NULL. */

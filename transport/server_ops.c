@@ -65,7 +65,13 @@ static int op_hello(struct kvt_conn *c, const struct kvt_req *req)
 	}
 	memcpy(desc.tenant_salt, t->salt, t->salt_len);
 	desc.tenant_salt_len = t->salt_len;
-	err = kvt_ns_attach(srv->opts.store, &desc, &ns);
+	err = kvt_tenant_ns_open(srv, (size_t)(t - srv->tenants), &desc, &ns);
+	if (err == -EDQUOT) {
+		srv->c.hello_refused++;
+		kvt_srv_log(srv, KVT_LOG_WARN, "event=hello.refused conn=%llu tenant=%s "
+			    "reason=ns_quota max_ns_per_tenant=%u", (unsigned long long)c->id,
+			    t->name, srv->opts.max_ns_per_tenant);
+	}
 	if (err)
 		return err;
 	for (int i = 0; i < KVT_CONN_MAX_NS; i++) {
@@ -76,8 +82,12 @@ static int op_hello(struct kvt_conn *c, const struct kvt_req *req)
 		if (!c->ns[i] && slot < 0)
 			slot = i;
 	}
-	if (slot < 0)
+	if (slot < 0) {
+		kvt_tenant_ns_put(srv, ns, false);
 		return -EMFILE;
+	}
+	if (c->ns[slot] != ns)
+		kvt_tenant_ns_hold(srv, ns);
 	if (!c->tenant)
 		kvt_conn_hello_done(c);
 	c->tenant = t;

@@ -67,7 +67,9 @@ struct kvt_client_ns {
 /* Open (or join) the namespace of desc under this connection's tenant. desc's
  * tenant_salt is ignored: the daemon salts per tenant. Errors: -EACCES (wrong
  * token, or a model the tenant may not use), -EPROTONOSUPPORT, -EFBIG,
- * -EMFILE (16 namespaces per connection). */
+ * -EMFILE (16 namespaces per connection), -EDQUOT (the tenant has as many
+ * namespaces holding blocks as its quota allows), -ENOSPC (the daemon's
+ * store holds all the namespaces it can). */
 int kvt_client_hello(struct kvt_client *c, const struct kvt_ns_desc *desc,
 		     struct kvt_client_ns *out);
 

@@ -89,7 +89,7 @@ static void help_documents_every_option(void **state)
 		"--config", "--socket", "--socket-mode", "--socket-group", "--allow-uid",
 		"--data-dir", "--dram", "--ssd", "--no-huge-pages", "--no-prefault", "--policy",
 		"--metrics", "--workers", "--drain-timeout", "--hello-timeout",
-		"--max-conns-per-uid", "--tenant", "--log-level",
+		"--max-conns-per-uid", "--max-ns-per-tenant", "--tenant", "--log-level",
 		"--print-config", "--help",
 		"--version", "[tenant NAME]", "SIGTERM", "EXIT STATUS",
 	};
