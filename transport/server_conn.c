@@ -175,7 +175,30 @@ void kvt_conn_close(struct kvt_conn *c, const char *why)
 	kvt_conn_unref(c);
 }
 
-static bool peer_allowed(const struct kvt_server *srv, const struct ucred *cr)
+/* Whether the peer on fd is in group gid by a supplementary group: the
+ * groups it had when it connected (SO_PEERGROUPS). */
+static bool peer_in_group(int fd, gid_t gid)
+{
+	gid_t small[64], *groups = small;
+	socklen_t len = sizeof(small);
+	bool in = false;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len)) {
+		if (errno != ERANGE || !(groups = malloc(len)) ||
+		    getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len)) {
+			if (groups != small)
+				free(groups);
+			return false;
+		}
+	}
+	for (size_t i = 0; i < len / sizeof(gid_t) && !in; i++)
+		in = groups[i] == gid;
+	if (groups != small)
+		free(groups);
+	return in;
+}
+
+static bool peer_allowed(const struct kvt_server *srv, int fd, const struct ucred *cr)
 {
 	gid_t gid = srv->opts.socket_gid != (gid_t)-1 ? srv->opts.socket_gid : getegid();
 
@@ -184,7 +207,7 @@ static bool peer_allowed(const struct kvt_server *srv, const struct ucred *cr)
 	for (size_t i = 0; i < srv->opts.n_allow_uids; i++)
 		if (srv->opts.allow_uids[i] == cr->uid)
 			return true;
-	return false;
+	return peer_in_group(fd, gid);
 }
 
 /* Out of descriptors with a connection pending: the listener would stay
@@ -253,7 +276,8 @@ void kvt_conn_accept(struct kvt_server *srv)
 			return;
 		}
 		srv->accept_full = false;
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) || !peer_allowed(srv, &cr)) {
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) ||
+		    !peer_allowed(srv, fd, &cr)) {
 			srv->c.conns_refused++;
 			kvt_srv_log(srv, KVT_LOG_WARN, "event=conn.refused reason=credentials "
 				    "pid=%d uid=%d", (int)cr.pid, (int)cr.uid);

@@ -2,6 +2,7 @@
  * refused, namespaces a tenant may not use refused, and equal prefixes of two
  * tenants never share a block unless the config gives them the same salt. */
 #include <errno.h>
+#include <grp.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -9,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -324,6 +327,65 @@ static void a_tenant_is_held_to_its_namespace_quota(void **state)
 	kvtd_cleanup(&q);
 }
 
+/* In a child: become uid/gid 4244 with `groups` as supplementary groups,
+ * then connect and say HELLO. Exits 0 when let in, 1 when refused. */
+static void hello_as_4244(const struct kvtd_proc *proc, const gid_t *groups, size_t n)
+{
+	struct kvt_ns_desc desc;
+	struct kvt_client_ns ns;
+	struct kvt_client *c;
+
+	if (setgroups(n, groups) || setgid(4244) || setuid(4244))
+		_exit(10);
+	c = kvtd_connect(proc, NULL);
+	kvtd_test_desc(&desc, NULL);
+	_exit(c && kvt_client_hello(c, &desc, &ns) == 0 ? 0 : 1);
+}
+
+static int child_status(pid_t pid)
+{
+	int status;
+
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+/* A member of --socket-group by a supplementary group (not its primary one)
+ * is let in, checked with SO_PEERGROUPS; a uid in no such group is not. */
+static void supplementary_members_of_the_socket_group_get_in(void **state)
+{
+	struct kvtd_proc q = { 0 };
+	struct group *g;
+	gid_t gid;
+	pid_t pid;
+
+	setgrent();
+	while ((g = getgrent()) && g->gr_gid == 0)
+		;
+	assert_non_null(g);
+	gid = g->gr_gid;
+	{
+		const char *extra[] = { "--socket-group", g->gr_name, NULL };
+
+		endgrent();
+		assert_int_equal(kvtd_start(&q, NULL, extra), 0);
+	}
+	assert_int_equal(chmod(q.dir, 0711), 0); /* the socket itself is 0660, group gid */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		hello_as_4244(&q, &gid, 1);
+	assert_int_equal(child_status(pid), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		hello_as_4244(&q, NULL, 0);
+	assert_int_equal(child_status(pid), 1);
+	assert_int_equal(kvtd_stop(&q, SIGTERM), 0);
+	kvtd_cleanup(&q);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -333,6 +395,7 @@ int main(void)
 		cmocka_unit_test(tenants_do_not_share_blocks_unless_salted_alike),
 		cmocka_unit_test(a_hello_flood_does_not_exhaust_namespaces),
 		cmocka_unit_test(a_tenant_is_held_to_its_namespace_quota),
+		cmocka_unit_test(supplementary_members_of_the_socket_group_get_in),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
