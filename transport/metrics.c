@@ -69,6 +69,7 @@ char *kvt_metrics_json(struct kvt_server *srv)
 	json_object_set_new(server, "connections_refused_uid_limit",
 			    json_integer((json_int_t)c->conns_uid_refused));
 	json_object_set_new(server, "hello_timeouts", json_integer((json_int_t)c->hello_timeouts));
+	json_object_set_new(server, "hello_delayed", json_integer((json_int_t)c->hello_delayed));
 	json_object_set_new(server, "namespaces_reclaimed", json_integer((json_int_t)c->ns_reclaimed));
 	json_object_set_new(server, "hello_refused", json_integer((json_int_t)c->hello_refused));
 	json_object_set_new(server, "bad_frames", json_integer((json_int_t)c->bad_frames));
@@ -276,6 +277,9 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 	help(&b, "kvtier_namespaces_reclaimed_total", "counter",
 	     "Namespaces detached once no block and no connection was left in them.");
 	bprintf(&b, "kvtier_namespaces_reclaimed_total %llu\n", (unsigned long long)c->ns_reclaimed);
+	help(&b, "kvtier_hello_delayed_total", "counter",
+	     "HELLOs held back because their uid failed too many recently.");
+	bprintf(&b, "kvtier_hello_delayed_total %llu\n", (unsigned long long)c->hello_delayed);
 	help(&b, "kvtier_hello_refused_total", "counter",
 	     "HELLOs refused (token, model not allowed, namespace quota).");
 	bprintf(&b, "kvtier_hello_refused_total %llu\n", (unsigned long long)c->hello_refused);

@@ -264,10 +264,11 @@ int kvt_server_metrics_port(const struct kvt_server *srv)
 static int next_deadline_ms(struct kvt_server *srv)
 {
 	uint64_t now = kvt_now_ns(), first = kvt_waits_first_deadline(srv);
+	uint64_t conn_first = kvt_conn_first_deadline(srv);
 	int http = kvt_http_expire(srv, now), ms;
 
-	if (srv->hello_head && (!first || srv->hello_head->hello_deadline_ns < first))
-		first = srv->hello_head->hello_deadline_ns;
+	if (conn_first && (!first || conn_first < first))
+		first = conn_first;
 	if (!first)
 		return http;
 	ms = first <= now ? 0 : (int)((first - now) / 1000000 + 1);
@@ -302,7 +303,7 @@ static void loop_once(struct kvt_server *srv, int timeout_ms)
 	}
 	if (srv->timed)
 		kvt_waits_expire(srv, kvt_now_ns());
-	if (srv->hello_head)
+	if (srv->hello_head || srv->delayed)
 		kvt_conn_expire_hellos(srv, kvt_now_ns());
 }
 

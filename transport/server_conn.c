@@ -15,13 +15,31 @@
 
 static void accept_resume(struct kvt_server *srv);
 
+/* Whether u's failed HELLOs are recent enough to count. */
+static bool fails_remembered(const struct kvt_uid *u, uint64_t now)
+{
+	return u->hello_fails && now < u->last_fail_ns + KVT_HELLO_FAIL_MEMORY_NS;
+}
+
 /* The entry of uid, created (with no connections) when `create`; NULL when
- * absent or out of memory. */
+ * absent or out of memory. Entries of uids gone and forgiven are dropped on
+ * the way. */
 static struct kvt_uid *uid_get(struct kvt_server *srv, uid_t uid, bool create)
 {
-	for (size_t i = 0; i < srv->n_uids; i++)
-		if (srv->uids[i].uid == uid)
-			return &srv->uids[i];
+	uint64_t now = kvt_now_ns();
+
+	for (size_t i = 0; i < srv->n_uids;) {
+		struct kvt_uid *u = &srv->uids[i];
+
+		if (!fails_remembered(u, now))
+			u->hello_fails = 0;
+		if (u->uid == uid)
+			return u;
+		if (!u->conns && !u->hello_fails)
+			*u = srv->uids[--srv->n_uids];
+		else
+			i++;
+	}
 	if (!create)
 		return NULL;
 	if (srv->n_uids == srv->cap_uids) {
@@ -37,10 +55,11 @@ static struct kvt_uid *uid_get(struct kvt_server *srv, uid_t uid, bool create)
 	return &srv->uids[srv->n_uids++];
 }
 
-/* Forget u once it holds nothing (entries move: u is invalid after). */
+/* Forget u once it holds nothing and no failure counts against it
+ * (entries move: u is invalid after). */
 static void uid_put(struct kvt_server *srv, struct kvt_uid *u)
 {
-	if (u->conns)
+	if (u->conns || fails_remembered(u, kvt_now_ns()))
 		return;
 	*u = srv->uids[--srv->n_uids];
 }
@@ -82,6 +101,59 @@ static void hello_list_add(struct kvt_conn *c)
 	c->on_hello_list = true;
 }
 
+void kvt_conn_hello_failed(struct kvt_conn *c)
+{
+	struct kvt_uid *u = uid_get(c->srv, c->uid, false);
+	uint64_t now = kvt_now_ns(), delay;
+	unsigned doublings;
+
+	if (!u)
+		return;
+	u->hello_fails++;
+	u->last_fail_ns = now;
+	if (u->hello_fails <= KVT_HELLO_FREE_FAILS)
+		return;
+	doublings = u->hello_fails - KVT_HELLO_FREE_FAILS - 1;
+	delay = doublings < 16 ? KVT_HELLO_DELAY_NS << doublings : KVT_HELLO_DELAY_MAX_NS;
+	u->hello_retry_ns = now + (delay < KVT_HELLO_DELAY_MAX_NS ? delay : KVT_HELLO_DELAY_MAX_NS);
+}
+
+static void delayed_remove(struct kvt_conn *c)
+{
+	if (!c->delayed)
+		return;
+	if (c->dprev)
+		c->dprev->dnext = c->dnext;
+	else
+		c->srv->delayed = c->dnext;
+	if (c->dnext)
+		c->dnext->dprev = c->dprev;
+	c->dprev = c->dnext = NULL;
+	c->delayed = false;
+}
+
+/* Whether c's next frame, a HELLO, must wait for its uid's delay: then c is
+ * held (not read) until it passes. */
+static bool hello_delayed(struct kvt_conn *c)
+{
+	struct kvt_uid *u = uid_get(c->srv, c->uid, false);
+	uint64_t now = kvt_now_ns();
+
+	if (!u || now >= u->hello_retry_ns)
+		return false;
+	c->srv->c.hello_delayed++;
+	/* it said HELLO in time: the wait is the daemon's, off the HELLO clock */
+	hello_list_remove(c);
+	c->delay_until_ns = u->hello_retry_ns;
+	c->delayed = true;
+	c->dprev = NULL;
+	c->dnext = c->srv->delayed;
+	if (c->dnext)
+		c->dnext->dprev = c;
+	c->srv->delayed = c;
+	return true;
+}
+
 void kvt_conn_hello_done(struct kvt_conn *c)
 {
 	hello_list_remove(c);
@@ -93,6 +165,25 @@ void kvt_conn_expire_hellos(struct kvt_server *srv, uint64_t now)
 		srv->c.hello_timeouts++;
 		kvt_conn_close(srv->hello_head, "hello_timeout");
 	}
+	for (struct kvt_conn *c = srv->delayed, *next; c; c = next) {
+		next = c->dnext;
+		if (c->delay_until_ns > now)
+			continue;
+		delayed_remove(c);
+		if (!c->tenant)
+			hello_list_add(c); /* a fresh HELLO clock from now */
+		kvt_conn_event(c, 0); /* its HELLO goes on (or waits again) */
+	}
+}
+
+uint64_t kvt_conn_first_deadline(const struct kvt_server *srv)
+{
+	uint64_t first = srv->hello_head ? srv->hello_head->hello_deadline_ns : 0;
+
+	for (const struct kvt_conn *c = srv->delayed; c; c = c->dnext)
+		if (!first || c->delay_until_ns < first)
+			first = c->delay_until_ns;
+	return first;
 }
 
 void kvt_conn_unref(struct kvt_conn *c)
@@ -116,10 +207,11 @@ static void reply_status(struct kvt_conn *c, uint16_t op, uint64_t id, int statu
 }
 
 /* Output queued past the high-water mark: the client is not reading its
- * replies, so its input waits in the socket until they drain. */
+ * replies, so its input waits in the socket until they drain. A delayed
+ * HELLO holds the input back the same way. */
 static bool conn_throttled(const struct kvt_conn *c)
 {
-	return c->out.len - c->out_off >= KVT_CONN_OUT_HIGH;
+	return c->out.len - c->out_off >= KVT_CONN_OUT_HIGH || c->delayed;
 }
 
 /* Watch for output room while replies wait, and stop reading a connection
@@ -159,6 +251,7 @@ void kvt_conn_close(struct kvt_conn *c, const char *why)
 	}
 	kvt_tickets_close(c);
 	hello_list_remove(c);
+	delayed_remove(c);
 	u = uid_get(srv, c->uid, false);
 	if (u) {
 		u->conns--;
@@ -383,6 +476,8 @@ static void conn_process(struct kvt_conn *c)
 			break;
 		}
 		if (c->in_len - off < KVT_PROTO_HDR_BYTES + (size_t)h.len)
+			break;
+		if (h.op == KVT_OP_HELLO && hello_delayed(c))
 			break;
 		t0 = kvt_now_ns();
 		frame_take_fds(c, c->in_base + off, c->in_base + off + KVT_PROTO_HDR_BYTES + h.len);

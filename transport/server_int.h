@@ -28,7 +28,14 @@
 #define KVT_CONN_MAX_TICKET_BYTES (64u << 20)
 #define KVT_CONN_MAX_WAITS 256      /* parked WAITs per connection */
 #define KVT_CONN_OUT_HIGH (4u << 20) /* stop reading a client that does not read */
-#define KVT_HELLO_MAX_FAILS 3
+#define KVT_HELLO_MAX_FAILS 3       /* failed HELLOs that close a connection */
+/* Guessing tokens across reconnects: past KVT_HELLO_FREE_FAILS failed HELLOs
+ * of a uid, each of its HELLOs waits until a delay after its last failure,
+ * 100 ms doubling up to 10 s; failures a minute old are forgotten. */
+#define KVT_HELLO_FREE_FAILS 3
+#define KVT_HELLO_DELAY_NS (100ull * 1000000)
+#define KVT_HELLO_DELAY_MAX_NS (10ull * 1000000000)
+#define KVT_HELLO_FAIL_MEMORY_NS (60ull * 1000000000)
 
 /* What handling a request did, when it did not fail with -errno. */
 enum kvt_req_result {
@@ -132,6 +139,11 @@ struct kvt_conn {
 	bool on_hello_list;
 	uint64_t hello_deadline_ns;
 	struct kvt_conn *hprev, *hnext;
+	/* a HELLO held back while its uid's delay runs: not read from until
+	 * delay_until_ns, on the server's delayed list */
+	bool delayed;
+	uint64_t delay_until_ns;
+	struct kvt_conn *dprev, *dnext;
 };
 
 /* A namespace the server handed out: charged to `tenant` (an index in
@@ -148,10 +160,14 @@ struct kvt_ns_use {
 #define KVT_NS_USE_BUCKETS 8192
 
 /* What the daemon keeps per peer uid: its open connections (capped by
- * max_conns_per_uid). Kept while it has connections. */
+ * max_conns_per_uid) and its failed HELLOs (which delay its next ones).
+ * Kept while it has connections or remembered failures. */
 struct kvt_uid {
 	uid_t uid;
 	unsigned conns;
+	unsigned hello_fails;
+	uint64_t last_fail_ns;
+	uint64_t hello_retry_ns;    /* its HELLOs wait until then */
 };
 
 #define KVT_LAT_BUCKETS 18
@@ -167,7 +183,7 @@ struct kvt_op_stats {
 struct kvt_server_counters {
 	struct kvt_op_stats op[KVT_OP_COUNT];
 	uint64_t conns_accepted, conns_refused, conns_open;
-	uint64_t conns_uid_refused, hello_timeouts, ns_reclaimed;
+	uint64_t conns_uid_refused, hello_timeouts, hello_delayed, ns_reclaimed;
 	uint64_t bad_frames, hello_refused;
 	uint64_t lookup_keys, lookup_hits;
 	uint64_t jobs_cancelled;
@@ -188,6 +204,7 @@ struct kvt_server {
 	uint64_t next_conn_id, next_ticket;
 	struct kvt_conn *conns;
 	struct kvt_conn *hello_head, *hello_tail; /* no HELLO yet, oldest first */
+	struct kvt_conn *delayed;   /* HELLOs held back by their uid's delay */
 	struct kvt_uid *uids;       /* the uids with connections */
 	size_t n_uids, cap_uids;
 	struct kvt_wait *timed;     /* parked waits with a deadline */
@@ -241,8 +258,13 @@ void kvt_conn_close(struct kvt_conn *c, const char *why);
 void kvt_conn_unref(struct kvt_conn *c);
 /* c said its first successful HELLO: it is no longer on the clock. */
 void kvt_conn_hello_done(struct kvt_conn *c);
-/* Close the connections whose HELLO timeout has passed. */
+/* Close the connections whose HELLO timeout has passed, and resume those
+ * whose delayed HELLO may go on. */
 void kvt_conn_expire_hellos(struct kvt_server *srv, uint64_t now);
+/* The first HELLO deadline or delay, 0 when none. */
+uint64_t kvt_conn_first_deadline(const struct kvt_server *srv);
+/* A HELLO on c failed for its token: count it against c's uid. */
+void kvt_conn_hello_failed(struct kvt_conn *c);
 
 /* server_ops.c */
 /* Handle one decoded request. Returns a kvt_req_result, or -errno (answer

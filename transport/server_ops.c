@@ -52,6 +52,8 @@ static int op_hello(struct kvt_conn *c, const struct kvt_req *req)
 		srv->c.hello_refused++;
 		kvt_srv_log(srv, KVT_LOG_WARN, "event=hello.refused conn=%llu pid=%d reason=%s",
 			    (unsigned long long)c->id, (int)c->pid, t ? "tenant_change" : "token");
+		if (!t)
+			kvt_conn_hello_failed(c); /* a wrong token: its uid slows down */
 		if (++c->hello_fails >= KVT_HELLO_MAX_FAILS)
 			c->closing = true;
 		return -EACCES;

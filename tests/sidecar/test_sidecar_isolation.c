@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -327,6 +328,48 @@ static void a_tenant_is_held_to_its_namespace_quota(void **state)
 	kvtd_cleanup(&q);
 }
 
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Guessing tokens across reconnects is slowed per uid: after 3 failures
+ * each HELLO of the uid waits out a delay that doubles from 0.1 s, so 8
+ * guesses take over a second (old code: milliseconds); the right token then
+ * still gets in, once the delay has passed. */
+static void token_guessing_is_slowed_per_uid(void **state)
+{
+	const char *extra[] = { "--tenant", "solo:right", NULL };
+	struct kvtd_proc q = { 0 };
+	struct kvt_ns_desc desc;
+	struct kvt_client_ns ns;
+	struct kvt_client *c;
+	double t0, took;
+	char guess[32];
+
+	assert_int_equal(kvtd_start(&q, NULL, extra), 0);
+	kvtd_test_desc(&desc, NULL);
+	t0 = now_s();
+	for (int i = 0; i < 8; i++) {
+		snprintf(guess, sizeof(guess), "guess-%d", i);
+		c = kvtd_connect(&q, guess);
+		assert_non_null(c);
+		assert_int_equal(kvt_client_hello(c, &desc, &ns), -EACCES);
+		kvt_client_close(c);
+	}
+	took = now_s() - t0;
+	if (took < 1.2)
+		fail_msg("8 wrong tokens were checked in %.3f s", took);
+	c = kvtd_connect(&q, "right");
+	assert_int_equal(kvt_client_hello(c, &desc, &ns), 0);
+	kvt_client_close(c);
+	assert_int_equal(kvtd_stop(&q, SIGTERM), 0);
+	kvtd_cleanup(&q);
+}
+
 /* In a child: become uid/gid 4244 with `groups` as supplementary groups,
  * then connect and say HELLO. Exits 0 when let in, 1 when refused. */
 static void hello_as_4244(const struct kvtd_proc *proc, const gid_t *groups, size_t n)
@@ -396,6 +439,7 @@ int main(void)
 		cmocka_unit_test(a_hello_flood_does_not_exhaust_namespaces),
 		cmocka_unit_test(a_tenant_is_held_to_its_namespace_quota),
 		cmocka_unit_test(supplementary_members_of_the_socket_group_get_in),
+		cmocka_unit_test(token_guessing_is_slowed_per_uid),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
