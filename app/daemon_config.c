@@ -2,6 +2,8 @@
 #include "app/daemon_config.h"
 
 #include <ctype.h>
+#include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -16,6 +18,7 @@
 #include <ini.h>
 
 #include "app/daemon_memory.h"
+#include "store/policy.h"
 #include "transport/proto.h"
 #include "util/size.h"
 
@@ -23,6 +26,8 @@
 #define DEFAULT_SSD "50%"
 #define DEFAULT_METRICS "127.0.0.1:9464"
 #define KVTD_CONFIG_MAX_BYTES (1 << 20)
+/* The smallest SSD tier: one segment of the smallest size (4 MiB). */
+#define KVTD_SSD_MIN (4ull << 20)
 #define KVTD_CONFIG_MAX_TEXT "1 MiB"
 
 void kvtd_usage(FILE *f)
@@ -68,7 +73,8 @@ void kvtd_usage(FILE *f)
 "                          memory, or the room left under its cgroup's memory\n"
 "                          limit (v2 memory.max, v1 memory.limit_in_bytes) when\n"
 "                          that is less. From 1 MiB to that; more is refused.\n"
-"        --ssd SIZE        SSD tier capacity; N% is of the data directory's free\n"
+"        --ssd SIZE        SSD tier capacity, 4 MiB to the data directory's free\n"
+"                          space plus what the tier holds; N% is of the free\n"
 "                          space (default " DEFAULT_SSD ", at most 64G when a\n"
 "                          percentage); 0 turns the tier off.\n"
 "        --no-huge-pages   Map the DRAM tier with normal pages only.\n"
@@ -267,6 +273,55 @@ static bool fits(const char *v, size_t cap)
 	return strlen(v) < cap;
 }
 
+/* What a setting accepts, for the message of a usage error. */
+static const char *accepted(const char *key)
+{
+	static const struct { const char *key, *what; } hints[] = {
+		{ "socket", "a path shorter than 108 bytes" },
+		{ "socket_mode", "an octal mode from 0 to 0777" },
+		{ "socket_group", "a group name" },
+		{ "allow_uid", "uids, comma-separated, at most 64" },
+		{ "allow_uids", "uids, comma-separated, at most 64" },
+		{ "data_dir", "a directory path" },
+		{ "dram", "a size (K, M, G, T: powers of 1024) or a percentage" },
+		{ "ssd", "a size (K, M, G, T: powers of 1024), a percentage, or 0 for none" },
+		{ "huge_pages", "true or false" },
+		{ "prefault", "true or false" },
+		{ "gpu", "true or false" },
+		{ "host_copy", "direct or device" },
+		{ "metrics", "HOST:PORT with an IPv4 address or localhost and a port from 0 to "
+			     "65535 (0: any free one), or off" },
+		{ "workers", "1 to 256" },
+		{ "hello_timeout", "0 (never) or 0.1 to 3600 seconds (\"ms\" or \"s\" suffix)" },
+		{ "max_conns_per_uid", "0 (no cap) to 65535" },
+		{ "max_ns_per_tenant", "0 (no cap) to 65535" },
+		{ "drain_timeout", "0.1 to 3600 seconds (\"ms\" or \"s\" suffix)" },
+		{ "log_level", "error, warn, info or debug" },
+	};
+
+	if (!strcmp(key, "policy"))
+		return kvt_policy_names();
+	for (size_t i = 0; i < sizeof(hints) / sizeof(hints[0]); i++)
+		if (!strcmp(hints[i].key, key))
+			return hints[i].what;
+	return "a valid value";
+}
+
+/* "HOST:PORT": an IPv4 address (or localhost) and a port from 0 to 65535. */
+static bool metrics_addr_ok(const char *v)
+{
+	const char *colon = strrchr(v, ':');
+	char host[64];
+	struct in_addr a;
+	unsigned long port;
+
+	if (!colon || (size_t)(colon - v) >= sizeof(host) || parse_uint(colon + 1, 10, 65535, &port))
+		return false;
+	memcpy(host, v, (size_t)(colon - v));
+	host[colon - v] = 0;
+	return !*host || !strcmp(host, "localhost") || inet_pton(AF_INET, host, &a) == 1;
+}
+
 /* One setting of [kvtierd] or of the command line; key uses '_' or '-'. */
 static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 {
@@ -310,13 +365,13 @@ static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 		return 0;
 	}
 	if (!strcmp(k, "policy"))
-		return STR(policy);
+		return kvt_policy_find(v) ? STR(policy) : -EINVAL;
 	if (!strcmp(k, "metrics")) {
 		if (!strcmp(v, "off") || !*v) {
 			cfg->metrics[0] = 0;
 			return 0;
 		}
-		return strchr(v, ':') ? STR(metrics) : -EINVAL;
+		return metrics_addr_ok(v) ? STR(metrics) : -EINVAL;
 	}
 	if (!strcmp(k, "workers")) {
 		if (parse_uint(v, 10, 256, &n) || n == 0)
@@ -359,12 +414,59 @@ static struct kvtd_tenant *tenant_named(struct kvtd_config *cfg, const char *nam
 	for (size_t i = 0; i < cfg->n_tenants; i++)
 		if (!strcmp(cfg->tenants[i].name, name))
 			return &cfg->tenants[i];
-	if (cfg->n_tenants >= KVTD_MAX_TENANTS || !*name || !fits(name, sizeof(t->name)))
+	/* the name is the default salt: it must fit whole, or two long names
+	 * alike in their first bytes would share blocks */
+	if (cfg->n_tenants >= KVTD_MAX_TENANTS || !*name || !fits(name, sizeof(t->salt)))
 		return NULL;
 	t = &cfg->tenants[cfg->n_tenants++];
 	set_str(t->name, sizeof(t->name), name);
 	set_str(t->salt, sizeof(t->salt), name);
 	return t;
+}
+
+/* Whether section is "tenant NAME" (or "tenant:NAME", NAME maybe quoted);
+ * NAME goes to name. */
+static bool tenant_section(const char *section, char *name, size_t cap)
+{
+	const char *n = section + 7;
+
+	if (strncmp(section, "tenant ", 7) && strncmp(section, "tenant:", 7))
+		return false;
+	while (*n == ' ' || *n == '"')
+		n++;
+	set_str(name, cap, n);
+	for (char *p = name + strlen(name); p > name && (p[-1] == '"' || p[-1] == ' ');)
+		*--p = 0;
+	return true;
+}
+
+/* Create the tenants of every [tenant NAME] header of the file's text, in
+ * order: libinih reports keys only, so a section without any would vanish
+ * (and a tenant without a token must be refused, not forgotten). Returns 0,
+ * or -EINVAL past KVTD_MAX_TENANTS (said on stderr). */
+static int declare_tenants(struct kvtd_config *cfg, const char *path, const char *text)
+{
+	for (const char *line = text; *line;) {
+		const char *end = strchr(line, '\n'), *close;
+		char section[128], name[64];
+
+		if (!end)
+			end = line + strlen(line);
+		while (line < end && (*line == ' ' || *line == '\t'))
+			line++;
+		close = memchr(line, ']', (size_t)(end - line));
+		if (*line == '[' && close && (size_t)(close - line - 1) < sizeof(section)) {
+			memcpy(section, line + 1, (size_t)(close - line - 1));
+			section[close - line - 1] = 0;
+			if (tenant_section(section, name, sizeof(name)) && !tenant_named(cfg, name)) {
+				fprintf(stderr, "kvtierd: %s: [%s]: at most %d tenants, names of 1 to "
+					"32 bytes\n", path, section, KVTD_MAX_TENANTS);
+				return -EINVAL;
+			}
+		}
+		line = *end ? end + 1 : end;
+	}
+	return 0;
 }
 
 struct ini_ctx {
@@ -376,25 +478,23 @@ struct ini_ctx {
 static int ini_cb(void *user, const char *section, const char *key, const char *v)
 {
 	struct ini_ctx *ctx = user;
-	struct kvtd_tenant *t;
+	struct kvtd_tenant *t = NULL;
+	char name[64];
 	int err = 0;
 
 	if (!strcmp(section, "kvtierd")) {
 		err = apply(ctx->cfg, key, v);
-	} else if (!strncmp(section, "tenant ", 7) || !strncmp(section, "tenant:", 7)) {
-		const char *name = section + 7;
-
-		while (*name == ' ' || *name == '"')
-			name++;
-		char clean[64];
-		set_str(clean, sizeof(clean), name);
-		for (char *p = clean + strlen(clean); p > clean && (p[-1] == '"' || p[-1] == ' ');)
-			*--p = 0;
-		t = tenant_named(ctx->cfg, clean);
+	} else if (tenant_section(section, name, sizeof(name))) {
+		t = tenant_named(ctx->cfg, name);
 		if (!t)
 			err = -EINVAL;
-		else if (!strcmp(key, "token"))
-			err = fits(v, sizeof(t->token)) ? (set_str(t->token, sizeof(t->token), v), 0) : -EINVAL;
+		else if (!strcmp(key, "token")) {
+			err = fits(v, sizeof(t->token)) ? 0 : -EINVAL;
+			if (!err) {
+				set_str(t->token, sizeof(t->token), v);
+				t->has_token = true;
+			}
+		}
 		else if (!strcmp(key, "salt"))
 			err = fits(v, sizeof(t->salt)) && *v ? (set_str(t->salt, sizeof(t->salt), v), 0) : -EINVAL;
 		else if (!strcmp(key, "models"))
@@ -406,11 +506,16 @@ static int ini_cb(void *user, const char *section, const char *key, const char *
 		ctx->err = -EINVAL;
 		return 0;
 	}
-	if (err) {
-		fprintf(stderr, "kvtierd: %s: [%s] %s = %s: %s\n", ctx->path, section, key, v,
-			err == -ENOENT ? "unknown key" : "invalid value");
+	if (err == -ENOENT)
+		fprintf(stderr, "kvtierd: %s: [%s] %s: unknown key\n", ctx->path, section, key);
+	else if (err && strcmp(section, "kvtierd"))
+		fprintf(stderr, "kvtierd: %s: [%s] %s = %s: invalid value%s\n", ctx->path, section,
+			key, v, t ? "" : " (at most 64 tenants, names of 1 to 32 bytes)");
+	else if (err)
+		fprintf(stderr, "kvtierd: %s: [%s] %s = %s: expected %s\n", ctx->path, section, key,
+			v, accepted(key));
+	if (err)
 		ctx->err = -EINVAL;
-	}
 	return 1;
 }
 
@@ -465,9 +570,12 @@ static int add_cli_tenant(struct kvtd_config *cfg, const char *arg, bool *first)
 		*first = false;
 	}
 	t = tenant_named(cfg, buf);
+	if (!t && cfg->n_tenants >= KVTD_MAX_TENANTS)
+		return -ENOSPC;
 	if (!t || !fits(token, sizeof(t->token)) || (salt && (!*salt || !fits(salt, sizeof(t->salt)))))
 		return -EINVAL;
 	set_str(t->token, sizeof(t->token), token);
+	t->has_token = true;
 	if (salt)
 		set_str(t->salt, sizeof(t->salt), salt);
 	return 0;
@@ -481,6 +589,11 @@ static int check_tokens(const struct kvtd_config *cfg)
 	for (size_t i = 0; i < cfg->n_tenants; i++) {
 		const struct kvtd_tenant *t = &cfg->tenants[i];
 
+		if (!t->has_token) {
+			fprintf(stderr, "kvtierd: [tenant %s] has no token line: every tenant needs "
+				"one (\"token =\" empty only for a lone tenant)\n", t->name);
+			return -EINVAL;
+		}
 		if (!t->token[0] && cfg->n_tenants > 1) {
 			fprintf(stderr, "kvtierd: tenant %s: an empty token is allowed only when it "
 				"is the only tenant\n", t->name);
@@ -575,6 +688,10 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 
 		if (read_config_file(cfg->config_path, &text))
 			return -EINVAL;
+		if (declare_tenants(cfg, cfg->config_path, text)) {
+			free(text);
+			return -EINVAL;
+		}
 		line = ini_parse_string(text, ini_cb, &ctx);
 		free(text);
 		if (line < 0) {
@@ -619,10 +736,16 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 		case 10: key = "host_copy"; break;
 		case 11: cfg->gpu = false; continue;
 		case 't':
-			if (add_cli_tenant(cfg, optarg, &first_tenant)) {
-				fprintf(stderr, "kvtierd: --tenant %s: expected NAME:TOKEN[:SALT]\n", optarg);
+			err = add_cli_tenant(cfg, optarg, &first_tenant);
+			if (err == -ENOSPC)
+				fprintf(stderr, "kvtierd: --tenant %s: at most %d tenants\n", optarg,
+					KVTD_MAX_TENANTS);
+			else if (err)
+				fprintf(stderr, "kvtierd: --tenant %s: expected NAME:TOKEN[:SALT] (a name "
+					"of 1 to 32 bytes; a token of at most 256, a salt of 1 to %d)\n",
+					optarg, KVT_SALT_MAX);
+			if (err)
 				return -EINVAL;
-			}
 			continue;
 		default:
 			fprintf(stderr, "Try 'kvtierd --help'.\n");
@@ -630,7 +753,13 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 		}
 		err = apply(cfg, key, optarg);
 		if (err) {
-			fprintf(stderr, "kvtierd: invalid value '%s' for %s\n", optarg, key);
+			const char *opt = NULL;
+
+			for (const struct option *o = long_opts; o->name && !opt; o++)
+				if (o->val == c)
+					opt = o->name;
+			fprintf(stderr, "kvtierd: --%s %s: expected %s\n", opt ? opt : key, optarg,
+				accepted(key));
 			return -EINVAL;
 		}
 	}
@@ -641,9 +770,33 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 	if (cfg->n_tenants == 0) {
 		struct kvtd_tenant *t = tenant_named(cfg, "default");
 		t->token[0] = 0;
+		t->has_token = true; /* the lone tenant, open by design */
 	}
 	/* a printed config shows no tokens, so only a daemon about to serve checks them */
 	return cfg->print_config ? 0 : check_tokens(cfg);
+}
+
+/* Bytes the SSD tier's segment files under data_dir take on disk now. */
+static uint64_t ssd_tier_bytes(const char *data_dir)
+{
+	char path[4200];
+	struct dirent *e;
+	uint64_t sum = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/ssd", data_dir);
+	d = opendir(path);
+	while (d && (e = readdir(d))) {
+		struct stat st;
+
+		if (strncmp(e->d_name, "seg-", 4) ||
+		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
+			continue;
+		sum += (uint64_t)st.st_blocks * 512;
+	}
+	if (d)
+		closedir(d);
+	return sum;
 }
 
 /* mkdir -p */
@@ -691,18 +844,35 @@ int kvtd_config_resolve(struct kvtd_config *cfg)
 	}
 	cfg->ssd_bytes = 0;
 	if (strcmp(cfg->ssd_spec, "0")) {
+		uint64_t free_bytes, held, room;
+		char a[32], b[32], c[32];
+
 		err = make_dirs(cfg->data_dir, 0750);
 		if (err) {
 			fprintf(stderr, "kvtierd: data dir %s: %s\n", cfg->data_dir, strerror(-err));
 			return err;
 		}
 		if (statvfs(cfg->data_dir, &vfs)) {
-			fprintf(stderr, "kvtierd: data dir %s: %s\n", cfg->data_dir, strerror(errno));
-			return -errno;
+			err = -errno;
+			fprintf(stderr, "kvtierd: data dir %s: %s\n", cfg->data_dir, strerror(-err));
+			return err;
 		}
-		kvt_parse_size(cfg->ssd_spec, (uint64_t)vfs.f_bavail * vfs.f_frsize, &cfg->ssd_bytes);
+		free_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+		/* what the tier's segments hold is theirs again on a restart */
+		held = ssd_tier_bytes(cfg->data_dir);
+		room = free_bytes + held;
+		kvt_parse_size(cfg->ssd_spec, free_bytes, &cfg->ssd_bytes);
 		if (strchr(cfg->ssd_spec, '%') && cfg->ssd_bytes > (64ull << 30))
 			cfg->ssd_bytes = 64ull << 30;
+		if (cfg->ssd_bytes && (cfg->ssd_bytes < KVTD_SSD_MIN || cfg->ssd_bytes > room)) {
+			fprintf(stderr, "kvtierd: --ssd %s: the SSD tier takes %s to %s (the free "
+				"space of %s, %s, plus the %s its segments hold), or 0 for none\n",
+				cfg->ssd_spec, kvt_fmt_bytes(KVTD_SSD_MIN, a, sizeof(a)),
+				kvt_fmt_bytes(room, b, sizeof(b)), cfg->data_dir,
+				kvt_fmt_bytes(free_bytes, c, sizeof(c)), kvt_fmt_bytes(held, avail,
+											sizeof(avail)));
+			return -EINVAL;
+		}
 	}
 	set_str(dir, sizeof(dir), cfg->socket_path);
 	slash = strrchr(dir, '/');

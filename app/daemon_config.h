@@ -19,6 +19,7 @@ struct kvtd_tenant {
 	char token[257];              /* KVT_PROTO_MAX_TOKEN + 1 */
 	char salt[KVT_SALT_MAX + 1];
 	char models[512];
+	bool has_token;               /* a token was given (possibly empty) */
 };
 
 struct kvtd_config {

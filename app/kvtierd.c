@@ -134,6 +134,17 @@ static void stop_signal_thread(pthread_t thread)
 	pthread_join(thread, NULL);
 }
 
+/* Whether the metrics endpoint listens beyond loopback ("" is off). */
+static bool metrics_exposed(const char *addr)
+{
+	const char *colon = strrchr(addr, ':');
+	size_t host = colon ? (size_t)(colon - addr) : 0;
+
+	if (!*addr || host == 0)
+		return false;
+	return strncmp(addr, "127.", 4) && !(host == 9 && !strncmp(addr, "localhost", 9));
+}
+
 /* The GPU, when one is there and wanted: opened with the cuda backend and the
  * DRAM tier registered with it (pinned, mapped for the gather/scatter
  * kernels). NULL otherwise, with the reason in why. */
@@ -211,7 +222,8 @@ static void print_summary(const struct kvtd_config *cfg, const struct kvt_server
 		printf(" %s%s", cfg->tenants[i].name, cfg->tenants[i].token[0] ? "" : " (no token)");
 	printf("\n  metrics   ");
 	if (cfg->metrics[0])
-		printf("http://%s/metrics\n", cfg->metrics);
+		printf("http://%s/metrics%s\n", cfg->metrics, metrics_exposed(cfg->metrics) ?
+		       " (beyond loopback: readable without credentials)" : "");
 	else
 		printf("off\n");
 	printf("  workers   %u copy threads\n", cfg->workers);
@@ -252,6 +264,11 @@ int main(int argc, char **argv)
 		status = err == -EINVAL ? 2 : 1;
 		goto out_signals;
 	}
+
+	if (metrics_exposed(cfg.metrics))
+		kvtd_log(KVT_LOG_WARN, "event=metrics.exposed addr=%s reason=\"/metrics and /stats "
+			 "need no credentials: whoever reaches this address reads the counters\"",
+			 cfg.metrics);
 
 	kvt_store_opts_init(&sopts, sizeof(sopts));
 	sopts.dram_bytes = cfg.dram_bytes;

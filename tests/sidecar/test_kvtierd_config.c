@@ -314,6 +314,73 @@ static void dram_is_sized_from_the_cgroup_limit(void **state)
 	}
 }
 
+/* A usage error exits 2 with a message naming the option (or the file's
+ * section) and what it accepts, before anything is served. */
+static void usage_errors_name_the_option_and_what_it_takes(void **state)
+{
+	static const struct { const char *args, *names, *accepts; } cases[] = {
+		{ "--policy nope", "--policy", "tail-lru" },
+		{ "--ssd 1K", "--ssd", "4 MiB" },
+		{ "--ssd 100T", "--ssd", "free" },
+		{ "--metrics 127.0.0.1:99999", "--metrics", "65535" },
+		{ "--metrics nohost:80", "--metrics", "65535" },
+		{ "--dram 0", "--dram", "1 MiB" },
+		{ "--workers 0", "--workers", "256" },
+		{ "--log-level loud", "--log-level", "debug" },
+	};
+	char args[6000], ini[512], *out;
+	int n;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(args, sizeof(args), "%s --socket %s/u.sock --data-dir %s/data --no-prefault "
+			 "--no-gpu --metrics off", cases[i].args, dir, dir);
+		if (strstr(cases[i].args, "--metrics"))
+			snprintf(args, sizeof(args), "--socket %s/u.sock --data-dir %s/data "
+				 "--no-prefault --no-gpu --ssd 0 %s", dir, dir, cases[i].args);
+		if (run_limit(args, 10, &out) != 2)
+			fail_msg("%s: not a usage error:\n%s", cases[i].args, out);
+		if (!strstr(out, cases[i].names) || !strstr(out, cases[i].accepts))
+			fail_msg("%s: the message does not name %s and \"%s\":\n%s", cases[i].args,
+				 cases[i].names, cases[i].accepts, out);
+		free(out);
+	}
+	/* the 65th tenant is told the limit */
+	n = 0;
+	for (int i = 0; i < 65; i++)
+		n += snprintf(args + n, sizeof(args) - (size_t)n, "--tenant t%d:tok%d ", i, i);
+	snprintf(args + n, sizeof(args) - (size_t)n, "--print-config");
+	assert_int_equal(run(args, &out), 2);
+	if (!strstr(out, "--tenant") || !strstr(out, "64"))
+		fail_msg("65 tenants: the message does not give the limit:\n%s", out);
+	free(out);
+	/* a [tenant] section without a token line is an error, not dropped */
+	snprintf(ini, sizeof(ini), "%s/notoken.ini", dir);
+	write_file(ini, "[tenant alice]\ntoken = ta\n\n[tenant bob]\n\n[tenant carol]\nsalt = c\n");
+	snprintf(args, sizeof(args), "--config %s --socket %s/u.sock --dram 16M --ssd 0 "
+		 "--metrics off --no-prefault --no-gpu", ini, dir);
+	assert_int_equal(run_limit(args, 10, &out), 2);
+	if (!strstr(out, "bob") || !strstr(out, "token"))
+		fail_msg("a tenant without a token was not named:\n%s", out);
+	free(out);
+}
+
+/* --metrics beyond loopback is allowed, with a warning: it needs no
+ * credentials. */
+static void metrics_beyond_loopback_warn(void **state)
+{
+	const char *extra[] = { "--metrics", "0.0.0.0:0", NULL };
+	struct kvtd_proc d = { 0 };
+	char *out;
+
+	assert_int_equal(kvtd_start(&d, NULL, extra), 0);
+	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
+	out = read_log(&d);
+	if (!strstr(out, "level=warn event=metrics.exposed"))
+		fail_msg("no warning for metrics on 0.0.0.0:\n%s", out);
+	free(out);
+	kvtd_cleanup(&d);
+}
+
 /* A token names its tenant at HELLO: two tenants with one token, or an empty
  * token beside other tenants, are refused before the daemon serves. */
 static void ambiguous_tokens_are_refused(void **state)
@@ -437,6 +504,8 @@ int main(void)
 		cmocka_unit_test(bad_input_is_a_usage_error),
 		cmocka_unit_test(config_must_be_a_small_regular_file),
 		cmocka_unit_test(dram_is_sized_from_the_cgroup_limit),
+		cmocka_unit_test(usage_errors_name_the_option_and_what_it_takes),
+		cmocka_unit_test(metrics_beyond_loopback_warn),
 		cmocka_unit_test(ambiguous_tokens_are_refused),
 		cmocka_unit_test(only_a_stale_socket_is_replaced),
 		cmocka_unit_test(a_live_socket_is_not_taken_over),
