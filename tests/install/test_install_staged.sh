@@ -152,6 +152,26 @@ wait "$DPID" || rc=$?
 DPID=
 [ "$rc" = 0 ] || { cat "$W/kvtierd.log"; fail "kvtierd exited $rc after SIGTERM"; }
 
+step "socket activation by systemd's own tool (systemd-socket-activate)"
+# it listens, and execs the staged kvtierd with the socket on the first
+# connection, as a socket unit does
+systemd-socket-activate -l "$W/activated.sock" --fdname=sidecar "$P/bin/kvtierd" \
+	--config "$P/etc/kvtier/kvtierd.ini" --socket "$W/own.sock" --data-dir "$W/data" \
+	--dram 64M --ssd 0 --metrics off >"$W/activated.log" 2>&1 &
+DPID=$!
+for _ in $(seq 200); do
+	[ -S "$W/activated.sock" ] && break
+	sleep 0.05
+done
+"$P/bin/kvtier" stats --socket "$W/activated.sock" >/dev/null ||
+	{ cat "$W/activated.log"; fail "kvtierd does not serve the socket systemd-socket-activate passed"; }
+[ ! -e "$W/own.sock" ] || fail "kvtierd bound --socket although a socket was passed"
+kill -TERM "$DPID"
+rc=0
+wait "$DPID" || rc=$?
+DPID=
+[ "$rc" = 0 ] || { cat "$W/activated.log"; fail "socket-activated kvtierd exited $rc"; }
+
 step "DESTDIR install for the prefix /usr"
 D=$W/destdir
 DESTDIR=$D cmake --install "$KVT_BUILD_DIR" --prefix /usr >/dev/null
