@@ -17,8 +17,7 @@
 # Environment: as test_install_staged.sh.
 set -euo pipefail
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-step() { echo "--- $*"; }
+. "$(dirname "$0")/daemon.sh"
 
 [ "$(id -u)" = 0 ] || fail "installs a package with dpkg: run as root (or configure with -DKVT_TEST_DPKG=OFF)"
 exec 9>/tmp/kvtier-test-dpkg.lock
@@ -111,11 +110,7 @@ S=$W/run/kvtierd.sock
 setpriv --reuid kvtier --regid kvtier --init-groups -- /usr/bin/kvtierd --config /etc/kvtier/kvtierd.ini --socket "$S" \
 	--data-dir "$W/data" --dram 64M --ssd 32M --metrics off >"$W/kvtierd.log" 2>&1 &
 DPID=$!
-for _ in $(seq 200); do
-	/usr/bin/kvtier stats --socket "$S" >/dev/null 2>&1 && break
-	kill -0 "$DPID" 2>/dev/null || { cat "$W/kvtierd.log"; fail "kvtierd exited"; }
-	sleep 0.05
-done
+kvtd_wait_answering /usr/bin/kvtier "$S" "$W/kvtierd.log"
 # shellcheck disable=SC2046
 "$KVT_CC" -std=c11 -Wall -Werror -o "$W/engine" /usr/share/doc/kvtier/examples/engine.c \
 	$(env -u PKG_CONFIG_PATH pkg-config --cflags --libs kvtier-client)
@@ -134,11 +129,7 @@ import kvtier
 print([l.split()[-1] for l in open("/proc/self/maps") if "libkvtier-client" in l][0])')
 [ "$lib" = "/usr/lib/libkvtier-client.so.$KVT_VERSION" ] || fail "the binding loaded $lib"
 
-kill -TERM "$DPID"
-rc=0
-wait "$DPID" || rc=$?
-DPID=
-[ "$rc" = 0 ] || { cat "$W/kvtierd.log"; fail "kvtierd exited $rc after SIGTERM"; }
+kvtd_stop "$W/kvtierd.log"
 
 step "dpkg -r, then dpkg --purge"
 dpkg_retry -r kvtier >/dev/null || fail "dpkg -r"

@@ -16,8 +16,7 @@
 set -euo pipefail
 KVT_SAN_FLAGS=${KVT_SAN_FLAGS:-}
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-step() { echo "--- $*"; }
+. "$(dirname "$0")/daemon.sh"
 
 mkdir -p "$KVT_TEST_TMPDIR"
 W=$(mktemp -d "$KVT_TEST_TMPDIR/staged.XXXXXX")
@@ -98,12 +97,7 @@ S=$W/kvtierd.sock
 "$P/bin/kvtierd" --config "$P/etc/kvtier/kvtierd.ini" --socket "$S" --data-dir "$W/data" \
 	--dram 64M --ssd 32M --metrics off >"$W/kvtierd.log" 2>&1 &
 DPID=$!
-for _ in $(seq 200); do
-	"$P/bin/kvtier" stats --socket "$S" >/dev/null 2>&1 && break
-	kill -0 "$DPID" 2>/dev/null || { cat "$W/kvtierd.log"; fail "kvtierd exited"; }
-	sleep 0.05
-done
-"$P/bin/kvtier" stats --socket "$S" >/dev/null || { cat "$W/kvtierd.log"; fail "kvtierd does not answer"; }
+kvtd_wait_answering "$P/bin/kvtier" "$S" "$W/kvtierd.log"
 LD_LIBRARY_PATH=$P/lib "$W/engine" --socket "$S" --sequences 4 --blocks 8 ||
 	fail "the C example engine against the staged kvtierd"
 
@@ -146,11 +140,7 @@ print(kvtier.__file__, lib, importlib.metadata.version("kvtier"))')
 fi
 
 step "SIGTERM"
-kill -TERM "$DPID"
-rc=0
-wait "$DPID" || rc=$?
-DPID=
-[ "$rc" = 0 ] || { cat "$W/kvtierd.log"; fail "kvtierd exited $rc after SIGTERM"; }
+kvtd_stop "$W/kvtierd.log"
 
 step "socket activation by systemd's own tool (systemd-socket-activate)"
 # it listens, and execs the staged kvtierd with the socket on the first
@@ -166,11 +156,7 @@ done
 "$P/bin/kvtier" stats --socket "$W/activated.sock" >/dev/null ||
 	{ cat "$W/activated.log"; fail "kvtierd does not serve the socket systemd-socket-activate passed"; }
 [ ! -e "$W/own.sock" ] || fail "kvtierd bound --socket although a socket was passed"
-kill -TERM "$DPID"
-rc=0
-wait "$DPID" || rc=$?
-DPID=
-[ "$rc" = 0 ] || { cat "$W/activated.log"; fail "socket-activated kvtierd exited $rc"; }
+kvtd_stop "$W/activated.log"
 
 step "DESTDIR install for the prefix /usr"
 D=$W/destdir

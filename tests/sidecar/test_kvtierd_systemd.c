@@ -50,6 +50,35 @@ static int bound_socket(int type, const char *path)
 	return fd;
 }
 
+/* What the test holds as the service manager: a temp dir, the listening
+ * socket dir/activated.sock, and the notification socket dir/notify.sock. */
+struct manager {
+	char *dir;
+	int listener, notify;
+	char notify_path[512];
+};
+
+static void manager_open(struct manager *m)
+{
+	char path[512];
+
+	m->dir = kvt_test_mkdtemp("kvtierd-sd");
+	assert_non_null(m->dir);
+	snprintf(path, sizeof(path), "%s/activated.sock", m->dir);
+	snprintf(m->notify_path, sizeof(m->notify_path), "%s/notify.sock", m->dir);
+	m->listener = bound_socket(SOCK_STREAM, path);
+	assert_int_equal(listen(m->listener, 16), 0);
+	m->notify = bound_socket(SOCK_DGRAM, m->notify_path);
+}
+
+static void manager_close(struct manager *m)
+{
+	close(m->notify);
+	close(m->listener);
+	kvt_test_rmdir(m->dir);
+	free(m->dir);
+}
+
 /* Start kvtierd with `passed` as fd 3 and LISTEN_PID = listen_pid, or the
  * child's own pid when listen_pid is 0. */
 static pid_t start(const char *dir, int passed, pid_t listen_pid, const char *notify)
@@ -190,45 +219,40 @@ static void save_load_every_byte(struct kvt_client *c)
 
 static void activated_socket_is_served_and_outlives_restarts(void **state)
 {
-	char *dir = kvt_test_mkdtemp("kvtierd-sd");
-	char path[512], notify_path[512], abstract[64];
+	struct manager m;
 	struct kvt_client *c, *waiting;
+	char abstract[64];
 	const char *msg;
-	int listener, notify, notify2;
+	int notify2;
 	pid_t pid;
 
 	(void)state;
-	snprintf(path, sizeof(path), "%s/activated.sock", dir);
-	snprintf(notify_path, sizeof(notify_path), "%s/notify.sock", dir);
-	listener = bound_socket(SOCK_STREAM, path);
-	assert_int_equal(listen(listener, 16), 0);
-	notify = bound_socket(SOCK_DGRAM, notify_path);
-
-	pid = start(dir, listener, 0, notify_path);
-	msg = notification(notify, 30000);
+	manager_open(&m);
+	pid = start(m.dir, m.listener, 0, m.notify_path);
+	msg = notification(m.notify, 30000);
 	if (!strstr(msg, "READY=1")) {
-		print_log(dir);
+		print_log(m.dir);
 		fail_msg("no READY=1 from kvtierd (got \"%s\")", msg);
 	}
-	assert_false(exists(dir, "own.sock", S_IFSOCK)); /* --socket was not bound */
-	c = connect_to(dir, "activated.sock");
+	assert_false(exists(m.dir, "own.sock", S_IFSOCK)); /* --socket was not bound */
+	c = connect_to(m.dir, "activated.sock");
 	save_load_every_byte(c);
 	kvt_client_close(c);
 
 	kill(pid, SIGTERM);
-	assert_non_null(strstr(notification(notify, 30000), "STOPPING=1"));
+	assert_non_null(strstr(notification(m.notify, 30000), "STOPPING=1"));
 	assert_int_equal(wait_exit(pid), 0);
-	assert_true(exists(dir, "activated.sock", S_IFSOCK)); /* the manager's, left in place */
+	assert_true(exists(m.dir, "activated.sock", S_IFSOCK)); /* the manager's, left in place */
 
 	/* while no daemon runs the socket still takes connections; the next
 	 * daemon on the same socket serves them (and notifies an abstract socket) */
-	waiting = connect_to(dir, "activated.sock");
+	waiting = connect_to(m.dir, "activated.sock");
 	snprintf(abstract, sizeof(abstract), "@kvtier-test-notify-%d", (int)getpid());
 	notify2 = bound_socket(SOCK_DGRAM, abstract);
-	pid = start(dir, listener, 0, abstract);
+	pid = start(m.dir, m.listener, 0, abstract);
 	msg = notification(notify2, 30000);
 	if (!strstr(msg, "READY=1")) {
-		print_log(dir);
+		print_log(m.dir);
 		fail_msg("no READY=1 on %s (got \"%s\")", abstract, msg);
 	}
 	assert_int_equal(kvt_client_ping(waiting, "queued", 6), 0);
@@ -236,66 +260,49 @@ static void activated_socket_is_served_and_outlives_restarts(void **state)
 	kill(pid, SIGTERM);
 	assert_non_null(strstr(notification(notify2, 30000), "STOPPING=1"));
 	assert_int_equal(wait_exit(pid), 0);
-
 	close(notify2);
-	close(notify);
-	close(listener);
-	kvt_test_rmdir(dir);
-	free(dir);
+	manager_close(&m);
 }
 
 static void fds_for_another_process_are_ignored(void **state)
 {
-	char *dir = kvt_test_mkdtemp("kvtierd-sd");
-	char path[512], notify_path[512];
+	struct manager m;
 	struct kvt_client *c;
-	int listener, notify;
 	pid_t pid;
 
 	(void)state;
-	snprintf(path, sizeof(path), "%s/activated.sock", dir);
-	snprintf(notify_path, sizeof(notify_path), "%s/notify.sock", dir);
-	listener = bound_socket(SOCK_STREAM, path);
-	assert_int_equal(listen(listener, 16), 0);
-	notify = bound_socket(SOCK_DGRAM, notify_path);
-
+	manager_open(&m);
 	/* LISTEN_PID names the test, as if a parent had not cleared it */
-	pid = start(dir, listener, getpid(), notify_path);
-	assert_non_null(strstr(notification(notify, 30000), "READY=1"));
-	assert_true(exists(dir, "own.sock", S_IFSOCK));
-	c = connect_to(dir, "own.sock");
+	pid = start(m.dir, m.listener, getpid(), m.notify_path);
+	assert_non_null(strstr(notification(m.notify, 30000), "READY=1"));
+	assert_true(exists(m.dir, "own.sock", S_IFSOCK));
+	c = connect_to(m.dir, "own.sock");
 	assert_int_equal(kvt_client_ping(c, "own", 3), 0);
 	kvt_client_close(c);
 	kill(pid, SIGTERM);
 	assert_int_equal(wait_exit(pid), 0);
-	assert_false(exists(dir, "own.sock", S_IFSOCK)); /* its own socket it removes */
-
-	close(notify);
-	close(listener);
-	kvt_test_rmdir(dir);
-	free(dir);
+	assert_false(exists(m.dir, "own.sock", S_IFSOCK)); /* its own socket it removes */
+	manager_close(&m);
 }
 
 static void a_passed_fd_that_is_not_a_listening_socket_is_refused(void **state)
 {
-	char *dir = kvt_test_mkdtemp("kvtierd-sd");
-	char notify_path[512], log[512], text[8192];
-	int notify, unlistened;
+	struct manager m;
+	char log[512], text[8192];
+	int unlistened;
 	FILE *f;
 	size_t n;
 	pid_t pid;
 
 	(void)state;
-	snprintf(notify_path, sizeof(notify_path), "%s/notify.sock", dir);
-	notify = bound_socket(SOCK_DGRAM, notify_path);
+	manager_open(&m);
 	unlistened = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	assert_true(unlistened >= 0);
-
-	pid = start(dir, unlistened, 0, notify_path);
+	pid = start(m.dir, unlistened, 0, m.notify_path);
 	assert_int_equal(wait_exit(pid), 1);
-	assert_string_equal(notification(notify, 0), ""); /* never READY */
-	assert_false(exists(dir, "own.sock", S_IFSOCK));
-	snprintf(log, sizeof(log), "%s/kvtierd.log", dir);
+	assert_string_equal(notification(m.notify, 0), ""); /* never READY */
+	assert_false(exists(m.dir, "own.sock", S_IFSOCK));
+	snprintf(log, sizeof(log), "%s/kvtierd.log", m.dir);
 	f = fopen(log, "r");
 	assert_non_null(f);
 	n = fread(text, 1, sizeof(text) - 1, f);
@@ -303,11 +310,8 @@ static void a_passed_fd_that_is_not_a_listening_socket_is_refused(void **state)
 	fclose(f);
 	if (!strstr(text, "not a listening Unix stream socket"))
 		fail_msg("kvtierd's message does not say why: %s", text);
-
 	close(unlistened);
-	close(notify);
-	kvt_test_rmdir(dir);
-	free(dir);
+	manager_close(&m);
 }
 
 int main(void)
