@@ -2,7 +2,7 @@
 # the background as $DPID, waited for and stopped.
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
-step() { echo "--- $*"; }
+step() { echo "--- $* (${SECONDS}s)"; }
 
 # Wait until the kvtierd of $DPID answers `CLI stats` on SOCKET; its output
 # is in LOG.
