@@ -110,7 +110,7 @@ int kvtd_sd_listen_fd(char *path, size_t path_len)
 		err = -EINVAL;
 		goto out;
 	}
-	/* the sockets we do not serve are systemd's to keep, not ours */
+	/* our copies of the sockets we do not serve (systemd keeps its own) */
 	for (long i = 0; i < n; i++)
 		if (i != pick)
 			close((int)(SD_LISTEN_FDS_START + i));
@@ -125,8 +125,10 @@ int kvtd_sd_listen_fd(char *path, size_t path_len)
 	flags = fcntl(err, F_GETFD);
 	if (flags < 0 || fcntl(err, F_SETFD, flags | FD_CLOEXEC) ||
 	    (flags = fcntl(err, F_GETFL)) < 0 || fcntl(err, F_SETFL, flags | O_NONBLOCK)) {
-		fprintf(stderr, "kvtierd: fd %d from systemd: %s\n", err, strerror(errno));
-		err = -errno;
+		int e = errno;
+
+		fprintf(stderr, "kvtierd: fd %d from systemd: %s\n", err, strerror(e));
+		err = -e;
 	}
 out:
 	unsetenv("LISTEN_PID");

@@ -221,8 +221,11 @@ int main(int argc, char **argv)
 	kvtd_log_set_level(cfg.log_level);
 	/* socket activation: serve the socket systemd holds, named by its path */
 	listen_fd = kvtd_sd_listen_fd(sd_path, sizeof(sd_path));
-	if (listen_fd < 0)
+	if (listen_fd < 0) {
+		kvtd_log(KVT_LOG_ERROR, "event=exit status=1 err=\"%s\" reason=\"bad socket from "
+			 "systemd\"", kvt_strerror(listen_fd));
 		return 1;
+	}
 	if (listen_fd > 0 && sd_path[0])
 		snprintf(cfg.socket_path, sizeof(cfg.socket_path), "%s", sd_path);
 	if (install_signals(&sig_thread))

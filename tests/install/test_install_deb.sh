@@ -15,6 +15,8 @@
 # at a time per machine (a lock under /tmp).
 #
 # Environment: as test_install_staged.sh.
+# pipefail: a producer killed by SIGPIPE fails its pipeline, so no grep -q
+# ends one early
 set -euo pipefail
 
 . "$(dirname "$0")/daemon.sh"
@@ -22,7 +24,7 @@ set -euo pipefail
 [ "$(id -u)" = 0 ] || fail "installs a package with dpkg: run as root (or configure with -DKVT_TEST_DPKG=OFF)"
 exec 9>/tmp/kvtier-test-dpkg.lock
 flock -w 900 9 || fail "another package test holds /tmp/kvtier-test-dpkg.lock"
-if dpkg-query -W -f='${Status}' kvtier 2>/dev/null | grep -q 'installed\|config-files'; then
+if dpkg-query -W -f='${Status}' kvtier 2>/dev/null | grep 'installed\|config-files' >/dev/null; then
 	fail "a kvtier package is already on this machine; the test will not replace it (dpkg --purge kvtier)"
 fi
 [ ! -e /etc/kvtier/kvtierd.ini ] || fail "/etc/kvtier/kvtierd.ini exists and no package owns it; the test will not replace it"
@@ -38,7 +40,7 @@ cleanup() {
 		kill -KILL "$DPID"
 		wait "$DPID" 2>/dev/null
 	fi
-	if dpkg-query -W -f='${Status}' kvtier 2>/dev/null | grep -q 'installed\|config-files\|half'; then
+	if dpkg-query -W -f='${Status}' kvtier 2>/dev/null | grep 'installed\|config-files\|half' >/dev/null; then
 		dpkg_retry --purge kvtier >/dev/null
 	fi
 	[ "$had_user" = yes ] || ! getent passwd kvtier >/dev/null || userdel kvtier
@@ -56,7 +58,7 @@ dpkg_retry() {
 			echo "$out"
 			return 0
 		fi
-		echo "$out" | grep -qi 'lock' || { echo "$out" >&2; return 1; }
+		echo "$out" | grep -i 'lock' >/dev/null || { echo "$out" >&2; return 1; }
 		sleep 1
 	done
 	echo "$out" >&2
@@ -73,7 +75,7 @@ DEB=$W/pkg/kvtier_${KVT_VERSION}-1_amd64.deb
 depends=$(dpkg-deb -f "$DEB" Depends)
 echo "Depends: $depends"
 for d in adduser libc6 liburing2 libssl3 libinih1; do
-	echo "$depends" | grep -q "\b$d\b" || fail "Depends lacks $d (from dpkg-shlibdeps)"
+	echo "$depends" | grep "\b$d\b" >/dev/null || fail "Depends lacks $d (from dpkg-shlibdeps)"
 done
 dpkg-deb -c "$DEB" | awk '{print $6}' >"$W/contents"
 for f in ./usr/bin/kvtierd ./usr/bin/kvtier ./usr/bin/kvtier-bench ./usr/lib/libkvtier-client.so.0 \
@@ -83,7 +85,7 @@ for f in ./usr/bin/kvtierd ./usr/bin/kvtier ./usr/bin/kvtier-bench ./usr/lib/lib
 	grep -qx "$f" "$W/contents" || fail "the package lacks ${f#.}"
 done
 ! grep -q '^\./usr/local\|^\./usr/etc' "$W/contents" || fail "files outside the FHS places"
-dpkg-deb --ctrl-tarfile "$DEB" | tar -xO ./conffiles | grep -qx /etc/kvtier/kvtierd.ini ||
+dpkg-deb --ctrl-tarfile "$DEB" | tar -xO ./conffiles | grep -x /etc/kvtier/kvtierd.ini >/dev/null ||
 	fail "kvtierd.ini is not a conffile"
 
 step "dpkg -i"

@@ -13,6 +13,8 @@
 # build's -fsanitize flags, for programs linked against it), KVT_PYTHON (the
 # suite's interpreter), KVT_PY_PRELOAD (the sanitizer runtime Python must
 # preload, or "none"; "skip" where it cannot be loaded at all).
+# pipefail: a producer killed by SIGPIPE fails its pipeline, so no grep -q
+# ends one early
 set -euo pipefail
 KVT_SAN_FLAGS=${KVT_SAN_FLAGS:-}
 
@@ -55,7 +57,7 @@ exported=$(sed -n '/global:/,/local:/p' "$KVT_SOURCE_DIR/transport/client.map" |
 	sed -n 's/^[[:space:]]*\([A-Za-z0-9_*]*\);.*/\1/p' | sed 's/\*/.*/g' | paste -sd'|')
 [ -n "$exported" ] || fail "no global symbols read from client.map"
 syms=$(nm -D --defined-only "$P/lib/libkvtier-client.so" | awk '$2 ~ /^[TDBRVW]$/ {print $3}')
-echo "$syms" | grep -qx kvt_client_connect || fail "kvt_client_connect is not exported"
+echo "$syms" | grep -x kvt_client_connect >/dev/null || fail "kvt_client_connect is not exported"
 stray=$(echo "$syms" | grep -Evx "$exported|_init|_fini" || true)
 [ -z "$stray" ] || fail "exported beyond client.map: $(echo $stray)"
 echo "$(echo "$syms" | wc -l) symbols exported, all of client.map"
@@ -66,8 +68,8 @@ for m in man8/kvtierd.8 man1/kvtier.1 man1/kvtier-bench.1; do
 	[ -z "$warn" ] || fail "$m: $warn"
 	lexgrog "$P/share/man/$m.gz" >/dev/null || fail "$m: no NAME line that man-db can read"
 done
-zcat "$P/share/man/man8/kvtierd.8.gz" | grep -qF -- '\-\-socket PATH' || fail "kvtierd(8) lacks the options"
-zcat "$P/share/man/man1/kvtier.1.gz" | grep -q '^\.SH "KVTIER CALC"' || fail "kvtier(1) lacks kvtier calc"
+zcat "$P/share/man/man8/kvtierd.8.gz" | grep -F -- '\-\-socket PATH' >/dev/null || fail "kvtierd(8) lacks the options"
+zcat "$P/share/man/man1/kvtier.1.gz" | grep '^\.SH "KVTIER CALC"' >/dev/null || fail "kvtier(1) lacks kvtier calc"
 
 step "example config, systemd units"
 "$P/bin/kvtierd" --config "$P/etc/kvtier/kvtierd.ini" --print-config >/dev/null ||
@@ -87,7 +89,7 @@ export PKG_CONFIG_PATH=$P/lib/pkgconfig
 # shellcheck disable=SC2046,SC2086
 "$KVT_CC" -std=c11 -Wall -Werror $KVT_SAN_FLAGS -o "$W/store_embed" \
 	"$KVT_SOURCE_DIR/tests/install/store_embed.c" $(pkg-config --static --cflags --libs kvtier)
-LD_LIBRARY_PATH=$P/lib ldd "$W/engine" | grep -q "libkvtier-client.so.0 => $P/lib/" ||
+LD_LIBRARY_PATH=$P/lib ldd "$W/engine" | grep "libkvtier-client.so.0 => $P/lib/" >/dev/null ||
 	fail "the engine does not load the staged libkvtier-client"
 mkdir "$W/embed-ssd"
 "$W/store_embed" "$W/embed-ssd" || fail "the embedded store program"
