@@ -77,20 +77,19 @@ done
 r=$stage/root/usr
 out=$stage/out
 mkdir -p "$out/include" "$out/lib/pkgconfig" "$out/bin"
-cp -a "$r/include/." "$out/include/"
+# no symbolic links in the bundle (copied as files), so that any way of
+# carrying the folder keeps it whole
+cp -RLp "$r/include/." "$out/include/"
 rm -rf "$out/include/$ARCH" "$out/include/INIReader.h" "$out/include/cmockery"
-cp -a "$r/include/$ARCH/." "$out/include/"
-# libssl, the C++ INIReader and the cmockery aliases are not used by kvtier
+cp -RLp "$r/include/$ARCH/." "$out/include/"
 for f in "$r/lib/$ARCH/"*; do
 	case "${f##*/}" in
+	# not used by kvtier: libssl, the C++ INIReader, the cmockery aliases
 	pkgconfig | cmake | libssl.* | libINIReader.* | libcmockery.*) ;;
-	*) cp -a "$f" "$out/lib/" ;;
+	# a -dev package's .so points at a runtime package not fetched: leaving
+	# it out leaves the .a, which the linker then takes
+	*) if [ -e "$f" ]; then cp -Lp "$f" "$out/lib/"; fi ;;
 	esac
-done
-# a -dev package's .so points at a runtime package not fetched: dropping it
-# leaves the .a, which the linker then takes
-for f in "$out/lib/"*; do
-	[ -e "$f" ] || rm -f "$f"
 done
 for pc in liburing liblz4 libxxhash jansson libcrypto inih cmocka; do
 	# shellcheck disable=SC2016 # ${pcfiledir} is pkg-config's, not the shell's
@@ -102,7 +101,7 @@ for pc in liburing liblz4 libxxhash jansson libcrypto inih cmocka; do
 	! grep -n '/usr' "$out/lib/pkgconfig/$pc.pc" ||
 		die "$pc.pc still names /usr after relocation"
 done
-cp -a "$r/bin/pkgconf" "$out/bin/"
+cp -Lp "$r/bin/pkgconf" "$out/bin/"
 cat >"$out/bin/pkg-config" <<'EOF'
 #!/bin/sh
 # pkgconf with its library beside it; the bundle's .pc files come first

@@ -150,6 +150,7 @@ if [ "$DEPS" = bundle ]; then
 		finish configure
 	fi
 	BUNDLE=$(cd "$BUNDLE" && pwd)
+	chmod +x "$BUNDLE/bin/"* 2>/dev/null # in case the copy lost the modes
 	PKG_CONFIG_PATH=$BUNDLE/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 	LD_LIBRARY_PATH=$BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 	export PKG_CONFIG_PATH LD_LIBRARY_PATH
