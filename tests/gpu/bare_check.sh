@@ -3,7 +3,7 @@
 # (tests/gpu/bundle.sh), then, in a mount namespace where /usr is an overlay
 # that hides every -dev package but the C/C++ toolchain's, pkg-config and the
 # runtime libraries of kvtier's dependencies, runs tests/gpu/run.sh. Only the
-# compiler, CMake, ninja, Python and the CUDA toolkit remain, as on a lent GPU
+# compiler, CMake, ninja, Python and the CUDA toolkit remain, as on a bare GPU
 # machine. Without a GPU run.sh must build, report every gpu test and target
 # as skipped with its reason, and exit 77; with KVT_TEST_REQUIRE_GPU=1 it
 # must fail.
@@ -138,7 +138,7 @@ echo "== bundle.sh"
 "$SRC/tests/gpu/bundle.sh" "$WORK/bundle" || { echo "FAIL: bundle.sh"; exit 1; }
 bytes=$(du -sb "$WORK/bundle" | cut -f1)
 if [ "$bytes" -ge $((64 << 20)) ]; then
-	echo "FAIL: the bundle is $bytes bytes, over the 64 MiB a GPU loan carries"
+	echo "FAIL: the bundle is $bytes bytes, over the 64 MiB that can travel to a GPU machine"
 	exit 1
 fi
 unshare -m sh "$0" --inside "$WORK"

@@ -78,7 +78,7 @@ r=$stage/root/usr
 out=$stage/out
 mkdir -p "$out/include" "$out/lib/pkgconfig" "$out/bin"
 # no symbolic links in the bundle (copied as files), so that any way of
-# carrying the folder keeps it whole
+# copying the folder keeps it whole
 cp -RLp "$r/include/." "$out/include/"
 rm -rf "$out/include/$ARCH" "$out/include/INIReader.h" "$out/include/cmockery"
 cp -RLp "$r/include/$ARCH/." "$out/include/"

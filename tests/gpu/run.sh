@@ -176,7 +176,7 @@ if [ -f "$BUILD/CMakeCache.txt" ] && [ "$(cat "$BUILD/kvt-gpu-check.stamp" 2>/de
 fi
 printf '%s\n' "$stamp" >"$BUILD/kvt-gpu-check.stamp"
 say "-- configure into $BUILD"
-# no -Werror: another compiler's new warnings must not spend a GPU loan
+# no -Werror: another compiler's new warnings must not waste the GPU time
 if ! timeout "$(budget 150)" cmake -S . -B "$BUILD" $GEN -DCMAKE_BUILD_TYPE=Release -DKVT_WERROR=OFF \
 	-DKVT_WITH_CUDA=ON "-DCMAKE_CUDA_COMPILER=$NVCC" "-DKVT_CUDA_ARCHITECTURES=$ARCHS" \
 	-DKVT_WITH_OPENBLAS=OFF -DKVT_WITH_RDMA=OFF -DKVT_BUILD_TESTS=ON "$@" \

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The verdicts of tests/gpu/summary.py on made-up results of a GPU run:
-which figures it judges against which target, and its exit status. A GPU
-loan is short; a summary that misjudges must be caught here, not there."""
+which figures it judges against which target, and its exit status. Time on a
+GPU machine is short; a summary that misjudges must be caught here, not there."""
 import json
 import os
 import subprocess
