@@ -177,21 +177,25 @@ fi
 printf '%s\n' "$stamp" >"$BUILD/kvt-gpu-check.stamp"
 say "-- configure into $BUILD"
 # no -Werror: another compiler's new warnings must not waste the GPU time
-if ! timeout "$(budget 150)" cmake -S . -B "$BUILD" $GEN -DCMAKE_BUILD_TYPE=Release -DKVT_WERROR=OFF \
+timeout "$(budget 150)" cmake -S . -B "$BUILD" $GEN -DCMAKE_BUILD_TYPE=Release -DKVT_WERROR=OFF \
 	-DKVT_WITH_CUDA=ON "-DCMAKE_CUDA_COMPILER=$NVCC" "-DKVT_CUDA_ARCHITECTURES=$ARCHS" \
 	-DKVT_WITH_OPENBLAS=OFF -DKVT_WITH_RDMA=OFF -DKVT_BUILD_TESTS=ON "$@" \
-	>"$OUTDIR/configure.log" 2>&1; then
+	>"$OUTDIR/configure.log" 2>&1
+rc=$?
+if [ $rc -ne 0 ]; then
 	tail -25 "$OUTDIR/configure.log" | tee -a "$RUNLOG"
-	FAILED="$FAILED configure"
+	[ $rc -eq 124 ] && FAILED="$FAILED configure-timeout" || FAILED="$FAILED configure"
 	finish configure
 fi
 grep -q "CUDA kernels (nvcc): ON" "$OUTDIR/configure.log" || FAILED="$FAILED cuda-off"
 step configure
 
 say "-- build the target gpu-check (the gpu tests and kvtier-bench)"
-if ! timeout "$(budget 270)" cmake --build "$BUILD" --target gpu-check -j "$JOBS" >"$OUTDIR/build.log" 2>&1; then
+timeout "$(budget 270)" cmake --build "$BUILD" --target gpu-check -j "$JOBS" >"$OUTDIR/build.log" 2>&1
+rc=$?
+if [ $rc -ne 0 ]; then
 	grep -E -B2 -A8 "error|Error" "$OUTDIR/build.log" | head -60 | tee -a "$RUNLOG"
-	FAILED="$FAILED build"
+	[ $rc -eq 124 ] && FAILED="$FAILED build-timeout" || FAILED="$FAILED build"
 	finish build
 fi
 step build

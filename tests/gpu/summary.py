@@ -35,6 +35,8 @@ STEP_FAILURES = {
     "configure": "configure failed (configure.log)",
     "cuda-off": "configured without the CUDA kernels (configure.log)",
     "build": "build of gpu-check failed (build.log)",
+    "configure-timeout": "configure ran out of time (KVT_GPU_DEADLINE; configure.log)",
+    "build-timeout": "build of gpu-check ran out of time (KVT_GPU_DEADLINE; build.log)",
 }
 
 

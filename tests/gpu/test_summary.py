@@ -142,6 +142,12 @@ class Summary(unittest.TestCase):
         self.assertEqual(self.status(js, "build (target gpu-check)"), ["FAIL"])
         self.assertEqual(self.status(js, "gpu tests"), ["FAIL"])
 
+    def test_deadline_reached_says_so(self):
+        rc, out, js = self.run_summary(tests=None, failed="configure-timeout")
+        self.assertEqual(rc, 1)
+        self.assertEqual(self.status(js, "build (target gpu-check)"), ["FAIL"])
+        self.assertIn("ran out of time (KVT_GPU_DEADLINE", out)
+
     def test_no_gpu_is_a_skip_with_reasons(self):
         host = dict(bench(), backend="host")
         tests = {n: "notrun" for n in TESTS_PASS}
