@@ -43,8 +43,9 @@ void kvt_jobs_notify(struct kvt_server *srv, struct kvt_job *job, bool final)
 		if (srv->note_tail) {
 			srv->note_tail->note_next = job;
 		} else {
+			/* the loop drains the list whole: only an empty one needs a wake */
 			srv->note_head = job;
-			wake = true; /* the loop drains the list whole: only an empty one needs a wake */
+			wake = true;
 		}
 		srv->note_tail = job;
 	}
