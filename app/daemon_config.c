@@ -250,6 +250,17 @@ static int parse_duration_ms(const char *s, unsigned min_ms, unsigned max_ms, un
 	return 0;
 }
 
+/* v as a decimal from min to max into *out; 0 or -EINVAL. */
+static int set_uint(const char *v, unsigned long min, unsigned long max, unsigned *out)
+{
+	unsigned long n;
+
+	if (parse_uint(v, 10, max, &n) || n < min)
+		return -EINVAL;
+	*out = (unsigned)n;
+	return 0;
+}
+
 static int parse_bool(const char *s, bool *out)
 {
 	if (!strcasecmp(s, "true") || !strcasecmp(s, "yes") || !strcasecmp(s, "on") || !strcmp(s, "1"))
@@ -380,12 +391,8 @@ static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 		}
 		return metrics_addr_ok(v) ? STR(metrics) : -EINVAL;
 	}
-	if (!strcmp(k, "workers")) {
-		if (parse_uint(v, 10, 256, &n) || n == 0)
-			return -EINVAL;
-		cfg->workers = (unsigned)n;
-		return 0;
-	}
+	if (!strcmp(k, "workers"))
+		return set_uint(v, 1, 256, &cfg->workers);
 	if (!strcmp(k, "hello_timeout")) {
 		unsigned ms;
 
@@ -394,18 +401,10 @@ static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 		cfg->hello_timeout_ms = ms; /* 0: off */
 		return 0;
 	}
-	if (!strcmp(k, "max_conns_per_uid")) {
-		if (parse_uint(v, 10, 65535, &n))
-			return -EINVAL;
-		cfg->max_conns_per_uid = (unsigned)n;
-		return 0;
-	}
-	if (!strcmp(k, "max_ns_per_tenant")) {
-		if (parse_uint(v, 10, 65535, &n))
-			return -EINVAL;
-		cfg->max_ns_per_tenant = (unsigned)n;
-		return 0;
-	}
+	if (!strcmp(k, "max_conns_per_uid"))
+		return set_uint(v, 0, 65535, &cfg->max_conns_per_uid);
+	if (!strcmp(k, "max_ns_per_tenant"))
+		return set_uint(v, 0, 65535, &cfg->max_ns_per_tenant);
 	if (!strcmp(k, "drain_timeout"))
 		return parse_duration_ms(v, 100, 3600 * 1000, &cfg->drain_timeout_ms);
 	if (!strcmp(k, "log_level"))

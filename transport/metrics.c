@@ -207,6 +207,14 @@ static void help(struct buf *b, const char *name, const char *type, const char *
 	bprintf(b, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
 }
 
+/* A family of one unlabelled sample. */
+static void one(struct buf *b, const char *name, const char *type, const char *text,
+		uint64_t value)
+{
+	help(b, name, type, text);
+	bprintf(b, "%s %llu\n", name, (unsigned long long)value);
+}
+
 char *kvt_metrics_prom(struct kvt_server *srv)
 {
 	struct kvt_store_stats st = { .size = sizeof(st) };
@@ -254,37 +262,32 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 		(unsigned long long)st.lookup_hit_keys);
 	bprintf(&b, "kvtier_lookup_keys_total{result=\"miss\"} %llu\n",
 		(unsigned long long)(st.lookup_keys - st.lookup_hit_keys));
-	help(&b, "kvtier_load_misses_total", "counter", "Blocks asked for by LOAD and not found.");
-	bprintf(&b, "kvtier_load_misses_total %llu\n", (unsigned long long)ld(&c->load_misses));
+	one(&b, "kvtier_load_misses_total", "counter", "Blocks asked for by LOAD and not found.",
+	    ld(&c->load_misses));
 	help(&b, "kvtier_engine_bytes_total", "counter",
 	     "Bytes copied between engine memory and kvtier (gather = save, scatter = load).");
 	bprintf(&b, "kvtier_engine_bytes_total{direction=\"gather\"} %llu\n",
 		(unsigned long long)ld(&c->gather_bytes));
 	bprintf(&b, "kvtier_engine_bytes_total{direction=\"scatter\"} %llu\n",
 		(unsigned long long)ld(&c->scatter_bytes));
-	help(&b, "kvtier_blocks", "gauge", "Blocks stored in all tiers.");
-	bprintf(&b, "kvtier_blocks %llu\n", (unsigned long long)st.blocks);
-	help(&b, "kvtier_checksum_failures_total", "counter", "Blocks dropped for a checksum mismatch.");
-	bprintf(&b, "kvtier_checksum_failures_total %llu\n", (unsigned long long)st.checksum_failures);
-	help(&b, "kvtier_connections", "gauge", "Client connections open.");
-	bprintf(&b, "kvtier_connections %llu\n", (unsigned long long)c->conns_open);
-	help(&b, "kvtier_connections_refused_total", "counter",
-	     "Connections refused (peer credentials, client limit, per-uid limit).");
-	bprintf(&b, "kvtier_connections_refused_total %llu\n", (unsigned long long)c->conns_refused);
-	help(&b, "kvtier_hello_timeouts_total", "counter",
-	     "Connections closed for not saying HELLO in time.");
-	bprintf(&b, "kvtier_hello_timeouts_total %llu\n", (unsigned long long)c->hello_timeouts);
-	help(&b, "kvtier_namespaces_reclaimed_total", "counter",
-	     "Namespaces detached once no block and no connection was left in them.");
-	bprintf(&b, "kvtier_namespaces_reclaimed_total %llu\n", (unsigned long long)c->ns_reclaimed);
-	help(&b, "kvtier_hello_delayed_total", "counter",
-	     "HELLOs held back because their uid failed too many recently.");
-	bprintf(&b, "kvtier_hello_delayed_total %llu\n", (unsigned long long)c->hello_delayed);
-	help(&b, "kvtier_hello_refused_total", "counter",
-	     "HELLOs refused (token, model not allowed, namespace quota).");
-	bprintf(&b, "kvtier_hello_refused_total %llu\n", (unsigned long long)c->hello_refused);
-	help(&b, "kvtier_bad_frames_total", "counter", "Frames refused by the parser.");
-	bprintf(&b, "kvtier_bad_frames_total %llu\n", (unsigned long long)c->bad_frames);
+	one(&b, "kvtier_blocks", "gauge", "Blocks stored in all tiers.", st.blocks);
+	one(&b, "kvtier_checksum_failures_total", "counter",
+	    "Blocks dropped for a checksum mismatch.", st.checksum_failures);
+	one(&b, "kvtier_connections", "gauge", "Client connections open.", c->conns_open);
+	one(&b, "kvtier_connections_refused_total", "counter",
+	    "Connections refused (peer credentials, client limit, per-uid limit).",
+	    c->conns_refused);
+	one(&b, "kvtier_hello_timeouts_total", "counter",
+	    "Connections closed for not saying HELLO in time.", c->hello_timeouts);
+	one(&b, "kvtier_namespaces_reclaimed_total", "counter",
+	    "Namespaces detached once no block and no connection was left in them.",
+	    c->ns_reclaimed);
+	one(&b, "kvtier_hello_delayed_total", "counter",
+	    "HELLOs held back because their uid failed too many recently.", c->hello_delayed);
+	one(&b, "kvtier_hello_refused_total", "counter",
+	    "HELLOs refused (token, model not allowed, namespace quota).", c->hello_refused);
+	one(&b, "kvtier_bad_frames_total", "counter", "Frames refused by the parser.",
+	    c->bad_frames);
 	help(&b, "kvtier_ops_total", "counter", "Requests handled, by op and result.");
 	for (unsigned op = 1; op < KVT_OP_COUNT; op++) {
 		bprintf(&b, "kvtier_ops_total{op=\"%s\",result=\"ok\"} %llu\n", kvt_op_name(op),
