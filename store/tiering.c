@@ -26,7 +26,7 @@ struct kvt_tiering {
 	pthread_cond_t wake;     /* the demoter waits here */
 	pthread_cond_t progress; /* make_room and promotion waiters */
 	uint64_t rounds;         /* demotion rounds finished */
-	uint64_t last_moved;     /* blocks the last round moved */
+	uint64_t last_progress;  /* blocks the last round moved, or SSD room it made */
 	bool want_room;
 
 	/* records recovery found whose namespace has not attached yet */
@@ -199,16 +199,17 @@ static void unhold(struct kvt_store *s, uint32_t i)
 }
 
 /* Make room on SSD for about `bytes`: first records no namespace claimed,
- * then the SSD policy's coldest blocks. */
-static void evict_ssd(struct kvt_store *s, uint64_t bytes)
+ * then the SSD policy's coldest blocks. Returns the number of records let go. */
+static uint64_t evict_ssd(struct kvt_store *s, uint64_t bytes)
 {
 	struct kvt_tiering *t = s->tiering;
-	uint64_t freed = 0;
+	uint64_t freed = 0, n_freed = 0;
 
 	while (freed < bytes && t->n_recovered) {
 		struct kvt_ssd_rec_info *r = &t->recovered[--t->n_recovered];
 		kvt_ssd_free(t->ssd, r->loc);
 		freed += r->raw_len;
+		n_freed++;
 	}
 	/* then the spare copies of blocks that are in DRAM anyway */
 	for (size_t n = 0; freed < bytes && n < t->cap_clean; n++) {
@@ -216,6 +217,7 @@ static void evict_ssd(struct kvt_store *s, uint64_t bytes)
 		if (t->clean[i] != LOC_GONE) {
 			freed += rec(s, i)->size;
 			kvt_tiering_forget(s, i);
+			n_freed++;
 		}
 	}
 	while (freed < bytes) {
@@ -225,7 +227,9 @@ static void evict_ssd(struct kvt_store *s, uint64_t bytes)
 		freed += rec(s, v)->size;
 		s->counters.tier[KVT_TIER_SSD].evictions++;
 		kvt_store_discard(s, v);
+		n_freed++;
 	}
+	return n_freed;
 }
 
 static int cmp_loc(const void *a, const void *b)
@@ -296,7 +300,9 @@ static bool above(struct kvt_store *s, double mark)
 }
 
 /* One round: pick cold DRAM blocks, write them (lock released), move those
- * that became durable. Returns the number moved. Lock held. */
+ * that became durable; if the SSD tier was full, evict there what the
+ * refused writes needed. Returns the progress made: blocks moved plus SSD
+ * records let go (a retry can then succeed). Lock held. */
 static uint64_t demote_round(struct kvt_store *s)
 {
 	struct kvt_tiering *t = s->tiering;
@@ -370,7 +376,7 @@ static uint64_t demote_round(struct kvt_store *s)
 	}
 	forget_dropped(s);
 	if (full_bytes)
-		evict_ssd(s, 2 * full_bytes);
+		moved += evict_ssd(s, full_bytes);
 	return moved;
 }
 
@@ -381,32 +387,27 @@ static void *demoter_main(void *arg)
 
 	pthread_mutex_lock(&s->lock);
 	while (!t->stop) {
-		uint64_t moved = 0;
+		uint64_t progress = 0, round;
 		bool wanted = t->want_room;
 
 		if ((wanted || above(s, t->high)) && !kvt_ssd_degraded(t->ssd)) {
-			/* write-back until below the low watermark */
+			/* write-back until below the low watermark, for as long as
+			 * rounds make progress: a round that moves nothing (all
+			 * busy or pinned) ends it until the next kick */
 			do {
-				moved += demote_round(s);
-			} while (!t->stop && above(s, t->low) && moved && !kvt_ssd_degraded(t->ssd) &&
+				round = demote_round(s);
+				progress += round;
+			} while (round && !t->stop && above(s, t->low) && !kvt_ssd_degraded(t->ssd) &&
 				 !t->want_room);
 		}
 		if (wanted) {
 			t->want_room = false;
-			t->last_moved = moved;
+			t->last_progress = progress;
 			t->rounds++;
 			pthread_cond_broadcast(&t->progress);
 		}
-		if (!t->want_room && !t->stop) {
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 100 * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
-			pthread_cond_timedwait(&t->wake, &s->lock, &ts);
-		}
+		if (!t->want_room && !t->stop)
+			pthread_cond_wait(&t->wake, &s->lock);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return NULL;
@@ -417,15 +418,23 @@ bool kvt_tiering_make_room(struct kvt_store *s)
 	struct kvt_tiering *t = s->tiering;
 	uint64_t round;
 
-	if (!t->started || t->stop || kvt_ssd_degraded(t->ssd) ||
-	    pthread_equal(pthread_self(), t->thread))
+	if (!kvt_tiering_usable(s))
 		return false;
 	round = t->rounds;
 	t->want_room = true;
 	pthread_cond_signal(&t->wake);
+	/* the demoter answers every request with one round, which ends */
 	while (t->rounds == round && !t->stop)
 		pthread_cond_wait(&t->progress, &s->lock);
-	return t->last_moved > 0;
+	return t->rounds != round && t->last_progress > 0;
+}
+
+bool kvt_tiering_usable(struct kvt_store *s)
+{
+	struct kvt_tiering *t = s->tiering;
+
+	return t && t->started && !t->stop && !kvt_ssd_degraded(t->ssd) &&
+	       !pthread_equal(pthread_self(), t->thread);
 }
 
 void kvt_tiering_kick(struct kvt_store *s)
@@ -549,6 +558,7 @@ int kvt_tiering_open(struct kvt_store *s, const struct kvt_store_opts *opts)
 	struct kvt_tiering *t = calloc(1, sizeof(*t));
 	struct kvt_ssd_opts so;
 	struct kvt_tier_stats ds = { 0 };
+	pthread_condattr_t ca;
 	void *region;
 	uint64_t len;
 	int err;
@@ -564,7 +574,10 @@ int kvt_tiering_open(struct kvt_store *s, const struct kvt_store_opts *opts)
 	t->low = opts->dram_low_watermark;
 	s->dram->ops->stats(s->dram, &ds);
 	t->dram_capacity = ds.capacity_bytes;
-	pthread_cond_init(&t->wake, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&t->wake, &ca);
+	pthread_condattr_destroy(&ca);
 	pthread_cond_init(&t->progress, NULL);
 
 	kvt_ssd_opts_init(&so, sizeof(so));

@@ -34,11 +34,18 @@ void kvt_tiering_close(struct kvt_store *s);
 /* Index the recovered records of namespace ns (just created). */
 void kvt_tiering_import(struct kvt_store *s, struct kvt_ns *ns);
 
-/* DRAM is full: have the demoter move blocks out, and wait for its round.
- * Returns true when it freed something (retry the allocation). */
+/* DRAM is full: have the demoter move blocks out, and wait for its round
+ * (a round always ends: it moves what it can and returns). Returns true when
+ * the round made progress (retry the allocation), false when nothing could
+ * move (all busy or pinned) or the tier is not usable. */
 bool kvt_tiering_make_room(struct kvt_store *s);
 
-/* Wake the demoter if DRAM is above the high watermark. */
+/* Whether the demoter can take blocks out of DRAM: started, not stopping,
+ * SSD tier not degraded, and not called from the demoter itself. */
+bool kvt_tiering_usable(struct kvt_store *s);
+
+/* Wake the demoter if DRAM is above the high watermark (after a block
+ * entered DRAM or stopped being busy: it may now be demoted). */
 void kvt_tiering_kick(struct kvt_store *s);
 
 /* Promote record i (live, on SSD, held busy by the caller) into DRAM. The
