@@ -15,6 +15,7 @@
 #include "app/daemon_config.h"
 #include "app/daemon_log.h"
 #include "kvtier/device.h"
+#include "kvtier/log.h"
 #include "kvtier/store.h"
 #include "transport/proto.h"
 #include "transport/server.h"
@@ -211,6 +212,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	kvtd_log_set_level(cfg.log_level);
+	kvt_log_set_handler(kvtd_log_cb, NULL); /* the library's lines too */
 	if (install_signals(&sig_thread))
 		return 1;
 	raise_nofile();
