@@ -17,6 +17,7 @@
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
+#include "store/log.h"
 #include "tiers/ssd_format.h"
 
 #define PAGE KVT_SSD_PAGE
@@ -121,8 +122,9 @@ static void degrade(struct kvt_ssd *ssd, int err, const char *what)
 		return;
 	ssd->st.degraded = true;
 	ssd->st.degraded_error = err;
-	kvt_ssd_log("%s failed (%s): tier degraded, no further writes; durable records "
-		    "stay readable", what, strerror(-err));
+	kvt_log(KVT_LOG_ERROR, "event=ssd.degraded dir=%s what=\"%s\" err=\"%s\" "
+		"action=\"no further writes; durable records stay readable\"", ssd->dir, what,
+		strerror(-err));
 }
 
 /* Whether an operation's result says the device failed (it degrades the
@@ -143,7 +145,8 @@ static void seg_release(struct kvt_ssd *ssd, uint32_t slot)
 	close(s->fd);
 	seg_path(ssd, s->id, path, sizeof(path));
 	if (unlink(path))
-		kvt_ssd_log("cannot delete %s: %s", path, strerror(errno));
+		kvt_log(KVT_LOG_WARN, "event=ssd.unlink_failed file=%s err=\"%s\"", path,
+			strerror(errno));
 	uint32_t gen = s->gen;
 
 	free(s->recs);
@@ -722,8 +725,8 @@ static int read_chunk(struct kvt_ssd *ssd, struct kvt_ssd_read *r, size_t n)
 	ssd->st.checksum_failures += bad;
 	ssd->st.read_errors += errs;
 	if (bad)
-		kvt_ssd_log("%" PRIu64 " record(s) failed verification on read: treated as misses",
-			    bad);
+		kvt_log(KVT_LOG_WARN, "event=ssd.read_verify_failed dir=%s records=%" PRIu64
+			" action=\"treated as misses\"", ssd->dir, bad);
 	if (dev_errs)
 		degrade(ssd, -EIO, "reading a record");
 	pthread_mutex_unlock(&ssd->lock);
@@ -834,11 +837,13 @@ bool kvt_ssd_degraded(struct kvt_ssd *ssd)
 	return d;
 }
 
+#ifdef KVT_TESTING
 void kvt_ssd_inject(struct kvt_ssd *ssd, enum kvt_ssd_io_kind kind, uint32_t skip,
 		    uint32_t count, int err)
 {
 	kvt_ssd_io_inject(ssd->io, kind, skip, count, err);
 }
+#endif
 
 int kvt_ssd_register_region(struct kvt_ssd *ssd, void *ptr, size_t len)
 {
@@ -1064,7 +1069,7 @@ static int open_meta(struct kvt_ssd *ssd)
 		return 0;
 	}
 	if (r > 0) {
-		kvt_ssd_log("%s/%s is not a kvtier SSD tier file", ssd->dir, META_NAME);
+		kvt_log(KVT_LOG_ERROR, "event=ssd.meta_invalid file=%s/%s", ssd->dir, META_NAME);
 		return -EINVAL;
 	}
 	if (getrandom(&ssd->salt, sizeof(ssd->salt), 0) != sizeof(ssd->salt))
@@ -1086,7 +1091,7 @@ static int probe_odirect(struct kvt_ssd *ssd)
 		close(fd);
 	unlinkat(ssd->dir_fd, ".odirect-probe", 0);
 	if (rc == -EINVAL)
-		kvt_ssd_log("the file system of %s refuses O_DIRECT", ssd->dir);
+		kvt_log(KVT_LOG_ERROR, "event=ssd.odirect_refused dir=%s", ssd->dir);
 	return rc;
 }
 
@@ -1108,7 +1113,8 @@ static int recover(struct kvt_ssd *ssd, const uint64_t *ids, size_t n_ids,
 		s->fd = open(path, O_RDWR | O_DIRECT | O_CLOEXEC);
 		if (s->fd < 0 || fstat(s->fd, &stb)) {
 			rc = -errno;
-			kvt_ssd_log("cannot open %s: %s", path, strerror(errno));
+			kvt_log(KVT_LOG_ERROR, "event=ssd.open_failed file=%s err=\"%s\"", path,
+				strerror(errno));
 			goto out;
 		}
 		s->used = s->sealed = true;
@@ -1122,7 +1128,8 @@ static int recover(struct kvt_ssd *ssd, const uint64_t *ids, size_t n_ids,
 		if (!rc)
 			rc = scan_segment(ssd, (uint32_t)i, &sc);
 		if (rc) {
-			kvt_ssd_log("cannot scan %s: %s", path, strerror(-rc));
+			kvt_log(KVT_LOG_ERROR, "event=ssd.scan_failed file=%s err=\"%s\"", path,
+				strerror(-rc));
 			goto out;
 		}
 	}
@@ -1156,8 +1163,8 @@ static int recover(struct kvt_ssd *ssd, const uint64_t *ids, size_t n_ids,
 	for (uint32_t i = 0; i < ssd->n_slots; i++)
 		seg_maybe_release(ssd, i);
 	if (ssd->st.recovery_skipped)
-		kvt_ssd_log("recovery skipped %" PRIu64 " torn or corrupt record(s)",
-			    ssd->st.recovery_skipped);
+		kvt_log(KVT_LOG_WARN, "event=ssd.recovery_skipped dir=%s records=%" PRIu64,
+			ssd->dir, ssd->st.recovery_skipped);
 out:
 	free(sc.v);
 	free(sc.win);

@@ -169,8 +169,10 @@ void kvt_ssd_stats(struct kvt_ssd *ssd, struct kvt_ssd_stats *out);
 /* True once a device error has stopped writes. */
 bool kvt_ssd_degraded(struct kvt_ssd *ssd);
 
+#ifdef KVT_TESTING
 /* Tests: inject faults into the I/O engine (see kvt_ssd_io_inject). */
 void kvt_ssd_inject(struct kvt_ssd *ssd, enum kvt_ssd_io_kind kind, uint32_t skip,
 		    uint32_t count, int err);
+#endif
 
 #endif /* KVT_TIERS_SSD_H */
