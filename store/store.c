@@ -291,16 +291,20 @@ int kvt_store_dram_alloc(struct kvt_store *s, uint64_t bytes, uint64_t *loc)
 		/* with a working SSD tier, overflow demotes and nothing is
 		 * dropped: when no demotion round makes progress (all busy or
 		 * pinned) or others keep taking the room it makes, the caller
-		 * gets -ENOSPC rather than wait without end */
-		if (s->tiering && kvt_tiering_usable(s)) {
+		 * gets -ENOSPC rather than wait without end. With a degraded
+		 * one, the round only lets go of the blocks it had in flight,
+		 * and then the policy's victim is dropped */
+		if (s->tiering) {
 			if (rounds < DRAM_ALLOC_ROUNDS && kvt_tiering_make_room(s))
 				continue;
-			return -ENOSPC;
+			if (kvt_tiering_usable(s))
+				return -ENOSPC;
 		}
 		victim = kvt_catalog_victim(&s->cat, KVT_TIER_DRAM);
 		if (victim == KVT_NIL)
 			return -ENOSPC;
 		s->counters.tier[KVT_TIER_DRAM].evictions++;
+		s->counters.dram_dropped++;
 		kvt_store_discard(s, victim);
 	}
 }
@@ -689,6 +693,8 @@ int kvt_remove(struct kvt_ns *ns, const struct kvt_key *key)
 		err = -ENOENT;
 	} else {
 		s->counters.removes++;
+		if (s->tiering)
+			kvt_tiering_removed(s, i);
 		if (rec(s, i)->busy)
 			kvt_catalog_retire(&s->cat, i);
 		else
