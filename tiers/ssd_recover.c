@@ -627,7 +627,7 @@ int kvt_ssd_recover(int dir_fd, const uint64_t *meta_salt, uint32_t inflight,
 		ad[i].fd = -1;
 		r->n_segs++;
 		err = -EBADMSG;
-		if (bsearch(&s->id, sums, n_sums, sizeof(*sums), cmp_u64)) {
+		if (n_sums && bsearch(&s->id, sums, n_sums, sizeof(*sums), cmp_u64)) {
 			err = read_summary(dir_fd, s->fd, r->salt, s, page_buf, why, sizeof(why));
 			if (err == -ENOMEM)
 				goto out;
