@@ -87,6 +87,25 @@ static long long ssd_stat(struct kvt_client *c, const char *key)
 	return n;
 }
 
+/* A number of what the SSD tier's last open found: tiers.ssd.recovery.key. */
+static long long recovery_stat(struct kvt_client *c, const char *key)
+{
+	char *text = NULL;
+	json_t *root, *v;
+	long long n;
+
+	assert_int_equal(kvt_client_stats(c, &text), 0);
+	root = json_loads(text, 0, NULL);
+	assert_non_null(root);
+	v = json_object_get(json_object_get(json_object_get(json_object_get(root, "tiers"), "ssd"),
+					    "recovery"), key);
+	assert_non_null(v);
+	n = json_integer_value(v);
+	json_decref(root);
+	free(text);
+	return n;
+}
+
 /* Save every block; return which ones went down to SSD. */
 static int save_all(struct engine *e, bool *on_ssd)
 {
@@ -177,6 +196,8 @@ static void lost_meta_file_loses_no_block(void **state)
 			if (on_ssd[i])
 				assert_present(&e, i);
 		assert_int_equal(ssd_stat(e.c, "evictions"), 0);
+		assert_true(recovery_stat(e.c, "recovered") >= n);
+		assert_int_equal(recovery_stat(e.c, "quarantined"), 0);
 		engine_close(&e);
 		assert_true(log_has(&d, "event=ssd.meta_rebuilt"));
 	}
@@ -318,6 +339,7 @@ static void files_named_like_segments_do_not_stop_the_daemon(void **state)
 	engine_open(&e, &d);
 	assert_true(save_all(&e, on_ssd) >= BLOCKS / 3);
 	assert_false(ssd_stat(e.c, "degraded"));
+	assert_int_equal(recovery_stat(e.c, "foreign"), 2);
 	engine_close(&e);
 	assert_true(log_has(&d, "event=ssd.foreign_file"));
 	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
