@@ -354,6 +354,25 @@ static bool above(struct kvt_store *s, double mark)
 	return (double)kvt_dram_occupied(s->dram) > mark * (double)s->tiering->dram_capacity;
 }
 
+/* Hold DRAM record i busy and fill w to write its block from its slot,
+ * straight, with a copy of its namespace's codec (the lock is let go while
+ * the write runs). */
+static void hold_for_write(struct kvt_store *s, uint32_t i, struct kvt_ssd_write *w,
+			   struct kvt_codec_cfg *codec)
+{
+	struct kvt_rec *r = rec(s, i);
+
+	kvt_catalog_busy(&s->cat, i, +1);
+	*codec = s->ns[r->ns - 1]->ssd_codec;
+	*w = (struct kvt_ssd_write){
+		.ns_id = ns_ssd_id(s->ns[r->ns - 1]), .key = r->key,
+		.data = s->dram->ops->slot_ptr(s->dram, r->loc), .len = r->size, .codec = codec };
+	if (r->parent != KVT_NIL) {
+		w->parent = rec(s, r->parent)->key;
+		w->has_parent = true;
+	}
+}
+
 /* One round: pick cold DRAM blocks, write them (lock released), move those
  * that became durable; if the SSD tier was full, evict there what the
  * refused writes needed. Returns the progress made: blocks moved plus SSD
@@ -390,16 +409,7 @@ static uint64_t demote_round(struct kvt_store *s)
 			moved++;
 			continue;
 		}
-		kvt_catalog_busy(&s->cat, i, +1);
-		codec[n] = s->ns[r->ns - 1]->ssd_codec;
-		w[n] = (struct kvt_ssd_write){
-			.ns_id = ns_ssd_id(s->ns[r->ns - 1]), .key = r->key,
-			.data = s->dram->ops->slot_ptr(s->dram, r->loc), .len = r->size,
-			.codec = &codec[n] };
-		if (r->parent != KVT_NIL) {
-			w[n].parent = rec(s, r->parent)->key;
-			w[n].has_parent = true;
-		}
+		hold_for_write(s, i, &w[n], &codec[n]);
 		idx[n++] = i;
 		picked += r->size;
 	}
@@ -557,16 +567,7 @@ static void rewrite_copies(struct kvt_store *s)
 		if (r->state != KVT_REC_LIVE || r->tier != KVT_TIER_DRAM ||
 		    clean_get(t, i) != LOC_GONE)
 			continue;
-		kvt_catalog_busy(&s->cat, i, +1);
-		codec[n] = s->ns[r->ns - 1]->ssd_codec;
-		w[n] = (struct kvt_ssd_write){
-			.ns_id = ns_ssd_id(s->ns[r->ns - 1]), .key = r->key,
-			.data = s->dram->ops->slot_ptr(s->dram, r->loc), .len = r->size,
-			.codec = &codec[n] };
-		if (r->parent != KVT_NIL) {
-			w[n].parent = rec(s, r->parent)->key;
-			w[n].has_parent = true;
-		}
+		hold_for_write(s, i, &w[n], &codec[n]);
 		idx[n++] = i;
 	}
 	if (!n)

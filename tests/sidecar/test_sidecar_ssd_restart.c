@@ -31,11 +31,7 @@ static const char *const extra[] = { "--dram", "8M", "--ssd", "256M", NULL };
 /* 4 layers x K,V x 4 heads x 128 dims x bf16 x 16 tokens = 128 KiB */
 static void desc_of(struct kvt_ns_desc *d)
 {
-	kvtd_test_desc(d, "test/ssd-restart");
-	d->layers = 4;
-	d->kv_heads = 4;
-	d->head_dim = 128;
-	d->block_tokens = BLOCK_TOKENS;
+	kvtd_test_desc_128k(d, "test/ssd-restart");
 }
 
 /* A connection with the namespace and engine memory of BLOCKS pages. */

@@ -42,11 +42,7 @@ static uint64_t seed;
 /* 4 layers x K,V x 4 heads x 128 dims x bf16 x 16 tokens = 128 KiB */
 static void wedge_desc(struct kvt_ns_desc *d)
 {
-	kvtd_test_desc(d, "test/wedge");
-	d->layers = 4;
-	d->kv_heads = 4;
-	d->head_dim = 128;
-	d->block_tokens = BLOCK_TOKENS;
+	kvtd_test_desc_128k(d, "test/wedge");
 }
 
 static void chain_keys(const struct kvt_client_ns *ns, uint64_t tag, struct kvt_key *keys, int n)
