@@ -26,7 +26,8 @@ struct kvt_dram_opts {
 	size_t size;          /* sizeof(struct kvt_dram_opts), set by _init */
 	uint64_t bytes;       /* capacity (required); rounded down to whole slabs */
 	uint64_t slab_bytes;  /* 0 = KVT_DRAM_DEFAULT_SLAB */
-	bool huge_pages;      /* try MAP_HUGETLB first (default true) */
+	bool huge_pages;      /* try MAP_HUGETLB first, else transparent huge pages
+	                       * (default true); false: 4 KiB pages only */
 };
 
 void kvt_dram_opts_init(struct kvt_dram_opts *opts, size_t size_bytes);

@@ -32,7 +32,8 @@ struct kvt_store_opts {
 	uint64_t dram_bytes;      /* DRAM tier capacity (required, > 0) */
 	uint64_t dram_slab_bytes; /* slab size of the slot allocator; 0 = 64 MiB or
 	                           * the largest block, whichever is larger */
-	bool dram_huge_pages;     /* try MAP_HUGETLB first (default true) */
+	bool dram_huge_pages;     /* try MAP_HUGETLB first, else transparent huge
+	                           * pages (default true); false: 4 KiB pages only */
 	bool checksum_on_put;     /* XXH3 at put too, verified at get (default off) */
 	const char *policy;       /* eviction policy: "tail-lru" (default), "lru",
 	                           * "lfu", "cost" */
