@@ -10,8 +10,8 @@
  *
  * SAVE is timed from the moment the engine has handed over as many bytes as
  * the DRAM tier holds (from then on every SAVE waits for demotion to SSD) to
- * its last acknowledgement; LOAD over the blocks that LOOKUP reported on
- * SSD. Ratios are medians of each repetition's ratio to its own fio run;
+ * its last acknowledgement; LOAD over the blocks that LOOKUP reported on SSD
+ * (which ones is the eviction policy's choice), in requests of as many. Ratios are medians of each repetition's ratio to its own fio run;
  * who goes first alternates per repetition. */
 #include <errno.h>
 #include <fcntl.h>
@@ -350,7 +350,8 @@ static int run_daemon(const struct e2e_args *a, const char *bin, const char *top
 	struct engine e = { .fd = -1 };
 	uint32_t x = a->xfer, *save_pages = NULL, *load_pages = NULL;
 	uint64_t n, block, t_pressure = 0, t0, t_end, ticket, saved = 0, pressured = 0, busy = 0;
-	struct kvt_key *keys = NULL;
+	struct kvt_key *keys = NULL, *ssd_keys = NULL;
+	uint64_t *ssd_idx = NULL;
 	uint8_t *tiers = NULL;
 	uint64_t k;
 	int err, r;
@@ -365,9 +366,11 @@ static int run_daemon(const struct e2e_args *a, const char *bin, const char *top
 	n = a->ws / block;
 	keys = calloc(n, sizeof(*keys));
 	tiers = calloc(n, 1);
+	ssd_keys = calloc(n, sizeof(*ssd_keys));
+	ssd_idx = calloc(n, sizeof(*ssd_idx));
 	save_pages = calloc(x, sizeof(*save_pages));
 	load_pages = calloc(x, sizeof(*load_pages));
-	if (!keys || !tiers || !save_pages || !load_pages) {
+	if (!keys || !tiers || !ssd_keys || !ssd_idx || !save_pages || !load_pages) {
 		err = -ENOMEM;
 		goto out;
 	}
@@ -406,7 +409,7 @@ static int run_daemon(const struct e2e_args *a, const char *bin, const char *top
 		t_pressure = t0;
 	out->save_gbps = (double)pressured / (double)(t_end - t_pressure);
 
-	/* which blocks are on SSD: the oldest, a leading run of the chain */
+	/* which blocks are on SSD: the policy (tail-first) decides which went */
 	r = kvt_client_lookup(e.c, &e.ns, keys, n, tiers);
 	if (r != (int)n) {
 		fprintf(stderr, "kvtier-bench: %d of %llu saved blocks found\n", r,
@@ -414,8 +417,12 @@ static int run_daemon(const struct e2e_args *a, const char *bin, const char *top
 		err = r < 0 ? r : -EIO;
 		goto out;
 	}
-	for (k = 0; k < n && tiers[k] == KVT_TIER_SSD; k++)
-		;
+	k = 0;
+	for (uint64_t i = 0; i < n; i++)
+		if (tiers[i] == KVT_TIER_SSD) {
+			ssd_idx[k] = i;
+			ssd_keys[k++] = keys[i];
+		}
 	out->blocks_from_ssd = k;
 
 	/* LOAD them back, x at a time; only the requests are timed */
@@ -423,15 +430,15 @@ static int run_daemon(const struct e2e_args *a, const char *bin, const char *top
 		uint32_t m = k - i < x ? (uint32_t)(k - i) : x;
 		uint64_t t1 = kvt_now_ns();
 
-		err = kvt_client_load(e.c, &e.ns, (uint32_t)e.region, &keys[i], load_pages, m,
+		err = kvt_client_load(e.c, &e.ns, (uint32_t)e.region, &ssd_keys[i], load_pages, m,
 				      &ticket);
 		if (!err && (r = kvt_client_wait(e.c, ticket, -1)) != (int)m)
 			err = r < 0 ? r : -EIO;
 		busy += kvt_now_ns() - t1;
 		for (uint32_t j = 0; j < m && !err; j++)
-			if (!page_equal(&e, x + j, (uint32_t)((i + j) % x))) {
+			if (!page_equal(&e, x + j, (uint32_t)(ssd_idx[i + j] % x))) {
 				fprintf(stderr, "kvtier-bench: block %llu loaded wrong bytes\n",
-					(unsigned long long)(i + j));
+					(unsigned long long)ssd_idx[i + j]);
 				err = -EIO;
 			}
 	}
@@ -444,6 +451,8 @@ out:
 	engine_close(&e);
 	daemon_stop(&d);
 	free(keys);
+	free(ssd_keys);
+	free(ssd_idx);
 	free(tiers);
 	free(save_pages);
 	free(load_pages);

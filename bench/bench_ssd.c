@@ -207,8 +207,9 @@ static int run_tier(const struct ssd_args *a, const char *dir, uint64_t block, u
 		goto out;
 	kvt_ssd_opts_init(&o, sizeof(o));
 	o.dir = dir;
-	o.segment_bytes = (block + 4096) * (n < 64 ? n : 64);
-	o.capacity_bytes = o.segment_bytes * ((n + 63) / 64 + 1);
+	/* up to 64 records a segment (and its superblock page), room for all */
+	o.segment_bytes = (block + 4096) * (n < 64 ? n : 64) + 4096;
+	o.capacity_bytes = o.segment_bytes * ((n + 63) / 64 + 2);
 	o.queue_depth = (uint32_t)qd;
 	o.max_inflight_bytes = 1ULL << 40; /* the queue depth is the limit here */
 	o.sync = a->sync;
