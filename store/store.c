@@ -483,6 +483,7 @@ struct acquire {
 	size_t *now, n_now;     /* lent under the lock, reported once it is let go */
 	size_t *later, n_later; /* moving up for another reader: next round */
 	size_t *miss, n_miss;   /* not in the index: asked of KEYED tiers */
+	bool full;              /* the memory tier had no slot this round */
 };
 
 /* What take_locked did with a key. */
@@ -520,8 +521,9 @@ static int lend_locked(struct acquire *a, size_t k, uint32_t i)
 /* Take key k: a block in memory is held and lent now, one in a storage
  * tier is held and queued in f, one moving up for another reader is left
  * for the next round. Returns TAKE_*, or -ENOENT (not stored), or the
- * errors of kvt_fetch_add. Lock held (let go while the memory tier makes
- * room). */
+ * errors of kvt_fetch_add; once the memory tier had no slot, later blocks
+ * that need one get -ENOSPC at once. Lock held (let go while the memory
+ * tier makes room). */
 static int take_locked(struct acquire *a, struct kvt_fetch *f, size_t k, bool first)
 {
 	struct kvt_store *s = a->ns->store;
@@ -542,7 +544,8 @@ static int take_locked(struct acquire *a, struct kvt_fetch *f, size_t k, bool fi
 		rc = lend_locked(a, k, i);
 		return rc ? rc : TAKE_NOW;
 	}
-	rc = kvt_fetch_add(f, i, k);
+	rc = a->full ? -ENOSPC : kvt_fetch_add(f, i, k);
+	a->full = a->full || rc == -ENOSPC;
 	if (rc == KVT_FETCH_QUEUED)
 		return TAKE_QUEUED;
 	if (rc == KVT_FETCH_IN_MEM) {
@@ -642,6 +645,7 @@ int kvt_acquire_many(struct kvt_ns *ns, const struct kvt_key *keys, size_t n,
 	}
 	for (int round = 0; n_todo; round++) {
 		a.n_now = a.n_later = 0;
+		a.full = false;
 		pthread_mutex_lock(&s->lock);
 		for (size_t j = 0; j < n_todo; j++) {
 			size_t k = todo[j];
