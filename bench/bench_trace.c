@@ -508,171 +508,242 @@ static int print_json(json_t *j)
 	return 0;
 }
 
-static int run_replay(struct cfg *c)
+/* One accounting run: the main replay (rs[0]) and, with --sweep, one replay
+ * per sweep point, fed by the same passes over the trace. */
+struct run {
+	size_t n, n_sweep;          /* replays per pass; of them, sweep points */
+	struct kvt_replay **rs;
+	struct kvt_sweep_point *pts;
+	int reps;
+	bool seekable;              /* a file: it can be read again */
+	double rep_s[100], tot_s[100], parse_s[100];
+	double replay_med, total_med, parse_med;
+	struct kvt_replay_stats st; /* of the main replay */
+	struct timed tm;            /* of the last pass */
+};
+
+/* The default sweep capacities (a 1-2-5 ladder from 1,000 to 1,000,000 and
+ * infinite) and the number of replays a pass feeds. */
+static void plan_sweep(struct cfg *c, struct run *run)
 {
-	size_t n_sweep = 0, n = 1, i;
-	struct kvt_sweep_point *pts = NULL;
-	struct kvt_replay **rs = NULL;
-	double rep_s[100], tot_s[100], parse_s[100], replay_med, total_med, parse_med = 0;
-	struct kvt_replay_stats st;
-	struct timed tm = { 0 };
-	bool seekable = strcmp(c->trace, "-") != 0;
-	int reps = seekable ? c->reps : 1, err = 0;
-	json_t *j = NULL;
+	static const uint64_t steps[] = { 1, 2, 5 };
 
-	c->ro.policy = c->policies[0];
-	if (c->sweep) {
-		static const uint64_t steps[] = { 1, 2, 5 };
+	run->n = 1;
+	if (!c->sweep)
+		return;
+	if (!c->n_caps) {
+		for (uint64_t d = 1000; d <= 1000000; d *= 10)
+			for (int k = 0; k < 3 && d * steps[k] <= 1000000; k++)
+				c->caps[c->n_caps++] = d * steps[k];
+		c->caps[c->n_caps++] = KVT_REPLAY_INFINITE;
+	}
+	run->n_sweep = (size_t)c->n_policies * (size_t)c->n_caps;
+	run->n += run->n_sweep;
+	run->reps = 1;
+}
 
-		if (!c->n_caps) {
-			for (uint64_t d = 1000; d <= 1000000; d *= 10)
-				for (int k = 0; k < 3 && d * steps[k] <= 1000000; k++)
-					c->caps[c->n_caps++] = d * steps[k];
-			c->caps[c->n_caps++] = KVT_REPLAY_INFINITE;
-		}
-		n_sweep = (size_t)c->n_policies * (size_t)c->n_caps;
-		n += n_sweep;
-		reps = 1;
-	}
-	rs = calloc(n, sizeof(*rs));
-	pts = calloc(n_sweep ? n_sweep : 1, sizeof(*pts));
-	if (!rs || !pts) {
-		err = -ENOMEM;
-		goto out;
-	}
-	if (n_sweep && c->have_est) {
-		c->sweep_est = malloc(n_sweep * sizeof(*c->sweep_est));
-		if (!c->sweep_est) {
-			err = -ENOMEM;
-			goto out;
-		}
-		for (i = 0; i < n_sweep; i++)
+static int alloc_run(struct cfg *c, struct run *run)
+{
+	run->rs = calloc(run->n, sizeof(*run->rs));
+	run->pts = calloc(run->n_sweep ? run->n_sweep : 1, sizeof(*run->pts));
+	if (!run->rs || !run->pts)
+		return -ENOMEM;
+	if (run->n_sweep && c->have_est) {
+		c->sweep_est = malloc(run->n_sweep * sizeof(*c->sweep_est));
+		if (!c->sweep_est)
+			return -ENOMEM;
+		for (size_t i = 0; i < run->n_sweep; i++)
 			c->sweep_est[i] = c->est; /* no request added yet */
 	}
-	for (int rep = 0; rep < reps; rep++) {
-		close_all(rs, n);
-		memset(rs, 0, n * sizeof(*rs));
-		for (i = 0; i < n && !err; i++) {
-			struct kvt_replay_opts o = c->ro;
+	return 0;
+}
 
-			if (i > 0) {
-				struct kvt_sweep_point *p = &pts[i - 1];
+/* Fresh replays for one repetition: the main one, then the sweep points. */
+static int open_replays(const struct cfg *c, struct run *run)
+{
+	int err = 0;
 
-				p->policy = c->policies[(i - 1) / (size_t)c->n_caps];
-				p->tier = c->sweep_tier;
-				p->capacity = c->caps[(i - 1) % (size_t)c->n_caps];
-				o.policy = p->policy;
-				o.capacity[p->tier] = p->capacity;
-				o.ideal = false;
-			}
-			err = kvt_replay_open(&o, &rs[i]);
+	close_all(run->rs, run->n);
+	memset(run->rs, 0, run->n * sizeof(*run->rs));
+	for (size_t i = 0; i < run->n && !err; i++) {
+		struct kvt_replay_opts o = c->ro;
+
+		if (i > 0) {
+			struct kvt_sweep_point *p = &run->pts[i - 1];
+
+			p->policy = c->policies[(i - 1) / (size_t)c->n_caps];
+			p->tier = c->sweep_tier;
+			p->capacity = c->caps[(i - 1) % (size_t)c->n_caps];
+			o.policy = p->policy;
+			o.capacity[p->tier] = p->capacity;
+			o.ideal = false;
 		}
-		if (err) {
-			fprintf(stderr, "trace: replay: %s\n", kvt_strerror(err));
-			goto out;
-		}
-		err = replay_pass(c, rs, n, rep == 0, &tm);
+		err = kvt_replay_open(&o, &run->rs[i]);
+	}
+	if (err)
+		fprintf(stderr, "trace: replay: %s\n", kvt_strerror(err));
+	return err;
+}
+
+/* Every repetition: a replay pass, then (a file, no sweep) the parse-only
+ * reference pass. */
+static int time_reps(struct cfg *c, struct run *run)
+{
+	for (int rep = 0; rep < run->reps; rep++) {
+		int err = open_replays(c, run);
+
+		if (!err)
+			err = replay_pass(c, run->rs, run->n, rep == 0, &run->tm);
 		if (err)
-			goto out;
-		rep_s[rep] = tm.replay_s;
-		tot_s[rep] = tm.total_s;
-		if (seekable && !c->sweep) {
-			err = parse_pass(c, &parse_s[rep]);
+			return err;
+		run->rep_s[rep] = run->tm.replay_s;
+		run->tot_s[rep] = run->tm.total_s;
+		if (run->seekable && !c->sweep) {
+			err = parse_pass(c, &run->parse_s[rep]);
 			if (err)
-				goto out;
+				return err;
 		}
 	}
-	replay_med = kvt_bench_median(rep_s, (size_t)reps);
-	total_med = kvt_bench_median(tot_s, (size_t)reps);
-	if (seekable && !c->sweep)
-		parse_med = kvt_bench_median(parse_s, (size_t)reps);
-	kvt_replay_stats(rs[0], &st);
-	for (i = 0; i < n_sweep; i++) {
-		kvt_replay_stats(rs[i + 1], &pts[i].st);
+	return 0;
+}
+
+/* Medians of the timings, the main replay's counters and each sweep point's,
+ * with its prefill estimate. */
+static void collect(const struct cfg *c, struct run *run)
+{
+	size_t reps = (size_t)run->reps;
+
+	run->replay_med = kvt_bench_median(run->rep_s, reps);
+	run->total_med = kvt_bench_median(run->tot_s, reps);
+	run->parse_med = run->seekable && !c->sweep ? kvt_bench_median(run->parse_s, reps) : 0;
+	kvt_replay_stats(run->rs[0], &run->st);
+	for (size_t i = 0; i < run->n_sweep; i++) {
+		struct kvt_sweep_point *p = &run->pts[i];
+
+		kvt_replay_stats(run->rs[i + 1], &p->st);
 		if (c->sweep_est && c->sweep_est[i].requests) {
 			const struct kvt_prefill_est *e = &c->sweep_est[i];
 
-			pts[i].has_prefill = true;
-			pts[i].prefill_saved_fraction =
+			p->has_prefill = true;
+			p->prefill_saved_fraction =
 				e->no_cache_s > 0 ? (e->no_cache_s - e->with_cache_s) / e->no_cache_s : 0;
-			pts[i].mean_ttft_s = e->with_cache_s / (double)e->requests;
+			p->mean_ttft_s = e->with_cache_s / (double)e->requests;
 		}
 	}
+}
 
-	if (c->json) {
-		j = kvt_trace_report_json(&c->ro, &st);
-		if (!j) {
-			err = -ENOMEM;
-			goto out;
-		}
-		json_object_set_new(j, "trace", json_string(c->trace));
-		json_object_set_new(j, "mode", json_string("accounting"));
-		json_object_set_new(j, "bad_lines", json_integer((json_int_t)tm.bad_lines));
-		json_object_set_new(j, "reps", json_integer(reps));
-		json_object_set_new(j, "replays_per_pass", json_integer((json_int_t)n));
-		json_object_set_new(j, "replay_s", json_real(replay_med));
-		json_object_set_new(j, "total_s", json_real(total_med));
-		json_object_set_new(j, "lookups_per_s",
-				    json_real(replay_med > 0 ? (double)st.blocks * (double)n / replay_med : 0));
-		json_object_set_new(j, "requests_per_s",
-				    json_real(replay_med > 0 ? (double)st.requests * (double)n / replay_med : 0));
-		json_object_set_new(j, "end_to_end_lookups_per_s",
-				    json_real(total_med > 0 ? (double)st.blocks / total_med : 0));
-		if (parse_med > 0) {
-			json_object_set_new(j, "parse_s", json_real(parse_med));
-			json_object_set_new(j, "parse_lookups_per_s",
-					    json_real((double)st.blocks / parse_med));
-			/* how long the replay takes per block, against reading it */
-			json_object_set_new(j, "replay_over_parse", json_real(replay_med / parse_med));
-		}
-		json_object_set_new(j, "prefill", c->have_est ? kvt_prefill_est_json(&c->est)
-							      : json_null());
-		if (n_sweep)
-			json_object_set_new(j, "sweep", kvt_trace_sweep_json(pts, n_sweep));
-		err = print_json(j);
-	} else {
-		kvt_trace_report_text(stdout, &c->ro, &st);
-		printf("\nreplay %.3f s (median of %d), %.0f block lookups/s, %.0f requests/s in the "
-		       "replay; %.3f s end to end", replay_med, reps,
-		       replay_med > 0 ? (double)st.blocks * (double)n / replay_med : 0,
-		       replay_med > 0 ? (double)st.requests * (double)n / replay_med : 0, total_med);
-		if (parse_med > 0)
-			printf("; parsing alone %.3f s (replay/parse %.2f)", parse_med,
-			       replay_med / parse_med);
-		printf("\n");
-		if (tm.bad_lines)
-			printf("%" PRIu64 " malformed lines skipped\n", tm.bad_lines);
-		if (c->have_est && c->est.requests)
-			printf("prefill (%s on %s, MFU %.2f): %.1f s without the cache, %.1f s with it "
-			       "(%.1f%% saved); mean TTFT %.3f s -> %.3f s\n", c->est.model.name,
-			       c->est.gpu.name, c->est.mfu, c->est.no_cache_s, c->est.with_cache_s,
-			       c->est.no_cache_s > 0 ? 100.0 * (c->est.no_cache_s - c->est.with_cache_s) /
-							      c->est.no_cache_s : 0.0,
-			       c->est.no_cache_s / (double)c->est.requests,
-			       c->est.with_cache_s / (double)c->est.requests);
-		if (n_sweep) {
-			printf("\n");
-			kvt_trace_sweep_text(stdout, pts, n_sweep);
-		}
-	}
-	if (!err && c->svg && n_sweep) {
-		FILE *f = fopen(c->svg, "we");
+/* Block lookups (or requests) per second in the replay, every replay of a
+ * pass counted. */
+static double per_replay_s(const struct run *run, uint64_t count)
+{
+	return run->replay_med > 0 ? (double)count * (double)run->n / run->replay_med : 0;
+}
 
-		if (!f) {
-			err = -errno;
-			fprintf(stderr, "trace: %s: %s\n", c->svg, kvt_strerror(err));
-		} else {
-			err = kvt_trace_sweep_svg(f, pts, n_sweep, "kvtier trace replay: hit rate by capacity");
-			if (fclose(f) && !err)
-				err = -EIO;
-		}
+static int report_json(const struct cfg *c, const struct run *run)
+{
+	const struct kvt_replay_stats *st = &run->st;
+	json_t *j = kvt_trace_report_json(&c->ro, st);
+	int err;
+
+	if (!j)
+		return -ENOMEM;
+	json_object_set_new(j, "trace", json_string(c->trace));
+	json_object_set_new(j, "mode", json_string("accounting"));
+	json_object_set_new(j, "bad_lines", json_integer((json_int_t)run->tm.bad_lines));
+	json_object_set_new(j, "reps", json_integer(run->reps));
+	json_object_set_new(j, "replays_per_pass", json_integer((json_int_t)run->n));
+	json_object_set_new(j, "replay_s", json_real(run->replay_med));
+	json_object_set_new(j, "total_s", json_real(run->total_med));
+	json_object_set_new(j, "lookups_per_s", json_real(per_replay_s(run, st->blocks)));
+	json_object_set_new(j, "requests_per_s", json_real(per_replay_s(run, st->requests)));
+	json_object_set_new(j, "end_to_end_lookups_per_s",
+			    json_real(run->total_med > 0 ? (double)st->blocks / run->total_med : 0));
+	if (run->parse_med > 0) {
+		json_object_set_new(j, "parse_s", json_real(run->parse_med));
+		json_object_set_new(j, "parse_lookups_per_s",
+				    json_real((double)st->blocks / run->parse_med));
+		/* how long the replay takes per block, against reading it */
+		json_object_set_new(j, "replay_over_parse",
+				    json_real(run->replay_med / run->parse_med));
 	}
-out:
+	json_object_set_new(j, "prefill", c->have_est ? kvt_prefill_est_json(&c->est) : json_null());
+	if (run->n_sweep)
+		json_object_set_new(j, "sweep", kvt_trace_sweep_json(run->pts, run->n_sweep));
+	err = print_json(j);
 	json_decref(j);
-	if (rs)
-		close_all(rs, n);
-	free(rs);
-	free(pts);
+	return err;
+}
+
+static void report_text(const struct cfg *c, const struct run *run)
+{
+	const struct kvt_replay_stats *st = &run->st;
+	const struct kvt_prefill_est *e = &c->est;
+
+	kvt_trace_report_text(stdout, &c->ro, st);
+	printf("\nreplay %.3f s (median of %d), %.0f block lookups/s, %.0f requests/s in the "
+	       "replay; %.3f s end to end", run->replay_med, run->reps,
+	       per_replay_s(run, st->blocks), per_replay_s(run, st->requests), run->total_med);
+	if (run->parse_med > 0)
+		printf("; parsing alone %.3f s (replay/parse %.2f)", run->parse_med,
+		       run->replay_med / run->parse_med);
+	printf("\n");
+	if (run->tm.bad_lines)
+		printf("%" PRIu64 " malformed lines skipped\n", run->tm.bad_lines);
+	if (c->have_est && e->requests)
+		printf("prefill (%s on %s, MFU %.2f): %.1f s without the cache, %.1f s with it "
+		       "(%.1f%% saved); mean TTFT %.3f s -> %.3f s\n", e->model.name, e->gpu.name,
+		       e->mfu, e->no_cache_s, e->with_cache_s,
+		       e->no_cache_s > 0 ? 100.0 * (e->no_cache_s - e->with_cache_s) / e->no_cache_s
+					 : 0.0,
+		       e->no_cache_s / (double)e->requests, e->with_cache_s / (double)e->requests);
+	if (run->n_sweep) {
+		printf("\n");
+		kvt_trace_sweep_text(stdout, run->pts, run->n_sweep);
+	}
+}
+
+static int write_svg(const struct cfg *c, const struct run *run)
+{
+	FILE *f = fopen(c->svg, "we");
+	int err;
+
+	if (!f) {
+		err = -errno;
+		fprintf(stderr, "trace: %s: %s\n", c->svg, kvt_strerror(err));
+		return err;
+	}
+	err = kvt_trace_sweep_svg(f, run->pts, run->n_sweep,
+				  "kvtier trace replay: hit rate by capacity");
+	if (fclose(f) && !err)
+		err = -EIO;
+	return err;
+}
+
+static int run_replay(struct cfg *c)
+{
+	struct run run = { .seekable = strcmp(c->trace, "-") != 0 };
+	int err;
+
+	run.reps = run.seekable ? c->reps : 1;
+	c->ro.policy = c->policies[0];
+	plan_sweep(c, &run);
+	err = alloc_run(c, &run);
+	if (!err)
+		err = time_reps(c, &run);
+	if (err)
+		goto out;
+	collect(c, &run);
+	if (c->json)
+		err = report_json(c, &run);
+	else
+		report_text(c, &run);
+	if (!err && c->svg && run.n_sweep)
+		err = write_svg(c, &run);
+out:
+	if (run.rs)
+		close_all(run.rs, run.n);
+	free(run.rs);
+	free(run.pts);
 	free(c->sweep_est);
 	c->sweep_est = NULL;
 	return err;
