@@ -9,7 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <math.h>
 
 #include <jansson.h>
 
@@ -22,6 +25,7 @@
 #include "bench/trace/report.h"
 #include "bench/trace/synth.h"
 #include "kvtier/types.h"
+#include "store/mrc.h"
 
 #define MAX_POLICIES 8
 #define MAX_CAPS 48
@@ -58,6 +62,10 @@ struct cfg {
 	uint64_t payload_block_bytes;
 	const char *ssd_dir;
 	char policy_list[128];
+	bool mrc;                   /* sampled miss-ratio curve while replaying */
+	uint64_t mrc_caps[MAX_CAPS];
+	int n_mrc_caps;
+	struct kvt_mrc_opts mrc_opts;
 };
 
 static void usage(FILE *f)
@@ -100,13 +108,25 @@ static void usage(FILE *f)
 "  --payload               real bytes through the store API instead of accounting\n"
 "  --payload-block-bytes N scaled block size of --payload (default 64K)\n"
 "  --ssd-dir DIR           SSD tier directory of --payload (its size: --ssd-blocks)\n"
+"miss-ratio curve (sampled reuse distances, store/mrc.h):\n"
+"  --mrc                   estimate the LRU hit rate at every capacity while replaying\n"
+"                          (beside the exact LRU hit rates with --sweep), with its\n"
+"                          memory and its cost in replay speed (each repetition\n"
+"                          replays with and without it)\n"
+"  --mrc-capacities L      comma-separated blocks (default 1-2-5 steps from 1,000 to\n"
+"                          1,000,000; also the sweep's capacities with --sweep)\n"
+"  --mrc-rate R            highest sampling rate (default 0.01)\n"
+"  --mrc-budget BYTES      the estimator's memory (default 4M)\n"
+"  --mrc-seed S            sampling hash seed (default 0)\n"
+"  --mrc-plain             sample alone (plain SHARDS), without the records' last-use\n"
+"                          ticks\n"
 "sweep (all in one pass over the trace):\n"
 "  --sweep                 hit rate against the capacity of one tier, per policy\n"
 "                          (default policies: all four)\n"
 "  --sweep-tier T          tier swept: hbm, dram (default), ssd\n"
 "  --sweep-capacities L    comma-separated blocks (default 1-2-5 steps from 1,000 to\n"
 "                          1,000,000, and inf)\n"
-"  --svg FILE              also plot the sweep as SVG\n"
+"  --svg FILE              also plot the sweep (and the --mrc curve) as SVG\n"
 "synthetic trace (--generate, --synthetic):\n"
 "  --seed S                generator seed (default 1)\n"
 "  --sessions N            sessions interleaved at once (default 64)\n"
@@ -168,19 +188,31 @@ static int split_policies(struct cfg *c, const char *s)
 	return c->n_policies ? 0 : -EINVAL;
 }
 
-static int split_caps(struct cfg *c, const char *s)
+/* A comma-separated list of capacities in blocks ('inf' allowed) into
+ * caps[0..*n). */
+static int split_caps(const char *s, uint64_t *caps, int *n)
 {
 	char buf[1024], *save, *tok;
 
 	snprintf(buf, sizeof(buf), "%s", s);
-	c->n_caps = 0;
+	*n = 0;
 	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		if (c->n_caps == MAX_CAPS || parse_blocks(tok, &c->caps[c->n_caps]) ||
-		    !c->caps[c->n_caps])
+		if (*n == MAX_CAPS || parse_blocks(tok, &caps[*n]) || !caps[*n])
 			return -EINVAL;
-		c->n_caps++;
+		(*n)++;
 	}
-	return c->n_caps ? 0 : -EINVAL;
+	return *n ? 0 : -EINVAL;
+}
+
+/* The 1-2-5 ladder from 1,000 to 1,000,000 blocks into caps[0..*n). */
+static void ladder_caps(uint64_t *caps, int *n)
+{
+	static const uint64_t steps[] = { 1, 2, 5 };
+
+	*n = 0;
+	for (uint64_t d = 1000; d <= 1000000; d *= 10)
+		for (int k = 0; k < 3 && d * steps[k] <= 1000000; k++)
+			caps[(*n)++] = d * steps[k];
 }
 
 enum {
@@ -190,7 +222,7 @@ enum {
 	O_SWEEP, O_SWEEP_TIER, O_SWEEP_CAPS, O_SVG, O_SEED, O_SESSIONS, O_PROMPTS,
 	O_PROMPT_TOKENS, O_CONV_SHARE, O_AGENT_SHARE, O_TURNS, O_AGENT_STEPS, O_AGENT_CTX,
 	O_USER_TOKENS, O_OUTPUT_TOKENS, O_RATE, O_JSON, O_QUIET, O_HELP, O_MODEL, O_GPU, O_MFU,
-	O_REORDER,
+	O_REORDER, O_MRC, O_MRC_CAPS, O_MRC_RATE, O_MRC_BUDGET, O_MRC_SEED, O_MRC_PLAIN,
 };
 
 static const struct option options[] = {
@@ -239,6 +271,12 @@ static const struct option options[] = {
 	{ "gpu", required_argument, NULL, O_GPU },
 	{ "mfu", required_argument, NULL, O_MFU },
 	{ "reorder-window", required_argument, NULL, O_REORDER },
+	{ "mrc", no_argument, NULL, O_MRC },
+	{ "mrc-capacities", required_argument, NULL, O_MRC_CAPS },
+	{ "mrc-rate", required_argument, NULL, O_MRC_RATE },
+	{ "mrc-budget", required_argument, NULL, O_MRC_BUDGET },
+	{ "mrc-seed", required_argument, NULL, O_MRC_SEED },
+	{ "mrc-plain", no_argument, NULL, O_MRC_PLAIN },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -329,7 +367,31 @@ static int parse_args(int argc, char **argv, struct cfg *c)
 			c->sweep_tier = parse_tier(optarg);
 			err = c->sweep_tier < 0 ? -EINVAL : 0;
 			break;
-		case O_SWEEP_CAPS: err = split_caps(c, optarg); break;
+		case O_SWEEP_CAPS: err = split_caps(optarg, c->caps, &c->n_caps); break;
+		case O_MRC: c->mrc = true; break;
+		case O_MRC_CAPS:
+			err = split_caps(optarg, c->mrc_caps, &c->n_mrc_caps);
+			c->mrc = true;
+			break;
+		case O_MRC_RATE:
+			err = double_arg(optarg, &c->mrc_opts.max_rate);
+			if (!err && !(c->mrc_opts.max_rate > 0 && c->mrc_opts.max_rate <= 1))
+				err = -EINVAL;
+			c->mrc = true;
+			break;
+		case O_MRC_BUDGET:
+			err = kvt_bench_parse_size(optarg, &v);
+			c->mrc_opts.budget_bytes = (size_t)v;
+			c->mrc = true;
+			break;
+		case O_MRC_SEED:
+			err = parse_u64(optarg, &c->mrc_opts.seed);
+			c->mrc = true;
+			break;
+		case O_MRC_PLAIN:
+			c->mrc_opts.use_ticks = false;
+			c->mrc = true;
+			break;
 		case O_SVG: c->svg = optarg; break;
 		case O_SEED: err = parse_u64(optarg, &c->synth.seed); break;
 		case O_SESSIONS: err = u32_arg(optarg, &c->synth.sessions); break;
@@ -425,12 +487,23 @@ static int open_reader(const struct cfg *c, bool progress, bool report,
 	return err;
 }
 
+/* CPU time of this thread, in seconds: what a pass costs whatever else the
+ * machine runs. */
+static double cpu_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 /* The reference: the same trace read and parsed, nothing replayed. */
-static int parse_pass(const struct cfg *c, double *seconds)
+static int parse_pass(const struct cfg *c, double *seconds, double *cpu)
 {
 	struct kvt_trace_reader *r;
 	struct kvt_trace_req req;
 	uint64_t t0 = kvt_bench_now_ns(), sum = 0;
+	double c0 = cpu_s();
 	int err = open_reader(c, false, false, &r);
 
 	if (err)
@@ -438,6 +511,7 @@ static int parse_pass(const struct cfg *c, double *seconds)
 	while ((err = kvt_trace_reader_next(r, &req)) == 1)
 		sum += req.n_ids;
 	*seconds = (double)(kvt_bench_now_ns() - t0) / 1e9;
+	*cpu = cpu_s() - c0;
 	kvt_trace_reader_close(r);
 	return err < 0 ? err : (sum == UINT64_MAX); /* sum keeps the loop honest */
 }
@@ -445,6 +519,7 @@ static int parse_pass(const struct cfg *c, double *seconds)
 struct timed {
 	double replay_s; /* in the replay alone */
 	double total_s;  /* reading, parsing and replaying */
+	double cpu_s;    /* CPU time of reading, parsing and replaying */
 	uint64_t bad_lines;
 };
 
@@ -455,6 +530,7 @@ static int replay_pass(struct cfg *c, struct kvt_replay **rs, size_t n, bool pro
 	struct kvt_trace_reader *r;
 	struct kvt_trace_req req;
 	uint64_t in_replay = 0, t0 = kvt_bench_now_ns();
+	double c0 = cpu_s(), est_cpu = 0;
 	int err = open_reader(c, progress, progress, &r);
 
 	if (err)
@@ -469,6 +545,7 @@ static int replay_pass(struct cfg *c, struct kvt_replay **rs, size_t n, bool pro
 			break;
 		if (progress && c->have_est) {
 			/* the first pass feeds the estimate, outside the timed replay */
+			double e0 = cpu_s();
 			size_t hits;
 			const uint8_t *tiers = kvt_replay_last_hits(rs[0], &hits);
 
@@ -478,12 +555,14 @@ static int replay_pass(struct cfg *c, struct kvt_replay **rs, size_t n, bool pro
 				err = kvt_prefill_est_add(&c->sweep_est[i - 1], req.input_length,
 							  tiers, hits);
 			}
+			est_cpu += cpu_s() - e0;
 			if (err < 0)
 				break;
 		}
 	}
 	tm->replay_s = (double)in_replay / 1e9;
 	tm->total_s = (double)(kvt_bench_now_ns() - t0) / 1e9;
+	tm->cpu_s = cpu_s() - c0 - est_cpu;
 	tm->bad_lines = kvt_trace_reader_bad_lines(r);
 	kvt_trace_reader_close(r);
 	if (err < 0)
@@ -517,25 +596,36 @@ struct run {
 	int reps;
 	bool seekable;              /* a file: it can be read again */
 	double rep_s[100], tot_s[100], parse_s[100];
+	double cpu_s[100], parse_cpu_s[100], mrc_cpu_s[100];
 	double replay_med, total_med, parse_med;
+	double cpu_med, parse_cpu_med, mrc_cpu_med;
 	struct kvt_replay_stats st; /* of the main replay */
 	struct timed tm;            /* of the last pass */
+	struct kvt_mrc *mrc;        /* fed by the main replay of the last pass */
+	double mrc_s[100], mrc_med; /* replay time of the passes with it */
+	double mrc_hit[MAX_CAPS];   /* its curve at c->mrc_caps */
+	struct kvt_mrc_stats mrc_st;
 };
 
-/* The default sweep capacities (a 1-2-5 ladder from 1,000 to 1,000,000 and
- * infinite) and the number of replays a pass feeds. */
+/* The capacities: the MRC's (default the 1-2-5 ladder from 1,000 to
+ * 1,000,000), the sweep's (default the MRC's and infinite), and the number of
+ * replays a pass feeds. */
 static void plan_sweep(struct cfg *c, struct run *run)
 {
-	static const uint64_t steps[] = { 1, 2, 5 };
-
 	run->n = 1;
+	if (c->mrc && !c->n_mrc_caps)
+		ladder_caps(c->mrc_caps, &c->n_mrc_caps);
 	if (!c->sweep)
 		return;
 	if (!c->n_caps) {
-		for (uint64_t d = 1000; d <= 1000000; d *= 10)
-			for (int k = 0; k < 3 && d * steps[k] <= 1000000; k++)
-				c->caps[c->n_caps++] = d * steps[k];
-		c->caps[c->n_caps++] = KVT_REPLAY_INFINITE;
+		if (c->mrc) {
+			memcpy(c->caps, c->mrc_caps, (size_t)c->n_mrc_caps * sizeof(*c->caps));
+			c->n_caps = c->n_mrc_caps;
+		} else {
+			ladder_caps(c->caps, &c->n_caps);
+		}
+		if (c->n_caps < MAX_CAPS)
+			c->caps[c->n_caps++] = KVT_REPLAY_INFINITE;
 	}
 	run->n_sweep = (size_t)c->n_policies * (size_t)c->n_caps;
 	run->n += run->n_sweep;
@@ -558,16 +648,27 @@ static int alloc_run(struct cfg *c, struct run *run)
 	return 0;
 }
 
-/* Fresh replays for one repetition: the main one, then the sweep points. */
-static int open_replays(const struct cfg *c, struct run *run)
+/* Fresh replays for one pass: the main one (feeding a fresh estimator when
+ * with_mrc), then the sweep points. */
+static int open_replays(const struct cfg *c, struct run *run, bool with_mrc)
 {
 	int err = 0;
 
 	close_all(run->rs, run->n);
 	memset(run->rs, 0, run->n * sizeof(*run->rs));
+	kvt_mrc_close(run->mrc);
+	run->mrc = NULL;
+	if (with_mrc) {
+		err = kvt_mrc_open(&c->mrc_opts, &run->mrc);
+		if (err) {
+			fprintf(stderr, "trace: --mrc: %s\n", kvt_strerror(err));
+			return err;
+		}
+	}
 	for (size_t i = 0; i < run->n && !err; i++) {
 		struct kvt_replay_opts o = c->ro;
 
+		o.mrc = i == 0 ? run->mrc : NULL;
 		if (i > 0) {
 			struct kvt_sweep_point *p = &run->pts[i - 1];
 
@@ -585,24 +686,51 @@ static int open_replays(const struct cfg *c, struct run *run)
 	return err;
 }
 
+/* One pass; its times into *replay_s, *cpu (and *total_s). */
+static int timed_pass(struct cfg *c, struct run *run, bool with_mrc, bool first,
+		      double *replay_s, double *cpu, double *total_s)
+{
+	int err = open_replays(c, run, with_mrc);
+
+	if (!err)
+		err = replay_pass(c, run->rs, run->n, first, &run->tm);
+	if (!err && with_mrc) {
+		err = kvt_mrc_curve(run->mrc, c->mrc_caps, (size_t)c->n_mrc_caps, run->mrc_hit);
+		kvt_mrc_stats(run->mrc, &run->mrc_st);
+	}
+	if (err)
+		return err;
+	*replay_s = run->tm.replay_s;
+	*cpu = run->tm.cpu_s;
+	if (total_s)
+		*total_s = run->tm.total_s;
+	return 0;
+}
+
 /* Every repetition: a replay pass, then (a file, no sweep) the parse-only
- * reference pass. */
+ * reference pass. With --mrc and no sweep, each repetition also replays with
+ * the estimator, first or second in turn, for its cost; the estimate is that
+ * of the last pass with it. */
 static int time_reps(struct cfg *c, struct run *run)
 {
 	for (int rep = 0; rep < run->reps; rep++) {
-		int err = open_replays(c, run);
+		bool mrc_first = c->mrc && (c->sweep || rep % 2);
+		int err = timed_pass(c, run, mrc_first, rep == 0, &run->rep_s[rep], &run->cpu_s[rep],
+				     &run->tot_s[rep]);
 
-		if (!err)
-			err = replay_pass(c, run->rs, run->n, rep == 0, &run->tm);
+		if (!err && mrc_first) {
+			run->mrc_s[rep] = run->rep_s[rep];
+			run->mrc_cpu_s[rep] = run->cpu_s[rep];
+		}
+		if (!err && c->mrc && !c->sweep)
+			err = timed_pass(c, run, !mrc_first, false,
+					 mrc_first ? &run->rep_s[rep] : &run->mrc_s[rep],
+					 mrc_first ? &run->cpu_s[rep] : &run->mrc_cpu_s[rep],
+					 mrc_first ? &run->tot_s[rep] : NULL);
+		if (!err && run->seekable && !c->sweep)
+			err = parse_pass(c, &run->parse_s[rep], &run->parse_cpu_s[rep]);
 		if (err)
 			return err;
-		run->rep_s[rep] = run->tm.replay_s;
-		run->tot_s[rep] = run->tm.total_s;
-		if (run->seekable && !c->sweep) {
-			err = parse_pass(c, &run->parse_s[rep]);
-			if (err)
-				return err;
-		}
 	}
 	return 0;
 }
@@ -616,6 +744,10 @@ static void collect(const struct cfg *c, struct run *run)
 	run->replay_med = kvt_bench_median(run->rep_s, reps);
 	run->total_med = kvt_bench_median(run->tot_s, reps);
 	run->parse_med = run->seekable && !c->sweep ? kvt_bench_median(run->parse_s, reps) : 0;
+	run->mrc_med = c->mrc && !c->sweep ? kvt_bench_median(run->mrc_s, reps) : 0;
+	run->cpu_med = kvt_bench_median(run->cpu_s, reps);
+	run->parse_cpu_med = run->parse_med > 0 ? kvt_bench_median(run->parse_cpu_s, reps) : 0;
+	run->mrc_cpu_med = run->mrc_med > 0 ? kvt_bench_median(run->mrc_cpu_s, reps) : 0;
 	kvt_replay_stats(run->rs[0], &run->st);
 	for (size_t i = 0; i < run->n_sweep; i++) {
 		struct kvt_sweep_point *p = &run->pts[i];
@@ -637,6 +769,88 @@ static void collect(const struct cfg *c, struct run *run)
 static double per_replay_s(const struct run *run, uint64_t count)
 {
 	return run->replay_med > 0 ? (double)count * (double)run->n / run->replay_med : 0;
+}
+
+/* The exact LRU hit rate of the sweep at capacity cap of the swept tier, -1
+ * when the sweep has no such point. */
+static double exact_lru(const struct cfg *c, const struct run *run, uint64_t cap)
+{
+	for (size_t i = 0; i < run->n_sweep; i++) {
+		const struct kvt_sweep_point *p = &run->pts[i];
+
+		if (!strcmp(p->policy, "lru") && p->capacity == cap && p->tier == c->sweep_tier)
+			return kvt_trace_rate(p->st.hit_blocks, p->st.blocks);
+	}
+	return -1;
+}
+
+/* The largest |sampled - exact| over the capacities that have both. */
+static double mrc_max_error(const struct cfg *c, const struct run *run)
+{
+	double worst = -1;
+
+	for (int i = 0; i < c->n_mrc_caps; i++) {
+		double e = exact_lru(c, run, c->mrc_caps[i]);
+
+		if (e >= 0)
+			worst = fmax(worst, fabs(run->mrc_hit[i] - e));
+	}
+	return worst;
+}
+
+static json_t *mrc_json(const struct cfg *c, const struct run *run)
+{
+	const struct kvt_mrc_stats *ms = &run->mrc_st;
+	json_t *a = json_array(), *est;
+	double worst = mrc_max_error(c, run);
+
+	for (int i = 0; a && i < c->n_mrc_caps; i++) {
+		uint64_t cap = c->mrc_caps[i];
+		double e = exact_lru(c, run, cap);
+		json_t *pt = json_pack("{s:o, s:o, s:f}", "capacity_blocks",
+				       cap == KVT_REPLAY_INFINITE ? json_null() : json_integer((json_int_t)cap),
+				       "capacity_bytes",
+				       cap == KVT_REPLAY_INFINITE ? json_null()
+						: json_integer((json_int_t)(cap * c->ro.block_bytes)),
+				       "sampled_hit_rate", run->mrc_hit[i]);
+
+		if (pt && e >= 0)
+			json_object_set_new(pt, "exact_hit_rate", json_real(e));
+		if (!pt || json_array_append_new(a, pt)) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	est = json_pack("{s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:b}",
+			"sampling_rate", ms->rate, "max_rate", c->mrc_opts.max_rate,
+			"sampled_keys", (json_int_t)ms->sampled_keys,
+			"sampled_refs", (json_int_t)ms->sampled_refs, "refs", (json_int_t)ms->refs,
+			"refs_with_tick", (json_int_t)ms->known_prev,
+			"memory_bytes", (json_int_t)ms->memory_bytes, "use_ticks", c->mrc_opts.use_ticks);
+	if (est && worst >= 0)
+		json_object_set_new(est, "max_abs_error", json_real(worst));
+	if (est && run->mrc_med > 0) {
+		/* the same replay with and without the estimator, same passes */
+		json_object_set_new(est, "replay_s", json_real(run->mrc_med));
+		json_object_set_new(est, "replay_s_without", json_real(run->replay_med));
+		json_object_set_new(est, "overhead", json_real(run->mrc_med / run->replay_med - 1));
+	}
+	if (est && run->mrc_cpu_med > 0 && run->cpu_med > run->parse_cpu_med) {
+		/* CPU time, whatever else the machine runs: the passes' difference
+		 * against the replay's own share (the pass less the parse pass) */
+		json_object_set_new(est, "cpu_overhead",
+				    json_real((run->mrc_cpu_med - run->cpu_med) /
+					      (run->cpu_med - run->parse_cpu_med)));
+		json_object_set_new(est, "cpu_ns_per_ref",
+				    json_real(1e9 * (run->mrc_cpu_med - run->cpu_med) /
+					      (double)(ms->refs ? ms->refs : 1)));
+	}
+	if (!a || !est) {
+		json_decref(a);
+		json_decref(est);
+		return NULL;
+	}
+	return json_pack("{s:o, s:o}", "curve", a, "estimator", est);
 }
 
 static int report_json(const struct cfg *c, const struct run *run)
@@ -669,9 +883,60 @@ static int report_json(const struct cfg *c, const struct run *run)
 	json_object_set_new(j, "prefill", c->have_est ? kvt_prefill_est_json(&c->est) : json_null());
 	if (run->n_sweep)
 		json_object_set_new(j, "sweep", kvt_trace_sweep_json(run->pts, run->n_sweep));
+	if (c->mrc) {
+		json_t *m = mrc_json(c, run);
+
+		if (!m) {
+			json_decref(j);
+			return -ENOMEM;
+		}
+		json_object_set(j, "mrc", json_object_get(m, "curve"));
+		json_object_set(j, "mrc_estimator", json_object_get(m, "estimator"));
+		json_decref(m);
+	}
 	err = print_json(j);
 	json_decref(j);
 	return err;
+}
+
+static void mrc_text(const struct cfg *c, const struct run *run)
+{
+	const struct kvt_mrc_stats *ms = &run->mrc_st;
+	double worst = mrc_max_error(c, run);
+	char mem[32];
+
+	printf("\nLRU hit rate by %s capacity, sampled (%s: rate %.4g, %" PRIu64 " blocks sampled, "
+	       "%" PRIu64 " of %" PRIu64 " references, %s)%s\n\n%12s %10s", kvt_tier_name(c->sweep_tier),
+	       c->mrc_opts.use_ticks ? "with the records' ticks" : "sample alone", ms->rate,
+	       ms->sampled_keys, ms->sampled_refs, ms->refs,
+	       kvt_bench_fmt_bytes(ms->memory_bytes, mem, sizeof(mem)),
+	       worst >= 0 ? ", beside the exact sweep" : "", "capacity", "sampled");
+	if (worst >= 0)
+		printf(" %10s %10s", "exact", "error");
+	printf("\n");
+	for (int i = 0; i < c->n_mrc_caps; i++) {
+		double e = exact_lru(c, run, c->mrc_caps[i]);
+		char cap[32];
+
+		if (c->mrc_caps[i] == KVT_REPLAY_INFINITE)
+			snprintf(cap, sizeof(cap), "inf");
+		else
+			snprintf(cap, sizeof(cap), "%" PRIu64, c->mrc_caps[i]);
+		printf("%12s %10.4f", cap, run->mrc_hit[i]);
+		if (e >= 0)
+			printf(" %10.4f %+10.4f", e, run->mrc_hit[i] - e);
+		printf("\n");
+	}
+	if (worst >= 0)
+		printf("largest error %.4f\n", worst);
+	if (run->mrc_med > 0)
+		printf("replay with the estimator %.3f s, without %.3f s (median of %d each): "
+		       "%+.1f%%\n", run->mrc_med, run->replay_med, run->reps,
+		       100.0 * (run->mrc_med / run->replay_med - 1));
+	if (run->mrc_cpu_med > 0 && run->cpu_med > run->parse_cpu_med)
+		printf("CPU time: %+.1f%% of the replay's own (%.1f ns per reference)\n",
+		       100.0 * (run->mrc_cpu_med - run->cpu_med) / (run->cpu_med - run->parse_cpu_med),
+		       1e9 * (run->mrc_cpu_med - run->cpu_med) / (double)(ms->refs ? ms->refs : 1));
 }
 
 static void report_text(const struct cfg *c, const struct run *run)
@@ -700,10 +965,16 @@ static void report_text(const struct cfg *c, const struct run *run)
 		printf("\n");
 		kvt_trace_sweep_text(stdout, run->pts, run->n_sweep);
 	}
+	if (c->mrc)
+		mrc_text(c, run);
 }
 
 static int write_svg(const struct cfg *c, const struct run *run)
 {
+	struct kvt_trace_series mrc = {
+		.name = "LRU, sampled (--mrc)", .tier = c->sweep_tier, .cap = c->mrc_caps,
+		.rate = run->mrc_hit, .n = (size_t)c->n_mrc_caps,
+	};
 	FILE *f = fopen(c->svg, "we");
 	int err;
 
@@ -712,7 +983,8 @@ static int write_svg(const struct cfg *c, const struct run *run)
 		fprintf(stderr, "trace: %s: %s\n", c->svg, kvt_strerror(err));
 		return err;
 	}
-	err = kvt_trace_sweep_svg(f, run->pts, run->n_sweep,
+
+	err = kvt_trace_sweep_svg(f, run->pts, run->n_sweep, c->mrc ? &mrc : NULL,
 				  "kvtier trace replay: hit rate by capacity");
 	if (fclose(f) && !err)
 		err = -EIO;
@@ -737,11 +1009,12 @@ static int run_replay(struct cfg *c)
 		err = report_json(c, &run);
 	else
 		report_text(c, &run);
-	if (!err && c->svg && run.n_sweep)
+	if (!err && c->svg && (run.n_sweep || c->mrc))
 		err = write_svg(c, &run);
 out:
 	if (run.rs)
 		close_all(run.rs, run.n);
+	kvt_mrc_close(run.mrc);
 	free(run.rs);
 	free(run.pts);
 	free(c->sweep_est);
@@ -927,6 +1200,7 @@ int kvt_bench_trace_main(int argc, char **argv)
 
 	kvt_synth_opts_init(&c.synth, sizeof(c.synth));
 	kvt_replay_opts_init(&c.ro, sizeof(c.ro));
+	kvt_mrc_opts_init(&c.mrc_opts, sizeof(c.mrc_opts));
 	err = parse_args(argc, argv, &c);
 	if (err == 1) {
 		usage(stdout);

@@ -20,6 +20,7 @@
 #include "bench/trace/cascade.h"
 #include "bench/trace/reader.h"
 #include "kvtier/types.h"
+#include "store/mrc.h"
 #include "store/policy.h"
 
 #define KVT_REPLAY_INFINITE KVT_CASCADE_INFINITE
@@ -37,6 +38,8 @@ struct kvt_replay_opts {
 	                                    * the cost policy (default 512 x 147,456) */
 	kvt_policy_cost_cb cost_cb;        /* recompute cost for "cost" (NULL: depth + 1) */
 	void *cost_arg;
+	struct kvt_mrc *mrc;               /* fed every block reference, with the
+	                                    * records' last ticks (optional; not owned) */
 };
 
 struct kvt_replay_tier_stats {
