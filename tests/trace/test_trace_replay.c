@@ -341,7 +341,7 @@ static void infinite_capacity_matches_an_independent_count(void **state)
 	uint64_t seed = kvt_test_seed(), hits = 0, tokens = 0;
 	size_t n_seen = 0;
 	char *text = random_trace(&seed, N, ids, lens), *path = trace_file("trace-inf", text);
-	static const char *policies[] = { "lru", "tail-lru", "lfu", "cost" };
+	const struct kvt_policy_ops *ops;
 
 	for (int r = 0; r < N; r++) {
 		int h = 0;
@@ -358,11 +358,11 @@ static void infinite_capacity_matches_an_independent_count(void **state)
 				qsort(seen, n_seen, sizeof(*seen), cmp_u64);
 			}
 	}
-	for (size_t k = 0; k < 4; k++) {
+	for (size_t k = 0; (ops = kvt_policy_at(k)); k++) {
 		struct kvt_replay_opts o;
 		struct kvt_replay_stats st;
 
-		one_tier(&o, policies[k], KVT_REPLAY_INFINITE);
+		one_tier(&o, ops->name, KVT_REPLAY_INFINITE);
 		assert_int_equal(replay_file(path, &o, &st), 0);
 		assert_int_equal(st.hit_blocks, hits);
 		assert_int_equal(st.ideal_hit_blocks, hits);
@@ -384,16 +384,16 @@ static void policies_stay_within_capacity_and_ideal(void **state)
 	static int lens[N];
 	uint64_t seed = kvt_test_seed();
 	char *text = random_trace(&seed, N, ids, lens), *path = trace_file("trace-bounds", text);
-	static const char *policies[] = { "lru", "tail-lru", "lfu", "cost" };
+	const struct kvt_policy_ops *ops;
 
-	for (size_t k = 0; k < 4; k++)
+	for (size_t k = 0; (ops = kvt_policy_at(k)); k++)
 		for (uint64_t cap = 1; cap < 200; cap = cap * 3 + 1)
 			for (int promote = 0; promote < 2; promote++) {
 				struct kvt_replay_opts o;
 				struct kvt_replay_stats st;
 
 				kvt_replay_opts_init(&o, sizeof(o));
-				o.policy = policies[k];
+				o.policy = ops->name;
 				o.capacity[KVT_TIER_HBM] = cap;
 				o.capacity[KVT_TIER_DRAM] = cap * 2;
 				o.capacity[KVT_TIER_SSD] = cap * 4;
