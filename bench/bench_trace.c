@@ -101,7 +101,8 @@ static void usage(FILE *f)
 "  --gpu G                 GPU of the model's table (default H100-SXM)\n"
 "  --mfu F                 fraction of peak FLOP/s a prefill sustains (default 0.5)\n"
 "replay:\n"
-"  --policy P[,P...]       lru (default), tail-lru, lfu, cost; a list for --sweep\n"
+"  --policy P[,P...]       lru (default), tail-lru, lfu, cost, ghost-lru, or 'all'; a\n"
+"                          list replays each (policies[] in the JSON), or is swept\n"
 "  --promote               move a hit below the first tier up to it\n"
 "  --store-output          also store each request's output blocks\n"
 "  --reps N                replays timed, median reported (default 3; 1 for stdin)\n"
@@ -122,7 +123,7 @@ static void usage(FILE *f)
 "                          ticks\n"
 "sweep (all in one pass over the trace):\n"
 "  --sweep                 hit rate against the capacity of one tier, per policy\n"
-"                          (default policies: all four)\n"
+"                          (default policies: all)\n"
 "  --sweep-tier T          tier swept: hbm, dram (default), ssd\n"
 "  --sweep-capacities L    comma-separated blocks (default 1-2-5 steps from 1,000 to\n"
 "                          1,000,000, and inf)\n"
@@ -171,12 +172,20 @@ static int parse_tier(const char *s)
 	return -EINVAL;
 }
 
+/* A comma-separated list of policy names, or "all" (every built-in one). */
 static int split_policies(struct cfg *c, const char *s)
 {
 	char *save, *tok;
 
-	snprintf(c->policy_list, sizeof(c->policy_list), "%s", s);
 	c->n_policies = 0;
+	if (!strcmp(s, "all")) {
+		const struct kvt_policy_ops *ops;
+
+		for (size_t i = 0; (ops = kvt_policy_at(i)) && c->n_policies < MAX_POLICIES; i++)
+			c->policies[c->n_policies++] = ops->name;
+		return 0;
+	}
+	snprintf(c->policy_list, sizeof(c->policy_list), "%s", s);
 	for (tok = strtok_r(c->policy_list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		if (!kvt_policy_find(tok) || c->n_policies == MAX_POLICIES) {
 			fprintf(stderr, "trace: unknown policy '%s' (one of %s)\n", tok,
@@ -587,6 +596,13 @@ static int print_json(json_t *j)
 	return 0;
 }
 
+/* One policy's result when several are replayed in turn. */
+struct policy_row {
+	const char *name;
+	struct kvt_replay_stats st;
+	double replay_s; /* median */
+};
+
 /* One accounting run: the main replay (rs[0]) and, with --sweep, one replay
  * per sweep point, fed by the same passes over the trace. */
 struct run {
@@ -853,7 +869,31 @@ static json_t *mrc_json(const struct cfg *c, const struct run *run)
 	return json_pack("{s:o, s:o}", "curve", a, "estimator", est);
 }
 
-static int report_json(const struct cfg *c, const struct run *run)
+static json_t *policies_json(const struct policy_row *rows, int n)
+{
+	json_t *a = json_array();
+
+	for (int i = 0; a && i < n; i++) {
+		const struct kvt_replay_stats *st = &rows[i].st;
+		json_t *row = json_pack("{s:s, s:f, s:f, s:f, s:f, s:f}", "name", rows[i].name,
+					"block_hit_rate", kvt_trace_rate(st->hit_blocks, st->blocks),
+					"token_hit_rate", kvt_trace_rate(st->hit_tokens, st->tokens),
+					"ideal_block_hit_rate",
+					kvt_trace_rate(st->ideal_hit_blocks, st->blocks),
+					"replay_s", rows[i].replay_s,
+					"lookups_per_s",
+					rows[i].replay_s > 0 ? (double)st->blocks / rows[i].replay_s : 0);
+
+		if (!row || json_array_append_new(a, row)) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+static int report_json(const struct cfg *c, const struct run *run,
+		       const struct policy_row *rows, int n_rows)
 {
 	const struct kvt_replay_stats *st = &run->st;
 	json_t *j = kvt_trace_report_json(&c->ro, st);
@@ -861,6 +901,15 @@ static int report_json(const struct cfg *c, const struct run *run)
 
 	if (!j)
 		return -ENOMEM;
+	if (n_rows) {
+		json_t *a = policies_json(rows, n_rows);
+
+		if (!a) {
+			json_decref(j);
+			return -ENOMEM;
+		}
+		json_object_set_new(j, "policies", a);
+	}
 	json_object_set_new(j, "trace", json_string(c->trace));
 	json_object_set_new(j, "mode", json_string("accounting"));
 	json_object_set_new(j, "bad_lines", json_integer((json_int_t)run->tm.bad_lines));
@@ -939,7 +988,21 @@ static void mrc_text(const struct cfg *c, const struct run *run)
 		       1e9 * (run->mrc_cpu_med - run->cpu_med) / (double)(ms->refs ? ms->refs : 1));
 }
 
-static void report_text(const struct cfg *c, const struct run *run)
+static void policies_text(const struct policy_row *rows, int n)
+{
+	printf("\n%-12s %10s %10s %14s\n", "policy", "block hit", "token hit", "lookups/s");
+	for (int i = 0; i < n; i++) {
+		const struct kvt_replay_stats *st = &rows[i].st;
+
+		printf("%-12s %10.4f %10.4f %14.0f\n", rows[i].name,
+		       kvt_trace_rate(st->hit_blocks, st->blocks),
+		       kvt_trace_rate(st->hit_tokens, st->tokens),
+		       rows[i].replay_s > 0 ? (double)st->blocks / rows[i].replay_s : 0);
+	}
+}
+
+static void report_text(const struct cfg *c, const struct run *run,
+			const struct policy_row *rows, int n_rows)
 {
 	const struct kvt_replay_stats *st = &run->st;
 	const struct kvt_prefill_est *e = &c->est;
@@ -965,6 +1028,8 @@ static void report_text(const struct cfg *c, const struct run *run)
 		printf("\n");
 		kvt_trace_sweep_text(stdout, run->pts, run->n_sweep);
 	}
+	if (n_rows)
+		policies_text(rows, n_rows);
 	if (c->mrc)
 		mrc_text(c, run);
 }
@@ -991,34 +1056,80 @@ static int write_svg(const struct cfg *c, const struct run *run)
 	return err;
 }
 
-static int run_replay(struct cfg *c)
+static void free_run(struct cfg *c, struct run *run)
 {
-	struct run run = { .seekable = strcmp(c->trace, "-") != 0 };
+	if (run->rs)
+		close_all(run->rs, run->n);
+	kvt_mrc_close(run->mrc);
+	free(run->rs);
+	free(run->pts);
+	free(c->sweep_est);
+	c->sweep_est = NULL;
+	memset(run, 0, sizeof(*run));
+}
+
+/* Replay, time and collect, with c->ro.policy. */
+static int run_one(struct cfg *c, struct run *run)
+{
 	int err;
 
-	run.reps = run.seekable ? c->reps : 1;
-	c->ro.policy = c->policies[0];
-	plan_sweep(c, &run);
-	err = alloc_run(c, &run);
+	run->seekable = strcmp(c->trace, "-") != 0;
+	run->reps = run->seekable ? c->reps : 1;
+	plan_sweep(c, run);
+	err = alloc_run(c, run);
 	if (!err)
-		err = time_reps(c, &run);
+		err = time_reps(c, run);
+	if (!err)
+		collect(c, run);
+	return err;
+}
+
+/* Several policies and no sweep: each one replayed and timed in turn (the
+ * first one, c->policies[0], is the main run, with the prefill estimate and
+ * the MRC); rows[i] gets policy i's counters and replay time. */
+static int run_each_policy(struct cfg *c, const struct run *main_run, struct policy_row *rows)
+{
+	bool have_est = c->have_est, mrc = c->mrc;
+	int err = 0;
+
+	rows[0] = (struct policy_row){ c->policies[0], main_run->st, main_run->replay_med };
+	c->have_est = false;
+	c->mrc = false;
+	for (int i = 1; i < c->n_policies && !err; i++) {
+		struct run run = { 0 };
+
+		c->ro.policy = c->policies[i];
+		err = run_one(c, &run);
+		if (!err)
+			rows[i] = (struct policy_row){ c->policies[i], run.st, run.replay_med };
+		free_run(c, &run);
+	}
+	c->ro.policy = c->policies[0];
+	c->have_est = have_est;
+	c->mrc = mrc;
+	return err;
+}
+
+static int run_replay(struct cfg *c)
+{
+	struct run run = { 0 };
+	struct policy_row rows[MAX_POLICIES];
+	int n_rows = !c->sweep && c->n_policies > 1 ? c->n_policies : 0, err;
+
+	c->ro.policy = c->policies[0];
+	err = run_one(c, &run);
+	if (!err && n_rows)
+		err = run_each_policy(c, &run, rows);
 	if (err)
 		goto out;
-	collect(c, &run);
 	if (c->json)
-		err = report_json(c, &run);
+		err = report_json(c, &run, rows, n_rows);
 	else
-		report_text(c, &run);
+		report_text(c, &run, rows, n_rows);
 	if (!err && c->svg && (run.n_sweep || c->mrc))
 		err = write_svg(c, &run);
 out:
-	if (run.rs)
-		close_all(run.rs, run.n);
-	kvt_mrc_close(run.mrc);
-	free(run.rs);
-	free(run.pts);
-	free(c->sweep_est);
-	c->sweep_est = NULL;
+	free_run(c, &run);
 	return err;
 }
 
@@ -1211,7 +1322,7 @@ int kvt_bench_trace_main(int argc, char **argv)
 		return 2;
 	}
 	if (!c.n_policies)
-		split_policies(&c, c.sweep ? "lru,tail-lru,lfu,cost" : "lru");
+		split_policies(&c, c.sweep ? "all" : "lru");
 	if ((c.generate || c.convert) && !c.out) {
 		fprintf(stderr, "trace: --generate and --convert need --out FILE\n");
 		return 2;
