@@ -25,6 +25,7 @@
 #include "bench/trace/report.h"
 #include "bench/trace/synth.h"
 #include "kvtier/types.h"
+#include "store/admission.h"
 #include "store/mrc.h"
 
 #define MAX_POLICIES 8
@@ -62,6 +63,9 @@ struct cfg {
 	uint64_t payload_block_bytes;
 	const char *ssd_dir;
 	char policy_list[128];
+	const char *admissions[MAX_POLICIES]; /* --ssd-admission rules */
+	int n_admissions;
+	char admission_list[128];
 	bool mrc;                   /* sampled miss-ratio curve while replaying */
 	uint64_t mrc_caps[MAX_CAPS];
 	int n_mrc_caps;
@@ -103,6 +107,10 @@ static void usage(FILE *f)
 "replay:\n"
 "  --policy P[,P...]       lru (default), tail-lru, lfu, cost, ghost-lru, or 'all'; a\n"
 "                          list replays each (policies[] in the JSON), or is swept\n"
+"  --ssd-admission R[,R...] which blocks evicted into the SSD tier are written there:\n"
+"                          always (default), reused (used twice), useful (classes the\n"
+"                          tier reads back), or 'all'; a list replays each\n"
+"                          (admissions[] in the JSON, with SSD bytes written)\n"
 "  --promote               move a hit below the first tier up to it\n"
 "  --store-output          also store each request's output blocks\n"
 "  --reps N                replays timed, median reported (default 3; 1 for stdin)\n"
@@ -197,6 +205,31 @@ static int split_policies(struct cfg *c, const char *s)
 	return c->n_policies ? 0 : -EINVAL;
 }
 
+/* A comma-separated list of SSD admission rules, or "all" (every one). */
+static int split_admissions(struct cfg *c, const char *s)
+{
+	char *save, *tok;
+
+	c->n_admissions = 0;
+	if (!strcmp(s, "all")) {
+		const struct kvt_admission_ops *ops;
+
+		for (size_t i = 0; (ops = kvt_admission_at(i)) && c->n_admissions < MAX_POLICIES; i++)
+			c->admissions[c->n_admissions++] = ops->name;
+		return 0;
+	}
+	snprintf(c->admission_list, sizeof(c->admission_list), "%s", s);
+	for (tok = strtok_r(c->admission_list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (!kvt_admission_find(tok) || c->n_admissions == MAX_POLICIES) {
+			fprintf(stderr, "trace: unknown SSD admission rule '%s' (one of %s)\n", tok,
+				kvt_admission_names());
+			return -EINVAL;
+		}
+		c->admissions[c->n_admissions++] = tok;
+	}
+	return c->n_admissions ? 0 : -EINVAL;
+}
+
 /* A comma-separated list of capacities in blocks ('inf' allowed) into
  * caps[0..*n). */
 static int split_caps(const char *s, uint64_t *caps, int *n)
@@ -232,6 +265,7 @@ enum {
 	O_PROMPT_TOKENS, O_CONV_SHARE, O_AGENT_SHARE, O_TURNS, O_AGENT_STEPS, O_AGENT_CTX,
 	O_USER_TOKENS, O_OUTPUT_TOKENS, O_RATE, O_JSON, O_QUIET, O_HELP, O_MODEL, O_GPU, O_MFU,
 	O_REORDER, O_MRC, O_MRC_CAPS, O_MRC_RATE, O_MRC_BUDGET, O_MRC_SEED, O_MRC_PLAIN,
+	O_SSD_ADMISSION,
 };
 
 static const struct option options[] = {
@@ -286,6 +320,7 @@ static const struct option options[] = {
 	{ "mrc-budget", required_argument, NULL, O_MRC_BUDGET },
 	{ "mrc-seed", required_argument, NULL, O_MRC_SEED },
 	{ "mrc-plain", no_argument, NULL, O_MRC_PLAIN },
+	{ "ssd-admission", required_argument, NULL, O_SSD_ADMISSION },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -401,6 +436,7 @@ static int parse_args(int argc, char **argv, struct cfg *c)
 			c->mrc_opts.use_ticks = false;
 			c->mrc = true;
 			break;
+		case O_SSD_ADMISSION: err = split_admissions(c, optarg); break;
 		case O_SVG: c->svg = optarg; break;
 		case O_SEED: err = parse_u64(optarg, &c->synth.seed); break;
 		case O_SESSIONS: err = u32_arg(optarg, &c->synth.sessions); break;
@@ -596,7 +632,8 @@ static int print_json(json_t *j)
 	return 0;
 }
 
-/* One policy's result when several are replayed in turn. */
+/* One policy's (or admission rule's) result when several are replayed in
+ * turn. */
 struct policy_row {
 	const char *name;
 	struct kvt_replay_stats st;
@@ -869,12 +906,13 @@ static json_t *mrc_json(const struct cfg *c, const struct run *run)
 	return json_pack("{s:o, s:o}", "curve", a, "estimator", est);
 }
 
-static json_t *policies_json(const struct policy_row *rows, int n)
+static json_t *policies_json(const struct cfg *c, const struct policy_row *rows, int n)
 {
 	json_t *a = json_array();
 
 	for (int i = 0; a && i < n; i++) {
 		const struct kvt_replay_stats *st = &rows[i].st;
+		const struct kvt_replay_tier_stats *ssd = &st->tier[KVT_TIER_SSD];
 		json_t *row = json_pack("{s:s, s:f, s:f, s:f, s:f, s:f}", "name", rows[i].name,
 					"block_hit_rate", kvt_trace_rate(st->hit_blocks, st->blocks),
 					"token_hit_rate", kvt_trace_rate(st->hit_tokens, st->tokens),
@@ -884,6 +922,15 @@ static json_t *policies_json(const struct policy_row *rows, int n)
 					"lookups_per_s",
 					rows[i].replay_s > 0 ? (double)st->blocks / rows[i].replay_s : 0);
 
+		if (row && c->n_admissions > 1 && ssd->capacity) {
+			json_object_set_new(row, "ssd_bytes_written", json_integer((json_int_t)ssd->bytes_in));
+			json_object_set_new(row, "ssd_blocks_written",
+					    json_integer((json_int_t)(ssd->inserted + ssd->demoted_in +
+								      ssd->promoted_in)));
+			json_object_set_new(row, "ssd_refused", json_integer((json_int_t)ssd->refused));
+			json_object_set_new(row, "ssd_block_hit_rate",
+					    json_real(kvt_trace_rate(ssd->hit_blocks, st->blocks)));
+		}
 		if (!row || json_array_append_new(a, row)) {
 			json_decref(a);
 			return NULL;
@@ -902,13 +949,13 @@ static int report_json(const struct cfg *c, const struct run *run,
 	if (!j)
 		return -ENOMEM;
 	if (n_rows) {
-		json_t *a = policies_json(rows, n_rows);
+		json_t *a = policies_json(c, rows, n_rows);
 
 		if (!a) {
 			json_decref(j);
 			return -ENOMEM;
 		}
-		json_object_set_new(j, "policies", a);
+		json_object_set_new(j, c->n_admissions > 1 ? "admissions" : "policies", a);
 	}
 	json_object_set_new(j, "trace", json_string(c->trace));
 	json_object_set_new(j, "mode", json_string("accounting"));
@@ -988,16 +1035,27 @@ static void mrc_text(const struct cfg *c, const struct run *run)
 		       1e9 * (run->mrc_cpu_med - run->cpu_med) / (double)(ms->refs ? ms->refs : 1));
 }
 
-static void policies_text(const struct policy_row *rows, int n)
+static void policies_text(const struct cfg *c, const struct policy_row *rows, int n)
 {
-	printf("\n%-12s %10s %10s %14s\n", "policy", "block hit", "token hit", "lookups/s");
+	bool adm = c->n_admissions > 1;
+
+	printf("\n%-12s %10s %10s %14s", adm ? "admission" : "policy", "block hit", "token hit",
+	       "lookups/s");
+	if (adm)
+		printf(" %10s %16s %12s", "ssd hit", "ssd bytes in", "refused");
+	printf("\n");
 	for (int i = 0; i < n; i++) {
 		const struct kvt_replay_stats *st = &rows[i].st;
+		const struct kvt_replay_tier_stats *ssd = &st->tier[KVT_TIER_SSD];
 
-		printf("%-12s %10.4f %10.4f %14.0f\n", rows[i].name,
+		printf("%-12s %10.4f %10.4f %14.0f", rows[i].name,
 		       kvt_trace_rate(st->hit_blocks, st->blocks),
 		       kvt_trace_rate(st->hit_tokens, st->tokens),
 		       rows[i].replay_s > 0 ? (double)st->blocks / rows[i].replay_s : 0);
+		if (adm)
+			printf(" %10.4f %16" PRIu64 " %12" PRIu64,
+			       kvt_trace_rate(ssd->hit_blocks, st->blocks), ssd->bytes_in, ssd->refused);
+		printf("\n");
 	}
 }
 
@@ -1029,7 +1087,7 @@ static void report_text(const struct cfg *c, const struct run *run,
 		kvt_trace_sweep_text(stdout, run->pts, run->n_sweep);
 	}
 	if (n_rows)
-		policies_text(rows, n_rows);
+		policies_text(c, rows, n_rows);
 	if (c->mrc)
 		mrc_text(c, run);
 }
@@ -1084,27 +1142,33 @@ static int run_one(struct cfg *c, struct run *run)
 	return err;
 }
 
-/* Several policies and no sweep: each one replayed and timed in turn (the
- * first one, c->policies[0], is the main run, with the prefill estimate and
- * the MRC); rows[i] gets policy i's counters and replay time. */
+/* Several policies (or SSD admission rules) and no sweep: each one replayed
+ * and timed in turn (the first one is the main run, with the prefill
+ * estimate and the MRC); rows[i] gets the i-th one's counters and replay
+ * time. */
 static int run_each_policy(struct cfg *c, const struct run *main_run, struct policy_row *rows)
 {
-	bool have_est = c->have_est, mrc = c->mrc;
-	int err = 0;
+	bool have_est = c->have_est, mrc = c->mrc, adm = c->n_admissions > 1;
+	const char *const *names = adm ? c->admissions : c->policies;
+	int n = adm ? c->n_admissions : c->n_policies, err = 0;
 
-	rows[0] = (struct policy_row){ c->policies[0], main_run->st, main_run->replay_med };
+	rows[0] = (struct policy_row){ names[0], main_run->st, main_run->replay_med };
 	c->have_est = false;
 	c->mrc = false;
-	for (int i = 1; i < c->n_policies && !err; i++) {
+	for (int i = 1; i < n && !err; i++) {
 		struct run run = { 0 };
 
-		c->ro.policy = c->policies[i];
+		if (adm)
+			c->ro.ssd_admission = names[i];
+		else
+			c->ro.policy = names[i];
 		err = run_one(c, &run);
 		if (!err)
-			rows[i] = (struct policy_row){ c->policies[i], run.st, run.replay_med };
+			rows[i] = (struct policy_row){ names[i], run.st, run.replay_med };
 		free_run(c, &run);
 	}
 	c->ro.policy = c->policies[0];
+	c->ro.ssd_admission = c->n_admissions ? c->admissions[0] : NULL;
 	c->have_est = have_est;
 	c->mrc = mrc;
 	return err;
@@ -1114,9 +1178,12 @@ static int run_replay(struct cfg *c)
 {
 	struct run run = { 0 };
 	struct policy_row rows[MAX_POLICIES];
-	int n_rows = !c->sweep && c->n_policies > 1 ? c->n_policies : 0, err;
+	int n_rows = 0, err;
 
+	if (!c->sweep)
+		n_rows = c->n_admissions > 1 ? c->n_admissions : c->n_policies > 1 ? c->n_policies : 0;
 	c->ro.policy = c->policies[0];
+	c->ro.ssd_admission = c->n_admissions ? c->admissions[0] : NULL;
 	err = run_one(c, &run);
 	if (!err && n_rows)
 		err = run_each_policy(c, &run, rows);
@@ -1325,6 +1392,11 @@ int kvt_bench_trace_main(int argc, char **argv)
 		split_policies(&c, c.sweep ? "all" : "lru");
 	if ((c.generate || c.convert) && !c.out) {
 		fprintf(stderr, "trace: --generate and --convert need --out FILE\n");
+		return 2;
+	}
+	if (c.n_admissions > 1 && (c.n_policies > 1 || c.sweep)) {
+		fprintf(stderr, "trace: several --ssd-admission rules with several policies or "
+				"--sweep: compare one thing at a time\n");
 		return 2;
 	}
 	if (c.generate)

@@ -7,6 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
+uint64_t kvt_ghost_hash(const struct kvt_rec *r)
+{
+	return XXH3_64bits_withSeed(r->key.bytes, KVT_KEY_BYTES, r->ns);
+}
+
 static inline uint64_t key_of(uint64_t h)
 {
 	return h & ~1ull;

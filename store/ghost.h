@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "store/index.h"
+
 struct kvt_ghost {
 	uint64_t *ring;   /* hash | tag in the low bit, in order of arrival; 0 = taken */
 	uint32_t *table;  /* ring position + 1 by hash, 0 = empty; twice cap */
@@ -15,6 +17,9 @@ struct kvt_ghost {
 	uint64_t added;   /* hashes ever added: the next one's sequence number */
 	uint32_t count[2]; /* entries remembered, by tag */
 };
+
+/* The hash a ghost list remembers a record's key (and namespace) by. */
+uint64_t kvt_ghost_hash(const struct kvt_rec *r);
 
 /* An empty ghost list of cap (rounded up to a power of two, at least 64)
  * entries. Returns 0 or -ENOMEM. */

@@ -24,8 +24,6 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include <xxhash.h>
-
 #include "store/ghost.h"
 #include "store/policy.h"
 
@@ -144,11 +142,6 @@ static void gl_fini(struct kvt_policy *p)
 	p->state = NULL;
 }
 
-static uint64_t key_hash(const struct kvt_rec *r)
-{
-	return XXH3_64bits_withSeed(r->key.bytes, KVT_KEY_BYTES, r->ns);
-}
-
 /* A block came back that left as class `was`, `age` evictions ago: as in
  * ARC, the step is larger when the other class's ghosts outnumber its own. */
 static void adapt(struct gl *g, unsigned was, uint64_t age)
@@ -174,7 +167,7 @@ static void gl_insert(struct kvt_policy *p, uint32_t i)
 
 	/* a new record's pval is 0 (fresh); one coming back from a hold or
 	 * another tier keeps its class */
-	if (c == FRESH && kvt_ghost_take(&g->ghost, key_hash(r), &was, &age)) {
+	if (c == FRESH && kvt_ghost_take(&g->ghost, kvt_ghost_hash(r), &was, &age)) {
 		adapt(g, was, age);
 		c = PROVEN;
 	}
@@ -214,7 +207,7 @@ static void gl_remove(struct kvt_policy *p, uint32_t i)
 	g->n_fresh -= cls(r) == FRESH;
 	/* held blocks stay in the tier: only those leaving it are ghosts */
 	if (!r->pins && !r->busy)
-		kvt_ghost_add(&g->ghost, key_hash(r), cls(r));
+		kvt_ghost_add(&g->ghost, kvt_ghost_hash(r), cls(r));
 }
 
 static void gl_leaf_changed(struct kvt_policy *p, uint32_t i, bool is_leaf)

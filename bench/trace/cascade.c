@@ -64,6 +64,10 @@ static void make_room(struct kvt_cascade *c, uint8_t t)
 			return; /* nothing evictable: stay over capacity */
 		c->st[t].evicted++;
 		next = below(c, t);
+		if (next != KVT_TIER_NONE && !kvt_catalog_admit(&c->cat, v, next)) {
+			c->st[next].refused++;
+			next = KVT_TIER_NONE;
+		}
 		if (next == KVT_TIER_NONE) {
 			kvt_catalog_drop(&c->cat, v);
 			c->drops++;

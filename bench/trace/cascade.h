@@ -28,6 +28,8 @@ struct kvt_cascade_tier_stats {
 	uint64_t promoted_in; /* hits brought up from a lower tier */
 	uint64_t evicted;     /* blocks that left for lack of room */
 	uint64_t promoted_out;
+	uint64_t refused;     /* evicted from the tier above, not admitted here
+	                       * (dropped instead) */
 };
 
 struct kvt_cascade {

@@ -51,6 +51,7 @@ static void output_key(uint64_t request, uint64_t block, struct kvt_key *key)
 
 int kvt_replay_open(const struct kvt_replay_opts *opts, struct kvt_replay **out)
 {
+	const struct kvt_admission_ops *adm = NULL;
 	const struct kvt_policy_ops *ops;
 	struct kvt_replay *r;
 	int err;
@@ -58,6 +59,8 @@ int kvt_replay_open(const struct kvt_replay_opts *opts, struct kvt_replay **out)
 	if (!opts || opts->size != sizeof(*opts) || !out || !opts->block_tokens)
 		return -EINVAL;
 	ops = kvt_policy_find(opts->policy);
+	if (opts->ssd_admission && !(adm = kvt_admission_find(opts->ssd_admission)))
+		return -EINVAL;
 	if (!ops)
 		return -EINVAL;
 	r = calloc(1, sizeof(*r));
@@ -68,6 +71,14 @@ int kvt_replay_open(const struct kvt_replay_opts *opts, struct kvt_replay **out)
 	if (err) {
 		free(r);
 		return err;
+	}
+	if (adm) {
+		err = kvt_catalog_set_admission(&r->cas.cat, adm, KVT_TIER_SSD);
+		if (err) {
+			kvt_cascade_fini(&r->cas);
+			free(r);
+			return err;
+		}
 	}
 	*out = r;
 	return 0;
@@ -277,6 +288,7 @@ void kvt_replay_stats(const struct kvt_replay *r, struct kvt_replay_stats *out)
 		ts->promoted_in = cs->promoted_in;
 		ts->evicted = cs->evicted;
 		ts->promoted_out = cs->promoted_out;
+		ts->refused = cs->refused;
 		ts->bytes_in = (cs->inserted + cs->demoted_in + cs->promoted_in) * bb;
 		/* hits were counted as read out; demotions and promotions leave
 		 * too, while what the last tier evicts is dropped unread */

@@ -23,6 +23,8 @@ json_t *kvt_trace_report_json(const struct kvt_replay_opts *o, const struct kvt_
 		return NULL;
 	}
 	json_object_set_new(j, "policy", json_string(o->policy));
+	json_object_set_new(j, "ssd_admission",
+			    json_string(o->ssd_admission ? o->ssd_admission : "always"));
 	json_object_set_new(j, "promote", json_boolean(o->promote));
 	json_object_set_new(j, "store_output", json_boolean(o->store_output));
 	json_object_set_new(j, "block_tokens", json_integer(o->block_tokens));
@@ -50,7 +52,8 @@ json_t *kvt_trace_report_json(const struct kvt_replay_opts *o, const struct kvt_
 		if (!ts->capacity)
 			continue;
 		json_object_set_new(hits, tier_names[t], json_integer((json_int_t)ts->hit_blocks));
-		tj = json_pack("{s:o, s:o, s:I, s:I, s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+		tj = json_pack("{s:o, s:o, s:I, s:I, s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+			       "s:I}",
 			       "capacity_blocks", capacity_json(ts->capacity),
 			       "capacity_bytes", ts->capacity == KVT_REPLAY_INFINITE ? json_null() :
 				       json_integer((json_int_t)(ts->capacity * o->block_bytes)),
@@ -65,7 +68,8 @@ json_t *kvt_trace_report_json(const struct kvt_replay_opts *o, const struct kvt_
 			       "promoted_in", (json_int_t)ts->promoted_in,
 			       "evicted", (json_int_t)ts->evicted,
 			       "bytes_in", (json_int_t)ts->bytes_in,
-			       "bytes_out", (json_int_t)ts->bytes_out);
+			       "bytes_out", (json_int_t)ts->bytes_out,
+			       "refused", (json_int_t)ts->refused);
 		json_object_set_new(tiers, tier_names[t], tj);
 	}
 	json_object_set_new(j, "hits", hits);

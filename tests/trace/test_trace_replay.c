@@ -410,6 +410,54 @@ static void policies_stay_within_capacity_and_ideal(void **state)
 	free(text);
 }
 
+/* DRAM + SSD with every admission rule: what DRAM evicts is either written
+ * to SSD or refused, never both; "always" refuses nothing; a rule that
+ * refuses writes less; and on the Mooncake trace, "reused" writes fewer
+ * than half the bytes of "always" into an SSD of 10,000 blocks under 2,000
+ * of DRAM, at no lower a hit rate (the README's figures). */
+static void admission_decides_what_ssd_writes(void **state)
+{
+	enum { N = 300 };
+	static uint64_t ids[N][16];
+	static int lens[N];
+	uint64_t seed = kvt_test_seed(), always_in = 0;
+	char *text = random_trace(&seed, N, ids, lens), *path = trace_file("trace-adm", text);
+	char *mooncake = data_file("synthetic_trace.jsonl");
+	const struct kvt_admission_ops *ops;
+	struct kvt_replay_stats base, st;
+	struct kvt_replay_opts o;
+
+	for (size_t k = 0; (ops = kvt_admission_at(k)); k++) {
+		kvt_replay_opts_init(&o, sizeof(o));
+		o.capacity[KVT_TIER_DRAM] = 20;
+		o.capacity[KVT_TIER_SSD] = 60;
+		o.ssd_admission = ops->name;
+		assert_int_equal(replay_file(path, &o, &st), 0);
+		assert_int_equal(st.tier[KVT_TIER_DRAM].evicted,
+				 st.tier[KVT_TIER_SSD].demoted_in + st.tier[KVT_TIER_SSD].refused);
+		assert_true(st.hit_blocks <= st.ideal_hit_blocks);
+		if (!strcmp(ops->name, "always")) {
+			assert_int_equal(st.tier[KVT_TIER_SSD].refused, 0);
+			always_in = st.tier[KVT_TIER_SSD].bytes_in;
+		} else if (st.tier[KVT_TIER_SSD].refused) {
+			assert_true(st.tier[KVT_TIER_SSD].bytes_in < always_in);
+		}
+	}
+	kvt_replay_opts_init(&o, sizeof(o));
+	o.capacity[KVT_TIER_DRAM] = 2000;
+	o.capacity[KVT_TIER_SSD] = 10000;
+	assert_int_equal(replay_file(mooncake, &o, &base), 0);
+	o.ssd_admission = "reused";
+	assert_int_equal(replay_file(mooncake, &o, &st), 0);
+	assert_true(st.tier[KVT_TIER_SSD].bytes_in * 2 < base.tier[KVT_TIER_SSD].bytes_in);
+	assert_true(st.hit_blocks >= base.hit_blocks);
+	o.ssd_admission = "no-such-rule";
+	assert_int_equal(replay_file(mooncake, &o, &st), -EINVAL);
+	free(mooncake);
+	trace_file_remove(path);
+	free(text);
+}
+
 static void bad_options_are_rejected(void **state)
 {
 	struct kvt_replay_opts o;
@@ -437,6 +485,7 @@ int main(void)
 		cmocka_unit_test(lru_matches_an_independent_lru),
 		cmocka_unit_test(infinite_capacity_matches_an_independent_count),
 		cmocka_unit_test(policies_stay_within_capacity_and_ideal),
+		cmocka_unit_test(admission_decides_what_ssd_writes),
 		cmocka_unit_test(bad_options_are_rejected),
 	};
 
