@@ -11,7 +11,7 @@
  * k-1. */
 #define TB 64u
 #define TL 40
-#define TSHIFT 2
+#define TSHIFT 3
 /* What every reference pays for is kept small: one reference in EVERY (by a
  * hash of block and time, so no access pattern lines up with it) is counted
  * in its stratum and as a repeat, EVERY times over; those counts are large,
@@ -37,10 +37,14 @@ struct thist {
 	double b[TL][TB];
 };
 
+/* The sample table (hot.tab, hot.mask): sampled blocks by hash, open
+ * addressing; it grows up to max_cap. */
 struct ent {
 	uint64_t h; /* 0 = empty */
 	uint64_t t; /* time of the last reference */
 };
+
+_Static_assert(sizeof(struct ent) == 16, "kvt_mrc_prefetch assumes 16-byte entries");
 
 struct kvt_mrc {
 	struct kvt_mrc_hot hot;   /* first: kvt_mrc_ref reads it inline */
@@ -48,10 +52,8 @@ struct kvt_mrc {
 	uint64_t half_life;
 	bool use_ticks;
 	double rate;
-	struct ent *tab;          /* sampled blocks, open addressing; it grows
-	                           * up to max_cap */
 	struct ent *scratch;      /* room to rebuild tab when the threshold drops */
-	size_t cap, mask, count, max_cap, max_count; /* max_count: rebuild room */
+	size_t cap, count, max_cap, max_count; /* max_count: rebuild room */
 	uint64_t sampled_refs, known_prev;
 	uint64_t advanced;        /* the time histograms are up to this time */
 	size_t memory;
@@ -63,6 +65,11 @@ struct kvt_mrc {
 	                           * plain SHARDS distances (no ticks) */
 	float hist[NS][ND];       /* sampled references per stratum and distance */
 };
+
+static inline struct ent *table(const struct kvt_mrc *m)
+{
+	return m->hot.tab;
+}
 
 void kvt_mrc_opts_init(struct kvt_mrc_opts *o, size_t size)
 {
@@ -125,17 +132,17 @@ int kvt_mrc_open(const struct kvt_mrc_opts *opts, struct kvt_mrc **out)
 	m->max_cap = cap;
 	m->max_count = cap / 2;
 	m->cap = cap < 1024 ? cap : 1024;
-	m->mask = m->cap - 1;
-	m->tab = calloc(m->cap, sizeof(*m->tab));
+	m->hot.mask = m->cap - 1;
+	m->hot.tab = calloc(m->cap, sizeof(struct ent));
 	m->scratch = calloc(m->max_count + 1, sizeof(*m->scratch));
-	if (!m->tab || !m->scratch) {
+	if (!m->hot.tab || !m->scratch) {
 		kvt_mrc_close(m);
 		return -ENOMEM;
 	}
 	m->rate = o->max_rate;
 	m->hot.thresh = o->max_rate >= 1 ? UINT64_MAX : (uint64_t)ldexp(o->max_rate, 64);
 	m->hot.due = o->half_life ? o->half_life : UINT64_MAX;
-	m->memory = sizeof(*m) + cap * sizeof(*m->tab) + (m->max_count + 1) * sizeof(*m->scratch);
+	m->memory = sizeof(*m) + cap * sizeof(struct ent) + (m->max_count + 1) * sizeof(*m->scratch);
 	*out = m;
 	return 0;
 }
@@ -144,7 +151,7 @@ void kvt_mrc_close(struct kvt_mrc *m)
 {
 	if (!m)
 		return;
-	free(m->tab);
+	free(m->hot.tab);
 	free(m->scratch);
 	free(m);
 }
@@ -280,14 +287,14 @@ static inline int stratum(uint32_t rt)
 
 static struct ent *tab_find(struct kvt_mrc *m, uint64_t h, bool *found)
 {
-	for (size_t i = h & m->mask;; i = (i + 1) & m->mask) {
-		if (m->tab[i].h == h) {
+	for (size_t i = h & m->hot.mask;; i = (i + 1) & m->hot.mask) {
+		if (table(m)[i].h == h) {
 			*found = true;
-			return &m->tab[i];
+			return &table(m)[i];
 		}
-		if (!m->tab[i].h) {
+		if (!table(m)[i].h) {
 			*found = false;
-			return &m->tab[i];
+			return &table(m)[i];
 		}
 	}
 }
@@ -309,7 +316,7 @@ static void flush_pending(struct kvt_mrc *m)
 /* Put the sampled blocks of scratch[0..n) into a cleared table. */
 static void tab_fill(struct kvt_mrc *m, size_t n)
 {
-	memset(m->tab, 0, m->cap * sizeof(*m->tab));
+	memset(table(m), 0, m->cap * sizeof(struct ent));
 	m->count = 0;
 	for (size_t i = 0; i < n; i++) {
 		bool found;
@@ -328,15 +335,15 @@ static bool tab_grow(struct kvt_mrc *m)
 
 	if (m->cap >= m->max_cap)
 		return false;
-	t = realloc(m->tab, 2 * m->cap * sizeof(*t));
+	t = realloc(m->hot.tab, 2 * m->cap * sizeof(*t));
 	if (!t)
 		return false;
 	for (size_t i = 0; i < m->cap; i++)
 		if (t[i].h)
 			m->scratch[n++] = t[i];
-	m->tab = t;
+	m->hot.tab = t;
 	m->cap *= 2;
-	m->mask = m->cap - 1;
+	m->hot.mask = m->cap - 1;
 	tab_fill(m, n);
 	return true;
 }
@@ -352,8 +359,8 @@ static void lower_threshold(struct kvt_mrc *m)
 	flush_pending(m);
 	catch_up(m);
 	for (size_t i = 0; i < m->cap; i++)
-		if (m->tab[i].h)
-			m->scratch[n++] = m->tab[i];
+		if (table(m)[i].h)
+			m->scratch[n++] = table(m)[i];
 	qsort(m->scratch, n, sizeof(*m->scratch), cmp_h);
 	keep = n - n / 8;
 	m->hot.thresh = m->scratch[keep].h;
@@ -471,12 +478,6 @@ static uint32_t reference(struct kvt_mrc *m, uint64_t h, uint32_t prev, bool cou
 		count_ref(m, now32, prev);
 	}
 	return now32;
-}
-
-void kvt_mrc_prefetch(const struct kvt_mrc *m, uint64_t h)
-{
-	if (h < m->hot.thresh)
-		__builtin_prefetch(&m->tab[h & m->mask]);
 }
 
 uint32_t kvt_mrc_ref_slow(struct kvt_mrc *m, uint64_t h, uint32_t prev)

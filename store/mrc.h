@@ -80,6 +80,8 @@ struct kvt_mrc_hot {
 	uint64_t thresh; /* a block is sampled when its hash is below */
 	uint64_t refs;   /* references counted toward the hit ratio */
 	uint64_t due;    /* refs at which the slow path must run (halving) */
+	void *tab;       /* the sample table and its mask, for kvt_mrc_prefetch */
+	uint64_t mask;
 	uint32_t n_batch;
 	struct { uint32_t now, prev; } batch[KVT_MRC_BATCH]; /* counted references,
 	                  * folded into the counts by the slow path */
@@ -116,7 +118,13 @@ static inline uint32_t kvt_mrc_ref(struct kvt_mrc *m, uint64_t h, uint32_t prev)
 /* Start loading what kvt_mrc_ref(m, h, ...) will read, when that is a cache
  * miss (the sampled blocks' table); for callers that hash a batch of keys
  * ahead of using them. */
-void kvt_mrc_prefetch(const struct kvt_mrc *m, uint64_t h);
+static inline void kvt_mrc_prefetch(const struct kvt_mrc *m, uint64_t h)
+{
+	const struct kvt_mrc_hot *hot = (const struct kvt_mrc_hot *)(const void *)m;
+
+	if (h < hot->thresh)
+		__builtin_prefetch((const char *)hot->tab + (h & hot->mask) * 16);
+}
 
 /* A block that takes room without being looked up (it enters the stack but
  * is not counted in the hit ratio), e.g. an engine's output blocks. Returns
