@@ -5,6 +5,7 @@
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -193,6 +194,47 @@ static void mrc_reports_its_cost(void **state)
 	json_decref(j);
 }
 
+/* --policy all: every policy of the registry replayed in turn, each with its
+ * hit rate and speed. */
+static void every_policy_in_turn(void **state)
+{
+	json_t *j = run_json("--synthetic 2000 --capacity-blocks 500 --policy all --reps 1 --quiet "
+			     "--json --model none");
+	json_t *a = json_object_get(j, "policies"), *p;
+	size_t i;
+	bool ghost = false;
+
+	assert_true(json_array_size(a) >= 5);
+	json_array_foreach(a, i, p) {
+		rate_ok(p, "block_hit_rate");
+		assert_true(num(p, "lookups_per_s") > 0);
+		ghost |= !strcmp(json_string_value(json_object_get(p, "name")), "ghost-lru");
+	}
+	assert_true(ghost);
+	/* the first one is the main replay */
+	assert_true(num(json_array_get(a, 0), "block_hit_rate") == num(j, "block_hit_rate"));
+	json_decref(j);
+}
+
+/* --ssd-admission all on a DRAM + SSD cascade: every rule, with the bytes it
+ * wrote to SSD; "always" refuses nothing, "reused" writes less. */
+static void every_admission_rule_in_turn(void **state)
+{
+	json_t *j = run_json("--synthetic 2000 --dram-blocks 200 --ssd-blocks 1000 --ssd-admission "
+			     "all --reps 1 --quiet --json --model none");
+	json_t *a = json_object_get(j, "admissions");
+
+	assert_int_equal(json_array_size(a), 3);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(a, 0), "name")),
+			    "always");
+	assert_true(num(json_array_get(a, 0), "ssd_refused") == 0);
+	assert_true(num(json_array_get(a, 1), "ssd_bytes_written") <
+		    num(json_array_get(a, 0), "ssd_bytes_written"));
+	assert_true(num(json_array_get(a, 1), "ssd_refused") > 0);
+	rate_ok(json_array_get(a, 2), "ssd_block_hit_rate");
+	json_decref(j);
+}
+
 static void payload_mode_moves_real_bytes(void **state)
 {
 	json_t *j = run_json("--payload --synthetic 500 --capacity-blocks 64 "
@@ -282,6 +324,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(sweep_json_and_svg),
 		cmocka_unit_test(mrc_beside_the_exact_sweep),
 		cmocka_unit_test(mrc_reports_its_cost),
+		cmocka_unit_test(every_policy_in_turn),
+		cmocka_unit_test(every_admission_rule_in_turn),
 		cmocka_unit_test(payload_mode_moves_real_bytes),
 		cmocka_unit_test(payload_mode_through_the_ssd_tier),
 		cmocka_unit_test(generated_trace_reads_back),
