@@ -180,54 +180,71 @@ static int parse_tier(const char *s)
 	return -EINVAL;
 }
 
-/* A comma-separated list of policy names, or "all" (every built-in one). */
-static int split_policies(struct cfg *c, const char *s)
+/* A registry of names: the policies, the SSD admission rules. */
+struct registry {
+	const char *what;                  /* for messages */
+	const char *(*name_at)(size_t i);  /* NULL past the last */
+	const char *(*names)(void);        /* all, for messages */
+};
+
+static const char *policy_at(size_t i)
 {
-	char *save, *tok;
+	const struct kvt_policy_ops *ops = kvt_policy_at(i);
 
-	c->n_policies = 0;
-	if (!strcmp(s, "all")) {
-		const struct kvt_policy_ops *ops;
-
-		for (size_t i = 0; (ops = kvt_policy_at(i)) && c->n_policies < MAX_POLICIES; i++)
-			c->policies[c->n_policies++] = ops->name;
-		return 0;
-	}
-	snprintf(c->policy_list, sizeof(c->policy_list), "%s", s);
-	for (tok = strtok_r(c->policy_list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		if (!kvt_policy_find(tok) || c->n_policies == MAX_POLICIES) {
-			fprintf(stderr, "trace: unknown policy '%s' (one of %s)\n", tok,
-				kvt_policy_names());
-			return -EINVAL;
-		}
-		c->policies[c->n_policies++] = tok;
-	}
-	return c->n_policies ? 0 : -EINVAL;
+	return ops ? ops->name : NULL;
 }
 
-/* A comma-separated list of SSD admission rules, or "all" (every one). */
-static int split_admissions(struct cfg *c, const char *s)
+static const char *admission_at(size_t i)
 {
+	const struct kvt_admission_ops *ops = kvt_admission_at(i);
+
+	return ops ? ops->name : NULL;
+}
+
+static const struct registry policies = { "policy", policy_at, kvt_policy_names };
+static const struct registry admissions = { "SSD admission rule", admission_at,
+					    kvt_admission_names };
+
+/* A comma-separated list of names of reg (cut up in buf), or "all" (every
+ * one), into out[0..*n): the registry's own strings. */
+static int split_names(const struct registry *reg, const char *s, char *buf, size_t len,
+		       const char **out, int *n)
+{
+	const char *name;
 	char *save, *tok;
 
-	c->n_admissions = 0;
+	*n = 0;
 	if (!strcmp(s, "all")) {
-		const struct kvt_admission_ops *ops;
-
-		for (size_t i = 0; (ops = kvt_admission_at(i)) && c->n_admissions < MAX_POLICIES; i++)
-			c->admissions[c->n_admissions++] = ops->name;
+		for (size_t i = 0; (name = reg->name_at(i)) && *n < MAX_POLICIES; i++)
+			out[(*n)++] = name;
 		return 0;
 	}
-	snprintf(c->admission_list, sizeof(c->admission_list), "%s", s);
-	for (tok = strtok_r(c->admission_list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		if (!kvt_admission_find(tok) || c->n_admissions == MAX_POLICIES) {
-			fprintf(stderr, "trace: unknown SSD admission rule '%s' (one of %s)\n", tok,
-				kvt_admission_names());
+	snprintf(buf, len, "%s", s);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		size_t i;
+
+		for (i = 0; (name = reg->name_at(i)) && strcmp(name, tok); i++)
+			;
+		if (!name || *n == MAX_POLICIES) {
+			fprintf(stderr, "trace: unknown %s '%s' (one of %s)\n", reg->what, tok,
+				reg->names());
 			return -EINVAL;
 		}
-		c->admissions[c->n_admissions++] = tok;
+		out[(*n)++] = name;
 	}
-	return c->n_admissions ? 0 : -EINVAL;
+	return *n ? 0 : -EINVAL;
+}
+
+static int split_policies(struct cfg *c, const char *s)
+{
+	return split_names(&policies, s, c->policy_list, sizeof(c->policy_list), c->policies,
+			   &c->n_policies);
+}
+
+static int split_admissions(struct cfg *c, const char *s)
+{
+	return split_names(&admissions, s, c->admission_list, sizeof(c->admission_list),
+			   c->admissions, &c->n_admissions);
 }
 
 /* A comma-separated list of capacities in blocks ('inf' allowed) into

@@ -83,27 +83,61 @@ void kvt_admission_fini(struct kvt_admission *a)
 	a->ops = NULL;
 }
 
-uint8_t *kvt_rec_byte(struct kvt_rec_bytes *b, uint32_t i)
+#define GHOST_FACTOR 4
+
+int kvt_reuse_init(struct kvt_reuse *u)
 {
-	if (i >= b->n) {
-		size_t n = b->n ? b->n : 1024;
+	memset(u, 0, sizeof(*u));
+	return kvt_ghost_init(&u->refused, 1024);
+}
+
+void kvt_reuse_fini(struct kvt_reuse *u)
+{
+	kvt_ghost_fini(&u->refused);
+	free(u->bits);
+	memset(u, 0, sizeof(*u));
+}
+
+uint8_t *kvt_reuse_bits(struct kvt_reuse *u, uint32_t i)
+{
+	if (i >= u->n) {
+		size_t n = u->n ? u->n : 1024;
 		uint8_t *v;
 
 		while (n <= i)
 			n *= 2;
-		v = realloc(b->v, n);
+		v = realloc(u->bits, n);
 		if (!v)
 			return NULL;
-		memset(v + b->n, 0, n - b->n);
-		b->v = v;
-		b->n = n;
+		memset(v + u->n, 0, n - u->n);
+		u->bits = v;
+		u->n = n;
 	}
-	return &b->v[i];
+	return &u->bits[i];
 }
 
-void kvt_rec_bytes_free(struct kvt_rec_bytes *b)
+void kvt_reuse_stored(struct kvt_reuse *u, const struct kvt_admission *a, uint32_t i)
 {
-	free(b->v);
-	b->v = NULL;
-	b->n = 0;
+	uint8_t *b = kvt_reuse_bits(u, i);
+	unsigned tag;
+	uint64_t age;
+
+	if (b)
+		*b = kvt_ghost_take(&u->refused, kvt_ghost_hash(kvt_index_rec(a->idx, i)), &tag,
+				    &age) ? KVT_REUSED : 0;
+}
+
+void kvt_reuse_used(struct kvt_reuse *u, uint32_t i)
+{
+	uint8_t *b = kvt_reuse_bits(u, i);
+
+	if (b)
+		*b |= KVT_REUSED;
+}
+
+void kvt_reuse_refuse(struct kvt_reuse *u, const struct kvt_admission *a, uint32_t i)
+{
+	if ((uint64_t)u->refused.cap < GHOST_FACTOR * kvt_index_count(a->idx))
+		(void)kvt_ghost_resize(&u->refused, u->refused.cap * 2); /* -ENOMEM: smaller */
+	kvt_ghost_add(&u->refused, kvt_ghost_hash(kvt_index_rec(a->idx, i)), 0);
 }

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "store/ghost.h"
 #include "store/index.h"
 
 struct kvt_admission;
@@ -66,15 +67,33 @@ int kvt_admission_init(struct kvt_admission *a, const struct kvt_admission_ops *
 		       struct kvt_index *idx, uint8_t tier);
 void kvt_admission_fini(struct kvt_admission *a);
 
-/* One byte per record number, for a rule's per-record state: zeroed as the
- * array grows. */
-struct kvt_rec_bytes {
-	uint8_t *v;
+/* What "reused" and "useful" both keep: one byte of state per record number
+ * (zeroed as the array grows), of which bit KVT_REUSED says the block was
+ * used twice: used while cached, or stored again while the ghost list of the
+ * blocks the rule refused still remembered it. */
+#define KVT_REUSED 1
+
+struct kvt_reuse {
+	uint8_t *bits;
 	size_t n;
+	struct kvt_ghost refused;
 };
 
-/* The byte of record i, NULL on -ENOMEM. */
-uint8_t *kvt_rec_byte(struct kvt_rec_bytes *b, uint32_t i);
-void kvt_rec_bytes_free(struct kvt_rec_bytes *b);
+int kvt_reuse_init(struct kvt_reuse *u);
+void kvt_reuse_fini(struct kvt_reuse *u);
+
+/* The state byte of record i, NULL on -ENOMEM. */
+uint8_t *kvt_reuse_bits(struct kvt_reuse *u, uint32_t i);
+
+/* Record i was stored: its byte is reset, KVT_REUSED when the ghost list
+ * remembers refusing it. */
+void kvt_reuse_stored(struct kvt_reuse *u, const struct kvt_admission *a, uint32_t i);
+
+/* Record i was used: KVT_REUSED. */
+void kvt_reuse_used(struct kvt_reuse *u, uint32_t i);
+
+/* Record i is refused: the ghost list remembers it (four times as many
+ * blocks as the index holds). */
+void kvt_reuse_refuse(struct kvt_reuse *u, const struct kvt_admission *a, uint32_t i);
 
 #endif /* KVT_STORE_ADMISSION_H */

@@ -13,28 +13,13 @@
 
 #include <cmocka.h>
 
+#include "catalog_helpers.h"
 #include "helpers.h"
-#include "store/catalog.h"
 #include "store/ghost.h"
-
-static struct kvt_key key_of(uint32_t id)
-{
-	struct kvt_key k;
-
-	memset(&k, 0, sizeof(k));
-	memcpy(k.bytes, &id, sizeof(id));
-	return k;
-}
 
 static uint32_t add(struct kvt_catalog *cat, uint32_t id)
 {
-	struct kvt_key k = key_of(id);
-	uint32_t i;
-
-	assert_int_equal(kvt_index_insert(cat->idx, 0, &k, &i), 0);
-	kvt_index_rec(cat->idx, i)->size = 1;
-	kvt_catalog_publish(cat, i, KVT_TIER_DRAM, NULL);
-	return i;
+	return cat_add(cat, id, 0, 1);
 }
 
 /* Whether the "useful" rule samples block id (one in 16 by key hash). */

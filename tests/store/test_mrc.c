@@ -174,43 +174,59 @@ static struct kvt_mrc *open_mrc(double rate, size_t budget, bool ticks, uint64_t
 	return m;
 }
 
-static void with_ticks_close_to_exact_at_one_percent(void **state)
+/* One case: a generated stream (with or without blocks in every request),
+ * an estimator (rate, budget or 0 for the default, ticks used or not) fed
+ * with ticks kept for `hold` (feed), its largest error against the exact
+ * curve, its stats into *st. */
+struct mrc_case {
+	const char *what;
+	bool prompts;
+	double rate;
+	size_t budget;
+	bool ticks;
+	size_t hold;
+};
+
+static double run_case(const struct mrc_case *k, struct kvt_mrc_stats *st, size_t *refs)
 {
 	uint64_t seed = kvt_test_seed();
 	struct stream s;
-	double exact[NCAP];
+	double exact[NCAP], err;
 	struct kvt_mrc *m;
-	struct kvt_mrc_stats st;
 
-	make_stream(&s, seed, stream_len(), true);
+	make_stream(&s, seed, stream_len(), k->prompts);
 	exact_curve(&s, exact);
-	m = open_mrc(0.01, 0, true, seed);
-	feed(m, &s, SIZE_MAX);
-	kvt_mrc_stats(m, &st);
-	assert_true(st.rate <= 0.01);
-	assert_int_equal(st.refs, s.n);
-	assert_true(st.sampled_refs > 0 && st.sampled_refs < s.n / 20);
-	assert_true(curve_error(m, exact, "ticks") <= 0.02);
+	m = open_mrc(k->rate, k->budget, k->ticks, seed);
+	feed(m, &s, k->hold);
+	kvt_mrc_stats(m, st);
+	err = curve_error(m, exact, k->what);
+	*refs = s.n;
 	kvt_mrc_close(m);
 	free(s.key);
+	return err;
+}
+
+static void with_ticks_close_to_exact_at_one_percent(void **state)
+{
+	const struct mrc_case k = { "ticks", true, 0.01, 0, true, SIZE_MAX };
+	struct kvt_mrc_stats st;
+	size_t refs;
+
+	assert_true(run_case(&k, &st, &refs) <= 0.02);
+	assert_true(st.rate <= 0.01);
+	assert_int_equal(st.refs, refs);
+	assert_true(st.sampled_refs > 0 && st.sampled_refs < refs / 20);
 }
 
 /* Without ticks the sample alone decides (plain SHARDS): every block
  * sampled, it is exact but for the histogram's bins. */
 static void plain_shards_exact_when_all_sampled(void **state)
 {
-	uint64_t seed = kvt_test_seed();
-	struct stream s;
-	double exact[NCAP];
-	struct kvt_mrc *m;
+	const struct mrc_case k = { "plain, all", true, 1.0, 16u << 20, false, SIZE_MAX };
+	struct kvt_mrc_stats st;
+	size_t refs;
 
-	make_stream(&s, seed, stream_len(), true);
-	exact_curve(&s, exact);
-	m = open_mrc(1.0, 16u << 20, false, seed);
-	feed(m, &s, SIZE_MAX); /* the ticks are ignored */
-	assert_true(curve_error(m, exact, "plain, all") <= 0.01);
-	kvt_mrc_close(m);
-	free(s.key);
+	assert_true(run_case(&k, &st, &refs) <= 0.01);
 }
 
 /* ... and at 30%, on a stream with no block in every request (a handful of
@@ -219,61 +235,37 @@ static void plain_shards_exact_when_all_sampled(void **state)
  * on 200,000 references. */
 static void plain_shards_close_to_exact_at_thirty_percent(void **state)
 {
-	uint64_t seed = kvt_test_seed();
-	struct stream s;
-	double exact[NCAP];
-	struct kvt_mrc *m;
+	const struct mrc_case k = { "plain, 30%", false, 0.3, 0, false, SIZE_MAX };
+	struct kvt_mrc_stats st;
+	size_t refs;
 
-	make_stream(&s, seed, stream_len(), false);
-	exact_curve(&s, exact);
-	m = open_mrc(0.3, 0, false, seed);
-	feed(m, &s, SIZE_MAX);
-	assert_true(curve_error(m, exact, "plain, 30%") <= 0.04);
-	kvt_mrc_close(m);
-	free(s.key);
+	assert_true(run_case(&k, &st, &refs) <= 0.04);
 }
 
+/* Ticks only while a block is among the last 3,000 references: beyond, the
+ * sample alone decides, at a rate where that is accurate. */
 static void ticks_for_part_of_the_stream(void **state)
 {
-	uint64_t seed = kvt_test_seed();
-	struct stream s;
-	double exact[NCAP];
-	struct kvt_mrc *m;
+	const struct mrc_case k = { "part", true, 0.2, 0, true, 3000 };
+	struct kvt_mrc_stats st;
+	size_t refs;
 
-	/* ticks only while a block is among the last 3,000 references: beyond,
-	 * the sample alone decides, at a rate where that is accurate */
-	make_stream(&s, seed, stream_len(), true);
-	exact_curve(&s, exact);
-	m = open_mrc(0.2, 0, true, seed);
-	feed(m, &s, 3000);
-	assert_true(curve_error(m, exact, "part") <= 0.03);
-	kvt_mrc_close(m);
-	free(s.key);
+	assert_true(run_case(&k, &st, &refs) <= 0.03);
 }
 
+/* Every block sampled at first, then the table fills and the rate drops
+ * until the sample fits. */
 static void budget_lowers_the_rate(void **state)
 {
-	uint64_t seed = kvt_test_seed();
-	struct stream s;
-	double exact[NCAP];
-	struct kvt_mrc *m;
+	const struct mrc_case k = { "budget", true, 1.0, 700u << 10, true, SIZE_MAX };
 	struct kvt_mrc_stats st;
-	size_t budget = 700u << 10;
+	size_t refs;
 
-	/* every block sampled at first, then the table fills and the rate drops
-	 * until the sample fits */
-	make_stream(&s, seed, stream_len(), true);
-	exact_curve(&s, exact);
-	m = open_mrc(1.0, budget, true, seed);
-	feed(m, &s, SIZE_MAX);
-	kvt_mrc_stats(m, &st);
-	printf("  budget %zu: rate %.4f, %llu blocks sampled, %zu bytes\n", budget, st.rate,
+	assert_true(run_case(&k, &st, &refs) <= 0.02);
+	printf("  budget %zu: rate %.4f, %llu blocks sampled, %zu bytes\n", k.budget, st.rate,
 	       (unsigned long long)st.sampled_keys, st.memory_bytes);
-	assert_true(st.memory_bytes <= budget);
+	assert_true(st.memory_bytes <= k.budget);
 	assert_true(st.rate < 1.0);
-	assert_true(curve_error(m, exact, "budget") <= 0.02);
-	kvt_mrc_close(m);
-	free(s.key);
 }
 
 static void half_life_forgets_the_old_stream(void **state)

@@ -13,54 +13,14 @@
 
 #include <cmocka.h>
 
+#include "catalog_helpers.h"
 #include "helpers.h"
-#include "store/catalog.h"
 #include "store/ghost.h"
-
-static struct kvt_key key_of(uint32_t id)
-{
-	struct kvt_key k;
-
-	memset(&k, 0, sizeof(k));
-	memcpy(k.bytes, &id, sizeof(id));
-	return k;
-}
-
-static uint32_t id_of(const struct kvt_catalog *cat, uint32_t i)
-{
-	uint32_t id;
-
-	memcpy(&id, kvt_index_rec(cat->idx, i)->key.bytes, sizeof(id));
-	return id;
-}
 
 /* Publish block id in DRAM under parent (0 = none). */
 static uint32_t add(struct kvt_catalog *cat, uint32_t id, uint32_t parent)
 {
-	struct kvt_key k = key_of(id), p = key_of(parent);
-	uint32_t i;
-
-	assert_int_equal(kvt_index_insert(cat->idx, 0, &k, &i), 0);
-	kvt_index_rec(cat->idx, i)->size = 1;
-	kvt_catalog_publish(cat, i, KVT_TIER_DRAM, parent ? &p : NULL);
-	return i;
-}
-
-static uint32_t victim_id(struct kvt_catalog *cat)
-{
-	uint32_t v = kvt_catalog_victim(cat, KVT_TIER_DRAM);
-
-	return v == KVT_NIL ? 0 : id_of(cat, v);
-}
-
-static uint32_t evict(struct kvt_catalog *cat)
-{
-	uint32_t v = kvt_catalog_victim(cat, KVT_TIER_DRAM), id;
-
-	assert_true(v != KVT_NIL);
-	id = id_of(cat, v);
-	kvt_catalog_drop(cat, v);
-	return id;
+	return cat_add(cat, id, parent, 1);
 }
 
 static void open_cat(struct kvt_catalog *cat)
@@ -83,10 +43,10 @@ static void fresh_blocks_go_first_over_their_share(void **state)
 	kvt_catalog_touch(&cat, b);
 	for (uint32_t id = 3; id <= 6; id++)
 		add(&cat, id, 0);
-	assert_int_equal(evict(&cat), 3);
-	assert_int_equal(evict(&cat), 4);
+	assert_int_equal(cat_evict(&cat), 3);
+	assert_int_equal(cat_evict(&cat), 4);
 	/* 2 fresh of 4: at the share, LRU order: 1 and 2 are the oldest */
-	assert_int_equal(evict(&cat), 1);
+	assert_int_equal(cat_evict(&cat), 1);
 	kvt_catalog_fini(&cat);
 }
 
@@ -99,15 +59,15 @@ static void ghost_list_brings_evicted_blocks_back_proven(void **state)
 	add(&cat, 1, 0);
 	for (uint32_t id = 100; id < 140; id++)
 		kvt_catalog_touch(&cat, add(&cat, id, 0));
-	assert_int_equal(evict(&cat), 1);
+	assert_int_equal(cat_evict(&cat), 1);
 	/* stored again, 1 is remembered and comes back proven: when fresh
 	 * blocks are over their share, they go first, 2 before 1 though 1 is
 	 * older (had it come back fresh, it would have gone first) */
 	add(&cat, 1, 0);
 	for (uint32_t id = 2; id <= 50; id++)
 		add(&cat, id, 0);
-	assert_int_equal(evict(&cat), 2);
-	assert_int_equal(evict(&cat), 3);
+	assert_int_equal(cat_evict(&cat), 2);
+	assert_int_equal(cat_evict(&cat), 3);
 	kvt_catalog_fini(&cat);
 }
 
@@ -122,17 +82,17 @@ static void tails_go_before_their_parents(void **state)
 	add(&cat, 2, 1);
 	add(&cat, 3, 2);
 	kvt_catalog_touch(&cat, add(&cat, 4, 0));
-	assert_int_equal(evict(&cat), 3);
-	assert_int_equal(evict(&cat), 2);
-	assert_int_equal(evict(&cat), 1);
-	assert_int_equal(evict(&cat), 4);
-	assert_int_equal(victim_id(&cat), 0);
+	assert_int_equal(cat_evict(&cat), 3);
+	assert_int_equal(cat_evict(&cat), 2);
+	assert_int_equal(cat_evict(&cat), 1);
+	assert_int_equal(cat_evict(&cat), 4);
+	assert_int_equal(cat_victim_id(&cat), 0);
 	kvt_catalog_fini(&cat);
 }
 
 static void held_blocks_are_never_victims_nor_ghosts(void **state)
 {
-	struct kvt_key two = key_of(2);
+	struct kvt_key two = cat_key(2);
 	struct kvt_catalog cat;
 	uint32_t a;
 
@@ -140,17 +100,17 @@ static void held_blocks_are_never_victims_nor_ghosts(void **state)
 	a = add(&cat, 1, 0);
 	add(&cat, 2, 0);
 	kvt_catalog_pin(&cat, a, 1);
-	assert_int_equal(victim_id(&cat), 2);
+	assert_int_equal(cat_victim_id(&cat), 2);
 	kvt_catalog_busy(&cat, kvt_catalog_victim(&cat, KVT_TIER_DRAM), 1);
-	assert_int_equal(victim_id(&cat), 0); /* both held */
+	assert_int_equal(cat_victim_id(&cat), 0); /* both held */
 	kvt_catalog_busy(&cat, kvt_index_find(cat.idx, 0, &two), -1);
 	kvt_catalog_pin(&cat, a, -1);
 	/* 1 came back from its pin fresh (a hold is no eviction), and is the
 	 * least recently placed: with 3 proven, it goes first */
 	kvt_catalog_touch(&cat, add(&cat, 3, 0));
-	assert_int_equal(evict(&cat), 2);
-	assert_int_equal(evict(&cat), 1);
-	assert_int_equal(evict(&cat), 3);
+	assert_int_equal(cat_evict(&cat), 2);
+	assert_int_equal(cat_evict(&cat), 1);
+	assert_int_equal(cat_evict(&cat), 3);
 	kvt_catalog_fini(&cat);
 }
 
@@ -189,7 +149,7 @@ static void every_record_comes_out_once(void **state)
 			r = kvt_index_rec(cat.idx, v);
 			assert_int_equal(r->pins, 0);
 			assert_int_equal(r->kids_here, 0); /* a tail */
-			id = id_of(&cat, v) - 1;
+			id = cat_id(&cat, v) - 1;
 			assert_true(live[id]);
 			kvt_catalog_drop(&cat, v);
 			live[id] = false;
@@ -205,7 +165,7 @@ static void every_record_comes_out_once(void **state)
 
 		assert_true(v != KVT_NIL);
 		assert_int_equal(kvt_index_rec(cat.idx, v)->kids_here, 0);
-		id = id_of(&cat, v) - 1;
+		id = cat_id(&cat, v) - 1;
 		assert_true(live[id] && !out[id]);
 		out[id] = true;
 		kvt_catalog_drop(&cat, v);
