@@ -27,6 +27,7 @@
 #include "kvtier/types.h"
 #include "store/admission.h"
 #include "store/mrc.h"
+#include "util/size.h"
 
 #define MAX_POLICIES 8
 #define MAX_CAPS 48
@@ -564,7 +565,7 @@ static int parse_pass(const struct cfg *c, double *seconds, double *cpu)
 {
 	struct kvt_trace_reader *r;
 	struct kvt_trace_req req;
-	uint64_t t0 = kvt_bench_now_ns(), sum = 0;
+	uint64_t t0 = kvt_now_ns(), sum = 0;
 	double c0 = cpu_s();
 	int err = open_reader(c, false, false, &r);
 
@@ -572,7 +573,7 @@ static int parse_pass(const struct cfg *c, double *seconds, double *cpu)
 		return err;
 	while ((err = kvt_trace_reader_next(r, &req)) == 1)
 		sum += req.n_ids;
-	*seconds = (double)(kvt_bench_now_ns() - t0) / 1e9;
+	*seconds = (double)(kvt_now_ns() - t0) / 1e9;
 	*cpu = cpu_s() - c0;
 	kvt_trace_reader_close(r);
 	return err < 0 ? err : (sum == UINT64_MAX); /* sum keeps the loop honest */
@@ -591,18 +592,18 @@ static int replay_pass(struct cfg *c, struct kvt_replay **rs, size_t n, bool pro
 {
 	struct kvt_trace_reader *r;
 	struct kvt_trace_req req;
-	uint64_t in_replay = 0, t0 = kvt_bench_now_ns();
+	uint64_t in_replay = 0, t0 = kvt_now_ns();
 	double c0 = cpu_s(), est_cpu = 0;
 	int err = open_reader(c, progress, progress, &r);
 
 	if (err)
 		return err;
 	while ((err = kvt_trace_reader_next(r, &req)) == 1) {
-		uint64_t a = kvt_bench_now_ns();
+		uint64_t a = kvt_now_ns();
 
 		for (size_t i = 0; i < n && err >= 0; i++)
 			err = kvt_replay_request(rs[i], &req);
-		in_replay += kvt_bench_now_ns() - a;
+		in_replay += kvt_now_ns() - a;
 		if (err < 0)
 			break;
 		if (progress && c->have_est) {
@@ -623,7 +624,7 @@ static int replay_pass(struct cfg *c, struct kvt_replay **rs, size_t n, bool pro
 		}
 	}
 	tm->replay_s = (double)in_replay / 1e9;
-	tm->total_s = (double)(kvt_bench_now_ns() - t0) / 1e9;
+	tm->total_s = (double)(kvt_now_ns() - t0) / 1e9;
 	tm->cpu_s = cpu_s() - c0 - est_cpu;
 	tm->bad_lines = kvt_trace_reader_bad_lines(r);
 	kvt_trace_reader_close(r);
@@ -1022,7 +1023,7 @@ static void mrc_text(const struct cfg *c, const struct run *run)
 	       "%" PRIu64 " of %" PRIu64 " references, %s)%s\n\n%12s %10s", kvt_tier_name(c->sweep_tier),
 	       c->mrc_opts.use_ticks ? "with the records' ticks" : "sample alone", ms->rate,
 	       ms->sampled_keys, ms->sampled_refs, ms->refs,
-	       kvt_bench_fmt_bytes(ms->memory_bytes, mem, sizeof(mem)),
+	       kvt_fmt_bytes(ms->memory_bytes, mem, sizeof(mem)),
 	       worst >= 0 ? ", beside the exact sweep" : "", "capacity", "sampled");
 	if (worst >= 0)
 		printf(" %10s %10s", "exact", "error");
@@ -1250,10 +1251,10 @@ static int run_payload(struct cfg *c)
 	if (err)
 		goto out;
 	while ((err = kvt_trace_reader_next(r, &req)) == 1) {
-		uint64_t a = kvt_bench_now_ns();
+		uint64_t a = kvt_now_ns();
 
 		err = kvt_payload_request(p, &req);
-		in_replay += kvt_bench_now_ns() - a;
+		in_replay += kvt_now_ns() - a;
 		if (err < 0)
 			break;
 	}

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/opts.h"
+
 /* Time histogram: level k is a ring of TB buckets, each 2^(k + TSHIFT)
  * references wide, holding the previous-reference times too old for level
  * k-1. */
@@ -71,13 +73,14 @@ static inline struct ent *table(const struct kvt_mrc *m)
 	return m->hot.tab;
 }
 
+static const struct kvt_mrc_opts defaults = {
+	.size = sizeof(struct kvt_mrc_opts), .max_rate = 0.01, .budget_bytes = 4u << 20,
+	.use_ticks = true,
+};
+
 void kvt_mrc_opts_init(struct kvt_mrc_opts *o, size_t size)
 {
-	struct kvt_mrc_opts d = {
-		.size = size, .max_rate = 0.01, .budget_bytes = 4u << 20, .use_ticks = true,
-	};
-
-	memcpy(o, &d, size < sizeof(d) ? size : sizeof(d));
+	kvt_opts_init(o, size, &defaults, sizeof(defaults));
 }
 
 static inline uint64_t mix64(uint64_t x)
@@ -107,12 +110,10 @@ int kvt_mrc_open(const struct kvt_mrc_opts *opts, struct kvt_mrc **out)
 	size_t cap = 64, room;
 
 	/* an older, shorter struct gets defaults for the fields it lacks */
-	if (!opts || !out || opts->size < sizeof(opts->size) || opts->size > sizeof(full))
+	full = defaults;
+	if (!out || kvt_opts_load(&full, sizeof(full), opts))
 		return -EINVAL;
 	*out = NULL;
-	kvt_mrc_opts_init(&full, sizeof(full));
-	memcpy(&full, opts, opts->size);
-	full.size = sizeof(full);
 	if (!(o->max_rate > 0 && o->max_rate <= 1) ||
 	    o->budget_bytes < sizeof(struct kvt_mrc) + 64 * 3 / 2 * sizeof(struct ent))
 		return -EINVAL;

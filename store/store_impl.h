@@ -31,8 +31,11 @@ struct kvt_store {
 	struct kvt_store_opts opts;
 	struct kvt_catalog cat;
 	struct kvt_tier_impl *dram;
-	struct kvt_ns **ns;
-	uint32_t n_ns;
+	struct kvt_ns **ns;         /* by id - 1; NULL once detached */
+	uint32_t n_ns;              /* ids handed out: 1..n_ns */
+	uint32_t live_ns;           /* namespaces attached */
+	uint16_t *free_ids;         /* ids of detached namespaces, reused first */
+	uint32_t n_free_ids;
 	struct kvt_store_stats counters; /* tier[] holds hits/bytes/evictions/errors */
 	/* the SSD tier and the demoter, NULL without ssd_dir (tiering.c) */
 	struct kvt_tiering *tiering;

@@ -66,7 +66,7 @@ static uint64_t ns_ssd_id(const struct kvt_ns *ns)
 static struct kvt_ns *ns_of_ssd_id(struct kvt_store *s, uint64_t id)
 {
 	for (uint32_t i = 0; i < s->n_ns; i++)
-		if (ns_ssd_id(s->ns[i]) == id)
+		if (s->ns[i] && ns_ssd_id(s->ns[i]) == id)
 			return s->ns[i];
 	return NULL;
 }

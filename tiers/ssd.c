@@ -18,6 +18,7 @@
 #include <xxhash.h>
 
 #include "tiers/ssd_format.h"
+#include "util/opts.h"
 
 #define PAGE KVT_SSD_PAGE
 #define META_NAME "kvtier-ssd.meta"
@@ -100,12 +101,15 @@ struct kvt_ssd {
 	struct kvt_ssd_stats st;
 };
 
+static const struct kvt_ssd_opts ssd_defaults = {
+	.size = sizeof(struct kvt_ssd_opts),
+	.sync = true,
+	.reclaim_live_fraction = 0.25,
+};
+
 void kvt_ssd_opts_init(struct kvt_ssd_opts *opts, size_t size_bytes)
 {
-	memset(opts, 0, size_bytes);
-	opts->size = size_bytes;
-	opts->sync = true;
-	opts->reclaim_live_fraction = 0.25;
+	kvt_opts_init(opts, size_bytes, &ssd_defaults, sizeof(ssd_defaults));
 }
 
 /* ---- segments (lock held) ---------------------------------------------- */
@@ -1167,13 +1171,17 @@ out:
 int kvt_ssd_open(const struct kvt_ssd_opts *opts, kvt_ssd_recover_cb recover_cb, void *arg,
 		 struct kvt_ssd **out)
 {
+	struct kvt_ssd_opts o = ssd_defaults;
 	struct kvt_ssd_io_opts io_opts;
 	struct kvt_ssd *ssd;
 	uint64_t *ids = NULL;
 	size_t n_ids = 0;
 	int rc = -ENOMEM;
 
-	if (!opts || !out || opts->size < sizeof(*opts) || !opts->dir || !opts->capacity_bytes ||
+	if (!out || kvt_opts_load(&o, sizeof(o), opts))
+		return -EINVAL;
+	opts = &o; /* from here on, fields the caller lacks are at their defaults */
+	if (!opts->dir || !opts->capacity_bytes ||
 	    (opts->segment_bytes % PAGE) || opts->reclaim_live_fraction < 0 ||
 	    opts->reclaim_live_fraction > 1)
 		return -EINVAL;

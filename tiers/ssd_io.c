@@ -12,6 +12,9 @@
 
 #include <liburing.h>
 
+#include "util/clock.h"
+#include "util/opts.h"
+
 /* io_uring refuses to register more than 1 GiB in one iovec. */
 #define KVT_IO_BUF_CHUNK (1ULL << 30)
 
@@ -104,18 +107,11 @@ static void run_hook(struct kvt_ssd_io *io)
 		cb(io, arg);
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
+static const struct kvt_ssd_io_opts io_defaults = { .size = sizeof(struct kvt_ssd_io_opts) };
 
 void kvt_ssd_io_opts_init(struct kvt_ssd_io_opts *opts, size_t size_bytes)
 {
-	memset(opts, 0, size_bytes);
-	opts->size = size_bytes;
+	kvt_opts_init(opts, size_bytes, &io_defaults, sizeof(io_defaults));
 }
 
 /* An injected fault for op, consumed, or 0. */
@@ -197,7 +193,7 @@ static void pool_do_next(struct kvt_ssd_io *io)
 	struct kvt_ssd_io_op *op = &io->batch[io->batch_idx ? io->batch_idx[k] : k];
 	int fault = io->batch_faults ? take_fault(io, op) : 0;
 	int fd = io->fds[op->file];
-	uint64_t t0 = now_ns();
+	uint64_t t0 = kvt_now_ns();
 
 	if (fault) {
 		op->res = fault;
@@ -206,7 +202,7 @@ static void pool_do_next(struct kvt_ssd_io *io)
 		op->res = do_sync_op(fd, op);
 		pthread_mutex_lock(&io->lock);
 	}
-	op->lat_ns = now_ns() - t0;
+	op->lat_ns = kvt_now_ns() - t0;
 	account(io, op);
 	if (++io->batch_done == io->batch_n)
 		pthread_cond_signal(&io->done_cv);
@@ -364,7 +360,7 @@ static void uring_fill(struct kvt_ssd_io *io, struct uring_batch *b)
 				b->completed++;
 				continue;
 			}
-			op->lat_ns = now_ns();
+			op->lat_ns = kvt_now_ns();
 			b->inflight_bytes += op->len;
 		} else {
 			b->n_retry--;
@@ -411,7 +407,7 @@ static void uring_reap(struct kvt_ssd_io *io, struct uring_batch *b)
 			res = -EIO; /* end of file inside the op */
 		}
 		op->res = res < 0 ? res : 0;
-		op->lat_ns = now_ns() - op->lat_ns;
+		op->lat_ns = kvt_now_ns() - op->lat_ns;
 		b->inflight_bytes -= op->len;
 		b->state[i] = OP_DONE;
 		account(io, op);
@@ -594,11 +590,13 @@ static int uring_start(struct kvt_ssd_io *io)
 
 int kvt_ssd_io_open(const struct kvt_ssd_io_opts *opts, struct kvt_ssd_io **out)
 {
+	struct kvt_ssd_io_opts o = io_defaults;
 	struct kvt_ssd_io *io;
 	int rc = -ENOMEM;
 
-	if (!opts || !out || opts->size < sizeof(*opts))
+	if (!out || kvt_opts_load(&o, sizeof(o), opts))
 		return -EINVAL;
+	opts = &o;
 	io = calloc(1, sizeof(*io));
 	if (!io)
 		return -ENOMEM;

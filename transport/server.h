@@ -56,11 +56,6 @@ enum kvt_prefault {
 struct kvt_server_opts {
 	size_t size;                /* sizeof(struct kvt_server_opts), set by _init */
 	const char *socket_path;    /* required; with listen_fd, only named in logs */
-	int listen_fd;              /* an already-listening Unix stream socket to
-	                             * serve instead of binding socket_path (socket
-	                             * activation); -1 (default) binds. The server's
-	                             * once kvt_server_open succeeds; its file is left
-	                             * as it is (no chmod, chown or unlink). */
 	unsigned socket_mode;       /* default 0660 */
 	gid_t socket_gid;           /* group of the socket and of allowed peers;
 	                             * (gid_t)-1 (default) = the daemon's */
@@ -86,20 +81,40 @@ struct kvt_server_opts {
 	enum kvt_prefault prefault_dram; /* fault the store's DRAM region in, so
 	                             * no save pays for first-touch page faults
 	                             * (default KVT_PREFAULT_NONE) */
+	unsigned drain_timeout_ms;  /* how long kvt_server_run waits, once stopped,
+	                             * for the jobs in flight (default 30000) */
+	unsigned hello_timeout_ms;  /* a connection without a successful HELLO
+	                             * this long after accept is closed (default
+	                             * 5000; 0 = never) */
+	unsigned max_conns_per_uid; /* connections one peer uid may hold (default
+	                             * 256; 0 = only max_clients) */
+	unsigned max_ns_per_tenant; /* namespaces one tenant may have attached
+	                             * (default 1024; 0 = no cap). One with no
+	                             * block and no connection is detached. */
+	int listen_fd;              /* an already-listening Unix stream socket to
+	                             * serve instead of binding socket_path (socket
+	                             * activation); -1 (default) binds. The server's
+	                             * once kvt_server_open succeeds; its file is left
+	                             * as it is (no chmod, chown or unlink). */
 };
 
 struct kvt_server;
 
 void kvt_server_opts_init(struct kvt_server_opts *opts, size_t size_bytes);
 
-/* Bind the socket (replacing a stale socket file, refusing a live one with
- * -EADDRINUSE) or take opts->listen_fd, bind the metrics endpoint, and start
- * the workers. Returns 0 and *out, -EINVAL for bad opts, or the errno of
- * socket/bind/listen. */
+/* Bind the socket (replacing a stale socket file, one no daemon listens on;
+ * refusing with -EADDRINUSE a live socket or anything else at the path, a
+ * regular file or a symlink, which is left as it was and logged) or take
+ * opts->listen_fd, bind the metrics endpoint, and start the workers. Returns
+ * 0 and *out, -EINVAL for bad opts, or the errno of socket/bind/listen. */
 int kvt_server_open(const struct kvt_server_opts *opts, struct kvt_server **out);
 
 /* Run the event loop until kvt_server_stop(); then stop accepting, let the
- * operations in flight finish and their replies go out. Returns 0 or -errno. */
+ * operations in flight finish and their replies go out, waiting at most
+ * opts.drain_timeout_ms. Returns 0, or -ETIMEDOUT when jobs were still in
+ * flight at the timeout: a copy is stuck (a device that does not answer),
+ * and kvt_server_close would wait for it, so the caller should leave without
+ * closing. */
 int kvt_server_run(struct kvt_server *srv);
 
 /* Ask a running loop to stop. Async-signal-safe; callable from any thread. */

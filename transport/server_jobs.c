@@ -31,32 +31,24 @@ void kvt_job_release_arrays(struct kvt_job *job)
 void kvt_jobs_notify(struct kvt_server *srv, struct kvt_job *job, bool final)
 {
 	uint64_t one = 1;
-	bool wake;
+	bool wake = false;
 
-	if (!final && __atomic_exchange_n(&job->notify_pending, 1, __ATOMIC_ACQ_REL))
-		return; /* one progress note in the queue is enough */
 	pthread_mutex_lock(&srv->nlock);
-	if (srv->n_notes == srv->cap_notes) {
-		size_t cap = srv->cap_notes ? srv->cap_notes * 2 : 64;
-		void *p = realloc(srv->notes, cap * sizeof(*srv->notes));
-		if (!p) {
-			/* progress is advisory; a final note must not be lost, so
-			 * retry until memory comes back */
-			pthread_mutex_unlock(&srv->nlock);
-			if (!final) {
-				__atomic_store_n(&job->notify_pending, 0, __ATOMIC_RELEASE);
-				return;
-			}
-			usleep(1000);
-			kvt_jobs_notify(srv, job, final);
-			return;
+	if (final)
+		job->note_final = true;
+	/* already queued: the loop will see the latest state when it takes it */
+	if (!job->note_queued) {
+		job->note_queued = true;
+		job->note_next = NULL;
+		if (srv->note_tail) {
+			srv->note_tail->note_next = job;
+		} else {
+			/* the loop drains the list whole: only an empty one needs a wake */
+			srv->note_head = job;
+			wake = true;
 		}
-		srv->notes = p;
-		srv->cap_notes = cap;
+		srv->note_tail = job;
 	}
-	srv->notes[srv->n_notes].job = job;
-	srv->notes[srv->n_notes].final = final;
-	wake = srv->n_notes++ == 0;
 	pthread_mutex_unlock(&srv->nlock);
 	if (wake && write(srv->wake.fd, &one, sizeof(one)) < 0) {
 		/* the eventfd counter is saturated: the loop is awake anyway */
