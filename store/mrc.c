@@ -23,9 +23,10 @@
 /* Reuse-time strata: 0 = unknown, 1..3, then 4 per octave of reuse time up
  * to 2^31. */
 #define NS (4 * 31)
-/* Distance bins: exact below 16, then 8 per octave up to 2^44; the last one
- * is "cold" (no previous reference known). */
-#define ND_FIN (16 + 8 * 40)
+/* Distance bins: exact below 16, then 8 per octave up to 2^(4 + OCTAVES);
+ * the last one is "cold" (no previous reference known). */
+#define OCTAVES 40
+#define ND_FIN (16 + 8 * OCTAVES)
 #define ND (ND_FIN + 1)
 #define COLD ND_FIN
 /* Sampled (stratum, bin) pairs wait here and reach the histogram in
@@ -253,7 +254,7 @@ static inline int dbin(uint64_t d)
 	if (d < 16)
 		return (int)d;
 	e = 63 - __builtin_clzll(d);
-	if (e > 4 + 43)
+	if (e >= 4 + OCTAVES)
 		return ND_FIN - 1;
 	return 16 + (e - 4) * 8 + (int)((d >> (e - 3)) & 7);
 }
