@@ -8,7 +8,7 @@ set -eu
 PKGS="build-essential cmake ninja-build pkg-config
       liburing-dev liblz4-dev libssl-dev libxxhash-dev libjansson-dev libinih-dev
       libibverbs-dev librdmacm-dev libopenblas-dev
-      libcmocka-dev fio iproute2 python3 e2fsprogs util-linux
+      libcmocka-dev fio iproute2 python3 python3-torch e2fsprogs util-linux
       clang libclang-rt-14-dev"
 
 missing=""
