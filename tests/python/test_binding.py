@@ -13,7 +13,7 @@ import time
 import unittest
 
 import kvtier
-from kvtd import Daemon
+from kvtier.daemon import Daemon
 
 SEED = int(os.environ.get("KVT_TEST_SEED") or time.time_ns() % (1 << 31))
 print("seed: KVT_TEST_SEED=%d" % SEED, file=sys.stderr)

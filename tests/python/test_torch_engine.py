@@ -28,7 +28,7 @@ import unittest
 import torch
 
 import kvtier
-from kvtd import Daemon
+from kvtier.daemon import Daemon
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENGINE_DIR = os.path.join(ROOT, "examples", "torch_engine")
