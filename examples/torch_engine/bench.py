@@ -5,19 +5,20 @@ For each prefix length P: a prompt of P shared tokens (a system prompt, a
 document) and a question of Q tokens. TTFT, from the request's arrival to
 its first token, three ways, on the same engine, weights and machine:
 
-  recompute   the engine alone (no kvtier): prefill of P + Q tokens
-  load DRAM   the prefix saved by an earlier request (with another question)
-              and loaded from kvtierd's DRAM tier layer by layer while the
-              question's chunk computes
+  recompute   a cold request: its LOOKUP misses (one round trip), it
+              computes all P + Q tokens, and saves them after its first token
+  load DRAM   the same request again: the prefix loaded from kvtierd's DRAM
+              tier layer by layer while the question's chunk computes
   load SSD    the same with the prefix's blocks demoted to the SSD tier
               first (other blocks fill DRAM, then are removed, so the load
               reads SSD and never waits for a demotion)
 
 beside what `kvtier-bench recompute` predicts for the same shapes: its CPU
 prefill (OpenBLAS sgemm at the engine's chunk rows, measured) and its
-measured DRAM-tier and SSD-tier bandwidths. Each rep asks a new question;
-the loaded runs' first tokens and logits are checked against the recompute
-runs' (bitwise: the cuts are the same).
+measured DRAM-tier and SSD-tier bandwidths. Each rep asks a new question
+(the question's own blocks are removed after each run, so only the prefix
+is ever loaded); the loaded runs' first-token logits are checked against
+the recompute run's, bitwise (the cuts are the same).
 
     bench.py [--config FILE] [--prefix-tokens 512,1K,2K,4K,8K] [--json]
 
@@ -142,48 +143,43 @@ def main(argv=None):
     rows = []
     try:
         conn = E.make_connector(cfg, args.seed, d.socket, None)
-        eng_kv = E.Engine(cfg, weights, max_pages, conn, chunk_tokens=args.chunk_tokens)
-        eng = E.Engine(cfg, weights, max_pages, None, chunk_tokens=args.chunk_tokens)
+        eng = E.Engine(cfg, weights, max_pages, conn, chunk_tokens=args.chunk_tokens)
         client = kvtier.Client(socket=d.socket)
         ns = client.hello(E.model_id(cfg, args.seed), layers=cfg.layers, kv_heads=cfg.kv_heads,
                           head_dim=cfg.head_dim, block_tokens=bt, dtype=conn.kv_dtype)
         filler = Filler(client, dram)
-        # first passes allocate and fault in what later ones reuse: not timed
-        for e in (eng, eng_kv):
-            e.release(e.generate(E.Request("warm-up", [1] * (args.chunk_tokens + 1), 1)))
-        client.remove(ns, ns.prefix_keys([1] * (args.chunk_tokens + 1))[::-1])
+        # the first pass allocates and faults in what later ones reuse: not timed
+        warm = [1] * (args.chunk_tokens + 1)
+        eng.release(eng.generate(E.Request("warm-up", warm, 1)))
+        client.remove(ns, ns.prefix_keys(warm)[::-1])
         for p in sizes:
             rng = random.Random(p)
             prefix = [rng.randrange(cfg.vocab) for _ in range(p)]
-            questions = [[rng.randrange(cfg.vocab) for _ in range(q)]
-                         for _ in range(args.reps + 1)]
             keys = ns.prefix_keys(prefix)
 
-            def run(engine, question, want_loaded):
-                res = engine.generate(E.Request("p%d" % p, prefix + question, 1), boundaries=[p])
-                engine.release(res)
+            def run(prompt, want_loaded, tiers):
+                hit, where = client.lookup(ns, keys)
+                if hit != (len(keys) if want_loaded else 0) or (hit and set(where) != {tiers}):
+                    raise RuntimeError("P=%d: prefix %d blocks on %s before a %s run" % (
+                        p, hit, set(where[:hit]), tiers or "recompute"))
+                res = eng.generate(E.Request("p%d" % p, prompt, 1), boundaries=[p])
+                eng.release(res)
                 if res.loaded_tokens != want_loaded or res.fallback:
                     raise RuntimeError("P=%d: loaded %d tokens, expected %d (fallback %s)" % (
                         p, res.loaded_tokens, want_loaded, res.fallback))
-                if want_loaded:
-                    # the blocks this request saved past the prefix: gone, so
-                    # that the next run with its question loads the prefix only
-                    tail = ns.prefix_keys(prefix + question)[len(keys):]
-                    client.remove(ns, tail[::-1])
+                # what it saved past the prefix goes, so that the next run
+                # with this question finds the prefix only
+                client.remove(ns, ns.prefix_keys(prompt)[len(keys):][::-1])
                 return res
 
-            rc = [run(eng, questions[i + 1], 0) for i in range(args.reps)]
-            writer = run(eng_kv, questions[0], 0)
-            if client.lookup(ns, keys)[0] != len(keys):
-                raise RuntimeError("P=%d: the prefix was not saved" % p)
-            dram_runs, ssd_runs = [], []
-            for i in range(args.reps):
-                tiers = client.lookup(ns, keys)[1]
-                if set(tiers) != {"dram"}:
-                    raise RuntimeError("P=%d: prefix on %s before the DRAM run" % (p, set(tiers)))
-                dram_runs.append(run(eng_kv, questions[i + 1], p))
+            rc, dram_runs, ssd_runs = [], [], []
+            for _ in range(args.reps):
+                prompt = prefix + [rng.randrange(cfg.vocab) for _ in range(q)]
+                client.remove(ns, keys[::-1])
+                rc.append(run(prompt, 0, None))         # cold: misses, computes, saves
+                dram_runs.append(run(prompt, p, "dram"))
                 filler.push(ns, keys)
-                ssd_runs.append(run(eng_kv, questions[i + 1], p))
+                ssd_runs.append(run(prompt, p, "ssd"))
             same = all(torch.equal(a.logits[0], b.logits[0])
                        for runs in (dram_runs, ssd_runs) for a, b in zip(rc, runs))
             row = {
@@ -191,7 +187,9 @@ def main(argv=None):
                 "ttft_recompute_s": statistics.median(r.ttft_s for r in rc),
                 "ttft_load_dram_s": statistics.median(r.ttft_s for r in dram_runs),
                 "ttft_load_ssd_s": statistics.median(r.ttft_s for r in ssd_runs),
-                "ttft_writer_s": writer.ttft_s,
+                "cpu_recompute_s": statistics.median(r.ttft_cpu_s for r in rc),
+                "cpu_load_dram_s": statistics.median(r.ttft_cpu_s for r in dram_runs),
+                "cpu_load_ssd_s": statistics.median(r.ttft_cpu_s for r in ssd_runs),
                 "prefix_bytes": len(keys) * block_bytes,
                 "first_token_logits_equal": same,
             }
@@ -199,9 +197,10 @@ def main(argv=None):
             row["speedup_ssd"] = row["ttft_recompute_s"] / row["ttft_load_ssd_s"]
             rows.append(row)
             say("P=%6d  recompute %8.3f s  load dram %7.3f s (%5.1fx)  load ssd %7.3f s "
-                "(%5.1fx)  logits equal: %s" % (p, row["ttft_recompute_s"],
-                                                row["ttft_load_dram_s"], row["speedup_dram"],
-                                                row["ttft_load_ssd_s"], row["speedup_ssd"], same))
+                "(%5.1fx)  engine CPU s %.1f / %.1f / %.1f  logits equal: %s" % (
+                    p, row["ttft_recompute_s"], row["ttft_load_dram_s"], row["speedup_dram"],
+                    row["ttft_load_ssd_s"], row["speedup_ssd"], row["cpu_recompute_s"],
+                    row["cpu_load_dram_s"], row["cpu_load_ssd_s"], same))
         stats = client.stats()
         filler.close()
         client.close()

@@ -48,6 +48,7 @@ class Result:
         self.tokens = []
         self.logits = []
         self.ttft_s = None
+        self.ttft_cpu_s = None      # this process's CPU time until then (all threads)
         self.total_s = None
         self.loaded_tokens = 0      # prefix tokens whose KV came from kvtier
         self.matched_tokens = 0     # what the lookup offered
@@ -125,6 +126,7 @@ class Engine:
 
         res = Result()
         t0 = time.perf_counter()
+        c0 = time.process_time()
         prompt = req.prompt_token_ids
         n = len(prompt)
         if not n:
@@ -169,6 +171,7 @@ class Engine:
                     res.logits.append(logits)
                     res.tokens.append(int(torch.argmax(logits)))
                     res.ttft_s = time.perf_counter() - t0
+                    res.ttft_cpu_s = time.process_time() - c0
                 if conn is not None:
                     conn.wait_for_save()
                     conn.clear_connector_metadata()

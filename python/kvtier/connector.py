@@ -248,6 +248,8 @@ class KVTierConnector:
                 st.saved = True
                 if self._ns is not None or self._ensure():
                     meta.saves.append(SaveSpec(rid, self._keys(st)[:n], list(s.block_ids[:n])))
+                else:
+                    self.stats["save_failures"] += 1
         return meta
 
     def request_finished(self, request, block_ids=None):
