@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -110,6 +111,8 @@ def main(argv=None):
     if args.chunk_tokens % 16 or args.question_tokens <= 0 or args.reps <= 0:
         ap.error("--chunk-tokens a multiple of 16; --question-tokens and --reps positive")
 
+    # SIGTERM unwinds, so the daemon below is stopped and its files removed
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     # OpenBLAS reads its thread count when it loads, with torch
     os.environ.setdefault("OPENBLAS_NUM_THREADS", str(args.threads))
     import torch
@@ -138,7 +141,7 @@ def main(argv=None):
     # plain LRU: under tail-lru a chain leaves DRAM one block per demotion
     # round (a parent becomes a tail only once its child is on SSD), so
     # pushing an 8K-token prefix down would take 512 rounds of filler
-    d = Daemon(["--policy", "lru"], dram="%dM" % (dram >> 20), ssd="%dM" % (4 * dram >> 20),
+    d = Daemon(["--policy", "lru"], dram="%dM" % (dram >> 20), ssd="%dM" % (6 * dram >> 20),
                base=args.dir)
     rows = []
     try:
@@ -244,21 +247,24 @@ class Filler:
                                block_tokens=16)
         self.mem = kvtier.EngineMemory.paged(self.ns, pages=16)
         self.region = client.register(self.ns, self.mem)
-        self.round = dram_bytes // self.ns.block_bytes + 16
+        # SAVEs of 16 blocks that make one DRAM tier's worth, and a bit
+        self.saves = (dram_bytes // self.ns.block_bytes + 16) // 16 + 1
         self.n = 0
 
     def push(self, ns, keys):
         saved = []
         for _ in range(4):
-            while len(saved) % self.round or not saved:
+            for _ in range(self.saves):
                 fk = self.ns.prefix_keys([self.n * 256 + i for i in range(16 * 16)])
                 self.n += 1
                 self.c.save(self.ns, self.region, fk, range(16)).wait()
                 saved += fk
-            if set(self.c.lookup(ns, keys)[1]) == {"ssd"}:
+            hit, tiers = self.c.lookup(ns, keys)
+            if hit == len(keys) and set(tiers) == {"ssd"}:
                 break
         else:
-            raise RuntimeError("the prefix stays in DRAM after %d filler blocks" % len(saved))
+            raise RuntimeError("after %d filler blocks the prefix has %d of %d blocks, on %s" %
+                               (len(saved), hit, len(keys), sorted(set(tiers[:hit]))))
         self.c.remove(self.ns, saved[::-1])
 
     def close(self):

@@ -38,9 +38,10 @@ def find_kvtierd():
 class Daemon:
     """kvtierd in a fresh directory under base (default $KVT_TEST_TMPDIR or
     the system's temporary directory; the SSD tier needs one that allows
-    O_DIRECT, so not tmpfs), metrics off."""
+    O_DIRECT, so not tmpfs), metrics off; env for its environment (default
+    this process's)."""
 
-    def __init__(self, extra=(), dram="64M", ssd="0", base=None, binary=None):
+    def __init__(self, extra=(), dram="64M", ssd="0", base=None, binary=None, env=None):
         base = base or os.environ.get("KVT_TEST_TMPDIR") or None
         if base:
             os.makedirs(base, exist_ok=True)
@@ -49,18 +50,18 @@ class Daemon:
         self.args = [binary or find_kvtierd(), "--socket", self.socket, "--data-dir",
                      os.path.join(self.dir, "data"), "--dram", dram, "--ssd", ssd,
                      "--metrics", "off", *extra]
+        self.env = env
         self.proc = None
         self.start()
 
     def start(self):
         """Start (again, on the same directory); wait until it answers."""
         self.log = open(os.path.join(self.dir, "kvtierd.log"), "a")
-        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=self.log)
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=self.log, env=self.env)
         for _ in range(1500):
             try:
-                s = socket.socket(socket.AF_UNIX)
-                s.connect(self.socket)
-                s.close()
+                with socket.socket(socket.AF_UNIX) as s:
+                    s.connect(self.socket)
                 return
             except OSError:
                 if self.proc.poll() is not None:

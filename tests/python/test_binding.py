@@ -15,6 +15,9 @@ import unittest
 import kvtier
 from kvtier.daemon import Daemon
 
+# under ASan the Python side runs without leak checks, the daemon with them
+DAEMON_ENV = dict(os.environ, ASAN_OPTIONS=os.environ["KVT_DAEMON_ASAN_OPTIONS"]) \
+    if os.environ.get("KVT_DAEMON_ASAN_OPTIONS") else None
 SEED = int(os.environ.get("KVT_TEST_SEED") or time.time_ns() % (1 << 31))
 print("seed: KVT_TEST_SEED=%d" % SEED, file=sys.stderr)
 
@@ -22,7 +25,7 @@ print("seed: KVT_TEST_SEED=%d" % SEED, file=sys.stderr)
 class BindingTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.d = Daemon(["--tenant", "alice:tok-a", "--tenant", "bob:tok-b"])
+        cls.d = Daemon(["--tenant", "alice:tok-a", "--tenant", "bob:tok-b"], env=DAEMON_ENV)
 
     @classmethod
     def tearDownClass(cls):

@@ -36,6 +36,9 @@ sys.path.insert(0, ENGINE_DIR)
 import engine as torch_engine  # noqa: E402
 from model import Config, Weights  # noqa: E402
 
+# under ASan the Python side runs without leak checks, the daemon with them
+DAEMON_ENV = dict(os.environ, ASAN_OPTIONS=os.environ["KVT_DAEMON_ASAN_OPTIONS"]) \
+    if os.environ.get("KVT_DAEMON_ASAN_OPTIONS") else None
 SEED = int(os.environ.get("KVT_TEST_SEED") or time.time_ns() % (1 << 31))
 print("seed: KVT_TEST_SEED=%d" % SEED, file=sys.stderr)
 
@@ -65,7 +68,7 @@ class TorchEngineTest(unittest.TestCase):
         rng = random.Random(SEED)
         cls.system, cls.prompt_a, cls.prompt_b = make_prompts(rng, cls.cfg.vocab)
         cls.shared = len(cls.system) // BT
-        cls.d = Daemon(dram="4M", ssd="64M")
+        cls.d = Daemon(dram="4M", ssd="64M", env=DAEMON_ENV)
         cls.tmp = cls.d.dir
         for name in ("a", "b"):
             with open(os.path.join(cls.tmp, name + ".json"), "w") as f:
