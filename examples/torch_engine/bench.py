@@ -87,23 +87,25 @@ def predict(args, sizes):
 def main(argv=None):
     ap = argparse.ArgumentParser(
         description="TTFT of the reference engine: prefix loaded from kvtier's DRAM and SSD "
-                    "tiers against recomputed, beside kvtier-bench recompute's prediction.",
+                    "tiers against recomputed, beside kvtier-bench recompute's prediction. "
+                    "Exit status 0; 1 when a loaded run's logits differ from the recomputed "
+                    "run's; 2 on a usage error.",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("--config", default=os.path.join(HERE, "configs", "qwen3-0.6b.json"),
+    ap.add_argument("--config", metavar="FILE", default=os.path.join(HERE, "configs", "qwen3-0.6b.json"),
                     help="model config.json (default configs/qwen3-0.6b.json)")
-    ap.add_argument("--prefix-tokens", type=parse_tokens, default=parse_tokens("512,1K,2K,4K,8K"),
+    ap.add_argument("--prefix-tokens", type=parse_tokens, metavar="LIST", default=parse_tokens("512,1K,2K,4K,8K"),
                     help="prefix lengths, K = 1024 (default 512,1K,2K,4K,8K)")
-    ap.add_argument("--question-tokens", type=int, default=256,
+    ap.add_argument("--question-tokens", type=int, default=256, metavar="N",
                     help="tokens after the prefix (default 256, one chunk)")
-    ap.add_argument("--chunk-tokens", type=int, default=256, help="prefill chunk (default 256)")
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+    ap.add_argument("--chunk-tokens", type=int, default=256, metavar="N", help="prefill chunk (default 256)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, metavar="N",
                     help="torch and OpenBLAS threads (default: every CPU)")
-    ap.add_argument("--reps", type=int, default=3, help="repetitions, medians reported (3)")
-    ap.add_argument("--seed", type=int, default=1, help="weights' seed (default 1)")
+    ap.add_argument("--reps", type=int, default=3, metavar="N", help="repetitions, medians reported (3)")
+    ap.add_argument("--seed", type=int, default=1, metavar="N", help="weights' seed (default 1)")
     ap.add_argument("--dir", default="/var/tmp",
                     help="where kvtierd's SSD tier and the prediction's files go; must allow "
                          "O_DIRECT, so not tmpfs (default /var/tmp)")
-    ap.add_argument("--predict-bytes", default="64M",
+    ap.add_argument("--predict-bytes", default="64M", metavar="SIZE",
                     help="bytes per bandwidth measurement of kvtier-bench recompute (64M)")
     ap.add_argument("--no-predict", action="store_true", help="skip kvtier-bench recompute")
     ap.add_argument("--json", action="store_true", help="print one JSON object")

@@ -15,8 +15,8 @@ reproduces B bitwise). When a load fails (the daemon gone, a block evicted)
 the engine recomputes the whole prompt with the same cuts and produces the
 same tokens. --out writes a torch file with the tokens, the logits of every
 generated token and the KV of the prompt's full blocks; --json prints what
-happened on stdout. Run with the interpreter that has torch (Debian's
-python3-torch: /usr/bin/python3).
+happened on stdout. Exit status 0, 2 on a usage error. Run with the
+interpreter that has torch (Debian's python3-torch: /usr/bin/python3).
 """
 
 import argparse
@@ -209,25 +209,27 @@ def main(argv=None):
     ap = argparse.ArgumentParser(
         description="The reference PyTorch engine over kvtierd's connector.",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("--config", default=os.path.join(HERE, "configs", "tiny.json"),
+    ap.add_argument("--config", metavar="FILE", default=os.path.join(HERE, "configs", "tiny.json"),
                     help="a Hugging Face config.json (default configs/tiny.json)")
-    ap.add_argument("--seed", type=int, default=1, help="weights' seed (default 1)")
-    ap.add_argument("--prompt", help="JSON file: a list of token ids")
+    ap.add_argument("--seed", type=int, default=1, metavar="N", help="weights' seed (default 1)")
+    ap.add_argument("--prompt", metavar="FILE", help="JSON file: a list of token ids")
     ap.add_argument("--random-prompt", type=int, metavar="N",
                     help="a prompt of N random tokens (seeded by --prompt-seed)")
-    ap.add_argument("--prompt-seed", type=int, default=0)
-    ap.add_argument("--generate", type=int, default=32, help="tokens to generate (default 32)")
-    ap.add_argument("--socket", help="kvtierd socket (default $KVTIER_SOCKET or kvtierd's)")
-    ap.add_argument("--token", help="tenant token (default $KVTIER_TOKEN)")
+    ap.add_argument("--prompt-seed", type=int, default=0, metavar="N",
+                    help="seed of --random-prompt (default 0)")
+    ap.add_argument("--generate", type=int, default=32, metavar="N",
+                    help="tokens to generate (default 32)")
+    ap.add_argument("--socket", metavar="PATH", help="kvtierd socket (default $KVTIER_SOCKET or kvtierd's)")
+    ap.add_argument("--token", metavar="TOKEN", help="tenant token (default $KVTIER_TOKEN)")
     ap.add_argument("--no-kvtier", action="store_true", help="recompute, no connector")
-    ap.add_argument("--chunk-tokens", type=int, default=256,
+    ap.add_argument("--chunk-tokens", type=int, default=256, metavar="N",
                     help="prefill chunk, a multiple of 16 (default 256)")
-    ap.add_argument("--boundary", type=int, action="append", default=[],
+    ap.add_argument("--boundary", type=int, action="append", default=[], metavar="N",
                     help="an extra prefill cut at this token (repeatable)")
-    ap.add_argument("--pages", type=int,
+    ap.add_argument("--pages", type=int, metavar="N",
                     help="KV cache pages (default: twice the request's, room for a fallback)")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
-    ap.add_argument("--out", help="write tokens, logits and prompt KV here (torch.save)")
+    ap.add_argument("--threads", type=int, default=1, metavar="N", help="torch threads (default 1)")
+    ap.add_argument("--out", metavar="FILE", help="write tokens, logits and prompt KV here (torch.save)")
     ap.add_argument("--json", action="store_true", help="print a JSON summary")
     args = ap.parse_args(argv)
 

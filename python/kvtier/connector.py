@@ -431,15 +431,14 @@ class KVTierConnector:
         return bad
 
 
+@dataclass
 class _RegionSpec:
     """The attributes kvtier.Client.register reads."""
-
-    def __init__(self, fd, offset, layers, pages, layer_stride, kv_stride, page_stride):
-        self.fd = fd
-        self.offset = offset
-        self.layers = layers
-        self.pages = pages
-        self.layer_stride = layer_stride
-        self.kv_stride = kv_stride
-        self.page_stride = page_stride
-        self.nbytes = 0
+    fd: int
+    offset: int
+    layers: int
+    pages: int
+    layer_stride: int
+    kv_stride: int
+    page_stride: int
+    nbytes: int = 0
