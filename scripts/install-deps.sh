@@ -7,7 +7,8 @@ set -eu
 # build: compiler, cmake, pkg-config and the libraries of DESIGN.md;
 # packaging and its tests: dpkg-shlibdeps (dpkg-dev), systemd-analyze
 # (systemd, not booted), lexgrog and groff for the man pages, adduser for the
-# package's postinst, setuptools/wheel/pip/venv for `pip install ./python`
+# package's postinst, setuptools/wheel/pip/venv for `pip install ./python`;
+# python3-torch for the engine connector's tests and the reference engine
 PKGS="build-essential cmake ninja-build pkg-config
       liburing-dev liblz4-dev libssl-dev libxxhash-dev libjansson-dev libinih-dev
       libibverbs-dev librdmacm-dev libopenblas-dev

@@ -76,12 +76,15 @@ def predict(args, sizes):
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode:
         raise RuntimeError("%s: %s" % (" ".join(cmd), p.stderr.strip()))
-    model = json.loads(p.stdout)["models"][0]
+    doc = json.loads(p.stdout)
+    model = doc["models"][0]
     cpu = next(r for r in model["recompute"] if r["name"] == "cpu-openblas")
     links = {l["name"]: {pt["tokens"]: pt["load_s"] for pt in l["points"]}
              for l in model["interconnects"]}
+    paths = {l["name"]: l["bytes_per_s"] for l in doc["paths"]
+             if l["name"] in ("dram-tier", "ssd-tier")}
     return ({pt["tokens"]: pt["seconds"] for pt in cpu["points"]},
-            links.get("dram-tier", {}), links.get("ssd-tier", {}), cpu["flops_per_s"])
+            links.get("dram-tier", {}), links.get("ssd-tier", {}), cpu["flops_per_s"], paths)
 
 
 def main(argv=None):
@@ -220,8 +223,9 @@ def main(argv=None):
               "rows": rows}
     if not args.no_predict:
         say("kvtier-bench recompute for the same shapes ...")
-        cpu, dram_l, ssd_l, flops = predict(args, sizes + [p + q for p in sizes])
+        cpu, dram_l, ssd_l, flops, paths = predict(args, sizes + [p + q for p in sizes])
         report["predicted_cpu_flops_per_s"] = flops
+        report["predicted_bytes_per_s"] = paths
         for row in rows:
             p = row["prefix_tokens"]
             tail = cpu[p + q] - cpu[p]

@@ -6,6 +6,8 @@ model continue exactly as if it had recomputed the prefix.
 Engine A (a process) prefills a system prompt + question 1 and saves its
 blocks; engine B (another process) gets the system prompt + question 2,
 loads the shared blocks, prefills only the rest and generates 32 tokens.
+Later Bs run in the test process, each with a connection and KV memory of
+its own.
 A from-scratch run of B's prompt with the same chunk cuts (here, in the test
 process) must give bitwise the same logits and tokens, and the loaded KV
 bytes must be those A computed. Then the same with the blocks demoted to SSD
@@ -101,6 +103,19 @@ class TorchEngineTest(unittest.TestCase):
             capture_output=True, text=True, timeout=300)
         self.assertEqual(p.returncode, 0, p.stderr)
         return json.loads(p.stdout), torch.load(out)
+
+    def run_here(self):
+        """B in this process, as engine.py runs it: a fresh connector,
+        connection and KV memory (a process start saved: they are slow under
+        ASan)."""
+        conn = torch_engine.make_connector(self.cfg, WEIGHT_SEED, self.d.socket, None)
+        eng = self.engine(conn)
+        res = eng.generate(torch_engine.Request("b", self.prompt_b, GENERATE))
+        conn.close()
+        return ({"fallback": res.fallback, "loaded_tokens": res.loaded_tokens,
+                 "chunks": res.chunks, "connector": conn.stats},
+                {"tokens": res.tokens, "logits": torch.stack(res.logits),
+                 "kv": eng.prompt_kv(res, len(self.prompt_b))})
 
     def hello(self, c):
         return c.hello(torch_engine.model_id(self.cfg, WEIGHT_SEED), layers=self.cfg.layers,
@@ -204,7 +219,7 @@ class TorchEngineTest(unittest.TestCase):
                     if self.shared_tiers()[1] == ["ssd"] * self.shared:
                         break
         self.assertEqual(self.shared_tiers(), (self.shared, ["ssd"] * self.shared))
-        self.check_b(*self.run_engine("b_ssd", "b"))
+        self.check_b(*self.run_here())
 
     def test_3_b_loads_after_restart(self):
         self.forget_b()
@@ -212,7 +227,7 @@ class TorchEngineTest(unittest.TestCase):
         self.d.start()
         hit, tiers = self.shared_tiers()
         self.assertEqual(hit, self.shared)
-        self.check_b(*self.run_engine("b_restart", "b"))
+        self.check_b(*self.run_here())
 
     def test_4_daemon_killed_mid_load(self):
         self.forget_b()
