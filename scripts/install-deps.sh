@@ -7,11 +7,12 @@ set -eu
 # build: compiler, cmake, pkg-config and the libraries of DESIGN.md;
 # packaging and its tests: dpkg-shlibdeps (dpkg-dev), systemd-analyze
 # (systemd, not booted), lexgrog and groff for the man pages, adduser for the
-# package's postinst, setuptools/wheel/pip/venv for `pip install ./python`
+# package's postinst, setuptools/wheel/pip/venv for `pip install ./python`;
+# python3-torch for the engine connector's tests and the reference engine
 PKGS="build-essential cmake ninja-build pkg-config
       liburing-dev liblz4-dev libssl-dev libxxhash-dev libjansson-dev libinih-dev
       libibverbs-dev librdmacm-dev libopenblas-dev
-      libcmocka-dev fio iproute2 python3 e2fsprogs util-linux
+      libcmocka-dev fio iproute2 python3 python3-torch e2fsprogs util-linux
       clang libclang-rt-14-dev
       dpkg-dev systemd man-db groff-base adduser
       python3-setuptools python3-wheel python3-pip python3-venv"
