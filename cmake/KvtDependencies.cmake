@@ -1,6 +1,6 @@
 # Finds kvtier's dependencies and records why an optional feature is off.
 # Required: liburing, liblz4, libxxhash, jansson, OpenSSL libcrypto, threads,
-# OpenBLAS (bench).
+# hiredis (the cluster directory), OpenBLAS (bench).
 # Optional: cmocka (tests), libibverbs + librdmacm (RDMA), CUDA (kernels).
 find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
@@ -28,6 +28,8 @@ kvt_require_pkg(uring   liburing   liburing-dev)
 kvt_require_pkg(lz4     liblz4     liblz4-dev)
 kvt_require_pkg(xxhash  libxxhash  libxxhash-dev)
 kvt_require_pkg(jansson jansson    libjansson-dev)
+# the cluster directory's client (Redis)
+kvt_require_pkg(hiredis hiredis    libhiredis-dev)
 # CPU GEMMs of kvtier-bench recompute (the prefill workload where no GPU exists)
 kvt_require_pkg(openblas openblas  libopenblas-dev)
 

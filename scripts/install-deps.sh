@@ -4,12 +4,15 @@
 # everything is already there.
 set -eu
 
-# build: compiler, cmake, pkg-config and the libraries of DESIGN.md
+# build: compiler, cmake, pkg-config and the libraries of DESIGN.md;
+# cluster: hiredis (the directory's client), redis-server (started by its
+# tests), iperf3 and perftest (ib_read_bw): the remote bench's references
 PKGS="build-essential cmake ninja-build pkg-config
       liburing-dev liblz4-dev libssl-dev libxxhash-dev libjansson-dev libinih-dev
       libibverbs-dev librdmacm-dev libopenblas-dev
       libcmocka-dev fio iproute2 python3 e2fsprogs util-linux
-      clang libclang-rt-14-dev"
+      clang libclang-rt-14-dev
+      libhiredis-dev redis-server iperf3 perftest"
 
 missing=""
 for p in $PKGS; do
