@@ -9,23 +9,6 @@
 
 #include <jansson.h>
 
-bool kvt_node_id_valid(const char *id)
-{
-	size_t n = 0;
-
-	if (!id)
-		return false;
-	for (; id[n]; n++) {
-		char c = id[n];
-
-		if (n >= KVT_NODE_ID_MAX ||
-		    !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '.' || c == '_' || c == '-'))
-			return false;
-	}
-	return n > 0;
-}
-
 static bool printable(const char *s, size_t max)
 {
 	size_t n = strnlen(s, max + 1);

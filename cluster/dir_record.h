@@ -10,12 +10,10 @@
 #include <stdint.h>
 
 #include "cluster/directory.h"
+#include "transport/peer_proto.h" /* kvt_node_id_valid */
 
 #define KVT_NODE_RECORD_VERSION 1
 #define KVT_HINT_VALUE_MAX 32
-
-/* A node id is 1..KVT_NODE_ID_MAX of [A-Za-z0-9._-]. */
-bool kvt_node_id_valid(const char *id);
 
 /* Check a node record for publishing: id, address, transports, RDMA and
  * region fields consistent. Returns 0 or -EINVAL. */

@@ -30,7 +30,7 @@
 #include "kvtier/types.h"
 #include "transport/server.h" /* kvt_log_cb */
 
-#define KVT_NODE_ID_MAX 64     /* [A-Za-z0-9._-], 1..64 characters */
+#define KVT_NODE_ID_MAX 64     /* [A-Za-z0-9._-], 1..64 characters (kvt_node_id_valid) */
 #define KVT_NODE_ADDR_MAX 128  /* "HOST:PORT" */
 #define KVT_NODE_MAX_MRS 16    /* memory regions of one node's DRAM tier */
 #define KVT_DIR_MAX_HOLDERS 4  /* holders reported per key */

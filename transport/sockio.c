@@ -211,7 +211,10 @@ int kvt_sock_port(int fd)
 	return -EAFNOSUPPORT;
 }
 
-int kvt_sock_sendv(int fd, struct iovec *iov, int n, int flags, uint64_t deadline_ns)
+/* sendmsg until iov is consumed; the deadline moves to now + idle_ns after
+ * each write that made progress, when idle_ns is not 0. */
+static int sendv(int fd, struct iovec *iov, int n, int flags, uint64_t deadline_ns,
+		 uint64_t idle_ns)
 {
 	struct msghdr mh = { 0 };
 	ssize_t w;
@@ -236,6 +239,8 @@ int kvt_sock_sendv(int fd, struct iovec *iov, int n, int flags, uint64_t deadlin
 				return err;
 			continue;
 		}
+		if (idle_ns)
+			deadline_ns = kvt_clock_ns() + idle_ns;
 		while (n > 0 && (size_t)w >= iov->iov_len) {
 			w -= (ssize_t)iov->iov_len;
 			iov++;
@@ -247,6 +252,18 @@ int kvt_sock_sendv(int fd, struct iovec *iov, int n, int flags, uint64_t deadlin
 		}
 	}
 	return 0;
+}
+
+int kvt_sock_sendv(int fd, struct iovec *iov, int n, int flags, uint64_t deadline_ns)
+{
+	return sendv(fd, iov, n, flags, deadline_ns, 0);
+}
+
+int kvt_sock_sendv_idle(int fd, struct iovec *iov, int n, int flags, unsigned idle_ms)
+{
+	uint64_t idle = (uint64_t)idle_ms * 1000000ull;
+
+	return sendv(fd, iov, n, flags, kvt_clock_ns() + idle, idle);
 }
 
 int kvt_sock_send(int fd, const void *buf, size_t len, uint64_t deadline_ns)

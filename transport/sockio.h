@@ -69,6 +69,11 @@ int kvt_sock_wait(int fd, short events, uint64_t deadline_ns);
  * Returns 0, -ETIMEDOUT, or the send error (-EPIPE, -ECONNRESET, ...). */
 int kvt_sock_sendv(int fd, struct iovec *iov, int n, int flags, uint64_t deadline_ns);
 
+/* kvt_sock_sendv that fails (-ETIMEDOUT) only when no byte could be sent
+ * for idle_ms: a large transfer to a slow but live peer goes on, a dead one
+ * is noticed within idle_ms. */
+int kvt_sock_sendv_idle(int fd, struct iovec *iov, int n, int flags, unsigned idle_ms);
+
 /* kvt_sock_sendv of one buffer. */
 int kvt_sock_send(int fd, const void *buf, size_t len, uint64_t deadline_ns);
 
