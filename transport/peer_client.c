@@ -25,6 +25,7 @@ struct peer {
 	struct kvt_sockaddr sa;
 	int idle[MAX_CONNS];
 	uint32_t n_idle;
+	uint64_t epoch;           /* the node's epoch the pool was made under */
 	uint64_t down_until;
 	struct kvt_peer_stats st;
 };
@@ -120,6 +121,14 @@ static struct peer *get_peer(struct kvt_peer_client *c, const struct kvt_peer_ta
 	for (p = c->peers; p; p = p->next)
 		if (!strcmp(p->st.node_id, t->node_id) && !strcmp(p->st.addr, t->addr))
 			break;
+	if (p && t->epoch && t->epoch != p->epoch) {
+		/* the node restarted (or rejoined): what we knew of it is stale */
+		for (uint32_t i = 0; i < p->n_idle; i++)
+			close(p->idle[i]);
+		p->n_idle = 0;
+		p->down_until = 0;
+		p->epoch = t->epoch;
+	}
 	pthread_mutex_unlock(&c->mu);
 	if (p)
 		return p;
@@ -132,6 +141,7 @@ static struct peer *get_peer(struct kvt_peer_client *c, const struct kvt_peer_ta
 		return NULL;
 	}
 	p->sa = sa;
+	p->epoch = t->epoch;
 	snprintf(p->st.node_id, sizeof(p->st.node_id), "%s", t->node_id);
 	snprintf(p->st.addr, sizeof(p->st.addr), "%s", t->addr);
 	pthread_mutex_lock(&c->mu);
@@ -191,16 +201,32 @@ static int dial(struct kvt_peer_client *c, struct peer *p)
 	return fd;
 }
 
-/* An idle pooled connection, or a new one. */
+/* Whether an idle connection is still open: a peer that exited closed it
+ * (its FIN is waiting), and nothing else may arrive on an idle one. */
+static bool idle_alive(int fd)
+{
+	char b;
+	ssize_t r = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+/* An idle pooled connection that is still open, or a new one. */
 static int checkout(struct kvt_peer_client *c, struct peer *p)
 {
-	int fd = -1;
+	for (;;) {
+		int fd = -1;
 
-	pthread_mutex_lock(&c->mu);
-	if (p->n_idle)
-		fd = p->idle[--p->n_idle];
-	pthread_mutex_unlock(&c->mu);
-	return fd >= 0 ? fd : dial(c, p);
+		pthread_mutex_lock(&c->mu);
+		if (p->n_idle)
+			fd = p->idle[--p->n_idle];
+		pthread_mutex_unlock(&c->mu);
+		if (fd < 0)
+			return dial(c, p);
+		if (idle_alive(fd))
+			return fd;
+		close(fd);
+	}
 }
 
 static void checkin(struct kvt_peer_client *c, struct peer *p, int fd)

@@ -42,6 +42,9 @@ struct kvt_peer_client_opts {
 struct kvt_peer_target {
 	const char *node_id;
 	const char *addr;          /* "HOST:PORT" */
+	uint64_t epoch;            /* its directory epoch, 0 if unknown: a new one
+	                            * (the node restarted) drops pooled connections
+	                            * and its failure record */
 };
 
 /* One block to fetch. */
