@@ -363,10 +363,16 @@ static int on_meta(struct fetch *f, struct fconn *fc)
 	return 0;
 }
 
-/* Read what the socket has for fc. 0 (wait for more), or a connection
- * error (the caller fails fc's remaining items). */
+/* Bytes one connection may take per turn, so that a fast stream cannot
+ * starve the others (their owners would time their sends out). */
+#define TURN_BYTES (1u << 20)
+
+/* Read what the socket has for fc, up to a turn's worth. 0 (wait for
+ * more), or a connection error (the caller fails fc's remaining items). */
 static int step(struct fetch *f, struct fconn *fc)
 {
+	size_t turn = 0;
+
 	for (;;) {
 		uint8_t *dst;
 		size_t want;
@@ -389,6 +395,8 @@ static int step(struct fetch *f, struct fconn *fc)
 		default:
 			return 0;
 		}
+		if (turn >= TURN_BYTES)
+			return 0; /* poll says whether there is more */
 		r = recv(fc->fd, dst, want, 0);
 		if (r == 0)
 			return -ECONNRESET;
@@ -398,6 +406,7 @@ static int step(struct fetch *f, struct fconn *fc)
 			return errno == EAGAIN ? 0 : -errno;
 		}
 		fc->last_progress = kvt_clock_ns();
+		turn += (size_t)r;
 		if (fc->state == F_DATA)
 			XXH3_64bits_update(fc->xs, dst, (size_t)r);
 		fc->got += (size_t)r;
@@ -448,7 +457,9 @@ static int step(struct fetch *f, struct fconn *fc)
 	}
 }
 
-/* Drive every connection until its items are settled. */
+/* Drive every connection until its items are settled. A connection is
+ * timed out only when poll finds nothing to read on it: time this thread
+ * spent on the others is not the peer's fault. */
 static void run(struct fetch *f, struct fconn *fcs, size_t k)
 {
 	uint64_t idle = (uint64_t)f->c->o.timeout_ms * 1000000ull;
@@ -465,10 +476,6 @@ static void run(struct fetch *f, struct fconn *fcs, size_t k)
 
 			if (fc->state == F_DONE || fc->state == F_FAILED)
 				continue;
-			if (now - fc->last_progress >= idle) {
-				fail_rest(f, fc, -ETIMEDOUT);
-				continue;
-			}
 			if (fc->last_progress + idle < wake)
 				wake = fc->last_progress + idle;
 			pfd[np] = (struct pollfd){ .fd = fc->fd, .events = POLLIN };
@@ -476,19 +483,22 @@ static void run(struct fetch *f, struct fconn *fcs, size_t k)
 		}
 		if (np == 0)
 			return;
-		ms = (int)((wake - now + 999999) / 1000000);
+		ms = wake > now ? (int)((wake - now + 999999) / 1000000) : 0;
 		rc = poll(pfd, np, ms);
 		if (rc < 0 && errno != EINTR)
 			rc = 0; /* ENOMEM and the like: the idle clock decides */
-		for (size_t i = 0; rc > 0 && i < np; i++) {
+		now = kvt_clock_ns();
+		for (size_t i = 0; i < np; i++) {
 			struct fconn *fc = &fcs[map[i]];
 			int err;
 
-			if (!pfd[i].revents)
-				continue;
-			err = step(f, fc);
-			if (err)
-				fail_rest(f, fc, err);
+			if (rc > 0 && pfd[i].revents) {
+				err = step(f, fc);
+				if (err)
+					fail_rest(f, fc, err);
+			} else if (now - fc->last_progress >= idle) {
+				fail_rest(f, fc, -ETIMEDOUT);
+			}
 		}
 	}
 }

@@ -28,7 +28,7 @@
 #include "transport/sockio.h"
 
 #define SECRET "a cluster secret for the tests"
-#define TIMEOUT_MS 400
+#define TIMEOUT_MS 1000
 /* "within the timeout" on a loaded machine: the timeout plus scheduling */
 #define BOUND_MS (TIMEOUT_MS + 2000)
 
@@ -53,6 +53,11 @@ static void small_desc(struct kvt_ns_desc *d, uint32_t block_tokens)
 	d->head_dim = 64;
 	d->block_tokens = block_tokens; /* 2 KiB per token: 16 -> 32 KiB blocks */
 	d->tp_size = 1;
+}
+
+static void log_cb(void *arg, enum kvt_log_level lvl, const char *msg)
+{
+	fprintf(stderr, "  [%s] %s\n", (const char *)arg, msg);
 }
 
 static struct kvt_ns *find_ns(void *arg, const struct kvt_key *salt)
@@ -110,6 +115,8 @@ static void owner_open_at(struct owner *o, uint64_t dram, const char *ssd, const
 	so.find_ns_cb = find_ns;
 	so.find_ns_arg = o;
 	so.timeout_ms = TIMEOUT_MS;
+	so.log = log_cb;
+	so.log_arg = "owner";
 	assert_int_equal(kvt_peer_server_open(&so, &o->srv), 0);
 	snprintf(o->addr, sizeof(o->addr), "127.0.0.1:%d", kvt_peer_server_port(o->srv));
 }
@@ -149,6 +156,8 @@ static struct kvt_peer_client *client(const char *id, const struct kvt_peer_secr
 	co.secret = s;
 	co.timeout_ms = TIMEOUT_MS;
 	co.down_ms = 500;
+	co.log = log_cb;
+	co.log_arg = (void *)id;
 	assert_int_equal(kvt_peer_client_open(&co, &c), 0);
 	return c;
 }
@@ -184,6 +193,10 @@ static int fetch_into_store(struct kvt_peer_client *c, struct owner *o, uint64_t
 		items[i].dst = slots[i].data;
 	}
 	got = kvt_peer_fetch(c, &t, kvt_ns_salt(rns), bb, items, (size_t)n);
+	if (got != n && !statuses)
+		for (int i = 0; i < n; i++)
+			if (items[i].status)
+				fprintf(stderr, "block %d: %s\n", i, kvt_strerror(items[i].status));
 	for (int i = 0; i < n; i++) {
 		if (statuses)
 			statuses[i] = items[i].status;

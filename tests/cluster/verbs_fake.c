@@ -209,7 +209,8 @@ static int f_poll(struct kvt_verbs_qp *q, struct kvt_verbs_wc *wc, int max)
 	if (fake.per_poll && max > fake.per_poll)
 		max = fake.per_poll;
 	n = q->done.n < (size_t)max ? (int)q->done.n : max;
-	memcpy(wc, q->done.v + q->done.head, (size_t)n * sizeof(*wc));
+	if (n)
+		memcpy(wc, q->done.v + q->done.head, (size_t)n * sizeof(*wc));
 	q->done.head += (size_t)n;
 	q->done.n -= (size_t)n;
 	if (n > fake.largest_poll)
