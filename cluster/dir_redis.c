@@ -561,11 +561,23 @@ static void do_writes(struct rdir *d)
 	}
 	if (!err)
 		err = exec(d, rep, n_cmds);
-	if (err) {
-		if (err != -ENOMEM)
-			conn_lost(d, err);
+	if (err && err != -ENOMEM) {
+		/* the connection went: the batch goes back to the head of the
+		 * queue, in order, for when it returns */
+		conn_lost(d, err);
+		pthread_mutex_lock(&d->mu);
+		if (d->ring_n + n <= d->ring_cap) {
+			d->ring_head = (d->ring_head + d->ring_cap - n % d->ring_cap) % d->ring_cap;
+			for (size_t i = 0; i < n; i++)
+				d->ring[(d->ring_head + i) % d->ring_cap] = ops[i];
+			d->ring_n += n;
+			n = 0;
+		}
+		pthread_mutex_unlock(&d->mu);
 		goto drop;
 	}
+	if (err)
+		goto drop;
 	pthread_mutex_lock(&d->mu);
 	for (size_t i = 0; i < n_cmds; i++)
 		if (rep[i]->type == REDIS_REPLY_ERROR)
@@ -587,17 +599,21 @@ drop:
 
 /* ---- the thread -------------------------------------------------------- */
 
-/* Fail what is queued while Redis is out of reach: lookups at once, writes
- * dropped (hints are only hints; a rejoin republishes). */
-static void flush_queues(struct rdir *d)
+/* Fail the lookups queued while Redis is out of reach, at once; with
+ * `writes`, drop the queued hint writes too (counted), as when closing.
+ * Otherwise the writes wait, in order, for the connection to come back:
+ * the queue is bounded, and what overflows it is dropped and counted. */
+static void flush_queues(struct rdir *d, bool writes)
 {
 	struct lookup_req *list;
 
 	pthread_mutex_lock(&d->mu);
 	list = d->lk_head;
 	d->lk_head = d->lk_tail = NULL;
-	d->st.dropped_keys += d->ring_n;
-	d->ring_n = 0;
+	if (writes) {
+		d->st.dropped_keys += d->ring_n;
+		d->ring_n = 0;
+	}
 	pthread_mutex_unlock(&d->mu);
 	if (list)
 		finish_lookups(d, list, -ENOTCONN, 0);
@@ -662,7 +678,7 @@ static void *dir_thread(void *arg)
 					dlog(d, KVT_LOG_WARN, "event=cluster.redis_unreachable url=%s "
 					     "err=\"%s\" effect=local-only", d->url_shown, why);
 				logged_unreachable = true;
-				flush_queues(d);
+				flush_queues(d, false);
 				if (!sleep_until(d, kvt_deadline_ms(backoff), false))
 					break;
 				backoff = backoff * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS : backoff * 2;
@@ -708,7 +724,7 @@ static void *dir_thread(void *arg)
 		leave(d);
 	kvt_redis_close(d->conn);
 	d->conn = NULL;
-	flush_queues(d);
+	flush_queues(d, true);
 	return NULL;
 }
 
@@ -725,8 +741,8 @@ static void push_ops(struct kvt_dir *dir, const struct kvt_key *keys, size_t n, 
 	size_t i = 0;
 
 	/* Queued once this node has an epoch, even while Redis is out of
-	 * reach: the queue is bounded, and emptied (counted as dropped) by
-	 * each failed reconnect. */
+	 * reach: they go out, in order, when it is back (a short outage loses
+	 * no hint); the queue is bounded, and what overflows is dropped. */
 	pthread_mutex_lock(&d->mu);
 	if (d->self.epoch)
 		for (; i < n && d->ring_n < d->ring_cap; i++) {

@@ -113,7 +113,7 @@ struct kvt_dir_stats {
 	uint64_t lookups_unreachable; /* answered -ENOTCONN at once: store down */
 	uint64_t lookups_timed_out;   /* gave up after lookup_timeout_ms */
 	uint64_t published_keys, forgotten_keys;
-	uint64_t dropped_keys;      /* writes dropped: queue full or store down */
+	uint64_t dropped_keys;      /* writes dropped: queue full, or not joined yet */
 	uint64_t stale_hints;       /* hints of gone nodes or old epochs, ignored */
 	uint64_t errors;            /* failed connects and pipelines */
 	uint64_t reconnects;        /* connections re-established after a loss */
@@ -148,8 +148,10 @@ void kvt_dir_opts_init(struct kvt_dir_opts *opts, size_t size_bytes);
  * -EPROTONOSUPPORT (no backend for the scheme), -ENOMEM. */
 int kvt_dir_open(const struct kvt_dir_opts *opts, struct kvt_dir **out);
 
-/* Queue hints that this node holds keys[0..n) in `tier`. Never blocks; when
- * the queue is full or the store is down the hints are dropped (counted). */
+/* Queue hints that this node holds keys[0..n) in `tier`. Never blocks. While
+ * the store is out of reach they wait in the queue and go out, in order, when
+ * it is back; when the queue is full, or before this node first joined, they
+ * are dropped (counted; the owner republishes at its rejoin). */
 void kvt_dir_publish(struct kvt_dir *d, const struct kvt_key *keys, size_t n, uint8_t tier);
 
 /* Queue the removal of this node's hints for keys[0..n) (evicted blocks). */

@@ -9,6 +9,8 @@
  *                  fetch the rest from its holders (another holder when one
  *                  fails), verifying every byte
  *                  -> ok local=L remote=R fetched=F bad=B miss=M ms=T dir=D err=E
+ *   lookup SEED N  how many leading blocks of the chain other nodes hold
+ *                  -> ok remote=R (or a negative errno)
  *   stats          -> ok reachable=0|1 epoch=E members=M joins=J
  *   peerstats      -> ok auth_failures=A blocks_sent=S peer_errors=P
  *   quit
@@ -198,6 +200,16 @@ static void cmd_fetch(uint64_t seed, int n)
 	free(hs);
 }
 
+static void cmd_lookup(uint64_t seed, int n)
+{
+	struct kvt_key keys[MAX_BLOCKS];
+	struct kvt_dir_holders *hs = calloc(MAX_BLOCKS, sizeof(*hs));
+
+	chain(seed, n, keys);
+	printf("ok remote=%d\n", kvt_dir_lookup(dir, keys, (size_t)n, hs));
+	free(hs);
+}
+
 static void cmd_stats(void)
 {
 	struct kvt_dir_stats st;
@@ -320,6 +332,8 @@ int main(int argc, char **argv)
 			cmd_put(seed, n);
 		else if (sscanf(line, "fetch %llu %d", &seed, &n) == 2 && n > 0 && n <= MAX_BLOCKS)
 			cmd_fetch(seed, n);
+		else if (sscanf(line, "lookup %llu %d", &seed, &n) == 2 && n > 0 && n <= MAX_BLOCKS)
+			cmd_lookup(seed, n);
 		else if (!strncmp(line, "stats", 5))
 			cmd_stats();
 		else if (!strncmp(line, "peerstats", 9))

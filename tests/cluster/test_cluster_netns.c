@@ -162,6 +162,18 @@ static bool members_are(int idx, long want)
 	return false;
 }
 
+/* Wait until node idx sees n blocks of seed held elsewhere (hints are
+ * written asynchronously). */
+static bool hinted(int idx, int seed, long n)
+{
+	for (int i = 0; i < 100; i++) {
+		if (field(node_cmd(idx, "lookup %d %ld", seed, n), "remote") == n)
+			return true;
+		sleep_ms(50);
+	}
+	return false;
+}
+
 static int setup(void **state)
 {
 	char why[256];
@@ -209,7 +221,7 @@ static void blocks_saved_on_a_load_on_b_and_c(void **state)
 	const char *r;
 
 	assert_int_equal(field(node_cmd(0, "put 1 8"), "put"), 8);
-	sleep_ms(200); /* the hints go out in the directory's next batch */
+	assert_true(hinted(1, 1, 8));
 	r = node_cmd(1, "fetch 1 8");
 	assert_int_equal(field(r, "remote"), 8);
 	assert_int_equal(field(r, "fetched"), 8);
@@ -246,7 +258,7 @@ static void a_cut_link_fails_within_the_timeout_and_heals(void **state)
 	const char *r;
 
 	assert_int_equal(field(node_cmd(0, "put 2 4"), "put"), 4);
-	sleep_ms(200);
+	assert_true(hinted(1, 2, 4));
 	assert_int_equal(kvt_netlab_link(&net, 0, false), 0);
 	r = node_cmd(1, "fetch 2 4");
 	assert_int_equal(field(r, "remote"), 4); /* the directory still names A */
@@ -271,9 +283,9 @@ static void a_killed_nodes_blocks_come_from_another_holder(void **state)
 	const char *r;
 
 	assert_int_equal(field(node_cmd(0, "put 3 4"), "put"), 4);
-	sleep_ms(200);
+	assert_true(hinted(1, 3, 4));
 	assert_int_equal(field(node_cmd(1, "fetch 3 4"), "fetched"), 4);
-	sleep_ms(200);
+	assert_true(hinted(0, 3, 4)); /* A sees B as a holder too */
 	node_stop(0, SIGKILL);
 	/* A's hints are still live (its TTL has not lapsed): C tries it, is
 	 * refused, and takes the blocks from B */
@@ -296,7 +308,7 @@ static void redis_stopped_means_local_only_and_restarted_it_resumes(void **state
 	long epoch_b;
 
 	assert_int_equal(field(node_cmd(0, "put 4 4"), "put"), 4);
-	sleep_ms(200);
+	assert_true(hinted(1, 4, 4));
 	epoch_b = field(node_cmd(1, "stats"), "epoch");
 	kvt_redis_proc_signal(&redis, SIGKILL);
 	/* the first call after the loss may still wait for its own deadline;
