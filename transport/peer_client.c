@@ -17,6 +17,7 @@
 
 #include "transport/peer_io.h"
 #include "transport/sockio.h"
+#include "transport/wire.h"
 
 #define MAX_CONNS 64
 
@@ -253,7 +254,7 @@ static uint64_t new_id(struct kvt_peer_client *c)
 
 /* ---- fetch ------------------------------------------------------------- */
 
-enum fstate { F_HDR, F_META, F_DATA, F_DONE, F_FAILED };
+enum fstate { F_HDR, F_META, F_DATA, F_TRAILER, F_DONE, F_FAILED };
 
 /* One connection's share of a fetch: items [cur, end), sent in GET frames
  * of at most KVT_PEER_MAX_KEYS, one frame in flight. */
@@ -264,8 +265,8 @@ struct fconn {
 	uint64_t frame_id, last_progress;
 	struct kvt_frame_hdr h;
 	uint8_t buf[KVT_PROTO_HDR_BYTES + KVT_PEER_BLOCK_META_BYTES];
+	uint8_t trailer[KVT_PEER_TRAILER_BYTES];
 	size_t got;
-	uint64_t want_xxh3;
 	XXH3_state_t *xs;
 };
 
@@ -347,7 +348,7 @@ static int on_meta(struct fetch *f, struct fconn *fc)
 	    b.index != fc->cur - fc->frame_base || memcmp(&b.key, &it->key, sizeof(b.key)) != 0)
 		return -EPROTO;
 	if (fc->h.status != 0) {
-		if (fc->h.status > 0 || b.data_len || b.xxh3)
+		if (fc->h.status > 0 || b.data_len)
 			return -EPROTO;
 		it->status = fc->h.status;
 		if (it->status == -ENOENT)
@@ -356,7 +357,6 @@ static int on_meta(struct fetch *f, struct fconn *fc)
 	}
 	if (b.data_len != f->block_bytes)
 		return -EPROTO;
-	fc->want_xxh3 = b.xxh3;
 	fc->state = F_DATA;
 	fc->got = 0;
 	XXH3_64bits_reset(fc->xs);
@@ -391,6 +391,10 @@ static int step(struct fetch *f, struct fconn *fc)
 		case F_DATA:
 			dst = (uint8_t *)f->items[fc->cur].dst + fc->got;
 			want = f->block_bytes - fc->got;
+			break;
+		case F_TRAILER:
+			dst = fc->trailer + fc->got;
+			want = KVT_PEER_TRAILER_BYTES - fc->got;
 			break;
 		default:
 			return 0;
@@ -438,7 +442,11 @@ static int step(struct fetch *f, struct fconn *fc)
 				return err;
 			break;
 		case F_DATA:
-			if (XXH3_64bits_digest(fc->xs) == fc->want_xxh3) {
+			fc->state = F_TRAILER;
+			fc->got = 0;
+			break;
+		case F_TRAILER:
+			if (XXH3_64bits_digest(fc->xs) == kvt_get_u64(fc->trailer)) {
 				f->items[fc->cur].status = 0;
 				f->blocks++;
 				f->bytes += f->block_bytes;

@@ -170,7 +170,6 @@ int kvt_peer_dec_block(const void *p, size_t len, struct kvt_peer_block *b)
 	kvt_rd_zero(&r, 4);
 	rd_key(&r, &b->key);
 	b->data_len = kvt_rd_u64(&r);
-	b->xxh3 = kvt_rd_u64(&r);
 	if (kvt_rd_done(&r) || b->index >= KVT_PEER_MAX_KEYS || b->data_len > KVT_PEER_MAX_BLOCK)
 		return -EBADMSG;
 	return 0;
@@ -318,7 +317,6 @@ int kvt_peer_enc_block(struct kvt_wr *w, uint64_t id, int32_t status,
 	kvt_wr_u32(w, 0);
 	kvt_wr_bytes(w, b->key.bytes, KVT_KEY_BYTES);
 	kvt_wr_u64(w, status == 0 ? b->data_len : 0);
-	kvt_wr_u64(w, status == 0 ? b->xxh3 : 0);
 	return kvt_wr_end(w);
 }
 

@@ -11,14 +11,16 @@
  * requests, the owner answers each in order:
  *
  *   GET      salt[16] u64 block_bytes u32 n u32 0 key[n]
- *            -> n BLOCK frames (op GET|REPLY) in key order, each a 40-byte
- *               meta  u32 index u32 0 key[16] u64 data_len u64 xxh3
- *               followed, outside the frame, by data_len block bytes when
- *               the frame's status is 0 (data_len == block_bytes; xxh3 is the
- *               XXH3-64 of those bytes, computed by the owner). A block the
- *               owner cannot serve has a negative status and data_len 0. A
- *               request that fails whole (unknown namespace) gets one frame
- *               with a negative status and an empty payload instead.
+ *            -> n BLOCK frames (op GET|REPLY) in key order, each a 32-byte
+ *               meta  u32 index u32 0 key[16] u64 data_len
+ *               followed, outside the frame, when the frame's status is 0,
+ *               by data_len block bytes (data_len == block_bytes) and an
+ *               8-byte trailer: u64 XXH3-64 of those bytes, computed by the
+ *               owner as it sends them (so it reads each block once). A
+ *               block the owner cannot serve has a negative status and
+ *               data_len 0. A request that fails whole (unknown namespace)
+ *               gets one frame with a negative status and an empty payload
+ *               instead.
  *   LEASE    salt[16] u64 block_bytes u32 n u32 lease_ms key[n]
  *            -> u64 lease_id u32 n u32 lease_ms, then n entries
  *               i32 status u32 rkey key[16] u64 addr u64 len u64 generation u64 xxh3
@@ -44,7 +46,8 @@
 #define KVT_PEER_MAC_BYTES 32
 #define KVT_PEER_ID_MAX 64
 #define KVT_PEER_MAX_BLOCK (1ull << 30)
-#define KVT_PEER_BLOCK_META_BYTES 40
+#define KVT_PEER_BLOCK_META_BYTES 32
+#define KVT_PEER_TRAILER_BYTES 8
 #define KVT_PEER_LEASE_ENTRY_BYTES 56
 #define KVT_PEER_MAX_LEASE_MS 60000u
 
@@ -87,12 +90,11 @@ struct kvt_peer_keys_req {
 	const struct kvt_key *keys;
 };
 
-/* The meta of one BLOCK frame. */
+/* The meta of one BLOCK frame (its checksum follows the bytes). */
 struct kvt_peer_block {
 	uint32_t index;
 	struct kvt_key key;
 	uint64_t data_len;
-	uint64_t xxh3;
 };
 
 /* One entry of a LEASE reply. */

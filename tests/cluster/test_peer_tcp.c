@@ -26,6 +26,7 @@
 #include "transport/peer_io.h"
 #include "transport/peer_server.h"
 #include "transport/sockio.h"
+#include "transport/wire.h"
 
 #define SECRET "a cluster secret for the tests"
 #define TIMEOUT_MS 1000
@@ -373,10 +374,11 @@ static void *evil_thread(void *arg)
 		goto out;
 	for (uint32_t i = 0; i < q.n && i < 2; i++) {
 		struct kvt_peer_block b = { .index = i, .data_len = q.block_bytes };
+		uint8_t trailer[KVT_PEER_TRAILER_BYTES];
 
 		memcpy(&b.key, &q.keys[i], sizeof(b.key));
 		block_bytes_of(&b.key, data, sizeof(data));
-		b.xxh3 = XXH3_64bits(data, q.block_bytes);
+		kvt_put_u64(trailer, XXH3_64bits(data, q.block_bytes));
 		if (i == 1 && e->mode == EVIL_BAD_SUM)
 			data[100] ^= 1; /* a bit flipped after the checksum */
 		if (i == 1 && e->mode == EVIL_BAD_KEY)
@@ -395,6 +397,7 @@ static void *evil_thread(void *arg)
 			goto out;
 		}
 		kvt_sock_send(fd, data, q.block_bytes, kvt_deadline_ms(5000));
+		kvt_sock_send(fd, trailer, sizeof(trailer), kvt_deadline_ms(5000));
 	}
 	/* the rest: answer nothing more, keep the connection */
 	{
