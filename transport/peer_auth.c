@@ -107,9 +107,7 @@ int kvt_peer_auth_server(int fd, const struct kvt_peer_secret *s, const char *se
 	}
 	err = kvt_peer_enc_challenge(&w, &c);
 	if (!err)
-		err = kvt_peer_send_wr(fd, &w, deadline_ns);
-	if (!err)
-		err = kvt_peer_recv_frame(fd, &h, buf, sizeof(buf), deadline_ns);
+		err = kvt_peer_exchange(fd, &w, &h, buf, sizeof(buf), deadline_ns);
 	if (err)
 		goto out;
 	if (h.op != KVT_PEER_AUTH || h.status != 0 || kvt_peer_dec_auth(buf, h.len, &a)) {
@@ -170,9 +168,7 @@ int kvt_peer_auth_client(int fd, const struct kvt_peer_secret *s, const char *se
 	kvt_peer_auth_mac(s, false, c.nonce, a.nonce, self_id, c.id, a.mac);
 	err = kvt_peer_enc_auth(&w, &a);
 	if (!err)
-		err = kvt_peer_send_wr(fd, &w, deadline_ns);
-	if (!err)
-		err = kvt_peer_recv_frame(fd, &h, buf, sizeof(buf), deadline_ns);
+		err = kvt_peer_exchange(fd, &w, &h, buf, sizeof(buf), deadline_ns);
 	if (err)
 		goto out;
 	if (h.op != (KVT_PEER_AUTH | KVT_OP_REPLY)) {

@@ -611,9 +611,7 @@ static int rpc(struct kvt_peer_client *c, const struct kvt_peer_target *t, struc
 		peer_failed(c, p, fd);
 		return fd;
 	}
-	err = kvt_peer_send_wr(fd, w, dl);
-	if (!err)
-		err = kvt_peer_recv_frame(fd, h, buf, cap, dl);
+	err = kvt_peer_exchange(fd, w, h, buf, cap, dl);
 	if (!err && (h->op != (op | KVT_OP_REPLY) || h->id != id))
 		err = -EPROTO;
 	if (err) {
@@ -718,9 +716,7 @@ int kvt_peer_qp_connect(struct kvt_peer_client *c, const struct kvt_peer_target 
 	id = new_id(c);
 	err = kvt_peer_enc_ep(&w, KVT_PEER_QP_CONNECT, id, 0, local);
 	if (!err)
-		err = kvt_peer_send_wr(fd, &w, dl);
-	if (!err)
-		err = kvt_peer_recv_frame(fd, &h, buf, sizeof(buf), dl);
+		err = kvt_peer_exchange(fd, &w, &h, buf, sizeof(buf), dl);
 	if (!err && (h.op != (KVT_PEER_QP_CONNECT | KVT_OP_REPLY) || h.id != id))
 		err = -EPROTO;
 	if (!err && h.status)

@@ -29,3 +29,11 @@ int kvt_peer_send_wr(int fd, struct kvt_wr *w, uint64_t deadline_ns)
 	w->len = 0;
 	return err;
 }
+
+int kvt_peer_exchange(int fd, struct kvt_wr *w, struct kvt_frame_hdr *h, uint8_t *buf,
+		      size_t cap, uint64_t deadline_ns)
+{
+	int err = kvt_peer_send_wr(fd, w, deadline_ns);
+
+	return err ? err : kvt_peer_recv_frame(fd, h, buf, cap, deadline_ns);
+}

@@ -18,4 +18,9 @@ int kvt_peer_recv_frame(int fd, struct kvt_frame_hdr *h, uint8_t *buf, size_t ca
 /* Send w's bytes and empty it. Returns 0 or the socket error. */
 int kvt_peer_send_wr(int fd, struct kvt_wr *w, uint64_t deadline_ns);
 
+/* A request and its answer: kvt_peer_send_wr, then kvt_peer_recv_frame,
+ * both by the deadline. */
+int kvt_peer_exchange(int fd, struct kvt_wr *w, struct kvt_frame_hdr *h, uint8_t *buf,
+		      size_t cap, uint64_t deadline_ns);
+
 #endif /* KVT_TRANSPORT_PEER_IO_H */

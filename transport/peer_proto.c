@@ -37,24 +37,7 @@ bool kvt_node_id_valid(const char *id)
 
 int kvt_peer_hdr_decode(const void *buf, size_t len, struct kvt_frame_hdr *h)
 {
-	struct kvt_rd r = { .p = buf, .len = len };
-
-	memset(h, 0, sizeof(*h));
-	if (len < KVT_PROTO_HDR_BYTES)
-		return -EAGAIN;
-	h->magic = kvt_rd_u32(&r);
-	h->version = kvt_rd_u16(&r);
-	h->op = kvt_rd_u16(&r);
-	h->len = kvt_rd_u32(&r);
-	h->status = (int32_t)kvt_rd_u32(&r);
-	h->id = kvt_rd_u64(&r);
-	if (h->magic != KVT_PEER_MAGIC)
-		return -EPROTO;
-	if (h->version != KVT_PEER_VERSION)
-		return -EPROTONOSUPPORT;
-	if (h->len > KVT_PROTO_MAX_PAYLOAD)
-		return -EMSGSIZE;
-	return 0;
+	return kvt_frame_hdr_decode(buf, len, KVT_PEER_MAGIC, KVT_PEER_VERSION, h);
 }
 
 void kvt_peer_wr_begin(struct kvt_wr *w, uint16_t op, uint64_t id, int32_t status)

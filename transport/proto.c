@@ -24,7 +24,8 @@ const char *kvt_op_name(unsigned op)
 
 /* ---- headers ----------------------------------------------------------- */
 
-int kvt_proto_hdr_decode(const void *buf, size_t len, struct kvt_frame_hdr *h)
+int kvt_frame_hdr_decode(const void *buf, size_t len, uint32_t magic, uint16_t version,
+			 struct kvt_frame_hdr *h)
 {
 	struct kvt_rd r = { .p = buf, .len = len };
 
@@ -37,13 +38,18 @@ int kvt_proto_hdr_decode(const void *buf, size_t len, struct kvt_frame_hdr *h)
 	h->len = kvt_rd_u32(&r);
 	h->status = (int32_t)kvt_rd_u32(&r);
 	h->id = kvt_rd_u64(&r);
-	if (h->magic != KVT_PROTO_MAGIC)
+	if (h->magic != magic)
 		return -EPROTO;
-	if (h->version != KVT_PROTO_VERSION)
+	if (h->version != version)
 		return -EPROTONOSUPPORT;
 	if (h->len > KVT_PROTO_MAX_PAYLOAD)
 		return -EMSGSIZE;
 	return 0;
+}
+
+int kvt_proto_hdr_decode(const void *buf, size_t len, struct kvt_frame_hdr *h)
+{
+	return kvt_frame_hdr_decode(buf, len, KVT_PROTO_MAGIC, KVT_PROTO_VERSION, h);
 }
 
 void kvt_proto_hdr_encode(const struct kvt_frame_hdr *h, void *out)

@@ -172,6 +172,11 @@ const char *kvt_op_name(unsigned op);
  * KVT_PROTO_MAX_PAYLOAD. On error the fields read so far are in *h. */
 int kvt_proto_hdr_decode(const void *buf, size_t len, struct kvt_frame_hdr *h);
 
+/* kvt_proto_hdr_decode for another protocol in the same framing (the peer
+ * protocol): the magic and version it must carry. */
+int kvt_frame_hdr_decode(const void *buf, size_t len, uint32_t magic, uint16_t version,
+			 struct kvt_frame_hdr *h);
+
 /* Encode a header into out[0..KVT_PROTO_HDR_BYTES). */
 void kvt_proto_hdr_encode(const struct kvt_frame_hdr *h, void *out);
 
