@@ -268,6 +268,36 @@ int kvt_hint_value_encode(uint64_t epoch, uint8_t tier, char *buf, size_t len)
 	return n;
 }
 
+int kvt_hint_list_decode(const char *s, size_t len, struct kvt_hint_holder *out, int max)
+{
+	size_t at = 0;
+	int n = 0;
+
+	if (len == 0)
+		return -EBADMSG;
+	while (at <= len) {
+		const char *e = s + at, *comma = memchr(e, ',', len - at), *eq;
+		size_t elen = comma ? (size_t)(comma - e) : len - at;
+		char id[KVT_NODE_ID_MAX + 1];
+
+		eq = memchr(e, '=', elen);
+		if (!eq || n == max || eq == e || (size_t)(eq - e) > KVT_NODE_ID_MAX)
+			return -EBADMSG;
+		memcpy(id, e, (size_t)(eq - e));
+		id[eq - e] = '\0';
+		if (!kvt_node_id_valid(id) ||
+		    kvt_hint_value_decode(eq + 1, elen - (size_t)(eq - e) - 1, &out[n].epoch, &out[n].tier))
+			return -EBADMSG;
+		out[n].node = e;
+		out[n].node_len = (size_t)(eq - e);
+		n++;
+		at += elen + 1;
+		if (!comma)
+			break;
+	}
+	return n;
+}
+
 int kvt_hint_value_decode(const char *s, size_t len, uint64_t *epoch, uint8_t *tier)
 {
 	uint64_t e = 0;

@@ -1,5 +1,6 @@
 /* The directory's records as they are stored: a node's membership record
- * (JSON, readable with redis-cli) and a block hint's value ("EPOCH:TIER").
+ * (JSON, readable with redis-cli) and a block hint: the list of the key's
+ * holders, "NODE=EPOCH:TIER,NODE=EPOCH:TIER".
  * Decoding is strict: a record another version or a stray writer left is
  * rejected whole, never half believed. */
 #ifndef KVT_CLUSTER_DIR_RECORD_H
@@ -38,6 +39,23 @@ int kvt_hint_value_encode(uint64_t epoch, uint8_t tier, char *buf, size_t len);
 
 /* Parse a hint's value. Returns 0 or -EBADMSG. */
 int kvt_hint_value_decode(const char *s, size_t len, uint64_t *epoch, uint8_t *tier);
+
+/* Most holders a hint lists (the writers' script keeps the newest). */
+#define KVT_HINT_MAX_HOLDERS 8
+
+/* One holder in a hint's list; node points into the parsed string. */
+struct kvt_hint_holder {
+	const char *node;
+	size_t node_len;
+	uint64_t epoch;
+	uint8_t tier;
+};
+
+/* Parse a hint list "NODE=EPOCH:TIER[,NODE=EPOCH:TIER...]" of len bytes into
+ * out[0..max). Returns the number of holders, or -EBADMSG when any entry is
+ * malformed (a node id that is not one, a bad value, an empty entry, more
+ * than max). */
+int kvt_hint_list_decode(const char *s, size_t len, struct kvt_hint_holder *out, int max);
 
 /* The 32 lowercase hex digits of key, NUL-terminated (out >= 33 bytes). */
 void kvt_key_hex(const struct kvt_key *key, char *out);

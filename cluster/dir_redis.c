@@ -5,10 +5,15 @@
  *   P members     a set of node ids; an id whose record is gone is removed by
  *                 whoever notices first
  *   P epoch       the epoch counter (INCR): each join takes the next value
- *   P blk:<hex>   a hash, node id -> "EPOCH:TIER", PX hint_ttl: which nodes
- *                 hold the block. Keys are hex because raw bytes with '{'
- *                 would pick Redis Cluster hash slots; tenants stay apart
- *                 because block keys already digest their namespace's salt.
+ *   P blk:<hex>   the block's holders, "NODE=EPOCH:TIER,...", PX hint_ttl.
+ *                 Keys are hex because raw bytes with '{' would pick Redis
+ *                 Cluster hash slots; tenants stay apart because block keys
+ *                 already digest their namespace's salt.
+ *
+ * A lookup reads every key of the prefix with one MGET, so Redis does one
+ * command whatever the prefix's length. Writes change one holder of a list
+ * atomically with a small Lua script per key (EVALSHA, pipelined), loaded
+ * at each connect.
  *
  * One thread owns the connection and does all the I/O; callers only touch
  * queues and snapshots under the mutex. A lookup waits on a condition
@@ -71,6 +76,8 @@ struct rdir {
 
 	/* the thread's own */
 	struct kvt_redis *conn;
+	char sha_publish[41], sha_forget[41]; /* the scripts, loaded per connection */
+	bool scripts_lost;        /* Redis forgot them: reconnect */
 	uint64_t last_epoch; /* the highest epoch this node ever held */
 	bool was_up;
 };
@@ -109,7 +116,7 @@ static uint64_t io_deadline(const struct rdir *d)
 
 static int cmdv(struct rdir *d, const char **argv)
 {
-	size_t lens[8];
+	size_t lens[12];
 	int n = 0;
 
 	for (; argv[n]; n++)
@@ -156,6 +163,56 @@ static const struct kvt_node_info *find_member(const struct rdir *d, const char 
 
 	snprintf(k.id, sizeof(k.id), "%s", id);
 	return bsearch(&k, d->members, d->n_members, sizeof(*d->members), cmp_member);
+}
+
+/* Upsert this node's entry in a key's holder list (KEYS[1]; ARGV: node,
+ * "EPOCH:TIER", ttl ms, most holders kept, the oldest going first). */
+static const char publish_lua[] =
+	"local me = ARGV[1] .. '='\n"
+	"local cur = redis.call('GET', KEYS[1])\n"
+	"local out = {}\n"
+	"if cur then\n"
+	"  for e in string.gmatch(cur, '[^,]+') do\n"
+	"    if string.sub(e, 1, #me) ~= me then out[#out + 1] = e end\n"
+	"  end\n"
+	"end\n"
+	"while #out >= tonumber(ARGV[4]) do table.remove(out, 1) end\n"
+	"out[#out + 1] = me .. ARGV[2]\n"
+	"redis.call('SET', KEYS[1], table.concat(out, ','), 'PX', ARGV[3])\n"
+	"return #out\n";
+
+/* Remove this node's entry (KEYS[1]; ARGV: node); the key goes with the
+ * last holder. */
+static const char forget_lua[] =
+	"local me = ARGV[1] .. '='\n"
+	"local cur = redis.call('GET', KEYS[1])\n"
+	"if not cur then return 0 end\n"
+	"local out = {}\n"
+	"for e in string.gmatch(cur, '[^,]+') do\n"
+	"  if string.sub(e, 1, #me) ~= me then out[#out + 1] = e end\n"
+	"end\n"
+	"if #out == 0 then redis.call('DEL', KEYS[1])\n"
+	"else redis.call('SET', KEYS[1], table.concat(out, ','), 'KEEPTTL') end\n"
+	"return #out\n";
+
+/* SCRIPT LOAD both scripts on a new connection; their SHA1s name them. */
+static int load_scripts(struct rdir *d)
+{
+	redisReply *rep[2];
+	int err;
+
+	if ((err = CMD(d, "SCRIPT", "LOAD", publish_lua)) ||
+	    (err = CMD(d, "SCRIPT", "LOAD", forget_lua)) || (err = exec(d, rep, 2)))
+		return err;
+	for (int i = 0; i < 2 && !err; i++)
+		if (rep[i]->type != REDIS_REPLY_STRING || rep[i]->len != 40)
+			err = -EPROTO;
+	if (!err) {
+		memcpy(d->sha_publish, rep[0]->str, 41);
+		memcpy(d->sha_forget, rep[1]->str, 41);
+	}
+	kvt_redis_free_replies(rep, 2);
+	return err;
 }
 
 /* Take a new epoch and publish this node's record under it. */
@@ -375,29 +432,34 @@ static void req_put(struct lookup_req *r)
 	free(r);
 }
 
-/* Holders of one key from its hash (field node id, value "EPOCH:TIER"):
- * live members at the same epoch, other than this node, DRAM first. */
-static uint32_t holders_of(struct rdir *d, const redisReply *h, const char *self,
+/* Holders of one key from its hint list: live members at the same epoch,
+ * other than this node, DRAM first. A value that does not parse is stale. */
+static uint32_t holders_of(struct rdir *d, const redisReply *v, const char *self,
 			   struct kvt_dir_holders *out, uint64_t *stale)
 {
+	struct kvt_hint_holder hl[KVT_HINT_MAX_HOLDERS];
+	int n;
+
 	out->n = 0;
-	if (h->type != REDIS_REPLY_ARRAY || h->elements % 2)
+	if (v->type != REDIS_REPLY_STRING)
+		return 0; /* nil: nobody holds it */
+	n = kvt_hint_list_decode(v->str, v->len, hl, KVT_HINT_MAX_HOLDERS);
+	if (n < 0) {
+		(*stale)++;
 		return 0;
-	for (size_t i = 0; i + 1 < h->elements; i += 2) {
-		const redisReply *f = h->element[i], *v = h->element[i + 1];
+	}
+	for (int i = 0; i < n; i++) {
 		const struct kvt_node_info *m;
 		struct kvt_dir_holder *x;
-		uint64_t epoch;
-		uint8_t tier;
+		char id[KVT_NODE_ID_MAX + 1];
+		uint64_t epoch = hl[i].epoch;
+		uint8_t tier = hl[i].tier;
 
-		if (f->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING ||
-		    kvt_hint_value_decode(v->str, v->len, &epoch, &tier) || !kvt_node_id_valid(f->str)) {
-			(*stale)++;
+		memcpy(id, hl[i].node, hl[i].node_len);
+		id[hl[i].node_len] = '\0';
+		if (strcmp(id, self) == 0)
 			continue;
-		}
-		if (strcmp(f->str, self) == 0)
-			continue;
-		m = find_member(d, f->str);
+		m = find_member(d, id);
 		if (!m || m->epoch != epoch) {
 			(*stale)++;
 			continue;
@@ -448,20 +510,51 @@ static void finish_lookups(struct rdir *d, struct lookup_req *list, int err, uin
 	pthread_mutex_unlock(&d->mu);
 }
 
-/* Answer every queued lookup (up to MAX_LOOKUP_KEYS keys) in one pipeline. */
+/* Append MGET of a request's keys. */
+static int append_mget(struct rdir *d, const struct lookup_req *r)
+{
+	size_t plen = strlen(d->prefix) + 4, klen = plen + 32;
+	const char **argv = malloc((r->n + 1) * sizeof(*argv));
+	size_t *lens = malloc((r->n + 1) * sizeof(*lens));
+	char *names = malloc(r->n * (klen + 1));
+	int err = -ENOMEM;
+
+	if (argv && lens && names) {
+		argv[0] = "MGET";
+		lens[0] = 4;
+		for (size_t i = 0; i < r->n; i++) {
+			char *k = names + i * (klen + 1);
+
+			memcpy(k, d->prefix, plen - 4);
+			memcpy(k + plen - 4, "blk:", 4);
+			kvt_key_hex(&r->keys[i], k + plen);
+			argv[i + 1] = k;
+			lens[i + 1] = klen;
+		}
+		err = kvt_redis_append(d->conn, (int)r->n + 1, argv, lens);
+	}
+	free(argv);
+	free(lens);
+	free(names);
+	return err;
+}
+
+/* Answer every queued lookup (up to MAX_LOOKUP_KEYS keys): one MGET each,
+ * pipelined. */
 static void do_lookups(struct rdir *d)
 {
 	struct lookup_req *list, *r, *last = NULL;
 	redisReply **rep = NULL;
-	char key[160], hex[33], self[KVT_NODE_ID_MAX + 1];
+	char self[KVT_NODE_ID_MAX + 1];
 	uint64_t stale = 0;
-	size_t total = 0, k = 0;
+	size_t total = 0, n_req = 0, k = 0;
 	int err = 0;
 
 	pthread_mutex_lock(&d->mu);
 	list = d->lk_head;
 	for (r = list; r && total + r->n <= MAX_LOOKUP_KEYS; r = r->next) {
 		total += r->n;
+		n_req++;
 		last = r;
 	}
 	if (!last) { /* cannot happen: a request has at most MAX_LOOKUP_KEYS */
@@ -475,31 +568,31 @@ static void do_lookups(struct rdir *d)
 	snprintf(self, sizeof(self), "%s", d->self.id);
 	pthread_mutex_unlock(&d->mu);
 
-	rep = calloc(total, sizeof(*rep));
+	rep = calloc(n_req, sizeof(*rep));
 	if (!rep) {
 		finish_lookups(d, list, -ENOMEM, 0);
 		return;
 	}
 	for (r = list; r && !err; r = r->next)
-		for (size_t i = 0; i < r->n && !err; i++) {
-			kvt_key_hex(&r->keys[i], hex);
-			mkkey(d, key, sizeof(key), "blk:", hex);
-			err = CMD(d, "HGETALL", key);
-		}
+		err = append_mget(d, r);
 	if (!err)
-		err = exec(d, rep, total);
+		err = exec(d, rep, n_req);
 	if (err) {
 		free(rep);
 		conn_lost(d, err);
 		finish_lookups(d, list, err == -ETIMEDOUT ? -ETIMEDOUT : -ENOTCONN, 0);
 		return;
 	}
-	for (r = list; r; r = r->next) {
+	for (r = list; r; r = r->next, k++) {
 		bool prefix = true;
 
 		r->result = 0;
-		for (size_t i = 0; i < r->n; i++, k++) {
-			uint32_t h = holders_of(d, rep[k], self, &r->out[i], &stale);
+		if (rep[k]->type != REDIS_REPLY_ARRAY || rep[k]->elements != r->n) {
+			r->result = -EPROTO;
+			continue;
+		}
+		for (size_t i = 0; i < r->n; i++) {
+			uint32_t h = holders_of(d, rep[k]->element[i], self, &r->out[i], &stale);
 
 			if (prefix && h)
 				r->result++;
@@ -507,7 +600,7 @@ static void do_lookups(struct rdir *d)
 				prefix = false;
 		}
 	}
-	kvt_redis_free_replies(rep, total);
+	kvt_redis_free_replies(rep, n_req);
 	free(rep);
 	finish_lookups(d, list, 0, stale);
 }
@@ -517,6 +610,7 @@ static void do_lookups(struct rdir *d)
 static void do_writes(struct rdir *d)
 {
 	char key[160], hex[33], val[KVT_HINT_VALUE_MAX], ttl[24], self[KVT_NODE_ID_MAX + 1];
+	char most[8];
 	struct wop *ops;
 	redisReply **rep = NULL;
 	size_t n, n_cmds = 0, pub = 0;
@@ -539,7 +633,8 @@ static void do_writes(struct rdir *d)
 	pthread_mutex_unlock(&d->mu);
 
 	snprintf(ttl, sizeof(ttl), "%u", d->o.hint_ttl_ms);
-	rep = calloc(2 * n, sizeof(*rep));
+	snprintf(most, sizeof(most), "%d", KVT_HINT_MAX_HOLDERS);
+	rep = calloc(n ? n : 1, sizeof(*rep));
 	if (!rep || epoch == 0) {
 		err = -ENOMEM;
 		goto drop;
@@ -548,15 +643,13 @@ static void do_writes(struct rdir *d)
 		kvt_key_hex(&ops[i].key, hex);
 		mkkey(d, key, sizeof(key), "blk:", hex);
 		if (ops[i].tier == KVT_TIER_NONE) {
-			err = CMD(d, "HDEL", key, self);
+			err = CMD(d, "EVALSHA", d->sha_forget, "1", key, self);
 			n_cmds++;
 			continue;
 		}
 		kvt_hint_value_encode(epoch, ops[i].tier, val, sizeof(val));
-		err = CMD(d, "HSET", key, self, val);
-		if (!err)
-			err = CMD(d, "PEXPIRE", key, ttl);
-		n_cmds += 2;
+		err = CMD(d, "EVALSHA", d->sha_publish, "1", key, self, val, ttl, most);
+		n_cmds++;
 		pub++;
 	}
 	if (!err)
@@ -580,8 +673,12 @@ static void do_writes(struct rdir *d)
 		goto drop;
 	pthread_mutex_lock(&d->mu);
 	for (size_t i = 0; i < n_cmds; i++)
-		if (rep[i]->type == REDIS_REPLY_ERROR)
+		if (rep[i]->type == REDIS_REPLY_ERROR) {
+			/* NOSCRIPT after a SCRIPT FLUSH: the next connection reloads */
+			if (!strncmp(rep[i]->str, "NOSCRIPT", 8))
+				d->scripts_lost = true;
 			d->st.errors++;
+		}
 	d->st.published_keys += pub;
 	d->st.forgotten_keys += n - pub;
 	pthread_mutex_unlock(&d->mu);
@@ -652,7 +749,7 @@ static void *dir_thread(void *arg)
 {
 	struct rdir *d = arg;
 	unsigned backoff = RECONNECT_MIN_MS;
-	uint64_t next_renew = 0;
+	uint64_t next_renew = 0, next_connect = 0;
 	bool logged_unreachable = false;
 	char why[200];
 	int err;
@@ -669,6 +766,12 @@ static void *dir_thread(void *arg)
 		if (stop)
 			break;
 		if (!d->conn) {
+			/* a connection lost soon after it was made waits too, so a
+			 * Redis that accepts and then fails is not hammered */
+			if (kvt_clock_ns() < next_connect && !sleep_until(d, next_connect, false))
+				break;
+			next_connect = kvt_deadline_ms(backoff);
+			backoff = backoff * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS : backoff * 2;
 			err = kvt_redis_connect(&d->url, io_deadline(d), &d->conn, why, sizeof(why));
 			if (err) {
 				pthread_mutex_lock(&d->mu);
@@ -679,13 +782,19 @@ static void *dir_thread(void *arg)
 					     "err=\"%s\" effect=local-only", d->url_shown, why);
 				logged_unreachable = true;
 				flush_queues(d, false);
-				if (!sleep_until(d, kvt_deadline_ms(backoff), false))
-					break;
-				backoff = backoff * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS : backoff * 2;
 				continue;
 			}
-			backoff = RECONNECT_MIN_MS;
+			err = load_scripts(d);
+			if (err) {
+				conn_lost(d, err);
+				continue;
+			}
 			next_renew = 0;
+		}
+		if (d->scripts_lost) {
+			d->scripts_lost = false;
+			conn_lost(d, -ENOENT);
+			continue;
 		}
 		if (kvt_clock_ns() >= next_renew || dirty) {
 			err = renew(d);
@@ -696,6 +805,7 @@ static void *dir_thread(void *arg)
 				continue;
 			}
 			next_renew = kvt_deadline_ms(d->o.member_ttl_ms / 3);
+			backoff = RECONNECT_MIN_MS; /* this connection works */
 			pthread_mutex_lock(&d->mu);
 			if (!d->st.reachable) {
 				if (d->was_up)

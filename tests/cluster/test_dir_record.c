@@ -134,6 +134,28 @@ static void hint_values_are_strict(void **state)
 			fail_msg("accepted hint value '%s'", bad[i]);
 }
 
+static void hint_lists_are_strict(void **state)
+{
+	struct kvt_hint_holder h[KVT_HINT_MAX_HOLDERS];
+	const char *ok = "a=1:dram,node-b.2=77:ssd";
+
+	assert_int_equal(kvt_hint_list_decode(ok, strlen(ok), h, KVT_HINT_MAX_HOLDERS), 2);
+	assert_int_equal(h[0].node_len, 1);
+	assert_memory_equal(h[0].node, "a", 1);
+	assert_true(h[0].epoch == 1 && h[0].tier == KVT_TIER_DRAM);
+	assert_int_equal(h[1].node_len, 8);
+	assert_memory_equal(h[1].node, "node-b.2", 8);
+	assert_true(h[1].epoch == 77 && h[1].tier == KVT_TIER_SSD);
+	assert_int_equal(kvt_hint_list_decode(ok, strlen(ok), h, 1), -EBADMSG); /* too many */
+
+	static const char *bad[] = { "", ",", "a=1:dram,", ",a=1:dram", "a=1:dram,,b=2:ssd",
+				     "=1:dram", "a b=1:dram", "a=1:dram;b=2:ssd", "a=0:dram",
+				     "a:1:dram", "a==1:dram", "a=1:dram,b" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (kvt_hint_list_decode(bad[i], strlen(bad[i]), h, KVT_HINT_MAX_HOLDERS) != -EBADMSG)
+			fail_msg("accepted hint list '%s'", bad[i]);
+}
+
 static void keys_are_hex(void **state)
 {
 	struct kvt_key k;
@@ -196,6 +218,7 @@ int main(void)
 		cmocka_unit_test(node_record_round_trips),
 		cmocka_unit_test(node_record_rejects_what_is_not_exact),
 		cmocka_unit_test(hint_values_are_strict),
+		cmocka_unit_test(hint_lists_are_strict),
 		cmocka_unit_test(keys_are_hex),
 		cmocka_unit_test(node_ids),
 		cmocka_unit_test(redis_urls),

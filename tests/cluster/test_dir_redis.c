@@ -251,8 +251,8 @@ static void expired_nodes_and_old_epochs_are_not_holders(void **state)
 {
 	struct kvt_redis *r = raw();
 	struct kvt_node_info z = { 0 };
-	struct kvt_key k[2];
-	struct kvt_dir_holders h[2];
+	struct kvt_key k[3];
+	struct kvt_dir_holders h[3];
 	struct kvt_dir_stats st0, st1;
 	char hex[33], key[64], val[32], *js;
 	struct kvt_dir_stats sb;
@@ -269,17 +269,27 @@ static void expired_nodes_and_old_epochs_are_not_holders(void **state)
 	make_keys(k, 2, 3);
 	kvt_key_hex(&k[0], hex);
 	snprintf(key, sizeof(key), "kvt:blk:%s", hex);
-	raw_cmd(r, 4, (const char *[]){ "HSET", key, "zombie", "1000:dram" });
+	raw_cmd(r, 3, (const char *[]){ "SET", key, "zombie=1000:dram" });
 	/* k[1]: a hint of the live node b under an epoch it no longer has */
 	kvt_dir_stats(nb.dir, &sb);
 	kvt_key_hex(&k[1], hex);
 	snprintf(key, sizeof(key), "kvt:blk:%s", hex);
-	snprintf(val, sizeof(val), "%llu:dram", (unsigned long long)(sb.epoch - 1 ? sb.epoch - 1 : 99));
-	raw_cmd(r, 4, (const char *[]){ "HSET", key, "b", val });
+	snprintf(val, sizeof(val), "b=%llu:dram", (unsigned long long)(sb.epoch - 1 ? sb.epoch - 1 : 99));
+	raw_cmd(r, 3, (const char *[]){ "SET", key, val });
+
+	/* k[2]: a value no node wrote: ignored, counted, never a holder */
+	make_keys(&k[2], 1, 33);
+	kvt_key_hex(&k[2], hex);
+	snprintf(key, sizeof(key), "kvt:blk:%s", hex);
+	raw_cmd(r, 3, (const char *[]){ "SET", key, "a=1:dram,{garbage}" });
 
 	assert_true(WAIT_FOR(members(na.dir) == 3, 5000));
 	assert_int_equal(kvt_dir_lookup(na.dir, k, 1, h), 1);
 	assert_string_equal(h[0].h[0].node, "zombie");
+	kvt_dir_stats(nb.dir, &st0);
+	assert_int_equal(kvt_dir_lookup(nb.dir, &k[2], 1, h), 0);
+	kvt_dir_stats(nb.dir, &st1);
+	assert_int_equal(st1.stale_hints, st0.stale_hints + 1);
 	kvt_dir_stats(na.dir, &st0);
 	assert_int_equal(kvt_dir_lookup(na.dir, &k[1], 1, h), 0);
 	kvt_dir_stats(na.dir, &st1);
