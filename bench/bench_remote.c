@@ -11,8 +11,8 @@
  *    will), repeatedly for --secs; beside iperf3 with as many streams in the
  *    same direction (owner -> reader, -R) over the same veth pair for as
  *    long. The two alternate, --reps times; medians.
- *  - LOOKUP: a directory lookup of --lookup-keys keys (one pipeline of
- *    HGETALLs through the directory's thread), beside a plain Redis GET
+ *  - LOOKUP: a directory lookup of --lookup-keys keys (one MGET, through
+ *    the directory's thread), beside a plain Redis GET
  *    round trip from the same namespace to the same server; interleaved,
  *    p50 of each.
  *  - RDMA beside ib_read_bw where a device exists; skipped with the reason

@@ -157,7 +157,8 @@ void kvt_dir_publish(struct kvt_dir *d, const struct kvt_key *keys, size_t n, ui
 /* Queue the removal of this node's hints for keys[0..n) (evicted blocks). */
 void kvt_dir_forget(struct kvt_dir *d, const struct kvt_key *keys, size_t n);
 
-/* Find which other live nodes hold keys[0..n), in one round trip: out[i]
+/* Find which other live nodes hold keys[0..n), in one round trip (one
+ * command): out[i]
  * gets the holders of key i (this node excluded, stale hints dropped).
  * Returns the number of leading keys with at least one holder, or
  * -ENOTCONN (the store is unreachable now: answered at once), -ETIMEDOUT
