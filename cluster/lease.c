@@ -177,7 +177,7 @@ int kvt_lease_grant(struct kvt_lease_table *t, struct kvt_ns *ns, const struct k
 		    struct kvt_lease_grant *out, uint64_t *lease_id)
 {
 	struct lease *l;
-	uint64_t gen;
+	uint64_t gen, id;
 
 	if (!t || !ns || !keys || !out || !lease_id || n == 0 || lease_ms == 0)
 		return -EINVAL;
@@ -203,7 +203,7 @@ int kvt_lease_grant(struct kvt_lease_table *t, struct kvt_ns *ns, const struct k
 	}
 	t->st.blocks_held += n;
 	t->st.active++;
-	l->id = t->next_id++;
+	l->id = id = t->next_id++;
 	gen = t->next_gen;
 	t->next_gen += n;
 	pthread_mutex_unlock(&t->mu);
@@ -235,7 +235,8 @@ int kvt_lease_grant(struct kvt_lease_table *t, struct kvt_ns *ns, const struct k
 	t->st.granted++;
 	pthread_cond_signal(&t->cv);
 	pthread_mutex_unlock(&t->mu);
-	*lease_id = l->id;
+	/* from here l belongs to the table: a short lease may be gone already */
+	*lease_id = id;
 	*granted_ms = lease_ms;
 	return 0;
 }

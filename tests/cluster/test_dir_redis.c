@@ -5,6 +5,7 @@
  * stay bounded, the node goes local-only and comes back by itself with a
  * higher epoch. */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -36,6 +37,7 @@ static struct kvt_redis_proc redis;
  * what it holds, as directory.h asks of the owner. */
 struct node {
 	struct kvt_dir *dir;
+	pthread_mutex_t mu;      /* the callback runs on the directory's thread */
 	int rejoins;
 	uint64_t rejoin_epoch;
 	struct kvt_key held[16];
@@ -64,10 +66,32 @@ static void on_rejoin(void *arg, uint64_t epoch)
 {
 	struct node *n = arg;
 
+	pthread_mutex_lock(&n->mu);
 	n->rejoins++;
 	n->rejoin_epoch = epoch;
-	if (n->dir && n->n_held)
+	if (n->n_held)
 		kvt_dir_publish(n->dir, n->held, n->n_held, KVT_TIER_DRAM);
+	pthread_mutex_unlock(&n->mu);
+}
+
+static int rejoins(struct node *n, uint64_t *epoch)
+{
+	int r;
+
+	pthread_mutex_lock(&n->mu);
+	r = n->rejoins;
+	if (epoch)
+		*epoch = n->rejoin_epoch;
+	pthread_mutex_unlock(&n->mu);
+	return r;
+}
+
+static void set_held(struct node *n, const struct kvt_key *k, size_t count)
+{
+	pthread_mutex_lock(&n->mu);
+	memcpy(n->held, k, count * sizeof(*k));
+	n->n_held = count;
+	pthread_mutex_unlock(&n->mu);
 }
 
 static struct kvt_dir *open_node(struct node *n, const char *id, const char *addr)
@@ -86,8 +110,13 @@ static struct kvt_dir *open_node(struct node *n, const char *id, const char *add
 	o.rejoin_arg = n;
 	o.log = log_cb;
 	o.log_arg = (void *)id;
+	pthread_mutex_init(&n->mu, NULL);
+	/* the first join calls back before kvt_dir_open returns: dir is set
+	 * under the same lock the callback takes */
+	pthread_mutex_lock(&n->mu);
 	assert_int_equal(kvt_dir_open(&o, &d), 0);
 	n->dir = d;
+	pthread_mutex_unlock(&n->mu);
 	return d;
 }
 
@@ -183,7 +212,7 @@ static void nodes_join_with_distinct_epochs(void **state)
 	kvt_dir_stats(nb.dir, &sb);
 	assert_true(sa.reachable && sb.reachable);
 	assert_true(sa.epoch > 0 && sb.epoch > 0 && sa.epoch != sb.epoch);
-	assert_int_equal(na.rejoins, 1);
+	assert_int_equal(rejoins(&na, NULL), 1);
 	assert_int_equal(kvt_dir_members(na.dir, m, 4), 2);
 	assert_string_equal(m[0].id, "a"); /* sorted */
 	assert_string_equal(m[1].id, "b");
@@ -312,11 +341,11 @@ static void slow_redis_bounds_every_call(void **state)
 	uint64_t t0;
 	int rc, timed_out = 0, unreachable = 0;
 
-	int rejoins_a = na.rejoins;
+	int rejoins_a = rejoins(&na, NULL);
+	uint64_t epoch_a;
 
 	make_keys(k, 4, 4);
-	memcpy(na.held, k, sizeof(k));
-	na.n_held = 4;
+	set_held(&na, k, 4);
 	kvt_dir_publish(na.dir, k, 4, KVT_TIER_DRAM);
 	assert_true(WAIT_FOR(kvt_dir_lookup(nb.dir, k, 4, h) == 4, 5000));
 
@@ -352,9 +381,9 @@ static void slow_redis_bounds_every_call(void **state)
 	 * so each node rejoined under a new epoch, the old hints are no longer
 	 * believed, and a's owner republished what it holds. */
 	assert_true(WAIT_FOR(members(nb.dir) == 2, 5000));
-	assert_int_equal(na.rejoins, rejoins_a + 1);
+	assert_int_equal(rejoins(&na, &epoch_a), rejoins_a + 1);
 	assert_true(WAIT_FOR(kvt_dir_lookup(nb.dir, k, 4, h) == 4, 5000));
-	assert_true(h[0].h[0].epoch == na.rejoin_epoch);
+	assert_true(h[0].h[0].epoch == epoch_a);
 	kvt_dir_stats(nb.dir, &st);
 	assert_true(st.reconnects >= 1);
 }
@@ -367,7 +396,8 @@ static void redis_restart_pauses_and_resumes(void **state)
 	struct kvt_dir_holders h[3];
 	struct kvt_dir_stats a0, a1, b1;
 	uint64_t t0;
-	int rejoins_a = na.rejoins;
+	int rejoins_a = rejoins(&na, NULL);
+	uint64_t epoch_a;
 
 	kvt_dir_stats(na.dir, &a0);
 	make_keys(k, 3, 5);
@@ -388,8 +418,8 @@ static void redis_restart_pauses_and_resumes(void **state)
 	/* Redis came back empty, its counter at 0: the epochs still went up */
 	assert_true(a1.epoch > a0.epoch);
 	assert_true(a1.epoch != b1.epoch);
-	assert_int_equal(na.rejoins, rejoins_a + 1);
-	assert_true(na.rejoin_epoch == a1.epoch);
+	assert_int_equal(rejoins(&na, &epoch_a), rejoins_a + 1);
+	assert_true(epoch_a == a1.epoch);
 	assert_int_equal(a1.dropped_keys, a0.dropped_keys);
 	/* the queued hints went out under the new epoch */
 	assert_true(WAIT_FOR(kvt_dir_lookup(nb.dir, k, 3, h) == 3, 5000));
