@@ -2,10 +2,18 @@
 #   make run   — install what is missing, build, start kvtierd in the foreground
 #   make test  — install what is missing, build and run the whole suite,
 #                in release mode and again under ASan + UBSan
+#   make install [PREFIX=/usr/local] [DESTDIR=]  — install the release build
+#   make package — the Debian package, in build/release/package/
 JOBS ?= $(shell nproc)
 CTEST_ARGS ?=
+PREFIX ?= /usr/local
+DESTDIR ?=
+# The package test installs the .deb with dpkg -i and removes it: on by
+# default for root (CI runs as root on a throwaway machine); off with
+# KVT_TEST_DPKG=OFF.
+KVT_TEST_DPKG ?= $(if $(filter 0,$(shell id -u)),ON,OFF)
 
-.PHONY: all deps release asan tsan run test test-release test-asan test-tsan clean
+.PHONY: all deps release asan tsan run test test-release test-asan test-tsan install package clean
 
 all: release
 
@@ -31,7 +39,10 @@ run: deps
 	cmake --build --preset release -j $(JOBS) --target kvtierd
 	./build/release/app/kvtierd $(ARGS)
 
-test-release: release
+# the package test is registered in the release build only: once is enough
+test-release: deps
+	cmake --preset release -DKVT_TEST_DPKG=$(KVT_TEST_DPKG) >/dev/null
+	cmake --build --preset release -j $(JOBS)
 	ctest --preset release -j $(JOBS) $(CTEST_ARGS)
 
 test-asan: asan
@@ -41,6 +52,12 @@ test-tsan: tsan
 	ctest --preset tsan -j $(JOBS) $(CTEST_ARGS)
 
 test: test-release test-asan
+
+install: release
+	DESTDIR="$(DESTDIR)" cmake --install build/release --prefix "$(PREFIX)"
+
+package: release
+	cd build/release && cpack --config CPackConfig.cmake
 
 clean:
 	rm -rf build

@@ -106,6 +106,13 @@ void kvtd_usage(FILE *f)
 "\n"
 "ENVIRONMENT\n"
 "    KVTIER_SOCKET         Default socket path (the client library reads it too).\n"
+"    LISTEN_PID, LISTEN_FDS, LISTEN_FDNAMES  Socket activation (systemd's\n"
+"                          kvtierd.socket): the listening Unix socket passed as\n"
+"                          fd 3 (or the one named \"sidecar\") is served instead\n"
+"                          of binding --socket; its mode and owner are the\n"
+"                          socket unit's, and it is left in place at exit.\n"
+"    NOTIFY_SOCKET         Where READY=1 (serving) and STOPPING=1 (draining)\n"
+"                          are sent, for systemd's Type=notify.\n"
 "\n"
 "EXIT STATUS\n"
 "    0 after a graceful stop, 1 on a runtime error, 2 on a usage error.\n", f);

@@ -1,7 +1,8 @@
 /* kvtierd: the sidecar daemon. The flow, in the order of this file:
- * configuration (daemon_config.c) -> the store and its tiers (store/, tiers/)
- * -> the Unix-socket server (transport/server.c) -> run until SIGTERM/SIGINT
- * -> drain, close the server, close the store. */
+ * configuration (daemon_config.c) -> the socket systemd passed, if any
+ * (daemon_systemd.c) -> the store and its tiers (store/, tiers/) -> the
+ * Unix-socket server (transport/server.c) -> ready (told to systemd) -> run
+ * until SIGTERM/SIGINT -> drain, close the server, close the store. */
 #include <errno.h>
 #include <grp.h>
 #include <pthread.h>
@@ -14,6 +15,7 @@
 
 #include "app/daemon_config.h"
 #include "app/daemon_log.h"
+#include "app/daemon_systemd.h"
 #include "kvtier/device.h"
 #include "kvtier/store.h"
 #include "transport/proto.h"
@@ -42,6 +44,7 @@ static void *signal_main(void *arg)
 			return NULL;
 		}
 		stop_requested = true; /* a signal during start-up: stop once started */
+		kvtd_sd_notify("STOPPING=1");
 		if (running)
 			kvt_server_stop(running);
 		pthread_mutex_unlock(&sig_lock);
@@ -151,13 +154,17 @@ static void close_gpu(struct kvt_dev *dev, struct kvt_store *store)
 }
 
 static void print_summary(const struct kvtd_config *cfg, const struct kvt_server *srv,
-			  const char *ssd_dir, struct kvt_dev *gpu, const char *gpu_why)
+			  bool activated, const char *ssd_dir, struct kvt_dev *gpu,
+			  const char *gpu_why)
 {
 	char a[32], b[32];
 
 	printf("kvtierd 0.1.0 ready (protocol %d, pid %d)\n", KVT_PROTO_VERSION, (int)getpid());
-	printf("  socket    %s (mode %04o%s%s)\n", cfg->socket_path, cfg->socket_mode,
-	       cfg->socket_group[0] ? ", group " : "", cfg->socket_group);
+	if (activated)
+		printf("  socket    %s (passed by systemd)\n", cfg->socket_path);
+	else
+		printf("  socket    %s (mode %04o%s%s)\n", cfg->socket_path, cfg->socket_mode,
+		       cfg->socket_group[0] ? ", group " : "", cfg->socket_group);
 	printf("  dram      %s%s%s, policy %s\n", fmt_bytes(cfg->dram_bytes, a, sizeof(a)),
 	       cfg->huge_pages ? ", huge pages when available" : "",
 	       cfg->prefault ? ", prefaulting in the background" : "", cfg->policy);
@@ -200,8 +207,9 @@ int main(int argc, char **argv)
 	struct kvt_server *srv = NULL;
 	struct kvt_dev *gpu = NULL, *host_dev = NULL;
 	char ssd_dir[4200], gpu_why[160] = "";
+	char sd_path[sizeof(cfg.socket_path)];
 	pthread_t sig_thread;
-	int err;
+	int err, listen_fd;
 
 	err = kvtd_config_load(&cfg, argc, argv);
 	if (err)
@@ -211,6 +219,15 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	kvtd_log_set_level(cfg.log_level);
+	/* socket activation: serve the socket systemd holds, named by its path */
+	listen_fd = kvtd_sd_listen_fd(sd_path, sizeof(sd_path));
+	if (listen_fd < 0) {
+		kvtd_log(KVT_LOG_ERROR, "event=exit status=1 err=\"%s\" reason=\"bad socket from "
+			 "systemd\"", kvt_strerror(listen_fd));
+		return 1;
+	}
+	if (listen_fd > 0 && sd_path[0])
+		snprintf(cfg.socket_path, sizeof(cfg.socket_path), "%s", sd_path);
 	if (install_signals(&sig_thread))
 		return 1;
 	raise_nofile();
@@ -270,6 +287,8 @@ int main(int argc, char **argv)
 		vopts.socket_gid = g->gr_gid;
 	}
 	vopts.socket_path = cfg.socket_path;
+	if (listen_fd > 0)
+		vopts.listen_fd = listen_fd;
 	vopts.socket_mode = cfg.socket_mode;
 	vopts.allow_uids = cfg.allow_uids;
 	vopts.n_allow_uids = cfg.n_allow_uids;
@@ -289,6 +308,7 @@ int main(int argc, char **argv)
 			 kvt_strerror(err), cfg.socket_path, cfg.metrics[0] ? cfg.metrics : "off");
 		goto out_store;
 	}
+	listen_fd = 0; /* the server's now */
 	if (cfg.metrics[0] && kvt_server_metrics_port(srv)) {
 		/* port 0 asks for any free port: show the one bound */
 		char *colon = strrchr(cfg.metrics, ':');
@@ -297,10 +317,14 @@ int main(int argc, char **argv)
 				 kvt_server_metrics_port(srv));
 	}
 	set_running(srv);
-	print_summary(&cfg, srv, ssd_dir, gpu, gpu_why);
-	kvtd_log(KVT_LOG_INFO, "event=start pid=%d socket=%s dram_bytes=%llu ssd_bytes=%llu "
-		 "tenants=%zu", (int)getpid(), cfg.socket_path, (unsigned long long)cfg.dram_bytes,
+	print_summary(&cfg, srv, vopts.listen_fd >= 0, ssd_dir, gpu, gpu_why);
+	kvtd_log(KVT_LOG_INFO, "event=start pid=%d socket=%s%s dram_bytes=%llu ssd_bytes=%llu "
+		 "tenants=%zu", (int)getpid(), cfg.socket_path,
+		 vopts.listen_fd >= 0 ? " socket_from=systemd" : "", (unsigned long long)cfg.dram_bytes,
 		 (unsigned long long)cfg.ssd_bytes, cfg.n_tenants);
+	/* Type=notify: the store is open and the socket is served */
+	if (kvtd_sd_notify("READY=1\nSTATUS=serving"))
+		kvtd_log(KVT_LOG_WARN, "event=systemd.notify.failed state=READY");
 	err = kvt_server_run(srv);
 	set_running(NULL);
 	kvt_server_close(srv);
@@ -311,6 +335,8 @@ out_store:
 	/* closing the store writes back what the tiers keep across restarts */
 	kvt_store_close(store);
 out_signals:
+	if (listen_fd > 0)
+		close(listen_fd); /* never served */
 	stop_signal_thread(sig_thread);
 	kvtd_log(err ? KVT_LOG_ERROR : KVT_LOG_INFO, "event=exit status=%d%s%s", err ? 1 : 0,
 		 err ? " err=" : "", err ? kvt_strerror(err) : "");

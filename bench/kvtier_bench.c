@@ -12,8 +12,10 @@ static const struct kvt_bench_cmd commands[] = {
 	  kvt_bench_dram_main },
 	{ "ssd", "SSD tier write/read MB/s and latency vs fio; LZ4 +/- shuffle on bf16",
 	  kvt_bench_ssd_main },
+#ifndef KVT_NO_OPENBLAS /* configured with -DKVT_WITH_OPENBLAS=OFF */
 	{ "recompute", "offload vs recompute: load time per interconnect vs prefill, break-even",
 	  kvt_bench_recompute_main },
+#endif
 	{ "trace", "prefix-cache hit rates of a request trace, replayed through the store",
 	  kvt_bench_trace_main },
 	{ "sidecar", "protocol round trips (PING, LOOKUP, SAVE, LOAD) and 2 MiB SAVE/LOAD vs memcpy",

@@ -1,6 +1,7 @@
 # Finds kvtier's dependencies and records why an optional feature is off.
 # Required: liburing, liblz4, libxxhash, jansson, OpenSSL libcrypto, threads,
-# hiredis (the cluster directory), OpenBLAS (bench).
+# hiredis (the cluster directory), OpenBLAS (bench; KVT_WITH_OPENBLAS=OFF leaves
+# the recompute bench out).
 # Optional: cmocka (tests), libibverbs + librdmacm (RDMA), CUDA (kernels).
 find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
@@ -31,7 +32,10 @@ kvt_require_pkg(jansson jansson    libjansson-dev)
 # the cluster directory's client (Redis)
 kvt_require_pkg(hiredis hiredis    libhiredis-dev)
 # CPU GEMMs of kvtier-bench recompute (the prefill workload where no GPU exists)
-kvt_require_pkg(openblas openblas  libopenblas-dev)
+if(KVT_WITH_OPENBLAS)
+  kvt_require_pkg(openblas openblas  libopenblas-dev)
+endif()
+kvt_feature("kvtier-bench recompute (OpenBLAS)" KVT_WITH_OPENBLAS "KVT_WITH_OPENBLAS=OFF")
 
 if(KVT_BUILD_TESTS)
   pkg_check_modules(cmocka IMPORTED_TARGET cmocka)

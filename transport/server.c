@@ -45,6 +45,7 @@ void kvt_server_opts_init(struct kvt_server_opts *opts, size_t size_bytes)
 	memset(opts, 0, size_bytes);
 	opts->size = size_bytes;
 	opts->socket_mode = 0660;
+	opts->listen_fd = -1;
 	opts->socket_gid = (gid_t)-1;
 	opts->workers = 4;
 	opts->max_clients = 1024;
@@ -991,6 +992,15 @@ static int bind_socket(struct kvt_server *srv)
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd, err;
 
+	if (o->listen_fd >= 0) {
+		/* socket activation: the socket and its file are the service
+		 * manager's; accept must not block the loop */
+		int fl = fcntl(o->listen_fd, F_GETFL);
+		if (fl < 0 || fcntl(o->listen_fd, F_SETFL, fl | O_NONBLOCK))
+			return -errno;
+		srv->listen.fd = o->listen_fd;
+		return 0;
+	}
 	if (strlen(o->socket_path) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
 	strcpy(sa.sun_path, o->socket_path);
@@ -1155,6 +1165,8 @@ int kvt_server_open(const struct kvt_server_opts *opts, struct kvt_server **out)
 	return 0;
 
 fail:
+	if (opts->listen_fd >= 0)
+		srv->listen.fd = -1; /* on failure the socket stays the caller's */
 	kvt_server_close(srv);
 	return err;
 }
@@ -1220,7 +1232,8 @@ int kvt_server_run(struct kvt_server *srv)
 	epoll_ctl(srv->epfd, EPOLL_CTL_DEL, srv->listen.fd, NULL);
 	close(srv->listen.fd);
 	srv->listen.fd = -1;
-	unlink(srv->opts.socket_path);
+	if (srv->opts.listen_fd < 0)
+		unlink(srv->opts.socket_path);
 	drain_until = kvt_now_ns() + 30ull * 1000000000;
 	while (__atomic_load_n(&srv->busy_jobs, __ATOMIC_ACQUIRE) > 0 && kvt_now_ns() < drain_until)
 		loop_once(srv, 50);
@@ -1256,7 +1269,8 @@ void kvt_server_close(struct kvt_server *srv)
 	kvt_http_close_all(srv);
 	if (srv->listen.fd >= 0) {
 		close(srv->listen.fd);
-		unlink(srv->opts.socket_path);
+		if (srv->opts.listen_fd < 0)
+			unlink(srv->opts.socket_path);
 	}
 	if (srv->wake.fd >= 0)
 		close(srv->wake.fd);

@@ -55,7 +55,12 @@ enum kvt_prefault {
 
 struct kvt_server_opts {
 	size_t size;                /* sizeof(struct kvt_server_opts), set by _init */
-	const char *socket_path;    /* required */
+	const char *socket_path;    /* required; with listen_fd, only named in logs */
+	int listen_fd;              /* an already-listening Unix stream socket to
+	                             * serve instead of binding socket_path (socket
+	                             * activation); -1 (default) binds. The server's
+	                             * once kvt_server_open succeeds; its file is left
+	                             * as it is (no chmod, chown or unlink). */
 	unsigned socket_mode;       /* default 0660 */
 	gid_t socket_gid;           /* group of the socket and of allowed peers;
 	                             * (gid_t)-1 (default) = the daemon's */
@@ -88,8 +93,9 @@ struct kvt_server;
 void kvt_server_opts_init(struct kvt_server_opts *opts, size_t size_bytes);
 
 /* Bind the socket (replacing a stale socket file, refusing a live one with
- * -EADDRINUSE), the metrics endpoint, and start the workers. Returns 0 and
- * *out, -EINVAL for bad opts, or the errno of socket/bind/listen. */
+ * -EADDRINUSE) or take opts->listen_fd, bind the metrics endpoint, and start
+ * the workers. Returns 0 and *out, -EINVAL for bad opts, or the errno of
+ * socket/bind/listen. */
 int kvt_server_open(const struct kvt_server_opts *opts, struct kvt_server **out);
 
 /* Run the event loop until kvt_server_stop(); then stop accepting, let the

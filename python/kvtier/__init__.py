@@ -21,11 +21,11 @@ TimeoutError, ConnectionResetError when the daemon hangs up, ...), with
 kvtier's message.
 
 The library is found through $KVTIER_CLIENT_LIB, next to this package, in the
-build trees of a source checkout, or on the loader's path.
+build trees of a source checkout, where `pip install` found it (pkg-config's
+kvtier-client), or on the loader's path (libkvtier-client.so.0).
 """
 
 import ctypes
-import ctypes.util
 import json
 import mmap
 import os
@@ -40,25 +40,48 @@ _DTYPES = {"bf16": 1, "bfloat16": 1, "fp16": 2, "float16": 2, "fp32": 3, "float3
 _DTYPE_BYTES = {1: 2, 2: 2, 3: 4, 4: 1, 5: 1, 6: 1}
 
 
-def _find_library():
-    env = os.environ.get("KVTIER_CLIENT_LIB")
-    if env:
-        return env
+_SONAME = "libkvtier-client.so.0"
+
+
+def _library_candidates():
+    """Where libkvtier-client may be, in order: beside this package; in the
+    build trees of the source checkout this package sits in (run from it with
+    PYTHONPATH); where `pip install` found it (recorded in _libpath.py at
+    build time: pkg-config's kvtier-client, else the checkout's release
+    build)."""
     here = os.path.dirname(os.path.abspath(__file__))
-    candidates = [os.path.join(here, "libkvtier-client.so")]
+    found = [os.path.join(here, n) for n in (_SONAME, "libkvtier-client.so")]
     root = os.path.dirname(os.path.dirname(here))
     for preset in ("release", "asan", "tsan"):
-        candidates.append(os.path.join(root, "build", preset, "transport", "libkvtier-client.so"))
-    for c in candidates:
-        if os.path.exists(c):
-            return c
-    found = ctypes.util.find_library("kvtier-client")
-    if found:
-        return found
-    raise ImportError("libkvtier-client.so not found: build kvtier or set KVTIER_CLIENT_LIB")
+        found.append(os.path.join(root, "build", preset, "transport", _SONAME))
+    try:
+        from kvtier._libpath import LIBRARIES
+        found += LIBRARIES
+    except ImportError:
+        pass
+    return found
 
 
-_lib = ctypes.CDLL(_find_library(), use_errno=True)
+def _load_library():
+    """$KVTIER_CLIENT_LIB when set; else the first candidate that exists;
+    else whatever the dynamic loader finds by the SONAME (LD_LIBRARY_PATH,
+    the ld.so cache, /usr/lib)."""
+    env = os.environ.get("KVTIER_CLIENT_LIB")
+    if env:
+        return ctypes.CDLL(env, use_errno=True)
+    candidates = _library_candidates()
+    for path in candidates:
+        if os.path.exists(path):
+            return ctypes.CDLL(path, use_errno=True)
+    try:
+        return ctypes.CDLL(_SONAME, use_errno=True)
+    except OSError as e:
+        raise ImportError("libkvtier-client not found (tried %s, then the loader: %s); install "
+                          "kvtier, build it, or set KVTIER_CLIENT_LIB"
+                          % (", ".join(candidates), e)) from e
+
+
+_lib = _load_library()
 
 
 class _Key(ctypes.Structure):
