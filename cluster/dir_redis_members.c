@@ -91,14 +91,17 @@ static int join(struct kvt_rdir *d)
 	return 0;
 }
 
-/* Renew this node's record (SET XX keeps the TTL from lapsing); a record
- * that is gone (expired while Redis was out of reach, or Redis restarted)
- * means a new join. */
+/* Renew this node's record (SET XX keeps the TTL from lapsing) and its
+ * member-set entry; a record that is gone (expired while Redis was out of
+ * reach, or Redis restarted) means a new join. The set entry is written
+ * again each time because another node may have removed it: one that read
+ * the set while this node was rejoining saw no record yet and removed the
+ * id, just after this node added it. */
 int kvt_rdir_renew(struct kvt_rdir *d)
 {
-	char nkey[160], ttl[24], *json;
+	char nkey[160], mkey[96], ttl[24], *json;
 	struct kvt_node_info me;
-	redisReply *rep[1];
+	redisReply *rep[2];
 	int err;
 
 	pthread_mutex_lock(&d->mu);
@@ -110,19 +113,22 @@ int kvt_rdir_renew(struct kvt_rdir *d)
 	if (!json)
 		return -ENOMEM;
 	kvt_rdir_key(d, nkey, sizeof(nkey), "node:", me.id);
+	kvt_rdir_key(d, mkey, sizeof(mkey), "members", "");
 	snprintf(ttl, sizeof(ttl), "%u", d->o.member_ttl_ms);
 	err = CMD(d, "SET", nkey, json, "PX", ttl, "XX");
+	if (!err)
+		err = CMD(d, "SADD", mkey, me.id);
 	free(json);
-	if (err || (err = kvt_rdir_exec(d, rep, 1)))
+	if (err || (err = kvt_rdir_exec(d, rep, 2)))
 		return err;
 	if (rep[0]->type == REDIS_REPLY_NIL) {
-		kvt_redis_free_replies(rep, 1);
+		kvt_redis_free_replies(rep, 2);
 		kvt_rdir_log(d, KVT_LOG_WARN, "event=cluster.record_lost node=%s epoch=%" PRIu64
 			     " effect=rejoin", me.id, me.epoch);
 		return join(d);
 	}
-	err = kvt_rdir_ok(rep[0]) ? 0 : -EPROTO;
-	kvt_redis_free_replies(rep, 1);
+	err = kvt_rdir_ok(rep[0]) && rep[1]->type == REDIS_REPLY_INTEGER ? 0 : -EPROTO;
+	kvt_redis_free_replies(rep, 2);
 	if (!err) {
 		pthread_mutex_lock(&d->mu);
 		d->self_dirty = false;
