@@ -268,7 +268,7 @@ static int rd_lookup(struct kvt_dir *dir, const struct kvt_key *keys, size_t n,
 	r = calloc(1, sizeof(*r));
 	if (r) {
 		r->keys = malloc(n * sizeof(*keys));
-		r->out = calloc(n, sizeof(*out));
+		r->out = malloc(n * sizeof(*out)); /* every entry's n is set by the thread */
 	}
 	if (!r || !r->keys || !r->out) {
 		if (r) {
@@ -298,7 +298,10 @@ static int rd_lookup(struct kvt_dir *dir, const struct kvt_key *keys, size_t n,
 	if (r->done) {
 		rc = r->result;
 		if (rc >= 0)
-			memcpy(out, r->out, n * sizeof(*out));
+			for (size_t i = 0; i < n; i++) { /* the holders there are, not all four */
+				out[i].n = r->out[i].n;
+				memcpy(out[i].h, r->out[i].h, r->out[i].n * sizeof(out[i].h[0]));
+			}
 	} else {
 		/* still queued: take it out; taken by the thread: it frees it */
 		struct lookup_req **p = &d->lk_head, *prev = NULL;

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -410,7 +412,7 @@ static void *accept_thread(void *arg)
 		socklen_t len = sizeof(ss);
 		struct kvt_sockaddr sa;
 		struct pconn *c;
-		int fd, rc;
+		int fd, rc, one = 1;
 
 		rc = poll(p, 2, 1000);
 		if (p[1].revents & POLLIN)
@@ -421,6 +423,9 @@ static void *accept_thread(void *arg)
 		fd = accept4(s->lfd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0)
 			continue; /* EAGAIN, ECONNABORTED, EMFILE: the next poll retries */
+		/* replies end with small frames (a trailer, a miss): Nagle would
+		 * hold them for the reader's delayed ACK */
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		memcpy(&sa.ss, &ss, sizeof(ss));
 		sa.len = len;
 		pthread_mutex_lock(&s->mu);
