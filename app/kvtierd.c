@@ -17,6 +17,7 @@
 #include "app/daemon_log.h"
 #include "app/daemon_systemd.h"
 #include "kvtier/device.h"
+#include "kvtier/log.h"
 #include "kvtier/store.h"
 #include "transport/proto.h"
 #include "transport/server.h"
@@ -263,6 +264,7 @@ int main(int argc, char **argv)
 	}
 	kvtd_log_set_level(cfg.log_level);
 	drain_timeout_ns = (uint64_t)cfg.drain_timeout_ms * 1000000;
+	kvt_log_set_handler(kvtd_log_cb, NULL); /* the library's lines too */
 	/* socket activation: serve the socket systemd holds, named by its path */
 	listen_fd = kvtd_sd_listen_fd(sd_path, sizeof(sd_path));
 	if (listen_fd < 0) {

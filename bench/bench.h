@@ -40,8 +40,10 @@ void kvt_bench_free(void *buf, size_t len);
 int kvt_bench_copy_main(int argc, char **argv);
 int kvt_bench_dram_main(int argc, char **argv);
 int kvt_bench_ssd_main(int argc, char **argv);
+int kvt_bench_ssd_open_main(int argc, char **argv);
 int kvt_bench_recompute_main(int argc, char **argv);
 int kvt_bench_trace_main(int argc, char **argv);
 int kvt_bench_sidecar_main(int argc, char **argv);
+int kvt_bench_remote_main(int argc, char **argv);
 
 #endif

@@ -12,6 +12,8 @@ static const struct kvt_bench_cmd commands[] = {
 	  kvt_bench_dram_main },
 	{ "ssd", "SSD tier write/read MB/s and latency vs fio; LZ4 +/- shuffle on bf16",
 	  kvt_bench_ssd_main },
+	{ "ssd-open", "SSD tier open time from segment summaries vs a full scan of the log",
+	  kvt_bench_ssd_open_main },
 #ifndef KVT_NO_OPENBLAS /* configured with -DKVT_WITH_OPENBLAS=OFF */
 	{ "recompute", "offload vs recompute: load time per interconnect vs prefill, break-even",
 	  kvt_bench_recompute_main },
@@ -20,6 +22,10 @@ static const struct kvt_bench_cmd commands[] = {
 	  kvt_bench_trace_main },
 	{ "sidecar", "protocol round trips (PING, LOOKUP, SAVE, LOAD) and 2 MiB SAVE/LOAD vs memcpy",
 	  kvt_bench_sidecar_main },
+#ifndef KVT_NO_CLUSTER /* built without hiredis */
+	{ "remote", "block fetch between two nodes vs iperf3, directory LOOKUP vs a Redis GET",
+	  kvt_bench_remote_main },
+#endif
 };
 
 static const size_t n_commands = sizeof(commands) / sizeof(commands[0]);

@@ -9,6 +9,7 @@
 
 #include "cuda/backend.h"
 #include "util/opts.h"
+#include "store/log.h"
 
 static _Thread_local char last_error[256];
 
@@ -56,7 +57,7 @@ static void log_fallback_once(const char *reason)
 	static atomic_flag said = ATOMIC_FLAG_INIT;
 
 	if (!atomic_flag_test_and_set(&said))
-		fprintf(stderr, "kvtier: using the host device backend: %s\n", reason);
+		kvt_log(KVT_LOG_INFO, "event=device.host_backend reason=\"%s\"", reason);
 }
 
 int kvt_dev_open(const struct kvt_dev_opts *opts, struct kvt_dev **out)

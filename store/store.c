@@ -300,6 +300,11 @@ int kvt_ns_prefix_keys(const struct kvt_ns *ns, const uint32_t *tokens, size_t n
 
 /* ---- blocks ------------------------------------------------------------- */
 
+/* Demotion rounds one DRAM allocation may wait for: each moves a batch, so
+ * only an allocation that others keep beating to the room it makes gets
+ * this far. */
+#define DRAM_ALLOC_ROUNDS 32
+
 static inline struct kvt_rec *rec(struct kvt_store *s, uint32_t i)
 {
 	return kvt_index_rec(s->cat.idx, i);
@@ -320,20 +325,29 @@ void kvt_store_discard(struct kvt_store *s, uint32_t i)
 
 int kvt_store_dram_alloc(struct kvt_store *s, uint64_t bytes, uint64_t *loc)
 {
-	for (;;) {
+	for (int rounds = 0;; rounds++) {
 		int err = s->dram->ops->alloc(s->dram, bytes, loc);
 		uint32_t victim;
 
 		if (err != -ENOSPC)
 			return err;
-		/* with an SSD tier, overflow demotes; a block is dropped only
-		 * when the demoter cannot move any (SSD degraded, all pinned) */
-		if (s->tiering && kvt_tiering_make_room(s))
-			continue;
+		/* with a working SSD tier, overflow demotes and nothing is
+		 * dropped: when no demotion round makes progress (all busy or
+		 * pinned) or others keep taking the room it makes, the caller
+		 * gets -ENOSPC rather than wait without end. With a degraded
+		 * one, the round only lets go of the blocks it had in flight,
+		 * and then the policy's victim is dropped */
+		if (s->tiering) {
+			if (rounds < DRAM_ALLOC_ROUNDS && kvt_tiering_make_room(s))
+				continue;
+			if (kvt_tiering_usable(s))
+				return -ENOSPC;
+		}
 		victim = kvt_catalog_victim(&s->cat, KVT_TIER_DRAM);
 		if (victim == KVT_NIL)
 			return -ENOSPC;
 		s->counters.tier[KVT_TIER_DRAM].evictions++;
+		s->counters.dram_dropped++;
 		kvt_store_discard(s, victim);
 	}
 }
@@ -463,6 +477,8 @@ static void unhold_locked(struct kvt_store *s, uint32_t i)
 		kvt_tiering_sync_hold(s, i);
 	if (rec(s, i)->state == KVT_REC_DYING && rec(s, i)->busy == 0)
 		kvt_store_discard(s, i);
+	else if (s->tiering && rec(s, i)->busy == 0)
+		kvt_tiering_kick(s); /* it may be demoted now */
 }
 
 /* Bring held block i from SSD into DRAM; on failure the hold is dropped.
@@ -752,6 +768,8 @@ int kvt_remove(struct kvt_ns *ns, const struct kvt_key *key)
 		err = -ENOENT;
 	} else {
 		s->counters.removes++;
+		if (s->tiering)
+			kvt_tiering_removed(s, i);
 		if (rec(s, i)->busy)
 			kvt_catalog_retire(&s->cat, i);
 		else

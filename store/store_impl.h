@@ -41,9 +41,11 @@ struct kvt_store {
 	struct kvt_tiering *tiering;
 };
 
-/* A DRAM slot for `bytes`, demoting (with an SSD tier) or evicting cold
- * blocks as the policy orders until one fits. Lock held; it may be released
- * while waiting for the demoter. Returns 0, -ENOSPC. */
+/* A DRAM slot for `bytes`: with a working SSD tier, demoting cold blocks
+ * (never dropping one) for a bounded number of rounds; without one, evicting
+ * as the policy orders. Lock held; it may be released while waiting for the
+ * demoter. Returns 0, -ENOSPC (nothing can move or be evicted, or others
+ * took every slot the rounds freed). */
 int kvt_store_dram_alloc(struct kvt_store *s, uint64_t bytes, uint64_t *loc);
 
 /* Free a record's bytes in its tier and forget it. Lock held. */

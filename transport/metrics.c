@@ -110,6 +110,9 @@ char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
 			    json_integer((json_int_t)(st.lookup_keys - st.lookup_hit_keys)));
 	json_object_set_new(store, "checksum_failures", json_integer((json_int_t)st.checksum_failures));
 	json_object_set_new(store, "index_bytes", json_integer((json_int_t)st.index_bytes));
+	json_object_set_new(store, "dram_dropped", json_integer((json_int_t)st.dram_dropped));
+	json_object_set_new(store, "ssd_copies_dropped",
+			    json_integer((json_int_t)st.ssd_copies_dropped));
 	json_object_set_new(root, "store", store);
 
 	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
@@ -130,6 +133,24 @@ char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
 		json_object_set_new(o, "evictions", json_integer((json_int_t)ts->evictions));
 		json_object_set_new(o, "errors", json_integer((json_int_t)ts->errors));
 		json_object_set_new(o, "degraded", json_boolean(ts->degraded));
+		if (t == KVT_TIER_SSD) {
+			const struct kvt_ssd_health *h = &st.ssd;
+			json_t *rec = json_object();
+
+			json_object_set_new(rec, "recovered", json_integer((json_int_t)h->recovered));
+			json_object_set_new(rec, "torn", json_integer((json_int_t)h->torn));
+			json_object_set_new(rec, "corrupt", json_integer((json_int_t)h->corrupt));
+			json_object_set_new(rec, "superseded", json_integer((json_int_t)h->superseded));
+			json_object_set_new(rec, "removed", json_integer((json_int_t)h->removed));
+			json_object_set_new(rec, "quarantined", json_integer((json_int_t)h->quarantined));
+			json_object_set_new(rec, "foreign", json_integer((json_int_t)h->foreign));
+			json_object_set_new(rec, "scanned", json_integer((json_int_t)h->scanned));
+			json_object_set_new(rec, "open_ms", json_integer((json_int_t)h->open_ms));
+			json_object_set_new(o, "recovery", rec);
+			json_object_set_new(o, "tombstones", json_integer((json_int_t)h->tombstones));
+			json_object_set_new(o, "probes", json_integer((json_int_t)h->probes));
+			json_object_set_new(o, "resumed", json_integer((json_int_t)h->resumed));
+		}
 		json_object_set_new(tiers, kvt_tier_name(t), o);
 	}
 	json_object_set_new(root, "tiers", tiers);
@@ -244,6 +265,40 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 	one(&b, "kvtier_blocks", "gauge", "Blocks stored in all tiers.", st.blocks);
 	one(&b, "kvtier_checksum_failures_total", "counter",
 	    "Blocks dropped for a checksum mismatch.", st.checksum_failures);
+	one(&b, "kvtier_dram_dropped_total", "counter",
+	    "Blocks DRAM let go for lack of room with no copy below (no working SSD tier).",
+	    st.dram_dropped);
+	if (st.tier[KVT_TIER_SSD].present) {
+		const struct kvt_ssd_health *h = &st.ssd;
+
+		one(&b, "kvtier_ssd_copies_dropped_total", "counter",
+		    "Spare SSD copies of blocks in DRAM let go for room.", st.ssd_copies_dropped);
+		help(&b, "kvtier_ssd_recovery_records", "gauge",
+		     "What the SSD tier's last open found, by kind.");
+		kvt_textbuf_printf(&b, "kvtier_ssd_recovery_records{kind=\"recovered\"} %llu\n"
+			"kvtier_ssd_recovery_records{kind=\"torn\"} %llu\n"
+			"kvtier_ssd_recovery_records{kind=\"corrupt\"} %llu\n"
+			"kvtier_ssd_recovery_records{kind=\"superseded\"} %llu\n"
+			"kvtier_ssd_recovery_records{kind=\"removed\"} %llu\n",
+			(unsigned long long)h->recovered, (unsigned long long)h->torn,
+			(unsigned long long)h->corrupt, (unsigned long long)h->superseded,
+			(unsigned long long)h->removed);
+		help(&b, "kvtier_ssd_recovery_files", "gauge",
+		     "Files the SSD tier's last open moved to quarantine/ or left in place.");
+		kvt_textbuf_printf(&b, "kvtier_ssd_recovery_files{fate=\"quarantined\"} %llu\n"
+			"kvtier_ssd_recovery_files{fate=\"foreign\"} %llu\n",
+			(unsigned long long)h->quarantined, (unsigned long long)h->foreign);
+		one(&b, "kvtier_ssd_recovery_scanned_segments", "gauge",
+		    "Segments the last open read whole (no valid summary).", h->scanned);
+		help(&b, "kvtier_ssd_open_seconds", "gauge", "How long the SSD tier took to open.");
+		kvt_textbuf_printf(&b, "kvtier_ssd_open_seconds %.3f\n", (double)h->open_ms / 1e3);
+		one(&b, "kvtier_ssd_tombstones", "gauge", "Removals logged in the SSD tier, on disk.",
+		    h->tombstones);
+		one(&b, "kvtier_ssd_probes_total", "counter", "Write probes of a degraded SSD tier.",
+		    h->probes);
+		one(&b, "kvtier_ssd_resumed_total", "counter", "Times a degraded SSD tier came back.",
+		    h->resumed);
+	}
 	one(&b, "kvtier_connections", "gauge", "Client connections open.", c->conns_open);
 	one(&b, "kvtier_connections_refused_total", "counter",
 	    "Connections refused (peer credentials, client limit, per-uid limit).",

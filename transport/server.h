@@ -21,20 +21,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "kvtier/log.h"
 #include "kvtier/store.h"
 
 struct kvt_dev;
-
-enum kvt_log_level {
-	KVT_LOG_ERROR = 0,
-	KVT_LOG_WARN = 1,
-	KVT_LOG_INFO = 2,
-	KVT_LOG_DEBUG = 3,
-};
-
-/* Receives one structured log line: `msg` is "event=NAME key=value ...",
- * without a newline. Called from the loop and from workers. */
-typedef void (*kvt_log_cb)(void *arg, enum kvt_log_level level, const char *msg);
 
 /* A tenant: who may connect with which token, under which salt. */
 struct kvt_server_tenant {
@@ -69,7 +59,8 @@ struct kvt_server_opts {
 	unsigned max_clients;       /* default 1024 */
 	const char *metrics_addr;   /* "HOST:PORT" of the HTTP metrics endpoint;
 	                             * NULL = none */
-	kvt_log_cb log;             /* NULL = no logging */
+	kvt_log_cb log;             /* the server's own lines (loop and workers);
+	                             * NULL = no logging */
 	void *log_arg;
 	enum kvt_log_level log_level; /* default KVT_LOG_INFO */
 	struct kvt_dev *dev_cuda;   /* serves CUDA IPC registrations; NULL = refused

@@ -183,7 +183,10 @@ int kvt_pin(struct kvt_ns *ns, const struct kvt_key *keys, size_t n);
 int kvt_unpin(struct kvt_ns *ns, const struct kvt_key *keys, size_t n);
 
 /* Remove a block. Its stored children stay, as orphans no prefix reaches.
- * Returns 0 or -ENOENT. A block being read is freed when its reader releases. */
+ * Returns 0 or -ENOENT. A block being read is freed when its reader releases.
+ * With an SSD tier the removal is logged there (a tombstone, written by the
+ * demoter within moments, and at close), so the block does not come back
+ * when the store reopens. */
 int kvt_remove(struct kvt_ns *ns, const struct kvt_key *key);
 
 /* ---- stats ------------------------------------------------------------- */
@@ -195,12 +198,29 @@ struct kvt_tier_stats {
 	uint64_t hits;         /* lookups and gets served from this tier */
 	uint64_t bytes_in;     /* written into this tier */
 	uint64_t bytes_out;    /* read out of this tier */
-	uint64_t evictions;    /* blocks that left the tier for lack of room */
+	uint64_t evictions;    /* blocks that left the tier for lack of room
+	                        * (DRAM: demoted or dropped; SSD: dropped) */
 	uint64_t errors;       /* I/O errors and checksum mismatches */
 	bool present;          /* the tier is configured */
 	bool degraded;         /* failing: no longer written to */
 	bool io_fallback;      /* SSD: a pread/pwrite thread pool does the I/O
 	                        * (io_uring refused or disabled) */
+};
+
+/* The SSD tier's health, and what it found when the store opened. */
+struct kvt_ssd_health {
+	uint64_t recovered;    /* blocks found on SSD at open */
+	uint64_t torn;         /* records a crash cut short, skipped at open */
+	uint64_t corrupt;      /* records that failed their checks at open, skipped */
+	uint64_t superseded;   /* older copies of blocks found at open */
+	uint64_t removed;      /* blocks found removed (by a tombstone) at open */
+	uint64_t quarantined;  /* segment files moved to quarantine/ at open */
+	uint64_t foreign;      /* files named like segments, left in place at open */
+	uint64_t scanned;      /* segments read whole at open (no valid summary) */
+	uint64_t open_ms;      /* how long opening the tier took */
+	uint64_t tombstones;   /* removals logged in the tier, on disk now */
+	uint64_t probes;       /* write probes of a degraded tier */
+	uint64_t resumed;      /* times a degraded tier came back */
 };
 
 struct kvt_store_stats {
@@ -212,6 +232,13 @@ struct kvt_store_stats {
 	uint64_t lookups, lookup_keys, lookup_hit_keys;
 	uint64_t checksum_failures;
 	uint64_t index_bytes;  /* memory of the block index */
+	/* Blocks lost for lack of room are tier[SSD].evictions plus
+	 * dram_dropped; tier[DRAM].evictions counts demotions too. */
+	uint64_t dram_dropped; /* blocks dropped from DRAM for lack of room, kept
+	                        * nowhere else (no working SSD tier) */
+	uint64_t ssd_copies_dropped; /* spare SSD copies of blocks that are in
+	                        * DRAM, let go for room (the block stays) */
+	struct kvt_ssd_health ssd;
 };
 
 /* Snapshot of the counters, as far as stats->size (set by the caller)

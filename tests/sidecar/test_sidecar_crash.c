@@ -404,12 +404,7 @@ static void blocks_on_ssd_survive_a_daemon_crash(void **state)
 
 	assert_int_equal(kvtd_start(&d, NULL, extra), 0);
 	c = kvtd_connect(&d, NULL);
-	if (stat_of(c, "tiers", "ssd", "capacity_bytes") <= 0) {
-		kvt_client_close(c);
-		kvtd_stop(&d, SIGTERM);
-		kvtd_cleanup(&d);
-		skip(); /* this build's store has no SSD tier yet */
-	}
+	assert_true(stat_of(c, "tiers", "ssd", "capacity_bytes") > 0);
 	big_desc(&desc);
 	assert_int_equal(kvt_client_hello(c, &desc, &ns), 0);
 	assert_int_equal(engine_mem_open(&m, c, &ns, &desc, BLOCKS), 0);
@@ -447,12 +442,11 @@ static void blocks_on_ssd_survive_a_daemon_crash(void **state)
 				      tier != KVT_TIER_SSD))
 			fail_msg("block %d was on SSD before the crash and is gone after it", i);
 	}
-	/* ...and comes back byte for byte (each removed once checked, so the
-	 * promotions never need the DRAM tier to make room: see the README's
-	 * known issues) */
-	for (int i = 0, loaded = 0; i < BLOCKS; i++) {
+	/* ...and comes back byte for byte, more of them than the DRAM tier
+	 * holds: promotions make room by demoting the ones read before */
+	for (int i = 0; i < BLOCKS; i++) {
 		uint64_t t;
-		uint32_t page = (uint32_t)(loaded++ % BLOCKS);
+		uint32_t page = (uint32_t)i;
 
 		if (!was_on_ssd[i])
 			continue;
@@ -460,7 +454,6 @@ static void blocks_on_ssd_survive_a_daemon_crash(void **state)
 		assert_int_equal(kvt_client_load(c, &ns, (uint32_t)m.region, &keys[i], &page, 1, &t), 0);
 		assert_int_equal(kvt_client_wait(c, t, -1), 1);
 		assert_int_equal(engine_page_check(&m, page, seed * 5 + (uint64_t)i), 0);
-		assert_int_equal(kvt_client_remove(c, &ns, &keys[i], 1), 1);
 	}
 	kvt_client_close(c);
 	engine_mem_close(&m);
