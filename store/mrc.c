@@ -19,7 +19,7 @@
  * in its stratum and as a repeat, EVERY times over; those counts are large,
  * so this costs little accuracy. The sampled blocks' references are all
  * processed. */
-#define EVERY 4
+#define EVERY (1u << KVT_MRC_COUNT_BITS)
 /* Reuse-time strata: 0 = unknown, 1..3, then 4 per octave of reuse time up
  * to 2^31. */
 #define NS (4 * 31)
@@ -475,7 +475,7 @@ static uint32_t reference(struct kvt_mrc *m, uint64_t h, uint32_t prev, bool cou
 		catch_up(m);
 		sampled_ref(m, h, reuse_time(m, now32, prev), counted);
 	}
-	if (counted && ((h ^ m->hot.now) * 0x9e3779b97f4a7c15ull) >> 62 == 0) {
+	if (counted && KVT_MRC_COUNTED(h, m->hot.now)) {
 		catch_up(m);
 		count_ref(m, now32, prev);
 	}

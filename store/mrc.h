@@ -75,6 +75,11 @@ uint64_t kvt_mrc_hash(const struct kvt_mrc *m, uint16_t ns, const struct kvt_key
 /* The first fields of struct kvt_mrc: what every reference touches, so that
  * the common case is a few instructions inline. Not for callers to touch. */
 #define KVT_MRC_BATCH 64
+/* One reference in 2^KVT_MRC_COUNT_BITS, by a hash of block and time, is
+ * counted in detail (see mrc.c). */
+#define KVT_MRC_COUNT_BITS 3
+#define KVT_MRC_COUNTED(h, now) \
+	((((h) ^ (now)) * 0x9e3779b97f4a7c15ull) >> (64 - KVT_MRC_COUNT_BITS) == 0)
 struct kvt_mrc_hot {
 	uint64_t now;    /* references so far; ticks are its low 32 bits */
 	uint64_t thresh; /* a block is sampled when its hash is below */
@@ -99,9 +104,8 @@ static inline uint32_t kvt_mrc_ref(struct kvt_mrc *m, uint64_t h, uint32_t prev)
 {
 	struct kvt_mrc_hot *hot = (struct kvt_mrc_hot *)(void *)m;
 	uint64_t now = hot->now + 1;
-	/* one reference in 4, by a hash of block and time, is counted in its
-	 * reuse-time stratum: it waits in the batch */
-	bool counted = ((h ^ now) * 0x9e3779b97f4a7c15ull) >> 62 == 0;
+	/* a counted reference waits in the batch */
+	bool counted = KVT_MRC_COUNTED(h, now);
 
 	if (h < hot->thresh || !(uint32_t)now || hot->refs + 1 >= hot->due ||
 	    (counted && hot->n_batch == KVT_MRC_BATCH))
