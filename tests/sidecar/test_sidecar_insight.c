@@ -6,6 +6,7 @@
  * (kvtier_mrc_hit_ratio) and in `kvtier stats --mrc --json`. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -255,7 +256,9 @@ static void kvtier_stats_prints_the_curve(void **state)
 	const char *cli = getenv("KVTIER_CLI");
 	char *cmd, out[1 << 16];
 	size_t len;
-	json_t *j, *dram, *p;
+	json_t *j, *dram, *p, *n, *pts, *one = NULL;
+	size_t i;
+	int big = 0;
 	FILE *f;
 
 	if (!cli)
@@ -277,8 +280,25 @@ static void kvtier_stats_prints_the_curve(void **state)
 	assert_true(num(p, "capacity_blocks") > 0);
 	assert_true(num(p, "hit_ratio") >= 0 && num(p, "hit_ratio") <= 1);
 	assert_true(num(json_array_get(dram, 0), "capacity_bytes") == 8 << 20);
-	/* the tenant's namespaces with a curve of their own */
-	assert_true(json_array_size(json_object_get(j, "namespaces")) >= 1);
+	/* the tenant's namespaces with a curve of their own; alice's m/one saw
+	 * its 6 keys looked up twice (the first test), every block sampled
+	 * (rate 1 while the budget holds them): the second round hits in any
+	 * cache of 6 blocks or more, nothing hits in a smaller one */
+	json_array_foreach(json_object_get(j, "namespaces"), i, n)
+		if (!strcmp(json_string_value(json_object_get(n, "namespace")), "m/one"))
+			one = json_object_get(n, "mrc");
+	assert_non_null(one);
+	pts = json_object_get(one, "dram");
+	assert_int_equal(json_array_size(pts), 7);
+	json_array_foreach(pts, i, p) {
+		double want = num(p, "capacity_blocks") >= 6 ? 0.5 : 0;
+
+		if (fabs(num(p, "hit_ratio") - want) > 1e-9)
+			fail_msg("m/one at %g blocks: hit ratio %g, not %g", num(p, "capacity_blocks"),
+				 num(p, "hit_ratio"), want);
+		big += num(p, "capacity_blocks") >= 6;
+	}
+	assert_true(big > 0);
 	json_decref(j);
 	free(cmd);
 }
