@@ -54,6 +54,8 @@ struct kvt_rec {
 	uint16_t busy;         /* readers/movers holding the slot */
 	uint8_t copy_tier;     /* enum kvt_tier of copy_loc; KVT_TIER_NONE: no copy */
 	uint8_t flags;         /* KVT_REC_* flags */
+	uint32_t mrc_tick;     /* the MRC estimator's tick at the last reference,
+	                        * 0 = none (store/mrc.h); fills the padding */
 };
 
 struct kvt_index;

@@ -36,7 +36,7 @@ struct kvt_store_opts {
 	                           * pages (default true); false: 4 KiB pages only */
 	bool checksum_on_put;     /* XXH3 at put too, verified at get (default off) */
 	const char *policy;       /* eviction policy: "tail-lru" (default), "lru",
-	                           * "lfu", "cost" */
+	                           * "lfu", "cost", "ghost-lru" */
 	const char *ssd_dir;      /* SSD tier directory (O_DIRECT-capable file
 	                           * system); NULL = no SSD tier */
 	uint64_t ssd_bytes;       /* SSD tier capacity (required with ssd_dir) */
