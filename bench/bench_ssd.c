@@ -8,8 +8,10 @@
  * done here), beside memcpy.
  *
  * kvtier writes records (a 4 KiB header + the block) from a region
- * registered as fixed buffers, in batches the tier keeps `qd` operations deep;
- * its MB/s counts block bytes only, so the header is overhead it pays. Latency
+ * registered as fixed buffers, laid out as the store's DRAM tier lays out its
+ * slots (a page of headroom before each block, so header and block go in one
+ * write), all of a pass in one batch the tier keeps `qd` records deep; its
+ * MB/s counts block bytes only, so the header is overhead it pays. Latency
  * is per record: submission to completion of its I/O. Every figure is a
  * median over --reps repetitions. */
 #include <errno.h>
@@ -200,7 +202,7 @@ static int run_tier(const struct ssd_args *a, const char *dir, uint64_t block, u
 	struct kvt_ssd_write *w = calloc(n, sizeof(*w));
 	struct kvt_ssd_read *r = calloc(n, sizeof(*r));
 	uint64_t *lat = calloc(n, sizeof(*lat));
-	uint64_t batch = qd * 8 < 64 ? 64 : qd * 8;
+	uint64_t stride = block + 4096; /* headroom, then the block */
 	int err = -ENOMEM;
 
 	if (!w || !r || !lat)
@@ -219,19 +221,16 @@ static int run_tier(const struct ssd_args *a, const char *dir, uint64_t block, u
 	err = kvt_ssd_open(&o, NULL, NULL, &ssd);
 	if (err)
 		goto out;
-	kvt_ssd_register_region(ssd, region, n * block);
+	kvt_ssd_register_region(ssd, region, n * stride);
 	for (uint64_t i = 0; i < n; i++) {
-		w[i] = (struct kvt_ssd_write){ .ns_id = 1, .data = region + i * block, .len = block };
+		w[i] = (struct kvt_ssd_write){ .ns_id = 1, .data = region + i * stride + 4096,
+					       .len = block, .room = true };
 		memcpy(w[i].key.bytes, &i, sizeof(i));
 	}
 	for (int pass = 0; pass < 2 && !err; pass++) {
 		uint64_t t0 = kvt_now_ns(), done = 0;
 
-		for (uint64_t i = 0; i < n; i += batch) {
-			uint64_t m = n - i < batch ? n - i : batch;
-			done += (uint64_t)(pass == 0 ? kvt_ssd_write(ssd, w + i, m) :
-						       kvt_ssd_read(ssd, r + i, m));
-		}
+		done = (uint64_t)(pass == 0 ? kvt_ssd_write(ssd, w, n) : kvt_ssd_read(ssd, r, n));
 		double secs = (double)(kvt_now_ns() - t0) / 1e9;
 		if (done != n) {
 			fprintf(stderr, "kvtier-bench ssd: %s of %llu blocks: %llu done (%s)\n",
@@ -250,7 +249,8 @@ static int run_tier(const struct ssd_args *a, const char *dir, uint64_t block, u
 		if (pass == 0)
 			for (uint64_t i = 0; i < n; i++)
 				r[i] = (struct kvt_ssd_read){ .loc = w[i].loc, .ns_id = 1, .key = w[i].key,
-							      .buf = region + i * block, .len = block };
+							      .buf = region + i * stride + 4096,
+							      .len = block, .room = true };
 	}
 	kvt_ssd_close(ssd);
 out:
@@ -505,6 +505,7 @@ int kvt_bench_ssd_main(int argc, char **argv)
 
 			for (int r = 0; r < reps && !err; r++) {
 				double mb[2], p50[2], p99[2];
+				uint64_t rlen;
 				char *region;
 
 				/* who goes first alternates: a virtual disk still busy
@@ -513,7 +514,9 @@ int kvt_bench_ssd_main(int argc, char **argv)
 					fio_pair(&a, fio, huge, ffile, block, qd, n, fm, f50, f99, r);
 				/* the tier's memory is mapped only while it runs, so
 				 * that fio can have the huge pages in its turn */
-				region = kvt_bench_region(n * block, huge);
+				/* whole huge pages: a hugetlb mapping is made of them */
+				rlen = (n * (block + 4096) + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1);
+				region = kvt_bench_region(rlen, huge);
 				if (!region) {
 					fprintf(stderr, "kvtier-bench ssd: no memory for %llu bytes%s\n",
 						(unsigned long long)(n * block),
@@ -521,10 +524,10 @@ int kvt_bench_ssd_main(int argc, char **argv)
 					err = -ENOMEM;
 					break;
 				}
-				for (uint64_t i = 0; i < n * block / 8; i++)
+				for (uint64_t i = 0; i < rlen / 8; i++)
 					((uint64_t *)region)[i] = i * 0x9e3779b97f4a7c15ULL;
 				err = run_tier(&a, kdir, block, qd, n, region, mb, p50, p99);
-				munmap(region, n * block);
+				munmap(region, rlen);
 				rm_tree(kdir);
 				for (int op = 0; op < 2 && !err; op++)
 					m[op][r] = mb[op], l50[op][r] = p50[op], l99[op][r] = p99[op];
