@@ -63,20 +63,16 @@ static void check_block(const void *bytes, uint32_t n)
 	free(want);
 }
 
-static void store_calls_do_not_wait_for_the_demoter(void **state)
+/* A store over dir with dram_bytes of DRAM, demoting from half full down
+ * to a quarter, and its namespace of 64 KiB blocks. */
+static struct kvt_store *open_store(const char *dir, uint64_t dram_bytes, struct kvt_ns **ns)
 {
-	char *dir = ssd_test_dir("store_nowait");
-	char *buf = malloc(BLOCK), *want = malloc(BLOCK);
 	struct kvt_store_opts o;
 	struct kvt_ns_desc d;
 	struct kvt_store *store;
-	struct kvt_store_stats st = { .size = sizeof(st) };
-	struct kvt_ns *ns;
-	struct kvt_key k;
 
-	(void)state;
 	kvt_store_opts_init(&o, sizeof(o));
-	o.dram_bytes = DRAM_BYTES;
+	o.dram_bytes = dram_bytes;
 	o.dram_huge_pages = false;
 	o.dram_high_watermark = 0.5;
 	o.dram_low_watermark = 0.25;
@@ -92,8 +88,22 @@ static void store_calls_do_not_wait_for_the_demoter(void **state)
 	d.kv_heads = 2;
 	d.head_dim = 128;
 	d.block_tokens = 16;
-	assert_int_equal(kvt_ns_attach(store, &d, &ns), 0);
-	assert_int_equal(kvt_ns_block_bytes(ns), BLOCK);
+	assert_int_equal(kvt_ns_attach(store, &d, ns), 0);
+	assert_int_equal(kvt_ns_block_bytes(*ns), BLOCK);
+	return store;
+}
+
+static void store_calls_do_not_wait_for_the_demoter(void **state)
+{
+	char *dir = ssd_test_dir("store_nowait");
+	char *buf = malloc(BLOCK), *want = malloc(BLOCK);
+	struct kvt_store *store;
+	struct kvt_store_stats st = { .size = sizeof(st) };
+	struct kvt_ns *ns;
+	struct kvt_key k;
+
+	(void)state;
+	store = open_store(dir, DRAM_BYTES, &ns);
 
 	/* above the high watermark: the demoter's first write batch parks */
 	batch_hold_arm(0);
@@ -137,8 +147,6 @@ static void ssd_reads_do_not_wait_for_a_write_batch(void **state)
 {
 	char *dir = ssd_test_dir("store_nowait_read");
 	char *buf = malloc(BLOCK);
-	struct kvt_store_opts o;
-	struct kvt_ns_desc d;
 	struct kvt_store *store;
 	struct kvt_ns *ns;
 	struct kvt_key keys[4];
@@ -148,24 +156,8 @@ static void ssd_reads_do_not_wait_for_a_write_batch(void **state)
 	uint32_t n = 0;
 
 	(void)state;
-	kvt_store_opts_init(&o, sizeof(o));
-	o.dram_bytes = 4 * DRAM_BYTES; /* room for the reads beside the batch */
-	o.dram_huge_pages = false;
-	o.dram_high_watermark = 0.5;
-	o.dram_low_watermark = 0.25;
-	o.ssd_dir = dir;
-	o.ssd_bytes = 16 << 20;
-	o.ssd_segment_bytes = 1 << 20;
-	o.ssd_queue_depth = 8;
-	o.ssd_force_threads = force_threads;
-	assert_int_equal(kvt_store_open(&o, &store), 0);
-	kvt_ns_desc_init(&d, sizeof(d));
-	snprintf(d.model_id, sizeof(d.model_id), "test/ssd-nowait");
-	d.layers = 4;
-	d.kv_heads = 2;
-	d.head_dim = 128;
-	d.block_tokens = 16;
-	assert_int_equal(kvt_ns_attach(store, &d, &ns), 0);
+	/* room for the reads beside the batch */
+	store = open_store(dir, 4 * DRAM_BYTES, &ns);
 
 	/* 40 blocks through 60 slots, half of them the high watermark: some
 	 * go down; four of those are the ones read */
