@@ -231,7 +231,11 @@ class TorchEngineTest(unittest.TestCase):
 
     def test_4_daemon_killed_mid_load(self):
         self.forget_b()
-        conn = torch_engine.make_connector(self.cfg, WEIGHT_SEED, self.d.socket, None)
+        # WAIT round trips: the kill lands between two of them, before the
+        # engine has heard of layer 1 (pushed completions of so small a load
+        # would all be in the socket before the kill)
+        conn = torch_engine.make_connector(self.cfg, WEIGHT_SEED, self.d.socket, None,
+                                           completions="wait")
         eng = self.engine(conn)
         wait = conn.wait_for_layer_load
         layers_seen = []
