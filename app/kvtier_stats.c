@@ -103,10 +103,8 @@ static void print_plan(json_t *plan)
 	}
 	printf("\n");
 	json_array_foreach(engines, i, t)
-		printf("          engine %s (%s): prefill %.0f tokens/s (%.0f reports)\n",
-		       json_string_value(json_object_get(t, "model")),
-		       json_string_value(json_object_get(t, "tenant")),
-		       num(t, "prefill_tokens_per_s"), num(t, "reports"));
+		printf("          engines of namespace %zu: prefill %.0f tokens/s (%.0f reports)\n",
+		       i + 1, num(t, "prefill_tokens_per_s"), num(t, "reports"));
 }
 
 static void print_table(json_t *root, const char *socket)

@@ -45,12 +45,16 @@ static uint64_t ld(const uint64_t *p)
 /* ---- JSON -------------------------------------------------------------- */
 
 /* LOOKUP's plan and what it is made of: each tier's measured delivery to
- * engines, and the prefill speed each namespace's engines reported. */
+ * engines, and the prefill speeds namespaces' engines reported (the first
+ * KVT_PLAN_ENGINES_SHOWN, unnamed: stats carry counts, never a tenant or a
+ * model). */
+#define KVT_PLAN_ENGINES_SHOWN 64
+
 static json_t *plan_json(struct kvt_server *srv, const struct kvt_store_stats *st)
 {
 	const struct kvt_server_counters *c = &srv->c;
 	json_t *o = json_object(), *tiers = json_object(), *engines = json_array();
-	uint64_t now = kvt_now_ns();
+	uint64_t now = kvt_now_ns(), reporting = 0;
 
 	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
 		struct kvt_rate r = kvt_tier_rates_get(&srv->rates, (unsigned)t);
@@ -69,11 +73,9 @@ static json_t *plan_json(struct kvt_server *srv, const struct kvt_store_stats *s
 		for (const struct kvt_ns_use *u = srv->tenant_uses[i]; u; u = u->tnext) {
 			json_t *e;
 
-			if (!u->prefill.samples)
+			if (!u->prefill.samples || reporting++ >= KVT_PLAN_ENGINES_SHOWN)
 				continue;
 			e = json_object();
-			json_object_set_new(e, "model", json_string(u->model));
-			json_object_set_new(e, "tenant", json_string(srv->tenants[i].name));
 			json_object_set_new(e, "prefill_tokens_per_s",
 					    json_real(kvt_rate_value(&u->prefill)));
 			json_object_set_new(e, "reports", json_integer((json_int_t)u->prefill.samples));
@@ -82,6 +84,7 @@ static json_t *plan_json(struct kvt_server *srv, const struct kvt_store_stats *s
 	}
 	json_object_set_new(o, "tiers", tiers);
 	json_object_set_new(o, "engines", engines);
+	json_object_set_new(o, "namespaces_reporting", json_integer((json_int_t)reporting));
 	json_object_set_new(o, "lookups", json_integer((json_int_t)c->plan_lookups));
 	json_object_set_new(o, "load_blocks", json_integer((json_int_t)c->plan_load_blocks));
 	json_object_set_new(o, "recompute_blocks", json_integer((json_int_t)c->plan_recompute_blocks));

@@ -174,7 +174,6 @@ struct kvt_ns_use {
 	size_t tenant;
 	unsigned conns;
 	struct kvt_rate prefill;    /* tokens/s its engines reported (PREFILL) */
-	char model[KVT_MODEL_ID_MAX]; /* for stats */
 	struct kvt_ns_use *hnext;
 	struct kvt_ns_use *tprev, *tnext;
 };

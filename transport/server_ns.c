@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "transport/server_int.h"
@@ -103,7 +102,6 @@ int kvt_tenant_ns_open(struct kvt_server *srv, size_t t, const struct kvt_ns_des
 	}
 	u->ns = ns;
 	u->tenant = t;
-	snprintf(u->model, sizeof(u->model), "%s", desc->model_id);
 	u->hnext = srv->ns_uses[bucket_of(ns)];
 	srv->ns_uses[bucket_of(ns)] = u;
 	u->tnext = srv->tenant_uses[t];

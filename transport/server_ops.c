@@ -244,13 +244,13 @@ static int op_xfer(struct kvt_conn *c, const struct kvt_req *req)
 
 	if (!ns)
 		return -EBADF;
+	if ((x->flags & (KVT_XFER_PUSH | KVT_XFER_PUSH_LAYERS)) && c->version < 2)
+		return -EINVAL; /* pushed completions are version 2's */
 	if (x->region < 1 || x->region > KVT_CONN_MAX_REGIONS || !c->regions[x->region - 1])
 		return -EBADF;
 	m = c->regions[x->region - 1];
 	if (m->ns != x->ns)
 		return -EINVAL;
-	if ((x->flags & (KVT_XFER_PUSH | KVT_XFER_PUSH_LAYERS)) && c->version < 2)
-		return -EINVAL; /* pushed completions are version 2's */
 	bytes = sizeof(*job) + (size_t)x->n * (sizeof(*job->keys) + sizeof(*job->pages) + 1);
 	if (c->n_jobs >= KVT_CONN_MAX_TICKETS || c->job_bytes + bytes > KVT_CONN_MAX_TICKET_BYTES)
 		return -EBUSY;

@@ -37,6 +37,18 @@ struct kvt_client *kvtd_connect(const struct kvtd_proc *d, const char *token);
  * -1 on failure. */
 int kvtd_connect_raw(const struct kvtd_proc *d);
 
+/* The port of the metrics endpoint of a daemon started with
+ * "--metrics 127.0.0.1:0", read off its start summary; -1 when none shows. */
+int kvtd_metrics_port(const struct kvtd_proc *d);
+
+/* Send req over TCP to 127.0.0.1:port and return the whole answer
+ * (malloc'd, NUL-terminated), or NULL. */
+char *kvtd_http(int port, const char *req);
+
+/* The value of a sample named exactly `series` (at a line's start) in a
+ * Prometheus text, NAN when absent. */
+double kvtd_metric(const char *text, const char *series);
+
 /* A small model for tests: 4 layers, 2 KV heads, head_dim 16, bf16, 4 tokens
  * per block = 2 KiB blocks. */
 void kvtd_test_desc(struct kvt_ns_desc *desc, const char *model);
