@@ -101,6 +101,11 @@ void kvtd_usage(FILE *f)
 "                          have attached (default 1024; 0 = no cap but the\n"
 "                          store's 65535). A namespace with no block and no\n"
 "                          connection left is detached, and counts no more.\n"
+"        --plan-retry SECONDS  LOOKUP's plan stops loading from a tier that\n"
+"                          delivers slower than the engine recomputes; once its\n"
+"                          measurement is this old, one LOOKUP loads from it\n"
+"                          again to measure it anew (default 30; 0.1 to 86400,\n"
+"                          \"ms\" or \"s\" suffix allowed).\n"
 "        --drain-timeout SECONDS  After SIGTERM or SIGINT, how long the process\n"
 "                          may take to end (default 30; 0.1 to 3600, \"ms\" or \"s\"\n"
 "                          suffix allowed). The SAVEs and LOADs in flight get\n"
@@ -121,8 +126,8 @@ void kvtd_usage(FILE *f)
 "    (socket, socket_mode, socket_group, allow_uids = 1000,1001, data_dir,\n"
 "    dram, ssd, huge_pages = true|false, prefault = true|false, policy,\n"
 "    host_copy = direct|device, gpu = true|false, metrics, workers,\n"
-"    hello_timeout, max_conns_per_uid, max_ns_per_tenant, drain_timeout,\n"
-"    log_level)\n"
+"    hello_timeout, max_conns_per_uid, max_ns_per_tenant, plan_retry,\n"
+"    drain_timeout, log_level)\n"
 "    and one [tenant NAME] section per tenant:\n"
 "\n"
 "        [kvtierd]\n"
@@ -191,6 +196,7 @@ void kvtd_config_defaults(struct kvtd_config *cfg)
 	set_str(cfg->metrics, sizeof(cfg->metrics), DEFAULT_METRICS);
 	cfg->workers = 4;
 	cfg->drain_timeout_ms = 30000;
+	cfg->plan_retry_ms = 30000;
 	cfg->hello_timeout_ms = 5000;
 	cfg->max_conns_per_uid = 256;
 	cfg->max_ns_per_tenant = 1024;
@@ -314,6 +320,7 @@ static const char *accepted(const char *key)
 		{ "max_conns_per_uid", "0 (no cap) to 65535" },
 		{ "max_ns_per_tenant", "0 (no cap) to 65535" },
 		{ "drain_timeout", "0.1 to 3600 seconds (\"ms\" or \"s\" suffix)" },
+		{ "plan_retry", "0.1 to 86400 seconds (\"ms\" or \"s\" suffix)" },
 		{ "log_level", "error, warn, info or debug" },
 	};
 
@@ -407,6 +414,8 @@ static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 		return set_uint(v, 0, 65535, &cfg->max_ns_per_tenant);
 	if (!strcmp(k, "drain_timeout"))
 		return parse_duration_ms(v, 100, 3600 * 1000, &cfg->drain_timeout_ms);
+	if (!strcmp(k, "plan_retry"))
+		return parse_duration_ms(v, 100, 86400 * 1000, &cfg->plan_retry_ms);
 	if (!strcmp(k, "log_level"))
 		return parse_level(v, &cfg->log_level);
 #undef STR
@@ -542,6 +551,7 @@ static const struct option long_opts[] = {
 	{ "hello-timeout", required_argument, NULL, 13 },
 	{ "max-conns-per-uid", required_argument, NULL, 14 },
 	{ "max-ns-per-tenant", required_argument, NULL, 15 },
+	{ "plan-retry", required_argument, NULL, 16 },
 	{ "tenant", required_argument, NULL, 't' },
 	{ "log-level", required_argument, NULL, 'l' },
 	{ "print-config", no_argument, NULL, 8 },
@@ -736,6 +746,7 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 		case 13: key = "hello_timeout"; break;
 		case 14: key = "max_conns_per_uid"; break;
 		case 15: key = "max_ns_per_tenant"; break;
+		case 16: key = "plan_retry"; break;
 		case 'l': key = "log_level"; break;
 		case 8: cfg->print_config = true; continue;
 		case 9: cfg->prefault = false; continue;
@@ -906,13 +917,14 @@ void kvtd_config_print(const struct kvtd_config *cfg, FILE *f)
 	}
 	fprintf(f, "data_dir = %s\ndram = %s\nssd = %s\nhuge_pages = %s\nprefault = %s\npolicy = %s\n"
 		"host_copy = %s\ngpu = %s\nmetrics = %s\nworkers = %u\nhello_timeout = %ums\n"
-		"max_conns_per_uid = %u\nmax_ns_per_tenant = %u\ndrain_timeout = %ums\n"
-		"log_level = %s\n",
+		"max_conns_per_uid = %u\nmax_ns_per_tenant = %u\nplan_retry = %ums\n"
+		"drain_timeout = %ums\nlog_level = %s\n",
 		cfg->data_dir, cfg->dram_spec,
 		cfg->ssd_spec, cfg->huge_pages ? "true" : "false", cfg->prefault ? "true" : "false",
 		cfg->policy, cfg->host_copy_device ? "device" : "direct", cfg->gpu ? "true" : "false",
 		cfg->metrics[0] ? cfg->metrics : "off", cfg->workers, cfg->hello_timeout_ms,
-		cfg->max_conns_per_uid, cfg->max_ns_per_tenant, cfg->drain_timeout_ms,
+		cfg->max_conns_per_uid, cfg->max_ns_per_tenant, cfg->plan_retry_ms,
+		cfg->drain_timeout_ms,
 		(const char *[]){ "error", "warn", "info", "debug" }[cfg->log_level]);
 	for (size_t i = 0; i < cfg->n_tenants; i++) {
 		const struct kvtd_tenant *t = &cfg->tenants[i];

@@ -90,8 +90,7 @@ static void print_plan(json_t *plan)
 	size_t i;
 
 	printf("plan      %.0f lookups planned: %.0f stored blocks to load, %.0f to recompute; "
-	       "%.0f retries of a stale tier
-", num(plan, "lookups"), num(plan, "load_blocks"),
+	       "%.0f retries of a stale tier\n", num(plan, "lookups"), num(plan, "load_blocks"),
 	       num(plan, "recompute_blocks"), num(plan, "retries"));
 	printf("          delivered to engines:");
 	json_object_foreach(tiers, name, t) {

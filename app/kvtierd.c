@@ -353,6 +353,7 @@ int main(int argc, char **argv)
 	vopts.dev_cuda = gpu;
 	vopts.dev_host = host_dev;
 	vopts.hello_timeout_ms = cfg.hello_timeout_ms;
+	vopts.plan_retry_ms = cfg.plan_retry_ms;
 	vopts.max_conns_per_uid = cfg.max_conns_per_uid;
 	vopts.max_ns_per_tenant = cfg.max_ns_per_tenant;
 	vopts.log = kvtd_log_cb;

@@ -44,6 +44,7 @@ static const struct kvt_server_opts server_defaults = {
 	.log_level = KVT_LOG_INFO,
 	.drain_timeout_ms = 30000,
 	.hello_timeout_ms = 5000,
+	.plan_retry_ms = 30000,
 	.max_conns_per_uid = 256,
 	.max_ns_per_tenant = 1024,
 	.listen_fd = -1,

@@ -8,7 +8,7 @@
  * kvt_plan_opts_init's rate (DRAM 25 GB/s, SSD 3 GB/s), and until an engine
  * of the namespace has reported its speed every stored block is loaded, as
  * before there was a plan. A tier whose last measurement is older than
- * KVT_PLAN_RETRY_NS is taken at its default rate again for one LOOKUP, so a
+ * opts.plan_retry_ms is taken at its default rate again for one LOOKUP, so a
  * tier the plan stopped loading from (and so stopped measuring) is tried
  * again and a device that recovered is seen to. */
 #include <stdlib.h>
@@ -16,8 +16,6 @@
 
 #include "kvtier/model.h"
 #include "transport/server_int.h"
-
-#define KVT_PLAN_RETRY_NS (30ull * 1000000000)
 
 /* The remote tier has no default in the model's plan (it cannot be
  * costed without a link); a peer over TCP is assumed to deliver 1 GB/s. */
@@ -49,7 +47,7 @@ uint32_t kvt_plan_loads(struct kvt_server *srv, struct kvt_ns *ns, uint32_t bloc
 
 		if (!r.samples || !used[t])
 			continue;
-		if (now - seen > KVT_PLAN_RETRY_NS) {
+		if (now - seen > (uint64_t)srv->opts.plan_retry_ms * 1000000) {
 			/* stale: the default for this once, and a new measurement */
 			srv->plan_retry_ns[t] = now;
 			srv->c.plan_retries++;
