@@ -693,7 +693,7 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 			kvtd_usage(stdout);
 			return 1;
 		} else if (c == 'V') {
-			printf("kvtierd %s (protocol %d)\n", kvt_version(), KVT_PROTO_VERSION);
+			printf("kvtierd %s (protocol %d)\n", kvt_version(), KVT_PROTO_VERSION_MAX);
 			return 1;
 		}
 	}

@@ -201,7 +201,7 @@ static void print_summary(const struct kvtd_config *cfg, const struct kvt_server
 {
 	char a[32], b[32];
 
-	printf("kvtierd %s ready (protocol %d, pid %d)\n", kvt_version(), KVT_PROTO_VERSION,
+	printf("kvtierd %s ready (protocol %d, pid %d)\n", kvt_version(), KVT_PROTO_VERSION_MAX,
 	       (int)getpid());
 	if (activated)
 		printf("  socket    %s (passed by systemd)\n", cfg->socket_path);
