@@ -731,27 +731,38 @@ static int pushed_wait(struct kvt_client *c, uint64_t ticket, uint32_t layer, in
 	return p ? 0 : -ENOENT;
 }
 
+/* Wait on ticket's pushed state, when it has one: returns true and *err (0,
+ * or for a whole-ticket wait the result, taken), or false for a ticket not
+ * pushed, which the daemon is asked about. */
+static bool wait_pushed(struct kvt_client *c, uint64_t ticket, uint32_t layer, int timeout_ms,
+			int *err)
+{
+	struct pushed *p;
+	bool pushed;
+
+	pthread_mutex_lock(&c->lock);
+	pushed = pushed_by_ticket(c, ticket) != NULL;
+	if (pushed) {
+		*err = pushed_wait(c, ticket, layer, timeout_ms, &p);
+		if (!*err && layer == KVT_WAIT_ALL) {
+			*err = p->result;
+			pushed_drop(c, p);
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return pushed;
+}
+
 int kvt_client_wait(struct kvt_client *c, uint64_t ticket, int timeout_ms)
 {
 	struct kvt_rep_wait rep;
-	struct pushed *p;
 	int err;
 
 	if (!c)
 		return -EINVAL;
-	pthread_mutex_lock(&c->lock);
-	if (pushed_by_ticket(c, ticket)) {
-		err = pushed_wait(c, ticket, KVT_WAIT_ALL, timeout_ms, &p);
-		if (!err) {
-			err = p->result;
-			pushed_drop(c, p);
-		}
-		pthread_mutex_unlock(&c->lock);
+	if (wait_pushed(c, ticket, KVT_WAIT_ALL, timeout_ms, &err))
 		return err;
-	}
-	pthread_mutex_unlock(&c->lock);
 	err = wait_op(c, KVT_OP_WAIT, ticket, KVT_WAIT_ALL, timeout_ms, &rep);
-
 	if (err)
 		return err;
 	return rep.done ? rep.result : -EBADMSG;
@@ -761,18 +772,12 @@ int kvt_client_wait_layer(struct kvt_client *c, uint64_t ticket, uint32_t layer,
 			  int timeout_ms)
 {
 	struct kvt_rep_wait rep;
-	struct pushed *p;
 	int err;
 
 	if (!c || layer == KVT_WAIT_ALL)
 		return -EINVAL;
-	pthread_mutex_lock(&c->lock);
-	if (pushed_by_ticket(c, ticket)) {
-		err = pushed_wait(c, ticket, layer, timeout_ms, &p);
-		pthread_mutex_unlock(&c->lock);
+	if (wait_pushed(c, ticket, layer, timeout_ms, &err))
 		return err;
-	}
-	pthread_mutex_unlock(&c->lock);
 	return wait_op(c, KVT_OP_WAIT, ticket, layer, timeout_ms, &rep);
 }
 

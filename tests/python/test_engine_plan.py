@@ -17,7 +17,6 @@ KVT_TEST_SEED replays the prompts."""
 
 import os
 import random
-import signal
 import sys
 import time
 import unittest
@@ -27,16 +26,9 @@ import torch
 import kvtier
 from kvtier.daemon import Daemon
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ENGINE_DIR = os.path.join(ROOT, "examples", "torch_engine")
-sys.path.insert(0, ENGINE_DIR)
+from engine_env import DAEMON_ENV, ENGINE_DIR, SEED  # noqa: E402  (puts the engine on sys.path)
 import engine as torch_engine  # noqa: E402
 from model import Config, Weights  # noqa: E402
-
-DAEMON_ENV = dict(os.environ, ASAN_OPTIONS=os.environ["KVT_DAEMON_ASAN_OPTIONS"]) \
-    if os.environ.get("KVT_DAEMON_ASAN_OPTIONS") else None
-SEED = int(os.environ.get("KVT_TEST_SEED") or time.time_ns() % (1 << 31))
-print("seed: KVT_TEST_SEED=%d" % SEED, file=sys.stderr)
 
 CONFIG = os.path.join(ENGINE_DIR, "configs", "tiny.json")
 CHUNK = 64
