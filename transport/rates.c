@@ -7,17 +7,19 @@
 
 void kvt_rate_add(struct kvt_rate *r, double amount, double seconds, uint64_t now_ns)
 {
+	double cost;
+
 	if (!(amount > 0) || !(seconds > 0))
 		return;
-	r->amount = r->amount * KVT_RATE_DECAY + amount;
-	r->seconds = r->seconds * KVT_RATE_DECAY + seconds;
+	cost = seconds / amount;
+	r->cost = r->samples ? r->cost + KVT_RATE_WEIGHT * (cost - r->cost) : cost;
 	r->samples++;
 	r->last_ns = now_ns;
 }
 
 double kvt_rate_value(const struct kvt_rate *r)
 {
-	return r->seconds > 0 ? r->amount / r->seconds : 0;
+	return r->samples && r->cost > 0 ? 1 / r->cost : 0;
 }
 
 void kvt_tier_rates_init(struct kvt_tier_rates *t)

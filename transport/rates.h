@@ -9,20 +9,21 @@
 
 #include "kvtier/types.h"
 
-/* Each sample is an amount and the seconds it took; the average is the ratio
- * of their sums, each older sample weighing KVT_RATE_DECAY of the next. So a
- * sample weighs by its duration: one slow load outweighs many quick ones, as
- * it does for the engine that waited for it. */
-#define KVT_RATE_DECAY 0.75
+/* Each sample is an amount and the seconds it took. The average is kept as
+ * seconds per unit (what a plan adds up), each sample moving it
+ * KVT_RATE_WEIGHT of the way to its own: a tier that slows down shows within
+ * a sample or two, however much it delivered quickly before, and the
+ * average of a tier whose loads vary is the time an average load costs. */
+#define KVT_RATE_WEIGHT 0.5
 
 struct kvt_rate {
-	double amount, seconds;     /* decayed sums */
+	double cost;                /* seconds per unit, moving average */
 	uint64_t samples;
 	uint64_t last_ns;           /* kvt_now_ns() of the last sample, 0 = none */
 };
 
 void kvt_rate_add(struct kvt_rate *r, double amount, double seconds, uint64_t now_ns);
-/* amount per second, 0 before the first sample. */
+/* Units per second (1 / cost), 0 before the first sample. */
 double kvt_rate_value(const struct kvt_rate *r);
 
 /* The bytes/s each tier delivers to engines: a LOAD's blocks from acquiring
