@@ -7,10 +7,10 @@
  * Cold start needs no configuration: a tier not yet measured is taken at
  * kvt_plan_opts_init's rate (DRAM 25 GB/s, SSD 3 GB/s), and until an engine
  * of the namespace has reported its speed every stored block is loaded, as
- * before there was a plan. A tier whose last measurement is older than
- * opts.plan_retry_ms is taken at its default rate again for one LOOKUP, so a
- * tier the plan stopped loading from (and so stopped measuring) is tried
- * again and a device that recovered is seen to. */
+ * before there was a plan. A tier measured slower than its default whose
+ * last measurement is older than opts.plan_retry_ms is taken at its default
+ * rate again for one LOOKUP, so a tier the plan stopped loading from (and so
+ * stopped measuring) is tried again and a device that recovered is seen to. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,8 +47,10 @@ uint32_t kvt_plan_loads(struct kvt_server *srv, struct kvt_ns *ns, uint32_t bloc
 
 		if (!r.samples || !used[t])
 			continue;
-		if (now - seen > (uint64_t)srv->opts.plan_retry_ms * 1000000) {
-			/* stale: the default for this once, and a new measurement */
+		if (now - seen > (uint64_t)srv->opts.plan_retry_ms * 1000000 &&
+		    kvt_rate_value(&r) < o.tier_bw[t]) {
+			/* stale and slower than the default: the default for this
+			 * once, and a new measurement */
 			srv->plan_retry_ns[t] = now;
 			srv->c.plan_retries++;
 			continue;
