@@ -44,5 +44,6 @@ int kvt_bench_ssd_open_main(int argc, char **argv);
 int kvt_bench_recompute_main(int argc, char **argv);
 int kvt_bench_trace_main(int argc, char **argv);
 int kvt_bench_sidecar_main(int argc, char **argv);
+int kvt_bench_remote_main(int argc, char **argv);
 
 #endif

@@ -22,6 +22,10 @@ static const struct kvt_bench_cmd commands[] = {
 	  kvt_bench_trace_main },
 	{ "sidecar", "protocol round trips (PING, LOOKUP, SAVE, LOAD) and 2 MiB SAVE/LOAD vs memcpy",
 	  kvt_bench_sidecar_main },
+#ifndef KVT_NO_CLUSTER /* built without hiredis */
+	{ "remote", "block fetch between two nodes vs iperf3, directory LOOKUP vs a Redis GET",
+	  kvt_bench_remote_main },
+#endif
 };
 
 static const size_t n_commands = sizeof(commands) / sizeof(commands[0]);

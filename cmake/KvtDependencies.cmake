@@ -1,7 +1,8 @@
 # Finds kvtier's dependencies and records why an optional feature is off.
 # Required: liburing, liblz4, libxxhash, jansson, OpenSSL libcrypto, threads,
 # OpenBLAS (bench; KVT_WITH_OPENBLAS=OFF leaves the recompute bench out).
-# Optional: cmocka (tests), libibverbs + librdmacm (RDMA), CUDA (kernels).
+# Optional: cmocka (tests), hiredis (the cluster), libibverbs + librdmacm
+# (RDMA), CUDA (kernels).
 find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
@@ -41,6 +42,21 @@ if(KVT_BUILD_TESTS)
                         "(or configure with -DKVT_BUILD_TESTS=OFF)")
   endif()
   add_library(kvt::cmocka ALIAS PkgConfig::cmocka)
+endif()
+
+# The cluster (cluster/, the peer transports of transport/): its directory's
+# Redis client is hiredis. Without it the rest of kvtier builds as before.
+set(KVT_HAVE_CLUSTER OFF)
+if(KVT_WITH_CLUSTER)
+  pkg_check_modules(hiredis IMPORTED_TARGET hiredis)
+  if(hiredis_FOUND)
+    set(KVT_HAVE_CLUSTER ON)
+    add_library(kvt::hiredis ALIAS PkgConfig::hiredis)
+  endif()
+  kvt_feature("cluster: directory on Redis, peer transports (hiredis)" KVT_HAVE_CLUSTER
+              "libhiredis-dev not found")
+else()
+  kvt_feature("cluster: directory on Redis, peer transports (hiredis)" OFF "KVT_WITH_CLUSTER=OFF")
 endif()
 
 set(KVT_HAVE_RDMA OFF)

@@ -5,6 +5,8 @@
 set -eu
 
 # build: compiler, cmake, pkg-config and the libraries of DESIGN.md;
+# cluster: hiredis (the directory's client), redis-server (started by its
+# tests), iperf3 and perftest (ib_read_bw): the remote bench's references;
 # packaging and its tests: dpkg-shlibdeps (dpkg-dev), systemd-analyze
 # (systemd, not booted), lexgrog and groff for the man pages, adduser for the
 # package's postinst, setuptools/wheel/pip/venv for `pip install ./python`;
@@ -14,6 +16,7 @@ PKGS="build-essential cmake ninja-build pkg-config
       libibverbs-dev librdmacm-dev libopenblas-dev
       libcmocka-dev fio iproute2 python3 python3-torch e2fsprogs util-linux
       clang libclang-rt-14-dev
+      libhiredis-dev redis-server iperf3 perftest
       dpkg-dev systemd man-db groff-base adduser
       python3-setuptools python3-wheel python3-pip python3-venv"
 

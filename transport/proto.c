@@ -1,6 +1,8 @@
 /* Frame encoding and strict decoding of the sidecar protocol (see proto.h). */
 #include "transport/proto.h"
 
+#include "transport/wire.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,124 +23,46 @@ const char *kvt_op_name(unsigned op)
 	return op < KVT_OP_COUNT ? op_names[op] : NULL;
 }
 
-/* ---- bounds-checked reader --------------------------------------------- */
-
-struct rd {
-	const uint8_t *p;
-	size_t len, off;
-	bool bad;
-};
-
-static const uint8_t *rd_take(struct rd *r, size_t n)
-{
-	const uint8_t *p;
-
-	if (r->bad || n > r->len - r->off) {
-		r->bad = true;
-		return NULL;
-	}
-	p = r->p + r->off;
-	r->off += n;
-	return p;
-}
-
-static uint8_t rd_u8(struct rd *r)
-{
-	const uint8_t *p = rd_take(r, 1);
-	return p ? p[0] : 0;
-}
-
-static uint16_t rd_u16(struct rd *r)
-{
-	const uint8_t *p = rd_take(r, 2);
-	return p ? (uint16_t)(p[0] | p[1] << 8) : 0;
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint32_t rd_u32(struct rd *r)
-{
-	const uint8_t *p = rd_take(r, 4);
-	return p ? get_u32(p) : 0;
-}
-
-static uint64_t rd_u64(struct rd *r)
-{
-	const uint8_t *p = rd_take(r, 8);
-	return p ? (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32 : 0;
-}
-
-/* A fixed-size field that must be zero. */
-static void rd_zero(struct rd *r, size_t n)
-{
-	const uint8_t *p = rd_take(r, n);
-
-	for (size_t i = 0; p && i < n; i++)
-		if (p[i])
-			r->bad = true;
-}
-
-/* Whole payload consumed and nothing out of bounds. */
-static int rd_done(const struct rd *r)
-{
-	return !r->bad && r->off == r->len ? 0 : -EBADMSG;
-}
-
 /* ---- headers ----------------------------------------------------------- */
 
-int kvt_proto_hdr_decode(const void *buf, size_t len, struct kvt_frame_hdr *h)
+int kvt_frame_hdr_decode(const void *buf, size_t len, uint32_t magic, uint16_t version,
+			 struct kvt_frame_hdr *h)
 {
-	struct rd r = { .p = buf, .len = len };
+	struct kvt_rd r = { .p = buf, .len = len };
 
 	memset(h, 0, sizeof(*h));
 	if (len < KVT_PROTO_HDR_BYTES)
 		return -EAGAIN;
-	h->magic = rd_u32(&r);
-	h->version = rd_u16(&r);
-	h->op = rd_u16(&r);
-	h->len = rd_u32(&r);
-	h->status = (int32_t)rd_u32(&r);
-	h->id = rd_u64(&r);
-	if (h->magic != KVT_PROTO_MAGIC)
+	h->magic = kvt_rd_u32(&r);
+	h->version = kvt_rd_u16(&r);
+	h->op = kvt_rd_u16(&r);
+	h->len = kvt_rd_u32(&r);
+	h->status = (int32_t)kvt_rd_u32(&r);
+	h->id = kvt_rd_u64(&r);
+	if (h->magic != magic)
 		return -EPROTO;
-	if (h->version != KVT_PROTO_VERSION)
+	if (h->version != version)
 		return -EPROTONOSUPPORT;
 	if (h->len > KVT_PROTO_MAX_PAYLOAD)
 		return -EMSGSIZE;
 	return 0;
 }
 
-static void put_u16(uint8_t *p, uint16_t v)
+int kvt_proto_hdr_decode(const void *buf, size_t len, struct kvt_frame_hdr *h)
 {
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
-static void put_u32(uint8_t *p, uint32_t v)
-{
-	put_u16(p, (uint16_t)v);
-	put_u16(p + 2, (uint16_t)(v >> 16));
-}
-
-static void put_u64(uint8_t *p, uint64_t v)
-{
-	put_u32(p, (uint32_t)v);
-	put_u32(p + 4, (uint32_t)(v >> 32));
+	return kvt_frame_hdr_decode(buf, len, KVT_PROTO_MAGIC, KVT_PROTO_VERSION, h);
 }
 
 void kvt_proto_hdr_encode(const struct kvt_frame_hdr *h, void *out)
 {
 	uint8_t *p = out;
 
-	put_u32(p, h->magic);
-	put_u16(p + 4, h->version);
-	put_u16(p + 6, h->op);
-	put_u32(p + 8, h->len);
-	put_u32(p + 12, (uint32_t)h->status);
-	put_u64(p + 16, h->id);
+	kvt_put_u32(p, h->magic);
+	kvt_put_u16(p + 4, h->version);
+	kvt_put_u16(p + 6, h->op);
+	kvt_put_u32(p + 8, h->len);
+	kvt_put_u32(p + 12, (uint32_t)h->status);
+	kvt_put_u64(p + 16, h->id);
 }
 
 /* ---- requests ---------------------------------------------------------- */
@@ -167,40 +91,40 @@ static uint64_t desc_block_bytes(const struct kvt_ns_desc *d)
 	return b;
 }
 
-static int dec_hello(struct rd *r, struct kvt_req_hello *m)
+static int dec_hello(struct kvt_rd *r, struct kvt_req_hello *m)
 {
 	uint16_t model_len;
 	const uint8_t *p;
 
-	m->min_version = rd_u16(r);
-	m->max_version = rd_u16(r);
-	m->token_len = rd_u16(r);
-	rd_zero(r, 2);
+	m->min_version = kvt_rd_u16(r);
+	m->max_version = kvt_rd_u16(r);
+	m->token_len = kvt_rd_u16(r);
+	kvt_rd_zero(r, 2);
 	if (m->token_len > KVT_PROTO_MAX_TOKEN || m->min_version > m->max_version)
 		return -EBADMSG;
-	m->token = (const char *)rd_take(r, m->token_len);
+	m->token = (const char *)kvt_rd_take(r, m->token_len);
 	memset(&m->desc, 0, sizeof(m->desc));
 	m->desc.size = sizeof(m->desc);
-	model_len = rd_u16(r);
+	model_len = kvt_rd_u16(r);
 	if (model_len == 0 || model_len >= KVT_MODEL_ID_MAX)
 		return -EBADMSG;
-	p = rd_take(r, model_len);
+	p = kvt_rd_take(r, model_len);
 	if (!p)
 		return -EBADMSG;
 	for (uint16_t i = 0; i < model_len; i++)
 		if (p[i] < 0x20 || p[i] > 0x7e) /* printable ASCII: it lands in logs */
 			return -EBADMSG;
 	memcpy(m->desc.model_id, p, model_len);
-	m->desc.layout = rd_u8(r);
-	m->desc.dtype = rd_u8(r);
-	rd_zero(r, 2);
-	m->desc.layers = rd_u32(r);
-	m->desc.kv_heads = rd_u32(r);
-	m->desc.head_dim = rd_u32(r);
-	m->desc.block_tokens = rd_u32(r);
-	m->desc.tp_rank = rd_u32(r);
-	m->desc.tp_size = rd_u32(r);
-	if (rd_done(r))
+	m->desc.layout = kvt_rd_u8(r);
+	m->desc.dtype = kvt_rd_u8(r);
+	kvt_rd_zero(r, 2);
+	m->desc.layers = kvt_rd_u32(r);
+	m->desc.kv_heads = kvt_rd_u32(r);
+	m->desc.head_dim = kvt_rd_u32(r);
+	m->desc.block_tokens = kvt_rd_u32(r);
+	m->desc.tp_rank = kvt_rd_u32(r);
+	m->desc.tp_size = kvt_rd_u32(r);
+	if (kvt_rd_done(r))
 		return -EBADMSG;
 	if (!layout_known(m->desc.layout) || !kvt_dtype_bytes(m->desc.dtype) ||
 	    m->desc.tp_size == 0 || m->desc.tp_rank >= m->desc.tp_size ||
@@ -209,23 +133,23 @@ static int dec_hello(struct rd *r, struct kvt_req_hello *m)
 	return 0;
 }
 
-static int dec_register(struct rd *r, struct kvt_req_register *m)
+static int dec_register(struct kvt_rd *r, struct kvt_req_register *m)
 {
-	m->ns = rd_u32(r);
-	m->kind = rd_u32(r);
-	m->bytes = rd_u64(r);
-	m->offset = rd_u64(r);
-	m->layers = rd_u32(r);
-	m->pages = rd_u32(r);
-	m->layer_stride = rd_u64(r);
-	m->kv_stride = rd_u64(r);
-	m->page_stride = rd_u64(r);
-	m->device = rd_u32(r);
-	m->ipc_len = rd_u32(r);
+	m->ns = kvt_rd_u32(r);
+	m->kind = kvt_rd_u32(r);
+	m->bytes = kvt_rd_u64(r);
+	m->offset = kvt_rd_u64(r);
+	m->layers = kvt_rd_u32(r);
+	m->pages = kvt_rd_u32(r);
+	m->layer_stride = kvt_rd_u64(r);
+	m->kv_stride = kvt_rd_u64(r);
+	m->page_stride = kvt_rd_u64(r);
+	m->device = kvt_rd_u32(r);
+	m->ipc_len = kvt_rd_u32(r);
 	if (m->ipc_len > KVT_PROTO_MAX_IPC)
 		return -EBADMSG;
-	m->ipc = rd_take(r, m->ipc_len);
-	if (rd_done(r))
+	m->ipc = kvt_rd_take(r, m->ipc_len);
+	if (kvt_rd_done(r))
 		return -EBADMSG;
 	if (m->kind != KVT_MEM_HOST_MEMFD && m->kind != KVT_MEM_CUDA_IPC)
 		return -EBADMSG;
@@ -236,52 +160,52 @@ static int dec_register(struct rd *r, struct kvt_req_register *m)
 	return 0;
 }
 
-static int dec_keys(struct rd *r, struct kvt_req_keys *m)
+static int dec_keys(struct kvt_rd *r, struct kvt_req_keys *m)
 {
-	m->ns = rd_u32(r);
-	m->n = rd_u32(r);
+	m->ns = kvt_rd_u32(r);
+	m->n = kvt_rd_u32(r);
 	if (m->n > KVT_PROTO_MAX_KEYS)
 		return -EBADMSG;
-	m->keys = (const struct kvt_key *)rd_take(r, (size_t)m->n * KVT_KEY_BYTES);
-	return rd_done(r);
+	m->keys = (const struct kvt_key *)kvt_rd_take(r, (size_t)m->n * KVT_KEY_BYTES);
+	return kvt_rd_done(r);
 }
 
-static int dec_xfer(struct rd *r, uint16_t op, struct kvt_req_xfer *m)
+static int dec_xfer(struct kvt_rd *r, uint16_t op, struct kvt_req_xfer *m)
 {
 	const uint8_t *parent;
 
-	m->ns = rd_u32(r);
-	m->region = rd_u32(r);
-	m->n = rd_u32(r);
-	m->flags = rd_u32(r);
+	m->ns = kvt_rd_u32(r);
+	m->region = kvt_rd_u32(r);
+	m->n = kvt_rd_u32(r);
+	m->flags = kvt_rd_u32(r);
 	if (m->n == 0 || m->n > KVT_PROTO_MAX_KEYS)
 		return -EBADMSG;
 	if (op == KVT_OP_LOAD) {
 		if (m->flags & ~(KVT_XFER_PUSH | KVT_XFER_PUSH_LAYERS))
 			return -EBADMSG;
-		rd_zero(r, KVT_KEY_BYTES);
+		kvt_rd_zero(r, KVT_KEY_BYTES);
 		memset(&m->parent, 0, sizeof(m->parent));
 	} else {
 		if (m->flags & ~(KVT_SAVE_HAS_PARENT | KVT_XFER_PUSH))
 			return -EBADMSG;
-		parent = rd_take(r, KVT_KEY_BYTES);
+		parent = kvt_rd_take(r, KVT_KEY_BYTES);
 		if (parent)
 			memcpy(m->parent.bytes, parent, KVT_KEY_BYTES);
 	}
-	m->keys = (const struct kvt_key *)rd_take(r, (size_t)m->n * KVT_KEY_BYTES);
-	m->pages = rd_take(r, (size_t)m->n * 4);
-	return rd_done(r);
+	m->keys = (const struct kvt_key *)kvt_rd_take(r, (size_t)m->n * KVT_KEY_BYTES);
+	m->pages = kvt_rd_take(r, (size_t)m->n * 4);
+	return kvt_rd_done(r);
 }
 
 uint32_t kvt_proto_page(const struct kvt_req_xfer *x, uint32_t i)
 {
-	return get_u32(x->pages + (size_t)i * 4);
+	return kvt_get_u32(x->pages + (size_t)i * 4);
 }
 
 int kvt_proto_req_decode(const struct kvt_frame_hdr *h, const void *payload,
 			 struct kvt_req *req)
 {
-	struct rd r = { .p = payload, .len = h->len };
+	struct kvt_rd r = { .p = payload, .len = h->len };
 
 	memset(req, 0, sizeof(*req));
 	req->hdr = *h;
@@ -303,19 +227,19 @@ int kvt_proto_req_decode(const struct kvt_frame_hdr *h, const void *payload,
 	case KVT_OP_LOAD:
 		return dec_xfer(&r, h->op, &req->u.xfer);
 	case KVT_OP_WAIT:
-		req->u.wait.ticket = rd_u64(&r);
-		req->u.wait.layer = rd_u32(&r);
-		req->u.wait.timeout_ms = rd_u32(&r);
-		return rd_done(&r);
+		req->u.wait.ticket = kvt_rd_u64(&r);
+		req->u.wait.layer = kvt_rd_u32(&r);
+		req->u.wait.timeout_ms = kvt_rd_u32(&r);
+		return kvt_rd_done(&r);
 	case KVT_OP_POLL:
-		req->u.wait.ticket = rd_u64(&r);
+		req->u.wait.ticket = kvt_rd_u64(&r);
 		req->u.wait.layer = KVT_WAIT_ALL;
-		return rd_done(&r);
+		return kvt_rd_done(&r);
 	case KVT_OP_PREFILL:
-		req->u.prefill.ns = rd_u32(&r);
-		req->u.prefill.tokens = rd_u32(&r);
-		req->u.prefill.ns_elapsed = rd_u64(&r);
-		return rd_done(&r);
+		req->u.prefill.ns = kvt_rd_u32(&r);
+		req->u.prefill.tokens = kvt_rd_u32(&r);
+		req->u.prefill.ns_elapsed = kvt_rd_u64(&r);
+		return kvt_rd_done(&r);
 	case KVT_OP_STATS:
 		return h->len == 0 ? 0 : -EBADMSG;
 	case KVT_OP_PING:
@@ -333,48 +257,48 @@ int kvt_proto_req_decode(const struct kvt_frame_hdr *h, const void *payload,
 
 int kvt_proto_rep_hello(const void *p, size_t len, struct kvt_rep_hello *out)
 {
-	struct rd r = { .p = p, .len = len };
+	struct kvt_rd r = { .p = p, .len = len };
 	const uint8_t *salt;
 
-	out->version = rd_u16(&r);
-	rd_zero(&r, 2);
-	out->ns = rd_u32(&r);
-	out->block_bytes = rd_u64(&r);
-	salt = rd_take(&r, KVT_KEY_BYTES);
+	out->version = kvt_rd_u16(&r);
+	kvt_rd_zero(&r, 2);
+	out->ns = kvt_rd_u32(&r);
+	out->block_bytes = kvt_rd_u64(&r);
+	salt = kvt_rd_take(&r, KVT_KEY_BYTES);
 	if (salt)
 		memcpy(out->salt.bytes, salt, KVT_KEY_BYTES);
-	out->max_keys = rd_u32(&r);
-	return rd_done(&r);
+	out->max_keys = kvt_rd_u32(&r);
+	return kvt_rd_done(&r);
 }
 
 int kvt_proto_rep_u32(const void *p, size_t len, uint32_t *out)
 {
-	struct rd r = { .p = p, .len = len };
+	struct kvt_rd r = { .p = p, .len = len };
 
-	*out = rd_u32(&r);
-	return rd_done(&r);
+	*out = kvt_rd_u32(&r);
+	return kvt_rd_done(&r);
 }
 
 int kvt_proto_rep_u64(const void *p, size_t len, uint64_t *out)
 {
-	struct rd r = { .p = p, .len = len };
+	struct kvt_rd r = { .p = p, .len = len };
 
-	*out = rd_u64(&r);
-	return rd_done(&r);
+	*out = kvt_rd_u64(&r);
+	return kvt_rd_done(&r);
 }
 
 int kvt_proto_rep_lookup(const void *p, size_t len, struct kvt_rep_lookup *out)
 {
-	struct rd r = { .p = p, .len = len };
+	struct kvt_rd r = { .p = p, .len = len };
 
-	out->hit = rd_u32(&r);
-	out->n = rd_u32(&r);
+	out->hit = kvt_rd_u32(&r);
+	out->n = kvt_rd_u32(&r);
 	if (out->n > KVT_PROTO_MAX_KEYS || out->hit > out->n)
 		return -EBADMSG;
-	out->tiers = rd_take(&r, out->n);
+	out->tiers = kvt_rd_take(&r, out->n);
 	/* version 2 appends the plan's count */
-	out->load = r.off < r.len ? rd_u32(&r) : out->hit;
-	if (rd_done(&r) || out->load > out->hit)
+	out->load = r.off < r.len ? kvt_rd_u32(&r) : out->hit;
+	if (kvt_rd_done(&r) || out->load > out->hit)
 		return -EBADMSG;
 	for (uint32_t i = 0; i < out->n; i++)
 		if (out->tiers[i] >= KVT_TIER_COUNT)
@@ -384,21 +308,21 @@ int kvt_proto_rep_lookup(const void *p, size_t len, struct kvt_rep_lookup *out)
 
 int kvt_proto_rep_load(const void *p, size_t len, uint64_t *ticket, uint32_t *layers)
 {
-	struct rd r = { .p = p, .len = len };
+	struct kvt_rd r = { .p = p, .len = len };
 
-	*ticket = rd_u64(&r);
-	*layers = rd_u32(&r);
-	return rd_done(&r);
+	*ticket = kvt_rd_u64(&r);
+	*layers = kvt_rd_u32(&r);
+	return kvt_rd_done(&r);
 }
 
 int kvt_proto_rep_wait(const void *p, size_t len, struct kvt_rep_wait *out)
 {
-	struct rd r = { .p = p, .len = len };
+	struct kvt_rd r = { .p = p, .len = len };
 
-	out->result = (int32_t)rd_u32(&r);
-	out->layers_done = rd_u32(&r);
-	out->done = rd_u32(&r);
-	if (rd_done(&r) || out->done > 1)
+	out->result = (int32_t)kvt_rd_u32(&r);
+	out->layers_done = kvt_rd_u32(&r);
+	out->done = kvt_rd_u32(&r);
+	if (kvt_rd_done(&r) || out->done > 1)
 		return -EBADMSG;
 	return 0;
 }
@@ -440,18 +364,24 @@ static uint8_t *wr_room(struct kvt_wr *w, size_t n)
 	return p;
 }
 
+void kvt_wr_begin_frame(struct kvt_wr *w, const struct kvt_frame_hdr *h)
+{
+	uint8_t *p;
+
+	w->frame = w->len;
+	p = wr_room(w, KVT_PROTO_HDR_BYTES);
+	if (p)
+		kvt_proto_hdr_encode(h, p);
+}
+
 void kvt_wr_begin(struct kvt_wr *w, uint16_t op, uint64_t id, int32_t status)
 {
 	struct kvt_frame_hdr h = {
 		.magic = KVT_PROTO_MAGIC, .version = KVT_PROTO_VERSION,
 		.op = op, .status = status, .id = id,
 	};
-	uint8_t *p;
 
-	w->frame = w->len;
-	p = wr_room(w, KVT_PROTO_HDR_BYTES);
-	if (p)
-		kvt_proto_hdr_encode(&h, p);
+	kvt_wr_begin_frame(w, &h);
 }
 
 void kvt_wr_u8(struct kvt_wr *w, uint8_t v)
@@ -465,21 +395,21 @@ void kvt_wr_u16(struct kvt_wr *w, uint16_t v)
 {
 	uint8_t *p = wr_room(w, 2);
 	if (p)
-		put_u16(p, v);
+		kvt_put_u16(p, v);
 }
 
 void kvt_wr_u32(struct kvt_wr *w, uint32_t v)
 {
 	uint8_t *p = wr_room(w, 4);
 	if (p)
-		put_u32(p, v);
+		kvt_put_u32(p, v);
 }
 
 void kvt_wr_u64(struct kvt_wr *w, uint64_t v)
 {
 	uint8_t *p = wr_room(w, 8);
 	if (p)
-		put_u64(p, v);
+		kvt_put_u64(p, v);
 }
 
 void kvt_wr_bytes(struct kvt_wr *w, const void *src, size_t n)
@@ -504,7 +434,7 @@ int kvt_wr_end(struct kvt_wr *w)
 		w->len = w->frame;
 		return -EMSGSIZE;
 	}
-	put_u32(w->buf + w->frame + 8, (uint32_t)payload);
+	kvt_put_u32(w->buf + w->frame + 8, (uint32_t)payload);
 	return 0;
 }
 

@@ -196,6 +196,11 @@ const char *kvt_op_name(unsigned op);
  * KVT_PROTO_MAX_PAYLOAD. On error the fields read so far are in *h. */
 int kvt_proto_hdr_decode(const void *buf, size_t len, struct kvt_frame_hdr *h);
 
+/* kvt_proto_hdr_decode for another protocol in the same framing (the peer
+ * protocol): the magic and version it must carry. */
+int kvt_frame_hdr_decode(const void *buf, size_t len, uint32_t magic, uint16_t version,
+			 struct kvt_frame_hdr *h);
+
 /* Encode a header into out[0..KVT_PROTO_HDR_BYTES). */
 void kvt_proto_hdr_encode(const struct kvt_frame_hdr *h, void *out);
 
@@ -233,6 +238,9 @@ void kvt_wr_init(struct kvt_wr *w);
 void kvt_wr_free(struct kvt_wr *w);
 /* Start a frame at the end of the buffer. */
 void kvt_wr_begin(struct kvt_wr *w, uint16_t op, uint64_t id, int32_t status);
+/* Start a frame with the header h (its len is patched by kvt_wr_end): for
+ * other protocols in the same framing, such as the peer protocol. */
+void kvt_wr_begin_frame(struct kvt_wr *w, const struct kvt_frame_hdr *h);
 void kvt_wr_u8(struct kvt_wr *w, uint8_t v);
 void kvt_wr_u16(struct kvt_wr *w, uint16_t v);
 void kvt_wr_u32(struct kvt_wr *w, uint32_t v);

@@ -1,0 +1,143 @@
+/* The Redis directory's internals, shared by its files:
+ *   dir_redis.c          the ops, the queues, the thread and its connection
+ *   dir_redis_members.c  joining, renewing, the member snapshot
+ *   dir_redis_hints.c    block hints: lookups (MGET) and writes (Lua)
+ *
+ * Keys, under the configured prefix P (default "kvt:"):
+ *   P node:<id>   the node's record (JSON), PX member_ttl, renewed every third
+ *   P members     a set of node ids; an id whose record is gone is removed by
+ *                 whoever notices first
+ *   P epoch       the epoch counter (INCR): each join takes the next value
+ *   P blk:<hex>   the block's holders, "NODE=EPOCH:TIER,...", PX hint_ttl.
+ *                 Keys are hex because raw bytes with '{' would pick Redis
+ *                 Cluster hash slots; tenants stay apart because block keys
+ *                 already digest their namespace's salt.
+ *
+ * A lookup reads every key of the prefix with one MGET, so Redis does one
+ * command whatever the prefix's length. Writes change one holder of a list
+ * atomically with a small Lua script per key (EVALSHA, pipelined), loaded
+ * at each connect.
+ *
+ * One thread owns the connection and does all the I/O; callers only touch
+ * queues and snapshots under the mutex. A lookup waits on a condition
+ * variable until its own deadline; if the thread is stuck on a slow Redis
+ * the caller still returns on time (-ETIMEDOUT), and the request is freed by
+ * whichever side lets go of it last. */
+#ifndef KVT_CLUSTER_DIR_REDIS_H
+#define KVT_CLUSTER_DIR_REDIS_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cluster/directory.h"
+#include "cluster/redis_conn.h"
+
+#define RECONNECT_MIN_MS 50
+#define RECONNECT_MAX_MS 2000
+#define MAX_LOOKUP_KEYS 65536u
+
+struct wop {
+	struct kvt_key key;
+	uint8_t tier; /* KVT_TIER_NONE: forget */
+};
+
+struct lookup_req {
+	struct lookup_req *next;
+	struct kvt_key *keys;
+	size_t n;
+	struct kvt_dir_holders *out;
+	int result;
+	bool done;
+	int refs; /* the caller's and the queue's/thread's; freed at 0 */
+};
+
+struct kvt_rdir {
+	struct kvt_dir base;
+	struct kvt_dir_opts o;
+	struct kvt_redis_url url;
+	char prefix[64];
+	char url_shown[320]; /* the URL without its password, for logs */
+
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t wake;    /* the thread waits here */
+	pthread_cond_t done_cv; /* lookup callers wait here */
+	bool stop;
+
+	/* under mu */
+	struct wop *ring;
+	size_t ring_cap, ring_head, ring_n;
+	struct lookup_req *lk_head, *lk_tail;
+	struct kvt_node_info self; /* epoch = the current one */
+	bool self_dirty;
+	struct kvt_node_info *members; /* sorted by id */
+	size_t n_members;
+	struct kvt_dir_stats st;
+
+	/* the thread's own */
+	struct kvt_redis *conn;
+	char sha_publish[41], sha_forget[41]; /* the scripts, loaded per connection */
+	bool scripts_lost;        /* Redis forgot them: reconnect */
+	uint64_t last_epoch; /* the highest epoch this node ever held */
+	bool was_up;
+};
+
+static inline uint64_t kvt_rdir_deadline(const struct kvt_rdir *d)
+{
+	return kvt_deadline_ms(d->o.io_timeout_ms);
+}
+
+/* ---- helpers (dir_redis.c); all but the log run on the thread --------- */
+
+void kvt_rdir_log(struct kvt_rdir *d, enum kvt_log_level lvl, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* "<prefix><kind><name>" into buf. */
+int kvt_rdir_key(const struct kvt_rdir *d, char *buf, size_t len, const char *kind,
+		 const char *name);
+
+/* Queue one command (argv NULL-terminated) for the next kvt_rdir_exec. */
+int kvt_rdir_cmd(struct kvt_rdir *d, const char **argv);
+#define CMD(d, ...) kvt_rdir_cmd((d), (const char *[]){ __VA_ARGS__, NULL })
+
+/* Send what is queued and read n replies by the I/O deadline. */
+int kvt_rdir_exec(struct kvt_rdir *d, redisReply **rep, size_t n);
+
+/* A +OK status reply. */
+bool kvt_rdir_ok(const redisReply *r);
+
+/* The connection failed: close it, count, log the outage once. */
+void kvt_rdir_conn_lost(struct kvt_rdir *d, int err);
+
+/* ---- membership (dir_redis_members.c) --------------------------------- */
+
+/* Renew this node's record, or (re)join under a new epoch. */
+int kvt_rdir_renew(struct kvt_rdir *d);
+
+/* Read the member set and records into a new snapshot. */
+int kvt_rdir_refresh_members(struct kvt_rdir *d);
+
+/* A member of the current snapshot, or NULL (the thread's to read without
+ * the lock: only the thread replaces it). */
+const struct kvt_node_info *kvt_rdir_member(const struct kvt_rdir *d, const char *id);
+
+/* Delete this node's record and set entry (closing). */
+void kvt_rdir_leave(struct kvt_rdir *d);
+
+/* ---- hints (dir_redis_hints.c) ----------------------------------------- */
+
+/* SCRIPT LOAD the writers' scripts on a new connection. */
+int kvt_rdir_load_scripts(struct kvt_rdir *d);
+
+/* Answer the queued lookups; send a batch of queued writes. */
+void kvt_rdir_lookups(struct kvt_rdir *d);
+void kvt_rdir_writes(struct kvt_rdir *d);
+
+/* Complete lookups with err (or their results), waking their callers. */
+void kvt_rdir_finish_lookups(struct kvt_rdir *d, struct lookup_req *list, int err, uint64_t stale);
+
+/* Drop one reference to a lookup; freed with the last. Lock held. */
+void kvt_rdir_req_put(struct lookup_req *r);
+
+#endif /* KVT_CLUSTER_DIR_REDIS_H */

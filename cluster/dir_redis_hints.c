@@ -1,0 +1,331 @@
+/* The Redis directory's block hints: lookups of a prefix with one MGET, and
+ * holder-list updates by two Lua scripts (see dir_redis.h). Everything here
+ * runs on the directory's thread. */
+#include "cluster/dir_redis.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster/dir_record.h"
+
+/* Upsert this node's entry in a key's holder list (KEYS[1]; ARGV: node,
+ * "EPOCH:TIER", ttl ms, most holders kept, the oldest going first). */
+static const char publish_lua[] =
+	"local me = ARGV[1] .. '='\n"
+	"local cur = redis.call('GET', KEYS[1])\n"
+	"local out = {}\n"
+	"if cur then\n"
+	"  for e in string.gmatch(cur, '[^,]+') do\n"
+	"    if string.sub(e, 1, #me) ~= me then out[#out + 1] = e end\n"
+	"  end\n"
+	"end\n"
+	"while #out >= tonumber(ARGV[4]) do table.remove(out, 1) end\n"
+	"out[#out + 1] = me .. ARGV[2]\n"
+	"redis.call('SET', KEYS[1], table.concat(out, ','), 'PX', ARGV[3])\n"
+	"return #out\n";
+
+/* Remove this node's entry (KEYS[1]; ARGV: node); the key goes with the
+ * last holder. */
+static const char forget_lua[] =
+	"local me = ARGV[1] .. '='\n"
+	"local cur = redis.call('GET', KEYS[1])\n"
+	"if not cur then return 0 end\n"
+	"local out = {}\n"
+	"for e in string.gmatch(cur, '[^,]+') do\n"
+	"  if string.sub(e, 1, #me) ~= me then out[#out + 1] = e end\n"
+	"end\n"
+	"if #out == 0 then redis.call('DEL', KEYS[1])\n"
+	"else redis.call('SET', KEYS[1], table.concat(out, ','), 'KEEPTTL') end\n"
+	"return #out\n";
+
+/* SCRIPT LOAD both scripts on a new connection; their SHA1s name them. */
+int kvt_rdir_load_scripts(struct kvt_rdir *d)
+{
+	redisReply *rep[2];
+	int err;
+
+	if ((err = CMD(d, "SCRIPT", "LOAD", publish_lua)) ||
+	    (err = CMD(d, "SCRIPT", "LOAD", forget_lua)) || (err = kvt_rdir_exec(d, rep, 2)))
+		return err;
+	for (int i = 0; i < 2 && !err; i++)
+		if (rep[i]->type != REDIS_REPLY_STRING || rep[i]->len != 40)
+			err = -EPROTO;
+	if (!err) {
+		memcpy(d->sha_publish, rep[0]->str, 41);
+		memcpy(d->sha_forget, rep[1]->str, 41);
+	}
+	kvt_redis_free_replies(rep, 2);
+	return err;
+}
+
+void kvt_rdir_req_put(struct lookup_req *r)
+{
+	if (--r->refs > 0)
+		return;
+	free(r->keys);
+	free(r->out);
+	free(r);
+}
+
+/* Holders of one key from its hint list: live members at the same epoch,
+ * other than this node, DRAM first. A value that does not parse is stale. */
+static uint32_t holders_of(struct kvt_rdir *d, const redisReply *v, const char *self,
+			   struct kvt_dir_holders *out, uint64_t *stale)
+{
+	struct kvt_hint_holder hl[KVT_HINT_MAX_HOLDERS];
+	int n;
+
+	out->n = 0;
+	if (v->type != REDIS_REPLY_STRING)
+		return 0; /* nil: nobody holds it */
+	n = kvt_hint_list_decode(v->str, v->len, hl, KVT_HINT_MAX_HOLDERS);
+	if (n < 0) {
+		(*stale)++;
+		return 0;
+	}
+	for (int i = 0; i < n; i++) {
+		const struct kvt_node_info *m;
+		struct kvt_dir_holder *x;
+		char id[KVT_NODE_ID_MAX + 1];
+		uint64_t epoch = hl[i].epoch;
+		uint8_t tier = hl[i].tier;
+
+		memcpy(id, hl[i].node, hl[i].node_len);
+		id[hl[i].node_len] = '\0';
+		if (strcmp(id, self) == 0)
+			continue;
+		m = kvt_rdir_member(d, id);
+		if (!m || m->epoch != epoch) {
+			(*stale)++;
+			continue;
+		}
+		if (out->n == KVT_DIR_MAX_HOLDERS) {
+			/* full: an SSD holder gives way to a DRAM one */
+			uint32_t j = 0;
+
+			while (j < out->n && !(tier < out->h[j].tier))
+				j++;
+			if (j == out->n)
+				continue;
+			out->h[j] = out->h[out->n - 1];
+			out->n--;
+		}
+		x = &out->h[out->n++];
+		snprintf(x->node, sizeof(x->node), "%s", m->id);
+		snprintf(x->addr, sizeof(x->addr), "%s", m->addr);
+		x->epoch = epoch;
+		x->tier = tier;
+	}
+	/* DRAM holders first (a stable insertion sort of at most four) */
+	for (uint32_t i = 1; i < out->n; i++)
+		for (uint32_t j = i; j > 0 && out->h[j].tier < out->h[j - 1].tier; j--) {
+			struct kvt_dir_holder t = out->h[j];
+			out->h[j] = out->h[j - 1];
+			out->h[j - 1] = t;
+		}
+	return out->n;
+}
+
+void kvt_rdir_finish_lookups(struct kvt_rdir *d, struct lookup_req *list, int err, uint64_t stale)
+{
+	pthread_mutex_lock(&d->mu);
+	d->st.stale_hints += stale;
+	while (list) {
+		struct lookup_req *next = list->next;
+
+		if (err)
+			list->result = err;
+		else
+			d->st.lookup_hit_keys += (uint64_t)list->result;
+		list->done = true;
+		kvt_rdir_req_put(list);
+		list = next;
+	}
+	pthread_cond_broadcast(&d->done_cv);
+	pthread_mutex_unlock(&d->mu);
+}
+
+/* Append MGET of a request's keys. */
+static int append_mget(struct kvt_rdir *d, const struct lookup_req *r)
+{
+	size_t plen = strlen(d->prefix) + 4, klen = plen + 32;
+	const char **argv = malloc((r->n + 1) * sizeof(*argv));
+	size_t *lens = malloc((r->n + 1) * sizeof(*lens));
+	char *names = malloc(r->n * (klen + 1));
+	int err = -ENOMEM;
+
+	if (argv && lens && names) {
+		argv[0] = "MGET";
+		lens[0] = 4;
+		for (size_t i = 0; i < r->n; i++) {
+			char *k = names + i * (klen + 1);
+
+			memcpy(k, d->prefix, plen - 4);
+			memcpy(k + plen - 4, "blk:", 4);
+			kvt_key_hex(&r->keys[i], k + plen);
+			argv[i + 1] = k;
+			lens[i + 1] = klen;
+		}
+		err = kvt_redis_append(d->conn, (int)r->n + 1, argv, lens);
+	}
+	free(argv);
+	free(lens);
+	free(names);
+	return err;
+}
+
+/* Answer every queued lookup (up to MAX_LOOKUP_KEYS keys): one MGET each,
+ * pipelined. */
+void kvt_rdir_lookups(struct kvt_rdir *d)
+{
+	struct lookup_req *list, *r, *last = NULL;
+	redisReply **rep = NULL;
+	char self[KVT_NODE_ID_MAX + 1];
+	uint64_t stale = 0;
+	size_t total = 0, n_req = 0, k = 0;
+	int err = 0;
+
+	pthread_mutex_lock(&d->mu);
+	list = d->lk_head;
+	for (r = list; r && total + r->n <= MAX_LOOKUP_KEYS; r = r->next) {
+		total += r->n;
+		n_req++;
+		last = r;
+	}
+	if (!last) { /* cannot happen: a request has at most MAX_LOOKUP_KEYS */
+		pthread_mutex_unlock(&d->mu);
+		return;
+	}
+	d->lk_head = last->next;
+	if (!d->lk_head)
+		d->lk_tail = NULL;
+	last->next = NULL;
+	snprintf(self, sizeof(self), "%s", d->self.id);
+	pthread_mutex_unlock(&d->mu);
+
+	rep = calloc(n_req, sizeof(*rep));
+	if (!rep) {
+		kvt_rdir_finish_lookups(d, list, -ENOMEM, 0);
+		return;
+	}
+	for (r = list; r && !err; r = r->next)
+		err = append_mget(d, r);
+	if (!err)
+		err = kvt_rdir_exec(d, rep, n_req);
+	if (err) {
+		free(rep);
+		kvt_rdir_conn_lost(d, err);
+		kvt_rdir_finish_lookups(d, list, err == -ETIMEDOUT ? -ETIMEDOUT : -ENOTCONN, 0);
+		return;
+	}
+	for (r = list; r; r = r->next, k++) {
+		bool prefix = true;
+
+		r->result = 0;
+		if (rep[k]->type != REDIS_REPLY_ARRAY || rep[k]->elements != r->n) {
+			r->result = -EPROTO;
+			continue;
+		}
+		for (size_t i = 0; i < r->n; i++) {
+			uint32_t h = holders_of(d, rep[k]->element[i], self, &r->out[i], &stale);
+
+			if (prefix && h)
+				r->result++;
+			else
+				prefix = false;
+		}
+	}
+	kvt_redis_free_replies(rep, n_req);
+	free(rep);
+	kvt_rdir_finish_lookups(d, list, 0, stale);
+}
+
+void kvt_rdir_writes(struct kvt_rdir *d)
+{
+	char key[160], hex[33], val[KVT_HINT_VALUE_MAX], ttl[24], self[KVT_NODE_ID_MAX + 1];
+	char most[8];
+	struct wop *ops;
+	redisReply **rep = NULL;
+	size_t n, n_cmds = 0, pub = 0;
+	uint64_t epoch;
+	int err = 0;
+
+	pthread_mutex_lock(&d->mu);
+	n = d->ring_n < d->o.batch_keys ? d->ring_n : d->o.batch_keys;
+	ops = malloc(n * sizeof(*ops));
+	if (!ops) {
+		pthread_mutex_unlock(&d->mu);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		ops[i] = d->ring[(d->ring_head + i) % d->ring_cap];
+	d->ring_head = (d->ring_head + n) % d->ring_cap;
+	d->ring_n -= n;
+	epoch = d->self.epoch;
+	snprintf(self, sizeof(self), "%s", d->self.id);
+	pthread_mutex_unlock(&d->mu);
+
+	snprintf(ttl, sizeof(ttl), "%u", d->o.hint_ttl_ms);
+	snprintf(most, sizeof(most), "%d", KVT_HINT_MAX_HOLDERS);
+	rep = calloc(n ? n : 1, sizeof(*rep));
+	if (!rep || epoch == 0) {
+		err = -ENOMEM;
+		goto drop;
+	}
+	for (size_t i = 0; i < n && !err; i++) {
+		kvt_key_hex(&ops[i].key, hex);
+		kvt_rdir_key(d, key, sizeof(key), "blk:", hex);
+		if (ops[i].tier == KVT_TIER_NONE) {
+			err = CMD(d, "EVALSHA", d->sha_forget, "1", key, self);
+			n_cmds++;
+			continue;
+		}
+		kvt_hint_value_encode(epoch, ops[i].tier, val, sizeof(val));
+		err = CMD(d, "EVALSHA", d->sha_publish, "1", key, self, val, ttl, most);
+		n_cmds++;
+		pub++;
+	}
+	if (!err)
+		err = kvt_rdir_exec(d, rep, n_cmds);
+	if (err && err != -ENOMEM) {
+		/* the connection went: the batch goes back to the head of the
+		 * queue, in order, for when it returns */
+		kvt_rdir_conn_lost(d, err);
+		pthread_mutex_lock(&d->mu);
+		if (d->ring_n + n <= d->ring_cap) {
+			d->ring_head = (d->ring_head + d->ring_cap - n % d->ring_cap) % d->ring_cap;
+			for (size_t i = 0; i < n; i++)
+				d->ring[(d->ring_head + i) % d->ring_cap] = ops[i];
+			d->ring_n += n;
+			n = 0;
+		}
+		pthread_mutex_unlock(&d->mu);
+		goto drop;
+	}
+	if (err)
+		goto drop;
+	pthread_mutex_lock(&d->mu);
+	for (size_t i = 0; i < n_cmds; i++)
+		if (rep[i]->type == REDIS_REPLY_ERROR) {
+			/* NOSCRIPT after a SCRIPT FLUSH: the next connection reloads */
+			if (!strncmp(rep[i]->str, "NOSCRIPT", 8))
+				d->scripts_lost = true;
+			d->st.errors++;
+		}
+	d->st.published_keys += pub;
+	d->st.forgotten_keys += n - pub;
+	pthread_mutex_unlock(&d->mu);
+	kvt_redis_free_replies(rep, n_cmds);
+	free(rep);
+	free(ops);
+	return;
+drop:
+	pthread_mutex_lock(&d->mu);
+	d->st.dropped_keys += n;
+	pthread_mutex_unlock(&d->mu);
+	free(rep);
+	free(ops);
+}

@@ -1,0 +1,64 @@
+/* One connection to Redis whose every operation ends by a deadline.
+ *
+ * hiredis 0.14's blocking calls have no overall timeout (a connect to a
+ * black-holed address, or a server that accepted and stopped answering, can
+ * hold them for minutes), so this connects the socket itself (non-blocking,
+ * with a deadline), hands the fd to hiredis for the protocol, and drives the
+ * writes and reads with poll() until a deadline. A pipeline that misses its
+ * deadline or fails leaves the connection unusable (a reply may be half
+ * read): the caller closes it and connects again.
+ *
+ * Not thread-safe: one thread owns a connection. */
+#ifndef KVT_CLUSTER_REDIS_CONN_H
+#define KVT_CLUSTER_REDIS_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#include "transport/sockio.h"
+
+/* Where Redis is: parsed from redis://[:PASSWORD@]HOST[:PORT][/DB] or
+ * unix://PATH[?db=DB]. */
+struct kvt_redis_url {
+	char hostport[300];   /* "HOST:PORT" or a socket path (kvt_sockaddr_parse) */
+	char password[128];   /* "" = none */
+	unsigned db;
+};
+
+/* Parse url into out. Returns 0 or -EINVAL (unknown scheme, bad port or db,
+ * a part too long). */
+int kvt_redis_url_parse(const char *url, struct kvt_redis_url *out);
+
+struct kvt_redis;
+
+/* Connect (and AUTH, SELECT when the URL asks) before deadline_ns. Returns 0
+ * and *out, or -ETIMEDOUT, the connect error, -EACCES (AUTH refused),
+ * -EPROTO (an unexpected reply), -ENOMEM. errbuf (may be NULL) gets a short
+ * reason for the log. */
+int kvt_redis_connect(const struct kvt_redis_url *url, uint64_t deadline_ns,
+		      struct kvt_redis **out, char *errbuf, size_t errlen);
+
+/* Queue one command (argv of argc strings with their lengths) to be sent by
+ * the next kvt_redis_exec. Returns 0 or -ENOMEM. */
+int kvt_redis_append(struct kvt_redis *r, int argc, const char **argv, const size_t *argvlen);
+
+/* Send the queued commands and read one reply for each, before deadline_ns.
+ * Returns 0 with replies[0..n) set (n must equal the number appended since
+ * the last exec; free them with kvt_redis_free_replies), or -ETIMEDOUT,
+ * -ECONNRESET, -EPROTO, -ENOMEM; then no reply is returned and the connection
+ * must be closed. An error reply of Redis (REDIS_REPLY_ERROR) is a reply:
+ * the caller inspects it. */
+int kvt_redis_exec(struct kvt_redis *r, redisReply **replies, size_t n, uint64_t deadline_ns);
+
+/* Free replies[0..n) (NULL entries skipped) and set them to NULL. */
+void kvt_redis_free_replies(redisReply **replies, size_t n);
+
+/* Why the last call failed, for the log ("" when it did not). */
+const char *kvt_redis_errstr(const struct kvt_redis *r);
+
+/* Close the connection. NULL is accepted. */
+void kvt_redis_close(struct kvt_redis *r);
+
+#endif /* KVT_CLUSTER_REDIS_CONN_H */

@@ -1,0 +1,585 @@
+/* The TCP peer transport over real loopback sockets: an owner's store and
+ * peer server, a reader's client fetching into slots of its own store.
+ * Blocks arrive byte-exact (from DRAM, and staged from the SSD tier); misses
+ * and unknown namespaces are told apart; a reader without the secret gets
+ * nothing; and misbehaving owners (wrong checksum, wrong key, a block cut
+ * short by a close or by silence) fail those blocks within the timeout and
+ * never hand over wrong bytes. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <xxhash.h>
+
+#include "helpers.h"
+#include "kvtier/store.h"
+#include "transport/peer_client.h"
+#include "transport/peer_io.h"
+#include "transport/peer_server.h"
+#include "transport/sockio.h"
+#include "transport/wire.h"
+
+#define SECRET "a cluster secret for the tests"
+#define TIMEOUT_MS 1000
+/* "within the timeout" on a loaded machine: the timeout plus scheduling */
+#define BOUND_MS (TIMEOUT_MS + 2000)
+
+struct owner {
+	struct kvt_store *store;
+	struct kvt_ns *ns;
+	struct kvt_peer_server *srv;
+	char addr[64];
+	char *ssd_dir;
+};
+
+static struct kvt_peer_secret secret;
+
+static void small_desc(struct kvt_ns_desc *d, uint32_t block_tokens)
+{
+	kvt_ns_desc_init(d, sizeof(*d));
+	strcpy(d->model_id, "test/peer");
+	d->layout = KVT_LAYOUT_PAGED_KV;
+	d->dtype = KVT_DTYPE_BF16;
+	d->layers = 4;
+	d->kv_heads = 2;
+	d->head_dim = 64;
+	d->block_tokens = block_tokens; /* 2 KiB per token: 16 -> 32 KiB blocks */
+	d->tp_size = 1;
+}
+
+static void log_cb(void *arg, enum kvt_log_level lvl, const char *msg)
+{
+	fprintf(stderr, "  [%s] %s\n", (const char *)arg, msg);
+}
+
+static struct kvt_ns *find_ns(void *arg, const struct kvt_key *salt)
+{
+	struct owner *o = arg;
+
+	return memcmp(kvt_ns_salt(o->ns), salt, sizeof(*salt)) == 0 ? o->ns : NULL;
+}
+
+static struct kvt_key key_of(uint64_t seed, int i)
+{
+	struct kvt_key k;
+
+	kvt_test_fill(&k, sizeof(k), seed * 1000003 + (uint64_t)i + 1);
+	return k;
+}
+
+static void block_bytes_of(const struct kvt_key *k, void *buf, size_t len)
+{
+	uint64_t s;
+
+	memcpy(&s, k->bytes, sizeof(s));
+	kvt_test_fill(buf, len, s | 1);
+}
+
+static void open_store(struct kvt_store **st, struct kvt_ns **ns, uint64_t dram, const char *ssd)
+{
+	struct kvt_store_opts o;
+	struct kvt_ns_desc d;
+
+	kvt_store_opts_init(&o, sizeof(o));
+	o.dram_bytes = dram;
+	o.dram_slab_bytes = 1 << 20;
+	o.dram_huge_pages = false;
+	if (ssd) {
+		o.ssd_dir = ssd;
+		o.ssd_bytes = 64 << 20;
+		o.ssd_segment_bytes = 4 << 20;
+	}
+	assert_int_equal(kvt_store_open(&o, st), 0);
+	small_desc(&d, 16);
+	assert_int_equal(kvt_ns_attach(*st, &d, ns), 0);
+}
+
+static void owner_open_at(struct owner *o, uint64_t dram, const char *ssd, const char *listen)
+{
+	struct kvt_peer_server_opts so;
+
+	memset(o, 0, sizeof(*o));
+	open_store(&o->store, &o->ns, dram, ssd);
+	kvt_peer_server_opts_init(&so, sizeof(so));
+	so.listen = listen;
+	so.node_id = "owner";
+	so.secret = &secret;
+	so.find_ns_cb = find_ns;
+	so.find_ns_arg = o;
+	so.timeout_ms = TIMEOUT_MS;
+	so.log = log_cb;
+	so.log_arg = "owner";
+	assert_int_equal(kvt_peer_server_open(&so, &o->srv), 0);
+	snprintf(o->addr, sizeof(o->addr), "127.0.0.1:%d", kvt_peer_server_port(o->srv));
+}
+
+static void owner_open(struct owner *o, uint64_t dram, const char *ssd)
+{
+	owner_open_at(o, dram, ssd, "127.0.0.1:0");
+}
+
+static void owner_close(struct owner *o)
+{
+	kvt_peer_server_close(o->srv);
+	kvt_store_close(o->store);
+}
+
+static void owner_put(struct owner *o, uint64_t seed, int n)
+{
+	uint64_t bb = kvt_ns_block_bytes(o->ns);
+	uint8_t *buf = malloc(bb);
+
+	for (int i = 0; i < n; i++) {
+		struct kvt_key k = key_of(seed, i), parent = key_of(seed, i - 1);
+
+		block_bytes_of(&k, buf, bb);
+		assert_int_equal(kvt_put(o->ns, &k, i ? &parent : NULL, buf, bb), 0);
+	}
+	free(buf);
+}
+
+static struct kvt_peer_client *client(const char *id, const struct kvt_peer_secret *s)
+{
+	struct kvt_peer_client_opts co;
+	struct kvt_peer_client *c;
+
+	kvt_peer_client_opts_init(&co, sizeof(co));
+	co.node_id = id;
+	co.secret = s;
+	co.timeout_ms = TIMEOUT_MS;
+	co.down_ms = 500;
+	co.log = log_cb;
+	co.log_arg = (void *)id;
+	assert_int_equal(kvt_peer_client_open(&co, &c), 0);
+	return c;
+}
+
+static int setup(void **state)
+{
+	assert_int_equal(kvt_peer_secret_set(&secret, SECRET, strlen(SECRET)), 0);
+	return 0;
+}
+
+/* Fetch n blocks of seed from o into slots reserved in the reader's store,
+ * commit the verified ones, compare every byte. Returns the number fetched. */
+static int fetch_into_store(struct kvt_peer_client *c, struct owner *o, uint64_t seed, int n,
+			    int *statuses)
+{
+	struct kvt_store *rs;
+	struct kvt_ns *rns;
+	struct kvt_slot *slots = calloc((size_t)n, sizeof(*slots));
+	struct kvt_peer_item *items = calloc((size_t)n, sizeof(*items));
+	struct kvt_peer_target t = { .node_id = "owner", .addr = o->addr };
+	uint64_t bb = kvt_ns_block_bytes(o->ns);
+	uint8_t *want = malloc(bb), *got_buf = malloc(bb);
+	int got;
+
+	open_store(&rs, &rns, 64ull << 20, NULL);
+	/* the same descriptor: the same salt, so the same keys */
+	assert_memory_equal(kvt_ns_salt(rns), kvt_ns_salt(o->ns), sizeof(struct kvt_key));
+	for (int i = 0; i < n; i++) {
+		struct kvt_key parent = key_of(seed, i - 1);
+
+		items[i].key = key_of(seed, i);
+		assert_int_equal(kvt_reserve(rns, &items[i].key, i ? &parent : NULL, &slots[i]), 0);
+		items[i].dst = slots[i].data;
+	}
+	got = kvt_peer_fetch(c, &t, kvt_ns_salt(rns), bb, items, (size_t)n);
+	if (got != n && !statuses)
+		for (int i = 0; i < n; i++)
+			if (items[i].status)
+				fprintf(stderr, "block %d: %s\n", i, kvt_strerror(items[i].status));
+	for (int i = 0; i < n; i++) {
+		if (statuses)
+			statuses[i] = items[i].status;
+		if (items[i].status) {
+			kvt_abort(rns, &slots[i]);
+			continue;
+		}
+		assert_int_equal(kvt_commit(rns, &slots[i]), 0);
+		assert_int_equal(kvt_get(rns, &items[i].key, got_buf, bb), 0);
+		block_bytes_of(&items[i].key, want, bb);
+		assert_memory_equal(got_buf, want, bb);
+	}
+	kvt_store_close(rs);
+	free(got_buf);
+	free(want);
+	free(items);
+	free(slots);
+	return got;
+}
+
+static void blocks_arrive_byte_exact(void **state)
+{
+	struct owner o;
+	struct kvt_peer_client *c = client("reader", &secret);
+	struct kvt_peer_server_stats st;
+	struct kvt_peer_stats ps;
+
+	owner_open(&o, 32ull << 20, NULL);
+	owner_put(&o, 1, 40);
+	assert_int_equal(fetch_into_store(c, &o, 1, 40, NULL), 40);
+	/* again, over the pooled connections */
+	assert_int_equal(fetch_into_store(c, &o, 1, 40, NULL), 40);
+	kvt_peer_server_stats(o.srv, &st);
+	assert_int_equal(st.blocks_sent, 80);
+	assert_int_equal(st.bytes_sent, 80 * kvt_ns_block_bytes(o.ns));
+	assert_int_equal(st.accepted, 4); /* four connections, reused */
+	assert_int_equal(kvt_peer_client_stats(c, &ps, 1), 1);
+	assert_int_equal(ps.blocks, 80);
+	assert_int_equal(ps.checksum_errors, 0);
+	assert_int_equal(ps.idle_conns, 4);
+	kvt_peer_client_close(c);
+	owner_close(&o);
+}
+
+static void ssd_blocks_are_staged_and_sent(void **state)
+{
+	struct owner o;
+	struct kvt_peer_client *c = client("reader", &secret);
+	struct kvt_store_stats ss = { .size = sizeof(ss) };
+	char *dir = kvt_test_mkdtemp("peer_ssd"), probe[600];
+	int fd;
+
+	assert_non_null(dir);
+	snprintf(probe, sizeof(probe), "%s/probe", dir);
+	fd = open(probe, O_RDWR | O_CREAT | O_DIRECT, 0600);
+	if (fd < 0) {
+		fprintf(stderr, "note: O_DIRECT refused under %s; the SSD case is not run\n", dir);
+		kvt_test_rmdir(dir);
+		free(dir);
+		kvt_peer_client_close(c);
+		return;
+	}
+	close(fd);
+	unlink(probe);
+	/* 32 slots of DRAM for 96 blocks: most of them are on SSD when asked */
+	owner_open(&o, 1 << 20, dir);
+	owner_put(&o, 2, 96);
+	kvt_store_stats(o.store, &ss);
+	assert_true(ss.tier[KVT_TIER_SSD].blocks >= 60);
+	assert_int_equal(fetch_into_store(c, &o, 2, 96, NULL), 96);
+	kvt_peer_client_close(c);
+	owner_close(&o);
+	kvt_test_rmdir(dir);
+	free(dir);
+}
+
+static void misses_and_unknown_namespaces(void **state)
+{
+	struct owner o;
+	struct kvt_peer_client *c = client("reader", &secret);
+	struct kvt_peer_target t;
+	struct kvt_peer_item it[6];
+	uint8_t buf[6][32768];
+	struct kvt_key other_salt = key_of(77, 0);
+	int st[6];
+
+	owner_open(&o, 32ull << 20, NULL);
+	owner_put(&o, 3, 4);
+	t = (struct kvt_peer_target){ .node_id = "owner", .addr = o.addr };
+	/* 4 held, then 2 the owner never had: they come back -ENOENT */
+	fetch_into_store(c, &o, 3, 6, st);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(st[i], 0);
+	assert_int_equal(st[4], -ENOENT);
+	assert_int_equal(st[5], -ENOENT);
+	/* a namespace the owner does not have: every block -EBADF */
+	for (int i = 0; i < 6; i++)
+		it[i] = (struct kvt_peer_item){ .key = key_of(3, i), .dst = buf[i] };
+	assert_int_equal(kvt_peer_fetch(c, &t, &other_salt, 32768, it, 6), 0);
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(it[i].status, -EBADF);
+	/* the right namespace with the wrong block size: -EINVAL */
+	assert_int_equal(kvt_peer_fetch(c, &t, kvt_ns_salt(o.ns), 4096, it, 6), 0);
+	assert_int_equal(it[0].status, -EINVAL);
+	/* the connection survived all of it */
+	assert_int_equal(fetch_into_store(c, &o, 3, 4, NULL), 4);
+	kvt_peer_client_close(c);
+	owner_close(&o);
+}
+
+static void a_reader_without_the_secret_gets_nothing(void **state)
+{
+	struct owner o;
+	struct kvt_peer_secret wrong;
+	struct kvt_peer_client *c;
+	struct kvt_peer_server_stats st;
+	struct kvt_peer_stats ps;
+	int sts[4];
+
+	assert_int_equal(kvt_peer_secret_set(&wrong, "not the cluster secret!", 23), 0);
+	c = client("intruder", &wrong);
+	owner_open(&o, 32ull << 20, NULL);
+	owner_put(&o, 4, 4);
+	assert_int_equal(fetch_into_store(c, &o, 4, 4, sts), 0);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(sts[i], -EACCES);
+	/* the owner counts the refusal just after sending it */
+	for (int i = 0; i < 200; i++) {
+		kvt_peer_server_stats(o.srv, &st);
+		if (st.auth_failures)
+			break;
+		usleep(10000);
+	}
+	assert_true(st.auth_failures >= 1);
+	assert_int_equal(st.blocks_sent, 0);
+	assert_int_equal(st.requests, 0);
+	kvt_peer_client_stats(c, &ps, 1);
+	assert_true(ps.auth_errors >= 1);
+	kvt_peer_client_close(c);
+	owner_close(&o);
+}
+
+/* ---- misbehaving owners ------------------------------------------------ */
+
+enum evil { EVIL_BAD_SUM, EVIL_BAD_KEY, EVIL_HALF_CLOSE, EVIL_HALF_SILENT };
+
+struct evil_owner {
+	enum evil mode;
+	int lfd, port;
+	pthread_t th;
+	int stop_pipe[2];
+};
+
+/* Answers one GET: the first block right, the second per mode. */
+static void *evil_thread(void *arg)
+{
+	struct evil_owner *e = arg;
+	char peer[KVT_PEER_ID_MAX + 1];
+	uint8_t *buf = malloc(KVT_PROTO_MAX_PAYLOAD), data[32768];
+	struct kvt_peer_keys_req q;
+	struct kvt_frame_hdr h;
+	struct kvt_wr w;
+	int fd = -1;
+
+	kvt_wr_init(&w);
+	for (int tries = 0; tries < 500 && fd < 0; tries++) {
+		fd = accept4(e->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			usleep(10000);
+	}
+	if (fd < 0 || kvt_peer_auth_server(fd, &secret, "owner", 0, kvt_deadline_ms(5000), peer) ||
+	    kvt_peer_recv_frame(fd, &h, buf, KVT_PROTO_MAX_PAYLOAD, kvt_deadline_ms(5000)) ||
+	    kvt_peer_dec_keys_req(KVT_PEER_GET, buf, h.len, &q))
+		goto out;
+	for (uint32_t i = 0; i < q.n && i < 2; i++) {
+		struct kvt_peer_block b = { .index = i, .data_len = q.block_bytes };
+		uint8_t trailer[KVT_PEER_TRAILER_BYTES];
+
+		memcpy(&b.key, &q.keys[i], sizeof(b.key));
+		block_bytes_of(&b.key, data, sizeof(data));
+		kvt_put_u64(trailer, XXH3_64bits(data, q.block_bytes));
+		if (i == 1 && e->mode == EVIL_BAD_SUM)
+			data[100] ^= 1; /* a bit flipped after the checksum */
+		if (i == 1 && e->mode == EVIL_BAD_KEY)
+			b.key.bytes[0] ^= 1;
+		kvt_peer_enc_block(&w, h.id, 0, &b);
+		kvt_peer_send_wr(fd, &w, kvt_deadline_ms(5000));
+		if (i == 1 && (e->mode == EVIL_HALF_CLOSE || e->mode == EVIL_HALF_SILENT)) {
+			kvt_sock_send(fd, data, q.block_bytes / 2, kvt_deadline_ms(5000));
+			if (e->mode == EVIL_HALF_SILENT) {
+				char c;
+				/* stay connected and say nothing, as a host whose
+				 * link dropped would, until the test ends */
+				while (read(e->stop_pipe[0], &c, 1) < 0 && errno == EINTR)
+					;
+			}
+			goto out;
+		}
+		kvt_sock_send(fd, data, q.block_bytes, kvt_deadline_ms(5000));
+		kvt_sock_send(fd, trailer, sizeof(trailer), kvt_deadline_ms(5000));
+	}
+	/* the rest: answer nothing more, keep the connection */
+	{
+		char c;
+		while (read(e->stop_pipe[0], &c, 1) < 0 && errno == EINTR)
+			;
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	kvt_wr_free(&w);
+	free(buf);
+	return NULL;
+}
+
+static void evil_start(struct evil_owner *e, enum evil mode)
+{
+	struct kvt_sockaddr sa;
+
+	e->mode = mode;
+	assert_int_equal(kvt_sockaddr_parse("127.0.0.1:0", true, &sa), 0);
+	e->lfd = kvt_sock_listen(&sa, 4);
+	assert_true(e->lfd >= 0);
+	e->port = kvt_sock_port(e->lfd);
+	assert_int_equal(pipe(e->stop_pipe), 0);
+	assert_int_equal(pthread_create(&e->th, NULL, evil_thread, e), 0);
+}
+
+static void evil_stop(struct evil_owner *e)
+{
+	close(e->stop_pipe[1]);
+	pthread_join(e->th, NULL);
+	close(e->stop_pipe[0]);
+	close(e->lfd);
+}
+
+/* Fetch three blocks from an evil owner over one connection. */
+static int evil_fetch(enum evil mode, int *st, uint64_t *ms)
+{
+	struct evil_owner e;
+	struct kvt_peer_client_opts co;
+	struct kvt_peer_client *c;
+	struct kvt_peer_item it[3];
+	struct kvt_key salt = key_of(5, 99);
+	char addr[64];
+	static uint8_t buf[3][32768];
+	uint8_t want[32768];
+	uint64_t t0;
+	int got;
+
+	evil_start(&e, mode);
+	kvt_peer_client_opts_init(&co, sizeof(co));
+	co.node_id = "reader";
+	co.secret = &secret;
+	co.timeout_ms = TIMEOUT_MS;
+	co.conns_per_peer = 1;
+	assert_int_equal(kvt_peer_client_open(&co, &c), 0);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", e.port);
+	for (int i = 0; i < 3; i++)
+		it[i] = (struct kvt_peer_item){ .key = key_of(5, i), .dst = buf[i] };
+	t0 = kvt_clock_ns();
+	got = kvt_peer_fetch(c, &(struct kvt_peer_target){ .node_id = "owner", .addr = addr }, &salt, 32768, it, 3);
+	*ms = (kvt_clock_ns() - t0) / 1000000;
+	for (int i = 0; i < 3; i++)
+		st[i] = it[i].status;
+	/* the block that arrived whole is right */
+	block_bytes_of(&it[0].key, want, sizeof(want));
+	assert_int_equal(st[0], 0);
+	assert_memory_equal(buf[0], want, sizeof(want));
+	if (mode == EVIL_HALF_SILENT) {
+		/* the peer is now known down: the next fetch fails at once */
+		t0 = kvt_clock_ns();
+		assert_int_equal(kvt_peer_fetch(c, &(struct kvt_peer_target){ .node_id = "owner", .addr = addr }, &salt,
+						32768, it, 1), 0);
+		assert_int_equal(it[0].status, -EHOSTDOWN);
+		assert_true((kvt_clock_ns() - t0) / 1000000 < 100);
+	}
+	kvt_peer_client_close(c);
+	evil_stop(&e);
+	return got;
+}
+
+static void wrong_bytes_are_never_used(void **state)
+{
+	int st[3];
+	uint64_t ms;
+
+	assert_int_equal(evil_fetch(EVIL_BAD_SUM, st, &ms), 1);
+	assert_int_equal(st[1], -EIO);
+	/* the owner then says nothing about the third: it times out */
+	assert_int_equal(st[2], -ETIMEDOUT);
+
+	assert_int_equal(evil_fetch(EVIL_BAD_KEY, st, &ms), 1);
+	assert_int_equal(st[1], -EPROTO);
+	assert_int_equal(st[2], -EPROTO);
+}
+
+static void a_transfer_cut_short_fails_within_the_timeout(void **state)
+{
+	int st[3];
+	uint64_t ms;
+
+	assert_int_equal(evil_fetch(EVIL_HALF_CLOSE, st, &ms), 1);
+	assert_int_equal(st[1], -ECONNRESET);
+	assert_int_equal(st[2], -ECONNRESET);
+	assert_true(ms < BOUND_MS);
+
+	assert_int_equal(evil_fetch(EVIL_HALF_SILENT, st, &ms), 1);
+	assert_int_equal(st[1], -ETIMEDOUT);
+	assert_int_equal(st[2], -ETIMEDOUT);
+	assert_true(ms >= TIMEOUT_MS);
+	assert_true(ms < BOUND_MS);
+}
+
+static void many_small_blocks_over_several_connections(void **state)
+{
+	struct owner o;
+	struct kvt_peer_client *c = client("reader", &secret);
+	struct kvt_peer_server_stats st;
+
+	owner_open(&o, 64ull << 20, NULL);
+	owner_put(&o, 6, 600);
+	assert_int_equal(fetch_into_store(c, &o, 6, 600, NULL), 600);
+	kvt_peer_server_stats(o.srv, &st);
+	assert_int_equal(st.blocks_sent, 600);
+	assert_int_equal(st.requests, 4);
+	kvt_peer_client_close(c);
+	owner_close(&o);
+}
+
+/* An owner that restarted at the same address: the pooled connections to
+ * the old process are dead, and the next fetch must not fail on them. */
+static void a_restarted_owner_is_fetched_from_at_once(void **state)
+{
+	struct owner o;
+	struct kvt_peer_client *c = client("reader", &secret);
+	struct kvt_peer_stats ps;
+	char addr[64];
+	int st[4];
+
+	owner_open(&o, 32ull << 20, NULL);
+	owner_put(&o, 8, 4);
+	assert_int_equal(fetch_into_store(c, &o, 8, 4, NULL), 4);
+	snprintf(addr, sizeof(addr), "%s", o.addr);
+	owner_close(&o);
+	owner_open_at(&o, 32ull << 20, NULL, addr);
+	owner_put(&o, 8, 4);
+	assert_int_equal(fetch_into_store(c, &o, 8, 4, st), 4);
+	kvt_peer_client_stats(c, &ps, 1);
+	assert_int_equal(ps.conn_errors, 0);
+	assert_false(ps.down);
+	kvt_peer_client_close(c);
+	owner_close(&o);
+}
+
+static void closing_the_server_ends_idle_connections(void **state)
+{
+	struct owner o;
+	struct kvt_peer_client *c = client("reader", &secret);
+	uint64_t t0;
+
+	owner_open(&o, 32ull << 20, NULL);
+	owner_put(&o, 7, 8);
+	assert_int_equal(fetch_into_store(c, &o, 7, 8, NULL), 8);
+	t0 = kvt_clock_ns();
+	owner_close(&o); /* four idle pooled connections are open */
+	assert_true((kvt_clock_ns() - t0) / 1000000 < 2000);
+	kvt_peer_client_close(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(blocks_arrive_byte_exact),
+		cmocka_unit_test(ssd_blocks_are_staged_and_sent),
+		cmocka_unit_test(misses_and_unknown_namespaces),
+		cmocka_unit_test(a_reader_without_the_secret_gets_nothing),
+		cmocka_unit_test(wrong_bytes_are_never_used),
+		cmocka_unit_test(a_transfer_cut_short_fails_within_the_timeout),
+		cmocka_unit_test(many_small_blocks_over_several_connections),
+		cmocka_unit_test(a_restarted_owner_is_fetched_from_at_once),
+		cmocka_unit_test(closing_the_server_ends_idle_connections),
+	};
+	return cmocka_run_group_tests(tests, setup, NULL);
+}

@@ -1,0 +1,549 @@
+/* The owner's side of the peer transport (see peer_server.h). */
+#include "transport/peer_server.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <xxhash.h>
+
+#include "cluster/lease.h"
+#include "transport/peer_io.h"
+#include "transport/sockio.h"
+#include "transport/wire.h"
+
+struct pconn {
+	struct pconn *next;
+	struct kvt_peer_server *srv;
+	pthread_t thread;
+	int fd;                 /* closed by whoever joins the thread */
+	uint64_t id;
+	bool done;              /* the thread has finished (under srv->mu) */
+	char peer[KVT_PEER_ID_MAX + 1];
+	char addr[64];
+	struct kvt_wr w;
+	uint8_t *buf;           /* one request payload */
+	XXH3_state_t *xs;       /* the checksum of the block being sent */
+};
+
+struct kvt_peer_server {
+	struct kvt_peer_server_opts o;
+	struct kvt_peer_secret secret;
+	char node_id[KVT_PEER_ID_MAX + 1];
+	int lfd, port;
+	int stop_fd;            /* eventfd, readable once closing */
+	pthread_t accept_thread;
+	pthread_mutex_t mu;
+	struct pconn *conns;
+	uint64_t next_conn;
+	struct kvt_peer_server_stats st;
+};
+
+void kvt_peer_server_opts_init(struct kvt_peer_server_opts *opts, size_t size_bytes)
+{
+	memset(opts, 0, size_bytes);
+	opts->size = size_bytes;
+	opts->timeout_ms = 5000;
+	opts->max_conns = 256;
+}
+
+static void slog(struct kvt_peer_server *s, enum kvt_log_level lvl, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void slog(struct kvt_peer_server *s, enum kvt_log_level lvl, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	if (!s->o.log)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	s->o.log(s->o.log_arg, lvl, msg);
+}
+
+static uint64_t deadline(const struct kvt_peer_server *s)
+{
+	return kvt_deadline_ms(s->o.timeout_ms);
+}
+
+static int send_wr(struct pconn *c)
+{
+	return c->w.len ? kvt_peer_send_wr(c->fd, &c->w, deadline(c->srv)) : 0;
+}
+
+/* A status-only reply; the frame is queued and sent. */
+static int reply_status(struct pconn *c, uint16_t op, uint64_t id, int status)
+{
+	kvt_peer_enc_status(&c->w, op | KVT_OP_REPLY, id, status);
+	return send_wr(c);
+}
+
+static struct kvt_ns *request_ns(struct pconn *c, const struct kvt_peer_keys_req *q, int *err)
+{
+	struct kvt_peer_server *s = c->srv;
+	struct kvt_ns *ns = s->o.find_ns_cb ? s->o.find_ns_cb(s->o.find_ns_arg, &q->salt) : NULL;
+
+	*err = !ns ? -EBADF : kvt_ns_block_bytes(ns) != q->block_bytes ? -EINVAL : 0;
+	return *err ? NULL : ns;
+}
+
+/* Bytes hashed and then sent at a time: small enough that the hash leaves
+ * them in cache for the send's copy, so each block is read from memory once. */
+#define SEND_CHUNK (256u << 10)
+
+/* Send a block's bytes straight from the slot, then its XXH3 trailer,
+ * hashing each chunk just before it is sent. The frame (and any miss frames
+ * queued before it) leave with the first chunk. */
+static int send_block(struct pconn *c, const uint8_t *data, uint64_t len)
+{
+	uint8_t trailer[KVT_PEER_TRAILER_BYTES];
+	struct iovec iov[2];
+	uint64_t off = 0;
+	int err = 0;
+
+	XXH3_64bits_reset(c->xs);
+	while (off < len && !err) {
+		size_t n = len - off < SEND_CHUNK ? (size_t)(len - off) : SEND_CHUNK;
+		int k = 0;
+
+		XXH3_64bits_update(c->xs, data + off, n);
+		if (c->w.len)
+			iov[k++] = (struct iovec){ c->w.buf, c->w.len };
+		iov[k++] = (struct iovec){ (void *)(data + off), n };
+		err = kvt_sock_sendv_idle(c->fd, iov, k, MSG_MORE, c->srv->o.timeout_ms);
+		c->w.len = 0;
+		off += n;
+	}
+	if (err)
+		return err;
+	kvt_put_u64(trailer, XXH3_64bits_digest(c->xs));
+	/* the trailer leaves with the next frame, or at the end of the request */
+	kvt_wr_bytes(&c->w, trailer, sizeof(trailer));
+	return c->w.err;
+}
+
+/* GET: each block as a BLOCK frame, its bytes sent straight from the slot,
+ * the slot released once they are in the socket. */
+static int serve_get(struct pconn *c, const struct kvt_frame_hdr *h)
+{
+	struct kvt_peer_server *s = c->srv;
+	struct kvt_peer_keys_req q;
+	uint64_t sent = 0, bytes = 0, misses = 0;
+	int err = 0;
+
+	if (kvt_peer_dec_keys_req(KVT_PEER_GET, c->buf, h->len, &q)) {
+		pthread_mutex_lock(&s->mu);
+		s->st.bad_requests++;
+		pthread_mutex_unlock(&s->mu);
+		return reply_status(c, KVT_PEER_GET, h->id, -EBADMSG);
+	}
+	struct kvt_ns *ns = request_ns(c, &q, &err);
+	if (!ns)
+		return reply_status(c, KVT_PEER_GET, h->id, err);
+	for (uint32_t i = 0; i < q.n && !err; i++) {
+		struct kvt_peer_block b = { .index = i };
+		struct kvt_slot slot;
+		int st;
+
+		memcpy(&b.key, &q.keys[i], sizeof(b.key));
+		st = kvt_acquire(ns, &b.key, &slot);
+		if (st) {
+			/* a miss (or an unreadable block): a small frame, sent with
+			 * the next block's or at the end */
+			kvt_peer_enc_block(&c->w, h->id, st, &b);
+			misses++;
+			continue;
+		}
+		b.data_len = slot.len;
+		err = kvt_peer_enc_block(&c->w, h->id, 0, &b);
+		if (!err)
+			err = send_block(c, slot.data, slot.len);
+		kvt_release(ns, &slot);
+		if (!err) {
+			sent++;
+			bytes += b.data_len;
+		}
+	}
+	if (!err)
+		err = send_wr(c);
+	pthread_mutex_lock(&s->mu);
+	s->st.blocks_sent += sent;
+	s->st.bytes_sent += bytes;
+	s->st.misses += misses;
+	if (err)
+		s->st.send_errors++;
+	pthread_mutex_unlock(&s->mu);
+	return err;
+}
+
+static int serve_lease(struct pconn *c, const struct kvt_frame_hdr *h)
+{
+	struct kvt_peer_server *s = c->srv;
+	struct kvt_peer_keys_req q;
+	struct kvt_lease_grant *g;
+	uint64_t lease_id;
+	uint32_t granted_ms;
+	struct kvt_ns *ns;
+	int err;
+
+	if (!s->o.leases || !s->o.rdma.rkey_cb)
+		return reply_status(c, KVT_PEER_LEASE, h->id, -EOPNOTSUPP);
+	if (kvt_peer_dec_keys_req(KVT_PEER_LEASE, c->buf, h->len, &q))
+		return reply_status(c, KVT_PEER_LEASE, h->id, -EBADMSG);
+	ns = request_ns(c, &q, &err);
+	if (!ns)
+		return reply_status(c, KVT_PEER_LEASE, h->id, err);
+	g = calloc(q.n, sizeof(*g));
+	if (!g)
+		return reply_status(c, KVT_PEER_LEASE, h->id, -ENOMEM);
+	/* the keys are copied out: the payload buffer is not aligned for them */
+	struct kvt_key *keys = malloc((size_t)q.n * sizeof(*keys));
+	if (!keys) {
+		free(g);
+		return reply_status(c, KVT_PEER_LEASE, h->id, -ENOMEM);
+	}
+	memcpy(keys, q.keys, (size_t)q.n * sizeof(*keys));
+	err = kvt_lease_grant(s->o.leases, ns, keys, q.n, q.lease_ms, c->id, &granted_ms, g,
+			      &lease_id);
+	free(keys);
+	if (err) {
+		free(g);
+		return reply_status(c, KVT_PEER_LEASE, h->id, err);
+	}
+	kvt_peer_enc_lease_rep_begin(&c->w, h->id, lease_id, q.n, granted_ms);
+	for (uint32_t i = 0; i < q.n; i++) {
+		struct kvt_peer_lease_entry e = {
+			.status = g[i].status, .key = g[i].key, .addr = (uint64_t)(uintptr_t)g[i].data,
+			.len = g[i].len, .generation = g[i].generation, .xxh3 = g[i].xxh3,
+		};
+
+		if (e.status == 0 && s->o.rdma.rkey_cb(s->o.rdma.arg, g[i].data, g[i].len, &e.rkey))
+			e = (struct kvt_peer_lease_entry){ .status = -EREMOTEIO, .key = g[i].key };
+		kvt_peer_enc_lease_entry(&c->w, &e);
+	}
+	free(g);
+	err = kvt_wr_end(&c->w);
+	if (err) {
+		kvt_lease_return(s->o.leases, lease_id, c->id);
+		return reply_status(c, KVT_PEER_LEASE, h->id, err);
+	}
+	pthread_mutex_lock(&s->mu);
+	s->st.leases++;
+	pthread_mutex_unlock(&s->mu);
+	return send_wr(c);
+}
+
+static int serve_release(struct pconn *c, const struct kvt_frame_hdr *h)
+{
+	struct kvt_peer_server *s = c->srv;
+	uint64_t lease_id;
+	int n;
+
+	if (!s->o.leases)
+		return reply_status(c, KVT_PEER_RELEASE, h->id, -EOPNOTSUPP);
+	if (kvt_peer_dec_u64(c->buf, h->len, &lease_id))
+		return reply_status(c, KVT_PEER_RELEASE, h->id, -EBADMSG);
+	n = kvt_lease_return(s->o.leases, lease_id, c->id);
+	if (n < 0)
+		return reply_status(c, KVT_PEER_RELEASE, h->id, n);
+	kvt_peer_enc_u32(&c->w, KVT_PEER_RELEASE | KVT_OP_REPLY, h->id, 0, (uint32_t)n);
+	return send_wr(c);
+}
+
+static int serve_qp(struct pconn *c, const struct kvt_frame_hdr *h)
+{
+	struct kvt_peer_server *s = c->srv;
+	struct kvt_peer_ep remote, local = { 0 };
+	int err;
+
+	if (!s->o.rdma.accept_qp_cb)
+		return reply_status(c, KVT_PEER_QP_CONNECT, h->id, -EOPNOTSUPP);
+	if (kvt_peer_dec_ep(c->buf, h->len, &remote))
+		return reply_status(c, KVT_PEER_QP_CONNECT, h->id, -EBADMSG);
+	err = s->o.rdma.accept_qp_cb(s->o.rdma.arg, c->id, &remote, &local);
+	if (err)
+		return reply_status(c, KVT_PEER_QP_CONNECT, h->id, err);
+	kvt_peer_enc_ep(&c->w, KVT_PEER_QP_CONNECT | KVT_OP_REPLY, h->id, 0, &local);
+	return send_wr(c);
+}
+
+/* Wait until the connection has bytes or the server closes; false to end. */
+static bool wait_request(struct pconn *c)
+{
+	struct pollfd p[2] = { { .fd = c->fd, .events = POLLIN },
+			       { .fd = c->srv->stop_fd, .events = POLLIN } };
+
+	for (;;) {
+		int rc = poll(p, 2, -1);
+
+		if (rc < 0 && errno == EINTR)
+			continue;
+		return rc > 0 && !(p[1].revents & POLLIN);
+	}
+}
+
+static void *conn_thread(void *arg)
+{
+	struct pconn *c = arg;
+	struct kvt_peer_server *s = c->srv;
+	struct kvt_frame_hdr h;
+	uint32_t flags = s->o.rdma.rkey_cb ? KVT_PEER_F_RDMA : 0;
+	int err;
+
+	kvt_sock_keepalive(c->fd, 30, 5);
+	err = kvt_peer_auth_server(c->fd, &s->secret, s->node_id, flags, deadline(s), c->peer);
+	if (err) {
+		slog(s, KVT_LOG_WARN, "event=peer.auth_refused addr=%s err=\"%s\"", c->addr,
+		     kvt_strerror(err));
+		pthread_mutex_lock(&s->mu);
+		s->st.auth_failures++;
+		pthread_mutex_unlock(&s->mu);
+		goto out;
+	}
+	slog(s, KVT_LOG_DEBUG, "event=peer.conn conn=%" PRIu64 " node=%s addr=%s", c->id, c->peer,
+	     c->addr);
+	c->buf = malloc(KVT_PROTO_MAX_PAYLOAD);
+	c->xs = XXH3_createState();
+	if (!c->buf || !c->xs)
+		goto out;
+	while (wait_request(c)) {
+		err = kvt_peer_recv_frame(c->fd, &h, c->buf, KVT_PROTO_MAX_PAYLOAD, deadline(s));
+		if (err) {
+			if (err != -ECONNRESET)
+				slog(s, KVT_LOG_WARN, "event=peer.bad_stream conn=%" PRIu64
+				     " node=%s err=\"%s\"", c->id, c->peer, kvt_strerror(err));
+			break;
+		}
+		pthread_mutex_lock(&s->mu);
+		s->st.requests++;
+		pthread_mutex_unlock(&s->mu);
+		if (h.status != 0 || (h.op & KVT_OP_REPLY)) {
+			err = reply_status(c, h.op & ~KVT_OP_REPLY, h.id, -EBADMSG);
+		} else {
+			switch (h.op) {
+			case KVT_PEER_GET:
+				err = serve_get(c, &h);
+				break;
+			case KVT_PEER_LEASE:
+				err = serve_lease(c, &h);
+				break;
+			case KVT_PEER_RELEASE:
+				err = serve_release(c, &h);
+				break;
+			case KVT_PEER_QP_CONNECT:
+				err = serve_qp(c, &h);
+				break;
+			default:
+				err = reply_status(c, h.op, h.id, -EOPNOTSUPP);
+			}
+		}
+		if (err) {
+			slog(s, KVT_LOG_INFO, "event=peer.conn_lost conn=%" PRIu64 " node=%s err=\"%s\"",
+			     c->id, c->peer, kvt_strerror(err));
+			break;
+		}
+	}
+out:
+	if (s->o.leases)
+		kvt_lease_return_owner(s->o.leases, c->id);
+	if (s->o.rdma.conn_closed_cb)
+		s->o.rdma.conn_closed_cb(s->o.rdma.arg, c->id);
+	shutdown(c->fd, SHUT_RDWR);
+	free(c->buf);
+	c->buf = NULL;
+	XXH3_freeState(c->xs);
+	c->xs = NULL;
+	kvt_wr_free(&c->w);
+	pthread_mutex_lock(&s->mu);
+	c->done = true;
+	s->st.conns--;
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
+/* Join and free the connections whose thread finished (all with `all`,
+ * after they were told to stop). */
+static void reap(struct kvt_peer_server *s, bool all)
+{
+	struct pconn **p, *c, *done = NULL;
+
+	pthread_mutex_lock(&s->mu);
+	p = &s->conns;
+	while ((c = *p)) {
+		if (c->done || all) {
+			*p = c->next;
+			c->next = done;
+			done = c;
+		} else {
+			p = &c->next;
+		}
+	}
+	pthread_mutex_unlock(&s->mu);
+	while (done) {
+		c = done->next;
+		pthread_join(done->thread, NULL);
+		close(done->fd);
+		free(done);
+		done = c;
+	}
+}
+
+static void *accept_thread(void *arg)
+{
+	struct kvt_peer_server *s = arg;
+	struct pollfd p[2] = { { .fd = s->lfd, .events = POLLIN },
+			       { .fd = s->stop_fd, .events = POLLIN } };
+
+	for (;;) {
+		struct sockaddr_storage ss;
+		socklen_t len = sizeof(ss);
+		struct kvt_sockaddr sa;
+		struct pconn *c;
+		int fd, rc, one = 1;
+
+		rc = poll(p, 2, 1000);
+		if (p[1].revents & POLLIN)
+			break;
+		reap(s, false);
+		if (rc <= 0)
+			continue;
+		fd = accept4(s->lfd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			continue; /* EAGAIN, ECONNABORTED, EMFILE: the next poll retries */
+		/* replies end with small frames (a trailer, a miss): Nagle would
+		 * hold them for the reader's delayed ACK */
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		memcpy(&sa.ss, &ss, sizeof(ss));
+		sa.len = len;
+		pthread_mutex_lock(&s->mu);
+		if (s->st.conns >= s->o.max_conns) {
+			s->st.refused++;
+			pthread_mutex_unlock(&s->mu);
+			close(fd);
+			continue;
+		}
+		pthread_mutex_unlock(&s->mu);
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->srv = s;
+		c->fd = fd;
+		kvt_wr_init(&c->w);
+		kvt_sockaddr_str(&sa, c->addr, sizeof(c->addr));
+		pthread_mutex_lock(&s->mu);
+		c->id = ++s->next_conn;
+		if (pthread_create(&c->thread, NULL, conn_thread, c)) {
+			pthread_mutex_unlock(&s->mu);
+			close(fd);
+			free(c);
+			continue;
+		}
+		c->next = s->conns;
+		s->conns = c;
+		s->st.conns++;
+		s->st.accepted++;
+		pthread_mutex_unlock(&s->mu);
+	}
+	return NULL;
+}
+
+int kvt_peer_server_open(const struct kvt_peer_server_opts *o, struct kvt_peer_server **out)
+{
+	struct kvt_peer_server *s;
+	struct kvt_sockaddr sa;
+	int err;
+
+	if (!o || !out || o->size != sizeof(*o) || !o->listen || !kvt_node_id_valid(o->node_id) ||
+	    !o->secret || o->secret->len < KVT_PEER_SECRET_MIN || !o->timeout_ms || !o->max_conns)
+		return -EINVAL;
+	err = kvt_sockaddr_parse(o->listen, true, &sa);
+	if (err)
+		return err == -EHOSTUNREACH ? -EADDRNOTAVAIL : err;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->o = *o;
+	s->o.listen = NULL;
+	s->o.node_id = NULL;
+	s->o.secret = NULL;
+	s->secret = *o->secret;
+	snprintf(s->node_id, sizeof(s->node_id), "%s", o->node_id);
+	pthread_mutex_init(&s->mu, NULL);
+	s->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->stop_fd < 0) {
+		err = -errno;
+		goto fail;
+	}
+	s->lfd = kvt_sock_listen(&sa, 128);
+	if (s->lfd < 0) {
+		err = s->lfd;
+		goto fail_efd;
+	}
+	s->port = kvt_sock_port(s->lfd);
+	err = -pthread_create(&s->accept_thread, NULL, accept_thread, s);
+	if (err)
+		goto fail_lfd;
+	slog(s, KVT_LOG_INFO, "event=peer.listen node=%s addr=%s port=%d", s->node_id, o->listen,
+	     s->port);
+	*out = s;
+	return 0;
+fail_lfd:
+	close(s->lfd);
+fail_efd:
+	close(s->stop_fd);
+fail:
+	pthread_mutex_destroy(&s->mu);
+	OPENSSL_cleanse(&s->secret, sizeof(s->secret));
+	free(s);
+	return err;
+}
+
+int kvt_peer_server_port(const struct kvt_peer_server *s)
+{
+	return s->port;
+}
+
+void kvt_peer_server_stats(struct kvt_peer_server *s, struct kvt_peer_server_stats *out)
+{
+	pthread_mutex_lock(&s->mu);
+	*out = s->st;
+	pthread_mutex_unlock(&s->mu);
+}
+
+void kvt_peer_server_close(struct kvt_peer_server *s)
+{
+	uint64_t one = 1;
+
+	if (!s)
+		return;
+	if (write(s->stop_fd, &one, sizeof(one)) < 0) {
+		/* an eventfd write only fails on overflow; the fd stays readable */
+	}
+	pthread_join(s->accept_thread, NULL);
+	close(s->lfd);
+	/* wake threads blocked in a send or a receive: their polls see it */
+	pthread_mutex_lock(&s->mu);
+	for (struct pconn *c = s->conns; c; c = c->next)
+		shutdown(c->fd, SHUT_RDWR);
+	pthread_mutex_unlock(&s->mu);
+	reap(s, true);
+	close(s->stop_fd);
+	pthread_mutex_destroy(&s->mu);
+	OPENSSL_cleanse(&s->secret, sizeof(s->secret));
+	free(s);
+}
