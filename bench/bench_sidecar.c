@@ -704,7 +704,7 @@ int kvt_bench_sidecar_main(int argc, char **argv)
 	printf("%10s %14s %14s\n", "", "wait_layer", "whole LOAD");
 	printf("%10s %14.1f %14.1f\n", "pushed", lr.wait_p50_us[PUSHED], lr.load_p50_us[PUSHED]);
 	printf("%10s %14.1f %14.1f\n", "WAIT", lr.wait_p50_us[WAITED], lr.load_p50_us[WAITED]);
-	printf("pushed / WAIT: wait_layer %.2fx, whole LOAD %.2fx\n\n",
+	printf("pushed / WAIT: wait_layer %.3fx, whole LOAD %.2fx\n\n",
 	       lr.wait_p50_us[PUSHED] / lr.wait_p50_us[WAITED],
 	       lr.load_p50_us[PUSHED] / lr.load_p50_us[WAITED]);
 	printf("throughput, %d blocks of %llu KiB per op, median of %d, %s copies (GB/s)\n",
