@@ -81,7 +81,9 @@ void kvtd_usage(FILE *f)
 "        --no-prefault     Do not fault the DRAM tier in (by default a thread\n"
 "                          does it while the daemon serves, 64 MiB at a time, so\n"
 "                          saves stop paying for first-touch page faults).\n"
-"        --policy NAME     Eviction policy: tail-lru (default), lru, lfu, cost.\n"
+"        --policy NAME     Eviction policy: tail-lru (default), lru, lfu, cost,\n"
+"                          ghost-lru (tail-lru that evicts blocks used once first\n"
+"                          while they hold more than an adaptive share).\n"
 "        --host-copy HOW   How memfd engine memory is copied: direct (default;\n"
 "                          the daemon maps it and copies) or device (through the\n"
 "                          device layer's host backend, as GPU memory is).\n"
@@ -91,6 +93,10 @@ void kvtd_usage(FILE *f)
 "                          memory with CUDA IPC handles.\n"
 "    -m, --metrics ADDR:PORT  Prometheus endpoint (GET /metrics, and /stats as\n"
 "                          JSON). Default " DEFAULT_METRICS "; \"off\" disables.\n"
+"        --metrics-tenants  The endpoint also gives lookups, hits and tokens\n"
+"                          saved per tenant and per namespace, labelled with the\n"
+"                          tenants' names and the model ids (by default it names\n"
+"                          no tenant nor model: it needs no credentials).\n"
 "    -w, --workers N       Copy threads for SAVE and LOAD (default 4).\n"
 "        --hello-timeout SECONDS  Close a connection that has not said a\n"
 "                          successful HELLO this long after it connected\n"
@@ -101,6 +107,16 @@ void kvtd_usage(FILE *f)
 "                          have attached (default 1024; 0 = no cap but the\n"
 "                          store's 65535). A namespace with no block and no\n"
 "                          connection left is detached, and counts no more.\n"
+"        --mrc-budget SIZE  Memory for the live miss-ratio curves (the hit ratio\n"
+"                          each tier would have at 1/8 to 8 times its size,\n"
+"                          from sampled reuse distances of the keys looked up;\n"
+"                          kvtier stats --mrc): the daemon-wide one and, within\n"
+"                          half of it, 512 KiB per namespace with figures\n"
+"                          (default 8M; 0 turns them off; at most 1G).\n"
+"        --stats-namespaces N  Namespaces with their own figures (lookups,\n"
+"                          hits, tokens saved) in STATS and the metrics\n"
+"                          (default 16; 0 to 4096); a tenant's namespaces past\n"
+"                          them count as its \"other\".\n"
 "        --plan-retry SECONDS  LOOKUP's plan stops loading from a tier that\n"
 "                          delivers slower than the engine recomputes; once its\n"
 "                          measurement is this old, one LOOKUP loads from it\n"
@@ -127,7 +143,8 @@ void kvtd_usage(FILE *f)
 "    dram, ssd, huge_pages = true|false, prefault = true|false, policy,\n"
 "    host_copy = direct|device, gpu = true|false, metrics, workers,\n"
 "    hello_timeout, max_conns_per_uid, max_ns_per_tenant, plan_retry,\n"
-"    drain_timeout, log_level)\n"
+"    drain_timeout, mrc_budget, stats_namespaces, metrics_tenants = true|false,\n"
+"    log_level)\n"
 "    and one [tenant NAME] section per tenant:\n"
 "\n"
 "        [kvtierd]\n"
@@ -200,6 +217,9 @@ void kvtd_config_defaults(struct kvtd_config *cfg)
 	cfg->hello_timeout_ms = 5000;
 	cfg->max_conns_per_uid = 256;
 	cfg->max_ns_per_tenant = 1024;
+	set_str(cfg->mrc_budget_spec, sizeof(cfg->mrc_budget_spec), "8M");
+	cfg->mrc_budget = 8u << 20;
+	cfg->stats_namespaces = 16;
 	cfg->log_level = KVT_LOG_INFO;
 }
 
@@ -321,6 +341,9 @@ static const char *accepted(const char *key)
 		{ "max_ns_per_tenant", "0 (no cap) to 65535" },
 		{ "drain_timeout", "0.1 to 3600 seconds (\"ms\" or \"s\" suffix)" },
 		{ "plan_retry", "0.1 to 86400 seconds (\"ms\" or \"s\" suffix)" },
+		{ "mrc_budget", "0 (none) or a size from 1M to 1G (K, M, G: powers of 1024)" },
+		{ "stats_namespaces", "0 to 4096" },
+		{ "metrics_tenants", "true or false" },
 		{ "log_level", "error, warn, info or debug" },
 	};
 
@@ -416,6 +439,16 @@ static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 		return parse_duration_ms(v, 100, 3600 * 1000, &cfg->drain_timeout_ms);
 	if (!strcmp(k, "plan_retry"))
 		return parse_duration_ms(v, 100, 86400 * 1000, &cfg->plan_retry_ms);
+	if (!strcmp(k, "mrc_budget")) {
+		if (kvt_parse_size(v, 0, &size) || (size && (size < (1u << 20) || size > (1u << 30))))
+			return -EINVAL;
+		cfg->mrc_budget = size;
+		return STR(mrc_budget_spec);
+	}
+	if (!strcmp(k, "stats_namespaces"))
+		return set_uint(v, 0, 4096, &cfg->stats_namespaces);
+	if (!strcmp(k, "metrics_tenants"))
+		return parse_bool(v, &cfg->metrics_tenants);
 	if (!strcmp(k, "log_level"))
 		return parse_level(v, &cfg->log_level);
 #undef STR
@@ -551,7 +584,10 @@ static const struct option long_opts[] = {
 	{ "hello-timeout", required_argument, NULL, 13 },
 	{ "max-conns-per-uid", required_argument, NULL, 14 },
 	{ "max-ns-per-tenant", required_argument, NULL, 15 },
-	{ "plan-retry", required_argument, NULL, 16 },
+	{ "mrc-budget", required_argument, NULL, 16 },
+	{ "stats-namespaces", required_argument, NULL, 17 },
+	{ "metrics-tenants", no_argument, NULL, 18 },
+	{ "plan-retry", required_argument, NULL, 19 },
 	{ "tenant", required_argument, NULL, 't' },
 	{ "log-level", required_argument, NULL, 'l' },
 	{ "print-config", no_argument, NULL, 8 },
@@ -746,7 +782,10 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 		case 13: key = "hello_timeout"; break;
 		case 14: key = "max_conns_per_uid"; break;
 		case 15: key = "max_ns_per_tenant"; break;
-		case 16: key = "plan_retry"; break;
+		case 16: key = "mrc_budget"; break;
+		case 17: key = "stats_namespaces"; break;
+		case 18: cfg->metrics_tenants = true; continue;
+		case 19: key = "plan_retry"; break;
 		case 'l': key = "log_level"; break;
 		case 8: cfg->print_config = true; continue;
 		case 9: cfg->prefault = false; continue;
@@ -918,13 +957,15 @@ void kvtd_config_print(const struct kvtd_config *cfg, FILE *f)
 	fprintf(f, "data_dir = %s\ndram = %s\nssd = %s\nhuge_pages = %s\nprefault = %s\npolicy = %s\n"
 		"host_copy = %s\ngpu = %s\nmetrics = %s\nworkers = %u\nhello_timeout = %ums\n"
 		"max_conns_per_uid = %u\nmax_ns_per_tenant = %u\nplan_retry = %ums\n"
-		"drain_timeout = %ums\nlog_level = %s\n",
+		"drain_timeout = %ums\nmrc_budget = %s\nstats_namespaces = %u\nmetrics_tenants = %s\n"
+		"log_level = %s\n",
 		cfg->data_dir, cfg->dram_spec,
 		cfg->ssd_spec, cfg->huge_pages ? "true" : "false", cfg->prefault ? "true" : "false",
 		cfg->policy, cfg->host_copy_device ? "device" : "direct", cfg->gpu ? "true" : "false",
 		cfg->metrics[0] ? cfg->metrics : "off", cfg->workers, cfg->hello_timeout_ms,
 		cfg->max_conns_per_uid, cfg->max_ns_per_tenant, cfg->plan_retry_ms,
-		cfg->drain_timeout_ms,
+		cfg->drain_timeout_ms, cfg->mrc_budget_spec, cfg->stats_namespaces,
+		cfg->metrics_tenants ? "true" : "false",
 		(const char *[]){ "error", "warn", "info", "debug" }[cfg->log_level]);
 	for (size_t i = 0; i < cfg->n_tenants; i++) {
 		const struct kvtd_tenant *t = &cfg->tenants[i];

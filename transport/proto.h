@@ -133,7 +133,8 @@ struct kvt_req_prefill {
 	uint64_t ns_elapsed;
 };
 
-/* PING: opaque bytes (<= KVT_PROTO_MAX_PING), echoed. STATS: empty. */
+/* PING: opaque bytes (<= KVT_PROTO_MAX_PING), echoed. STATS: empty, or a
+ * tenant's token (<= KVT_PROTO_MAX_TOKEN bytes) for its own figures too. */
 struct kvt_req_blob {
 	const uint8_t *data;
 	uint32_t len;

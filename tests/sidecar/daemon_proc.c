@@ -275,7 +275,6 @@ int kvtd_metrics_port(const struct kvtd_proc *d)
 	char line[512];
 	int port = -1;
 
-	/* the start summary names the port bound (it may trail the socket) */
 	for (int i = 0; i < 200 && port <= 0; i++) {
 		FILE *f = fopen(d->log, "r");
 
@@ -294,30 +293,31 @@ char *kvtd_http(int port, const char *req)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
 	size_t len = 0, cap = 1 << 16;
-	char *buf = malloc(cap), *p;
+	char *buf = NULL, *more;
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	ssize_t n;
 
+	if (fd < 0)
+		return NULL;
 	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-	if (!buf || fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    send(fd, req, strlen(req), MSG_NOSIGNAL) != (ssize_t)strlen(req))
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    send(fd, req, strlen(req), MSG_NOSIGNAL) != (ssize_t)strlen(req) || !(buf = malloc(cap)))
 		goto fail;
 	while ((n = recv(fd, buf + len, cap - len - 1, 0)) > 0) {
 		len += (size_t)n;
 		if (cap - len < 4096) {
-			p = realloc(buf, cap *= 2);
-			if (!p)
+			more = realloc(buf, cap *= 2);
+			if (!more)
 				goto fail;
-			buf = p;
+			buf = more;
 		}
 	}
 	buf[len] = 0;
 	close(fd);
 	return buf;
 fail:
-	if (fd >= 0)
-		close(fd);
 	free(buf);
+	close(fd);
 	return NULL;
 }
 

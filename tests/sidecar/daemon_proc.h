@@ -37,16 +37,16 @@ struct kvt_client *kvtd_connect(const struct kvtd_proc *d, const char *token);
  * -1 on failure. */
 int kvtd_connect_raw(const struct kvtd_proc *d);
 
-/* The port of the metrics endpoint of a daemon started with
- * "--metrics 127.0.0.1:0", read off its start summary; -1 when none shows. */
+/* The metrics endpoint's TCP port on 127.0.0.1, read from the start
+ * summary in d's log (it may trail the socket): -1 if none within 2 s. */
 int kvtd_metrics_port(const struct kvtd_proc *d);
 
-/* Send req over TCP to 127.0.0.1:port and return the whole answer
- * (malloc'd, NUL-terminated), or NULL. */
+/* Send req to 127.0.0.1:port and return the whole answer (malloc'd, NUL
+ * terminated); NULL when the connection or the send fails. */
 char *kvtd_http(int port, const char *req);
 
-/* The value of a sample named exactly `series` (at a line's start) in a
- * Prometheus text, NAN when absent. */
+/* The value of the line of Prometheus text that starts with series; NAN
+ * when there is none. */
 double kvtd_metric(const char *text, const char *series);
 
 /* A small model for tests: 4 layers, 2 KV heads, head_dim 16, bf16, 4 tokens

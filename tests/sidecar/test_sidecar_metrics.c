@@ -46,10 +46,10 @@ static int teardown(void **state)
 
 static char *http(const char *req)
 {
-	char *r = kvtd_http(port, req);
+	char *text = kvtd_http(port, req);
 
-	assert_non_null(r);
-	return r;
+	assert_non_null(text);
+	return text;
 }
 
 static double metric(const char *text, const char *series)
