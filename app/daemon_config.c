@@ -118,6 +118,11 @@ void kvtd_usage(FILE *f)
 "                          hits, tokens saved) in STATS and the metrics\n"
 "                          (default 16; 0 to 4096); a tenant's namespaces past\n"
 "                          them count as its \"other\".\n"
+"        --plan-retry SECONDS  LOOKUP's plan stops loading from a tier that\n"
+"                          delivers slower than the engine recomputes; once its\n"
+"                          measurement is this old, one LOOKUP loads from it\n"
+"                          again to measure it anew (default 30; 0.1 to 86400,\n"
+"                          \"ms\" or \"s\" suffix allowed).\n"
 "        --drain-timeout SECONDS  After SIGTERM or SIGINT, how long the process\n"
 "                          may take to end (default 30; 0.1 to 3600, \"ms\" or \"s\"\n"
 "                          suffix allowed). The SAVEs and LOADs in flight get\n"
@@ -138,8 +143,9 @@ void kvtd_usage(FILE *f)
 "    (socket, socket_mode, socket_group, allow_uids = 1000,1001, data_dir,\n"
 "    dram, ssd, huge_pages = true|false, prefault = true|false, policy,\n"
 "    host_copy = direct|device, gpu = true|false, metrics, workers,\n"
-"    hello_timeout, max_conns_per_uid, max_ns_per_tenant, drain_timeout,\n"
-"    mrc_budget, stats_namespaces, metrics_tenants = true|false, log_level)\n"
+"    hello_timeout, max_conns_per_uid, max_ns_per_tenant, plan_retry,\n"
+"    drain_timeout, mrc_budget, stats_namespaces, metrics_tenants = true|false,\n"
+"    log_level)\n"
 "    and one [tenant NAME] section per tenant:\n"
 "\n"
 "        [kvtierd]\n"
@@ -208,6 +214,7 @@ void kvtd_config_defaults(struct kvtd_config *cfg)
 	set_str(cfg->metrics, sizeof(cfg->metrics), DEFAULT_METRICS);
 	cfg->workers = 4;
 	cfg->drain_timeout_ms = 30000;
+	cfg->plan_retry_ms = 30000;
 	cfg->hello_timeout_ms = 5000;
 	cfg->max_conns_per_uid = 256;
 	cfg->max_ns_per_tenant = 1024;
@@ -334,6 +341,7 @@ static const char *accepted(const char *key)
 		{ "max_conns_per_uid", "0 (no cap) to 65535" },
 		{ "max_ns_per_tenant", "0 (no cap) to 65535" },
 		{ "drain_timeout", "0.1 to 3600 seconds (\"ms\" or \"s\" suffix)" },
+		{ "plan_retry", "0.1 to 86400 seconds (\"ms\" or \"s\" suffix)" },
 		{ "mrc_budget", "0 (none) or a size from 1M to 1G (K, M, G: powers of 1024)" },
 		{ "stats_namespaces", "0 to 4096" },
 		{ "metrics_tenants", "true or false" },
@@ -430,6 +438,8 @@ static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 		return set_uint(v, 0, 65535, &cfg->max_ns_per_tenant);
 	if (!strcmp(k, "drain_timeout"))
 		return parse_duration_ms(v, 100, 3600 * 1000, &cfg->drain_timeout_ms);
+	if (!strcmp(k, "plan_retry"))
+		return parse_duration_ms(v, 100, 86400 * 1000, &cfg->plan_retry_ms);
 	if (!strcmp(k, "mrc_budget")) {
 		if (kvt_parse_size(v, 0, &size) || (size && (size < (1u << 20) || size > (1u << 30))))
 			return -EINVAL;
@@ -578,6 +588,7 @@ static const struct option long_opts[] = {
 	{ "mrc-budget", required_argument, NULL, 16 },
 	{ "stats-namespaces", required_argument, NULL, 17 },
 	{ "metrics-tenants", no_argument, NULL, 18 },
+	{ "plan-retry", required_argument, NULL, 19 },
 	{ "tenant", required_argument, NULL, 't' },
 	{ "log-level", required_argument, NULL, 'l' },
 	{ "print-config", no_argument, NULL, 8 },
@@ -719,7 +730,7 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 			kvtd_usage(stdout);
 			return 1;
 		} else if (c == 'V') {
-			printf("kvtierd %s (protocol %d)\n", kvt_version(), KVT_PROTO_VERSION);
+			printf("kvtierd %s (protocol %d)\n", kvt_version(), KVT_PROTO_VERSION_MAX);
 			return 1;
 		}
 	}
@@ -775,6 +786,7 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 		case 16: key = "mrc_budget"; break;
 		case 17: key = "stats_namespaces"; break;
 		case 18: cfg->metrics_tenants = true; continue;
+		case 19: key = "plan_retry"; break;
 		case 'l': key = "log_level"; break;
 		case 8: cfg->print_config = true; continue;
 		case 9: cfg->prefault = false; continue;
@@ -945,14 +957,16 @@ void kvtd_config_print(const struct kvtd_config *cfg, FILE *f)
 	}
 	fprintf(f, "data_dir = %s\ndram = %s\nssd = %s\nhuge_pages = %s\nprefault = %s\npolicy = %s\n"
 		"host_copy = %s\ngpu = %s\nmetrics = %s\nworkers = %u\nhello_timeout = %ums\n"
-		"max_conns_per_uid = %u\nmax_ns_per_tenant = %u\ndrain_timeout = %ums\n"
-		"mrc_budget = %s\nstats_namespaces = %u\nmetrics_tenants = %s\nlog_level = %s\n",
+		"max_conns_per_uid = %u\nmax_ns_per_tenant = %u\nplan_retry = %ums\n"
+		"drain_timeout = %ums\nmrc_budget = %s\nstats_namespaces = %u\nmetrics_tenants = %s\n"
+		"log_level = %s\n",
 		cfg->data_dir, cfg->dram_spec,
 		cfg->ssd_spec, cfg->huge_pages ? "true" : "false", cfg->prefault ? "true" : "false",
 		cfg->policy, cfg->host_copy_device ? "device" : "direct", cfg->gpu ? "true" : "false",
 		cfg->metrics[0] ? cfg->metrics : "off", cfg->workers, cfg->hello_timeout_ms,
-		cfg->max_conns_per_uid, cfg->max_ns_per_tenant, cfg->drain_timeout_ms,
-		cfg->mrc_budget_spec, cfg->stats_namespaces, cfg->metrics_tenants ? "true" : "false",
+		cfg->max_conns_per_uid, cfg->max_ns_per_tenant, cfg->plan_retry_ms,
+		cfg->drain_timeout_ms, cfg->mrc_budget_spec, cfg->stats_namespaces,
+		cfg->metrics_tenants ? "true" : "false",
 		(const char *[]){ "error", "warn", "info", "debug" }[cfg->log_level]);
 	for (size_t i = 0; i < cfg->n_tenants; i++) {
 		const struct kvtd_tenant *t = &cfg->tenants[i];

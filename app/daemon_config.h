@@ -42,6 +42,7 @@ struct kvtd_config {
 	char metrics[64];             /* "HOST:PORT" or "" = off */
 	unsigned workers;
 	unsigned drain_timeout_ms;    /* SIGTERM ends the process within this */
+	unsigned plan_retry_ms;       /* a tier's stale measurement is retried */
 	unsigned hello_timeout_ms;    /* 0 = connections may wait for ever */
 	unsigned max_conns_per_uid;   /* 0 = no cap per uid */
 	unsigned max_ns_per_tenant;   /* 0 = no cap per tenant */

@@ -91,6 +91,32 @@ static void fmt_us(double us, char *buf, size_t len)
 		snprintf(buf, len, "%.2f s", us / 1e6);
 }
 
+/* LOOKUP's plan: what each tier delivered to engines, the engines' prefill
+ * speeds, and what the plan decided. */
+static void print_plan(json_t *plan)
+{
+	json_t *tiers = json_object_get(plan, "tiers"), *engines = json_object_get(plan, "engines");
+	const char *name;
+	json_t *t;
+	size_t i;
+
+	printf("plan      %.0f lookups planned: %.0f stored blocks to load, %.0f to recompute; "
+	       "%.0f retries of a stale tier\n", num(plan, "lookups"), num(plan, "load_blocks"),
+	       num(plan, "recompute_blocks"), num(plan, "retries"));
+	printf("          delivered to engines:");
+	json_object_foreach(tiers, name, t) {
+		if (num(t, "samples"))
+			printf("  %s %.2f GB/s (%.0f loads, %.0f s ago)", name,
+			       num(t, "bytes_per_s") / 1e9, num(t, "samples"), num(t, "age_s"));
+		else
+			printf("  %s not measured", name);
+	}
+	printf("\n");
+	json_array_foreach(engines, i, t)
+		printf("          engines of namespace %zu: prefill %.0f tokens/s (%.0f reports)\n",
+		       i + 1, num(t, "prefill_tokens_per_s"), num(t, "reports"));
+}
+
 static void print_table(json_t *root, const char *socket)
 {
 	json_t *server = json_object_get(root, "server"), *store = json_object_get(root, "store");
@@ -121,6 +147,8 @@ static void print_table(json_t *root, const char *socket)
 	       "%.0f load misses\n", num(copies, "save_blocks"),
 	       bytes_of(copies, "gather_bytes", a, sizeof(a)), num(copies, "load_blocks"),
 	       bytes_of(copies, "scatter_bytes", b, sizeof(b)), num(copies, "load_misses"));
+	if (json_object_get(root, "plan"))
+		print_plan(json_object_get(root, "plan"));
 	printf("refused   %.0f connections, %.0f hellos, %.0f bad frames; %.0f checksum failures\n\n",
 	       num(server, "connections_refused"), num(server, "hello_refused"),
 	       num(server, "bad_frames"), num(store, "checksum_failures"));

@@ -201,7 +201,7 @@ static void print_summary(const struct kvtd_config *cfg, const struct kvt_server
 {
 	char a[32], b[32];
 
-	printf("kvtierd %s ready (protocol %d, pid %d)\n", kvt_version(), KVT_PROTO_VERSION,
+	printf("kvtierd %s ready (protocol %d, pid %d)\n", kvt_version(), KVT_PROTO_VERSION_MAX,
 	       (int)getpid());
 	if (activated)
 		printf("  socket    %s (passed by systemd)\n", cfg->socket_path);
@@ -353,6 +353,7 @@ int main(int argc, char **argv)
 	vopts.dev_cuda = gpu;
 	vopts.dev_host = host_dev;
 	vopts.hello_timeout_ms = cfg.hello_timeout_ms;
+	vopts.plan_retry_ms = cfg.plan_retry_ms;
 	vopts.max_conns_per_uid = cfg.max_conns_per_uid;
 	vopts.max_ns_per_tenant = cfg.max_ns_per_tenant;
 	vopts.mrc_budget = (size_t)cfg.mrc_budget;

@@ -74,6 +74,10 @@ struct kvt_server_opts {
 	                             * (default KVT_PREFAULT_NONE) */
 	unsigned drain_timeout_ms;  /* how long kvt_server_run waits, once stopped,
 	                             * for the jobs in flight (default 30000) */
+	unsigned plan_retry_ms;     /* LOOKUP's plan takes a tier measured too slow
+	                             * to load from at its default rate again once
+	                             * the measurement is this old, so a tier that
+	                             * recovers is measured anew (default 30000) */
 	unsigned hello_timeout_ms;  /* a connection without a successful HELLO
 	                             * this long after accept is closed (default
 	                             * 5000; 0 = never) */
