@@ -80,6 +80,25 @@ void kvtd_usage(FILE *f)
 "                          default tenant). Tenants with the same SALT share\n"
 "                          blocks; the salt defaults to the name.\n"
 "    -l, --log-level LEVEL  error, warn, info (default) or debug.\n"
+"\n"
+"  Cluster (blocks shared between kvtierd nodes; see CLUSTER):\n"
+"        --cluster URL     Join the cluster whose directory is this Redis:\n"
+"                          redis://HOST:PORT (or unix:///PATH). Needs\n"
+"                          --node-id and --peer-listen.\n"
+"        --node-id ID      This node's name in the cluster: 1-64 characters of\n"
+"                          A-Z a-z 0-9 . _ - (e.g. the host name).\n"
+"        --peer-listen ADDR:PORT  Where other nodes fetch this node's blocks:\n"
+"                          an IPv4 address they can reach (not 0.0.0.0), told\n"
+"                          to them through the directory.\n"
+"        --cluster-secret-file FILE  The cluster secret, 16-1024 bytes, mode\n"
+"                          0600; every node needs the same one. Default\n"
+"                          DATA_DIR/cluster.secret.\n"
+"        --rdma-device NAME  RDMA device for one-sided reads of peers' DRAM\n"
+"                          (e.g. mlx5_0). Default: none, TCP only.\n"
+"        --peer-timeout MS  A peer that makes no progress for this long fails\n"
+"                          its blocks (they are asked of another holder, or\n"
+"                          missed) (default 2000).\n"
+"\n"
 "        --print-config    Print the effective configuration as INI and exit.\n"
 "    -h, --help            This text.\n"
 "    -V, --version         Print the version.\n"
@@ -88,7 +107,9 @@ void kvtd_usage(FILE *f)
 "    The file has a [kvtierd] section with the long option names as keys\n"
 "    (socket, socket_mode, socket_group, allow_uids = 1000,1001, data_dir,\n"
 "    dram, ssd, huge_pages = true|false, prefault = true|false, policy,\n"
-"    host_copy = direct|device, gpu = true|false, metrics, workers, log_level)\n"
+"    host_copy = direct|device, gpu = true|false, metrics, workers, log_level,\n"
+"    cluster, node_id, peer_listen, cluster_secret_file, rdma_device,\n"
+"    peer_timeout)\n"
 "    and one [tenant NAME] section per tenant:\n"
 "\n"
 "        [kvtierd]\n"
@@ -103,6 +124,19 @@ void kvtd_usage(FILE *f)
 "\n"
 "    Without tenants, one tenant named \"default\" with an empty token serves\n"
 "    every client the socket lets in.\n"
+"\n"
+"CLUSTER\n"
+"    With --cluster, nodes share blocks: a prefix saved on one node loads on\n"
+"    another instead of being recomputed. Each node keeps its membership (a\n"
+"    record renewed every second under a 3 s TTL, an epoch from INCR) and a\n"
+"    hint per saved block in Redis. A LOOKUP that misses locally asks Redis\n"
+"    for the rest of the prefix (at most 50 ms) and reports those blocks\n"
+"    with tier remote; a LOAD fetches them from a holder over TCP into DRAM,\n"
+"    checksummed end to end, and asks the next holder when one fails. Peers\n"
+"    prove the cluster secret (HMAC) before anything is served. Redis out of\n"
+"    reach means local-only, and the node rejoins by itself when it is back.\n"
+"    Peer traffic is authenticated, not encrypted: on an untrusted network run\n"
+"    it over WireGuard or IPsec.\n"
 "\n"
 "ENVIRONMENT\n"
 "    KVTIER_SOCKET         Default socket path (the client library reads it too).\n"
@@ -154,6 +188,7 @@ void kvtd_config_defaults(struct kvtd_config *cfg)
 	set_str(cfg->metrics, sizeof(cfg->metrics), DEFAULT_METRICS);
 	cfg->workers = 4;
 	cfg->log_level = KVT_LOG_INFO;
+	cfg->peer_timeout_ms = 2000;
 }
 
 int kvtd_parse_size(const char *s, uint64_t whole, uint64_t *out)
@@ -257,6 +292,38 @@ static bool fits(const char *v, size_t cap)
 	return strlen(v) < cap;
 }
 
+/* 1..64 characters of [A-Za-z0-9._-] (what the directory and the peer
+ * handshake accept). */
+static bool node_id_ok(const char *v)
+{
+	size_t n = strlen(v);
+
+	if (n < 1 || n > 64)
+		return false;
+	for (; *v; v++)
+		if (!isalnum((unsigned char)*v) && *v != '.' && *v != '_' && *v != '-')
+			return false;
+	return true;
+}
+
+/* An IPv4 address peers can reach and a port: what this node tells them. */
+static bool peer_addr_ok(const char *v)
+{
+	const char *colon = strrchr(v, ':');
+	char host[64];
+	unsigned a, b, c, d, port;
+	char tail;
+
+	if (!colon || (size_t)(colon - v) >= sizeof(host))
+		return false;
+	memcpy(host, v, (size_t)(colon - v));
+	host[colon - v] = 0;
+	if (sscanf(host, "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) != 4 || a > 255 || b > 255 ||
+	    c > 255 || d > 255 || (a | b | c | d) == 0)
+		return false;
+	return sscanf(colon + 1, "%u%c", &port, &tail) == 1 && port >= 1 && port <= 65535;
+}
+
 /* One setting of [kvtierd] or of the command line; key uses '_' or '-'. */
 static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 {
@@ -316,8 +383,41 @@ static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 	}
 	if (!strcmp(k, "log_level"))
 		return parse_level(v, &cfg->log_level);
+	if (!strcmp(k, "cluster")) {
+		if (*v && strncmp(v, "redis://", 8) && strncmp(v, "unix://", 7))
+			return -EINVAL;
+		return STR(cluster);
+	}
+	if (!strcmp(k, "node_id"))
+		return node_id_ok(v) ? STR(node_id) : -EINVAL;
+	if (!strcmp(k, "peer_listen"))
+		return peer_addr_ok(v) ? STR(peer_listen) : -EINVAL;
+	if (!strcmp(k, "cluster_secret_file"))
+		return *v ? STR(cluster_secret_file) : -EINVAL;
+	if (!strcmp(k, "rdma_device"))
+		return STR(rdma_device);
+	if (!strcmp(k, "peer_timeout")) {
+		if (parse_uint(v, 10, 600000, &n) || n < 10)
+			return -EINVAL;
+		cfg->peer_timeout_ms = (unsigned)n;
+		return 0;
+	}
 #undef STR
 	return -ENOENT;
+}
+
+/* What a value of key must look like, for its error message. */
+static const char *value_hint(const char *key)
+{
+	if (!strcmp(key, "cluster"))
+		return " (expected redis://HOST:PORT or unix:///PATH)";
+	if (!strcmp(key, "node_id"))
+		return " (1-64 characters of A-Z a-z 0-9 . _ -)";
+	if (!strcmp(key, "peer_listen"))
+		return " (expected ADDR:PORT, an IPv4 address peers reach, not 0.0.0.0)";
+	if (!strcmp(key, "peer_timeout"))
+		return " (milliseconds, 10 to 600000)";
+	return "";
 }
 
 static struct kvtd_tenant *tenant_named(struct kvtd_config *cfg, const char *name)
@@ -375,8 +475,8 @@ static int ini_cb(void *user, const char *section, const char *key, const char *
 		return 0;
 	}
 	if (err) {
-		fprintf(stderr, "kvtierd: %s: [%s] %s = %s: %s\n", ctx->path, section, key, v,
-			err == -ENOENT ? "unknown key" : "invalid value");
+		fprintf(stderr, "kvtierd: %s: [%s] %s = %s: %s%s\n", ctx->path, section, key, v,
+			err == -ENOENT ? "unknown key" : "invalid value", value_hint(key));
 		ctx->err = -EINVAL;
 	}
 	return 1;
@@ -401,6 +501,12 @@ static const struct option long_opts[] = {
 	{ "no-prefault", no_argument, NULL, 9 },
 	{ "host-copy", required_argument, NULL, 10 },
 	{ "no-gpu", no_argument, NULL, 11 },
+	{ "cluster", required_argument, NULL, 12 },
+	{ "node-id", required_argument, NULL, 13 },
+	{ "peer-listen", required_argument, NULL, 14 },
+	{ "cluster-secret-file", required_argument, NULL, 15 },
+	{ "rdma-device", required_argument, NULL, 16 },
+	{ "peer-timeout", required_argument, NULL, 17 },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -457,6 +563,30 @@ static int check_tokens(const struct kvtd_config *cfg)
 				return -EINVAL;
 			}
 		}
+	}
+	return 0;
+}
+
+/* The cluster's settings go together: a directory, a name, an address. */
+static int check_cluster(const struct kvtd_config *cfg)
+{
+	if (!cfg->cluster[0]) {
+		if (cfg->node_id[0] || cfg->peer_listen[0] || cfg->rdma_device[0]) {
+			fprintf(stderr, "kvtierd: node_id, peer_listen and rdma_device need "
+				"--cluster redis://HOST:PORT\n");
+			return -EINVAL;
+		}
+		return 0;
+	}
+#ifndef KVT_HAVE_CLUSTER
+	fprintf(stderr, "kvtierd: --cluster: this kvtierd was built without the cluster "
+		"(hiredis was not found at build time)\n");
+	return -EINVAL;
+#endif
+	if (!cfg->node_id[0] || !cfg->peer_listen[0]) {
+		fprintf(stderr, "kvtierd: --cluster needs --node-id ID and --peer-listen ADDR:PORT "
+			"(the address other nodes reach this one at)\n");
+		return -EINVAL;
 	}
 	return 0;
 }
@@ -522,6 +652,12 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 		case 9: cfg->prefault = false; continue;
 		case 10: key = "host_copy"; break;
 		case 11: cfg->gpu = false; continue;
+		case 12: key = "cluster"; break;
+		case 13: key = "node_id"; break;
+		case 14: key = "peer_listen"; break;
+		case 15: key = "cluster_secret_file"; break;
+		case 16: key = "rdma_device"; break;
+		case 17: key = "peer_timeout"; break;
 		case 't':
 			if (add_cli_tenant(cfg, optarg, &first_tenant)) {
 				fprintf(stderr, "kvtierd: --tenant %s: expected NAME:TOKEN[:SALT]\n", optarg);
@@ -534,7 +670,8 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 		}
 		err = apply(cfg, key, optarg);
 		if (err) {
-			fprintf(stderr, "kvtierd: invalid value '%s' for %s\n", optarg, key);
+			fprintf(stderr, "kvtierd: invalid value '%s' for %s%s\n", optarg, key,
+				value_hint(key));
 			return -EINVAL;
 		}
 	}
@@ -546,6 +683,8 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 		struct kvtd_tenant *t = tenant_named(cfg, "default");
 		t->token[0] = 0;
 	}
+	if (check_cluster(cfg))
+		return -EINVAL;
 	/* a printed config shows no tokens, so only a daemon about to serve checks them */
 	return cfg->print_config ? 0 : check_tokens(cfg);
 }
@@ -614,6 +753,9 @@ int kvtd_config_resolve(struct kvtd_config *cfg)
 		if (strchr(cfg->ssd_spec, '%') && cfg->ssd_bytes > (64ull << 30))
 			cfg->ssd_bytes = 64ull << 30;
 	}
+	if (cfg->cluster[0] && !cfg->cluster_secret_file[0])
+		snprintf(cfg->cluster_secret_file, sizeof(cfg->cluster_secret_file),
+			 "%.4070s/cluster.secret", cfg->data_dir);
 	set_str(dir, sizeof(dir), cfg->socket_path);
 	slash = strrchr(dir, '/');
 	if (slash && slash != dir) {
@@ -645,6 +787,14 @@ void kvtd_config_print(const struct kvtd_config *cfg, FILE *f)
 		cfg->policy, cfg->host_copy_device ? "device" : "direct", cfg->gpu ? "true" : "false",
 		cfg->metrics[0] ? cfg->metrics : "off", cfg->workers,
 		(const char *[]){ "error", "warn", "info", "debug" }[cfg->log_level]);
+	if (cfg->cluster[0]) {
+		fprintf(f, "cluster = %s\nnode_id = %s\npeer_listen = %s\npeer_timeout = %u\n",
+			cfg->cluster, cfg->node_id, cfg->peer_listen, cfg->peer_timeout_ms);
+		if (cfg->cluster_secret_file[0])
+			fprintf(f, "cluster_secret_file = %s\n", cfg->cluster_secret_file);
+		if (cfg->rdma_device[0])
+			fprintf(f, "rdma_device = %s\n", cfg->rdma_device);
+	}
 	for (size_t i = 0; i < cfg->n_tenants; i++) {
 		const struct kvtd_tenant *t = &cfg->tenants[i];
 		/* tokens are secrets: never printed */

@@ -94,6 +94,8 @@ char *kvt_metrics_json(struct kvt_server *srv)
 	json_object_set_new(copies, "save_already_present", json_integer((json_int_t)ld(&c->save_present)));
 	json_object_set_new(copies, "load_blocks", json_integer((json_int_t)ld(&c->load_blocks)));
 	json_object_set_new(copies, "load_misses", json_integer((json_int_t)ld(&c->load_misses)));
+	json_object_set_new(copies, "load_remote_blocks", json_integer((json_int_t)ld(&c->load_remote)));
+	json_object_set_new(copies, "lookup_remote_keys", json_integer((json_int_t)c->lookup_remote));
 	json_object_set_new(root, "copies", copies);
 
 	json_object_set_new(store, "namespaces", json_integer((json_int_t)st.namespaces));
@@ -155,6 +157,14 @@ char *kvt_metrics_json(struct kvt_server *srv)
 		json_object_set_new(root, "latency_bounds_us", bounds);
 	}
 	json_object_set_new(root, "ops", ops);
+	if (srv->opts.hooks.json_cb) {
+		char *cl = srv->opts.hooks.json_cb(srv->opts.hooks.arg);
+		json_t *o = cl ? json_loads(cl, 0, NULL) : NULL;
+
+		if (o)
+			json_object_set_new(root, "cluster", o);
+		free(cl);
+	}
 	text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(root);
 	return text;
@@ -256,6 +266,12 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 		(unsigned long long)(st.lookup_keys - st.lookup_hit_keys));
 	help(&b, "kvtier_load_misses_total", "counter", "Blocks asked for by LOAD and not found.");
 	bprintf(&b, "kvtier_load_misses_total %llu\n", (unsigned long long)ld(&c->load_misses));
+	help(&b, "kvtier_load_remote_blocks_total", "counter",
+	     "Blocks LOAD brought from other nodes of the cluster.");
+	bprintf(&b, "kvtier_load_remote_blocks_total %llu\n", (unsigned long long)ld(&c->load_remote));
+	help(&b, "kvtier_lookup_remote_keys_total", "counter",
+	     "Keys LOOKUP reported held by other nodes (tier remote).");
+	bprintf(&b, "kvtier_lookup_remote_keys_total %llu\n", (unsigned long long)c->lookup_remote);
 	help(&b, "kvtier_engine_bytes_total", "counter",
 	     "Bytes copied between engine memory and kvtier (gather = save, scatter = load).");
 	bprintf(&b, "kvtier_engine_bytes_total{direction=\"gather\"} %llu\n",
@@ -298,6 +314,13 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 			c->op[op].sum_us / 1e6);
 		bprintf(&b, "kvtier_op_latency_seconds_count{op=\"%s\"} %llu\n", kvt_op_name(op),
 			(unsigned long long)cum);
+	}
+	if (srv->opts.hooks.prom_cb) {
+		char *cl = srv->opts.hooks.prom_cb(srv->opts.hooks.arg);
+
+		if (cl)
+			bprintf(&b, "%s", cl);
+		free(cl);
 	}
 	if (b.bad) {
 		free(b.p);

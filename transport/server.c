@@ -516,6 +516,8 @@ static int op_hello(struct kvt_conn *c, const struct kvt_req *req)
 	if (slot < 0)
 		return -EMFILE;
 	c->tenant = t;
+	if (srv->opts.hooks.ns_cb && c->ns[slot] != ns)
+		srv->opts.hooks.ns_cb(srv->opts.hooks.arg, ns);
 	c->ns[slot] = ns;
 	c->ns_block_bytes[slot] = kvt_ns_block_bytes(ns);
 	c->ns_desc[slot] = desc;
@@ -610,6 +612,22 @@ static int op_keys(struct kvt_conn *c, const struct kvt_req *req)
 	case KVT_OP_LOOKUP:
 		tiers = malloc(k->n + 1);
 		n = tiers ? kvt_lookup(ns, keys, k->n, tiers) : -ENOMEM;
+		if (n >= 0 && (uint32_t)n < k->n && c->srv->opts.hooks.lookup_cb) {
+			/* the rest of the prefix from other nodes: reported
+			 * remote, not counted as a local hit */
+			int r = c->srv->opts.hooks.lookup_cb(c->srv->opts.hooks.arg, ns,
+							     keys + n, k->n - (uint32_t)n);
+
+			for (int i = 0; i < r; i++)
+				tiers[n + i] = KVT_TIER_REMOTE;
+			if (r > 0) {
+				c->srv->c.lookup_remote += (uint64_t)r;
+				c->srv->c.lookup_keys += k->n;
+				c->srv->c.lookup_hits += (uint64_t)n;
+				n += r;
+				break;
+			}
+		}
 		if (n >= 0) {
 			c->srv->c.lookup_keys += k->n;
 			c->srv->c.lookup_hits += (uint64_t)n;

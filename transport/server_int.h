@@ -121,10 +121,12 @@ struct kvt_server_counters {
 	uint64_t conns_accepted, conns_refused, conns_open;
 	uint64_t bad_frames, hello_refused;
 	uint64_t lookup_keys, lookup_hits;
+	uint64_t lookup_remote;     /* keys LOOKUP reported held by other nodes */
 	uint64_t jobs_cancelled;
 	/* atomic, from the workers */
 	uint64_t gather_bytes, scatter_bytes;
 	uint64_t save_blocks, save_present, load_blocks, load_misses;
+	uint64_t load_remote;       /* blocks LOAD brought from other nodes */
 };
 
 struct kvt_http;

@@ -126,6 +126,13 @@ out:
 	return err;
 }
 
+/* Tell the cluster which leading keys of a SAVE are stored (its hints). */
+static void saved(struct kvt_server *srv, struct kvt_job *job, uint32_t n)
+{
+	if (n && srv->opts.hooks.saved_cb)
+		srv->opts.hooks.saved_cb(srv->opts.hooks.arg, job->ns, job->keys, n);
+}
+
 /* SAVE through the device layer: reserve every slot, one gather, commit. */
 static int32_t run_save_dev(struct kvt_server *srv, struct kvt_job *job)
 {
@@ -182,6 +189,7 @@ static int32_t run_save_dev(struct kvt_server *srv, struct kvt_job *job)
 	free(blocks);
 	free(pages);
 	__atomic_store_n(&job->layers_done, (int)job->mem->layers, __ATOMIC_RELEASE);
+	saved(srv, job, i);
 	return i == 0 && err ? err : (int32_t)i;
 }
 
@@ -216,13 +224,34 @@ static int32_t run_save(struct kvt_server *srv, struct kvt_job *job)
 		__atomic_add_fetch(&srv->c.gather_bytes, slot.len, __ATOMIC_RELAXED);
 	}
 	__atomic_store_n(&job->layers_done, (int)job->mem->layers, __ATOMIC_RELEASE);
+	saved(srv, job, i);
 	return i == 0 && err ? err : (int32_t)i;
+}
+
+/* LOAD missed keys[from]: ask the cluster for the rest of the prefix, once
+ * per LOAD. True when it brought keys[from] into the store. */
+static bool fetch_remote(struct kvt_server *srv, struct kvt_job *job, uint32_t from, bool *tried)
+{
+	const struct kvt_key *parent = from ? &job->keys[from - 1] :
+				       job->has_parent ? &job->parent : NULL;
+	int n;
+
+	*tried = true;
+	if (!srv->opts.hooks.fetch_cb || cancelled(job))
+		return false;
+	n = srv->opts.hooks.fetch_cb(srv->opts.hooks.arg, job->ns, job->keys + from,
+				     job->n - from, parent);
+	if (n <= 0)
+		return false;
+	__atomic_add_fetch(&srv->c.load_remote, (uint64_t)n, __ATOMIC_RELAXED);
+	return true;
 }
 
 /* Result: the number of leading blocks loaded (a miss ends the prefix). */
 static int32_t run_load(struct kvt_server *srv, struct kvt_job *job)
 {
 	struct kvt_slot *slots = calloc(job->n, sizeof(*slots));
+	bool fetched_remote = false;
 	uint32_t got = 0;
 	int err = 0;
 
@@ -234,6 +263,8 @@ static int32_t run_load(struct kvt_server *srv, struct kvt_job *job)
 			break;
 		}
 		err = kvt_acquire(job->ns, &job->keys[got], &slots[got]);
+		if (err == -ENOENT && !fetched_remote && fetch_remote(srv, job, got, &fetched_remote))
+			err = kvt_acquire(job->ns, &job->keys[got], &slots[got]);
 		if (err)
 			break;
 	}
