@@ -46,9 +46,12 @@ struct kvtd_cluster {
 
 /* ---- namespaces -------------------------------------------------------- */
 
-static void on_ns(void *arg, struct kvt_ns *ns)
+/* Holds ns for good (true) the first time a client attaches it, so the
+ * server never detaches it while a peer may be reading it. */
+static bool on_ns(void *arg, struct kvt_ns *ns)
 {
 	struct kvtd_cluster *cl = arg;
+	bool added = false;
 
 	pthread_mutex_lock(&cl->ns_mu);
 	for (size_t i = 0; i < cl->n_ns; i++)
@@ -64,11 +67,14 @@ static void on_ns(void *arg, struct kvt_ns *ns)
 		cl->cap_ns = cap;
 	}
 	cl->ns[cl->n_ns++] = ns;
+	added = true;
 out:
 	pthread_mutex_unlock(&cl->ns_mu);
+	return added;
 }
 
-/* Namespaces live as long as the store, so the pointer stays good. */
+/* The server holds every namespace in the list for good (see on_ns): the
+ * pointers stay good until the store closes, after the peer server. */
 static struct kvt_ns *find_ns(void *arg, const struct kvt_key *salt)
 {
 	struct kvtd_cluster *cl = arg;

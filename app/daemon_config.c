@@ -2,7 +2,10 @@
 #include "app/daemon_config.h"
 
 #include <ctype.h>
+#include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <grp.h>
 #include <limits.h>
@@ -14,11 +17,18 @@
 
 #include <ini.h>
 
+#include "app/daemon_memory.h"
+#include "store/policy.h"
 #include "transport/proto.h"
+#include "util/size.h"
 
 #define DEFAULT_DRAM "25%"
 #define DEFAULT_SSD "50%"
 #define DEFAULT_METRICS "127.0.0.1:9464"
+#define KVTD_CONFIG_MAX_BYTES (1 << 20)
+/* The smallest SSD tier: one segment of the smallest size (4 MiB). */
+#define KVTD_SSD_MIN (4ull << 20)
+#define KVTD_CONFIG_MAX_TEXT "1 MiB"
 
 void kvtd_usage(FILE *f)
 {
@@ -43,22 +53,28 @@ void kvtd_usage(FILE *f)
 "    1024) or a percentage.\n"
 "\n"
 "OPTIONS\n"
-"    -c, --config FILE     INI file to read (see CONFIGURATION).\n"
+"    -c, --config FILE     INI file to read (see CONFIGURATION): a regular file\n"
+"                          of at most 1 MiB.\n"
 "    -s, --socket PATH     Unix socket to listen on. Default: $KVTIER_SOCKET, or\n"
 "                          /run/kvtier/kvtierd.sock as root, else\n"
 "                          /tmp/kvtier-UID/kvtierd.sock.\n"
 "        --socket-mode MODE  Octal mode of the socket (default 0660).\n"
-"        --socket-group GROUP  Group of the socket; its members may connect\n"
-"                          (default: the daemon's group).\n"
+"        --socket-group GROUP  Group of the socket; its members may connect,\n"
+"                          by primary or supplementary group (default: the\n"
+"                          daemon's group).\n"
 "        --allow-uid UID   Also let this uid connect (repeatable). Root and the\n"
 "                          daemon's own uid always may; every peer's credentials\n"
 "                          are checked (SO_PEERCRED).\n"
 "    -d, --data-dir DIR    Directory of the SSD tier. Default: /var/lib/kvtier as\n"
 "                          root, else $XDG_DATA_HOME/kvtier or\n"
 "                          ~/.local/share/kvtier.\n"
-"        --dram SIZE       DRAM tier capacity; N% is of the memory available at\n"
-"                          start (default " DEFAULT_DRAM ").\n"
-"        --ssd SIZE        SSD tier capacity; N% is of the data directory's free\n"
+"        --dram SIZE       DRAM tier capacity (default " DEFAULT_DRAM "); N% is of the\n"
+"                          memory this process may use: the host's available\n"
+"                          memory, or the room left under its cgroup's memory\n"
+"                          limit (v2 memory.max, v1 memory.limit_in_bytes) when\n"
+"                          that is less. From 1 MiB to that; more is refused.\n"
+"        --ssd SIZE        SSD tier capacity, 4 MiB to the data directory's free\n"
+"                          space plus what the tier holds; N% is of the free\n"
 "                          space (default " DEFAULT_SSD ", at most 64G when a\n"
 "                          percentage); 0 turns the tier off.\n"
 "        --no-huge-pages   Map the DRAM tier with normal pages only.\n"
@@ -76,6 +92,22 @@ void kvtd_usage(FILE *f)
 "    -m, --metrics ADDR:PORT  Prometheus endpoint (GET /metrics, and /stats as\n"
 "                          JSON). Default " DEFAULT_METRICS "; \"off\" disables.\n"
 "    -w, --workers N       Copy threads for SAVE and LOAD (default 4).\n"
+"        --hello-timeout SECONDS  Close a connection that has not said a\n"
+"                          successful HELLO this long after it connected\n"
+"                          (default 5; 0 turns it off; up to 3600).\n"
+"        --max-conns-per-uid N  Connections one peer uid may hold (default 256;\n"
+"                          0 = no cap but the daemon's own; up to 65535).\n"
+"        --max-ns-per-tenant N  Namespaces (model, layout, shard) one tenant may\n"
+"                          have attached (default 1024; 0 = no cap but the\n"
+"                          store's 65535). A namespace with no block and no\n"
+"                          connection left is detached, and counts no more.\n"
+"        --drain-timeout SECONDS  After SIGTERM or SIGINT, how long the process\n"
+"                          may take to end (default 30; 0.1 to 3600, \"ms\" or \"s\"\n"
+"                          suffix allowed). The SAVEs and LOADs in flight get\n"
+"                          all of it but a quarter (at most 2 s) kept for closing\n"
+"                          the store; past it the process exits with status 1\n"
+"                          without closing the store, even if a copy is stuck\n"
+"                          (the SSD log is crash-safe).\n"
 "    -t, --tenant NAME:TOKEN[:SALT]  Add a tenant (repeatable; replaces the\n"
 "                          default tenant). Tenants with the same SALT share\n"
 "                          blocks; the salt defaults to the name.\n"
@@ -107,9 +139,10 @@ void kvtd_usage(FILE *f)
 "    The file has a [kvtierd] section with the long option names as keys\n"
 "    (socket, socket_mode, socket_group, allow_uids = 1000,1001, data_dir,\n"
 "    dram, ssd, huge_pages = true|false, prefault = true|false, policy,\n"
-"    host_copy = direct|device, gpu = true|false, metrics, workers, log_level,\n"
-"    cluster, node_id, peer_listen, cluster_secret_file, rdma_device,\n"
-"    peer_timeout)\n"
+"    host_copy = direct|device, gpu = true|false, metrics, workers,\n"
+"    hello_timeout, max_conns_per_uid, max_ns_per_tenant, drain_timeout,\n"
+"    log_level, cluster, node_id, peer_listen, cluster_secret_file,\n"
+"    rdma_device, peer_timeout)\n"
 "    and one [tenant NAME] section per tenant:\n"
 "\n"
 "        [kvtierd]\n"
@@ -140,6 +173,9 @@ void kvtd_usage(FILE *f)
 "\n"
 "ENVIRONMENT\n"
 "    KVTIER_SOCKET         Default socket path (the client library reads it too).\n"
+"    KVTIER_CGROUP_DIR     Read the memory limit from this cgroup directory\n"
+"                          instead of the process's own (containers that mount\n"
+"                          it elsewhere; tests).\n"
 "    LISTEN_PID, LISTEN_FDS, LISTEN_FDNAMES  Socket activation (systemd's\n"
 "                          kvtierd.socket): the listening Unix socket passed as\n"
 "                          fd 3 (or the one named \"sidecar\") is served instead\n"
@@ -187,49 +223,12 @@ void kvtd_config_defaults(struct kvtd_config *cfg)
 	set_str(cfg->policy, sizeof(cfg->policy), "tail-lru");
 	set_str(cfg->metrics, sizeof(cfg->metrics), DEFAULT_METRICS);
 	cfg->workers = 4;
+	cfg->drain_timeout_ms = 30000;
+	cfg->hello_timeout_ms = 5000;
+	cfg->max_conns_per_uid = 256;
+	cfg->max_ns_per_tenant = 1024;
 	cfg->log_level = KVT_LOG_INFO;
 	cfg->peer_timeout_ms = 2000;
-}
-
-int kvtd_parse_size(const char *s, uint64_t whole, uint64_t *out)
-{
-	char *end;
-	double v;
-
-	if (!s || !*s)
-		return -EINVAL;
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || v < 0 || v != v)
-		return -EINVAL;
-	while (isspace((unsigned char)*end))
-		end++;
-	switch (toupper((unsigned char)*end)) {
-	case 0: break;
-	case 'K': v *= 1024.0; end++; break;
-	case 'M': v *= 1048576.0; end++; break;
-	case 'G': v *= 1073741824.0; end++; break;
-	case 'T': v *= 1099511627776.0; end++; break;
-	case '%':
-		if (v > 100)
-			return -EINVAL;
-		v = v / 100.0 * (double)whole;
-		end++;
-		if (*end)
-			return -EINVAL;
-		*out = (uint64_t)v;
-		return 0;
-	default:
-		return -EINVAL;
-	}
-	if (toupper((unsigned char)*end) == 'I')
-		end++;
-	if (toupper((unsigned char)*end) == 'B')
-		end++;
-	if (*end || v >= 18446744073709551615.0)
-		return -EINVAL;
-	*out = (uint64_t)v;
-	return 0;
 }
 
 static int parse_level(const char *s, enum kvt_log_level *out)
@@ -262,6 +261,40 @@ static int parse_uint(const char *s, unsigned base, unsigned long max, unsigned 
 	return 0;
 }
 
+/* A duration in seconds ("30", "2.5", "30s") or milliseconds ("500ms"),
+ * within [min_ms, max_ms]. */
+static int parse_duration_ms(const char *s, unsigned min_ms, unsigned max_ms, unsigned *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || !(v >= 0))
+		return -EINVAL;
+	if (!strcmp(end, "ms"))
+		;
+	else if (!*end || !strcmp(end, "s"))
+		v *= 1000;
+	else
+		return -EINVAL;
+	if (v < min_ms || v > max_ms)
+		return -EINVAL;
+	*out = (unsigned)v;
+	return 0;
+}
+
+/* v as a decimal from min to max into *out; 0 or -EINVAL. */
+static int set_uint(const char *v, unsigned long min, unsigned long max, unsigned *out)
+{
+	unsigned long n;
+
+	if (parse_uint(v, 10, max, &n) || n < min)
+		return -EINVAL;
+	*out = (unsigned)n;
+	return 0;
+}
+
 static int parse_bool(const char *s, bool *out)
 {
 	if (!strcasecmp(s, "true") || !strcasecmp(s, "yes") || !strcasecmp(s, "on") || !strcmp(s, "1"))
@@ -290,6 +323,62 @@ static int add_uids(struct kvtd_config *cfg, const char *list)
 static bool fits(const char *v, size_t cap)
 {
 	return strlen(v) < cap;
+}
+
+/* What a setting accepts, for the message of a usage error. */
+static const char *accepted(const char *key)
+{
+	static const struct { const char *key, *what; } hints[] = {
+		{ "socket", "a path shorter than 108 bytes" },
+		{ "socket_mode", "an octal mode from 0 to 0777" },
+		{ "socket_group", "a group name" },
+		{ "allow_uid", "uids, comma-separated, at most 64" },
+		{ "allow_uids", "uids, comma-separated, at most 64" },
+		{ "data_dir", "a directory path" },
+		{ "dram", "a size (K, M, G, T: powers of 1024) or a percentage" },
+		{ "ssd", "a size (K, M, G, T: powers of 1024), a percentage, or 0 for none" },
+		{ "huge_pages", "true or false" },
+		{ "prefault", "true or false" },
+		{ "gpu", "true or false" },
+		{ "host_copy", "direct or device" },
+		{ "metrics", "HOST:PORT with an IPv4 address or localhost and a port from 0 to "
+			     "65535 (0: any free one), or off" },
+		{ "workers", "1 to 256" },
+		{ "hello_timeout", "0 (never) or 0.1 to 3600 seconds (\"ms\" or \"s\" suffix)" },
+		{ "max_conns_per_uid", "0 (no cap) to 65535" },
+		{ "max_ns_per_tenant", "0 (no cap) to 65535" },
+		{ "drain_timeout", "0.1 to 3600 seconds (\"ms\" or \"s\" suffix)" },
+		{ "log_level", "error, warn, info or debug" },
+		{ "cluster", "redis://HOST:PORT or unix:///PATH" },
+		{ "node_id", "1 to 64 characters of A-Z a-z 0-9 . _ -" },
+		{ "peer_listen", "ADDR:PORT, an IPv4 address peers reach (not 0.0.0.0) and a "
+				 "port from 1 to 65535" },
+		{ "cluster_secret_file", "a file path" },
+		{ "rdma_device", "an RDMA device name (e.g. mlx5_0)" },
+		{ "peer_timeout", "10 to 600000 milliseconds" },
+	};
+
+	if (!strcmp(key, "policy"))
+		return kvt_policy_names();
+	for (size_t i = 0; i < sizeof(hints) / sizeof(hints[0]); i++)
+		if (!strcmp(hints[i].key, key))
+			return hints[i].what;
+	return "a valid value";
+}
+
+/* "HOST:PORT": an IPv4 address (or localhost) and a port from 0 to 65535. */
+static bool metrics_addr_ok(const char *v)
+{
+	const char *colon = strrchr(v, ':');
+	char host[64];
+	struct in_addr a;
+	unsigned long port;
+
+	if (!colon || (size_t)(colon - v) >= sizeof(host) || parse_uint(colon + 1, 10, 65535, &port))
+		return false;
+	memcpy(host, v, (size_t)(colon - v));
+	host[colon - v] = 0;
+	return !*host || !strcmp(host, "localhost") || inet_pton(AF_INET, host, &a) == 1;
 }
 
 /* 1..64 characters of [A-Za-z0-9._-] (what the directory and the peer
@@ -351,9 +440,9 @@ static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 	if (!strcmp(k, "data_dir"))
 		return STR(data_dir);
 	if (!strcmp(k, "dram"))
-		return kvtd_parse_size(v, 100, &size) ? -EINVAL : STR(dram_spec);
+		return kvt_parse_size(v, 100, &size) ? -EINVAL : STR(dram_spec);
 	if (!strcmp(k, "ssd"))
-		return kvtd_parse_size(v, 100, &size) ? -EINVAL : STR(ssd_spec);
+		return kvt_parse_size(v, 100, &size) ? -EINVAL : STR(ssd_spec);
 	if (!strcmp(k, "huge_pages"))
 		return parse_bool(v, &cfg->huge_pages);
 	if (!strcmp(k, "prefault"))
@@ -367,20 +456,30 @@ static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 		return 0;
 	}
 	if (!strcmp(k, "policy"))
-		return STR(policy);
+		return kvt_policy_find(v) ? STR(policy) : -EINVAL;
 	if (!strcmp(k, "metrics")) {
 		if (!strcmp(v, "off") || !*v) {
 			cfg->metrics[0] = 0;
 			return 0;
 		}
-		return strchr(v, ':') ? STR(metrics) : -EINVAL;
+		return metrics_addr_ok(v) ? STR(metrics) : -EINVAL;
 	}
-	if (!strcmp(k, "workers")) {
-		if (parse_uint(v, 10, 256, &n) || n == 0)
+	if (!strcmp(k, "workers"))
+		return set_uint(v, 1, 256, &cfg->workers);
+	if (!strcmp(k, "hello_timeout")) {
+		unsigned ms;
+
+		if (parse_duration_ms(v, 0, 3600 * 1000, &ms) || (ms && ms < 100))
 			return -EINVAL;
-		cfg->workers = (unsigned)n;
+		cfg->hello_timeout_ms = ms; /* 0: off */
 		return 0;
 	}
+	if (!strcmp(k, "max_conns_per_uid"))
+		return set_uint(v, 0, 65535, &cfg->max_conns_per_uid);
+	if (!strcmp(k, "max_ns_per_tenant"))
+		return set_uint(v, 0, 65535, &cfg->max_ns_per_tenant);
+	if (!strcmp(k, "drain_timeout"))
+		return parse_duration_ms(v, 100, 3600 * 1000, &cfg->drain_timeout_ms);
 	if (!strcmp(k, "log_level"))
 		return parse_level(v, &cfg->log_level);
 	if (!strcmp(k, "cluster")) {
@@ -406,20 +505,6 @@ static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 	return -ENOENT;
 }
 
-/* What a value of key must look like, for its error message. */
-static const char *value_hint(const char *key)
-{
-	if (!strcmp(key, "cluster"))
-		return " (expected redis://HOST:PORT or unix:///PATH)";
-	if (!strcmp(key, "node_id"))
-		return " (1-64 characters of A-Z a-z 0-9 . _ -)";
-	if (!strcmp(key, "peer_listen"))
-		return " (expected ADDR:PORT, an IPv4 address peers reach, not 0.0.0.0)";
-	if (!strcmp(key, "peer_timeout"))
-		return " (milliseconds, 10 to 600000)";
-	return "";
-}
-
 static struct kvtd_tenant *tenant_named(struct kvtd_config *cfg, const char *name)
 {
 	struct kvtd_tenant *t;
@@ -427,12 +512,59 @@ static struct kvtd_tenant *tenant_named(struct kvtd_config *cfg, const char *nam
 	for (size_t i = 0; i < cfg->n_tenants; i++)
 		if (!strcmp(cfg->tenants[i].name, name))
 			return &cfg->tenants[i];
-	if (cfg->n_tenants >= KVTD_MAX_TENANTS || !*name || !fits(name, sizeof(t->name)))
+	/* the name is the default salt: it must fit whole, or two long names
+	 * alike in their first bytes would share blocks */
+	if (cfg->n_tenants >= KVTD_MAX_TENANTS || !*name || !fits(name, sizeof(t->salt)))
 		return NULL;
 	t = &cfg->tenants[cfg->n_tenants++];
 	set_str(t->name, sizeof(t->name), name);
 	set_str(t->salt, sizeof(t->salt), name);
 	return t;
+}
+
+/* Whether section is "tenant NAME" (or "tenant:NAME", NAME maybe quoted);
+ * NAME goes to name. */
+static bool tenant_section(const char *section, char *name, size_t cap)
+{
+	const char *n = section + 7;
+
+	if (strncmp(section, "tenant ", 7) && strncmp(section, "tenant:", 7))
+		return false;
+	while (*n == ' ' || *n == '"')
+		n++;
+	set_str(name, cap, n);
+	for (char *p = name + strlen(name); p > name && (p[-1] == '"' || p[-1] == ' ');)
+		*--p = 0;
+	return true;
+}
+
+/* Create the tenants of every [tenant NAME] header of the file's text, in
+ * order: libinih reports keys only, so a section without any would vanish
+ * (and a tenant without a token must be refused, not forgotten). Returns 0,
+ * or -EINVAL past KVTD_MAX_TENANTS (said on stderr). */
+static int declare_tenants(struct kvtd_config *cfg, const char *path, const char *text)
+{
+	for (const char *line = text; *line;) {
+		const char *end = strchr(line, '\n'), *close;
+		char section[128], name[64];
+
+		if (!end)
+			end = line + strlen(line);
+		while (line < end && (*line == ' ' || *line == '\t'))
+			line++;
+		close = memchr(line, ']', (size_t)(end - line));
+		if (*line == '[' && close && (size_t)(close - line - 1) < sizeof(section)) {
+			memcpy(section, line + 1, (size_t)(close - line - 1));
+			section[close - line - 1] = 0;
+			if (tenant_section(section, name, sizeof(name)) && !tenant_named(cfg, name)) {
+				fprintf(stderr, "kvtierd: %s: [%s]: at most %d tenants, names of 1 to "
+					"32 bytes\n", path, section, KVTD_MAX_TENANTS);
+				return -EINVAL;
+			}
+		}
+		line = *end ? end + 1 : end;
+	}
+	return 0;
 }
 
 struct ini_ctx {
@@ -444,25 +576,23 @@ struct ini_ctx {
 static int ini_cb(void *user, const char *section, const char *key, const char *v)
 {
 	struct ini_ctx *ctx = user;
-	struct kvtd_tenant *t;
+	struct kvtd_tenant *t = NULL;
+	char name[64];
 	int err = 0;
 
 	if (!strcmp(section, "kvtierd")) {
 		err = apply(ctx->cfg, key, v);
-	} else if (!strncmp(section, "tenant ", 7) || !strncmp(section, "tenant:", 7)) {
-		const char *name = section + 7;
-
-		while (*name == ' ' || *name == '"')
-			name++;
-		char clean[64];
-		set_str(clean, sizeof(clean), name);
-		for (char *p = clean + strlen(clean); p > clean && (p[-1] == '"' || p[-1] == ' ');)
-			*--p = 0;
-		t = tenant_named(ctx->cfg, clean);
+	} else if (tenant_section(section, name, sizeof(name))) {
+		t = tenant_named(ctx->cfg, name);
 		if (!t)
 			err = -EINVAL;
-		else if (!strcmp(key, "token"))
-			err = fits(v, sizeof(t->token)) ? (set_str(t->token, sizeof(t->token), v), 0) : -EINVAL;
+		else if (!strcmp(key, "token")) {
+			err = fits(v, sizeof(t->token)) ? 0 : -EINVAL;
+			if (!err) {
+				set_str(t->token, sizeof(t->token), v);
+				t->has_token = true;
+			}
+		}
 		else if (!strcmp(key, "salt"))
 			err = fits(v, sizeof(t->salt)) && *v ? (set_str(t->salt, sizeof(t->salt), v), 0) : -EINVAL;
 		else if (!strcmp(key, "models"))
@@ -474,11 +604,16 @@ static int ini_cb(void *user, const char *section, const char *key, const char *
 		ctx->err = -EINVAL;
 		return 0;
 	}
-	if (err) {
-		fprintf(stderr, "kvtierd: %s: [%s] %s = %s: %s%s\n", ctx->path, section, key, v,
-			err == -ENOENT ? "unknown key" : "invalid value", value_hint(key));
+	if (err == -ENOENT)
+		fprintf(stderr, "kvtierd: %s: [%s] %s: unknown key\n", ctx->path, section, key);
+	else if (err && strcmp(section, "kvtierd"))
+		fprintf(stderr, "kvtierd: %s: [%s] %s = %s: invalid value%s\n", ctx->path, section,
+			key, v, t ? "" : " (at most 64 tenants, names of 1 to 32 bytes)");
+	else if (err)
+		fprintf(stderr, "kvtierd: %s: [%s] %s = %s: expected %s\n", ctx->path, section, key,
+			v, accepted(key));
+	if (err)
 		ctx->err = -EINVAL;
-	}
 	return 1;
 }
 
@@ -495,18 +630,22 @@ static const struct option long_opts[] = {
 	{ "policy", required_argument, NULL, 7 },
 	{ "metrics", required_argument, NULL, 'm' },
 	{ "workers", required_argument, NULL, 'w' },
+	{ "drain-timeout", required_argument, NULL, 12 },
+	{ "hello-timeout", required_argument, NULL, 13 },
+	{ "max-conns-per-uid", required_argument, NULL, 14 },
+	{ "max-ns-per-tenant", required_argument, NULL, 15 },
 	{ "tenant", required_argument, NULL, 't' },
 	{ "log-level", required_argument, NULL, 'l' },
 	{ "print-config", no_argument, NULL, 8 },
 	{ "no-prefault", no_argument, NULL, 9 },
 	{ "host-copy", required_argument, NULL, 10 },
 	{ "no-gpu", no_argument, NULL, 11 },
-	{ "cluster", required_argument, NULL, 12 },
-	{ "node-id", required_argument, NULL, 13 },
-	{ "peer-listen", required_argument, NULL, 14 },
-	{ "cluster-secret-file", required_argument, NULL, 15 },
-	{ "rdma-device", required_argument, NULL, 16 },
-	{ "peer-timeout", required_argument, NULL, 17 },
+	{ "cluster", required_argument, NULL, 20 },
+	{ "node-id", required_argument, NULL, 21 },
+	{ "peer-listen", required_argument, NULL, 22 },
+	{ "cluster-secret-file", required_argument, NULL, 23 },
+	{ "rdma-device", required_argument, NULL, 24 },
+	{ "peer-timeout", required_argument, NULL, 25 },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -535,9 +674,12 @@ static int add_cli_tenant(struct kvtd_config *cfg, const char *arg, bool *first)
 		*first = false;
 	}
 	t = tenant_named(cfg, buf);
+	if (!t && cfg->n_tenants >= KVTD_MAX_TENANTS)
+		return -ENOSPC;
 	if (!t || !fits(token, sizeof(t->token)) || (salt && (!*salt || !fits(salt, sizeof(t->salt)))))
 		return -EINVAL;
 	set_str(t->token, sizeof(t->token), token);
+	t->has_token = true;
 	if (salt)
 		set_str(t->salt, sizeof(t->salt), salt);
 	return 0;
@@ -551,6 +693,11 @@ static int check_tokens(const struct kvtd_config *cfg)
 	for (size_t i = 0; i < cfg->n_tenants; i++) {
 		const struct kvtd_tenant *t = &cfg->tenants[i];
 
+		if (!t->has_token) {
+			fprintf(stderr, "kvtierd: [tenant %s] has no token line: every tenant needs "
+				"one (\"token =\" empty only for a lone tenant)\n", t->name);
+			return -EINVAL;
+		}
 		if (!t->token[0] && cfg->n_tenants > 1) {
 			fprintf(stderr, "kvtierd: tenant %s: an empty token is allowed only when it "
 				"is the only tenant\n", t->name);
@@ -564,6 +711,57 @@ static int check_tokens(const struct kvtd_config *cfg)
 			}
 		}
 	}
+	return 0;
+}
+
+/* The config file's text (malloc'd, NUL-terminated): a regular file of at
+ * most KVTD_CONFIG_MAX_BYTES. Anything else (a directory, a device such as
+ * /dev/zero, a FIFO: opened without blocking, never read) or a larger file
+ * is refused with a message. Returns 0 or -EINVAL. */
+static int read_config_file(const char *path, char **out)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	const char *why = NULL;
+	size_t len = 0;
+	struct stat st;
+	char *text = NULL;
+
+	if (fd < 0) {
+		fprintf(stderr, "kvtierd: --config %s: %s\n", path, strerror(errno));
+		return -EINVAL;
+	}
+	if (fstat(fd, &st))
+		why = strerror(errno);
+	else if (!S_ISREG(st.st_mode))
+		why = "not a regular file";
+	else if (st.st_size > KVTD_CONFIG_MAX_BYTES)
+		why = "larger than " KVTD_CONFIG_MAX_TEXT ", the limit of a config file";
+	else if (!(text = malloc((size_t)st.st_size + 2)))
+		why = strerror(ENOMEM);
+	/* the file may grow meanwhile: read one byte past its size to notice */
+	while (!why) {
+		ssize_t n = read(fd, text + len, (size_t)st.st_size + 1 - len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			why = strerror(errno);
+		else if (len + (size_t)n > (size_t)st.st_size)
+			why = "changed while being read";
+		else if (n == 0)
+			break;
+		len += n > 0 ? (size_t)n : 0;
+	}
+	close(fd);
+	if (!why && memchr(text, 0, len))
+		why = "holds a NUL byte: not a text file";
+	if (why) {
+		fprintf(stderr, "kvtierd: --config %s: %s\n", path, why);
+		free(text);
+		return -EINVAL;
+	}
+	text[len] = 0;
+	*out = text;
 	return 0;
 }
 
@@ -607,17 +805,26 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 			kvtd_usage(stdout);
 			return 1;
 		} else if (c == 'V') {
-			printf("kvtierd 0.1.0 (protocol %d)\n", KVT_PROTO_VERSION);
+			printf("kvtierd %s (protocol %d)\n", kvt_version(), KVT_PROTO_VERSION);
 			return 1;
 		}
 	}
 	if (cfg->config_path[0]) {
 		struct ini_ctx ctx = { .cfg = cfg, .path = cfg->config_path };
-		int line = ini_parse(cfg->config_path, ini_cb, &ctx);
+		char *text;
+		int line;
 
+		if (read_config_file(cfg->config_path, &text))
+			return -EINVAL;
+		if (declare_tenants(cfg, cfg->config_path, text)) {
+			free(text);
+			return -EINVAL;
+		}
+		line = ini_parse_string(text, ini_cb, &ctx);
+		free(text);
 		if (line < 0) {
-			fprintf(stderr, "kvtierd: cannot read %s: %s\n", cfg->config_path,
-				strerror(errno ? errno : ENOENT));
+			fprintf(stderr, "kvtierd: --config %s: %s\n", cfg->config_path,
+				strerror(ENOMEM));
 			return -EINVAL;
 		}
 		if (line > 0) {
@@ -647,22 +854,32 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 		case 7: key = "policy"; break;
 		case 'm': key = "metrics"; break;
 		case 'w': key = "workers"; break;
+		case 12: key = "drain_timeout"; break;
+		case 13: key = "hello_timeout"; break;
+		case 14: key = "max_conns_per_uid"; break;
+		case 15: key = "max_ns_per_tenant"; break;
 		case 'l': key = "log_level"; break;
 		case 8: cfg->print_config = true; continue;
 		case 9: cfg->prefault = false; continue;
 		case 10: key = "host_copy"; break;
 		case 11: cfg->gpu = false; continue;
-		case 12: key = "cluster"; break;
-		case 13: key = "node_id"; break;
-		case 14: key = "peer_listen"; break;
-		case 15: key = "cluster_secret_file"; break;
-		case 16: key = "rdma_device"; break;
-		case 17: key = "peer_timeout"; break;
+		case 20: key = "cluster"; break;
+		case 21: key = "node_id"; break;
+		case 22: key = "peer_listen"; break;
+		case 23: key = "cluster_secret_file"; break;
+		case 24: key = "rdma_device"; break;
+		case 25: key = "peer_timeout"; break;
 		case 't':
-			if (add_cli_tenant(cfg, optarg, &first_tenant)) {
-				fprintf(stderr, "kvtierd: --tenant %s: expected NAME:TOKEN[:SALT]\n", optarg);
+			err = add_cli_tenant(cfg, optarg, &first_tenant);
+			if (err == -ENOSPC)
+				fprintf(stderr, "kvtierd: --tenant %s: at most %d tenants\n", optarg,
+					KVTD_MAX_TENANTS);
+			else if (err)
+				fprintf(stderr, "kvtierd: --tenant %s: expected NAME:TOKEN[:SALT] (a name "
+					"of 1 to 32 bytes; a token of at most 256, a salt of 1 to %d)\n",
+					optarg, KVT_SALT_MAX);
+			if (err)
 				return -EINVAL;
-			}
 			continue;
 		default:
 			fprintf(stderr, "Try 'kvtierd --help'.\n");
@@ -670,8 +887,13 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 		}
 		err = apply(cfg, key, optarg);
 		if (err) {
-			fprintf(stderr, "kvtierd: invalid value '%s' for %s%s\n", optarg, key,
-				value_hint(key));
+			const char *opt = NULL;
+
+			for (const struct option *o = long_opts; o->name && !opt; o++)
+				if (o->val == c)
+					opt = o->name;
+			fprintf(stderr, "kvtierd: --%s %s: expected %s\n", opt ? opt : key, optarg,
+				accepted(key));
 			return -EINVAL;
 		}
 	}
@@ -682,6 +904,7 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 	if (cfg->n_tenants == 0) {
 		struct kvtd_tenant *t = tenant_named(cfg, "default");
 		t->token[0] = 0;
+		t->has_token = true; /* the lone tenant, open by design */
 	}
 	if (check_cluster(cfg))
 		return -EINVAL;
@@ -689,20 +912,27 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 	return cfg->print_config ? 0 : check_tokens(cfg);
 }
 
-static uint64_t mem_available(void)
+/* Bytes the SSD tier's segment files under data_dir take on disk now. */
+static uint64_t ssd_tier_bytes(const char *data_dir)
 {
-	FILE *f = fopen("/proc/meminfo", "r");
-	char line[256];
-	unsigned long long kb = 0;
+	char path[4200];
+	struct dirent *e;
+	uint64_t sum = 0;
+	DIR *d;
 
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-			break;
-	if (f)
-		fclose(f);
-	if (!kb)
-		return (uint64_t)sysconf(_SC_AVPHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
-	return kb * 1024;
+	snprintf(path, sizeof(path), "%s/ssd", data_dir);
+	d = opendir(path);
+	while (d && (e = readdir(d))) {
+		struct stat st;
+
+		if (strncmp(e->d_name, "seg-", 4) ||
+		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
+			continue;
+		sum += (uint64_t)st.st_blocks * 512;
+	}
+	if (d)
+		closedir(d);
+	return sum;
 }
 
 /* mkdir -p */
@@ -728,30 +958,57 @@ static int make_dirs(const char *path, mode_t mode)
 
 int kvtd_config_resolve(struct kvtd_config *cfg)
 {
-	char dir[sizeof(cfg->socket_path)];
+	char dir[sizeof(cfg->socket_path)], avail[32], limit[32];
+	struct kvtd_memory mem;
 	struct statvfs vfs;
 	char *slash;
 	int err;
 
-	if (kvtd_parse_size(cfg->dram_spec, mem_available(), &cfg->dram_bytes) ||
-	    cfg->dram_bytes < (1u << 20)) {
-		fprintf(stderr, "kvtierd: dram = %s: need at least 1 MiB\n", cfg->dram_spec);
+	kvtd_memory_measure(&mem);
+	kvt_fmt_bytes(mem.available, avail, sizeof(avail));
+	if (kvt_parse_size(cfg->dram_spec, mem.available, &cfg->dram_bytes) ||
+	    cfg->dram_bytes < (1u << 20) || cfg->dram_bytes > mem.available) {
+		fprintf(stderr, "kvtierd: --dram %s: the DRAM tier takes 1 MiB to %s, the memory "
+			"this process may use (", cfg->dram_spec, avail);
+		if (mem.cgroup_room < mem.host_available)
+			fprintf(stderr, "the room left under the %s limit of cgroup %s",
+				kvt_fmt_bytes(mem.cgroup_limit, limit, sizeof(limit)), mem.cgroup_dir);
+		else
+			fprintf(stderr, "the host's available memory");
+		fprintf(stderr, ")\n");
 		return -EINVAL;
 	}
 	cfg->ssd_bytes = 0;
 	if (strcmp(cfg->ssd_spec, "0")) {
+		uint64_t free_bytes, held, room;
+		char a[32], b[32], c[32];
+
 		err = make_dirs(cfg->data_dir, 0750);
 		if (err) {
 			fprintf(stderr, "kvtierd: data dir %s: %s\n", cfg->data_dir, strerror(-err));
 			return err;
 		}
 		if (statvfs(cfg->data_dir, &vfs)) {
-			fprintf(stderr, "kvtierd: data dir %s: %s\n", cfg->data_dir, strerror(errno));
-			return -errno;
+			err = -errno;
+			fprintf(stderr, "kvtierd: data dir %s: %s\n", cfg->data_dir, strerror(-err));
+			return err;
 		}
-		kvtd_parse_size(cfg->ssd_spec, (uint64_t)vfs.f_bavail * vfs.f_frsize, &cfg->ssd_bytes);
+		free_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+		/* what the tier's segments hold is theirs again on a restart */
+		held = ssd_tier_bytes(cfg->data_dir);
+		room = free_bytes + held;
+		kvt_parse_size(cfg->ssd_spec, free_bytes, &cfg->ssd_bytes);
 		if (strchr(cfg->ssd_spec, '%') && cfg->ssd_bytes > (64ull << 30))
 			cfg->ssd_bytes = 64ull << 30;
+		if (cfg->ssd_bytes && (cfg->ssd_bytes < KVTD_SSD_MIN || cfg->ssd_bytes > room)) {
+			fprintf(stderr, "kvtierd: --ssd %s: the SSD tier takes %s to %s (the free "
+				"space of %s, %s, plus the %s its segments hold), or 0 for none\n",
+				cfg->ssd_spec, kvt_fmt_bytes(KVTD_SSD_MIN, a, sizeof(a)),
+				kvt_fmt_bytes(room, b, sizeof(b)), cfg->data_dir,
+				kvt_fmt_bytes(free_bytes, c, sizeof(c)), kvt_fmt_bytes(held, avail,
+											sizeof(avail)));
+			return -EINVAL;
+		}
 	}
 	if (cfg->cluster[0] && !cfg->cluster_secret_file[0])
 		snprintf(cfg->cluster_secret_file, sizeof(cfg->cluster_secret_file),
@@ -781,11 +1038,14 @@ void kvtd_config_print(const struct kvtd_config *cfg, FILE *f)
 		fputc('\n', f);
 	}
 	fprintf(f, "data_dir = %s\ndram = %s\nssd = %s\nhuge_pages = %s\nprefault = %s\npolicy = %s\n"
-		"host_copy = %s\ngpu = %s\nmetrics = %s\nworkers = %u\nlog_level = %s\n",
+		"host_copy = %s\ngpu = %s\nmetrics = %s\nworkers = %u\nhello_timeout = %ums\n"
+		"max_conns_per_uid = %u\nmax_ns_per_tenant = %u\ndrain_timeout = %ums\n"
+		"log_level = %s\n",
 		cfg->data_dir, cfg->dram_spec,
 		cfg->ssd_spec, cfg->huge_pages ? "true" : "false", cfg->prefault ? "true" : "false",
 		cfg->policy, cfg->host_copy_device ? "device" : "direct", cfg->gpu ? "true" : "false",
-		cfg->metrics[0] ? cfg->metrics : "off", cfg->workers,
+		cfg->metrics[0] ? cfg->metrics : "off", cfg->workers, cfg->hello_timeout_ms,
+		cfg->max_conns_per_uid, cfg->max_ns_per_tenant, cfg->drain_timeout_ms,
 		(const char *[]){ "error", "warn", "info", "debug" }[cfg->log_level]);
 	if (cfg->cluster[0]) {
 		fprintf(f, "cluster = %s\nnode_id = %s\npeer_listen = %s\npeer_timeout = %u\n",

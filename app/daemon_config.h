@@ -19,6 +19,7 @@ struct kvtd_tenant {
 	char token[257];              /* KVT_PROTO_MAX_TOKEN + 1 */
 	char salt[KVT_SALT_MAX + 1];
 	char models[512];
+	bool has_token;               /* a token was given (possibly empty) */
 };
 
 struct kvtd_config {
@@ -40,6 +41,10 @@ struct kvtd_config {
 	char policy[16];
 	char metrics[64];             /* "HOST:PORT" or "" = off */
 	unsigned workers;
+	unsigned drain_timeout_ms;    /* SIGTERM ends the process within this */
+	unsigned hello_timeout_ms;    /* 0 = connections may wait for ever */
+	unsigned max_conns_per_uid;   /* 0 = no cap per uid */
+	unsigned max_ns_per_tenant;   /* 0 = no cap per tenant */
 	enum kvt_log_level log_level;
 	struct kvtd_tenant tenants[KVTD_MAX_TENANTS];
 	size_t n_tenants;
@@ -62,17 +67,16 @@ void kvtd_config_defaults(struct kvtd_config *cfg);
  * on stderr (exit 2). */
 int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv);
 
-/* Resolve the sizes (percentages of free memory / disk) and create the data
- * directory and the socket's directory. Returns 0 or -errno with a message. */
+/* Resolve the sizes (percentages of the memory this process may use, see
+ * daemon_memory.h, and of the data directory's free space) and create the
+ * data directory and the socket's directory. Returns 0, -EINVAL for a
+ * setting that cannot work here (a usage error), or another -errno, each
+ * with a message. */
 int kvtd_config_resolve(struct kvtd_config *cfg);
 
 /* Print the effective configuration as an INI file kvtierd reads back. */
 void kvtd_config_print(const struct kvtd_config *cfg, FILE *f);
 
 void kvtd_usage(FILE *f);
-
-/* Parse a size: a number with an optional K/M/G/T suffix (powers of 1024, an
- * optional "iB"/"B"), or "N%" of `whole`. Returns 0 or -EINVAL. */
-int kvtd_parse_size(const char *s, uint64_t whole, uint64_t *out);
 
 #endif /* KVT_APP_DAEMON_CONFIG_H */

@@ -3,6 +3,7 @@
  * numbers are on the daemon's Prometheus endpoint. */
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 
 #include "app/kvtier_cmds.h"
 #include "kvtier/client.h"
+#include "util/size.h"
 
 void kvt_stats_usage(FILE *f)
 {
@@ -35,22 +37,15 @@ void kvt_stats_usage(FILE *f)
 	      "    0 printed, 1 the daemon could not be reached, 2 usage error.\n", f);
 }
 
-static const char *human(double b, char *buf, size_t len)
-{
-	static const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	int u = 0;
-
-	while (b >= 1024 && u < 4) {
-		b /= 1024;
-		u++;
-	}
-	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
-	return buf;
-}
-
 static double num(json_t *o, const char *key)
 {
 	return json_number_value(json_object_get(o, key));
+}
+
+/* A byte counter of o, for a person. */
+static const char *bytes_of(json_t *o, const char *key, char *buf, size_t len)
+{
+	return kvt_fmt_bytes((uint64_t)num(o, key), buf, len);
 }
 
 /* Upper bound of the bucket holding quantile q, in microseconds. */
@@ -102,10 +97,10 @@ static void print_table(json_t *root, const char *socket)
 	       "occ", "blocks", "hits", "in", "out", "evicted", "errors", "state");
 	json_object_foreach(tiers, name, t) {
 		printf("%-6s %10s %10s %5.1f%% %9.0f %9.0f %10s %10s %8.0f %6.0f %s\n", name,
-		       human(num(t, "capacity_bytes"), a, sizeof(a)),
-		       human(num(t, "used_bytes"), b, sizeof(b)), 100 * num(t, "occupancy"),
-		       num(t, "blocks"), num(t, "hits"), human(num(t, "bytes_in"), c, sizeof(c)),
-		       human(num(t, "bytes_out"), d, sizeof(d)), num(t, "evictions"),
+		       bytes_of(t, "capacity_bytes", a, sizeof(a)),
+		       bytes_of(t, "used_bytes", b, sizeof(b)), 100 * num(t, "occupancy"),
+		       num(t, "blocks"), num(t, "hits"), bytes_of(t, "bytes_in", c, sizeof(c)),
+		       bytes_of(t, "bytes_out", d, sizeof(d)), num(t, "evictions"),
 		       num(t, "errors"), json_is_true(json_object_get(t, "degraded")) ? "DEGRADED" : "ok");
 	}
 	printf("\nlookups   %.0f keys: %.0f hits (%.1f%%), %.0f misses; %.0f blocks in %.0f namespaces\n",
@@ -113,8 +108,8 @@ static void print_table(json_t *root, const char *socket)
 	       num(store, "namespaces"));
 	printf("engine    saved %.0f blocks (%s gathered), loaded %.0f (%s scattered), "
 	       "%.0f load misses\n", num(copies, "save_blocks"),
-	       human(num(copies, "gather_bytes"), a, sizeof(a)), num(copies, "load_blocks"),
-	       human(num(copies, "scatter_bytes"), b, sizeof(b)), num(copies, "load_misses"));
+	       bytes_of(copies, "gather_bytes", a, sizeof(a)), num(copies, "load_blocks"),
+	       bytes_of(copies, "scatter_bytes", b, sizeof(b)), num(copies, "load_misses"));
 	printf("refused   %.0f connections, %.0f hellos, %.0f bad frames; %.0f checksum failures\n\n",
 	       num(server, "connections_refused"), num(server, "hello_refused"),
 	       num(server, "bad_frames"), num(store, "checksum_failures"));

@@ -20,33 +20,78 @@
 #include "app/daemon_log.h"
 #include "app/daemon_systemd.h"
 #include "kvtier/device.h"
+#include "kvtier/log.h"
 #include "kvtier/store.h"
 #include "transport/proto.h"
 #include "transport/server.h"
+#include "util/clock.h"
+#include "util/size.h"
 
 /* SIGTERM and SIGINT are blocked in every thread (the mask is set before any
  * is created, and inherited) and taken by one thread with sigwait, which
  * stops the server under a lock that main holds while it frees it: no handler
- * runs on a worker or touches a freed server. */
+ * runs on a worker or touches a freed server. The same thread is the
+ * watchdog of the drain timeout: once a stop signal came, the process ends
+ * within it, whatever main is stuck on. */
 static pthread_mutex_t sig_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct kvt_server *running;
 static bool stop_requested, sig_quit;
 static sigset_t stop_sigs;
+static uint64_t drain_timeout_ns;
+
+/* Leave now, without closing anything: what is stuck would never return.
+ * Blocks acknowledged on SSD survive (the log is crash-safe); DRAM's go. */
+static void exit_forced(const char *stage)
+{
+	kvtd_log(KVT_LOG_ERROR, "event=exit.forced reason=drain_timeout stage=%s timeout_ms=%llu "
+		 "status=1", stage, (unsigned long long)(drain_timeout_ns / 1000000));
+	fflush(NULL);
+	_exit(1);
+}
+
+/* The next stop signal, or 0 once `deadline` (0 = none) has passed. */
+static int next_signal(uint64_t deadline)
+{
+	for (;;) {
+		struct timespec ts;
+		uint64_t now, left;
+		int sig;
+
+		if (!deadline) {
+			if (sigwait(&stop_sigs, &sig) == 0)
+				return sig;
+			continue;
+		}
+		now = kvt_now_ns();
+		if (now >= deadline)
+			return 0;
+		left = deadline - now;
+		ts.tv_sec = (time_t)(left / 1000000000);
+		ts.tv_nsec = (long)(left % 1000000000);
+		sig = sigtimedwait(&stop_sigs, NULL, &ts);
+		if (sig > 0)
+			return sig;
+	}
+}
 
 static void *signal_main(void *arg)
 {
+	uint64_t deadline = 0;
+
 	(void)arg;
 	for (;;) {
-		int sig;
+		int sig = next_signal(deadline);
 
-		if (sigwait(&stop_sigs, &sig))
-			continue;
 		pthread_mutex_lock(&sig_lock);
 		if (sig_quit) {
 			pthread_mutex_unlock(&sig_lock);
 			return NULL;
 		}
+		if (!sig)
+			exit_forced("watchdog"); /* main did not end the process in time */
 		stop_requested = true; /* a signal during start-up: stop once started */
+		if (!deadline)
+			deadline = kvt_now_ns() + drain_timeout_ns;
 		kvtd_sd_notify("STOPPING=1");
 		if (running)
 			kvt_server_stop(running);
@@ -96,18 +141,15 @@ static void stop_signal_thread(pthread_t thread)
 	pthread_join(thread, NULL);
 }
 
-static const char *fmt_bytes(uint64_t b, char *buf, size_t len)
+/* Whether the metrics endpoint listens beyond loopback ("" is off). */
+static bool metrics_exposed(const char *addr)
 {
-	static const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	double v = (double)b;
-	int u = 0;
+	const char *colon = strrchr(addr, ':');
+	size_t host = colon ? (size_t)(colon - addr) : 0;
 
-	while (v >= 1024 && u < 4) {
-		v /= 1024;
-		u++;
-	}
-	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
-	return buf;
+	if (!*addr || host == 0)
+		return false;
+	return strncmp(addr, "127.", 4) && !(host == 9 && !strncmp(addr, "localhost", 9));
 }
 
 /* The GPU, when one is there and wanted: opened with the cuda backend and the
@@ -184,17 +226,18 @@ static void print_summary(const struct kvtd_config *cfg, const struct kvt_server
 {
 	char a[32], b[32];
 
-	printf("kvtierd 0.1.0 ready (protocol %d, pid %d)\n", KVT_PROTO_VERSION, (int)getpid());
+	printf("kvtierd %s ready (protocol %d, pid %d)\n", kvt_version(), KVT_PROTO_VERSION,
+	       (int)getpid());
 	if (activated)
 		printf("  socket    %s (passed by systemd)\n", cfg->socket_path);
 	else
 		printf("  socket    %s (mode %04o%s%s)\n", cfg->socket_path, cfg->socket_mode,
 		       cfg->socket_group[0] ? ", group " : "", cfg->socket_group);
-	printf("  dram      %s%s%s, policy %s\n", fmt_bytes(cfg->dram_bytes, a, sizeof(a)),
+	printf("  dram      %s%s%s, policy %s\n", kvt_fmt_bytes(cfg->dram_bytes, a, sizeof(a)),
 	       cfg->huge_pages ? ", huge pages when available" : "",
 	       cfg->prefault ? ", prefaulting in the background" : "", cfg->policy);
 	if (cfg->ssd_bytes)
-		printf("  ssd       %s under %s\n", fmt_bytes(cfg->ssd_bytes, b, sizeof(b)), ssd_dir);
+		printf("  ssd       %s under %s\n", kvt_fmt_bytes(cfg->ssd_bytes, b, sizeof(b)), ssd_dir);
 	else
 		printf("  ssd       off\n");
 	if (gpu) {
@@ -212,7 +255,8 @@ static void print_summary(const struct kvtd_config *cfg, const struct kvt_server
 		printf(" %s%s", cfg->tenants[i].name, cfg->tenants[i].token[0] ? "" : " (no token)");
 	printf("\n  metrics   ");
 	if (cfg->metrics[0])
-		printf("http://%s/metrics\n", cfg->metrics);
+		printf("http://%s/metrics%s\n", cfg->metrics, metrics_exposed(cfg->metrics) ?
+		       " (beyond loopback: readable without credentials)" : "");
 	else
 		printf("off\n");
 	printf("  workers   %u copy threads\n", cfg->workers);
@@ -239,7 +283,7 @@ int main(int argc, char **argv)
 	char ssd_dir[4200], gpu_why[160] = "";
 	char sd_path[sizeof(cfg.socket_path)];
 	pthread_t sig_thread;
-	int err, listen_fd;
+	int err, status = 0, listen_fd;
 
 	err = kvtd_config_load(&cfg, argc, argv);
 	if (err)
@@ -249,6 +293,8 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	kvtd_log_set_level(cfg.log_level);
+	drain_timeout_ns = (uint64_t)cfg.drain_timeout_ms * 1000000;
+	kvt_log_set_handler(kvtd_log_cb, NULL); /* the library's lines too */
 	/* socket activation: serve the socket systemd holds, named by its path */
 	listen_fd = kvtd_sd_listen_fd(sd_path, sizeof(sd_path));
 	if (listen_fd < 0) {
@@ -261,10 +307,17 @@ int main(int argc, char **argv)
 	if (install_signals(&sig_thread))
 		return 1;
 	raise_nofile();
-	if (kvtd_config_resolve(&cfg)) {
-		err = -EINVAL;
+	err = kvtd_config_resolve(&cfg);
+	if (err) {
+		/* a setting that cannot work here (a size, a path) was given */
+		status = err == -EINVAL ? 2 : 1;
 		goto out_signals;
 	}
+
+	if (metrics_exposed(cfg.metrics))
+		kvtd_log(KVT_LOG_WARN, "event=metrics.exposed addr=%s reason=\"/metrics and /stats "
+			 "need no credentials: whoever reaches this address reads the counters\"",
+			 cfg.metrics);
 
 	kvt_store_opts_init(&sopts, sizeof(sopts));
 	sopts.dram_bytes = cfg.dram_bytes;
@@ -334,9 +387,16 @@ int main(int argc, char **argv)
 	vopts.metrics_addr = cfg.metrics[0] ? cfg.metrics : NULL;
 	vopts.dev_cuda = gpu;
 	vopts.dev_host = host_dev;
+	vopts.hello_timeout_ms = cfg.hello_timeout_ms;
+	vopts.max_conns_per_uid = cfg.max_conns_per_uid;
+	vopts.max_ns_per_tenant = cfg.max_ns_per_tenant;
 	vopts.log = kvtd_log_cb;
 	vopts.log_level = cfg.log_level;
 	vopts.prefault_dram = cfg.prefault ? KVT_PREFAULT_BACKGROUND : KVT_PREFAULT_NONE;
+	/* the jobs in flight get the drain timeout but a quarter of it (at most
+	 * 2 s), which is kept for closing the server and the store */
+	vopts.drain_timeout_ms = cfg.drain_timeout_ms -
+				 (cfg.drain_timeout_ms / 4 < 2000 ? cfg.drain_timeout_ms / 4 : 2000);
 	err = kvt_server_open(&vopts, &srv);
 	if (err) {
 		kvtd_log(KVT_LOG_ERROR, "event=server.open.failed err=\"%s\" socket=%s metrics=%s",
@@ -361,6 +421,8 @@ int main(int argc, char **argv)
 	if (kvtd_sd_notify("READY=1\nSTATUS=serving"))
 		kvtd_log(KVT_LOG_WARN, "event=systemd.notify.failed state=READY");
 	err = kvt_server_run(srv);
+	if (err == -ETIMEDOUT)
+		exit_forced("drain"); /* closing would wait on the stuck copy */
 	set_running(NULL);
 	kvt_server_close(srv);
 out_cluster:
@@ -376,7 +438,9 @@ out_signals:
 	if (listen_fd > 0)
 		close(listen_fd); /* never served */
 	stop_signal_thread(sig_thread);
-	kvtd_log(err ? KVT_LOG_ERROR : KVT_LOG_INFO, "event=exit status=%d%s%s", err ? 1 : 0,
+	if (err && !status)
+		status = 1;
+	kvtd_log(err ? KVT_LOG_ERROR : KVT_LOG_INFO, "event=exit status=%d%s%s", status,
 		 err ? " err=" : "", err ? kvt_strerror(err) : "");
-	return err ? 1 : 0;
+	return status;
 }

@@ -182,13 +182,13 @@ typedef int (*op_fn)(struct copy_run *r, void *arg);
 
 static int time_one(struct copy_run *r, op_fn fn, void *arg, uint64_t bytes, double *gbps)
 {
-	uint64_t t0 = kvt_bench_now_ns(), t1;
+	uint64_t t0 = kvt_now_ns(), t1;
 
 	if (fn(r, arg) || kvt_dev_stream_sync(r->st)) {
 		fprintf(stderr, "copy: %s\n", kvt_dev_last_error());
 		return -1;
 	}
-	t1 = kvt_bench_now_ns();
+	t1 = kvt_now_ns();
 	*gbps = (double)bytes / (double)(t1 > t0 ? t1 - t0 : 1); /* bytes/ns = GB/s */
 	return 0;
 }
@@ -472,7 +472,7 @@ static void report(struct copy_run *r, const struct kvt_dev_info *info)
 		const struct copy_case *c = &r->cases[i];
 
 		printf("%-28s %10s %10.2f %10.2f %7.2f\n", c->path,
-		       kvt_bench_fmt_bytes(c->block_bytes, sz, sizeof(sz)), c->gbps, c->ref_gbps,
+		       kvt_fmt_bytes(c->block_bytes, sz, sizeof(sz)), c->gbps, c->ref_gbps,
 		       c->ref_gbps > 0 ? c->gbps / c->ref_gbps : 0.0);
 	}
 }

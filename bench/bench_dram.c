@@ -156,32 +156,32 @@ static int run_case(const struct dram_args *a, uint64_t block, struct case_resul
 	for (int r = 0; r < a->reps; r++) {
 		uint64_t t0, t1;
 
-		t0 = kvt_bench_now_ns();
+		t0 = kvt_now_ns();
 		for (uint64_t i = 0; i < n; i++)
 			memcpy(dst + i * block, src + i * block, block);
-		t1 = kvt_bench_now_ns();
+		t1 = kvt_now_ns();
 		ref[r] = (double)(n * block) / (double)(t1 - t0);
 
 		for (uint64_t i = 0; i < n; i++) {
 			struct kvt_key k = key_n(i);
 			kvt_remove(ns, &k);
 		}
-		t0 = kvt_bench_now_ns();
+		t0 = kvt_now_ns();
 		for (uint64_t i = 0; i < n; i++) {
 			struct kvt_key k = key_n(i);
 			if ((err = kvt_put(ns, &k, NULL, src + i * block, block)))
 				goto out;
 		}
-		t1 = kvt_bench_now_ns();
+		t1 = kvt_now_ns();
 		put[r] = (double)(n * block) / (double)(t1 - t0);
 
-		t0 = kvt_bench_now_ns();
+		t0 = kvt_now_ns();
 		for (uint64_t i = 0; i < n; i++) {
 			struct kvt_key k = key_n(i);
 			if ((err = kvt_get(ns, &k, dst + i * block, block)))
 				goto out;
 		}
-		t1 = kvt_bench_now_ns();
+		t1 = kvt_now_ns();
 		get[r] = (double)(n * block) / (double)(t1 - t0);
 		/* ratios pair each repetition with its own reference, so a drift
 		 * of the machine's speed between repetitions cancels out */
@@ -240,7 +240,7 @@ static int run_lookup(const struct dram_args *a, double *keys_per_s)
 		const int lookups = 20000;
 		uint64_t t0, t1, found = 0;
 
-		t0 = kvt_bench_now_ns();
+		t0 = kvt_now_ns();
 		for (int l = 0; l < lookups; l++) {
 			uint64_t c;
 			seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
@@ -249,7 +249,7 @@ static int run_lookup(const struct dram_args *a, double *keys_per_s)
 				keys[i] = key_n(c * chain + i);
 			found += (uint64_t)kvt_lookup(ns, keys, chain, NULL);
 		}
-		t1 = kvt_bench_now_ns();
+		t1 = kvt_now_ns();
 		if (found != (uint64_t)lookups * chain)
 			err = -EIO; /* every chain is whole: a short match is a bug */
 		rate[r] = (double)lookups * chain * 1e9 / (double)(t1 - t0);
@@ -292,10 +292,10 @@ int kvt_bench_dram_main(int argc, char **argv)
 	progress = !a.json && isatty(STDERR_FILENO); /* only where a person watches */
 	for (uint64_t block = a.min_block; block <= a.max_block && n < 32; block *= 2, n++) {
 		if (progress)
-			fprintf(stderr, "\rdram: %s blocks...", kvt_bench_fmt_bytes(block, b1, sizeof(b1)));
+			fprintf(stderr, "\rdram: %s blocks...", kvt_fmt_bytes(block, b1, sizeof(b1)));
 		if ((err = run_case(&a, block, &res[n]))) {
 			fprintf(stderr, "kvtier-bench dram: %s blocks: %s\n",
-				kvt_bench_fmt_bytes(block, b1, sizeof(b1)), kvt_strerror(err));
+				kvt_fmt_bytes(block, b1, sizeof(b1)), kvt_strerror(err));
 			return 1;
 		}
 	}
@@ -339,12 +339,12 @@ int kvt_bench_dram_main(int argc, char **argv)
 	}
 	printf("DRAM tier, store %s, medians of %d reps (GB/s = 1e9 B/s; ratios are\n"
 	       "medians of each repetition's ratio to its own memcpy)\n",
-	       kvt_bench_fmt_bytes(a.store_bytes, b1, sizeof(b1)), a.reps);
+	       kvt_fmt_bytes(a.store_bytes, b1, sizeof(b1)), a.reps);
 	printf("%10s %10s %10s %10s %9s %9s\n", "block", "put", "get", "memcpy", "put/mcp",
 	       "get/mcp");
 	for (int i = 0; i < n; i++)
 		printf("%10s %10.2f %10.2f %10.2f %9.3f %9.3f\n",
-		       kvt_bench_fmt_bytes(res[i].block, b1, sizeof(b1)), res[i].put_gbps,
+		       kvt_fmt_bytes(res[i].block, b1, sizeof(b1)), res[i].put_gbps,
 		       res[i].get_gbps, res[i].memcpy_gbps, res[i].put_ratio, res[i].get_ratio);
 	if (a.lookup_blocks >= 64)
 		printf("lookup: %.2f M keys/s (64-key prefixes, %llu blocks stored)\n", lookup / 1e6,

@@ -239,10 +239,10 @@ static double measure_memcpy(uint64_t bytes, uint64_t chunk, int reps)
 
 	if (src && dst) {
 		for (int r = 0; r < n; r++) {
-			uint64_t t0 = kvt_bench_now_ns(), off;
+			uint64_t t0 = kvt_now_ns(), off;
 			for (off = 0; off + chunk <= bytes; off += chunk)
 				memcpy(dst, (char *)src + off, chunk);
-			t[r] = (double)off * 1e9 / (double)(kvt_bench_now_ns() - t0);
+			t[r] = (double)off * 1e9 / (double)(kvt_now_ns() - t0);
 		}
 		bw = kvt_bench_median(t, (size_t)n);
 	}
@@ -300,17 +300,17 @@ static double measure_dram_tier(const struct kvt_model *m, uint32_t block_tokens
 			goto out;
 	}
 	for (int r = 0; r < n; r++) {
-		uint64_t t0 = kvt_bench_now_ns();
+		uint64_t t0 = kvt_now_ns();
 		for (uint64_t i = 0; i < nblocks; i++)
 			memcpy(buf, (char *)src + i * bb, bb);
-		tref[r] = (double)(nblocks * bb) * 1e9 / (double)(kvt_bench_now_ns() - t0);
-		t0 = kvt_bench_now_ns();
+		tref[r] = (double)(nblocks * bb) * 1e9 / (double)(kvt_now_ns() - t0);
+		t0 = kvt_now_ns();
 		for (uint64_t i = 0; i < nblocks; i++) {
 			err = kvt_get(ns, &keys[i], buf, bb);
 			if (err)
 				goto out;
 		}
-		t[r] = (double)(nblocks * bb) * 1e9 / (double)(kvt_bench_now_ns() - t0);
+		t[r] = (double)(nblocks * bb) * 1e9 / (double)(kvt_now_ns() - t0);
 	}
 	err = 0;
 out:
@@ -377,7 +377,7 @@ static double measure_ssd(const char *dir, uint64_t bytes, int reps)
 		goto out;
 	ring_ok = true;
 	for (int r = 0; r < n; r++) {
-		uint64_t t0 = kvt_bench_now_ns(), next = 0, done = 0;
+		uint64_t t0 = kvt_now_ns(), next = 0, done = 0;
 		unsigned inflight = 0;
 
 		while (done < nchunks) {
@@ -402,7 +402,7 @@ static double measure_ssd(const char *dir, uint64_t bytes, int reps)
 			inflight--;
 			done++;
 		}
-		t[r] = (double)(nchunks * CHUNK) * 1e9 / (double)(kvt_bench_now_ns() - t0);
+		t[r] = (double)(nchunks * CHUNK) * 1e9 / (double)(kvt_now_ns() - t0);
 	}
 	err = 0;
 out:
@@ -492,7 +492,7 @@ static double measure_tcp(uint64_t bytes, int reps)
 	if (err)
 		goto out;
 	for (int r = 0; r < n && !err; r++) {
-		uint64_t t0 = kvt_bench_now_ns(), got = 0;
+		uint64_t t0 = kvt_now_ns(), got = 0;
 
 		while (got < bytes) {
 			/* never into the next repetition's bytes */
@@ -503,7 +503,7 @@ static double measure_tcp(uint64_t bytes, int reps)
 			}
 			got += (uint64_t)k;
 		}
-		t[r] = (double)bytes * 1e9 / (double)(kvt_bench_now_ns() - t0);
+		t[r] = (double)bytes * 1e9 / (double)(kvt_now_ns() - t0);
 	}
 	if (err)
 		shutdown(cfd, SHUT_RDWR);
@@ -600,7 +600,7 @@ static double measure_ssd_tier(const struct kvt_model *m, uint32_t block_tokens,
 			err = got;
 			goto out;
 		}
-		t0 = kvt_bench_now_ns();
+		t0 = kvt_now_ns();
 		for (uint64_t i = 0; i < (uint64_t)got; i++) {
 			if (tiers[i] != KVT_TIER_SSD)
 				continue;
@@ -613,7 +613,7 @@ static double measure_ssd_tier(const struct kvt_model *m, uint32_t block_tokens,
 			err = -ENODATA; /* nothing reached the SSD tier */
 			goto out;
 		}
-		t[r] = (double)moved * 1e9 / (double)(kvt_bench_now_ns() - t0);
+		t[r] = (double)moved * 1e9 / (double)(kvt_now_ns() - t0);
 	}
 	err = 0;
 out:
@@ -672,13 +672,13 @@ static double measure_h2d(uint64_t bytes, int reps, double *link_bw, char *why, 
 	if (!err)
 		err = kvt_dev_stream_sync(st);
 	for (int r = 0; !err && r < n; r++) {
-		uint64_t t0 = kvt_bench_now_ns();
+		uint64_t t0 = kvt_now_ns();
 		err = kvt_dev_copy_async(st, kvt_dev_mem_ptr(mem), host, bytes);
 		if (!err)
 			err = kvt_dev_event_record(ev, st);
 		if (!err)
 			err = kvt_dev_event_wait(ev);
-		t[r] = (double)bytes * 1e9 / (double)(kvt_bench_now_ns() - t0);
+		t[r] = (double)bytes * 1e9 / (double)(kvt_now_ns() - t0);
 	}
 	if (!err)
 		bw = kvt_bench_median(t, (size_t)n);
@@ -757,14 +757,14 @@ static double measure_gemm(const struct kvt_model *m, uint32_t tokens, int reps)
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)tokens, TILE, (int)maxk,
 		    1.0f, a, (int)maxk, b, TILE, 0.0f, c, TILE);
 	for (int r = 0; r < nr; r++) {
-		uint64_t t0 = kvt_bench_now_ns();
+		uint64_t t0 = kvt_now_ns();
 		for (size_t i = 0; i < ops; i++)
 			for (uint32_t col = 0; col < n[i]; col += TILE) {
 				int w = (int)(n[i] - col < TILE ? n[i] - col : TILE);
 				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)tokens,
 					    w, (int)k[i], 1.0f, a, (int)k[i], b, w, 0.0f, c, w);
 			}
-		t[r] = flops * 1e9 / (double)(kvt_bench_now_ns() - t0);
+		t[r] = flops * 1e9 / (double)(kvt_now_ns() - t0);
 	}
 	free(a);
 	free(b);
@@ -836,8 +836,8 @@ static void print_table(const struct rc_args *a, const struct kvt_gpu *gpu, doub
 	char b[32], t[32];
 
 	printf("reference: memcpy %.2f GB/s (measured: %s in %s blocks, median of %d)\n",
-	       memcpy_bw / 1e9, kvt_bench_fmt_bytes(a->bytes, b, sizeof(b)),
-	       kvt_bench_fmt_bytes(a->block_tokens * runs[0].kv_per_token, t, sizeof(t)),
+	       memcpy_bw / 1e9, kvt_fmt_bytes(a->bytes, b, sizeof(b)),
+	       kvt_fmt_bytes(a->block_tokens * runs[0].kv_per_token, t, sizeof(t)),
 	       a->reps);
 	printf("paths (B/s into GPU memory; measured ones also as a ratio to a reference):\n");
 	for (size_t i = 0; i < n_links; i++) {

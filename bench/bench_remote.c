@@ -38,6 +38,8 @@
 #include "transport/peer_server.h"
 #include "transport/sockio.h"
 #include "transport/verbs.h"
+#include "util/clock.h"
+#include "util/size.h"
 
 #define OWNER 1
 #define READER 0
@@ -270,10 +272,10 @@ static void reader_fetch(const struct rm_args *a, struct kvt_peer_client *c, str
 {
 	struct kvt_peer_item *it = calloc((size_t)a->blocks, sizeof(*it));
 	struct kvt_slot *slots = calloc((size_t)a->blocks, sizeof(*slots));
-	uint64_t t0 = kvt_bench_now_ns(), bytes = 0, end = t0 + (uint64_t)(secs * 1e9);
+	uint64_t t0 = kvt_now_ns(), bytes = 0, end = t0 + (uint64_t)(secs * 1e9);
 	int got;
 
-	while (kvt_bench_now_ns() < end && !res->err) {
+	while (kvt_now_ns() < end && !res->err) {
 		for (int i = 0; i < a->blocks; i++) {
 			res->err = kvt_reserve(ns, &keys[i], i ? &keys[i - 1] : NULL, &slots[i]);
 			if (res->err)
@@ -292,7 +294,7 @@ static void reader_fetch(const struct rm_args *a, struct kvt_peer_client *c, str
 		bytes += (uint64_t)a->blocks * a->block_bytes;
 		res->blocks += (uint64_t)a->blocks;
 	}
-	res->gbps = (double)bytes * 8 / (double)(kvt_bench_now_ns() - t0);
+	res->gbps = (double)bytes * 8 / (double)(kvt_now_ns() - t0);
 	free(it);
 	free(slots);
 }
@@ -317,15 +319,15 @@ static void reader_lookup(const struct rm_args *a, struct kvt_dir *dir, const ch
 		goto out;
 	}
 	for (int i = 0; i < a->lookups + 50; i++) {
-		uint64_t t0 = kvt_bench_now_ns(), t1, t2;
+		uint64_t t0 = kvt_now_ns(), t1, t2;
 		int hit = kvt_dir_lookup(dir, keys, (size_t)a->lookup_keys, h);
 
-		t1 = kvt_bench_now_ns();
+		t1 = kvt_now_ns();
 		if (kvt_redis_append(r, 2, argv, lens) || kvt_redis_exec(r, &rep, 1, kvt_deadline_ms(1000))) {
 			res->err = -ENOTCONN;
 			goto out;
 		}
-		t2 = kvt_bench_now_ns();
+		t2 = kvt_now_ns();
 		kvt_redis_free_replies(&rep, 1);
 		if (hit != a->lookup_keys) {
 			res->err = hit < 0 ? hit : -ENOENT;
@@ -610,7 +612,7 @@ int kvt_bench_remote_main(int argc, char **argv)
 			char bs[32];
 
 			printf("remote, veth pair, %s blocks x %d, %d connections, medians of %d\n",
-			       kvt_bench_fmt_bytes(a.block_bytes, bs, sizeof(bs)), a.blocks, a.conns, a.reps);
+			       kvt_fmt_bytes(a.block_bytes, bs, sizeof(bs)), a.blocks, a.conns, a.reps);
 			printf("  TCP fetch   %8.2f Gbit/s   iperf3 %8.2f Gbit/s   ratio %.2f (target >= 0.8)\n",
 			       r, i, i > 0 ? r / i : 0);
 			printf("  LOOKUP      %8.1f us p50 (%d keys, p99 %.1f)   Redis GET %6.1f us p50   "

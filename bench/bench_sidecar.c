@@ -210,7 +210,7 @@ struct engine {
 
 static void small_desc(struct kvt_ns_desc *d)
 {
-	kvt_client_desc_init(d, sizeof(*d));
+	kvt_ns_desc_init(d, sizeof(*d));
 	snprintf(d->model_id, sizeof(d->model_id), "bench/small");
 	d->layout = KVT_LAYOUT_PAGED_KV;
 	d->dtype = KVT_DTYPE_BF16;
@@ -325,13 +325,13 @@ static void *lat_main(void *arg)
 
 	}
 	for (int i = 0; i < lc->ops && !err; i++) {
-		uint64_t t0 = kvt_bench_now_ns(), t1, t2, t3, t4;
+		uint64_t t0 = kvt_now_ns(), t1, t2, t3, t4;
 		int r;
 
 		err = kvt_client_ping(e.c, "p", 1);
-		t1 = kvt_bench_now_ns();
+		t1 = kvt_now_ns();
 		r = kvt_client_lookup(e.c, &e.ns, lookup_keys, 64, NULL);
-		t2 = kvt_bench_now_ns();
+		t2 = kvt_now_ns();
 		if (!err && r != 64)
 			err = r < 0 ? r : -EIO;
 
@@ -342,13 +342,13 @@ static void *lat_main(void *arg)
 			err = kvt_client_save(e.c, &e.ns, (uint32_t)e.region, NULL, &key, &page, 1, &ticket);
 		if (!err && kvt_client_wait(e.c, ticket, -1) != 1)
 			err = -EIO;
-		t3 = kvt_bench_now_ns();
+		t3 = kvt_now_ns();
 		page = 1;
 		if (!err)
 			err = kvt_client_load(e.c, &e.ns, (uint32_t)e.region, &key, &page, 1, &ticket);
 		if (!err && kvt_client_wait(e.c, ticket, -1) != 1)
 			err = -EIO;
-		t4 = kvt_bench_now_ns();
+		t4 = kvt_now_ns();
 		lc->us[OP_PING][i] = (double)(t1 - t0) / 1e3;
 		lc->us[OP_LOOKUP][i] = (double)(t2 - t1) / 1e3;
 		lc->us[OP_SAVE][i] = (double)(t3 - t2) / 1e3;
@@ -444,18 +444,18 @@ static int run_xfer(const char *socket, const struct sc_args *a, struct xfer_res
 		uint64_t t0, t1, t2, t3;
 
 		kvt_client_remove(e.c, &e.ns, keys, n);
-		t0 = kvt_bench_now_ns();
+		t0 = kvt_now_ns();
 		memcpy(dram, e.kv, bytes);
-		t1 = kvt_bench_now_ns();
+		t1 = kvt_now_ns();
 		err = kvt_client_save(e.c, &e.ns, (uint32_t)e.region, NULL, keys, src, n, &ticket);
 		if (!err && kvt_client_wait(e.c, ticket, -1) != (int)n)
 			err = -EIO;
-		t2 = kvt_bench_now_ns();
+		t2 = kvt_now_ns();
 		if (!err)
 			err = kvt_client_load(e.c, &e.ns, (uint32_t)e.region, keys, dst, n, &ticket);
 		if (!err && kvt_client_wait(e.c, ticket, -1) != (int)n)
 			err = -EIO;
-		t3 = kvt_bench_now_ns();
+		t3 = kvt_now_ns();
 		if (rep < 0)
 			continue;
 		ref[rep] = (double)bytes / (double)(t1 - t0);

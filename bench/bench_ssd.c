@@ -223,14 +223,14 @@ static int run_tier(const struct ssd_args *a, const char *dir, uint64_t block, u
 		memcpy(w[i].key.bytes, &i, sizeof(i));
 	}
 	for (int pass = 0; pass < 2 && !err; pass++) {
-		uint64_t t0 = kvt_bench_now_ns(), done = 0;
+		uint64_t t0 = kvt_now_ns(), done = 0;
 
 		for (uint64_t i = 0; i < n; i += batch) {
 			uint64_t m = n - i < batch ? n - i : batch;
 			done += (uint64_t)(pass == 0 ? kvt_ssd_write(ssd, w + i, m) :
 						       kvt_ssd_read(ssd, r + i, m));
 		}
-		double secs = (double)(kvt_bench_now_ns() - t0) / 1e9;
+		double secs = (double)(kvt_now_ns() - t0) / 1e9;
 		if (done != n) {
 			fprintf(stderr, "kvtier-bench ssd: %s of %llu blocks: %llu done (%s)\n",
 				pass ? "read" : "write", (unsigned long long)n,
@@ -468,7 +468,7 @@ static void run_comp(const struct ssd_args *a, const char *data, const uint16_t 
 	cfg.id = id;
 	cfg.min_ratio = 1.0;
 	for (int r = 0; r < reps; r++) {
-		uint64_t t0 = kvt_bench_now_ns();
+		uint64_t t0 = kvt_now_ns();
 		total = 0;
 		for (size_t b = 0; b < nblk; b++) {
 			stored[b] = kvt_codec_encode(&cfg, (const char *)src + b * blk, blk,
@@ -476,14 +476,14 @@ static void run_comp(const struct ssd_args *a, const char *data, const uint16_t 
 						     scratch, &used[b]);
 			total += (uint64_t)stored[b];
 		}
-		uint64_t t1 = kvt_bench_now_ns();
+		uint64_t t1 = kvt_now_ns();
 		for (size_t b = 0; b < nblk; b++)
 			if (kvt_codec_decode(used[b], dst + b * kvt_codec_bound(blk), (size_t)stored[b],
 					     back + b * blk, blk, scratch))
 				fprintf(stderr, "kvtier-bench ssd: decode failed\n");
-		uint64_t t2 = kvt_bench_now_ns();
+		uint64_t t2 = kvt_now_ns();
 		memcpy(back, src, nblk * blk);
-		uint64_t t3 = kvt_bench_now_ns();
+		uint64_t t3 = kvt_now_ns();
 		enc[r] = (double)(nblk * blk) / (double)(t1 - t0);
 		dec[r] = (double)(nblk * blk) / (double)(t2 - t1);
 		ref[r] = (double)(nblk * blk) / (double)(t3 - t2);
@@ -616,7 +616,7 @@ int kvt_bench_ssd_main(int argc, char **argv)
 			struct ssd_case *c = &cases[i];
 			char b[32];
 			printf("%-6s %8s %4llu %12.1f %12.1f %7.2f %9.0f %9.0f %9.0f %9.0f\n", c->op,
-			       kvt_bench_fmt_bytes(c->block, b, sizeof(b)), (unsigned long long)c->qd,
+			       kvt_fmt_bytes(c->block, b, sizeof(b)), (unsigned long long)c->qd,
 			       c->kvt_mbps, c->fio_mbps,
 			       c->fio_mbps > 0 ? c->kvt_mbps / c->fio_mbps : 0.0, c->p50_us, c->p99_us,
 			       c->fio_p50_us, c->fio_p99_us);
@@ -624,7 +624,7 @@ int kvt_bench_ssd_main(int argc, char **argv)
 		if (n_comp)
 			printf("\ncompression of 256 KiB blocks, %s of bf16 (GB/s = 1e9 B/s)\n"
 			       "%-18s %-11s %6s %10s %10s %12s\n",
-			       kvt_bench_fmt_bytes(a.comp_bytes, kdir, sizeof(kdir)), "data", "codec",
+			       kvt_fmt_bytes(a.comp_bytes, kdir, sizeof(kdir)), "data", "codec",
 			       "ratio", "enc GB/s", "dec GB/s", "memcpy GB/s");
 		for (int i = 0; i < n_comp; i++)
 			printf("%-18s %-11s %6.3f %10.2f %10.2f %12.2f\n", comp[i].data, comp[i].codec,

@@ -430,14 +430,14 @@ static int parse_pass(const struct cfg *c, double *seconds)
 {
 	struct kvt_trace_reader *r;
 	struct kvt_trace_req req;
-	uint64_t t0 = kvt_bench_now_ns(), sum = 0;
+	uint64_t t0 = kvt_now_ns(), sum = 0;
 	int err = open_reader(c, false, false, &r);
 
 	if (err)
 		return err;
 	while ((err = kvt_trace_reader_next(r, &req)) == 1)
 		sum += req.n_ids;
-	*seconds = (double)(kvt_bench_now_ns() - t0) / 1e9;
+	*seconds = (double)(kvt_now_ns() - t0) / 1e9;
 	kvt_trace_reader_close(r);
 	return err < 0 ? err : (sum == UINT64_MAX); /* sum keeps the loop honest */
 }
@@ -454,17 +454,17 @@ static int replay_pass(struct cfg *c, struct kvt_replay **rs, size_t n, bool pro
 {
 	struct kvt_trace_reader *r;
 	struct kvt_trace_req req;
-	uint64_t in_replay = 0, t0 = kvt_bench_now_ns();
+	uint64_t in_replay = 0, t0 = kvt_now_ns();
 	int err = open_reader(c, progress, progress, &r);
 
 	if (err)
 		return err;
 	while ((err = kvt_trace_reader_next(r, &req)) == 1) {
-		uint64_t a = kvt_bench_now_ns();
+		uint64_t a = kvt_now_ns();
 
 		for (size_t i = 0; i < n && err >= 0; i++)
 			err = kvt_replay_request(rs[i], &req);
-		in_replay += kvt_bench_now_ns() - a;
+		in_replay += kvt_now_ns() - a;
 		if (err < 0)
 			break;
 		if (progress && c->have_est) {
@@ -483,7 +483,7 @@ static int replay_pass(struct cfg *c, struct kvt_replay **rs, size_t n, bool pro
 		}
 	}
 	tm->replay_s = (double)in_replay / 1e9;
-	tm->total_s = (double)(kvt_bench_now_ns() - t0) / 1e9;
+	tm->total_s = (double)(kvt_now_ns() - t0) / 1e9;
 	tm->bad_lines = kvt_trace_reader_bad_lines(r);
 	kvt_trace_reader_close(r);
 	if (err < 0)
@@ -711,10 +711,10 @@ static int run_payload(struct cfg *c)
 	if (err)
 		goto out;
 	while ((err = kvt_trace_reader_next(r, &req)) == 1) {
-		uint64_t a = kvt_bench_now_ns();
+		uint64_t a = kvt_now_ns();
 
 		err = kvt_payload_request(p, &req);
-		in_replay += kvt_bench_now_ns() - a;
+		in_replay += kvt_now_ns() - a;
 		if (err < 0)
 			break;
 	}

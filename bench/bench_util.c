@@ -1,21 +1,13 @@
 #include "bench/bench.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
-uint64_t kvt_bench_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
+#include "util/size.h"
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -44,60 +36,10 @@ double kvt_bench_quantile(double *v, size_t n, double q)
 
 int kvt_bench_parse_size(const char *s, uint64_t *out)
 {
-	char *end;
-	double v;
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	uint64_t ram = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
 
-	if (!s || !*s)
-		return -EINVAL;
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || v < 0)
-		return -EINVAL;
-	while (isspace((unsigned char)*end))
-		end++;
-	switch (toupper((unsigned char)*end)) {
-	case 0:
-		break;
-	case 'K': v *= 1024.0; end++; break;
-	case 'M': v *= 1024.0 * 1024; end++; break;
-	case 'G': v *= 1024.0 * 1024 * 1024; end++; break;
-	case 'T': v *= 1024.0 * 1024 * 1024 * 1024; end++; break;
-	case '%': {
-		long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-		if (v > 100 || pages <= 0 || psz <= 0)
-			return -EINVAL;
-		v = v / 100.0 * (double)pages * (double)psz;
-		end++;
-		break;
-	}
-	default:
-		return -EINVAL;
-	}
-	if (toupper((unsigned char)*end) == 'I')
-		end++;
-	if (toupper((unsigned char)*end) == 'B')
-		end++;
-	if (*end)
-		return -EINVAL;
-	*out = (uint64_t)v;
-	return 0;
-}
-
-const char *kvt_bench_fmt_bytes(uint64_t bytes, char *buf, size_t len)
-{
-	static const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	double v = (double)bytes;
-	int u = 0;
-
-	while (v >= 1024 && u < 4) {
-		v /= 1024;
-		u++;
-	}
-	if (v == (double)(uint64_t)v)
-		snprintf(buf, len, "%llu %s", (unsigned long long)v, unit[u]);
-	else
-		snprintf(buf, len, "%.1f %s", v, unit[u]);
-	return buf;
+	return kvt_parse_size(s, ram, out);
 }
 
 void *kvt_bench_alloc(size_t len)

@@ -12,6 +12,8 @@ static const struct kvt_bench_cmd commands[] = {
 	  kvt_bench_dram_main },
 	{ "ssd", "SSD tier write/read MB/s and latency vs fio; LZ4 +/- shuffle on bf16",
 	  kvt_bench_ssd_main },
+	{ "ssd-open", "SSD tier open time from segment summaries vs a full scan of the log",
+	  kvt_bench_ssd_open_main },
 #ifndef KVT_NO_OPENBLAS /* configured with -DKVT_WITH_OPENBLAS=OFF */
 	{ "recompute", "offload vs recompute: load time per interconnect vs prefill, break-even",
 	  kvt_bench_recompute_main },

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "cuda/backend.h"
+#include "util/opts.h"
+#include "store/log.h"
 
 static _Thread_local char last_error[256];
 
@@ -38,12 +40,15 @@ const char *kvt_dev_backend_name(enum kvt_dev_backend backend)
 	}
 }
 
+static const struct kvt_dev_opts dev_defaults = {
+	.size = sizeof(struct kvt_dev_opts),
+	.backend = KVT_DEV_AUTO,
+	.device = 0,
+};
+
 void kvt_dev_opts_init(struct kvt_dev_opts *opts, size_t size_bytes)
 {
-	memset(opts, 0, size_bytes);
-	opts->size = size_bytes;
-	opts->backend = KVT_DEV_AUTO;
-	opts->device = 0;
+	kvt_opts_init(opts, size_bytes, &dev_defaults, sizeof(dev_defaults));
 }
 
 /* The fallback to host is said once per process, not once per open. */
@@ -52,25 +57,20 @@ static void log_fallback_once(const char *reason)
 	static atomic_flag said = ATOMIC_FLAG_INIT;
 
 	if (!atomic_flag_test_and_set(&said))
-		fprintf(stderr, "kvtier: using the host device backend: %s\n", reason);
+		kvt_log(KVT_LOG_INFO, "event=device.host_backend reason=\"%s\"", reason);
 }
 
 int kvt_dev_open(const struct kvt_dev_opts *opts, struct kvt_dev **out)
 {
-	struct kvt_dev_opts o;
+	struct kvt_dev_opts o = dev_defaults;
 	struct kvt_dev *dev;
 	int rc;
 
 	if (!out)
 		return kvt_dev_fail(-EINVAL, "kvt_dev_open: out is NULL");
 	*out = NULL;
-	kvt_dev_opts_init(&o, sizeof(o));
-	if (opts) {
-		if (opts->size < offsetof(struct kvt_dev_opts, device) + sizeof(int) ||
-		    opts->size > sizeof(o))
-			return kvt_dev_fail(-EINVAL, "kvt_dev_open: bad opts size");
-		memcpy(&o, opts, opts->size);
-	}
+	if (opts && kvt_opts_load(&o, sizeof(o), opts))
+		return kvt_dev_fail(-EINVAL, "kvt_dev_open: bad opts size");
 	if (o.backend < KVT_DEV_AUTO || o.backend > KVT_DEV_HOST || o.device < 0)
 		return kvt_dev_fail(-EINVAL, "kvt_dev_open: bad backend or device");
 
@@ -123,22 +123,20 @@ void kvt_dev_close(struct kvt_dev *dev)
 int kvt_dev_info(struct kvt_dev *dev, struct kvt_dev_info *info)
 {
 	struct kvt_dev_info full;
-	size_t size;
 	int rc;
 
-	if (!dev || !info || info->size < offsetof(struct kvt_dev_info, name))
+	if (!dev || !info || info->size < sizeof(info->size))
 		return kvt_dev_fail(-EINVAL, "kvt_dev_info: bad arguments");
-	size = info->size < sizeof(full) ? info->size : sizeof(full);
 	memset(&full, 0, sizeof(full));
-	full.size = size;
+	full.size = sizeof(full);
 	full.backend = dev->backend;
 	full.device = dev->device;
 	snprintf(full.fallback_reason, sizeof(full.fallback_reason), "%s", dev->fallback_reason);
 	rc = dev->ops->info(dev, &full);
 	if (rc)
 		return rc;
-	memcpy(info, &full, size);
-	return 0;
+	/* a caller built against an older, smaller struct gets its prefix */
+	return kvt_opts_store(info, &full, sizeof(full));
 }
 
 /* ---- pinned host memory ------------------------------------------------ */

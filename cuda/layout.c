@@ -6,29 +6,38 @@
 #include <string.h>
 
 #include "cuda/backend.h"
+#include "util/opts.h"
+
+static const struct kvt_dev_layout_desc layout_defaults = {
+	.size = sizeof(struct kvt_dev_layout_desc),
+	.pages_per_block = 1,
+};
+
+static const struct kvt_dev_xfer_opts xfer_defaults = {
+	.size = sizeof(struct kvt_dev_xfer_opts),
+	.path = KVT_DEV_PATH_AUTO,
+};
 
 void kvt_dev_layout_desc_init(struct kvt_dev_layout_desc *desc, size_t size_bytes)
 {
-	memset(desc, 0, size_bytes);
-	desc->size = size_bytes;
-	desc->pages_per_block = 1;
+	kvt_opts_init(desc, size_bytes, &layout_defaults, sizeof(layout_defaults));
 }
 
 void kvt_dev_xfer_opts_init(struct kvt_dev_xfer_opts *opts, size_t size_bytes)
 {
-	memset(opts, 0, size_bytes);
-	opts->size = size_bytes;
-	opts->path = KVT_DEV_PATH_AUTO;
+	kvt_opts_init(opts, size_bytes, &xfer_defaults, sizeof(xfer_defaults));
 }
 
-/* Checks desc and derives its sizes; 0 or -EINVAL with the reason kept. */
-static int layout_derive(const struct kvt_dev_layout_desc *d, uint32_t *n_kv,
-			 uint64_t *chunk, uint64_t *page_stride, uint64_t *kv_stride,
-			 uint64_t *block_bytes)
+/* Checks the caller's desc, loaded into *d (fields it lacks at their
+ * defaults), and derives its sizes; 0 or -EINVAL with the reason kept. */
+static int layout_derive(const struct kvt_dev_layout_desc *desc, struct kvt_dev_layout_desc *d,
+			 uint32_t *n_kv, uint64_t *chunk, uint64_t *page_stride,
+			 uint64_t *kv_stride, uint64_t *block_bytes)
 {
 	uint64_t c, ps, ks, b;
 
-	if (!d || d->size != sizeof(*d))
+	*d = layout_defaults;
+	if (kvt_opts_load(d, sizeof(*d), desc))
 		return kvt_dev_fail(-EINVAL, "layout: descriptor size not set by _init");
 	if (d->kind != KVT_LAYOUT_PAGED_KV && d->kind != KVT_LAYOUT_SPLIT_KV &&
 	    d->kind != KVT_LAYOUT_MLA)
@@ -70,16 +79,19 @@ static int layout_derive(const struct kvt_dev_layout_desc *d, uint32_t *n_kv,
 uint64_t kvt_dev_layout_block_bytes(const struct kvt_dev_layout_desc *desc)
 {
 	uint64_t chunk = 0, ps = 0, ks = 0, bytes = 0;
+	struct kvt_dev_layout_desc d;
 	uint32_t n_kv;
 
-	if (layout_derive(desc, &n_kv, &chunk, &ps, &ks, &bytes))
+	if (layout_derive(desc, &d, &n_kv, &chunk, &ps, &ks, &bytes))
 		return 0;
 	return bytes;
 }
 
-int kvt_dev_layout_create(struct kvt_dev *dev, const struct kvt_dev_layout_desc *d,
+int kvt_dev_layout_create(struct kvt_dev *dev, const struct kvt_dev_layout_desc *desc,
 			  struct kvt_dev_layout **out)
 {
+	struct kvt_dev_layout_desc whole;
+	const struct kvt_dev_layout_desc *d = &whole;
 	struct kvt_dev_layout *lay;
 	uint64_t kv_stride = 0;
 	int rc;
@@ -90,8 +102,8 @@ int kvt_dev_layout_create(struct kvt_dev *dev, const struct kvt_dev_layout_desc 
 	lay = calloc(1, sizeof(*lay));
 	if (!lay)
 		return -ENOMEM;
-	rc = layout_derive(d, &lay->n_kv, &lay->chunk_bytes, &lay->page_stride, &kv_stride,
-			   &lay->block_bytes);
+	rc = layout_derive(desc, &whole, &lay->n_kv, &lay->chunk_bytes, &lay->page_stride,
+			   &kv_stride, &lay->block_bytes);
 	if (rc)
 		goto err_free;
 	rc = kvt_dev_fail(-EINVAL, "layout: missing base pointers");
@@ -327,7 +339,7 @@ static int xfer(struct kvt_dev_layout *lay, struct kvt_dev_stream *s, enum kvt_d
 		const uint32_t *pages, size_t n, void *const *blocks,
 		const struct kvt_dev_xfer_opts *opts)
 {
-	struct kvt_dev_xfer_opts o;
+	struct kvt_dev_xfer_opts o = xfer_defaults;
 	enum kvt_dev_path path;
 	void **kptr = NULL;
 	bool per_layer_done;
@@ -336,13 +348,8 @@ static int xfer(struct kvt_dev_layout *lay, struct kvt_dev_stream *s, enum kvt_d
 
 	if (!lay || !s || lay->dev != s->dev || (n && (!pages || !blocks)))
 		return kvt_dev_fail(-EINVAL, "%s: bad arguments", what);
-	kvt_dev_xfer_opts_init(&o, sizeof(o));
-	if (opts) {
-		if (opts->size < offsetof(struct kvt_dev_xfer_opts, layer_events) ||
-		    opts->size > sizeof(o))
-			return kvt_dev_fail(-EINVAL, "%s: bad opts size", what);
-		memcpy(&o, opts, opts->size);
-	}
+	if (opts && kvt_opts_load(&o, sizeof(o), opts))
+		return kvt_dev_fail(-EINVAL, "%s: bad opts size", what);
 	if (o.path < KVT_DEV_PATH_AUTO || o.path > KVT_DEV_PATH_PER_LAYER)
 		return kvt_dev_fail(-EINVAL, "%s: unknown path %d", what, (int)o.path);
 	if (o.layer_events)

@@ -110,7 +110,7 @@ int main(int argc, char **argv)
 	err = kvt_client_connect(&copts, &c);
 	if (err)
 		return fail("connect", err);
-	kvt_client_desc_init(&desc, sizeof(desc));
+	kvt_ns_desc_init(&desc, sizeof(desc));
 	snprintf(desc.model_id, sizeof(desc.model_id), "example/tiny-llm");
 	desc.layout = KVT_LAYOUT_PAGED_KV;
 	desc.dtype = KVT_DTYPE_BF16;

@@ -6,16 +6,18 @@
 
 #include "kvtier/model.h"
 #include "kvtier/store.h"
+#include "util/opts.h"
+
+static const struct kvt_plan_opts plan_defaults = {
+	.size = sizeof(struct kvt_plan_opts),
+	.kv_dtype = KVT_DTYPE_BF16,
+	.tier_bw = { [KVT_TIER_HBM] = 1e12, [KVT_TIER_DRAM] = 25e9, [KVT_TIER_SSD] = 3e9 },
+	.tier_latency_s = { [KVT_TIER_SSD] = 100e-6 },
+};
 
 void kvt_plan_opts_init(struct kvt_plan_opts *opts, size_t size_bytes)
 {
-	memset(opts, 0, size_bytes);
-	opts->size = size_bytes;
-	opts->kv_dtype = KVT_DTYPE_BF16;
-	opts->tier_bw[KVT_TIER_HBM] = 1e12;
-	opts->tier_bw[KVT_TIER_DRAM] = 25e9;
-	opts->tier_bw[KVT_TIER_SSD] = 3e9;
-	opts->tier_latency_s[KVT_TIER_SSD] = 100e-6;
+	kvt_opts_init(opts, size_bytes, &plan_defaults, sizeof(plan_defaults));
 }
 
 static bool loadable(const struct kvt_plan_opts *o, uint8_t tier)
@@ -23,16 +25,18 @@ static bool loadable(const struct kvt_plan_opts *o, uint8_t tier)
 	return tier > KVT_TIER_NONE && tier < KVT_TIER_COUNT && o->tier_bw[tier] > 0;
 }
 
-int kvt_plan_prefix(const struct kvt_plan_opts *o, const uint8_t *tiers, size_t n,
+int kvt_plan_prefix(const struct kvt_plan_opts *opts, const uint8_t *tiers, size_t n,
 		    struct kvt_plan *out, uint8_t *actions)
 {
+	struct kvt_plan_opts whole = plan_defaults;
+	const struct kvt_plan_opts *o = &whole;
 	uint64_t bt, bb;
 	size_t matched = 0, best_k = 0, k;
 	double load = 0, best = INFINITY, best_load = 0;
 	bool used[KVT_TIER_COUNT] = { false };
 
-	if (!o || !out || o->size < sizeof(*o) || !o->model || !o->block_tokens ||
-	    !(o->prefill_flops_s > 0) || (n && !tiers))
+	if (!out || kvt_opts_load(&whole, sizeof(whole), opts) || !o->model ||
+	    !o->block_tokens || !(o->prefill_flops_s > 0) || (n && !tiers))
 		return -EINVAL;
 	bt = o->block_tokens;
 	bb = o->block_bytes ? o->block_bytes : bt * kvt_model_kv_bytes_per_token(o->model, o->kv_dtype);
@@ -81,10 +85,10 @@ int kvt_plan_lookup(struct kvt_ns *ns, const struct kvt_key *keys, size_t n,
 		    uint8_t *actions)
 {
 	uint8_t small[256], *t = tiers;
-	struct kvt_plan_opts o;
+	struct kvt_plan_opts o = plan_defaults;
 	int matched, err;
 
-	if (!ns || !opts || !out || opts->size < sizeof(o))
+	if (!ns || !out || kvt_opts_load(&o, sizeof(o), opts))
 		return -EINVAL;
 	if (!t) {
 		t = n <= sizeof(small) ? small : malloc(n);
@@ -96,7 +100,6 @@ int kvt_plan_lookup(struct kvt_ns *ns, const struct kvt_key *keys, size_t n,
 		err = matched;
 		goto out;
 	}
-	o = *opts;
 	if (!o.block_bytes)
 		o.block_bytes = kvt_ns_block_bytes(ns);
 	err = kvt_plan_prefix(&o, t, (size_t)matched, out, actions);

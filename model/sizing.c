@@ -3,28 +3,34 @@
 #include <string.h>
 
 #include "kvtier/model.h"
+#include "util/opts.h"
+
+static const struct kvt_sizing_opts sizing_defaults = {
+	.size = sizeof(struct kvt_sizing_opts),
+	.kv_dtype = KVT_DTYPE_BF16,
+	.context = 8192,
+	.users = 1,
+	.tp = 1,
+	.mem_util = 0.90,
+	.overhead_bytes = 2ull << 30,
+	.mfu = 0.5,
+};
 
 void kvt_sizing_opts_init(struct kvt_sizing_opts *opts, size_t size_bytes)
 {
-	memset(opts, 0, size_bytes);
-	opts->size = size_bytes;
-	opts->kv_dtype = KVT_DTYPE_BF16;
-	opts->context = 8192;
-	opts->users = 1;
-	opts->tp = 1;
-	opts->mem_util = 0.90;
-	opts->overhead_bytes = 2ull << 30;
-	opts->mfu = 0.5;
+	kvt_opts_init(opts, size_bytes, &sizing_defaults, sizeof(sizing_defaults));
 }
 
 int kvt_model_size(const struct kvt_model *m, const struct kvt_gpu *gpu,
-		   const struct kvt_sizing_opts *o, struct kvt_sizing *out)
+		   const struct kvt_sizing_opts *opts, struct kvt_sizing *out)
 {
+	struct kvt_sizing_opts whole = sizing_defaults;
+	const struct kvt_sizing_opts *o = &whole;
 	double kv_step, w1, wn, kv_share;
 	uint64_t per_user;
 	enum kvt_dtype wd;
 
-	if (!m || !o || !out || o->size < sizeof(*o) || !o->tp || !o->users ||
+	if (!m || !out || kvt_opts_load(&whole, sizeof(whole), opts) || !o->tp || !o->users ||
 	    o->mem_util <= 0 || o->mem_util > 1)
 		return -EINVAL;
 	wd = o->weight_dtype ? o->weight_dtype : m->dtype;

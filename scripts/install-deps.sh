@@ -9,11 +9,12 @@ set -eu
 # tests), iperf3 and perftest (ib_read_bw): the remote bench's references;
 # packaging and its tests: dpkg-shlibdeps (dpkg-dev), systemd-analyze
 # (systemd, not booted), lexgrog and groff for the man pages, adduser for the
-# package's postinst, setuptools/wheel/pip/venv for `pip install ./python`
+# package's postinst, setuptools/wheel/pip/venv for `pip install ./python`;
+# python3-torch for the engine connector's tests and the reference engine
 PKGS="build-essential cmake ninja-build pkg-config
       liburing-dev liblz4-dev libssl-dev libxxhash-dev libjansson-dev libinih-dev
       libibverbs-dev librdmacm-dev libopenblas-dev
-      libcmocka-dev fio iproute2 python3 e2fsprogs util-linux
+      libcmocka-dev fio iproute2 python3 python3-torch e2fsprogs util-linux
       clang libclang-rt-14-dev
       libhiredis-dev redis-server iperf3 perftest
       dpkg-dev systemd man-db groff-base adduser

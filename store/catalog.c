@@ -117,7 +117,8 @@ void kvt_catalog_touch(struct kvt_catalog *cat, uint32_t i)
 {
 	struct kvt_rec *r = rec(cat, i);
 
-	if (in_policy(r))
+	/* a held record is used too: its pval says so when the hold ends */
+	if (r->state == KVT_REC_LIVE)
 		cat->policy[r->tier].ops->touch(&cat->policy[r->tier], i);
 }
 
@@ -136,20 +137,25 @@ void kvt_catalog_move(struct kvt_catalog *cat, uint32_t i, enum kvt_tier to)
 	cat->used_bytes[to] += r->size;
 	cat->blocks[to]++;
 	parent_gain(cat, i);
+	/* it enters the tier as its most recent; a held one takes its place
+	 * (in the new policy's own terms) when the hold ends */
 	if (tracked)
 		cat->policy[to].ops->insert(&cat->policy[to], i);
+	else if (r->state == KVT_REC_LIVE)
+		cat->policy[to].ops->touch(&cat->policy[to], i);
 }
 
 static void hold(struct kvt_catalog *cat, uint32_t i, uint16_t *counter, int delta)
 {
 	struct kvt_rec *r = rec(cat, i);
 	bool before = in_policy(r);
+	struct kvt_policy *p = &cat->policy[r->tier];
 
 	*counter = (uint16_t)(*counter + delta);
 	if (before && !in_policy(r))
-		cat->policy[r->tier].ops->remove(&cat->policy[r->tier], i);
+		p->ops->remove(p, i);
 	else if (!before && in_policy(r))
-		cat->policy[r->tier].ops->insert(&cat->policy[r->tier], i);
+		(p->ops->restore ? p->ops->restore : p->ops->insert)(p, i);
 }
 
 void kvt_catalog_pin(struct kvt_catalog *cat, uint32_t i, int delta)

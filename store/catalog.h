@@ -40,7 +40,9 @@ void kvt_catalog_touch(struct kvt_catalog *cat, uint32_t i);
 void kvt_catalog_move(struct kvt_catalog *cat, uint32_t i, enum kvt_tier to);
 
 /* Holds keep a live record out of its policy (never a victim) while > 0:
- * pins (kvt_pin) and busy (a reader or mover has its bytes). */
+ * pins (kvt_pin) and busy (a reader or mover has its bytes). When the last
+ * hold goes, the record takes the place its last use gives it: a hold is
+ * not a use (a reader touches the record when it takes it). */
 void kvt_catalog_pin(struct kvt_catalog *cat, uint32_t i, int delta);
 void kvt_catalog_busy(struct kvt_catalog *cat, uint32_t i, int delta);
 

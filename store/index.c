@@ -26,6 +26,8 @@ struct kvt_index {
 	size_t count;            /* records in use */
 	struct slot *table;
 	size_t mask;             /* table size - 1 (a power of two) */
+	uint32_t *ns_records;    /* records in use per namespace number */
+	uint32_t ns_cap;         /* entries of ns_records */
 };
 
 static inline uint32_t key_hash(uint16_t ns, const struct kvt_key *key)
@@ -87,6 +89,7 @@ void kvt_index_destroy(struct kvt_index *idx)
 		free(idx->chunks[c]);
 	free(idx->chunks);
 	free(idx->table);
+	free(idx->ns_records);
 	free(idx);
 }
 
@@ -198,6 +201,19 @@ int kvt_index_insert(struct kvt_index *idx, uint16_t ns, const struct kvt_key *k
 			return err;
 		pos = slot_of(idx, ns, key, h);
 	}
+	if (ns >= idx->ns_cap) {
+		uint32_t cap = idx->ns_cap ? idx->ns_cap : 16;
+		uint32_t *p;
+
+		while (cap <= ns)
+			cap *= 2;
+		p = realloc(idx->ns_records, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		memset(p + idx->ns_cap, 0, (cap - idx->ns_cap) * sizeof(*p));
+		idx->ns_records = p;
+		idx->ns_cap = cap;
+	}
 	err = alloc_rec(idx, &i);
 	if (err)
 		return err;
@@ -210,6 +226,7 @@ int kvt_index_insert(struct kvt_index *idx, uint16_t ns, const struct kvt_key *k
 	r->parent = r->first_child = r->next_sibling = r->prev_sibling = KVT_NIL;
 	idx->table[pos] = (struct slot){ h, i };
 	idx->count++;
+	idx->ns_records[ns]++;
 	*out = i;
 	return 0;
 }
@@ -291,6 +308,7 @@ void kvt_index_erase(struct kvt_index *idx, uint32_t i)
 	r->next_sibling = idx->free_head;
 	idx->free_head = i;
 	idx->count--;
+	idx->ns_records[r->ns]--;
 }
 
 bool kvt_index_valid(const struct kvt_index *idx, uint32_t i)
@@ -303,9 +321,14 @@ size_t kvt_index_count(const struct kvt_index *idx)
 	return idx->count;
 }
 
+uint32_t kvt_index_ns_count(const struct kvt_index *idx, uint16_t ns)
+{
+	return ns < idx->ns_cap ? idx->ns_records[ns] : 0;
+}
+
 size_t kvt_index_memory(const struct kvt_index *idx)
 {
 	return sizeof(*idx) + (size_t)idx->n_chunks * (CHUNK_RECS * sizeof(struct kvt_rec) +
 						       sizeof(struct kvt_rec *)) +
-	       (idx->mask + 1) * sizeof(struct slot);
+	       (idx->mask + 1) * sizeof(struct slot) + idx->ns_cap * sizeof(uint32_t);
 }

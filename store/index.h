@@ -96,6 +96,9 @@ bool kvt_index_valid(const struct kvt_index *idx, uint32_t i);
 /* Number of records in use. */
 size_t kvt_index_count(const struct kvt_index *idx);
 
+/* Number of records in use of namespace ns, in any state. */
+uint32_t kvt_index_ns_count(const struct kvt_index *idx, uint16_t ns);
+
 /* Bytes of memory the index holds (records, table, free list). */
 size_t kvt_index_memory(const struct kvt_index *idx);
 

@@ -36,10 +36,14 @@ struct kvt_policy_ops {
 	void (*fini)(struct kvt_policy *p);
 	/* record i entered the tier as the most recently used */
 	void (*insert)(struct kvt_policy *p, uint32_t i);
-	/* record i was used */
+	/* record i was used (also while held: then only its pval changes) */
 	void (*touch)(struct kvt_policy *p, uint32_t i);
 	/* record i left the tier (or became pinned/busy) */
 	void (*remove)(struct kvt_policy *p, uint32_t i);
+	/* record i is back from a hold (pin, read, a move that failed) that was
+	 * not itself a use: it takes the place its pval says, not the hot end
+	 * (a use while held was a touch before it). NULL: insert */
+	void (*restore)(struct kvt_policy *p, uint32_t i);
 	/* record i gained its first cached child (is_leaf false) or lost its last */
 	void (*leaf_changed)(struct kvt_policy *p, uint32_t i, bool is_leaf);
 	/* the coldest evictable record, KVT_NIL if none */

@@ -107,6 +107,16 @@ static void cost_leaf_changed(struct kvt_policy *p, uint32_t i, bool is_leaf)
 		kvt_policy_heap_remove(&c->heap, i);
 }
 
+/* Back from a hold: its priority stands. */
+static void cost_restore(struct kvt_policy *p, uint32_t i)
+{
+	struct cost *c = p->state;
+	struct kvt_rec *r = kvt_index_rec(p->idx, i);
+
+	if (r->kids_here == 0)
+		(void)kvt_policy_heap_push(&c->heap, i, r->pval);
+}
+
 static void cost_remove(struct kvt_policy *p, uint32_t i)
 {
 	struct cost *c = p->state;
@@ -133,6 +143,7 @@ const struct kvt_policy_ops kvt_policy_cost_ops = {
 	.insert = cost_insert,
 	.touch = cost_touch,
 	.remove = cost_remove,
+	.restore = cost_restore,
 	.leaf_changed = cost_leaf_changed,
 	.victim = cost_victim,
 };

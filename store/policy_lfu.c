@@ -39,10 +39,18 @@ static void lfu_touch(struct kvt_policy *p, uint32_t i)
 	struct kvt_policy_heap *h = p->state;
 	uint64_t n;
 
-	if (!kvt_policy_heap_has(h, i))
-		return;
 	n = kvt_index_rec(p->idx, i)->pval;
-	kvt_policy_heap_update(h, i, n == UINT64_MAX ? n : n + 1);
+	n = n == UINT64_MAX ? n : n + 1;
+	if (kvt_policy_heap_has(h, i))
+		kvt_policy_heap_update(h, i, n);
+	else
+		kvt_index_rec(p->idx, i)->pval = n;
+}
+
+/* Back from a hold: its count goes on. */
+static void lfu_restore(struct kvt_policy *p, uint32_t i)
+{
+	(void)kvt_policy_heap_push(p->state, i, kvt_index_rec(p->idx, i)->pval);
 }
 
 static void lfu_remove(struct kvt_policy *p, uint32_t i)
@@ -62,6 +70,7 @@ const struct kvt_policy_ops kvt_policy_lfu_ops = {
 	.insert = lfu_insert,
 	.touch = lfu_touch,
 	.remove = lfu_remove,
+	.restore = lfu_restore,
 	.leaf_changed = NULL,
 	.victim = lfu_victim,
 };

@@ -112,6 +112,32 @@ static uint32_t lru_victim(struct kvt_policy *p)
 	return ((struct lru *)p->state)->tail;
 }
 
+/* ---- tail-lru ----------------------------------------------------------- */
+
+/* Place i by its last use: after the last record (from the cold end) used
+ * more recently than it. The list is in order of use, so one used last
+ * (back from a read) goes to the head at once, and a cold one is found from
+ * the tail in a few steps. */
+static void place_by_use(struct kvt_policy *p, uint32_t i)
+{
+	struct lru *l = p->state;
+	uint64_t use = rec(p, i)->pval;
+	uint32_t cur = l->tail;
+
+	if (l->head != KVT_NIL && rec(p, l->head)->pval <= use) {
+		list_insert_after(p, KVT_NIL, i);
+		return;
+	}
+	while (cur != KVT_NIL && rec(p, cur)->pval < use)
+		cur = rec(p, cur)->pprev;
+	list_insert_after(p, cur, i);
+}
+
+static void lru_restore(struct kvt_policy *p, uint32_t i)
+{
+	place_by_use(p, i);
+}
+
 const struct kvt_policy_ops kvt_policy_lru_ops = {
 	.name = "lru",
 	.init = lru_init,
@@ -119,24 +145,10 @@ const struct kvt_policy_ops kvt_policy_lru_ops = {
 	.insert = lru_insert,
 	.touch = lru_touch,
 	.remove = lru_remove,
+	.restore = lru_restore,
 	.leaf_changed = NULL,
 	.victim = lru_victim,
 };
-
-/* ---- tail-lru ----------------------------------------------------------- */
-
-/* Place i by its last use: after the last record (from the cold end) used
- * more recently than it. */
-static void place_by_use(struct kvt_policy *p, uint32_t i)
-{
-	struct lru *l = p->state;
-	uint64_t use = rec(p, i)->pval;
-	uint32_t cur = l->tail;
-
-	while (cur != KVT_NIL && rec(p, cur)->pval < use)
-		cur = rec(p, cur)->pprev;
-	list_insert_after(p, cur, i);
-}
 
 static void tail_insert(struct kvt_policy *p, uint32_t i)
 {
@@ -146,6 +158,12 @@ static void tail_insert(struct kvt_policy *p, uint32_t i)
 	r->pval = ++l->tick;
 	if (r->kids_here == 0)
 		list_insert_after(p, KVT_NIL, i);
+}
+
+static void tail_restore(struct kvt_policy *p, uint32_t i)
+{
+	if (rec(p, i)->kids_here == 0)
+		place_by_use(p, i);
 }
 
 static void tail_leaf_changed(struct kvt_policy *p, uint32_t i, bool is_leaf)
@@ -163,6 +181,7 @@ const struct kvt_policy_ops kvt_policy_tail_lru_ops = {
 	.insert = tail_insert,
 	.touch = lru_touch,
 	.remove = lru_remove,
+	.restore = tail_restore,
 	.leaf_changed = tail_leaf_changed,
 	.victim = lru_victim,
 };

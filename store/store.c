@@ -20,46 +20,52 @@
 #include "store/store_impl.h"
 #include "store/tiering.h"
 #include "tiers/dram.h"
+#include "util/opts.h"
+
+static const struct kvt_store_opts store_defaults = {
+	.size = sizeof(struct kvt_store_opts),
+	.dram_huge_pages = true,
+	.policy = "tail-lru",
+	.dram_high_watermark = 0.90,
+	.dram_low_watermark = 0.75,
+};
 
 void kvt_store_opts_init(struct kvt_store_opts *opts, size_t size_bytes)
 {
-	memset(opts, 0, size_bytes);
-	opts->size = size_bytes;
-	opts->dram_huge_pages = true;
-	opts->policy = "tail-lru";
-	opts->dram_high_watermark = 0.90;
-	opts->dram_low_watermark = 0.75;
+	kvt_opts_init(opts, size_bytes, &store_defaults, sizeof(store_defaults));
 }
 
 int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out)
 {
-	struct kvt_dram_opts dopts = { .size = sizeof(dopts) };
+	struct kvt_store_opts o = store_defaults;
+	struct kvt_dram_opts dopts;
 	const struct kvt_policy_ops *policy;
 	struct kvt_store *s;
 	int err;
 
-	if (!opts || !out || opts->size < sizeof(*opts) || opts->dram_bytes == 0)
+	if (!out || kvt_opts_load(&o, sizeof(o), opts) || o.dram_bytes == 0)
 		return -EINVAL;
-	policy = kvt_policy_find(opts->policy ? opts->policy : "tail-lru");
+	policy = kvt_policy_find(o.policy ? o.policy : "tail-lru");
 	if (!policy)
 		return -EINVAL;
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	s->opts = *opts;
+	s->opts = o;
 	s->opts.ssd_dir = NULL; /* not kept: the caller owns the string */
 	s->opts.policy = policy->name;
 
-	dopts.bytes = opts->dram_bytes;
-	dopts.slab_bytes = opts->dram_slab_bytes;
-	dopts.huge_pages = opts->dram_huge_pages;
+	kvt_dram_opts_init(&dopts, sizeof(dopts));
+	dopts.bytes = o.dram_bytes;
+	dopts.slab_bytes = o.dram_slab_bytes;
+	dopts.huge_pages = o.dram_huge_pages;
 	if (dopts.slab_bytes == 0 && dopts.bytes < KVT_DRAM_DEFAULT_SLAB)
 		dopts.slab_bytes = dopts.bytes & ~(uint64_t)(KVT_DRAM_SLOT_ALIGN - 1);
 	err = kvt_dram_open(&dopts, &s->dram);
 	if (err)
 		goto fail_free;
 	/* room for the records of a full DRAM tier of 64 KiB blocks */
-	err = kvt_catalog_init(&s->cat, policy, opts->dram_bytes / (64 << 10));
+	err = kvt_catalog_init(&s->cat, policy, o.dram_bytes / (64 << 10));
 	if (err)
 		goto fail_dram;
 	err = pthread_mutex_init(&s->lock, NULL);
@@ -67,8 +73,8 @@ int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out)
 		err = -err;
 		goto fail_catalog;
 	}
-	if (opts->ssd_dir) {
-		err = kvt_tiering_open(s, opts);
+	if (o.ssd_dir) {
+		err = kvt_tiering_open(s, &o);
 		if (err)
 			goto fail_lock;
 	}
@@ -94,6 +100,7 @@ void kvt_store_close(struct kvt_store *s)
 	for (uint32_t i = 0; i < s->n_ns; i++)
 		free(s->ns[i]);
 	free(s->ns);
+	free(s->free_ids);
 	kvt_catalog_fini(&s->cat);
 	s->dram->ops->close(s->dram);
 	pthread_mutex_destroy(&s->lock);
@@ -110,20 +117,20 @@ int kvt_store_dram_region(struct kvt_store *s, void **base, uint64_t *len)
 
 /* ---- namespaces --------------------------------------------------------- */
 
-void kvt_ns_desc_init(struct kvt_ns_desc *desc, size_t size_bytes)
+/* The caller's descriptor as a whole one (fields it lacks at their
+ * defaults). Returns 0 or -EINVAL. */
+static int ns_desc_load(const struct kvt_ns_desc *desc, struct kvt_ns_desc *d)
 {
-	memset(desc, 0, size_bytes);
-	desc->size = size_bytes;
-	desc->layout = KVT_LAYOUT_PAGED_KV;
-	desc->dtype = KVT_DTYPE_BF16;
-	desc->tp_size = 1;
+	kvt_ns_desc_init(d, sizeof(*d));
+	return kvt_opts_load(d, sizeof(*d), desc);
 }
 
-uint64_t kvt_ns_desc_block_bytes(const struct kvt_ns_desc *d)
+/* Block bytes of a whole descriptor, 0 when it is invalid. */
+static uint64_t block_bytes_of(const struct kvt_ns_desc *d)
 {
 	uint64_t planes, elem;
 
-	if (!d || d->size < sizeof(*d) || !d->layers || !d->kv_heads || !d->head_dim ||
+	if (!d->layers || !d->kv_heads || !d->head_dim ||
 	    !d->block_tokens || !d->tp_size || d->tp_rank >= d->tp_size ||
 	    d->tenant_salt_len > KVT_SALT_MAX)
 		return 0;
@@ -150,6 +157,13 @@ uint64_t kvt_ns_desc_block_bytes(const struct kvt_ns_desc *d)
 				return 0;
 		return bytes;
 	}
+}
+
+uint64_t kvt_ns_desc_block_bytes(const struct kvt_ns_desc *desc)
+{
+	struct kvt_ns_desc d;
+
+	return ns_desc_load(desc, &d) ? 0 : block_bytes_of(&d);
 }
 
 /* The namespace's identity: SHA-256 over every field that defines it, in a
@@ -185,33 +199,37 @@ static int ns_digest(const struct kvt_ns_desc *d, struct kvt_key *out)
 
 int kvt_ns_attach(struct kvt_store *s, const struct kvt_ns_desc *desc, struct kvt_ns **out)
 {
-	uint64_t bytes = kvt_ns_desc_block_bytes(desc);
 	struct kvt_ns *ns, **grown;
+	struct kvt_ns_desc d;
 	struct kvt_key salt;
+	uint64_t bytes;
 	int err;
 
-	if (!s || !out || !bytes || memchr(desc->model_id, 0, KVT_MODEL_ID_MAX) == NULL)
+	if (!s || !out || ns_desc_load(desc, &d))
+		return -EINVAL;
+	bytes = block_bytes_of(&d);
+	if (!bytes || memchr(d.model_id, 0, KVT_MODEL_ID_MAX) == NULL)
 		return -EINVAL;
 	if (bytes > kvt_dram_max_block(s->dram) || bytes > UINT32_MAX)
 		return -EFBIG;
-	err = ns_digest(desc, &salt);
+	err = ns_digest(&d, &salt);
 	if (err)
 		return err;
 
 	pthread_mutex_lock(&s->lock);
 	for (uint32_t i = 0; i < s->n_ns; i++) {
-		if (!memcmp(&s->ns[i]->salt, &salt, sizeof(salt))) {
+		if (s->ns[i] && !memcmp(&s->ns[i]->salt, &salt, sizeof(salt))) {
 			*out = s->ns[i];
 			pthread_mutex_unlock(&s->lock);
 			return 0;
 		}
 	}
 	err = -ENOSPC;
-	if (s->n_ns == MAX_NAMESPACES)
+	if (s->n_ns == MAX_NAMESPACES && !s->n_free_ids)
 		goto unlock;
 	err = -ENOMEM;
 	ns = calloc(1, sizeof(*ns));
-	grown = realloc(s->ns, (s->n_ns + 1) * sizeof(*grown));
+	grown = s->n_free_ids ? s->ns : realloc(s->ns, (s->n_ns + 1) * sizeof(*grown));
 	if (!ns || !grown) {
 		free(ns);
 		if (grown)
@@ -220,19 +238,44 @@ int kvt_ns_attach(struct kvt_store *s, const struct kvt_ns_desc *desc, struct kv
 	}
 	s->ns = grown;
 	ns->store = s;
-	ns->id = (uint16_t)(s->n_ns + 1);
-	memcpy(&ns->desc, desc, sizeof(ns->desc));
-	ns->desc.size = sizeof(ns->desc);
+	/* a detached namespace's id is free: none of its records is left */
+	ns->id = s->n_free_ids ? s->free_ids[--s->n_free_ids] : (uint16_t)++s->n_ns;
+	ns->desc = d;
 	ns->block_bytes = bytes;
 	ns->salt = salt;
 	kvt_codec_cfg_init(&ns->ssd_codec);
-	s->ns[s->n_ns++] = ns;
+	s->ns[ns->id - 1] = ns;
+	s->live_ns++;
 	if (s->tiering)
 		kvt_tiering_import(s, ns);
 	*out = ns;
 	err = 0;
 unlock:
 	pthread_mutex_unlock(&s->lock);
+	return err;
+}
+
+int kvt_ns_detach(struct kvt_ns *ns)
+{
+	struct kvt_store *s;
+	int err = 0;
+
+	if (!ns)
+		return -EINVAL;
+	s = ns->store;
+	pthread_mutex_lock(&s->lock);
+	if (kvt_index_ns_count(s->cat.idx, ns->id)) {
+		err = -EBUSY;
+	} else if (!s->free_ids && !(s->free_ids = malloc(MAX_NAMESPACES * sizeof(*s->free_ids)))) {
+		err = -ENOMEM;
+	} else {
+		s->ns[ns->id - 1] = NULL;
+		s->free_ids[s->n_free_ids++] = ns->id;
+		s->live_ns--;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!err)
+		free(ns);
 	return err;
 }
 
@@ -257,6 +300,11 @@ int kvt_ns_prefix_keys(const struct kvt_ns *ns, const uint32_t *tokens, size_t n
 
 /* ---- blocks ------------------------------------------------------------- */
 
+/* Demotion rounds one DRAM allocation may wait for: each moves a batch, so
+ * only an allocation that others keep beating to the room it makes gets
+ * this far. */
+#define DRAM_ALLOC_ROUNDS 32
+
 static inline struct kvt_rec *rec(struct kvt_store *s, uint32_t i)
 {
 	return kvt_index_rec(s->cat.idx, i);
@@ -277,22 +325,59 @@ void kvt_store_discard(struct kvt_store *s, uint32_t i)
 
 int kvt_store_dram_alloc(struct kvt_store *s, uint64_t bytes, uint64_t *loc)
 {
-	for (;;) {
+	for (int rounds = 0;; rounds++) {
 		int err = s->dram->ops->alloc(s->dram, bytes, loc);
 		uint32_t victim;
 
 		if (err != -ENOSPC)
 			return err;
-		/* with an SSD tier, overflow demotes; a block is dropped only
-		 * when the demoter cannot move any (SSD degraded, all pinned) */
-		if (s->tiering && kvt_tiering_make_room(s))
-			continue;
+		/* with a working SSD tier, overflow demotes and nothing is
+		 * dropped: when no demotion round makes progress (all busy or
+		 * pinned) or others keep taking the room it makes, the caller
+		 * gets -ENOSPC rather than wait without end. With a degraded
+		 * one, the round only lets go of the blocks it had in flight,
+		 * and then the policy's victim is dropped */
+		if (s->tiering) {
+			if (rounds < DRAM_ALLOC_ROUNDS && kvt_tiering_make_room(s))
+				continue;
+			if (kvt_tiering_usable(s))
+				return -ENOSPC;
+		}
 		victim = kvt_catalog_victim(&s->cat, KVT_TIER_DRAM);
 		if (victim == KVT_NIL)
 			return -ENOSPC;
 		s->counters.tier[KVT_TIER_DRAM].evictions++;
+		s->counters.dram_dropped++;
 		kvt_store_discard(s, victim);
 	}
+}
+
+/* What a lent slot carries for the store, kept in kvt_slot.priv. */
+struct slot_priv {
+	uint64_t handle;       /* the record */
+	struct kvt_key parent; /* a reservation's parent, resolved at commit */
+	bool has_parent;
+};
+
+_Static_assert(sizeof(struct slot_priv) <= sizeof(((struct kvt_slot *)0)->priv),
+	       "struct kvt_slot has no room for the store's record of a loan");
+
+static struct slot_priv slot_get(const struct kvt_slot *slot)
+{
+	struct slot_priv p;
+
+	memcpy(&p, slot->priv, sizeof(p));
+	return p;
+}
+
+static void slot_lend(struct kvt_slot *slot, uint64_t handle, const struct kvt_key *parent)
+{
+	struct slot_priv p = { .handle = handle, .has_parent = parent != NULL };
+
+	if (parent)
+		p.parent = *parent;
+	memset(slot->priv, 0, sizeof(slot->priv));
+	memcpy(slot->priv, &p, sizeof(p));
 }
 
 /* Reserve record + slot for a new block; lock held. */
@@ -392,6 +477,8 @@ static void unhold_locked(struct kvt_store *s, uint32_t i)
 		kvt_tiering_sync_hold(s, i);
 	if (rec(s, i)->state == KVT_REC_DYING && rec(s, i)->busy == 0)
 		kvt_store_discard(s, i);
+	else if (s->tiering && rec(s, i)->busy == 0)
+		kvt_tiering_kick(s); /* it may be demoted now */
 }
 
 /* Bring held block i from SSD into DRAM; on failure the hold is dropped.
@@ -467,12 +554,9 @@ int kvt_reserve(struct kvt_ns *ns, const struct kvt_key *key, const struct kvt_k
 	err = reserve_locked(ns, key, &i);
 	if (!err) {
 		/* the parent is resolved at commit: it may come or go meanwhile */
-		slot->has_parent = parent != NULL;
-		if (parent)
-			slot->parent = *parent;
+		slot_lend(slot, i, parent);
 		slot->data = s->dram->ops->slot_ptr(s->dram, rec(s, i)->loc);
 		slot->len = ns->block_bytes;
-		slot->handle = i;
 	}
 	pthread_mutex_unlock(&s->lock);
 	return err;
@@ -482,10 +566,11 @@ int kvt_reserve(struct kvt_ns *ns, const struct kvt_key *key, const struct kvt_k
 static uint32_t pending_of(struct kvt_ns *ns, const struct kvt_slot *slot)
 {
 	struct kvt_store *s = ns->store;
-	uint32_t i = (uint32_t)slot->handle;
+	uint64_t handle = slot_get(slot).handle;
+	uint32_t i = (uint32_t)handle;
 	struct kvt_rec *r;
 
-	if (slot->handle >= UINT32_MAX || !kvt_index_valid(s->cat.idx, i))
+	if (handle >= UINT32_MAX || !kvt_index_valid(s->cat.idx, i))
 		return KVT_NIL;
 	r = rec(s, i);
 	if (r->state != KVT_REC_PENDING || r->ns != ns->id ||
@@ -506,9 +591,11 @@ int kvt_commit(struct kvt_ns *ns, struct kvt_slot *slot)
 	pthread_mutex_lock(&s->lock);
 	i = pending_of(ns, slot);
 	if (i != KVT_NIL) {
+		struct slot_priv p = slot_get(slot);
+
 		if (s->opts.checksum_on_put)
 			rec(s, i)->checksum = XXH3_64bits(slot->data, slot->len);
-		publish_locked(ns, i, slot->has_parent ? &slot->parent : NULL);
+		publish_locked(ns, i, p.has_parent ? &p.parent : NULL);
 		slot->data = NULL;
 		err = 0;
 	}
@@ -547,9 +634,9 @@ int kvt_acquire(struct kvt_ns *ns, const struct kvt_key *key, struct kvt_slot *s
 	if (!err && rec(s, i)->tier == KVT_TIER_SSD)
 		err = promote_locked(s, i);
 	if (!err) {
+		slot_lend(slot, i, NULL);
 		slot->data = s->dram->ops->slot_ptr(s->dram, rec(s, i)->loc);
 		slot->len = ns->block_bytes;
-		slot->handle = i;
 		s->counters.tier[rec(s, i)->tier].bytes_out += ns->block_bytes;
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -568,12 +655,16 @@ int kvt_acquire(struct kvt_ns *ns, const struct kvt_key *key, struct kvt_slot *s
 void kvt_release(struct kvt_ns *ns, struct kvt_slot *slot)
 {
 	struct kvt_store *s;
+	uint64_t handle;
 	uint32_t i;
 
-	if (!ns || !slot || !slot->data || slot->handle >= UINT32_MAX)
+	if (!ns || !slot || !slot->data)
+		return;
+	handle = slot_get(slot).handle;
+	if (handle >= UINT32_MAX)
 		return;
 	s = ns->store;
-	i = (uint32_t)slot->handle;
+	i = (uint32_t)handle;
 	pthread_mutex_lock(&s->lock);
 	if (kvt_index_valid(s->cat.idx, i) && rec(s, i)->busy > 0 && rec(s, i)->ns == ns->id)
 		unhold_locked(s, i);
@@ -677,6 +768,8 @@ int kvt_remove(struct kvt_ns *ns, const struct kvt_key *key)
 		err = -ENOENT;
 	} else {
 		s->counters.removes++;
+		if (s->tiering)
+			kvt_tiering_removed(s, i);
 		if (rec(s, i)->busy)
 			kvt_catalog_retire(&s->cat, i);
 		else
@@ -689,9 +782,8 @@ int kvt_remove(struct kvt_ns *ns, const struct kvt_key *key)
 int kvt_store_stats(struct kvt_store *s, struct kvt_store_stats *out)
 {
 	struct kvt_store_stats st;
-	size_t n;
 
-	if (!s || !out || out->size == 0)
+	if (!s || !out || out->size < sizeof(out->size))
 		return -EINVAL;
 	pthread_mutex_lock(&s->lock);
 	st = s->counters;
@@ -703,12 +795,9 @@ int kvt_store_stats(struct kvt_store *s, struct kvt_store_stats *out)
 	s->dram->ops->stats(s->dram, &st.tier[KVT_TIER_DRAM]);
 	if (s->tiering)
 		kvt_tiering_stats(s, &st);
-	st.namespaces = s->n_ns;
+	st.namespaces = s->live_ns;
 	st.index_bytes = kvt_index_memory(s->cat.idx);
 	pthread_mutex_unlock(&s->lock);
 	/* a caller built against an older, smaller struct gets its prefix */
-	n = out->size < sizeof(st) ? out->size : sizeof(st);
-	st.size = n;
-	memcpy(out, &st, n);
-	return 0;
+	return kvt_opts_store(out, &st, sizeof(st));
 }

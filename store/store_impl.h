@@ -31,16 +31,21 @@ struct kvt_store {
 	struct kvt_store_opts opts;
 	struct kvt_catalog cat;
 	struct kvt_tier_impl *dram;
-	struct kvt_ns **ns;
-	uint32_t n_ns;
+	struct kvt_ns **ns;         /* by id - 1; NULL once detached */
+	uint32_t n_ns;              /* ids handed out: 1..n_ns */
+	uint32_t live_ns;           /* namespaces attached */
+	uint16_t *free_ids;         /* ids of detached namespaces, reused first */
+	uint32_t n_free_ids;
 	struct kvt_store_stats counters; /* tier[] holds hits/bytes/evictions/errors */
 	/* the SSD tier and the demoter, NULL without ssd_dir (tiering.c) */
 	struct kvt_tiering *tiering;
 };
 
-/* A DRAM slot for `bytes`, demoting (with an SSD tier) or evicting cold
- * blocks as the policy orders until one fits. Lock held; it may be released
- * while waiting for the demoter. Returns 0, -ENOSPC. */
+/* A DRAM slot for `bytes`: with a working SSD tier, demoting cold blocks
+ * (never dropping one) for a bounded number of rounds; without one, evicting
+ * as the policy orders. Lock held; it may be released while waiting for the
+ * demoter. Returns 0, -ENOSPC (nothing can move or be evicted, or others
+ * took every slot the rounds freed). */
 int kvt_store_dram_alloc(struct kvt_store *s, uint64_t bytes, uint64_t *loc);
 
 /* Free a record's bytes in its tier and forget it. Lock held. */

@@ -7,12 +7,19 @@
 #include <string.h>
 #include <time.h>
 
+#include "store/log.h"
 #include "tiers/dram.h"
 #include "tiers/ssd.h"
 
 /* Blocks per demotion round: enough to keep the device queue full, few
  * enough that the lock is not away long. */
 #define DEMOTE_BATCH 32
+/* Tombstones waiting while the tier cannot take them (degraded) are capped:
+ * past this, a removal is not logged (the block may come back on reopen). */
+#define MAX_PENDING_TOMBS 65536
+/* Probes of a degraded SSD tier: after 1 s, then doubling up to 64 s. */
+#define PROBE_FIRST_NS 1000000000ULL
+#define PROBE_MAX_NS (64 * 1000000000ULL)
 /* An SSD record that no longer exists (dropped by segment release). */
 #define LOC_GONE UINT64_MAX
 
@@ -26,8 +33,18 @@ struct kvt_tiering {
 	pthread_cond_t wake;     /* the demoter waits here */
 	pthread_cond_t progress; /* make_room and promotion waiters */
 	uint64_t rounds;         /* demotion rounds finished */
-	uint64_t last_moved;     /* blocks the last round moved */
+	uint64_t last_progress;  /* blocks the last round moved, or SSD room it made */
 	bool want_room;
+
+	/* removals to log (tombstones), each with the sequence number it got
+	 * when the block was removed */
+	struct kvt_ssd_write *tombs;
+	size_t n_tombs, cap_tombs;
+	bool tombs_new;          /* queued since the demoter last took them */
+
+	/* a degraded tier is probed, with backoff */
+	uint64_t probe_at;       /* CLOCK_MONOTONIC ns; 0: not degraded yet seen */
+	uint64_t probe_backoff;  /* ns */
 
 	/* records recovery found whose namespace has not attached yet */
 	struct kvt_ssd_rec_info *recovered;
@@ -41,6 +58,10 @@ struct kvt_tiering {
 	 * so a block read back stays durable, and demoting it again is free */
 	uint64_t *clean;
 	size_t cap_clean, clean_cursor;
+
+	/* records in DRAM whose copy segment release dropped: written again */
+	uint32_t *rewrite;
+	size_t n_rewrite, cap_rewrite;
 
 	/* held[i]: the SSD record that record i holds (kvt_ssd_hold) while it is
 	 * on SSD pinned or busy, so segment release never drops it; LOC_GONE if none */
@@ -66,7 +87,7 @@ static uint64_t ns_ssd_id(const struct kvt_ns *ns)
 static struct kvt_ns *ns_of_ssd_id(struct kvt_store *s, uint64_t id)
 {
 	for (uint32_t i = 0; i < s->n_ns; i++)
-		if (ns_ssd_id(s->ns[i]) == id)
+		if (s->ns[i] && ns_ssd_id(s->ns[i]) == id)
 			return s->ns[i];
 	return NULL;
 }
@@ -156,12 +177,15 @@ static int remember_cb(const struct kvt_ssd_rec_info *r, void *arg)
 	return 0;
 }
 
+static void forget_dropped(struct kvt_store *s);
+
 void kvt_tiering_import(struct kvt_store *s, struct kvt_ns *ns)
 {
 	struct kvt_tiering *t = s->tiering;
 	uint64_t id = ns_ssd_id(ns);
 	size_t keep = 0;
 
+	forget_dropped(s); /* none of what segment release dropped is indexed */
 	/* oldest first, so a parent is usually indexed before its children */
 	for (size_t k = 0; k < t->n_recovered; k++) {
 		struct kvt_ssd_rec_info *r = &t->recovered[k];
@@ -199,24 +223,24 @@ static void unhold(struct kvt_store *s, uint32_t i)
 }
 
 /* Make room on SSD for about `bytes`: first records no namespace claimed,
- * then the SSD policy's coldest blocks. */
-static void evict_ssd(struct kvt_store *s, uint64_t bytes)
+ * then the SSD policy's coldest blocks, and only when none is left the
+ * spare copies of blocks that are in DRAM. A block read back sits in DRAM,
+ * where it is more recent than any block only on SSD (the SSD policy takes
+ * a block coming down as its most recent), so its copy goes after them: it
+ * stays durable as long as colder blocks are kept. Every record let go is
+ * counted: an eviction when the block is lost, a dropped copy when not.
+ * Returns the number of records let go. */
+static uint64_t evict_ssd(struct kvt_store *s, uint64_t bytes)
 {
 	struct kvt_tiering *t = s->tiering;
-	uint64_t freed = 0;
+	uint64_t freed = 0, n_freed = 0;
 
 	while (freed < bytes && t->n_recovered) {
 		struct kvt_ssd_rec_info *r = &t->recovered[--t->n_recovered];
 		kvt_ssd_free(t->ssd, r->loc);
 		freed += r->raw_len;
-	}
-	/* then the spare copies of blocks that are in DRAM anyway */
-	for (size_t n = 0; freed < bytes && n < t->cap_clean; n++) {
-		uint32_t i = (uint32_t)(t->clean_cursor++ % t->cap_clean);
-		if (t->clean[i] != LOC_GONE) {
-			freed += rec(s, i)->size;
-			kvt_tiering_forget(s, i);
-		}
+		s->counters.tier[KVT_TIER_SSD].evictions++;
+		n_freed++;
 	}
 	while (freed < bytes) {
 		uint32_t v = kvt_catalog_victim(&s->cat, KVT_TIER_SSD);
@@ -225,7 +249,18 @@ static void evict_ssd(struct kvt_store *s, uint64_t bytes)
 		freed += rec(s, v)->size;
 		s->counters.tier[KVT_TIER_SSD].evictions++;
 		kvt_store_discard(s, v);
+		n_freed++;
 	}
+	for (size_t n = 0; freed < bytes && n < t->cap_clean; n++) {
+		uint32_t i = (uint32_t)(t->clean_cursor++ % t->cap_clean);
+		if (t->clean[i] != LOC_GONE) {
+			freed += rec(s, i)->size;
+			kvt_tiering_forget(s, i);
+			s->counters.ssd_copies_dropped++;
+			n_freed++;
+		}
+	}
+	return n_freed;
 }
 
 static int cmp_loc(const void *a, const void *b)
@@ -236,15 +271,33 @@ static int cmp_loc(const void *a, const void *b)
 }
 
 /* Drop from t->recovered the records whose locs (sorted) are gone, so that
- * neither evict_ssd nor a later attach of their namespace uses them. */
-static void prune_recovered(struct kvt_tiering *t, const uint64_t *gone, size_t n)
+ * neither evict_ssd nor a later attach of their namespace uses them.
+ * Returns how many there were. */
+static size_t prune_recovered(struct kvt_tiering *t, const uint64_t *gone, size_t n)
 {
-	size_t keep = 0;
+	size_t keep = 0, pruned;
 
 	for (size_t k = 0; k < t->n_recovered; k++)
 		if (!bsearch(&t->recovered[k].loc, gone, n, sizeof(*gone), cmp_loc))
 			t->recovered[keep++] = t->recovered[k];
+	pruned = t->n_recovered - keep;
 	t->n_recovered = keep;
+	return pruned;
+}
+
+/* Have the demoter write record i's block again (it lost its SSD copy). */
+static void want_rewrite(struct kvt_tiering *t, uint32_t i)
+{
+	if (t->n_rewrite == t->cap_rewrite) {
+		size_t cap = t->cap_rewrite ? 2 * t->cap_rewrite : 64;
+		uint32_t *v = realloc(t->rewrite, cap * sizeof(*v));
+		if (!v)
+			return; /* durable again at its next demotion */
+		t->rewrite = v;
+		t->cap_rewrite = cap;
+	}
+	t->rewrite[t->n_rewrite++] = i;
+	pthread_cond_signal(&t->wake);
 }
 
 /* Forget the records segment release dropped from the SSD tier. */
@@ -262,13 +315,18 @@ static void forget_dropped(struct kvt_store *s)
 			uint32_t i = ns ? kvt_index_find(s->cat.idx, ns->id, &d[k].key) : KVT_NIL;
 			struct kvt_rec *r;
 
-			if (!ns)
+			/* not indexed: a recovered record not imported yet (its
+			 * namespace may be attaching right now) */
+			if (i == KVT_NIL) {
 				unclaimed[n_unclaimed++] = d[k].loc;
-			if (i == KVT_NIL)
 				continue;
+			}
 			r = rec(s, i);
 			if (clean_get(s->tiering, i) == d[k].loc) {
-				s->tiering->clean[i] = LOC_GONE; /* the DRAM copy stays */
+				/* the block stays in DRAM; its copy is written again */
+				s->tiering->clean[i] = LOC_GONE;
+				s->counters.ssd_copies_dropped++;
+				want_rewrite(s->tiering, i);
 				continue;
 			}
 			if (r->tier != KVT_TIER_SSD || r->loc != d[k].loc)
@@ -283,7 +341,8 @@ static void forget_dropped(struct kvt_store *s)
 		}
 		if (n_unclaimed) {
 			qsort(unclaimed, n_unclaimed, sizeof(*unclaimed), cmp_loc);
-			prune_recovered(s->tiering, unclaimed, n_unclaimed);
+			s->counters.tier[KVT_TIER_SSD].evictions +=
+				prune_recovered(s->tiering, unclaimed, n_unclaimed);
 		}
 	}
 }
@@ -295,8 +354,29 @@ static bool above(struct kvt_store *s, double mark)
 	return (double)kvt_dram_occupied(s->dram) > mark * (double)s->tiering->dram_capacity;
 }
 
+/* Hold DRAM record i busy and fill w to write its block from its slot,
+ * straight, with a copy of its namespace's codec (the lock is let go while
+ * the write runs). */
+static void hold_for_write(struct kvt_store *s, uint32_t i, struct kvt_ssd_write *w,
+			   struct kvt_codec_cfg *codec)
+{
+	struct kvt_rec *r = rec(s, i);
+
+	kvt_catalog_busy(&s->cat, i, +1);
+	*codec = s->ns[r->ns - 1]->ssd_codec;
+	*w = (struct kvt_ssd_write){
+		.ns_id = ns_ssd_id(s->ns[r->ns - 1]), .key = r->key,
+		.data = s->dram->ops->slot_ptr(s->dram, r->loc), .len = r->size, .codec = codec };
+	if (r->parent != KVT_NIL) {
+		w->parent = rec(s, r->parent)->key;
+		w->has_parent = true;
+	}
+}
+
 /* One round: pick cold DRAM blocks, write them (lock released), move those
- * that became durable. Returns the number moved. Lock held. */
+ * that became durable; if the SSD tier was full, evict there what the
+ * refused writes needed. Returns the progress made: blocks moved plus SSD
+ * records let go (a retry can then succeed). Lock held. */
 static uint64_t demote_round(struct kvt_store *s)
 {
 	struct kvt_tiering *t = s->tiering;
@@ -329,16 +409,7 @@ static uint64_t demote_round(struct kvt_store *s)
 			moved++;
 			continue;
 		}
-		kvt_catalog_busy(&s->cat, i, +1);
-		codec[n] = s->ns[r->ns - 1]->ssd_codec;
-		w[n] = (struct kvt_ssd_write){
-			.ns_id = ns_ssd_id(s->ns[r->ns - 1]), .key = r->key,
-			.data = s->dram->ops->slot_ptr(s->dram, r->loc), .len = r->size,
-			.codec = &codec[n] };
-		if (r->parent != KVT_NIL) {
-			w[n].parent = rec(s, r->parent)->key;
-			w[n].has_parent = true;
-		}
+		hold_for_write(s, i, &w[n], &codec[n]);
 		idx[n++] = i;
 		picked += r->size;
 	}
@@ -370,8 +441,152 @@ static uint64_t demote_round(struct kvt_store *s)
 	}
 	forget_dropped(s);
 	if (full_bytes)
-		evict_ssd(s, 2 * full_bytes);
+		moved += evict_ssd(s, full_bytes);
 	return moved;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* Queue a tombstone to write. Returns false when it cannot be kept. */
+static bool tomb_queue(struct kvt_tiering *t, const struct kvt_ssd_write *w)
+{
+	if (t->n_tombs == t->cap_tombs) {
+		size_t cap = t->cap_tombs ? 2 * t->cap_tombs : 64;
+		struct kvt_ssd_write *v;
+
+		if (t->n_tombs >= MAX_PENDING_TOMBS)
+			return false;
+		v = realloc(t->tombs, cap * sizeof(*v));
+		if (!v)
+			return false;
+		t->tombs = v;
+		t->cap_tombs = cap;
+	}
+	t->tombs[t->n_tombs++] = *w;
+	return true;
+}
+
+/* Log the removals waiting (lock held; released during the write). Those
+ * the tier could not take yet (degraded, full, out of memory) wait for the
+ * demoter's next pass, or the close. */
+static void write_tombstones(struct kvt_store *s)
+{
+	struct kvt_tiering *t = s->tiering;
+	struct kvt_ssd_write *w = t->tombs;
+	size_t n = t->n_tombs, lost = 0;
+
+	t->tombs = NULL;
+	t->n_tombs = t->cap_tombs = 0;
+	t->tombs_new = false;
+	pthread_mutex_unlock(&s->lock);
+	kvt_ssd_write(t->ssd, w, n);
+	pthread_mutex_lock(&s->lock);
+	forget_dropped(s); /* the writes may have made room by releasing segments */
+	for (size_t k = 0; k < n; k++)
+		if (w[k].res && !tomb_queue(t, &w[k]))
+			lost++;
+	if (lost)
+		kvt_log(KVT_LOG_WARN, "event=ssd.removal_not_logged removals=%zu", lost);
+	free(w);
+}
+
+/* A degraded SSD tier is probed at growing intervals. Returns the time to
+ * wait until the next probe (ns), 0 when the tier is not degraded. Lock
+ * held; released during the probe. */
+static uint64_t probe_degraded(struct kvt_store *s)
+{
+	struct kvt_tiering *t = s->tiering;
+	uint64_t now = mono_ns();
+
+	if (!kvt_ssd_degraded(t->ssd)) {
+		t->probe_at = 0;
+		return 0;
+	}
+	if (!t->probe_at) {
+		t->probe_backoff = PROBE_FIRST_NS;
+		t->probe_at = now + t->probe_backoff;
+	}
+	if (now < t->probe_at)
+		return t->probe_at - now;
+	pthread_mutex_unlock(&s->lock);
+	int rc = kvt_ssd_probe(t->ssd);
+	pthread_mutex_lock(&s->lock);
+	forget_dropped(s); /* a new segment may have come from releasing one */
+	if (!rc) {
+		t->probe_at = 0;
+		return 0;
+	}
+	if (t->probe_backoff < PROBE_MAX_NS)
+		t->probe_backoff *= 2;
+	t->probe_at = mono_ns() + t->probe_backoff;
+	return t->probe_backoff;
+}
+
+/* Wait for a kick, or until `ns` have passed (0: no limit). */
+static void demoter_wait(struct kvt_store *s, uint64_t ns)
+{
+	struct kvt_tiering *t = s->tiering;
+	struct timespec ts;
+
+	if (!ns) {
+		pthread_cond_wait(&t->wake, &s->lock);
+		return;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += (time_t)(ns / 1000000000ULL);
+	ts.tv_nsec += (long)(ns % 1000000000ULL);
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&t->wake, &s->lock, &ts);
+}
+
+/* Write again the blocks in DRAM whose SSD copy segment release dropped
+ * (they were read back, so they are in use), so that they stay durable; a
+ * block that left DRAM meanwhile, or has a copy again, is passed by. Lock
+ * held; released during the write. */
+static void rewrite_copies(struct kvt_store *s)
+{
+	struct kvt_tiering *t = s->tiering;
+	struct kvt_ssd_write w[DEMOTE_BATCH];
+	struct kvt_codec_cfg codec[DEMOTE_BATCH];
+	uint32_t idx[DEMOTE_BATCH];
+	size_t n = 0;
+
+	while (n < DEMOTE_BATCH && t->n_rewrite) {
+		uint32_t i = t->rewrite[--t->n_rewrite];
+		struct kvt_rec *r = rec(s, i);
+
+		if (r->state != KVT_REC_LIVE || r->tier != KVT_TIER_DRAM ||
+		    clean_get(t, i) != LOC_GONE)
+			continue;
+		hold_for_write(s, i, &w[n], &codec[n]);
+		idx[n++] = i;
+	}
+	if (!n)
+		return;
+	pthread_mutex_unlock(&s->lock);
+	kvt_ssd_write(t->ssd, w, n);
+	pthread_mutex_lock(&s->lock);
+	for (size_t k = 0; k < n; k++) {
+		uint32_t i = idx[k];
+		struct kvt_rec *r = rec(s, i);
+
+		if (w[k].res == 0 && (r->state != KVT_REC_LIVE || r->tier != KVT_TIER_DRAM ||
+				      clean_get(t, i) != LOC_GONE || clean_set(t, i, w[k].loc)))
+			kvt_ssd_free(t->ssd, w[k].loc);
+		else if (w[k].res == 0)
+			s->counters.tier[KVT_TIER_SSD].bytes_in += r->size;
+		unhold(s, i);
+	}
+	forget_dropped(s);
 }
 
 static void *demoter_main(void *arg)
@@ -381,35 +596,51 @@ static void *demoter_main(void *arg)
 
 	pthread_mutex_lock(&s->lock);
 	while (!t->stop) {
-		uint64_t moved = 0;
+		uint64_t progress = 0, round, next_probe;
 		bool wanted = t->want_room;
 
+		if (t->n_tombs && !kvt_ssd_degraded(t->ssd))
+			write_tombstones(s);
+		if (t->n_rewrite && !kvt_ssd_degraded(t->ssd))
+			rewrite_copies(s);
 		if ((wanted || above(s, t->high)) && !kvt_ssd_degraded(t->ssd)) {
-			/* write-back until below the low watermark */
+			/* write-back until below the low watermark, for as long as
+			 * rounds make progress: a round that moves nothing (all
+			 * busy or pinned) ends it until the next kick */
 			do {
-				moved += demote_round(s);
-			} while (!t->stop && above(s, t->low) && moved && !kvt_ssd_degraded(t->ssd) &&
+				round = demote_round(s);
+				progress += round;
+			} while (round && !t->stop && above(s, t->low) && !kvt_ssd_degraded(t->ssd) &&
 				 !t->want_room);
 		}
 		if (wanted) {
 			t->want_room = false;
-			t->last_moved = moved;
+			t->last_progress = progress;
 			t->rounds++;
 			pthread_cond_broadcast(&t->progress);
 		}
-		if (!t->want_room && !t->stop) {
-			struct timespec ts;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 100 * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
-			pthread_cond_timedwait(&t->wake, &s->lock, &ts);
-		}
+		next_probe = probe_degraded(s);
+		if (!t->want_room && !t->stop &&
+		    !((t->tombs_new || t->n_rewrite) && !kvt_ssd_degraded(t->ssd)))
+			demoter_wait(s, next_probe);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return NULL;
+}
+
+void kvt_tiering_removed(struct kvt_store *s, uint32_t i)
+{
+	struct kvt_tiering *t = s->tiering;
+	struct kvt_rec *r = rec(s, i);
+	struct kvt_ssd_write w = { .ns_id = ns_ssd_id(s->ns[r->ns - 1]), .key = r->key,
+				   .tomb = true, .seq = kvt_ssd_seq_reserve(t->ssd) };
+
+	/* unlogged, the block may come back when the store reopens */
+	if (!tomb_queue(t, &w))
+		kvt_log(KVT_LOG_WARN, "event=ssd.removal_not_logged removals=1 pending=%zu",
+			t->n_tombs);
+	t->tombs_new = true;
+	pthread_cond_signal(&t->wake);
 }
 
 bool kvt_tiering_make_room(struct kvt_store *s)
@@ -417,15 +648,23 @@ bool kvt_tiering_make_room(struct kvt_store *s)
 	struct kvt_tiering *t = s->tiering;
 	uint64_t round;
 
-	if (!t->started || t->stop || kvt_ssd_degraded(t->ssd) ||
-	    pthread_equal(pthread_self(), t->thread))
+	if (!t->started || t->stop || pthread_equal(pthread_self(), t->thread))
 		return false;
 	round = t->rounds;
 	t->want_room = true;
 	pthread_cond_signal(&t->wake);
+	/* the demoter answers every request with one round, which ends */
 	while (t->rounds == round && !t->stop)
 		pthread_cond_wait(&t->progress, &s->lock);
-	return t->last_moved > 0;
+	return t->rounds != round && t->last_progress > 0;
+}
+
+bool kvt_tiering_usable(struct kvt_store *s)
+{
+	struct kvt_tiering *t = s->tiering;
+
+	return t && t->started && !t->stop && !kvt_ssd_degraded(t->ssd) &&
+	       !pthread_equal(pthread_self(), t->thread);
 }
 
 void kvt_tiering_kick(struct kvt_store *s)
@@ -502,6 +741,13 @@ int kvt_tiering_promote(struct kvt_store *s, uint32_t i)
 	} else if (r.res == -EIO) {
 		s->counters.tier[KVT_TIER_SSD].errors++;
 		err = -EIO;
+	} else if (r.res == -ENOENT && rec(s, i)->loc == ssd_loc) {
+		/* segment release dropped it before its entry here was updated:
+		 * an eviction, counted once (forget_dropped finds the loc gone) */
+		rec(s, i)->loc = LOC_GONE;
+		kvt_tiering_sync_hold(s, i);
+		s->counters.tier[KVT_TIER_SSD].evictions++;
+		err = -ENOENT;
 	} else {
 		err = r.res ? r.res : -ENOENT;
 	}
@@ -542,6 +788,12 @@ void kvt_tiering_stats(struct kvt_store *s, struct kvt_store_stats *st)
 	ts->degraded = ss.degraded;
 	ts->io_fallback = !ss.io.uring;
 	ts->errors += ss.write_errors + ss.read_errors + ss.sync_errors;
+	st->ssd = (struct kvt_ssd_health){
+		.recovered = ss.recovered, .torn = ss.recovery_torn, .corrupt = ss.recovery_corrupt,
+		.superseded = ss.recovery_superseded, .removed = ss.recovery_removed,
+		.quarantined = ss.quarantined, .foreign = ss.foreign, .scanned = ss.recovery_scanned,
+		.open_ms = ss.open_ns / 1000000, .tombstones = ss.tombstones, .probes = ss.probes,
+		.resumed = ss.resumed };
 }
 
 int kvt_tiering_open(struct kvt_store *s, const struct kvt_store_opts *opts)
@@ -549,6 +801,7 @@ int kvt_tiering_open(struct kvt_store *s, const struct kvt_store_opts *opts)
 	struct kvt_tiering *t = calloc(1, sizeof(*t));
 	struct kvt_ssd_opts so;
 	struct kvt_tier_stats ds = { 0 };
+	pthread_condattr_t ca;
 	void *region;
 	uint64_t len;
 	int err;
@@ -564,7 +817,10 @@ int kvt_tiering_open(struct kvt_store *s, const struct kvt_store_opts *opts)
 	t->low = opts->dram_low_watermark;
 	s->dram->ops->stats(s->dram, &ds);
 	t->dram_capacity = ds.capacity_bytes;
-	pthread_cond_init(&t->wake, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&t->wake, &ca);
+	pthread_condattr_destroy(&ca);
 	pthread_cond_init(&t->progress, NULL);
 
 	kvt_ssd_opts_init(&so, sizeof(so));
@@ -622,11 +878,21 @@ void kvt_tiering_close(struct kvt_store *s)
 	pthread_mutex_unlock(&s->lock);
 	if (t->started)
 		pthread_join(t->thread, NULL);
+	/* removals not logged yet are logged now (nothing else runs) */
+	if (t->n_tombs) {
+		kvt_ssd_write(t->ssd, t->tombs, t->n_tombs);
+		for (size_t k = 0; k < t->n_tombs; k++)
+			if (t->tombs[k].res)
+				kvt_log(KVT_LOG_WARN, "event=ssd.removal_not_logged err=\"%s\"",
+					kvt_strerror(t->tombs[k].res));
+	}
 	kvt_ssd_close(t->ssd);
 	pthread_cond_destroy(&t->progress);
 	pthread_cond_destroy(&t->wake);
 	free(t->clean);
 	free(t->held);
+	free(t->rewrite);
+	free(t->tombs);
 	free(t->promoting);
 	free(t->recovered);
 	free(t);

@@ -1,9 +1,28 @@
-/* The small shared vocabulary: dtypes, tier names, error messages. */
+/* The small shared vocabulary: dtypes, tier names, error messages, the
+ * namespace descriptor's defaults. */
 #include <errno.h>
 #include <string.h>
 #include <strings.h>
 
 #include "kvtier/types.h"
+#include "util/opts.h"
+
+static const struct kvt_ns_desc ns_desc_defaults = {
+	.size = sizeof(struct kvt_ns_desc),
+	.layout = KVT_LAYOUT_PAGED_KV,
+	.dtype = KVT_DTYPE_BF16,
+	.tp_size = 1,
+};
+
+const char *kvt_version(void)
+{
+	return KVT_VERSION_STRING;
+}
+
+void kvt_ns_desc_init(struct kvt_ns_desc *desc, size_t size_bytes)
+{
+	kvt_opts_init(desc, size_bytes, &ns_desc_defaults, sizeof(ns_desc_defaults));
+}
 
 static const struct {
 	enum kvt_dtype dtype;

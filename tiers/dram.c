@@ -6,6 +6,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "util/opts.h"
+
 #define MAX_CLASSES 64
 
 struct slab {
@@ -238,15 +240,26 @@ static void *map_region(uint64_t bytes, bool try_huge)
 	return p;
 }
 
+static const struct kvt_dram_opts dram_defaults = {
+	.size = sizeof(struct kvt_dram_opts),
+	.huge_pages = true,
+};
+
+void kvt_dram_opts_init(struct kvt_dram_opts *opts, size_t size_bytes)
+{
+	kvt_opts_init(opts, size_bytes, &dram_defaults, sizeof(dram_defaults));
+}
+
 int kvt_dram_open(const struct kvt_dram_opts *opts, struct kvt_tier_impl **out)
 {
+	struct kvt_dram_opts o = dram_defaults;
 	struct dram *d;
 	uint64_t slab;
 
-	if (!opts || !out || opts->size < sizeof(*opts))
+	if (!out || kvt_opts_load(&o, sizeof(o), opts))
 		return -EINVAL;
-	slab = opts->slab_bytes ? opts->slab_bytes : KVT_DRAM_DEFAULT_SLAB;
-	if (slab % KVT_DRAM_SLOT_ALIGN || opts->bytes < slab || opts->bytes / slab >= NIL)
+	slab = o.slab_bytes ? o.slab_bytes : KVT_DRAM_DEFAULT_SLAB;
+	if (slab % KVT_DRAM_SLOT_ALIGN || o.bytes < slab || o.bytes / slab >= NIL)
 		return -EINVAL;
 	d = calloc(1, sizeof(*d));
 	if (!d)
@@ -254,10 +267,10 @@ int kvt_dram_open(const struct kvt_dram_opts *opts, struct kvt_tier_impl **out)
 	d->base.ops = &dram_ops;
 	d->base.kind = KVT_TIER_DRAM;
 	d->slab_bytes = slab;
-	d->n_slabs = (uint32_t)(opts->bytes / slab);
+	d->n_slabs = (uint32_t)(o.bytes / slab);
 	d->region_bytes = (uint64_t)d->n_slabs * slab;
 	d->slabs = calloc(d->n_slabs, sizeof(*d->slabs));
-	d->region = map_region(d->region_bytes, opts->huge_pages);
+	d->region = map_region(d->region_bytes, o.huge_pages);
 	if (!d->slabs || !d->region) {
 		dram_close(&d->base);
 		return -ENOMEM;
@@ -269,6 +282,36 @@ int kvt_dram_open(const struct kvt_dram_opts *opts, struct kvt_tier_impl **out)
 	d->pool = 0;
 	*out = &d->base;
 	return 0;
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+int kvt_dram_prefault(void *base, uint64_t len, bool before_use, const int *stop,
+		      uint64_t *done)
+{
+	const uint64_t chunk = 64ull << 20;
+	uint8_t *p = base;
+	uint64_t off;
+	int err = 0;
+
+	for (off = 0; off < len && !(stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE));
+	     off += chunk) {
+		uint64_t n = len - off < chunk ? len - off : chunk;
+
+		if (madvise(p + off, n, MADV_POPULATE_WRITE) == 0)
+			continue;
+		if (errno != EINVAL || !before_use) {
+			err = -errno;
+			break;
+		}
+		for (uint64_t q = 0; q < n; q += 4096)
+			((volatile uint8_t *)p)[off + q] = 0;
+	}
+	if (done)
+		*done = off < len ? off : len;
+	return err;
 }
 
 void *kvt_dram_region(struct kvt_tier_impl *t, uint64_t *len)

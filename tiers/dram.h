@@ -21,16 +21,29 @@
 #define KVT_DRAM_SLOT_ALIGN 4096u
 #define KVT_DRAM_DEFAULT_SLAB (64ull << 20)
 
+/* A versioned options struct (util/opts.h). */
 struct kvt_dram_opts {
-	size_t size;          /* sizeof(struct kvt_dram_opts) */
-	uint64_t bytes;       /* capacity; rounded down to whole slabs */
+	size_t size;          /* sizeof(struct kvt_dram_opts), set by _init */
+	uint64_t bytes;       /* capacity (required); rounded down to whole slabs */
 	uint64_t slab_bytes;  /* 0 = KVT_DRAM_DEFAULT_SLAB */
-	bool huge_pages;      /* try MAP_HUGETLB first */
+	bool huge_pages;      /* try MAP_HUGETLB first (default true) */
 };
+
+void kvt_dram_opts_init(struct kvt_dram_opts *opts, size_t size_bytes);
 
 /* Map the region. Returns 0 and *out, -EINVAL (capacity below one slab),
  * -ENOMEM. */
 int kvt_dram_open(const struct kvt_dram_opts *opts, struct kvt_tier_impl **out);
+
+/* Fault the pages of a DRAM tier's region [base, base + len) in, 64 MiB at a
+ * time, so no put pays for first-touch page faults. MADV_POPULATE_WRITE maps
+ * pages without changing their bytes, so this is safe while blocks are
+ * stored; where the kernel lacks it, pages are touched by writing zeros,
+ * which only `before_use` allows (nothing stored yet); otherwise that is
+ * -EINVAL. Stops early once *stop (read atomically; NULL = never) is nonzero.
+ * Returns 0 or -errno; *done (may be NULL) gets the bytes faulted in. */
+int kvt_dram_prefault(void *base, uint64_t len, bool before_use, const int *stop,
+		      uint64_t *done);
 
 /* The whole region, for registering it with a device or NIC. */
 void *kvt_dram_region(struct kvt_tier_impl *t, uint64_t *len);

@@ -1,7 +1,7 @@
-/* The SSD tier: segment files, record placement, recovery, reclaim. */
+/* The SSD tier: segment files, record placement, reclaim, tombstones,
+ * summaries, probing a degraded tier. Recovery is ssd_recover.c. */
 #include "tiers/ssd.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -12,16 +12,21 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
+#include "store/log.h"
 #include "tiers/ssd_format.h"
+#include "tiers/ssd_recover.h"
+#include "util/clock.h"
+#include "util/opts.h"
 
 #define PAGE KVT_SSD_PAGE
 #define META_NAME "kvtier-ssd.meta"
-#define SCAN_WINDOW (4u << 20)
+#define QUARANTINE_DIR "quarantine"
 
 /* loc = generation:24 | slot:16 | header page:24. Slots are reused (the
  * lowest free one), so a record's loc carries its segment's generation, a
@@ -47,35 +52,26 @@ static uint32_t loc_page(uint64_t loc) { return (uint32_t)loc & LOC_MAX_PAGE; }
 
 static uint64_t pages_of(uint64_t bytes) { return (bytes + PAGE - 1) / PAGE; }
 
-enum { REC_PENDING = 0, REC_LIVE = 1, REC_DEAD = 2 };
-
-/* What the tier keeps in memory of each record: enough to read and verify
- * its payload without reading its header again (one I/O per read). */
-struct seg_rec {
-	uint64_t ns_id;
-	struct kvt_key key;
-	uint64_t raw_len;
-	uint64_t stored_len;
-	uint64_t sum;    /* XXH3-64 of the stored payload, as in the header */
-	uint32_t page;   /* of the header */
-	uint32_t pages;  /* header included */
-	uint32_t held;   /* kvt_ssd_hold count: the caller pins or reads it */
-	uint8_t state;
-	uint8_t codec;
-};
-
 struct seg {
 	bool used;
 	bool sealed;     /* no more appends */
+	bool summary;    /* its summary file is on disk and whole */
 	int fd;
 	uint64_t id;     /* file number */
+	uint64_t nonce;  /* of its superblock */
 	uint32_t n_pages, next_page;
 	uint64_t live_pages;
 	uint32_t users;  /* batches with I/O on this file */
 	uint32_t gen;    /* of the slot: bumped each time it gets a segment */
 	uint32_t held;   /* live records with a hold: reclaim passes it by */
-	struct seg_rec *recs; /* sorted by page */
+	uint32_t tombs;  /* tombstones on disk in it */
+	struct kvt_ssd_rec *recs; /* sorted by page */
 	size_t n_recs, cap_recs;
+};
+
+/* A segment sealed since the last summaries were written. */
+struct sealed_seg {
+	uint32_t slot, gen;
 };
 
 struct kvt_ssd {
@@ -91,29 +87,30 @@ struct kvt_ssd {
 	uint32_t chunk;             /* records per batch chunk */
 
 	pthread_mutex_t lock;       /* guards everything below */
+	char *sb_page;              /* a page for superblocks and probes */
 	struct seg *segs;
 	uint32_t n_slots, max_segs, segs_used;
 	int active;
 	uint64_t next_seq, next_seg_id;
 	struct kvt_ssd_rec_info *dropped;
 	size_t n_dropped, cap_dropped;
+	struct sealed_seg *sealed;  /* their summaries are due */
+	size_t n_sealed, cap_sealed;
 	struct kvt_ssd_stats st;
+};
+
+static const struct kvt_ssd_opts ssd_defaults = {
+	.size = sizeof(struct kvt_ssd_opts),
+	.sync = true,
+	.reclaim_live_fraction = 0.25,
 };
 
 void kvt_ssd_opts_init(struct kvt_ssd_opts *opts, size_t size_bytes)
 {
-	memset(opts, 0, size_bytes);
-	opts->size = size_bytes;
-	opts->sync = true;
-	opts->reclaim_live_fraction = 0.25;
+	kvt_opts_init(opts, size_bytes, &ssd_defaults, sizeof(ssd_defaults));
 }
 
 /* ---- segments (lock held) ---------------------------------------------- */
-
-static void seg_path(const struct kvt_ssd *ssd, uint64_t id, char *buf, size_t len)
-{
-	snprintf(buf, len, "%s/seg-%016" PRIx64 ".kvt", ssd->dir, id);
-}
 
 static void degrade(struct kvt_ssd *ssd, int err, const char *what)
 {
@@ -121,8 +118,9 @@ static void degrade(struct kvt_ssd *ssd, int err, const char *what)
 		return;
 	ssd->st.degraded = true;
 	ssd->st.degraded_error = err;
-	kvt_ssd_log("%s failed (%s): tier degraded, no further writes; durable records "
-		    "stay readable", what, strerror(-err));
+	kvt_log(KVT_LOG_ERROR, "event=ssd.degraded dir=%s what=\"%s\" err=\"%s\" "
+		"action=\"no writes until a probe succeeds; durable records stay readable\"",
+		ssd->dir, what, strerror(-err));
 }
 
 /* Whether an operation's result says the device failed (it degrades the
@@ -134,18 +132,30 @@ static bool device_error(int err)
 	return err && err != -ENOMEM && err != -EAGAIN && err != -EINTR && err != -ECANCELED;
 }
 
-static void seg_release(struct kvt_ssd *ssd, uint32_t slot)
+static bool is_oldest(const struct kvt_ssd *ssd, const struct seg *s)
+{
+	for (uint32_t i = 0; i < ssd->n_slots; i++)
+		if (ssd->segs[i].used && ssd->segs[i].id < s->id)
+			return false;
+	return true;
+}
+
+/* Tombstones hide older records of their keys, which can only sit in this
+ * segment or older ones: they must stay until no older segment is left. */
+static bool tombs_needed(const struct kvt_ssd *ssd, const struct seg *s)
+{
+	return s->tombs && !is_oldest(ssd, s);
+}
+
+/* Close a segment's file and clear its slot (its records are forgotten). */
+static void seg_drop(struct kvt_ssd *ssd, uint32_t slot)
 {
 	struct seg *s = &ssd->segs[slot];
-	char path[4096];
+	uint32_t gen = s->gen;
 
 	kvt_ssd_io_set_file(ssd->io, slot, -1);
 	close(s->fd);
-	seg_path(ssd, s->id, path, sizeof(path));
-	if (unlink(path))
-		kvt_ssd_log("cannot delete %s: %s", path, strerror(errno));
-	uint32_t gen = s->gen;
-
+	ssd->st.tombstones -= s->tombs;
 	free(s->recs);
 	memset(s, 0, sizeof(*s));
 	s->fd = -1;
@@ -153,18 +163,51 @@ static void seg_release(struct kvt_ssd *ssd, uint32_t slot)
 	if ((int)slot == ssd->active)
 		ssd->active = -1;
 	ssd->segs_used--;
+}
+
+static void seg_release(struct kvt_ssd *ssd, uint32_t slot)
+{
+	struct seg *s = &ssd->segs[slot];
+	char name[64];
+
+	kvt_ssd_sum_name(s->id, name, sizeof(name));
+	if (unlinkat(ssd->dir_fd, name, 0) && errno != ENOENT)
+		kvt_log(KVT_LOG_WARN, "event=ssd.unlink_failed dir=%s file=%s err=\"%s\"", ssd->dir,
+			name, strerror(errno));
+	kvt_ssd_seg_name(s->id, name, sizeof(name));
+	if (unlinkat(ssd->dir_fd, name, 0))
+		kvt_log(KVT_LOG_WARN, "event=ssd.unlink_failed dir=%s file=%s err=\"%s\"", ssd->dir,
+			name, strerror(errno));
+	seg_drop(ssd, slot);
 	ssd->st.segments_released++;
 }
 
-static void seg_maybe_release(struct kvt_ssd *ssd, uint32_t slot)
+static bool releasable(const struct kvt_ssd *ssd, const struct seg *s)
 {
-	struct seg *s = &ssd->segs[slot];
-
-	if (s->used && s->sealed && !s->live_pages && !s->users)
-		seg_release(ssd, slot);
+	return s->used && s->sealed && !s->live_pages && !s->users && !tombs_needed(ssd, s);
 }
 
-static struct seg_rec *seg_find(struct seg *s, uint32_t page)
+/* Release the segment in slot if nothing in it is needed any more; then the
+ * oldest segment too, while that frees tombstones that kept it. */
+static void seg_maybe_release(struct kvt_ssd *ssd, uint32_t slot)
+{
+	if (!releasable(ssd, &ssd->segs[slot]))
+		return;
+	seg_release(ssd, slot);
+	for (;;) {
+		uint32_t oldest = UINT32_MAX;
+
+		for (uint32_t i = 0; i < ssd->n_slots; i++)
+			if (ssd->segs[i].used &&
+			    (oldest == UINT32_MAX || ssd->segs[i].id < ssd->segs[oldest].id))
+				oldest = i;
+		if (oldest == UINT32_MAX || !releasable(ssd, &ssd->segs[oldest]))
+			return;
+		seg_release(ssd, oldest);
+	}
+}
+
+static struct kvt_ssd_rec *seg_find(struct seg *s, uint32_t page)
 {
 	size_t lo = 0, hi = s->n_recs;
 
@@ -178,11 +221,11 @@ static struct seg_rec *seg_find(struct seg *s, uint32_t page)
 	return lo < s->n_recs && s->recs[lo].page == page ? &s->recs[lo] : NULL;
 }
 
-static int seg_add_rec(struct seg *s, const struct seg_rec *r)
+static int seg_add_rec(struct seg *s, const struct kvt_ssd_rec *r)
 {
 	if (s->n_recs == s->cap_recs) {
 		size_t cap = s->cap_recs ? 2 * s->cap_recs : 64;
-		struct seg_rec *n = realloc(s->recs, cap * sizeof(*n));
+		struct kvt_ssd_rec *n = realloc(s->recs, cap * sizeof(*n));
 		if (!n)
 			return -ENOMEM;
 		s->recs = n;
@@ -192,18 +235,19 @@ static int seg_add_rec(struct seg *s, const struct seg_rec *r)
 	return 0;
 }
 
-static void rec_kill(struct kvt_ssd *ssd, struct seg *s, struct seg_rec *r)
+static void rec_kill(struct kvt_ssd *ssd, struct seg *s, struct kvt_ssd_rec *r)
 {
 	if (r->held) {
 		s->held--;
 		r->held = 0;
 	}
-	if (r->state == REC_LIVE) {
+	if (r->state == KVT_SSD_REC_LIVE) {
 		s->live_pages -= r->pages;
 		ssd->st.blocks--;
 		ssd->st.live_raw_bytes -= r->raw_len;
 	}
-	r->state = REC_DEAD;
+	if (r->state != KVT_SSD_REC_TOMB)
+		r->state = KVT_SSD_REC_DEAD;
 }
 
 /* Release the emptiest sealed segment if it is empty enough. */
@@ -213,7 +257,7 @@ static int reclaim_one(struct kvt_ssd *ssd)
 
 	for (uint32_t i = 0; i < ssd->n_slots; i++) {
 		struct seg *s = &ssd->segs[i];
-		if (s->used && s->sealed && !s->users && !s->held &&
+		if (s->used && s->sealed && !s->users && !s->held && !tombs_needed(ssd, s) &&
 		    (best == UINT32_MAX || s->live_pages < ssd->segs[best].live_pages))
 			best = i;
 	}
@@ -223,8 +267,8 @@ static int reclaim_one(struct kvt_ssd *ssd)
 	if ((double)s->live_pages > ssd->opts.reclaim_live_fraction * s->n_pages)
 		return -ENOSPC;
 	for (size_t i = 0; i < s->n_recs; i++) {
-		struct seg_rec *r = &s->recs[i];
-		if (r->state != REC_LIVE)
+		struct kvt_ssd_rec *r = &s->recs[i];
+		if (r->state != KVT_SSD_REC_LIVE)
 			continue;
 		if (ssd->n_dropped == ssd->cap_dropped) {
 			size_t cap = ssd->cap_dropped ? 2 * ssd->cap_dropped : 64;
@@ -240,16 +284,88 @@ static int reclaim_one(struct kvt_ssd *ssd)
 		ssd->st.reclaim_dropped++;
 		rec_kill(ssd, s, r);
 	}
-	seg_release(ssd, best);
+	s->live_pages = 0;
+	seg_maybe_release(ssd, best);
 	return 0;
 }
 
+/* Fsync the directory (new or renamed entries), when the tier syncs. */
+static int sync_dir(struct kvt_ssd *ssd)
+{
+	return ssd->opts.sync && fsync(ssd->dir_fd) ? -errno : 0;
+}
+
+/* Rename from to to in dir, never over an existing file. */
+static int rename_new(int dir, const char *from, const char *to)
+{
+	if (!renameat2(dir, from, dir, to, RENAME_NOREPLACE))
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return -1;
+	/* a file system without RENAME_NOREPLACE: look first */
+	if (!faccessat(dir, to, F_OK, AT_SYMLINK_NOFOLLOW)) {
+		errno = EEXIST;
+		return -1;
+	}
+	return renameat(dir, from, dir, to);
+}
+
+/* Make a segment file: a temporary name, preallocated, its superblock
+ * written (and synced), then renamed, so that a file with a segment's name
+ * always has a superblock. Returns 0 and *fd, or -errno (nothing left). */
+static int seg_file_create(struct kvt_ssd *ssd, uint64_t id, uint64_t nonce, int *fd_out)
+{
+	char tmp[80], name[64];
+	struct kvt_ssd_sb sb = { .format = KVT_SSD_FORMAT, .salt = ssd->salt, .seg_id = id,
+				 .seg_bytes = (uint64_t)ssd->seg_pages * PAGE, .nonce = nonce };
+	int fd, rc;
+
+	kvt_ssd_seg_name(id, name, sizeof(name));
+	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+	fd = openat(ssd->dir_fd, tmp, O_RDWR | O_CREAT | O_EXCL | O_DIRECT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	/* preallocate so that appends never meet a full disk half way */
+	rc = posix_fallocate(fd, 0, (off_t)ssd->seg_pages * PAGE);
+	if (rc == EOPNOTSUPP || rc == EINVAL)
+		rc = ftruncate(fd, (off_t)ssd->seg_pages * PAGE) ? errno : 0;
+	if (rc) {
+		rc = -rc;
+		goto err;
+	}
+	kvt_ssd_sb_encode(&sb, ssd->sb_page);
+	if (pwrite(fd, ssd->sb_page, PAGE, 0) != PAGE) {
+		rc = errno ? -errno : -EIO;
+		goto err;
+	}
+	if ((ssd->opts.sync && fdatasync(fd)) || rename_new(ssd->dir_fd, tmp, name)) {
+		rc = -errno;
+		goto err;
+	}
+	rc = sync_dir(ssd);
+	if (rc) {
+		unlinkat(ssd->dir_fd, name, 0);
+		close(fd);
+		return rc;
+	}
+	*fd_out = fd;
+	return 0;
+err:
+	close(fd);
+	unlinkat(ssd->dir_fd, tmp, 0);
+	return rc;
+}
+
+/* A new segment in the lowest free slot, made the active one. Returns 0,
+ * -ENOSPC (at capacity and nothing can be released), or the -errno of the
+ * file (the caller decides whether that degrades the tier). */
 static int seg_create(struct kvt_ssd *ssd)
 {
+	uint64_t nonce;
+	struct timespec ts;
 	uint32_t slot;
-	char path[4096];
 	struct seg *s;
-	int fd, rc;
+	int fd = -1, rc;
 
 	while (ssd->segs_used >= ssd->max_segs) {
 		rc = reclaim_one(ssd);
@@ -258,48 +374,56 @@ static int seg_create(struct kvt_ssd *ssd)
 	}
 	for (slot = 0; slot < ssd->n_slots && ssd->segs[slot].used; slot++)
 		;
-	if (slot == ssd->n_slots)
+	if (slot == ssd->n_slots || ssd->next_seg_id > KVT_SSD_MAX_SEG_ID)
 		return -ENOSPC;
-	s = &ssd->segs[slot];
-	s->id = ssd->next_seg_id++;
-	s->gen = s->gen == LOC_MAX_GEN ? 1 : s->gen + 1;
-	seg_path(ssd, s->id, path, sizeof(path));
-	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_DIRECT | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		rc = -errno;
-		goto err;
-	}
-	/* preallocate so that appends never meet a full disk half way */
-	rc = posix_fallocate(fd, 0, (off_t)ssd->seg_pages * PAGE);
-	if (rc == EOPNOTSUPP || rc == EINVAL)
-		rc = ftruncate(fd, (off_t)ssd->seg_pages * PAGE) ? errno : 0;
-	if (rc) {
-		rc = -rc;
-		goto err_file;
-	}
-	rc = kvt_ssd_io_set_file(ssd->io, slot, fd);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	nonce = XXH3_64bits_withSeed(&ts, sizeof(ts), ssd->salt ^ ssd->next_seg_id);
+	rc = seg_file_create(ssd, ssd->next_seg_id, nonce, &fd);
 	if (rc)
-		goto err_file;
-	if (ssd->opts.sync && fsync(ssd->dir_fd)) {
-		rc = -errno;
-		kvt_ssd_io_set_file(ssd->io, slot, -1);
-		goto err_file;
+		return rc;
+	rc = kvt_ssd_io_set_file(ssd->io, slot, fd);
+	if (rc) {
+		char name[64];
+		kvt_ssd_seg_name(ssd->next_seg_id, name, sizeof(name));
+		unlinkat(ssd->dir_fd, name, 0);
+		close(fd);
+		return rc;
 	}
+	s = &ssd->segs[slot];
+	s->gen = s->gen == LOC_MAX_GEN ? 1 : s->gen + 1;
 	s->used = true;
 	s->fd = fd;
+	s->id = ssd->next_seg_id++;
+	s->nonce = nonce;
 	s->n_pages = ssd->seg_pages;
+	s->next_page = 1; /* after the superblock */
 	ssd->segs_used++;
 	ssd->active = (int)slot;
 	ssd->st.segments_created++;
 	return 0;
+}
 
-err_file:
-	close(fd);
-	unlink(path);
-err:
-	ssd->st.write_errors++;
-	degrade(ssd, rc, "creating a segment file");
-	return -EIO;
+/* The active segment takes no more records: its summary is due. */
+static void seal_active(struct kvt_ssd *ssd)
+{
+	uint32_t slot = (uint32_t)ssd->active;
+	struct seg *s = &ssd->segs[slot];
+
+	s->sealed = true;
+	ssd->active = -1;
+	if (ssd->n_sealed == ssd->cap_sealed) {
+		size_t cap = ssd->cap_sealed ? 2 * ssd->cap_sealed : 16;
+		struct sealed_seg *v = realloc(ssd->sealed, cap * sizeof(*v));
+		if (v) {
+			ssd->sealed = v;
+			ssd->cap_sealed = cap;
+		}
+	}
+	/* without memory for the note, close writes the summary, or the
+	 * next open scans the segment: slower, never wrong */
+	if (ssd->n_sealed < ssd->cap_sealed)
+		ssd->sealed[ssd->n_sealed++] = (struct sealed_seg){ slot, s->gen };
+	seg_maybe_release(ssd, slot);
 }
 
 /* Room for pages in the active segment. 0 with slot and page set, -ENOSPC (at
@@ -313,19 +437,134 @@ static int alloc_pages(struct kvt_ssd *ssd, uint32_t pages, uint32_t *slot, uint
 		s = &ssd->segs[ssd->active];
 		if (s->next_page + pages <= s->n_pages)
 			goto take;
-		s->sealed = true;
-		seg_maybe_release(ssd, (uint32_t)ssd->active);
-		ssd->active = -1;
+		seal_active(ssd);
 	}
 	rc = seg_create(ssd);
-	if (rc)
+	if (rc == -ENOSPC && ssd->segs_used >= ssd->max_segs)
 		return rc;
+	if (rc) {
+		ssd->st.write_errors++;
+		degrade(ssd, rc, "creating a segment file");
+		return -EIO;
+	}
 	s = &ssd->segs[ssd->active];
 take:
 	*slot = (uint32_t)ssd->active;
 	*page = s->next_page;
 	s->next_page += pages;
 	return 0;
+}
+
+/* ---- summaries ----------------------------------------------------------- */
+
+/* Write buf as the summary of segment id: a temporary file, synced, then
+ * renamed. Returns 0 or -errno. */
+static int summary_file_write(struct kvt_ssd *ssd, uint64_t id, const void *buf, size_t len)
+{
+	char name[64], tmp[80];
+	size_t done = 0;
+	int fd, rc = 0;
+
+	kvt_ssd_sum_name(id, name, sizeof(name));
+	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+	fd = openat(ssd->dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	while (done < len && !rc) {
+		ssize_t w = write(fd, (const char *)buf + done, len - done);
+		if (w < 0 && errno != EINTR)
+			rc = -errno;
+		else if (w > 0)
+			done += (size_t)w;
+	}
+	if (!rc && fdatasync(fd))
+		rc = -errno;
+	close(fd);
+	if (!rc && renameat(ssd->dir_fd, tmp, ssd->dir_fd, name))
+		rc = -errno;
+	if (rc)
+		unlinkat(ssd->dir_fd, tmp, 0);
+	else
+		rc = sync_dir(ssd);
+	return rc;
+}
+
+/* Write the summary of the segment in slot (of generation gen): the records
+ * whole on disk in pages [1, next_page). No batch may be writing to it.
+ * Called without the lock. Returns 0 or -errno. */
+static int summary_write(struct kvt_ssd *ssd, uint32_t slot, uint32_t gen)
+{
+	struct kvt_ssd_sum_entry *e = NULL;
+	struct kvt_ssd_sum_info info;
+	struct seg *s = &ssd->segs[slot];
+	size_t n = 0, len;
+	void *buf = NULL;
+	uint64_t id;
+	int rc;
+
+	pthread_mutex_lock(&ssd->lock);
+	if (!s->used || s->gen != gen || s->summary) {
+		pthread_mutex_unlock(&ssd->lock);
+		return 0;
+	}
+	e = calloc(s->n_recs ? s->n_recs : 1, sizeof(*e));
+	if (!e) {
+		pthread_mutex_unlock(&ssd->lock);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < s->n_recs; i++) {
+		const struct kvt_ssd_rec *r = &s->recs[i];
+
+		if (!(r->flags & KVT_SSD_REC_ONDISK))
+			continue;
+		e[n].page = r->page;
+		e[n++].h = (struct kvt_ssd_hdr){
+			.seq = r->seq, .ns_id = r->ns_id, .key = r->key, .parent = r->parent,
+			.flags = r->hflags, .codec = r->codec, .raw_len = r->raw_len,
+			.stored_len = r->stored_len, .payload_sum = r->sum };
+	}
+	id = s->id;
+	info = (struct kvt_ssd_sum_info){ .seg_id = id, .nonce = s->nonce, .seg_pages = s->n_pages,
+					  .covered = s->next_page, .sealed = s->sealed };
+	pthread_mutex_unlock(&ssd->lock);
+
+	len = kvt_ssd_sum_encode(&info, e, n, ssd->salt, &buf);
+	rc = len ? summary_file_write(ssd, id, buf, len) : -ENOMEM;
+	free(buf);
+	free(e);
+
+	pthread_mutex_lock(&ssd->lock);
+	if (!rc && s->used && s->gen == gen) {
+		s->summary = true;
+	} else if (!rc) {
+		/* released meanwhile: the summary describes nothing */
+		char name[64];
+		kvt_ssd_sum_name(id, name, sizeof(name));
+		unlinkat(ssd->dir_fd, name, 0);
+	}
+	pthread_mutex_unlock(&ssd->lock);
+	if (rc)
+		kvt_log(KVT_LOG_WARN, "event=ssd.summary_failed dir=%s segment=%016" PRIx64
+			" err=\"%s\" action=\"the next open scans it\"", ssd->dir, id, strerror(-rc));
+	return rc;
+}
+
+/* Write the summaries of the segments sealed since the last call. Batch
+ * lock held (so none of them has a write in flight), tier lock not. */
+static void summaries_due(struct kvt_ssd *ssd)
+{
+	for (;;) {
+		struct sealed_seg z;
+
+		pthread_mutex_lock(&ssd->lock);
+		if (!ssd->n_sealed) {
+			pthread_mutex_unlock(&ssd->lock);
+			return;
+		}
+		z = ssd->sealed[--ssd->n_sealed];
+		pthread_mutex_unlock(&ssd->lock);
+		summary_write(ssd, z.slot, z.gen);
+	}
 }
 
 /* ---- writes ------------------------------------------------------------ */
@@ -359,6 +598,13 @@ static int write_prepare(struct kvt_ssd *ssd, struct kvt_ssd_write *w, struct wc
 	bool raw = !w->codec || w->codec->id == KVT_CODEC_RAW;
 
 	memset(c, 0, sizeof(*c));
+	if (w->tomb) {
+		/* a header alone */
+		c->codec = KVT_CODEC_RAW;
+		c->sum = XXH3_64bits(NULL, 0);
+		c->pages = 1;
+		return 0;
+	}
 	if (!w->data || !w->len)
 		return -EINVAL;
 	if (pages_of(kvt_codec_bound(w->len)) + 1 > ssd->seg_pages &&
@@ -423,7 +669,8 @@ static int write_chunk(struct kvt_ssd *ssd, struct kvt_ssd_write *w, size_t n)
 
 	pthread_mutex_lock(&ssd->lock);
 	for (size_t i = 0; i < n; i++) {
-		struct seg_rec r;
+		struct kvt_ssd_hdr h;
+		struct kvt_ssd_rec r;
 
 		if (w[i].res)
 			continue;
@@ -434,20 +681,27 @@ static int write_chunk(struct kvt_ssd *ssd, struct kvt_ssd_write *w, size_t n)
 		w[i].res = alloc_pages(ssd, c[i].pages, &c[i].slot, &c[i].page);
 		if (w[i].res)
 			continue;
-		r = (struct seg_rec){ .ns_id = w[i].ns_id, .key = w[i].key, .raw_len = w[i].len,
-				      .stored_len = c[i].stored, .sum = c[i].sum,
-				      .page = c[i].page, .pages = c[i].pages, .state = REC_PENDING,
-				      .codec = (uint8_t)c[i].codec };
+		h = (struct kvt_ssd_hdr){
+			.seq = w[i].seq ? w[i].seq : ssd->next_seq++, .ns_id = w[i].ns_id,
+			.key = w[i].key, .codec = (uint8_t)c[i].codec,
+			.raw_len = w[i].tomb ? 0 : w[i].len, .stored_len = c[i].stored,
+			.payload_sum = c[i].sum };
+		if (w[i].tomb)
+			h.flags = KVT_SSD_F_TOMB;
+		else if (w[i].has_parent)
+			h.flags = KVT_SSD_F_PARENT;
+		if (h.flags & KVT_SSD_F_PARENT)
+			h.parent = w[i].parent;
+		r = (struct kvt_ssd_rec){ .ns_id = h.ns_id, .key = h.key, .parent = h.parent,
+					  .seq = h.seq, .raw_len = h.raw_len,
+					  .stored_len = c[i].stored, .sum = c[i].sum,
+					  .page = c[i].page, .pages = c[i].pages,
+					  .state = KVT_SSD_REC_PENDING, .codec = (uint8_t)c[i].codec,
+					  .hflags = (uint8_t)h.flags };
 		w[i].res = seg_add_rec(&ssd->segs[c[i].slot], &r);
 		if (w[i].res)
 			continue;
 		ssd->segs[c[i].slot].users++;
-		struct kvt_ssd_hdr h = {
-			.seq = ssd->next_seq++, .ns_id = w[i].ns_id, .key = w[i].key,
-			.flags = w[i].has_parent ? KVT_SSD_F_PARENT : 0, .codec = (uint8_t)c[i].codec,
-			.raw_len = w[i].len, .stored_len = c[i].stored, .payload_sum = c[i].sum };
-		if (w[i].has_parent)
-			h.parent = w[i].parent;
 		kvt_ssd_hdr_encode(&h, ssd->salt, c[i].stage ? c[i].stage : ssd->arena + i * 2 * PAGE);
 	}
 	pthread_mutex_unlock(&ssd->lock);
@@ -462,7 +716,8 @@ static int write_chunk(struct kvt_ssd *ssd, struct kvt_ssd_write *w, size_t n)
 			ops[n_ops++] = io_op(KVT_SSD_IO_WRITE, c[i].slot, off,
 							       c[i].stage, c[i].stage_len);
 		} else {
-			size_t body = w[i].len & ~(size_t)(PAGE - 1), tail = w[i].len - body;
+			size_t len = w[i].tomb ? 0 : w[i].len;
+			size_t body = len & ~(size_t)(PAGE - 1), tail = len - body;
 			char *hp = ssd->arena + i * 2 * PAGE;
 
 			ops[n_ops++] = io_op(KVT_SSD_IO_WRITE, c[i].slot, off, hp, PAGE);
@@ -502,7 +757,7 @@ out_unpin:
 	pthread_mutex_lock(&ssd->lock);
 	for (size_t i = 0; i < n; i++) {
 		struct seg *s;
-		struct seg_rec *r;
+		struct kvt_ssd_rec *r;
 		int err = rc;
 		bool dev = false;
 
@@ -524,12 +779,21 @@ out_unpin:
 		}
 		if (err) {
 			ssd->st.write_errors++;
-			r->state = REC_DEAD;
+			r->state = KVT_SSD_REC_DEAD;
 			w[i].res = dev ? -EIO : err;
 			if (dev)
 				degrade(ssd, err, "writing a record");
+		} else if (w[i].tomb) {
+			r->state = KVT_SSD_REC_TOMB;
+			r->flags |= KVT_SSD_REC_ONDISK;
+			s->tombs++;
+			ssd->st.tombstones++;
+			ssd->st.tombstones_written++;
+			w[i].loc = 0;
+			ok++;
 		} else {
-			r->state = REC_LIVE;
+			r->state = KVT_SSD_REC_LIVE;
+			r->flags |= KVT_SSD_REC_ONDISK;
 			s->live_pages += r->pages;
 			w[i].loc = loc_make(s->gen, c[i].slot, c[i].page);
 			ssd->st.blocks++;
@@ -545,6 +809,7 @@ out_unpin:
 		seg_maybe_release(ssd, c[i].slot);
 	}
 	pthread_mutex_unlock(&ssd->lock);
+	summaries_due(ssd);
 out:
 	for (size_t i = 0; c && i < n; i++)
 		free(c[i].stage);
@@ -627,7 +892,7 @@ static int read_chunk(struct kvt_ssd *ssd, struct kvt_ssd_read *r, size_t n)
 	pthread_mutex_lock(&ssd->lock);
 	for (size_t i = 0; i < n; i++) {
 		uint32_t slot = loc_slot(r[i].loc), page = loc_page(r[i].loc);
-		struct seg_rec *rec = NULL;
+		struct kvt_ssd_rec *rec = NULL;
 		struct seg *s;
 
 		r[i].lat_ns = 0;
@@ -641,7 +906,7 @@ static int read_chunk(struct kvt_ssd *ssd, struct kvt_ssd_read *r, size_t n)
 		if (slot < ssd->n_slots && (s = &ssd->segs[slot])->used &&
 		    s->gen == loc_gen(r[i].loc))
 			rec = seg_find(s, page);
-		if (!rec || rec->state != REC_LIVE ||
+		if (!rec || rec->state != KVT_SSD_REC_LIVE ||
 		    rec->ns_id != r[i].ns_id || memcmp(&rec->key, &r[i].key, sizeof(rec->key)) ||
 		    rec->raw_len != r[i].len) {
 			ssd->st.stale_reads++;
@@ -722,8 +987,8 @@ static int read_chunk(struct kvt_ssd *ssd, struct kvt_ssd_read *r, size_t n)
 	ssd->st.checksum_failures += bad;
 	ssd->st.read_errors += errs;
 	if (bad)
-		kvt_ssd_log("%" PRIu64 " record(s) failed verification on read: treated as misses",
-			    bad);
+		kvt_log(KVT_LOG_WARN, "event=ssd.read_verify_failed dir=%s records=%" PRIu64
+			" action=\"treated as misses\"", ssd->dir, bad);
 	if (dev_errs)
 		degrade(ssd, -EIO, "reading a record");
 	pthread_mutex_unlock(&ssd->lock);
@@ -750,7 +1015,7 @@ int kvt_ssd_read(struct kvt_ssd *ssd, struct kvt_ssd_read *r, size_t n)
 
 /* The record loc names, if its segment is still the one loc was made in;
  * NULL for a stale loc. Lock held. */
-static struct seg_rec *loc_rec(struct kvt_ssd *ssd, uint64_t loc)
+static struct kvt_ssd_rec *loc_rec(struct kvt_ssd *ssd, uint64_t loc)
 {
 	uint32_t slot = loc_slot(loc);
 	struct seg *s;
@@ -762,7 +1027,7 @@ static struct seg_rec *loc_rec(struct kvt_ssd *ssd, uint64_t loc)
 
 void kvt_ssd_free(struct kvt_ssd *ssd, uint64_t loc)
 {
-	struct seg_rec *r;
+	struct kvt_ssd_rec *r;
 
 	if (!ssd)
 		return;
@@ -776,7 +1041,7 @@ void kvt_ssd_free(struct kvt_ssd *ssd, uint64_t loc)
 
 int kvt_ssd_hold(struct kvt_ssd *ssd, uint64_t loc, int delta)
 {
-	struct seg_rec *r;
+	struct kvt_ssd_rec *r;
 	struct seg *s;
 	int rc = 0;
 
@@ -784,7 +1049,7 @@ int kvt_ssd_hold(struct kvt_ssd *ssd, uint64_t loc, int delta)
 		return -EINVAL;
 	pthread_mutex_lock(&ssd->lock);
 	r = loc_rec(ssd, loc);
-	if (!r || r->state != REC_LIVE || (delta < 0 && !r->held)) {
+	if (!r || r->state != KVT_SSD_REC_LIVE || (delta < 0 && !r->held)) {
 		rc = -ENOENT;
 		goto out;
 	}
@@ -796,6 +1061,16 @@ int kvt_ssd_hold(struct kvt_ssd *ssd, uint64_t loc, int delta)
 out:
 	pthread_mutex_unlock(&ssd->lock);
 	return rc;
+}
+
+uint64_t kvt_ssd_seq_reserve(struct kvt_ssd *ssd)
+{
+	uint64_t seq;
+
+	pthread_mutex_lock(&ssd->lock);
+	seq = ssd->next_seq++;
+	pthread_mutex_unlock(&ssd->lock);
+	return seq;
 }
 
 size_t kvt_ssd_take_dropped(struct kvt_ssd *ssd, struct kvt_ssd_rec_info *out, size_t max)
@@ -834,11 +1109,13 @@ bool kvt_ssd_degraded(struct kvt_ssd *ssd)
 	return d;
 }
 
+#ifdef KVT_TESTING
 void kvt_ssd_inject(struct kvt_ssd *ssd, enum kvt_ssd_io_kind kind, uint32_t skip,
 		    uint32_t count, int err)
 {
 	kvt_ssd_io_inject(ssd->io, kind, skip, count, err);
 }
+#endif
 
 int kvt_ssd_register_region(struct kvt_ssd *ssd, void *ptr, size_t len)
 {
@@ -847,209 +1124,80 @@ int kvt_ssd_register_region(struct kvt_ssd *ssd, void *ptr, size_t len)
 	return kvt_ssd_io_add_buffer(ssd->io, ptr, len);
 }
 
-/* ---- open and recovery ------------------------------------------------- */
+/* ---- probing a degraded tier ---------------------------------------------- */
 
-/* A valid record found by the scan. */
-struct cand {
-	struct kvt_ssd_rec_info info;
-	uint32_t slot;
-	size_t rec;
-};
-
-struct scan {
-	struct cand *v;
-	size_t n, cap;
-	char *win;           /* SCAN_WINDOW bytes */
-	uint32_t win_page, win_pages;
-};
-
-static int scan_load(struct seg *s, struct scan *sc, uint32_t page)
+/* Write and sync a page of a scratch file: can the device take writes? */
+static int probe_write(struct kvt_ssd *ssd)
 {
-	uint32_t want = SCAN_WINDOW / PAGE;
-	ssize_t r;
+	int fd = openat(ssd->dir_fd, ".probe", O_RDWR | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC,
+			0600);
+	int rc = 0;
 
-	if (want > s->n_pages - page)
-		want = s->n_pages - page;
-	r = pread(s->fd, sc->win, (size_t)want * PAGE, (off_t)page * PAGE);
-	if (r < 0)
+	if (fd < 0)
 		return -errno;
-	sc->win_page = page;
-	sc->win_pages = (uint32_t)((size_t)r / PAGE);
-	return sc->win_pages ? 0 : -EIO;
+	memset(ssd->sb_page, 0, PAGE);
+	if (pwrite(fd, ssd->sb_page, PAGE, 0) != PAGE)
+		rc = errno ? -errno : -EIO;
+	else if (fdatasync(fd))
+		rc = -errno;
+	close(fd);
+	unlinkat(ssd->dir_fd, ".probe", 0);
+	return rc;
 }
 
-/* Pointer to pages [page, page + n) of the segment, loading the window or,
- * for a record larger than it, reading into *big. */
-static const char *scan_get(struct seg *s, struct scan *sc, uint32_t page, uint32_t n,
-			    char **big, int *err)
+int kvt_ssd_probe(struct kvt_ssd *ssd)
 {
-	if (page >= sc->win_page && page + n <= sc->win_page + sc->win_pages)
-		return sc->win + (size_t)(page - sc->win_page) * PAGE;
-	if (n <= SCAN_WINDOW / PAGE) {
-		*err = scan_load(s, sc, page);
-		if (*err)
-			return NULL;
-		if (n > sc->win_pages) {
-			*err = -EIO;
-			return NULL;
-		}
-		return sc->win;
+	int rc;
+
+	if (!ssd)
+		return -EINVAL;
+	pthread_mutex_lock(&ssd->batch_lock);
+	pthread_mutex_lock(&ssd->lock);
+	if (!ssd->st.degraded) {
+		rc = 0;
+		goto out;
 	}
-	free(*big);
-	*big = aligned_alloc(PAGE, (size_t)n * PAGE);
-	if (!*big) {
-		*err = -ENOMEM;
-		return NULL;
+	ssd->st.probes++;
+	rc = probe_write(ssd);
+	if (!rc) {
+		/* a failed write may have left a damaged record in the active
+		 * segment: start clean in a new one */
+		if (ssd->active >= 0)
+			seal_active(ssd);
+		rc = seg_create(ssd);
+		if (rc == -ENOSPC && ssd->segs_used >= ssd->max_segs)
+			rc = 0; /* the device writes; the next write reclaims */
 	}
-	if (pread(s->fd, *big, (size_t)n * PAGE, (off_t)page * PAGE) != (ssize_t)((size_t)n * PAGE)) {
-		*err = -EIO;
-		return NULL;
+	if (rc) {
+		kvt_log(KVT_LOG_DEBUG, "event=ssd.probe_failed dir=%s err=\"%s\"", ssd->dir,
+			strerror(-rc));
+		goto out;
 	}
-	return *big;
+	kvt_log(KVT_LOG_WARN, "event=ssd.resumed dir=%s degraded_by=\"%s\" probes=%" PRIu64,
+		ssd->dir, strerror(-ssd->st.degraded_error), ssd->st.probes);
+	ssd->st.degraded = false;
+	ssd->st.degraded_error = 0;
+	ssd->st.resumed++;
+out:
+	pthread_mutex_unlock(&ssd->lock);
+	summaries_due(ssd);
+	pthread_mutex_unlock(&ssd->batch_lock);
+	return rc;
 }
 
-/* Scan one segment: every page that starts a record whose header and payload
- * verify is a candidate; anything else is stepped over a page at a time,
- * because with several writes in flight a torn record can sit before acked
- * ones. */
-static int scan_segment(struct kvt_ssd *ssd, uint32_t slot, struct scan *sc)
-{
-	struct seg *s = &ssd->segs[slot];
-	char *big = NULL;
-	int err = 0;
+/* ---- open --------------------------------------------------------------- */
 
-	sc->win_pages = 0;
-	for (uint32_t p = 0; p < s->n_pages;) {
-		const char *hp = scan_get(s, sc, p, 1, &big, &err);
-		struct kvt_ssd_hdr h;
-		uint64_t pp;
-
-		if (!hp)
-			break;
-		if (kvt_ssd_hdr_decode(hp, ssd->salt, &h)) {
-			p++;
-			continue;
-		}
-		pp = pages_of(h.stored_len);
-		const char *rec = p + 1 + pp <= s->n_pages && pp <= LOC_MAX_PPAGES ?
-			scan_get(s, sc, p, (uint32_t)(1 + pp), &big, &err) : NULL;
-		if (!rec && err)
-			break;
-		if (!rec || XXH3_64bits(rec + PAGE, h.stored_len) != h.payload_sum) {
-			ssd->st.recovery_skipped++;
-			p++;
-			continue;
-		}
-		struct seg_rec r = { .ns_id = h.ns_id, .key = h.key, .raw_len = h.raw_len,
-				     .stored_len = h.stored_len, .sum = h.payload_sum,
-				     .page = p, .pages = (uint32_t)(1 + pp), .state = REC_DEAD,
-				     .codec = h.codec };
-		if (sc->n == sc->cap) {
-			size_t cap = sc->cap ? 2 * sc->cap : 1024;
-			struct cand *v = realloc(sc->v, cap * sizeof(*v));
-			if (!v) {
-				err = -ENOMEM;
-				break;
-			}
-			sc->v = v;
-			sc->cap = cap;
-		}
-		err = seg_add_rec(s, &r);
-		if (err)
-			break;
-		sc->v[sc->n++] = (struct cand){
-			.info = { .ns_id = h.ns_id, .key = h.key, .parent = h.parent,
-				  .has_parent = h.flags & KVT_SSD_F_PARENT,
-				  .codec = (enum kvt_codec_id)h.codec, .raw_len = h.raw_len,
-				  .stored_len = h.stored_len, .seq = h.seq,
-				  .loc = loc_make(s->gen, slot, p) },
-			.slot = slot, .rec = s->n_recs - 1 };
-		if (h.seq >= ssd->next_seq)
-			ssd->next_seq = h.seq + 1;
-		p += (uint32_t)(1 + pp);
-	}
-	free(big);
-	return err;
-}
-
-static int cand_by_key_newest(const void *a, const void *b)
-{
-	const struct kvt_ssd_rec_info *x = &((const struct cand *)a)->info;
-	const struct kvt_ssd_rec_info *y = &((const struct cand *)b)->info;
-	int c;
-
-	if (x->ns_id != y->ns_id)
-		return x->ns_id < y->ns_id ? -1 : 1;
-	c = memcmp(&x->key, &y->key, sizeof(x->key));
-	if (c)
-		return c;
-	return x->seq > y->seq ? -1 : x->seq < y->seq;
-}
-
-static int cand_by_seq(const void *a, const void *b)
-{
-	uint64_t x = ((const struct cand *)a)->info.seq, y = ((const struct cand *)b)->info.seq;
-
-	return x < y ? -1 : x > y;
-}
-
-static int name_to_id(const char *name, uint64_t *id)
-{
-	char *end;
-
-	if (strncmp(name, "seg-", 4) || strlen(name) != 4 + 16 + 4 || strcmp(name + 20, ".kvt"))
-		return -1;
-	*id = strtoull(name + 4, &end, 16);
-	return end == name + 20 ? 0 : -1;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* Segment file numbers in the directory, sorted. */
-static int list_segments(struct kvt_ssd *ssd, uint64_t **ids, size_t *n)
-{
-	DIR *d = opendir(ssd->dir);
-	struct dirent *e;
-	size_t cap = 0;
-
-	*ids = NULL;
-	*n = 0;
-	if (!d)
-		return -errno;
-	while ((e = readdir(d))) {
-		uint64_t id;
-		if (name_to_id(e->d_name, &id))
-			continue;
-		if (*n == cap) {
-			cap = cap ? 2 * cap : 64;
-			uint64_t *v = realloc(*ids, cap * sizeof(*v));
-			if (!v) {
-				closedir(d);
-				return -ENOMEM;
-			}
-			*ids = v;
-		}
-		(*ids)[(*n)++] = id;
-	}
-	closedir(d);
-	if (*n)
-		qsort(*ids, *n, sizeof(**ids), cmp_u64);
-	return 0;
-}
-
-/* Load or create the directory's salt; hold an exclusive lock on it so that
- * two processes never share a directory. */
-static int open_meta(struct kvt_ssd *ssd)
+/* Lock the directory (one process per directory) and read its meta file:
+ * *have is set when it names a salt. Returns 0, -EBUSY, -EINVAL (a file
+ * that is not a kvtier SSD tier's: nothing is touched), or -errno. */
+static int meta_open(struct kvt_ssd *ssd, bool *have)
 {
 	char buf[128];
 	unsigned long long salt;
+	unsigned version;
 	ssize_t r;
 
+	*have = false;
 	ssd->meta_fd = openat(ssd->dir_fd, META_NAME, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	if (ssd->meta_fd < 0)
 		return -errno;
@@ -1059,21 +1207,29 @@ static int open_meta(struct kvt_ssd *ssd)
 	if (r < 0)
 		return -errno;
 	buf[r] = 0;
-	if (sscanf(buf, "kvtier-ssd 1 salt %llx", &salt) == 1) {
+	if (sscanf(buf, "kvtier-ssd %u salt %llx", &version, &salt) == 2 &&
+	    (version == 1 || version == KVT_SSD_FORMAT)) {
 		ssd->salt = salt;
-		return 0;
+		*have = true;
+		return version == KVT_SSD_FORMAT ? 0 : 1;
 	}
 	if (r > 0) {
-		kvt_ssd_log("%s/%s is not a kvtier SSD tier file", ssd->dir, META_NAME);
+		kvt_log(KVT_LOG_ERROR, "event=ssd.meta_invalid file=%s/%s action=\"refusing to open: "
+			"not a kvtier SSD tier file; nothing was touched\"", ssd->dir, META_NAME);
 		return -EINVAL;
 	}
-	if (getrandom(&ssd->salt, sizeof(ssd->salt), 0) != sizeof(ssd->salt))
-		return -EIO;
-	int n = snprintf(buf, sizeof(buf), "kvtier-ssd 1 salt %016llx\n",
+	return 0;
+}
+
+static int meta_write(struct kvt_ssd *ssd)
+{
+	char buf[64];
+	int n = snprintf(buf, sizeof(buf), "kvtier-ssd %u salt %016llx\n", KVT_SSD_FORMAT,
 			 (unsigned long long)ssd->salt);
-	if (pwrite(ssd->meta_fd, buf, (size_t)n, 0) != n || fsync(ssd->meta_fd) ||
-	    fsync(ssd->dir_fd))
-		return -errno ? -errno : -EIO;
+
+	if (pwrite(ssd->meta_fd, buf, (size_t)n, 0) != n || ftruncate(ssd->meta_fd, n) ||
+	    fsync(ssd->meta_fd) || fsync(ssd->dir_fd))
+		return errno ? -errno : -EIO;
 	return 0;
 }
 
@@ -1086,94 +1242,210 @@ static int probe_odirect(struct kvt_ssd *ssd)
 		close(fd);
 	unlinkat(ssd->dir_fd, ".odirect-probe", 0);
 	if (rc == -EINVAL)
-		kvt_ssd_log("the file system of %s refuses O_DIRECT", ssd->dir);
+		kvt_log(KVT_LOG_ERROR, "event=ssd.odirect_refused dir=%s", ssd->dir);
 	return rc;
 }
 
-static int recover(struct kvt_ssd *ssd, const uint64_t *ids, size_t n_ids,
-		   kvt_ssd_recover_cb cb, void *arg)
+/* Move a file aside into quarantine/ (a new name if one is taken). Returns
+ * 0 or -errno (it then stays where it is). */
+static int quarantine(struct kvt_ssd *ssd, const char *name)
 {
-	struct scan sc = { 0 };
-	int rc = 0;
+	char to[NAME_MAX + 16];
+	int qfd, rc = 0;
 
-	sc.win = aligned_alloc(PAGE, SCAN_WINDOW);
-	if (!sc.win)
-		return -ENOMEM;
-	for (size_t i = 0; i < n_ids; i++) {
+	if (mkdirat(ssd->dir_fd, QUARANTINE_DIR, 0755) && errno != EEXIST)
+		return -errno;
+	qfd = openat(ssd->dir_fd, QUARANTINE_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (qfd < 0)
+		return -errno;
+	snprintf(to, sizeof(to), "%s", name);
+	for (int k = 1; !faccessat(qfd, to, F_OK, AT_SYMLINK_NOFOLLOW) && k < 1000; k++)
+		snprintf(to, sizeof(to), "%s.%d", name, k);
+	if (renameat(ssd->dir_fd, name, qfd, to) || fsync(qfd) || fsync(ssd->dir_fd))
+		rc = -errno;
+	close(qfd);
+	return rc;
+}
+
+static void apply_files(struct kvt_ssd *ssd, const struct kvt_ssd_recovery *r)
+{
+	for (size_t i = 0; i < r->n_files; i++) {
+		const struct kvt_ssd_found_file *f = &r->files[i];
+		int rc;
+
+		switch (f->fate) {
+		case KVT_SSD_FILE_FOREIGN:
+			ssd->st.foreign++;
+			kvt_log(KVT_LOG_WARN, "event=ssd.foreign_file dir=%s file=\"%s\" reason=\"%s\" "
+				"action=\"left in place\"", ssd->dir, f->name, f->why);
+			break;
+		case KVT_SSD_FILE_QUARANTINE:
+			rc = quarantine(ssd, f->name);
+			if (!rc)
+				ssd->st.quarantined++;
+			else
+				ssd->st.foreign++;
+			kvt_log(KVT_LOG_WARN, "event=ssd.quarantine dir=%s file=\"%s\" reason=\"%s\" "
+				"action=\"%s%s\"", ssd->dir, f->name, f->why,
+				rc ? "left in place: cannot move it: " : "moved to " QUARANTINE_DIR "/",
+				rc ? strerror(-rc) : "");
+			break;
+		case KVT_SSD_FILE_STALE:
+			rc = unlinkat(ssd->dir_fd, f->name, 0) ? -errno : 0;
+			kvt_log(KVT_LOG_INFO, "event=ssd.stale_file dir=%s file=\"%s\" reason=\"%s\" "
+				"action=\"%s\"", ssd->dir, f->name, f->why,
+				rc ? "cannot delete it" : "deleted");
+			break;
+		}
+	}
+}
+
+/* Take the segments recovery adopted into slots, mark the live records
+ * (those recover_cb keeps), continue the newest segment, and let go of the
+ * segments nothing is left in. */
+static int apply_segments(struct kvt_ssd *ssd, struct kvt_ssd_recovery *r,
+			  kvt_ssd_recover_cb cb, void *arg)
+{
+	for (size_t i = 0; i < r->n_segs; i++) {
+		struct kvt_ssd_found_seg *f = &r->segs[i];
 		struct seg *s = &ssd->segs[i];
-		char path[4096];
-		struct stat stb;
+		int rc = kvt_ssd_io_set_file(ssd->io, (uint32_t)i, f->fd);
 
-		seg_path(ssd, ids[i], path, sizeof(path));
-		s->fd = open(path, O_RDWR | O_DIRECT | O_CLOEXEC);
-		if (s->fd < 0 || fstat(s->fd, &stb)) {
-			rc = -errno;
-			kvt_ssd_log("cannot open %s: %s", path, strerror(errno));
-			goto out;
-		}
-		s->used = s->sealed = true;
-		s->gen = 1;
-		s->id = ids[i];
-		s->n_pages = s->next_page = (uint32_t)((uint64_t)stb.st_size / PAGE);
+		if (rc)
+			return rc;
+		*s = (struct seg){ .used = true, .sealed = true, .summary = f->summary, .fd = f->fd,
+				   .id = f->id, .nonce = f->nonce, .n_pages = f->n_pages,
+				   .next_page = f->end, .gen = 1, .tombs = f->tombs,
+				   .recs = f->recs, .n_recs = f->n_recs, .cap_recs = f->n_recs };
+		f->fd = -1;
+		f->recs = NULL;
 		ssd->segs_used++;
-		if (ids[i] >= ssd->next_seg_id)
-			ssd->next_seg_id = ids[i] + 1;
-		rc = kvt_ssd_io_set_file(ssd->io, (uint32_t)i, s->fd);
-		if (!rc)
-			rc = scan_segment(ssd, (uint32_t)i, &sc);
-		if (rc) {
-			kvt_ssd_log("cannot scan %s: %s", path, strerror(-rc));
-			goto out;
-		}
+		ssd->st.tombstones += f->tombs;
 	}
+	for (size_t i = 0; i < r->n_cands; i++) {
+		struct kvt_ssd_cand *c = &r->cands[i];
+		struct seg *s = &ssd->segs[c->seg];
+		struct kvt_ssd_rec *x = &s->recs[c->rec];
 
-	/* the newest record of a key wins; older copies are dead */
-	if (sc.n)
-		qsort(sc.v, sc.n, sizeof(*sc.v), cand_by_key_newest);
-	size_t keep = 0;
-	for (size_t i = 0; i < sc.n; i++) {
-		if (keep && sc.v[keep - 1].info.ns_id == sc.v[i].info.ns_id &&
-		    !memcmp(&sc.v[keep - 1].info.key, &sc.v[i].info.key, KVT_KEY_BYTES)) {
-			ssd->st.recovery_superseded++;
+		c->info.loc = loc_make(s->gen, c->seg, x->page);
+		if (cb && cb(&c->info, arg))
 			continue;
-		}
-		sc.v[keep++] = sc.v[i];
-	}
-	if (keep)
-		qsort(sc.v, keep, sizeof(*sc.v), cand_by_seq);
-	for (size_t i = 0; i < keep; i++) {
-		struct seg *s = &ssd->segs[sc.v[i].slot];
-		struct seg_rec *r = &s->recs[sc.v[i].rec];
-
-		if (cb && cb(&sc.v[i].info, arg))
-			continue;
-		r->state = REC_LIVE;
-		s->live_pages += r->pages;
+		x->state = KVT_SSD_REC_LIVE;
+		s->live_pages += x->pages;
 		ssd->st.blocks++;
-		ssd->st.live_raw_bytes += r->raw_len;
+		ssd->st.live_raw_bytes += x->raw_len;
 		ssd->st.recovered++;
+	}
+	/* appends go on in the newest segment, after its last valid record; a
+	 * summary written when it was left open would then no longer be whole.
+	 * One with damaged records (a crash) is sealed instead: records after
+	 * them would make them look like corruption to a later scan */
+	if (r->n_segs && !r->segs[r->n_segs - 1].sealed && !r->segs[r->n_segs - 1].damaged) {
+		uint32_t last = (uint32_t)r->n_segs - 1;
+		struct seg *s = &ssd->segs[last];
+		char name[64];
+
+		kvt_ssd_sum_name(s->id, name, sizeof(name));
+		if (!r->segs[last].open_summary ||
+		    ((!unlinkat(ssd->dir_fd, name, 0) || errno == ENOENT) && !sync_dir(ssd))) {
+			s->sealed = false;
+			s->summary = false;
+			ssd->active = (int)last;
+		}
+	}
+	for (uint32_t i = 0; i < (uint32_t)r->n_segs; i++) {
+		struct seg *s = &ssd->segs[i];
+		char name[64];
+
+		if (!s->used || s->live_pages || (int)i == ssd->active ||
+		    r->segs[i].damaged == r->segs[i].torn || s->tombs)
+			continue;
+		/* nothing live, but corrupt records: not ours to delete */
+		kvt_ssd_seg_name(s->id, name, sizeof(name));
+		seg_drop(ssd, i);
+		if (!quarantine(ssd, name)) {
+			ssd->st.quarantined++;
+			kvt_log(KVT_LOG_WARN, "event=ssd.quarantine dir=%s file=%s reason=\"%u corrupt "
+				"record(s) and nothing live\" action=\"moved to " QUARANTINE_DIR "/\"",
+				ssd->dir, name, r->segs[i].damaged - r->segs[i].torn);
+		}
+		kvt_ssd_sum_name(s->id, name, sizeof(name));
+		unlinkat(ssd->dir_fd, name, 0);
 	}
 	for (uint32_t i = 0; i < ssd->n_slots; i++)
 		seg_maybe_release(ssd, i);
-	if (ssd->st.recovery_skipped)
-		kvt_ssd_log("recovery skipped %" PRIu64 " torn or corrupt record(s)",
-			    ssd->st.recovery_skipped);
-out:
-	free(sc.v);
-	free(sc.win);
-	return rc;
+	/* sealed segments that were scanned get their summary now, so that no
+	 * later open scans them again (and takes old torn writes for damage) */
+	for (uint32_t i = 0; i < ssd->n_slots; i++)
+		if (ssd->segs[i].used && ssd->segs[i].sealed && !ssd->segs[i].summary)
+			summary_write(ssd, i, ssd->segs[i].gen);
+	return 0;
+}
+
+/* Act on what recovery found: files moved aside or deleted, the meta file
+ * rewritten if it was missing, the segments taken in. */
+static int apply_recovery(struct kvt_ssd *ssd, struct kvt_ssd_recovery *r, bool meta_old,
+			  kvt_ssd_recover_cb cb, void *arg)
+{
+	int rc;
+
+	apply_files(ssd, r);
+	if (r->salt_from == KVT_SSD_SALT_NONE &&
+	    getrandom(&r->salt, sizeof(r->salt), 0) != sizeof(r->salt))
+		return -EIO;
+	ssd->salt = r->salt;
+	if (r->salt_from != KVT_SSD_SALT_META || meta_old) {
+		rc = meta_write(ssd);
+		if (rc)
+			return rc;
+		if (r->salt_from == KVT_SSD_SALT_SEGMENTS)
+			kvt_log(KVT_LOG_WARN, "event=ssd.meta_rebuilt dir=%s file=%s segments=%zu "
+				"reason=\"missing or empty: the salt comes from the segments\"",
+				ssd->dir, META_NAME, r->n_segs);
+	}
+	ssd->next_seq = r->next_seq;
+	ssd->next_seg_id = r->next_seg_id;
+	ssd->st.recovery_torn = r->torn;
+	ssd->st.recovery_corrupt = r->corrupt;
+	ssd->st.recovery_superseded = r->superseded;
+	ssd->st.recovery_removed = r->removed;
+	ssd->st.recovery_scanned = r->scanned;
+	ssd->st.recovery_summaries = r->summaries;
+	ssd->st.recovery_summaries_rejected = r->summaries_rejected;
+	return apply_segments(ssd, r, cb, arg);
+}
+
+static void log_recovery(struct kvt_ssd *ssd)
+{
+	const struct kvt_ssd_stats *st = &ssd->st;
+
+	kvt_log(st->recovery_torn || st->recovery_corrupt || st->quarantined || st->foreign ?
+		KVT_LOG_WARN : KVT_LOG_INFO,
+		"event=ssd.recovered dir=%s segments=%u records=%" PRIu64 " torn=%" PRIu64
+		" corrupt=%" PRIu64 " superseded=%" PRIu64 " removed=%" PRIu64 " tombstones=%" PRIu64
+		" quarantined=%" PRIu64 " foreign=%" PRIu64 " from_summaries=%" PRIu64
+		" scanned=%" PRIu64 " summaries_rejected=%" PRIu64 " ms=%.1f", ssd->dir,
+		ssd->segs_used, st->recovered, st->recovery_torn, st->recovery_corrupt,
+		st->recovery_superseded, st->recovery_removed, st->tombstones, st->quarantined,
+		st->foreign, st->recovery_summaries, st->recovery_scanned,
+		st->recovery_summaries_rejected, (double)st->open_ns / 1e6);
 }
 
 int kvt_ssd_open(const struct kvt_ssd_opts *opts, kvt_ssd_recover_cb recover_cb, void *arg,
 		 struct kvt_ssd **out)
 {
+	struct kvt_ssd_opts o = ssd_defaults;
 	struct kvt_ssd_io_opts io_opts;
+	struct kvt_ssd_recovery rcv;
 	struct kvt_ssd *ssd;
-	uint64_t *ids = NULL;
-	size_t n_ids = 0;
-	int rc = -ENOMEM;
+	bool have_salt = false;
+	uint64_t t0;
+	int rc = -ENOMEM, meta;
 
-	if (!opts || !out || opts->size < sizeof(*opts) || !opts->dir || !opts->capacity_bytes ||
+	if (!out || kvt_opts_load(&o, sizeof(o), opts))
+		return -EINVAL;
+	opts = &o; /* from here on, fields the caller lacks are at their defaults */
+	if (!opts->dir || !opts->capacity_bytes ||
 	    (opts->segment_bytes % PAGE) || opts->reclaim_live_fraction < 0 ||
 	    opts->reclaim_live_fraction > 1)
 		return -EINVAL;
@@ -1183,8 +1455,6 @@ int kvt_ssd_open(const struct kvt_ssd_opts *opts, kvt_ssd_recover_cb recover_cb,
 	ssd->opts = *opts;
 	ssd->active = -1;
 	ssd->dir_fd = ssd->meta_fd = -1;
-	ssd->next_seq = 1;
-	ssd->next_seg_id = 1;
 	if (!ssd->opts.segment_bytes)
 		ssd->opts.segment_bytes = 256ULL << 20;
 	if (!ssd->opts.queue_depth)
@@ -1201,48 +1471,52 @@ int kvt_ssd_open(const struct kvt_ssd_opts *opts, kvt_ssd_recover_cb recover_cb,
 		goto err_ssd;
 	}
 	ssd->dir = strdup(opts->dir);
-	if (!ssd->dir)
-		goto err_ssd;
+	ssd->sb_page = aligned_alloc(PAGE, PAGE);
+	if (!ssd->dir || !ssd->sb_page)
+		goto err_dir;
 	pthread_mutex_init(&ssd->lock, NULL);
 	pthread_mutex_init(&ssd->batch_lock, NULL);
 
 	if (mkdir(ssd->dir, 0755) && errno != EEXIST) {
 		rc = -errno;
-		goto err_dir;
+		goto err_lock;
 	}
 	ssd->dir_fd = open(ssd->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (ssd->dir_fd < 0) {
 		rc = -errno;
-		goto err_dir;
+		goto err_lock;
 	}
 	rc = probe_odirect(ssd);
 	if (rc)
 		goto err_dirfd;
-	rc = open_meta(ssd);
-	if (rc)
+	meta = meta_open(ssd, &have_salt);
+	if (meta < 0) {
+		rc = meta;
 		goto err_meta;
-	rc = list_segments(ssd, &ids, &n_ids);
-	if (rc)
-		goto err_meta;
-	ssd->n_slots = ssd->max_segs + (uint32_t)n_ids + 1;
-	if (n_ids >= LOC_MAX_SLOTS / 2) {
-		rc = -EINVAL;
-		goto err_ids;
 	}
+	t0 = kvt_now_ns();
+	ssd->chunk = ssd->opts.queue_depth * 8 < 64 ? 64 : ssd->opts.queue_depth * 8;
+	rc = kvt_ssd_recover(ssd->dir_fd, have_salt ? &ssd->salt : NULL, ssd->chunk, &rcv);
+	if (rc) {
+		kvt_log(KVT_LOG_ERROR, "event=ssd.recovery_failed dir=%s err=\"%s\"", ssd->dir,
+			strerror(-rc));
+		goto err_meta;
+	}
+	if (rcv.n_segs >= LOC_MAX_SLOTS / 2) {
+		kvt_log(KVT_LOG_ERROR, "event=ssd.too_many_segments dir=%s segments=%zu max=%u",
+			ssd->dir, rcv.n_segs, LOC_MAX_SLOTS / 2 - 1);
+		rc = -EINVAL;
+		goto err_rcv;
+	}
+	ssd->n_slots = ssd->max_segs + (uint32_t)rcv.n_segs + 1;
 	ssd->segs = calloc(ssd->n_slots, sizeof(*ssd->segs));
-	if (!ssd->segs) {
+	ssd->arena = aligned_alloc(PAGE, (size_t)ssd->chunk * 2 * PAGE);
+	if (!ssd->segs || !ssd->arena) {
 		rc = -ENOMEM;
-		goto err_ids;
+		goto err_arena;
 	}
 	for (uint32_t i = 0; i < ssd->n_slots; i++)
 		ssd->segs[i].fd = -1;
-
-	ssd->chunk = ssd->opts.queue_depth * 8 < 64 ? 64 : ssd->opts.queue_depth * 8;
-	ssd->arena = aligned_alloc(PAGE, (size_t)ssd->chunk * 2 * PAGE);
-	if (!ssd->arena) {
-		rc = -ENOMEM;
-		goto err_segs;
-	}
 	kvt_ssd_io_opts_init(&io_opts, sizeof(io_opts));
 	/* queue_depth counts records: each is a header and a body operation */
 	io_opts.queue_depth = ssd->opts.queue_depth * 2;
@@ -1256,10 +1530,12 @@ int kvt_ssd_open(const struct kvt_ssd_opts *opts, kvt_ssd_recover_cb recover_cb,
 	rc = kvt_ssd_io_add_buffer(ssd->io, ssd->arena, (size_t)ssd->chunk * 2 * PAGE);
 	if (rc)
 		goto err_io;
-	rc = recover(ssd, ids, n_ids, recover_cb, arg);
+	rc = apply_recovery(ssd, &rcv, meta == 1, recover_cb, arg);
 	if (rc)
 		goto err_recover;
-	free(ids);
+	kvt_ssd_recovery_fini(&rcv);
+	ssd->st.open_ns = kvt_now_ns() - t0;
+	log_recovery(ssd);
 	*out = ssd;
 	return 0;
 
@@ -1273,18 +1549,19 @@ err_io:
 	kvt_ssd_io_close(ssd->io);
 err_arena:
 	free(ssd->arena);
-err_segs:
 	free(ssd->segs);
-err_ids:
-	free(ids);
+err_rcv:
+	kvt_ssd_recovery_fini(&rcv);
 err_meta:
 	if (ssd->meta_fd >= 0)
 		close(ssd->meta_fd);
 err_dirfd:
 	close(ssd->dir_fd);
-err_dir:
+err_lock:
 	pthread_mutex_destroy(&ssd->batch_lock);
 	pthread_mutex_destroy(&ssd->lock);
+err_dir:
+	free(ssd->sb_page);
 	free(ssd->dir);
 err_ssd:
 	free(ssd);
@@ -1295,6 +1572,15 @@ void kvt_ssd_close(struct kvt_ssd *ssd)
 {
 	if (!ssd)
 		return;
+	/* summaries of every segment that lacks one, the open one included,
+	 * so the next open reads them rather than the segments */
+	pthread_mutex_lock(&ssd->batch_lock);
+	summaries_due(ssd);
+	for (uint32_t i = 0; i < ssd->n_slots; i++)
+		if (ssd->segs[i].used && !ssd->segs[i].summary)
+			summary_write(ssd, i, ssd->segs[i].gen);
+	pthread_mutex_unlock(&ssd->batch_lock);
+
 	kvt_ssd_io_close(ssd->io);
 	for (uint32_t i = 0; i < ssd->n_slots; i++) {
 		if (ssd->segs[i].fd >= 0)
@@ -1303,7 +1589,9 @@ void kvt_ssd_close(struct kvt_ssd *ssd)
 	}
 	free(ssd->segs);
 	free(ssd->arena);
+	free(ssd->sb_page);
 	free(ssd->dropped);
+	free(ssd->sealed);
 	close(ssd->meta_fd); /* drops the directory lock */
 	close(ssd->dir_fd);
 	pthread_mutex_destroy(&ssd->batch_lock);

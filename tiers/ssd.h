@@ -4,8 +4,13 @@
  * The tier is addressed by location: a write returns each record's `loc`, and
  * reads, frees take it back. Who owns which key is the caller's business (the
  * store's index); the tier only keeps, per segment, which records are live so
- * it can reclaim space. On open it rebuilds that from the segments and reports
- * every valid record through a callback, so the caller can rebuild its index.
+ * it can reclaim space. On open it rebuilds that from the segments (recovery,
+ * ssd_recover.h) and reports every live record through a callback, so the
+ * caller can rebuild its index.
+ *
+ * Nothing it cannot account for is deleted: a segment file it cannot read,
+ * or one of another directory, is moved to quarantine/ and reported; a file
+ * named like a segment that is not one is left in place and reported.
  *
  * Space is reclaimed by releasing whole segments: a segment whose records are
  * all freed is deleted at once, and when the tier is at capacity the segment
@@ -14,6 +19,15 @@
  * (kvt_ssd_take_dropped). A segment holding a record the caller holds
  * (kvt_ssd_hold: pinned, or being read) is never released that way; the next
  * emptiest is. Otherwise a write gets -ENOSPC: the caller evicts.
+ *
+ * Removal is logged: a tombstone (kvt_ssd_write with tomb set) hides every
+ * older record of its key from recovery. A segment holding tombstones is
+ * released only once no older segment remains (then nothing older can exist
+ * for them to hide), so a tombstone never goes before what it hides.
+ *
+ * A reopened tier appends to its last segment after the last valid record.
+ * Each segment gets a summary file when it is sealed (and the open one at
+ * close), so opening reads summaries rather than every byte.
  *
  * A loc names one record of one segment: once that record is freed or its
  * segment released, the loc is stale for good (a later record at the same
@@ -72,9 +86,11 @@ typedef int (*kvt_ssd_recover_cb)(const struct kvt_ssd_rec_info *rec, void *arg)
 
 /* Open (creating or recovering) the tier in opts->dir. recover_cb may be NULL
  * (records are then kept, unreported). Returns 0 and *out, or -EINVAL (bad
- * opts, or a file system that refuses O_DIRECT), -ENOMEM, or the -errno of
- * the directory or its files. Torn and corrupt records are skipped, counted
- * in stats (recovery_skipped) and never reported. */
+ * opts, a file system that refuses O_DIRECT, or a meta file that is not a
+ * kvtier SSD tier's), -EBUSY (another process has the directory open),
+ * -ENOMEM, or the -errno of the directory. Torn and corrupt records are
+ * skipped, counted in stats and never reported; what recovery found is
+ * logged. */
 int kvt_ssd_open(const struct kvt_ssd_opts *opts, kvt_ssd_recover_cb recover_cb, void *arg,
 		 struct kvt_ssd **out);
 
@@ -97,6 +113,8 @@ struct kvt_ssd_write {
 	const void *data;
 	size_t len;
 	const struct kvt_codec_cfg *codec; /* NULL = raw */
+	bool tomb;                         /* a tombstone of key: no data, no loc */
+	uint64_t seq;                      /* 0, or one from kvt_ssd_seq_reserve */
 	uint64_t loc;                      /* out */
 	int res;                           /* out, see kvt_ssd_write */
 	uint64_t lat_ns;                   /* out: device time of the record's I/O */
@@ -129,6 +147,10 @@ struct kvt_ssd_read {
  * Returns the number of records read, or -EINVAL. */
 int kvt_ssd_read(struct kvt_ssd *ssd, struct kvt_ssd_read *r, size_t n);
 
+/* A sequence number for a record to be written later (a tombstone of a
+ * removal): it orders the record before anything written after this call. */
+uint64_t kvt_ssd_seq_reserve(struct kvt_ssd *ssd);
+
 /* Mark the record at loc dead; its segment is deleted once all are. A stale
  * loc (its record already freed, or dropped with its segment) is a no-op. */
 void kvt_ssd_free(struct kvt_ssd *ssd, uint64_t loc);
@@ -156,11 +178,24 @@ struct kvt_ssd_stats {
 	uint64_t checksum_failures;   /* reads whose record did not verify */
 	uint64_t stale_reads;         /* reads of a loc that no longer holds the key */
 	uint64_t write_errors, read_errors, sync_errors;
-	uint64_t recovered;           /* records reported by the last open */
-	uint64_t recovery_skipped;    /* torn or corrupt records skipped at open */
-	uint64_t recovery_superseded; /* older copies of a key found at open */
+	uint64_t tombstones;          /* tombstones in segments on disk */
+	uint64_t tombstones_written;
+	/* what the last open found (see kvt_ssd_recovery) */
+	uint64_t recovered;           /* live records reported */
+	uint64_t recovery_torn;       /* records a crash cut short, skipped */
+	uint64_t recovery_corrupt;    /* records that failed their checks, skipped */
+	uint64_t recovery_superseded; /* older copies of a key */
+	uint64_t recovery_removed;    /* records hidden by a tombstone */
+	uint64_t recovery_scanned;    /* segments read whole */
+	uint64_t recovery_summaries;  /* segments read from their summary */
+	uint64_t recovery_summaries_rejected; /* summaries that failed a check */
+	uint64_t quarantined;         /* segment files moved to quarantine/ */
+	uint64_t foreign;             /* files named like segments, left in place */
+	uint64_t open_ns;             /* how long the open took */
 	bool degraded;                /* a device error stopped writes */
 	int degraded_error;           /* the -errno that degraded the tier */
+	uint64_t probes;              /* kvt_ssd_probe calls on a degraded tier */
+	uint64_t resumed;             /* of which brought it back */
 	struct kvt_ssd_io_stats io;
 };
 
@@ -169,8 +204,17 @@ void kvt_ssd_stats(struct kvt_ssd *ssd, struct kvt_ssd_stats *out);
 /* True once a device error has stopped writes. */
 bool kvt_ssd_degraded(struct kvt_ssd *ssd);
 
+/* Try whether a degraded tier can be written again: a page written and
+ * synced, and a new segment made. On success the tier takes writes again
+ * (logged, counted in resumed) in that new segment. Returns 0 (resumed, or
+ * not degraded), or the -errno that keeps it degraded. Waits for a running
+ * batch. */
+int kvt_ssd_probe(struct kvt_ssd *ssd);
+
+#ifdef KVT_TESTING
 /* Tests: inject faults into the I/O engine (see kvt_ssd_io_inject). */
 void kvt_ssd_inject(struct kvt_ssd *ssd, enum kvt_ssd_io_kind kind, uint32_t skip,
 		    uint32_t count, int err);
+#endif
 
 #endif /* KVT_TIERS_SSD_H */

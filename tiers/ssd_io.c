@@ -3,14 +3,16 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <liburing.h>
+
+#include "util/clock.h"
+#include "util/opts.h"
+#include "store/log.h"
 
 /* io_uring refuses to register more than 1 GiB in one iovec. */
 #define KVT_IO_BUF_CHUNK (1ULL << 30)
@@ -20,10 +22,12 @@ struct kvt_io_region {
 	size_t len;
 };
 
+#ifdef KVT_TESTING
 struct kvt_io_fault {
 	uint32_t skip, count;
 	int err;
 };
+#endif
 
 /* Two locks so that nothing but another batch waits for a batch: run_lock is
  * held for a whole batch, lock only for bookkeeping (never across a wait for
@@ -33,8 +37,10 @@ struct kvt_ssd_io {
 	pthread_mutex_t run_lock; /* one batch at a time; owns the ring's queues */
 	pthread_mutex_t lock;     /* guards everything below */
 	int *fds;
+#ifdef KVT_TESTING
 	struct kvt_io_fault faults[3];
 	int ring_fault;           /* injected: the next wait of the ring fails so */
+#endif
 	struct kvt_ssd_io_stats stats;
 
 	/* the caller's regions, and their registered iovecs (chunks of them) */
@@ -58,17 +64,9 @@ struct kvt_ssd_io {
 	bool stop;
 };
 
-void kvt_ssd_log(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fputs("kvtier ssd: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-}
-
+/* Test hooks and fault injection exist only in test builds (KVT_TESTING):
+ * the library proper has none of them. */
+#ifdef KVT_TESTING
 static pthread_mutex_t hook_lock = PTHREAD_MUTEX_INITIALIZER;
 static kvt_ssd_io_hook_cb hook_cb;
 static void *hook_arg;
@@ -104,21 +102,7 @@ static void run_hook(struct kvt_ssd_io *io)
 		cb(io, arg);
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-void kvt_ssd_io_opts_init(struct kvt_ssd_io_opts *opts, size_t size_bytes)
-{
-	memset(opts, 0, size_bytes);
-	opts->size = size_bytes;
-}
-
-/* An injected fault for op, consumed, or 0. */
+/* An injected fault for op, consumed, or 0 (lock held). */
 static int take_fault(struct kvt_ssd_io *io, const struct kvt_ssd_io_op *op)
 {
 	struct kvt_io_fault *f = &io->faults[op->kind];
@@ -132,6 +116,31 @@ static int take_fault(struct kvt_ssd_io *io, const struct kvt_ssd_io_op *op)
 	f->count--;
 	io->stats.injected++;
 	return f->err;
+}
+
+/* The injected ring fault, consumed, or 0. */
+static int take_ring_fault(struct kvt_ssd_io *io)
+{
+	int fault;
+
+	pthread_mutex_lock(&io->lock);
+	fault = io->ring_fault;
+	io->ring_fault = 0;
+	pthread_mutex_unlock(&io->lock);
+	return fault;
+}
+#else
+static bool hook_installed(void) { return false; }
+static void run_hook(struct kvt_ssd_io *io) { (void)io; }
+static int take_fault(struct kvt_ssd_io *io, const struct kvt_ssd_io_op *op) { return 0; }
+static int take_ring_fault(struct kvt_ssd_io *io) { return 0; }
+#endif
+
+static const struct kvt_ssd_io_opts io_defaults = { .size = sizeof(struct kvt_ssd_io_opts) };
+
+void kvt_ssd_io_opts_init(struct kvt_ssd_io_opts *opts, size_t size_bytes)
+{
+	kvt_opts_init(opts, size_bytes, &io_defaults, sizeof(io_defaults));
 }
 
 /* Index of the registered iovec holding [p, p + len), -1 if none. */
@@ -197,7 +206,7 @@ static void pool_do_next(struct kvt_ssd_io *io)
 	struct kvt_ssd_io_op *op = &io->batch[io->batch_idx ? io->batch_idx[k] : k];
 	int fault = io->batch_faults ? take_fault(io, op) : 0;
 	int fd = io->fds[op->file];
-	uint64_t t0 = now_ns();
+	uint64_t t0 = kvt_now_ns();
 
 	if (fault) {
 		op->res = fault;
@@ -206,7 +215,7 @@ static void pool_do_next(struct kvt_ssd_io *io)
 		op->res = do_sync_op(fd, op);
 		pthread_mutex_lock(&io->lock);
 	}
-	op->lat_ns = now_ns() - t0;
+	op->lat_ns = kvt_now_ns() - t0;
 	account(io, op);
 	if (++io->batch_done == io->batch_n)
 		pthread_cond_signal(&io->done_cv);
@@ -364,7 +373,7 @@ static void uring_fill(struct kvt_ssd_io *io, struct uring_batch *b)
 				b->completed++;
 				continue;
 			}
-			op->lat_ns = now_ns();
+			op->lat_ns = kvt_now_ns();
 			b->inflight_bytes += op->len;
 		} else {
 			b->n_retry--;
@@ -411,7 +420,7 @@ static void uring_reap(struct kvt_ssd_io *io, struct uring_batch *b)
 			res = -EIO; /* end of file inside the op */
 		}
 		op->res = res < 0 ? res : 0;
-		op->lat_ns = now_ns() - op->lat_ns;
+		op->lat_ns = kvt_now_ns() - op->lat_ns;
 		b->inflight_bytes -= op->len;
 		b->state[i] = OP_DONE;
 		account(io, op);
@@ -429,12 +438,8 @@ static void uring_reap(struct kvt_ssd_io *io, struct uring_batch *b)
 static int uring_submit_wait(struct kvt_ssd_io *io, bool *first)
 {
 	struct io_uring_cqe *cqe;
-	int rc, fault;
+	int rc, fault = take_ring_fault(io);
 
-	pthread_mutex_lock(&io->lock);
-	fault = io->ring_fault;
-	io->ring_fault = 0;
-	pthread_mutex_unlock(&io->lock);
 	if (io_uring_sq_ready(&io->ring)) {
 		if (*first && hook_installed()) {
 			rc = io_uring_submit(&io->ring);
@@ -446,12 +451,8 @@ static int uring_submit_wait(struct kvt_ssd_io *io, bool *first)
 		if (rc < 0)
 			return rc;
 	}
-	pthread_mutex_lock(&io->lock);
-	if (!fault) {
-		fault = io->ring_fault; /* set by the hook */
-		io->ring_fault = 0;
-	}
-	pthread_mutex_unlock(&io->lock);
+	if (!fault)
+		fault = take_ring_fault(io); /* set by the hook */
 	if (fault)
 		return fault;
 	return io_uring_wait_cqe(&io->ring, &cqe);
@@ -466,9 +467,9 @@ static void uring_break(struct kvt_ssd_io *io, struct uring_batch *b, int err)
 	struct io_uring_sqe *sqe;
 	bool cancel_queued = false;
 
-	kvt_ssd_log("io_uring failed (%s) with %zu operation(s) in flight: cancelling and "
-		    "reaping them, then switching to a pread/pwrite thread pool",
-		    strerror(-err), b->inflight);
+	kvt_log(KVT_LOG_WARN, "event=ssd.io.uring_failed err=\"%s\" in_flight=%zu "
+		"action=\"cancelling and reaping them, then a pread/pwrite thread pool for good\"",
+		strerror(-err), b->inflight);
 	b->broken = true;
 	if (b->inflight && (sqe = io_uring_get_sqe(&io->ring))) {
 		io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
@@ -504,7 +505,7 @@ static void uring_break(struct kvt_ssd_io *io, struct uring_batch *b, int err)
 	io->stats.fallbacks++;
 	pthread_mutex_unlock(&io->lock);
 	if (pool_start(io))
-		kvt_ssd_log("cannot start I/O threads; the calling thread does the I/O");
+		kvt_log(KVT_LOG_WARN, "event=ssd.io.no_threads action=\"the calling thread does the I/O\"");
 }
 
 static int uring_run(struct kvt_ssd_io *io, struct kvt_ssd_io_op *ops, size_t n)
@@ -567,8 +568,8 @@ static void uring_reregister_buffers(struct kvt_ssd_io *io)
 		return;
 	rc = io_uring_register_buffers(&io->ring, io->iov, (unsigned)io->n_iov);
 	if (rc < 0) {
-		kvt_ssd_log("cannot register %zu buffers with io_uring (%s); "
-			    "using unregistered buffers", io->n_iov, strerror(-rc));
+		kvt_log(KVT_LOG_WARN, "event=ssd.io.buffers_unregistered buffers=%zu err=\"%s\" "
+			"action=\"plain buffers\"", io->n_iov, strerror(-rc));
 		return;
 	}
 	io->stats.fixed_buffers = true;
@@ -583,8 +584,8 @@ static int uring_start(struct kvt_ssd_io *io)
 	io->uring = true;
 	rc = io_uring_register_files_sparse(&io->ring, io->opts.max_files);
 	if (rc < 0)
-		kvt_ssd_log("cannot register files with io_uring (%s); using plain fds",
-			    strerror(-rc));
+		kvt_log(KVT_LOG_WARN, "event=ssd.io.files_unregistered err=\"%s\" action=\"plain fds\"",
+			strerror(-rc));
 	else
 		io->stats.fixed_files = true;
 	return 0;
@@ -594,11 +595,13 @@ static int uring_start(struct kvt_ssd_io *io)
 
 int kvt_ssd_io_open(const struct kvt_ssd_io_opts *opts, struct kvt_ssd_io **out)
 {
+	struct kvt_ssd_io_opts o = io_defaults;
 	struct kvt_ssd_io *io;
 	int rc = -ENOMEM;
 
-	if (!opts || !out || opts->size < sizeof(*opts))
+	if (!out || kvt_opts_load(&o, sizeof(o), opts))
 		return -EINVAL;
+	opts = &o;
 	io = calloc(1, sizeof(*io));
 	if (!io)
 		return -ENOMEM;
@@ -627,10 +630,10 @@ int kvt_ssd_io_open(const struct kvt_ssd_io_opts *opts, struct kvt_ssd_io **out)
 			return 0;
 		}
 		io->stats.uring_error = rc;
-		kvt_ssd_log("io_uring unavailable (%s); falling back to a pread/pwrite "
-			    "thread pool", strerror(-rc));
+		kvt_log(KVT_LOG_WARN, "event=ssd.io.uring_unavailable err=\"%s\" "
+			"action=\"a pread/pwrite thread pool\"", strerror(-rc));
 	} else {
-		kvt_ssd_log("io_uring disabled by option; using a pread/pwrite thread pool");
+		kvt_log(KVT_LOG_INFO, "event=ssd.io.threads reason=\"io_uring disabled by option\"");
 	}
 	rc = pool_start(io);
 	if (rc)
@@ -775,6 +778,7 @@ int kvt_ssd_io_run(struct kvt_ssd_io *io, struct kvt_ssd_io_op *ops, size_t n)
 	return rc;
 }
 
+#ifdef KVT_TESTING
 void kvt_ssd_io_inject(struct kvt_ssd_io *io, enum kvt_ssd_io_kind kind, uint32_t skip,
 		       uint32_t count, int err)
 {
@@ -793,6 +797,7 @@ void kvt_ssd_io_inject_ring(struct kvt_ssd_io *io, int err)
 	io->ring_fault = err < 0 ? err : -EIO;
 	pthread_mutex_unlock(&io->lock);
 }
+#endif
 
 void kvt_ssd_io_stats(struct kvt_ssd_io *io, struct kvt_ssd_io_stats *out)
 {

@@ -93,6 +93,7 @@ void kvt_ssd_io_remove_buffer(struct kvt_ssd_io *io, void *ptr);
  * outcome), -EINVAL, or -ENOMEM (no op was issued). */
 int kvt_ssd_io_run(struct kvt_ssd_io *io, struct kvt_ssd_io_op *ops, size_t n);
 
+#ifdef KVT_TESTING
 /* Fault injection for tests: after `skip` more operations of `kind`, fail the
  * next `count` of them with err (a negative errno) without issuing them. */
 void kvt_ssd_io_inject(struct kvt_ssd_io *io, enum kvt_ssd_io_kind kind, uint32_t skip,
@@ -108,11 +109,9 @@ void kvt_ssd_io_inject_ring(struct kvt_ssd_io *io, int err);
  * the batch lock held. NULL removes it. Not for production use. */
 typedef void (*kvt_ssd_io_hook_cb)(struct kvt_ssd_io *io, void *arg);
 void kvt_ssd_io_set_test_hook(kvt_ssd_io_hook_cb cb, void *arg);
+#endif
 
 /* A copy of the counters; never waits for a running batch. */
 void kvt_ssd_io_stats(struct kvt_ssd_io *io, struct kvt_ssd_io_stats *out);
-
-/* The one log line format of the SSD tier (stderr). */
-void kvt_ssd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif /* KVT_TIERS_SSD_IO_H */

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "transport/proto.h"
+#include "util/opts.h"
 
 struct call {
 	uint64_t id;
@@ -40,31 +41,32 @@ struct kvt_client {
 	char *token;
 };
 
+static const struct kvt_client_opts client_defaults = { .size = sizeof(struct kvt_client_opts) };
+
 void kvt_client_opts_init(struct kvt_client_opts *opts, size_t size_bytes)
 {
-	memset(opts, 0, size_bytes);
-	opts->size = size_bytes;
+	kvt_opts_init(opts, size_bytes, &client_defaults, sizeof(client_defaults));
 }
 
 void kvt_client_desc_init(struct kvt_ns_desc *desc, size_t size_bytes)
 {
-	memset(desc, 0, size_bytes);
-	desc->size = size_bytes;
+	kvt_ns_desc_init(desc, size_bytes);
 }
 
-int kvt_client_connect(const struct kvt_client_opts *opts, struct kvt_client **out)
+int kvt_client_connect(const struct kvt_client_opts *given, struct kvt_client **out)
 {
+	struct kvt_client_opts opts = client_defaults;
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	const char *path, *opts_token = opts ? opts->token : NULL;
+	const char *path, *token;
 	char user_default[64];
 	struct kvt_client *c;
 	int err;
 
-	if (!opts || !out || opts->size != sizeof(*opts))
+	if (!out || kvt_opts_load(&opts, sizeof(opts), given))
 		return -EINVAL;
 	snprintf(user_default, sizeof(user_default), "/tmp/kvtier-%u/kvtierd.sock",
 		 (unsigned)geteuid());
-	path = opts->socket_path ? opts->socket_path : getenv("KVTIER_SOCKET");
+	path = opts.socket_path ? opts.socket_path : getenv("KVTIER_SOCKET");
 	if (!path || !*path) {
 		/* kvtierd's own default: /run for root, a per-user dir otherwise */
 		if (geteuid() == 0)
@@ -78,9 +80,8 @@ int kvt_client_connect(const struct kvt_client_opts *opts, struct kvt_client **o
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	if (!opts->token)
-		opts_token = getenv("KVTIER_TOKEN");
-	c->token = strdup(opts_token ? opts_token : "");
+	token = opts.token ? opts.token : getenv("KVTIER_TOKEN");
+	c->token = strdup(token ? token : "");
 	if (!c->token) {
 		free(c);
 		return -ENOMEM;
@@ -297,15 +298,17 @@ int kvt_client_hello(struct kvt_client *c, const struct kvt_ns_desc *desc,
 		     struct kvt_client_ns *out)
 {
 	struct kvt_rep_hello rep;
+	struct kvt_ns_desc d;
 	struct kvt_wr w;
 	struct call k = { 0 };
 	int err;
 
-	if (!c || !desc || !out)
+	kvt_ns_desc_init(&d, sizeof(d));
+	if (!c || !out || kvt_opts_load(&d, sizeof(d), desc))
 		return -EINVAL;
 	kvt_wr_init(&w);
 	k.id = new_id(c);
-	err = roundtrip(c, &w, kvt_proto_enc_hello(&w, k.id, c->token, desc), &k, -1, KVT_OP_HELLO);
+	err = roundtrip(c, &w, kvt_proto_enc_hello(&w, k.id, c->token, &d), &k, -1, KVT_OP_HELLO);
 	if (err)
 		goto out;
 	err = kvt_proto_rep_hello(k.payload, k.hdr.len, &rep);
@@ -315,7 +318,7 @@ int kvt_client_hello(struct kvt_client *c, const struct kvt_ns_desc *desc,
 	out->handle = rep.ns;
 	out->block_bytes = rep.block_bytes;
 	out->salt = rep.salt;
-	out->block_tokens = desc->block_tokens;
+	out->block_tokens = d.block_tokens;
 	out->max_keys = rep.max_keys;
 out:
 	free(k.payload);
@@ -333,15 +336,17 @@ int kvt_client_prefix_keys(const struct kvt_client_ns *ns, const struct kvt_key 
 }
 
 int kvt_client_register(struct kvt_client *c, const struct kvt_client_ns *ns,
-			const struct kvt_client_region *r)
+			const struct kvt_client_region *given)
 {
+	struct kvt_client_region whole = { .size = sizeof(whole), .memfd = -1 };
+	const struct kvt_client_region *r = &whole;
 	struct kvt_req_register m = { 0 };
 	struct kvt_wr w;
 	struct call k = { 0 };
 	uint32_t region;
 	int err;
 
-	if (!c || !ns || !r || r->size != sizeof(*r))
+	if (!c || !ns || kvt_opts_load(&whole, sizeof(whole), given))
 		return -EINVAL;
 	if (r->memfd < 0 && (!r->cuda_ipc || r->cuda_ipc_len == 0 ||
 			     r->cuda_ipc_len > KVT_PROTO_MAX_IPC))

@@ -2,15 +2,10 @@
  * `kvtier stats`) and Prometheus text (the HTTP endpoint, GET /metrics). Both
  * come from one snapshot of the server's and the store's counters, so a
  * person and a scraper see the same numbers. */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <jansson.h>
 
@@ -71,6 +66,11 @@ char *kvt_metrics_json(struct kvt_server *srv)
 	json_object_set_new(server, "connections_open", json_integer((json_int_t)c->conns_open));
 	json_object_set_new(server, "connections_accepted", json_integer((json_int_t)c->conns_accepted));
 	json_object_set_new(server, "connections_refused", json_integer((json_int_t)c->conns_refused));
+	json_object_set_new(server, "connections_refused_uid_limit",
+			    json_integer((json_int_t)c->conns_uid_refused));
+	json_object_set_new(server, "hello_timeouts", json_integer((json_int_t)c->hello_timeouts));
+	json_object_set_new(server, "hello_delayed", json_integer((json_int_t)c->hello_delayed));
+	json_object_set_new(server, "namespaces_reclaimed", json_integer((json_int_t)c->ns_reclaimed));
 	json_object_set_new(server, "hello_refused", json_integer((json_int_t)c->hello_refused));
 	json_object_set_new(server, "bad_frames", json_integer((json_int_t)c->bad_frames));
 	json_object_set_new(server, "jobs_in_flight",
@@ -111,6 +111,9 @@ char *kvt_metrics_json(struct kvt_server *srv)
 			    json_integer((json_int_t)(st.lookup_keys - st.lookup_hit_keys)));
 	json_object_set_new(store, "checksum_failures", json_integer((json_int_t)st.checksum_failures));
 	json_object_set_new(store, "index_bytes", json_integer((json_int_t)st.index_bytes));
+	json_object_set_new(store, "dram_dropped", json_integer((json_int_t)st.dram_dropped));
+	json_object_set_new(store, "ssd_copies_dropped",
+			    json_integer((json_int_t)st.ssd_copies_dropped));
 	json_object_set_new(root, "store", store);
 
 	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
@@ -131,6 +134,24 @@ char *kvt_metrics_json(struct kvt_server *srv)
 		json_object_set_new(o, "evictions", json_integer((json_int_t)ts->evictions));
 		json_object_set_new(o, "errors", json_integer((json_int_t)ts->errors));
 		json_object_set_new(o, "degraded", json_boolean(ts->degraded));
+		if (t == KVT_TIER_SSD) {
+			const struct kvt_ssd_health *h = &st.ssd;
+			json_t *rec = json_object();
+
+			json_object_set_new(rec, "recovered", json_integer((json_int_t)h->recovered));
+			json_object_set_new(rec, "torn", json_integer((json_int_t)h->torn));
+			json_object_set_new(rec, "corrupt", json_integer((json_int_t)h->corrupt));
+			json_object_set_new(rec, "superseded", json_integer((json_int_t)h->superseded));
+			json_object_set_new(rec, "removed", json_integer((json_int_t)h->removed));
+			json_object_set_new(rec, "quarantined", json_integer((json_int_t)h->quarantined));
+			json_object_set_new(rec, "foreign", json_integer((json_int_t)h->foreign));
+			json_object_set_new(rec, "scanned", json_integer((json_int_t)h->scanned));
+			json_object_set_new(rec, "open_ms", json_integer((json_int_t)h->open_ms));
+			json_object_set_new(o, "recovery", rec);
+			json_object_set_new(o, "tombstones", json_integer((json_int_t)h->tombstones));
+			json_object_set_new(o, "probes", json_integer((json_int_t)h->probes));
+			json_object_set_new(o, "resumed", json_integer((json_int_t)h->resumed));
+		}
 		json_object_set_new(tiers, kvt_tier_name(t), o);
 	}
 	json_object_set_new(root, "tiers", tiers);
@@ -217,6 +238,14 @@ static void help(struct buf *b, const char *name, const char *type, const char *
 	bprintf(b, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
 }
 
+/* A family of one unlabelled sample. */
+static void one(struct buf *b, const char *name, const char *type, const char *text,
+		uint64_t value)
+{
+	help(b, name, type, text);
+	bprintf(b, "%s %llu\n", name, (unsigned long long)value);
+}
+
 char *kvt_metrics_prom(struct kvt_server *srv)
 {
 	struct kvt_store_stats st = { .size = sizeof(st) };
@@ -264,33 +293,70 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 		(unsigned long long)st.lookup_hit_keys);
 	bprintf(&b, "kvtier_lookup_keys_total{result=\"miss\"} %llu\n",
 		(unsigned long long)(st.lookup_keys - st.lookup_hit_keys));
-	help(&b, "kvtier_load_misses_total", "counter", "Blocks asked for by LOAD and not found.");
-	bprintf(&b, "kvtier_load_misses_total %llu\n", (unsigned long long)ld(&c->load_misses));
-	help(&b, "kvtier_load_remote_blocks_total", "counter",
-	     "Blocks LOAD brought from other nodes of the cluster.");
-	bprintf(&b, "kvtier_load_remote_blocks_total %llu\n", (unsigned long long)ld(&c->load_remote));
-	help(&b, "kvtier_lookup_remote_keys_total", "counter",
-	     "Keys LOOKUP reported held by other nodes (tier remote).");
-	bprintf(&b, "kvtier_lookup_remote_keys_total %llu\n", (unsigned long long)c->lookup_remote);
+	one(&b, "kvtier_load_misses_total", "counter", "Blocks asked for by LOAD and not found.",
+	    ld(&c->load_misses));
+	one(&b, "kvtier_load_remote_blocks_total", "counter",
+	    "Blocks LOAD brought from other nodes of the cluster.", ld(&c->load_remote));
+	one(&b, "kvtier_lookup_remote_keys_total", "counter",
+	    "Keys LOOKUP reported held by other nodes (tier remote).", c->lookup_remote);
 	help(&b, "kvtier_engine_bytes_total", "counter",
 	     "Bytes copied between engine memory and kvtier (gather = save, scatter = load).");
 	bprintf(&b, "kvtier_engine_bytes_total{direction=\"gather\"} %llu\n",
 		(unsigned long long)ld(&c->gather_bytes));
 	bprintf(&b, "kvtier_engine_bytes_total{direction=\"scatter\"} %llu\n",
 		(unsigned long long)ld(&c->scatter_bytes));
-	help(&b, "kvtier_blocks", "gauge", "Blocks stored in all tiers.");
-	bprintf(&b, "kvtier_blocks %llu\n", (unsigned long long)st.blocks);
-	help(&b, "kvtier_checksum_failures_total", "counter", "Blocks dropped for a checksum mismatch.");
-	bprintf(&b, "kvtier_checksum_failures_total %llu\n", (unsigned long long)st.checksum_failures);
-	help(&b, "kvtier_connections", "gauge", "Client connections open.");
-	bprintf(&b, "kvtier_connections %llu\n", (unsigned long long)c->conns_open);
-	help(&b, "kvtier_connections_refused_total", "counter",
-	     "Connections refused (peer credentials, client limit).");
-	bprintf(&b, "kvtier_connections_refused_total %llu\n", (unsigned long long)c->conns_refused);
-	help(&b, "kvtier_hello_refused_total", "counter", "HELLOs refused (token, namespace).");
-	bprintf(&b, "kvtier_hello_refused_total %llu\n", (unsigned long long)c->hello_refused);
-	help(&b, "kvtier_bad_frames_total", "counter", "Frames refused by the parser.");
-	bprintf(&b, "kvtier_bad_frames_total %llu\n", (unsigned long long)c->bad_frames);
+	one(&b, "kvtier_blocks", "gauge", "Blocks stored in all tiers.", st.blocks);
+	one(&b, "kvtier_checksum_failures_total", "counter",
+	    "Blocks dropped for a checksum mismatch.", st.checksum_failures);
+	one(&b, "kvtier_dram_dropped_total", "counter",
+	    "Blocks DRAM let go for lack of room with no copy below (no working SSD tier).",
+	    st.dram_dropped);
+	if (st.tier[KVT_TIER_SSD].present) {
+		const struct kvt_ssd_health *h = &st.ssd;
+
+		one(&b, "kvtier_ssd_copies_dropped_total", "counter",
+		    "Spare SSD copies of blocks in DRAM let go for room.", st.ssd_copies_dropped);
+		help(&b, "kvtier_ssd_recovery_records", "gauge",
+		     "What the SSD tier's last open found, by kind.");
+		bprintf(&b, "kvtier_ssd_recovery_records{kind=\"recovered\"} %llu\n"
+			"kvtier_ssd_recovery_records{kind=\"torn\"} %llu\n"
+			"kvtier_ssd_recovery_records{kind=\"corrupt\"} %llu\n"
+			"kvtier_ssd_recovery_records{kind=\"superseded\"} %llu\n"
+			"kvtier_ssd_recovery_records{kind=\"removed\"} %llu\n",
+			(unsigned long long)h->recovered, (unsigned long long)h->torn,
+			(unsigned long long)h->corrupt, (unsigned long long)h->superseded,
+			(unsigned long long)h->removed);
+		help(&b, "kvtier_ssd_recovery_files", "gauge",
+		     "Files the SSD tier's last open moved to quarantine/ or left in place.");
+		bprintf(&b, "kvtier_ssd_recovery_files{fate=\"quarantined\"} %llu\n"
+			"kvtier_ssd_recovery_files{fate=\"foreign\"} %llu\n",
+			(unsigned long long)h->quarantined, (unsigned long long)h->foreign);
+		one(&b, "kvtier_ssd_recovery_scanned_segments", "gauge",
+		    "Segments the last open read whole (no valid summary).", h->scanned);
+		help(&b, "kvtier_ssd_open_seconds", "gauge", "How long the SSD tier took to open.");
+		bprintf(&b, "kvtier_ssd_open_seconds %.3f\n", (double)h->open_ms / 1e3);
+		one(&b, "kvtier_ssd_tombstones", "gauge", "Removals logged in the SSD tier, on disk.",
+		    h->tombstones);
+		one(&b, "kvtier_ssd_probes_total", "counter", "Write probes of a degraded SSD tier.",
+		    h->probes);
+		one(&b, "kvtier_ssd_resumed_total", "counter", "Times a degraded SSD tier came back.",
+		    h->resumed);
+	}
+	one(&b, "kvtier_connections", "gauge", "Client connections open.", c->conns_open);
+	one(&b, "kvtier_connections_refused_total", "counter",
+	    "Connections refused (peer credentials, client limit, per-uid limit).",
+	    c->conns_refused);
+	one(&b, "kvtier_hello_timeouts_total", "counter",
+	    "Connections closed for not saying HELLO in time.", c->hello_timeouts);
+	one(&b, "kvtier_namespaces_reclaimed_total", "counter",
+	    "Namespaces detached once no block and no connection was left in them.",
+	    c->ns_reclaimed);
+	one(&b, "kvtier_hello_delayed_total", "counter",
+	    "HELLOs held back because their uid failed too many recently.", c->hello_delayed);
+	one(&b, "kvtier_hello_refused_total", "counter",
+	    "HELLOs refused (token, model not allowed, namespace quota).", c->hello_refused);
+	one(&b, "kvtier_bad_frames_total", "counter", "Frames refused by the parser.",
+	    c->bad_frames);
 	help(&b, "kvtier_ops_total", "counter", "Requests handled, by op and result.");
 	for (unsigned op = 1; op < KVT_OP_COUNT; op++) {
 		bprintf(&b, "kvtier_ops_total{op=\"%s\",result=\"ok\"} %llu\n", kvt_op_name(op),
@@ -327,204 +393,4 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 		return NULL;
 	}
 	return b.p;
-}
-
-/* ---- HTTP endpoint ----------------------------------------------------- */
-
-#define KVT_HTTP_MAX_CONNS 64
-#define KVT_HTTP_DEADLINE_NS (5ull * 1000000000) /* a scrape's whole life */
-
-/* One scrape: read a request head, answer, close. Non-blocking in the loop.
- * The list runs newest first, so the oldest is at its tail. */
-struct kvt_http_conn {
-	enum kvt_ev_kind kind;
-	int fd;
-	uint64_t deadline_ns;
-	char in[2048];
-	size_t in_len;
-	char *out;
-	size_t out_len, out_off;
-	struct kvt_http_conn *next;
-};
-
-int kvt_http_listen(struct kvt_server *srv, const char *addr)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	socklen_t len = sizeof(sa);
-	char host[64];
-	const char *colon = strrchr(addr, ':');
-	char *end;
-	long port;
-	int fd, one = 1, err;
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &srv->http_listen };
-
-	if (!colon || (size_t)(colon - addr) >= sizeof(host))
-		return -EINVAL;
-	memcpy(host, addr, (size_t)(colon - addr));
-	host[colon - addr] = 0;
-	port = strtol(colon + 1, &end, 10);
-	if (*end || port < 0 || port > 65535)
-		return -EINVAL;
-	if (!strcmp(host, "localhost") || !*host)
-		strcpy(host, "127.0.0.1");
-	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
-		return -EINVAL;
-	sa.sin_port = htons((uint16_t)port);
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(fd, 16) ||
-	    getsockname(fd, (struct sockaddr *)&sa, &len) ||
-	    epoll_ctl(srv->epfd, EPOLL_CTL_ADD, fd, &ev)) {
-		err = -errno;
-		close(fd);
-		return err;
-	}
-	srv->http_listen.fd = fd;
-	srv->metrics_port = ntohs(sa.sin_port);
-	return 0;
-}
-
-static void http_free(struct kvt_server *srv, struct kvt_http_conn *h)
-{
-	for (struct kvt_http_conn **p = &srv->https; *p; p = &(*p)->next) {
-		if (*p == h) {
-			*p = h->next;
-			break;
-		}
-	}
-	srv->n_https--;
-	epoll_ctl(srv->epfd, EPOLL_CTL_DEL, h->fd, NULL);
-	close(h->fd);
-	free(h->out);
-	free(h);
-}
-
-int kvt_http_expire(struct kvt_server *srv, uint64_t now)
-{
-	uint64_t first = 0;
-
-	for (struct kvt_http_conn *h = srv->https, *next; h; h = next) {
-		next = h->next;
-		if (now >= h->deadline_ns)
-			http_free(srv, h);
-		else if (!first || h->deadline_ns < first)
-			first = h->deadline_ns;
-	}
-	return first ? (int)((first - now) / 1000000 + 1) : -1;
-}
-
-void kvt_http_close_all(struct kvt_server *srv)
-{
-	while (srv->https)
-		http_free(srv, srv->https);
-	if (srv->http_listen.fd >= 0) {
-		close(srv->http_listen.fd);
-		srv->http_listen.fd = -1;
-	}
-}
-
-void kvt_http_accept(struct kvt_server *srv)
-{
-	for (;;) {
-		int fd = accept4(srv->http_listen.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		struct kvt_http_conn *h;
-		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
-
-		if (fd < 0)
-			return;
-		if (srv->n_https >= KVT_HTTP_MAX_CONNS) {
-			/* full of idle sockets: the oldest gives way to the new scrape */
-			struct kvt_http_conn *old = srv->https;
-
-			while (old->next)
-				old = old->next;
-			http_free(srv, old);
-		}
-		if (!(h = calloc(1, sizeof(*h)))) {
-			close(fd);
-			continue;
-		}
-		h->kind = KVT_EV_HTTP;
-		h->fd = fd;
-		h->deadline_ns = kvt_now_ns() + KVT_HTTP_DEADLINE_NS;
-		ev.data.ptr = h;
-		if (epoll_ctl(srv->epfd, EPOLL_CTL_ADD, fd, &ev)) {
-			close(fd);
-			free(h);
-			continue;
-		}
-		h->next = srv->https;
-		srv->https = h;
-		srv->n_https++;
-	}
-}
-
-static void http_respond(struct kvt_server *srv, struct kvt_http_conn *h)
-{
-	const char *status = "200 OK", *ctype = "text/plain; version=0.0.4; charset=utf-8";
-	char *body = NULL;
-	bool get = !strncmp(h->in, "GET ", 4);
-	const char *path = h->in + 4;
-
-	if (!get) {
-		status = "405 Method Not Allowed";
-	} else if (!strncmp(path, "/metrics ", 9) || !strncmp(path, "/metrics?", 9)) {
-		body = kvt_metrics_prom(srv);
-	} else if (!strncmp(path, "/stats ", 7)) {
-		body = kvt_metrics_json(srv);
-		ctype = "application/json";
-	} else {
-		status = "404 Not Found";
-	}
-	if (get && !body && !strncmp(status, "200", 3))
-		status = "500 Internal Server Error";
-	if (asprintf(&h->out, "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-		     "Connection: close\r\n\r\n%s", status, ctype, body ? strlen(body) : 0,
-		     body ? body : "") < 0)
-		h->out = NULL;
-	free(body);
-	h->out_len = h->out ? strlen(h->out) : 0;
-}
-
-void kvt_http_event(struct kvt_server *srv, void *ptr, uint32_t events)
-{
-	struct kvt_http_conn *h = ptr;
-
-	if (!h->out) {
-		ssize_t n = recv(h->fd, h->in + h->in_len, sizeof(h->in) - 1 - h->in_len, 0);
-
-		if (n <= 0) {
-			if (n < 0 && errno == EAGAIN)
-				return;
-			http_free(srv, h);
-			return;
-		}
-		h->in_len += (size_t)n;
-		h->in[h->in_len] = 0;
-		if (!strstr(h->in, "\r\n\r\n") && !strstr(h->in, "\n\n")) {
-			if (h->in_len + 1 >= sizeof(h->in))
-				http_free(srv, h); /* a head this long is not a scrape */
-			return;
-		}
-		http_respond(srv, h);
-		if (!h->out) {
-			http_free(srv, h);
-			return;
-		}
-		struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = h };
-		epoll_ctl(srv->epfd, EPOLL_CTL_MOD, h->fd, &ev);
-	}
-	while (h->out_off < h->out_len) {
-		ssize_t n = send(h->fd, h->out + h->out_off, h->out_len - h->out_off,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n < 0) {
-			if (errno == EAGAIN)
-				return;
-			break;
-		}
-		h->out_off += (size_t)n;
-	}
-	http_free(srv, h);
 }

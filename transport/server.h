@@ -21,20 +21,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "kvtier/log.h"
 #include "kvtier/store.h"
 
 struct kvt_dev;
-
-enum kvt_log_level {
-	KVT_LOG_ERROR = 0,
-	KVT_LOG_WARN = 1,
-	KVT_LOG_INFO = 2,
-	KVT_LOG_DEBUG = 3,
-};
-
-/* Receives one structured log line: `msg` is "event=NAME key=value ...",
- * without a newline. Called from the loop and from workers. */
-typedef void (*kvt_log_cb)(void *arg, enum kvt_log_level level, const char *msg);
 
 /* A tenant: who may connect with which token, under which salt. */
 struct kvt_server_tenant {
@@ -59,15 +49,17 @@ enum kvt_prefault {
  * its own (a directory or a peer that does not answer is a miss, not a
  * wait). */
 struct kvt_server_hooks {
-	/* A client attached namespace ns (HELLO). From the loop. */
-	void (*ns_cb)(void *arg, struct kvt_ns *ns);
+	/* A client attached namespace ns (HELLO). Returning true takes a hold
+	 * on it for the cluster until the server closes (peers may ask for
+	 * its blocks, so it is never detached under them). From the loop. */
+	bool (*ns_cb)(void *arg, struct kvt_ns *ns);
 	/* A SAVE stored keys[0..n) of ns (newly or already present). From a
 	 * worker. */
 	void (*saved_cb)(void *arg, struct kvt_ns *ns, const struct kvt_key *keys, size_t n);
-	/* LOOKUP found keys before keys[0..n) locally and not keys[0]: how
-	 * many leading keys of keys[0..n) other nodes hold (reported with tier
-	 * remote), 0 when none or the cluster cannot tell in time. From the
-	 * loop. */
+	/* LOOKUP found the keys before keys[0..n) locally and not keys[0]:
+	 * how many leading keys of keys[0..n) other nodes hold (reported with
+	 * tier remote), 0 when none or the cluster cannot tell in time. From
+	 * the loop. */
 	int (*lookup_cb)(void *arg, struct kvt_ns *ns, const struct kvt_key *keys, size_t n);
 	/* LOAD missed keys[0] of keys[0..n) (parent: the key before it, NULL
 	 * at a sequence's start): bring the leading blocks other nodes hold
@@ -85,11 +77,6 @@ struct kvt_server_hooks {
 struct kvt_server_opts {
 	size_t size;                /* sizeof(struct kvt_server_opts), set by _init */
 	const char *socket_path;    /* required; with listen_fd, only named in logs */
-	int listen_fd;              /* an already-listening Unix stream socket to
-	                             * serve instead of binding socket_path (socket
-	                             * activation); -1 (default) binds. The server's
-	                             * once kvt_server_open succeeds; its file is left
-	                             * as it is (no chmod, chown or unlink). */
 	unsigned socket_mode;       /* default 0660 */
 	gid_t socket_gid;           /* group of the socket and of allowed peers;
 	                             * (gid_t)-1 (default) = the daemon's */
@@ -103,7 +90,8 @@ struct kvt_server_opts {
 	unsigned max_clients;       /* default 1024 */
 	const char *metrics_addr;   /* "HOST:PORT" of the HTTP metrics endpoint;
 	                             * NULL = none */
-	kvt_log_cb log;             /* NULL = no logging */
+	kvt_log_cb log;             /* the server's own lines (loop and workers);
+	                             * NULL = no logging */
 	void *log_arg;
 	enum kvt_log_level log_level; /* default KVT_LOG_INFO */
 	struct kvt_dev *dev_cuda;   /* serves CUDA IPC registrations; NULL = refused
@@ -115,6 +103,21 @@ struct kvt_server_opts {
 	enum kvt_prefault prefault_dram; /* fault the store's DRAM region in, so
 	                             * no save pays for first-touch page faults
 	                             * (default KVT_PREFAULT_NONE) */
+	unsigned drain_timeout_ms;  /* how long kvt_server_run waits, once stopped,
+	                             * for the jobs in flight (default 30000) */
+	unsigned hello_timeout_ms;  /* a connection without a successful HELLO
+	                             * this long after accept is closed (default
+	                             * 5000; 0 = never) */
+	unsigned max_conns_per_uid; /* connections one peer uid may hold (default
+	                             * 256; 0 = only max_clients) */
+	unsigned max_ns_per_tenant; /* namespaces one tenant may have attached
+	                             * (default 1024; 0 = no cap). One with no
+	                             * block and no connection is detached. */
+	int listen_fd;              /* an already-listening Unix stream socket to
+	                             * serve instead of binding socket_path (socket
+	                             * activation); -1 (default) binds. The server's
+	                             * once kvt_server_open succeeds; its file is left
+	                             * as it is (no chmod, chown or unlink). */
 	struct kvt_server_hooks hooks; /* the cluster's; zeroed = none */
 };
 
@@ -122,14 +125,19 @@ struct kvt_server;
 
 void kvt_server_opts_init(struct kvt_server_opts *opts, size_t size_bytes);
 
-/* Bind the socket (replacing a stale socket file, refusing a live one with
- * -EADDRINUSE) or take opts->listen_fd, bind the metrics endpoint, and start
- * the workers. Returns 0 and *out, -EINVAL for bad opts, or the errno of
- * socket/bind/listen. */
+/* Bind the socket (replacing a stale socket file, one no daemon listens on;
+ * refusing with -EADDRINUSE a live socket or anything else at the path, a
+ * regular file or a symlink, which is left as it was and logged) or take
+ * opts->listen_fd, bind the metrics endpoint, and start the workers. Returns
+ * 0 and *out, -EINVAL for bad opts, or the errno of socket/bind/listen. */
 int kvt_server_open(const struct kvt_server_opts *opts, struct kvt_server **out);
 
 /* Run the event loop until kvt_server_stop(); then stop accepting, let the
- * operations in flight finish and their replies go out. Returns 0 or -errno. */
+ * operations in flight finish and their replies go out, waiting at most
+ * opts.drain_timeout_ms. Returns 0, or -ETIMEDOUT when jobs were still in
+ * flight at the timeout: a copy is stuck (a device that does not answer),
+ * and kvt_server_close would wait for it, so the caller should leave without
+ * closing. */
 int kvt_server_run(struct kvt_server *srv);
 
 /* Ask a running loop to stop. Async-signal-safe; callable from any thread. */

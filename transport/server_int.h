@@ -1,6 +1,11 @@
-/* Internals of the sidecar server shared by its files: server.c (event loop,
- * connections, dispatch), server_jobs.c (copy workers: SAVE and LOAD),
- * metrics.c (counters, Prometheus text, JSON stats, the HTTP endpoint). */
+/* Internals of the sidecar server shared by its files:
+ *   server.c       the lifecycle: open, the event loop, drain, close
+ *   server_conn.c  connections: accept, credentials, read/write, passed fds, close
+ *   server_ops.c   operations: dispatch, HELLO's token and model checks, op_*
+ *   server_wait.c  tickets, parked WAITs, the workers' completion notes
+ *   server_jobs.c  the copy workers: SAVE and LOAD
+ *   metrics.c      counters, Prometheus text, JSON stats
+ *   http.c         the metrics endpoint */
 #ifndef KVT_TRANSPORT_SERVER_INT_H
 #define KVT_TRANSPORT_SERVER_INT_H
 
@@ -12,6 +17,7 @@
 #include "transport/engine_mem.h"
 #include "transport/proto.h"
 #include "transport/server.h"
+#include "util/clock.h"
 
 #define KVT_CONN_MAX_NS 16
 #define KVT_CONN_MAX_REGIONS 16
@@ -22,7 +28,27 @@
 #define KVT_CONN_MAX_TICKET_BYTES (64u << 20)
 #define KVT_CONN_MAX_WAITS 256      /* parked WAITs per connection */
 #define KVT_CONN_OUT_HIGH (4u << 20) /* stop reading a client that does not read */
-#define KVT_HELLO_MAX_FAILS 3
+#define KVT_HELLO_MAX_FAILS 3       /* failed HELLOs that close a connection */
+/* Guessing tokens across reconnects: past KVT_HELLO_FREE_FAILS failed HELLOs
+ * of a uid, each of its HELLOs waits until a delay after its last failure,
+ * 100 ms doubling up to 10 s; failures a minute old are forgotten. */
+#define KVT_HELLO_FREE_FAILS 3
+#define KVT_HELLO_DELAY_NS (100ull * 1000000)
+#define KVT_HELLO_DELAY_MAX_NS (10ull * 1000000000)
+#define KVT_HELLO_FAIL_MEMORY_NS (60ull * 1000000000)
+
+/* What handling a request did, when it did not fail with -errno. */
+enum kvt_req_result {
+	KVT_REQ_ANSWERED = 1, /* its reply is queued */
+	KVT_REQ_PARKED = 2,   /* a WAIT parked on its ticket: answered later */
+};
+
+/* How far a stop has gone (kvt_server.stop). */
+enum kvt_stop_level {
+	KVT_STOP_NONE = 0,
+	KVT_STOP_DRAIN = 1,  /* kvt_server_stop: no new connections, jobs in flight finish */
+	KVT_STOP_CANCEL = 2, /* kvt_server_close: queued jobs are cancelled */
+};
 
 /* What an epoll event points at: every watched object starts with one. */
 enum kvt_ev_kind { KVT_EV_LISTEN, KVT_EV_CONN, KVT_EV_WAKE, KVT_EV_HTTP_LISTEN, KVT_EV_HTTP };
@@ -45,7 +71,6 @@ struct kvt_job {
 	uint64_t start_ns;
 	/* written by the worker, read by the loop */
 	int layers_done;            /* atomic */
-	int notify_pending;         /* atomic: a progress note is queued */
 	int32_t result;
 	bool finished;              /* loop-side: the final note was processed */
 	bool reaped;                /* loop-side: a WAIT/POLL took the result */
@@ -53,6 +78,11 @@ struct kvt_job {
 	size_t bytes;               /* loop: charged to conn->job_bytes */
 	struct kvt_job *next;       /* the connection's tickets (loop) */
 	struct kvt_job *qnext;      /* the work queue (qlock) */
+	/* the job is its own note to the loop, so posting one never allocates:
+	 * queued at most once, a final note overriding a progress one (nlock) */
+	struct kvt_job *note_next;  /* the server's notes */
+	bool note_queued;           /* on the notes list */
+	bool note_final;            /* the worker is done with the job */
 };
 
 /* A WAIT parked until its ticket (or one of its layers) completes: on its
@@ -104,6 +134,40 @@ struct kvt_conn {
 	size_t job_bytes;
 	unsigned n_waits;
 	struct kvt_conn *prev, *next;
+	/* until its first successful HELLO: on the server's hello list, closed
+	 * at hello_deadline_ns */
+	bool on_hello_list;
+	uint64_t hello_deadline_ns;
+	struct kvt_conn *hprev, *hnext;
+	/* a HELLO held back while its uid's delay runs: not read from until
+	 * delay_until_ns, on the server's delayed list */
+	bool delayed;
+	uint64_t delay_until_ns;
+	struct kvt_conn *dprev, *dnext;
+};
+
+/* A namespace the server handed out: charged to `tenant` (an index in
+ * srv->tenants), held by `conns` connections; on a hash chain by ns and on
+ * its tenant's list. */
+struct kvt_ns_use {
+	struct kvt_ns *ns;
+	size_t tenant;
+	unsigned conns;
+	struct kvt_ns_use *hnext;
+	struct kvt_ns_use *tprev, *tnext;
+};
+
+#define KVT_NS_USE_BUCKETS 8192
+
+/* What the daemon keeps per peer uid: its open connections (capped by
+ * max_conns_per_uid) and its failed HELLOs (which delay its next ones).
+ * Kept while it has connections or remembered failures. */
+struct kvt_uid {
+	uid_t uid;
+	unsigned conns;
+	unsigned hello_fails;
+	uint64_t last_fail_ns;
+	uint64_t hello_retry_ns;    /* its HELLOs wait until then */
 };
 
 #define KVT_LAT_BUCKETS 18
@@ -119,6 +183,7 @@ struct kvt_op_stats {
 struct kvt_server_counters {
 	struct kvt_op_stats op[KVT_OP_COUNT];
 	uint64_t conns_accepted, conns_refused, conns_open;
+	uint64_t conns_uid_refused, hello_timeouts, hello_delayed, ns_reclaimed;
 	uint64_t bad_frames, hello_refused;
 	uint64_t lookup_keys, lookup_hits;
 	uint64_t lookup_remote;     /* keys LOOKUP reported held by other nodes */
@@ -137,10 +202,18 @@ struct kvt_server {
 	int epfd;
 	struct { enum kvt_ev_kind kind; int fd; } listen, wake, http_listen;
 	int metrics_port;
-	int stop;                   /* atomic */
+	int stop;                   /* atomic: enum kvt_stop_level */
 	uint64_t next_conn_id, next_ticket;
 	struct kvt_conn *conns;
+	struct kvt_conn *hello_head, *hello_tail; /* no HELLO yet, oldest first */
+	struct kvt_conn *delayed;   /* HELLOs held back by their uid's delay */
+	struct kvt_uid *uids;       /* the uids with connections */
+	size_t n_uids, cap_uids;
 	struct kvt_wait *timed;     /* parked waits with a deadline */
+	/* the namespaces handed out (server_ns.c) */
+	struct kvt_ns_use **ns_uses;       /* KVT_NS_USE_BUCKETS chains */
+	struct kvt_ns_use **tenant_uses;   /* per tenant, the namespaces charged to it */
+	unsigned *tenant_ns;               /* per tenant, how many */
 	struct kvt_http_conn *https;
 	unsigned n_https;
 	int reserve_fd;             /* given up to accept-and-close at EMFILE */
@@ -160,22 +233,92 @@ struct kvt_server {
 	unsigned n_threads;
 	int busy_jobs;              /* atomic: handed to the queue, not yet final */
 
-	/* notes from the workers to the loop, guarded by nlock */
+	/* notes from the workers to the loop: jobs linked by note_next, oldest
+	 * first, guarded by nlock */
 	pthread_mutex_t nlock;
-	struct { struct kvt_job *job; bool final; } *notes;
-	size_t n_notes, cap_notes;
+	struct kvt_job *note_head, *note_tail;
 };
 
-uint64_t kvt_now_ns(void);
-
+/* server.c */
 void kvt_srv_log(struct kvt_server *srv, enum kvt_log_level lvl, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* epoll_ctl of the loop; 0 or -errno. */
+int kvt_srv_watch(struct kvt_server *srv, int op, int fd, uint32_t events, void *ptr);
+
+/* server_conn.c */
+/* Accept what the listener has: check credentials and limits, watch each. */
+void kvt_conn_accept(struct kvt_server *srv);
+/* The loop's handler of a connection's epoll events. */
+void kvt_conn_event(struct kvt_conn *c, uint32_t events);
+/* Watch for output room while replies wait; stop reading a closing or
+ * throttled connection. */
+void kvt_conn_want_out(struct kvt_conn *c);
+/* Close the socket and free what the connection holds; running jobs keep it
+ * (refs) until their final note. */
+void kvt_conn_close(struct kvt_conn *c, const char *why);
+/* Drop a reference; the last frees the connection. */
+void kvt_conn_unref(struct kvt_conn *c);
+/* c said its first successful HELLO: it is no longer on the clock. */
+void kvt_conn_hello_done(struct kvt_conn *c);
+/* Close the connections whose HELLO timeout has passed, and resume those
+ * whose delayed HELLO may go on. */
+void kvt_conn_expire_hellos(struct kvt_server *srv, uint64_t now);
+/* The first HELLO deadline or delay, 0 when none. */
+uint64_t kvt_conn_first_deadline(const struct kvt_server *srv);
+/* A HELLO on c failed for its token: count it against c's uid. */
+void kvt_conn_hello_failed(struct kvt_conn *c);
+
+/* server_ops.c */
+/* Handle one decoded request. Returns a kvt_req_result, or -errno (answer
+ * with that status). */
+int kvt_dispatch(struct kvt_conn *c, const struct kvt_req *req);
+
+/* server_ns.c */
+int kvt_tenant_ns_init(struct kvt_server *srv);
+void kvt_tenant_ns_fini(struct kvt_server *srv);
+/* Attach the namespace of desc for tenant t (an index in srv->tenants): a
+ * namespace new to the server is charged to t, which must be under its
+ * quota (what t no longer uses is reclaimed first). Returns 0 and *out, or
+ * -EDQUOT, or kvt_ns_attach's errors (-ENOSPC only once what no tenant uses
+ * was reclaimed). */
+int kvt_tenant_ns_open(struct kvt_server *srv, size_t t, const struct kvt_ns_desc *desc,
+		       struct kvt_ns **out);
+/* A connection holds ns (it said HELLO for it). */
+void kvt_tenant_ns_hold(struct kvt_server *srv, struct kvt_ns *ns);
+/* A connection lets go of ns (held: it held it) or never took it; with no
+ * holder left and no block in it, the namespace is detached. */
+void kvt_tenant_ns_put(struct kvt_server *srv, struct kvt_ns *ns, bool held);
+
+/* server_wait.c */
+/* The unreaped ticket of c, or NULL. */
+struct kvt_job *kvt_ticket_find(struct kvt_conn *c, uint64_t ticket);
+/* Whether a WAIT on job (KVT_WAIT_ALL or a layer) can be answered now. */
+bool kvt_wait_satisfied(const struct kvt_job *job, uint32_t layer);
+/* Answer a WAIT or POLL now with the job's state (-ETIMEDOUT for a WAIT not
+ * satisfied); a finished job whose result was taken is freed. */
+void kvt_wait_answer(struct kvt_conn *c, uint16_t op, uint64_t id, struct kvt_job *job,
+		     uint32_t layer);
+/* Park a WAIT on job until it is satisfied or timeout_ms passes. Returns
+ * KVT_REQ_PARKED, -EBUSY (too many parked on c), -ENOMEM. */
+int kvt_wait_park(struct kvt_conn *c, struct kvt_job *job, uint64_t id, uint32_t layer,
+		  uint32_t timeout_ms);
+/* Answer the timed waits past their deadline with -ETIMEDOUT. */
+void kvt_waits_expire(struct kvt_server *srv, uint64_t now);
+/* The earliest deadline of a timed wait, 0 when none. */
+uint64_t kvt_waits_first_deadline(const struct kvt_server *srv);
+/* Take the workers' notes and act on them: progress answers the waits it
+ * satisfies, a final note finishes its job. */
+void kvt_notes_drain(struct kvt_server *srv);
+/* A closing connection's tickets: parked waits dropped, finished jobs freed. */
+void kvt_tickets_close(struct kvt_conn *c);
 
 /* server_jobs.c */
 int kvt_jobs_start(struct kvt_server *srv);
 void kvt_jobs_stop(struct kvt_server *srv);
 void kvt_jobs_submit(struct kvt_server *srv, struct kvt_job *job);
-/* Post a note to the loop (worker side). */
+/* Post a note to the loop (worker side): progress (a layer is in place), or
+ * final (the result is set; the worker never touches the job again).
+ * Never allocates or fails. */
 void kvt_jobs_notify(struct kvt_server *srv, struct kvt_job *job, bool final);
 void kvt_job_free(struct kvt_job *job);
 /* Free the key and page arrays of a job the workers are done with. */
@@ -187,6 +330,8 @@ void kvt_metrics_observe(struct kvt_server *srv, uint16_t op, uint64_t start_ns,
 char *kvt_metrics_json(struct kvt_server *srv);
 /* Malloc'd Prometheus text exposition, or NULL. */
 char *kvt_metrics_prom(struct kvt_server *srv);
+
+/* http.c */
 int kvt_http_listen(struct kvt_server *srv, const char *addr);
 void kvt_http_accept(struct kvt_server *srv);
 void kvt_http_event(struct kvt_server *srv, void *ptr, uint32_t events);

@@ -31,32 +31,24 @@ void kvt_job_release_arrays(struct kvt_job *job)
 void kvt_jobs_notify(struct kvt_server *srv, struct kvt_job *job, bool final)
 {
 	uint64_t one = 1;
-	bool wake;
+	bool wake = false;
 
-	if (!final && __atomic_exchange_n(&job->notify_pending, 1, __ATOMIC_ACQ_REL))
-		return; /* one progress note in the queue is enough */
 	pthread_mutex_lock(&srv->nlock);
-	if (srv->n_notes == srv->cap_notes) {
-		size_t cap = srv->cap_notes ? srv->cap_notes * 2 : 64;
-		void *p = realloc(srv->notes, cap * sizeof(*srv->notes));
-		if (!p) {
-			/* progress is advisory; a final note must not be lost, so
-			 * retry until memory comes back */
-			pthread_mutex_unlock(&srv->nlock);
-			if (!final) {
-				__atomic_store_n(&job->notify_pending, 0, __ATOMIC_RELEASE);
-				return;
-			}
-			usleep(1000);
-			kvt_jobs_notify(srv, job, final);
-			return;
+	if (final)
+		job->note_final = true;
+	/* already queued: the loop will see the latest state when it takes it */
+	if (!job->note_queued) {
+		job->note_queued = true;
+		job->note_next = NULL;
+		if (srv->note_tail) {
+			srv->note_tail->note_next = job;
+		} else {
+			/* the loop drains the list whole: only an empty one needs a wake */
+			srv->note_head = job;
+			wake = true;
 		}
-		srv->notes = p;
-		srv->cap_notes = cap;
+		srv->note_tail = job;
 	}
-	srv->notes[srv->n_notes].job = job;
-	srv->notes[srv->n_notes].final = final;
-	wake = srv->n_notes++ == 0;
 	pthread_mutex_unlock(&srv->nlock);
 	if (wake && write(srv->wake.fd, &one, sizeof(one)) < 0) {
 		/* the eventfd counter is saturated: the loop is awake anyway */
@@ -69,7 +61,114 @@ static bool cancelled(const struct kvt_job *job)
 	       __atomic_load_n(&job->conn->srv->stop, __ATOMIC_ACQUIRE) > 1;
 }
 
+/* Blocks a worker holds at once (reserved or acquired) before copying them:
+ * a request of more blocks goes through in windows, so that no request needs
+ * more DRAM slots than the tier has. A window also ends early when the store
+ * has no slot to give (-ENOSPC): what it holds is copied and let go first. */
+#define WINDOW 64
+
+/* A copy worker. Its device streams and event are created on first use,
+ * one set per device layer backend it copies through, and kept. */
+struct worker_dev {
+	struct kvt_dev *dev;
+	struct kvt_dev_stream *stream[2]; /* [0] saves, [1] loads (high priority) */
+	struct kvt_dev_event *ev;
+};
+
+struct worker {
+	struct kvt_server *srv;
+	struct worker_dev devs[2];        /* the cuda and the host backend */
+};
+
+/* The two copy back ends: engine memory mapped by the daemon and copied
+ * with memcpy (direct), or reached through the device layer. */
+struct copy_ops {
+	/* Copy engine pages[k] into blocks[k], k < n. Returns 0 or -errno. */
+	int (*gather)(struct worker *w, struct kvt_job *job, const uint32_t *pages,
+		      void *const *blocks, size_t n);
+	/* Copy blocks[k] into engine pages[k]. With progress, job->layers_done
+	 * advances (and a note is posted) as each layer of all n is in place. */
+	int (*scatter)(struct worker *w, struct kvt_job *job, const uint32_t *pages,
+		       void *const *blocks, size_t n, bool progress);
+};
+
+static void layer_done(struct kvt_server *srv, struct kvt_job *job, uint32_t layer)
+{
+	__atomic_store_n(&job->layers_done, (int)layer + 1, __ATOMIC_RELEASE);
+	if (layer + 1 < job->mem->layers)
+		kvt_jobs_notify(srv, job, false);
+}
+
+/* ---- direct copies of mapped engine memory ------------------------------ */
+
+static int direct_gather(struct worker *w, struct kvt_job *job, const uint32_t *pages,
+			 void *const *blocks, size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		kvt_engine_mem_gather(job->mem, pages[k], blocks[k]);
+	return 0;
+}
+
+static int direct_scatter(struct worker *w, struct kvt_job *job, const uint32_t *pages,
+			  void *const *blocks, size_t n, bool progress)
+{
+	for (uint32_t l = 0; l < job->mem->layers; l++) {
+		for (size_t k = 0; k < n; k++)
+			kvt_engine_mem_scatter_layer(job->mem, pages[k], l, blocks[k]);
+		if (progress)
+			layer_done(w->srv, job, l);
+	}
+	return 0;
+}
+
+static const struct copy_ops direct_copy = { direct_gather, direct_scatter };
+
 /* ---- copies through the device layer (CUDA, or its host backend) -------- */
+
+/* The worker's stream (save or load) and event on dev, created if need be. */
+static int worker_stream(struct worker *w, struct kvt_dev *dev, bool load,
+			 struct kvt_dev_stream **stream, struct kvt_dev_event **ev)
+{
+	struct worker_dev *wd = NULL;
+	int err;
+
+	for (size_t k = 0; k < 2 && !wd; k++)
+		if (w->devs[k].dev == dev || !w->devs[k].dev)
+			wd = &w->devs[k];
+	if (!wd)
+		return -ENODEV; /* a server has at most two device layer backends */
+	wd->dev = dev;
+	if (!wd->stream[load]) {
+		err = kvt_dev_stream_create(dev, load, &wd->stream[load]);
+		if (err)
+			return err;
+	}
+	if (!wd->ev) {
+		err = kvt_dev_event_create(dev, &wd->ev);
+		if (err)
+			return err;
+	}
+	*stream = wd->stream[load];
+	*ev = wd->ev;
+	return 0;
+}
+
+static void worker_dev_reset(struct worker_dev *wd)
+{
+	kvt_dev_event_destroy(wd->ev);
+	kvt_dev_stream_destroy(wd->stream[0]);
+	kvt_dev_stream_destroy(wd->stream[1]);
+	memset(wd, 0, sizeof(*wd));
+}
+
+/* Drop the worker's stream and event on dev after an error: the next job
+ * starts from new ones rather than from a stream in an unknown state. */
+static void worker_dev_drop(struct worker *w, struct kvt_dev *dev)
+{
+	for (size_t k = 0; k < 2; k++)
+		if (w->devs[k].dev == dev)
+			worker_dev_reset(&w->devs[k]);
+}
 
 struct layer_ctx {
 	struct kvt_server *srv;
@@ -81,30 +180,26 @@ static void on_layer(void *arg, uint32_t layer)
 {
 	struct layer_ctx *x = arg;
 
-	__atomic_store_n(&x->job->layers_done, (int)layer + 1, __ATOMIC_RELEASE);
-	if (layer + 1 < x->job->mem->layers)
-		kvt_jobs_notify(x->srv, x->job, false);
+	layer_done(x->srv, x->job, layer);
 }
 
-/* Gather (save) or scatter (load) n blocks on a stream of their own and wait
- * for it. Returns 0 or -errno (logged with the backend's message). */
-static int dev_xfer(struct kvt_server *srv, struct kvt_job *job, bool save,
-		    const uint32_t *pages, void *const *blocks, size_t n)
+/* Gather (save) or scatter (load) n blocks on the worker's stream and wait
+ * for them. Returns 0 or -errno (logged with the backend's message). */
+static int dev_xfer(struct worker *w, struct kvt_job *job, bool save, const uint32_t *pages,
+		    void *const *blocks, size_t n, bool progress)
 {
 	struct kvt_engine_mem *m = job->mem;
-	struct layer_ctx ctx = { srv, job };
+	struct layer_ctx ctx = { w->srv, job };
 	struct kvt_dev_xfer_opts o;
 	struct kvt_dev_stream *stream = NULL;
 	struct kvt_dev_event *ev = NULL;
 	int err;
 
-	err = kvt_dev_stream_create(m->dev, !save, &stream);
-	if (!err)
-		err = kvt_dev_event_create(m->dev, &ev);
+	err = worker_stream(w, m->dev, !save, &stream, &ev);
 	if (err)
 		goto out;
 	kvt_dev_xfer_opts_init(&o, sizeof(o));
-	if (!save) {
+	if (progress) {
 		o.layer_cb = on_layer;
 		o.layer_cb_arg = &ctx;
 	}
@@ -117,38 +212,68 @@ static int dev_xfer(struct kvt_server *srv, struct kvt_job *job, bool save,
 	else
 		kvt_dev_stream_sync(stream); /* nothing may still run on these buffers */
 out:
-	if (err)
-		kvt_srv_log(srv, KVT_LOG_WARN, "event=%s.device_error ticket=%llu err=\"%s\" dev=\"%s\"",
-			    save ? "save" : "load", (unsigned long long)job->ticket,
+	if (err) {
+		kvt_srv_log(w->srv, KVT_LOG_WARN, "event=%s.device_error ticket=%llu err=\"%s\" "
+			    "dev=\"%s\"", save ? "save" : "load", (unsigned long long)job->ticket,
 			    kvt_strerror(err), kvt_dev_last_error());
-	kvt_dev_event_destroy(ev);
-	kvt_dev_stream_destroy(stream);
+		worker_dev_drop(w, m->dev);
+	}
 	return err;
 }
 
-/* Tell the cluster which leading keys of a SAVE are stored (its hints). */
-static void saved(struct kvt_server *srv, struct kvt_job *job, uint32_t n)
+static int dev_gather(struct worker *w, struct kvt_job *job, const uint32_t *pages,
+		      void *const *blocks, size_t n)
 {
-	if (n && srv->opts.hooks.saved_cb)
-		srv->opts.hooks.saved_cb(srv->opts.hooks.arg, job->ns, job->keys, n);
+	return dev_xfer(w, job, true, pages, blocks, n, false);
 }
 
-/* SAVE through the device layer: reserve every slot, one gather, commit. */
-static int32_t run_save_dev(struct kvt_server *srv, struct kvt_job *job)
+static int dev_scatter(struct worker *w, struct kvt_job *job, const uint32_t *pages,
+		       void *const *blocks, size_t n, bool progress)
 {
-	struct kvt_slot *slots = calloc(job->n, sizeof(*slots));
-	void **blocks = calloc(job->n, sizeof(*blocks));
-	uint32_t *pages = calloc(job->n, sizeof(*pages));
-	uint32_t i, m = 0;
+	return dev_xfer(w, job, false, pages, blocks, n, progress);
+}
+
+static const struct copy_ops device_copy = { dev_gather, dev_scatter };
+
+static const struct copy_ops *copy_of(const struct kvt_job *job)
+{
+	return job->mem->layout ? &device_copy : &direct_copy;
+}
+
+/* ---- SAVE --------------------------------------------------------------- */
+
+/* Gather a window of reserved slots and commit them (abort them all when
+ * the copy fails). Returns 0 or the copy's error. */
+static int save_window(struct worker *w, struct kvt_job *job, struct kvt_slot *slots,
+		       void **blocks, const uint32_t *pages, uint32_t m)
+{
+	struct kvt_server *srv = w->srv;
+	int err = m ? copy_of(job)->gather(w, job, pages, blocks, m) : 0;
+
+	for (uint32_t k = 0; k < m; k++) {
+		if (err) {
+			kvt_abort(job->ns, &slots[k]);
+			continue;
+		}
+		if (kvt_commit(job->ns, &slots[k]) == 0) {
+			__atomic_add_fetch(&srv->c.save_blocks, 1, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&srv->c.gather_bytes, slots[k].len, __ATOMIC_RELAXED);
+		}
+	}
+	return err;
+}
+
+/* Result: the number of leading keys stored after the SAVE (newly saved or
+ * already present), or a negative errno when the first one fails. */
+static int32_t run_save(struct worker *w, struct kvt_job *job)
+{
+	struct kvt_slot slots[WINDOW];
+	void *blocks[WINDOW];
+	uint32_t pages[WINDOW];
+	uint32_t i = 0, m = 0, first = 0; /* first: key of slots[0] */
 	int err = 0;
 
-	if (!slots || !blocks || !pages) {
-		free(slots);
-		free(blocks);
-		free(pages);
-		return -ENOMEM;
-	}
-	for (i = 0; i < job->n; i++) {
+	while (i < job->n) {
 		const struct kvt_key *parent = i ? &job->keys[i - 1] :
 					       job->has_parent ? &job->parent : NULL;
 
@@ -156,77 +281,53 @@ static int32_t run_save_dev(struct kvt_server *srv, struct kvt_job *job)
 			err = -ECANCELED;
 			break;
 		}
+		if (!m)
+			first = i;
 		err = kvt_reserve(job->ns, &job->keys[i], parent, &slots[m]);
 		if (err == -EEXIST) {
-			__atomic_add_fetch(&srv->c.save_present, 1, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&w->srv->c.save_present, 1, __ATOMIC_RELAXED);
 			err = 0;
+			i++;
+			continue;
+		}
+		if (err == -ENOSPC && m) {
+			/* the tier has no slot for now: let this window go, retry i */
+			err = save_window(w, job, slots, blocks, pages, m);
+			m = 0;
+			if (err) {
+				i = first;
+				break;
+			}
 			continue;
 		}
 		if (err)
 			break;
 		blocks[m] = slots[m].data;
-		pages[m++] = job->pages[i];
-	}
-	if (m) {
-		int xerr = dev_xfer(srv, job, true, pages, blocks, m);
-
-		for (uint32_t k = 0; k < m; k++) {
-			if (xerr) {
-				kvt_abort(job->ns, &slots[k]);
-				continue;
-			}
-			if (kvt_commit(job->ns, &slots[k]) == 0) {
-				__atomic_add_fetch(&srv->c.save_blocks, 1, __ATOMIC_RELAXED);
-				__atomic_add_fetch(&srv->c.gather_bytes, slots[k].len, __ATOMIC_RELAXED);
+		pages[m++] = job->pages[i++];
+		if (m == WINDOW) {
+			err = save_window(w, job, slots, blocks, pages, m);
+			m = 0;
+			if (err) {
+				i = first;
+				break;
 			}
 		}
+	}
+	if (m) {
+		int xerr = save_window(w, job, slots, blocks, pages, m);
+
 		if (xerr) {
-			i = 0;
+			i = first;
 			err = xerr;
 		}
 	}
-	free(slots);
-	free(blocks);
-	free(pages);
 	__atomic_store_n(&job->layers_done, (int)job->mem->layers, __ATOMIC_RELEASE);
-	saved(srv, job, i);
+	if (i && w->srv->opts.hooks.saved_cb) /* the cluster's hints */
+		w->srv->opts.hooks.saved_cb(w->srv->opts.hooks.arg, job->ns, job->keys, i);
 	return i == 0 && err ? err : (int32_t)i;
 }
 
-/* Result: the number of leading keys stored after the SAVE (newly saved or
- * already present), or a negative errno when the first one fails. */
-static int32_t run_save(struct kvt_server *srv, struct kvt_job *job)
-{
-	struct kvt_slot slot;
-	uint32_t i;
-	int err = 0;
-
-	for (i = 0; i < job->n; i++) {
-		const struct kvt_key *parent = i ? &job->keys[i - 1] :
-					       job->has_parent ? &job->parent : NULL;
-
-		if (cancelled(job)) {
-			err = -ECANCELED;
-			break;
-		}
-		err = kvt_reserve(job->ns, &job->keys[i], parent, &slot);
-		if (err == -EEXIST) {
-			__atomic_add_fetch(&srv->c.save_present, 1, __ATOMIC_RELAXED);
-			continue;
-		}
-		if (err)
-			break;
-		kvt_engine_mem_gather(job->mem, job->pages[i], slot.data);
-		err = kvt_commit(job->ns, &slot);
-		if (err)
-			break;
-		__atomic_add_fetch(&srv->c.save_blocks, 1, __ATOMIC_RELAXED);
-		__atomic_add_fetch(&srv->c.gather_bytes, slot.len, __ATOMIC_RELAXED);
-	}
-	__atomic_store_n(&job->layers_done, (int)job->mem->layers, __ATOMIC_RELEASE);
-	saved(srv, job, i);
-	return i == 0 && err ? err : (int32_t)i;
-}
+/* ---- LOAD --------------------------------------------------------------- */
 
 /* LOAD missed keys[from]: ask the cluster for the rest of the prefix, once
  * per LOAD. True when it brought keys[from] into the store. */
@@ -247,77 +348,69 @@ static bool fetch_remote(struct kvt_server *srv, struct kvt_job *job, uint32_t f
 	return true;
 }
 
-/* Result: the number of leading blocks loaded (a miss ends the prefix). */
-static int32_t run_load(struct kvt_server *srv, struct kvt_job *job)
+/* Result: the number of leading blocks loaded (a miss ends the prefix), or a
+ * negative errno when not even the first could be (-ENOSPC: the DRAM tier
+ * had no slot to bring it up into). Layer progress is posted for the last
+ * window, the one that completes every layer of the request. */
+static int32_t run_load(struct worker *w, struct kvt_job *job)
 {
-	struct kvt_slot *slots = calloc(job->n, sizeof(*slots));
-	bool fetched_remote = false;
+	struct kvt_server *srv = w->srv;
+	const struct copy_ops *cp = copy_of(job);
+	struct kvt_slot slots[WINDOW];
+	void *blocks[WINDOW];
 	uint32_t got = 0;
-	int err = 0;
+	int err = 0, xerr = 0;
+	bool last = false, fetched = false;
 
-	if (!slots)
-		return -ENOMEM;
-	for (; got < job->n; got++) {
-		if (cancelled(job)) {
-			err = -ECANCELED;
-			break;
-		}
-		err = kvt_acquire(job->ns, &job->keys[got], &slots[got]);
-		if (err == -ENOENT && !fetched_remote && fetch_remote(srv, job, got, &fetched_remote))
-			err = kvt_acquire(job->ns, &job->keys[got], &slots[got]);
-		if (err)
-			break;
-	}
-	if (job->mem->layout && got && err != -ECANCELED) {
-		void **blocks = calloc(got, sizeof(*blocks));
-		int xerr = blocks ? 0 : -ENOMEM;
+	while (!last) {
+		uint32_t m = 0;
 
-		for (uint32_t i = 0; blocks && i < got; i++)
-			blocks[i] = slots[i].data;
-		if (!xerr)
-			xerr = dev_xfer(srv, job, false, job->pages, blocks, got);
-		free(blocks);
-		for (uint32_t i = 0; i < got; i++) {
-			if (!xerr)
-				__atomic_add_fetch(&srv->c.scatter_bytes, slots[i].len, __ATOMIC_RELAXED);
-			kvt_release(job->ns, &slots[i]);
+		for (; got + m < job->n && m < WINDOW; m++) {
+			if (cancelled(job)) {
+				err = -ECANCELED;
+				break;
+			}
+			err = kvt_acquire(job->ns, &job->keys[got + m], &slots[m]);
+			if (err == -ENOENT && !fetched && fetch_remote(srv, job, got + m, &fetched))
+				err = kvt_acquire(job->ns, &job->keys[got + m], &slots[m]);
+			if (err)
+				break;
 		}
-		free(slots);
+		/* -ENOSPC with blocks in hand: copy them, let them go, go on */
+		last = got + m == job->n || (err && (err != -ENOSPC || !m));
+		if (m && err != -ECANCELED) {
+			for (uint32_t k = 0; k < m; k++)
+				blocks[k] = slots[k].data;
+			xerr = cp->scatter(w, job, job->pages + got, blocks, m, last);
+		}
+		for (uint32_t k = 0; k < m; k++) {
+			if (!xerr && err != -ECANCELED)
+				__atomic_add_fetch(&srv->c.scatter_bytes, slots[k].len,
+						   __ATOMIC_RELAXED);
+			kvt_release(job->ns, &slots[k]);
+		}
 		if (xerr)
 			return xerr;
-		__atomic_add_fetch(&srv->c.load_blocks, got, __ATOMIC_RELAXED);
-		if (got < job->n)
-			__atomic_add_fetch(&srv->c.load_misses, job->n - got, __ATOMIC_RELAXED);
-		__atomic_store_n(&job->layers_done, (int)job->mem->layers, __ATOMIC_RELEASE);
-		return (int32_t)got;
+		if (err == -ECANCELED)
+			return err;
+		got += m;
+		if (err == -ENOSPC && !last)
+			err = 0;
 	}
-	if (got < job->n && err != -ECANCELED) {
+	if (got < job->n) {
 		__atomic_add_fetch(&srv->c.load_misses, job->n - got, __ATOMIC_RELAXED);
 		kvt_srv_log(srv, KVT_LOG_DEBUG, "event=load.short ticket=%llu blocks=%u of=%u err=\"%s\"",
 			    (unsigned long long)job->ticket, got, job->n, kvt_strerror(err));
 	}
-	for (uint32_t l = 0; l < job->mem->layers && got && err != -ECANCELED; l++) {
-		for (uint32_t i = 0; i < got; i++)
-			kvt_engine_mem_scatter_layer(job->mem, job->pages[i], l, slots[i].data);
-		__atomic_store_n(&job->layers_done, (int)l + 1, __ATOMIC_RELEASE);
-		if (l + 1 < job->mem->layers)
-			kvt_jobs_notify(srv, job, false);
-	}
-	for (uint32_t i = 0; i < got; i++) {
-		__atomic_add_fetch(&srv->c.scatter_bytes, slots[i].len, __ATOMIC_RELAXED);
-		kvt_release(job->ns, &slots[i]);
-	}
-	free(slots);
-	if (err == -ECANCELED)
-		return err;
 	__atomic_add_fetch(&srv->c.load_blocks, got, __ATOMIC_RELAXED);
 	__atomic_store_n(&job->layers_done, (int)job->mem->layers, __ATOMIC_RELEASE);
-	return (int32_t)got;
+	return !got && err == -ENOSPC ? err : (int32_t)got;
 }
 
 static void *worker_main(void *arg)
 {
-	struct kvt_server *srv = arg;
+	struct worker w = { .srv = arg };
+	struct kvt_server *srv = w.srv;
 	struct kvt_job *job;
 
 	for (;;) {
@@ -327,7 +420,7 @@ static void *worker_main(void *arg)
 		job = srv->qhead;
 		if (!job) {
 			pthread_mutex_unlock(&srv->qlock);
-			return NULL;
+			break;
 		}
 		srv->qhead = job->qnext;
 		if (!srv->qhead)
@@ -335,12 +428,12 @@ static void *worker_main(void *arg)
 		job->qnext = NULL;
 		pthread_mutex_unlock(&srv->qlock);
 
-		if (job->op == KVT_OP_SAVE)
-			job->result = job->mem->layout ? run_save_dev(srv, job) : run_save(srv, job);
-		else
-			job->result = run_load(srv, job);
+		job->result = job->op == KVT_OP_SAVE ? run_save(&w, job) : run_load(&w, job);
 		kvt_jobs_notify(srv, job, true);
 	}
+	for (size_t k = 0; k < 2; k++)
+		worker_dev_reset(&w.devs[k]);
+	return NULL;
 }
 
 void kvt_jobs_submit(struct kvt_server *srv, struct kvt_job *job)

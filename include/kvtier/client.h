@@ -20,7 +20,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kvtier/store.h"
 #include "kvtier/types.h"
 
 #ifdef __cplusplus
@@ -39,6 +38,8 @@ struct kvt_client_opts {
 	const char *token;       /* tenant token; default $KVTIER_TOKEN or "" */
 };
 
+/* Fill opts with the defaults as far as size_bytes reaches; see "Versioned
+ * structs" in types.h. */
 void kvt_client_opts_init(struct kvt_client_opts *opts, size_t size_bytes);
 
 /* Connect to kvtierd. Returns 0 and *out, or the errno of socket/connect
@@ -50,8 +51,8 @@ int kvt_client_connect(const struct kvt_client_opts *opts, struct kvt_client **o
  * frees what the connection held. NULL is accepted. */
 void kvt_client_close(struct kvt_client *c);
 
-/* kvt_ns_desc_init for programs that link only libkvtier-client: zero desc
- * and set its size. */
+/* The same as kvt_ns_desc_init (types.h), which libkvtier-client exports
+ * too; kept for engines written against kvtier 0.1. */
 void kvt_client_desc_init(struct kvt_ns_desc *desc, size_t size_bytes);
 
 /* A namespace as the daemon granted it. */
@@ -66,7 +67,9 @@ struct kvt_client_ns {
 /* Open (or join) the namespace of desc under this connection's tenant. desc's
  * tenant_salt is ignored: the daemon salts per tenant. Errors: -EACCES (wrong
  * token, or a model the tenant may not use), -EPROTONOSUPPORT, -EFBIG,
- * -EMFILE (16 namespaces per connection). */
+ * -EMFILE (16 namespaces per connection), -EDQUOT (the tenant has as many
+ * namespaces holding blocks as its quota allows), -ENOSPC (the daemon's
+ * store holds all the namespaces it can). */
 int kvt_client_hello(struct kvt_client *c, const struct kvt_ns_desc *desc,
 		     struct kvt_client_ns *out);
 
@@ -82,7 +85,8 @@ int kvt_client_prefix_keys(const struct kvt_client_ns *ns, const struct kvt_key 
  * and its V at + kv_stride (0 for MLA). A page holds block_tokens tokens of
  * one layer, so a block is `layers` pages (x2 with V). */
 struct kvt_client_region {
-	size_t size;             /* sizeof(struct kvt_client_region) */
+	size_t size;             /* sizeof(struct kvt_client_region); an older,
+	                          * smaller size leaves the fields past it 0 */
 	int memfd;               /* host backend: a memfd sealed with F_SEAL_SHRINK;
 	                          * -1 for GPU memory named by cuda_ipc */
 	uint64_t bytes;          /* bytes of the region from offset */

@@ -50,7 +50,8 @@ struct kvt_dev_opts {
 	int device;                   /* CUDA device ordinal, default 0 */
 };
 
-/* Fill opts with the defaults. size_bytes must be sizeof(*opts). */
+/* Fill opts with the defaults as far as size_bytes (sizeof(*opts) for a
+ * caller of this version) reaches; see "Versioned structs" in types.h. */
 void kvt_dev_opts_init(struct kvt_dev_opts *opts, size_t size_bytes);
 
 /* Open a backend. Returns 0 and *out (owned by the caller, freed by
@@ -85,7 +86,8 @@ struct kvt_dev_info {
 	char fallback_reason[KVT_DEV_NAME_MAX]; /* why AUTO chose host, "" otherwise */
 };
 
-/* Probe the device of dev. info->size must be set. Returns 0 or -EINVAL. */
+/* Probe the device of dev, filling info as far as info->size (set by the
+ * caller) reaches. Returns 0 or -EINVAL. */
 int kvt_dev_info(struct kvt_dev *dev, struct kvt_dev_info *info);
 
 /* The message of the last error a kvt_dev_* call returned on this thread
@@ -242,7 +244,8 @@ struct kvt_dev_layout_desc {
 	void *const *v_base;      /* [layers] SPLIT_KV only, else NULL */
 };
 
-/* Zero desc, set its size and pages_per_block = 1. */
+/* Fill desc with the defaults (pages_per_block = 1, the rest 0) as far as
+ * size_bytes reaches, and set its size. */
 void kvt_dev_layout_desc_init(struct kvt_dev_layout_desc *desc, size_t size_bytes);
 
 /* Bytes of one contiguous block of desc, 0 for an invalid descriptor. */

@@ -85,7 +85,7 @@ uint64_t kvt_model_kv_bytes_per_token(const struct kvt_model *m, enum kvt_dtype 
 
 struct kvt_ns_desc;
 
-/* Fill a namespace descriptor (include/kvtier/store.h) with the model's KV
+/* Fill a namespace descriptor (include/kvtier/types.h) with the model's KV
  * layout: paged K/V, or MLA's one latent vector per token; the model's name
  * as model_id; tensor-parallel size 1. The caller sets tenant salt and TP
  * shard after. Returns 0 or -EINVAL (NULL, unknown dtype, block_tokens 0). */

@@ -47,7 +47,8 @@ struct kvt_store_opts {
 	double dram_low_watermark;  /* ... until below this one (0.75) */
 };
 
-/* Fill opts with the defaults. size_bytes must be sizeof(*opts). */
+/* Fill opts with the defaults as far as size_bytes (sizeof(*opts) for a
+ * caller of this version) reaches; see "Versioned structs" in types.h. */
 void kvt_store_opts_init(struct kvt_store_opts *opts, size_t size_bytes);
 
 /* Open a store. Returns 0 and *out, or -EINVAL (bad opts), -ENOMEM (the DRAM
@@ -68,25 +69,7 @@ void kvt_store_close(struct kvt_store *store);
 
 /* ---- namespaces -------------------------------------------------------- */
 
-#define KVT_MODEL_ID_MAX 64
-#define KVT_SALT_MAX 32
-
-struct kvt_ns_desc {
-	size_t size;                    /* sizeof(struct kvt_ns_desc), set by _init */
-	char model_id[KVT_MODEL_ID_MAX]; /* e.g. "Qwen/Qwen3-8B" */
-	enum kvt_layout layout;
-	enum kvt_dtype dtype;
-	uint32_t layers;
-	uint32_t kv_heads;              /* 1 for MLA */
-	uint32_t head_dim;              /* MLA: kv_lora_rank + qk_rope_head_dim */
-	uint32_t block_tokens;
-	uint32_t tp_rank, tp_size;      /* tensor-parallel shard; size 1 = unsharded */
-	uint8_t tenant_salt[KVT_SALT_MAX]; /* mixed into every key of the namespace */
-	uint32_t tenant_salt_len;
-};
-
-/* Zero desc and set its size. */
-void kvt_ns_desc_init(struct kvt_ns_desc *desc, size_t size_bytes);
+/* A namespace is described by struct kvt_ns_desc (kvtier/types.h). */
 
 /* Bytes of one block of desc: (MLA ? 1 : 2) x layers x kv_heads x head_dim x
  * dtype bytes x block_tokens. Returns 0 for an invalid descriptor. */
@@ -98,6 +81,14 @@ uint64_t kvt_ns_desc_block_bytes(const struct kvt_ns_desc *desc);
  * the DRAM tier, -ENOSPC when the store holds 65,535 namespaces. */
 int kvt_ns_attach(struct kvt_store *store, const struct kvt_ns_desc *desc,
 		  struct kvt_ns **out);
+
+/* Detach a namespace that holds nothing (no block in any tier, no
+ * reservation, no reader) and free it, so a store serving many short-lived
+ * namespaces does not run out of them: ns is invalid afterwards, and its
+ * descriptor, attached again, makes a new namespace. kvt_ns_attach hands the
+ * same ns to every attacher, so the caller must know it is the last user.
+ * Returns 0, -EBUSY (it holds blocks: nothing changes), -EINVAL, -ENOMEM. */
+int kvt_ns_detach(struct kvt_ns *ns);
 
 uint64_t kvt_ns_block_bytes(const struct kvt_ns *ns);
 
@@ -151,10 +142,10 @@ int kvt_get(struct kvt_ns *ns, const struct kvt_key *key, void *buf, size_t len)
 struct kvt_slot {
 	void *data;
 	uint64_t len;
-	/* the store's own, not to be changed by the caller: */
-	uint64_t handle;
-	struct kvt_key parent;
-	bool has_parent;
+	/* The store's record of the loan (which block, and for a reservation its
+	 * parent): opaque. The caller neither reads nor writes it, and hands the
+	 * slot back as the store filled it. */
+	uint64_t priv[4];
 };
 
 /* Reserve a DRAM slot for a new block, to fill in place (a device copy or an
@@ -192,7 +183,10 @@ int kvt_pin(struct kvt_ns *ns, const struct kvt_key *keys, size_t n);
 int kvt_unpin(struct kvt_ns *ns, const struct kvt_key *keys, size_t n);
 
 /* Remove a block. Its stored children stay, as orphans no prefix reaches.
- * Returns 0 or -ENOENT. A block being read is freed when its reader releases. */
+ * Returns 0 or -ENOENT. A block being read is freed when its reader releases.
+ * With an SSD tier the removal is logged there (a tombstone, written by the
+ * demoter within moments, and at close), so the block does not come back
+ * when the store reopens. */
 int kvt_remove(struct kvt_ns *ns, const struct kvt_key *key);
 
 /* ---- stats ------------------------------------------------------------- */
@@ -204,12 +198,29 @@ struct kvt_tier_stats {
 	uint64_t hits;         /* lookups and gets served from this tier */
 	uint64_t bytes_in;     /* written into this tier */
 	uint64_t bytes_out;    /* read out of this tier */
-	uint64_t evictions;    /* blocks that left the tier for lack of room */
+	uint64_t evictions;    /* blocks that left the tier for lack of room
+	                        * (DRAM: demoted or dropped; SSD: dropped) */
 	uint64_t errors;       /* I/O errors and checksum mismatches */
 	bool present;          /* the tier is configured */
 	bool degraded;         /* failing: no longer written to */
 	bool io_fallback;      /* SSD: a pread/pwrite thread pool does the I/O
 	                        * (io_uring refused or disabled) */
+};
+
+/* The SSD tier's health, and what it found when the store opened. */
+struct kvt_ssd_health {
+	uint64_t recovered;    /* blocks found on SSD at open */
+	uint64_t torn;         /* records a crash cut short, skipped at open */
+	uint64_t corrupt;      /* records that failed their checks at open, skipped */
+	uint64_t superseded;   /* older copies of blocks found at open */
+	uint64_t removed;      /* blocks found removed (by a tombstone) at open */
+	uint64_t quarantined;  /* segment files moved to quarantine/ at open */
+	uint64_t foreign;      /* files named like segments, left in place at open */
+	uint64_t scanned;      /* segments read whole at open (no valid summary) */
+	uint64_t open_ms;      /* how long opening the tier took */
+	uint64_t tombstones;   /* removals logged in the tier, on disk now */
+	uint64_t probes;       /* write probes of a degraded tier */
+	uint64_t resumed;      /* times a degraded tier came back */
 };
 
 struct kvt_store_stats {
@@ -221,9 +232,17 @@ struct kvt_store_stats {
 	uint64_t lookups, lookup_keys, lookup_hit_keys;
 	uint64_t checksum_failures;
 	uint64_t index_bytes;  /* memory of the block index */
+	/* Blocks lost for lack of room are tier[SSD].evictions plus
+	 * dram_dropped; tier[DRAM].evictions counts demotions too. */
+	uint64_t dram_dropped; /* blocks dropped from DRAM for lack of room, kept
+	                        * nowhere else (no working SSD tier) */
+	uint64_t ssd_copies_dropped; /* spare SSD copies of blocks that are in
+	                        * DRAM, let go for room (the block stays) */
+	struct kvt_ssd_health ssd;
 };
 
-/* Snapshot of the counters. stats->size must be set. Returns 0 or -EINVAL. */
+/* Snapshot of the counters, as far as stats->size (set by the caller)
+ * reaches. Returns 0 or -EINVAL. */
 int kvt_store_stats(struct kvt_store *store, struct kvt_store_stats *stats);
 
 #ifdef __cplusplus

@@ -1,11 +1,23 @@
 /* kvtier — shared vocabulary of the public API: keys, tiers, dtypes, layouts,
  * errors. Every public function returns 0 (or a count) on success and a
- * negative errno on failure; kvt_strerror() turns that into a message. */
+ * negative errno on failure; kvt_strerror() turns that into a message.
+ *
+ * Versioned structs. Every options struct of the API, and the descriptors
+ * and stats like them, starts with `size_t size`: the sizeof the caller was
+ * built with. Fields are only ever appended. x_init(o, size) writes the
+ * defaults of the fields that fit in size, nothing past it, and sets o->size.
+ * A call taking such a struct accepts any size up to its own: the fields an
+ * older caller lacks take their defaults, and a larger size (fields this
+ * library does not know) is -EINVAL. A struct the library fills for the
+ * caller (kvt_store_stats, kvt_dev_info) gets the fields that fit in its
+ * size, and its size is set to what was written. */
 #ifndef KVTIER_TYPES_H
 #define KVTIER_TYPES_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "kvtier/version.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -48,6 +60,33 @@ enum kvt_layout {
 	 * (head_dim = kv_lora_rank + qk_rope_head_dim, kv_heads = 1) */
 	KVT_LAYOUT_MLA = 3,
 };
+
+#define KVT_MODEL_ID_MAX 64
+#define KVT_SALT_MAX 32
+
+/* What defines a namespace: a model's KV layout and shard, and the tenant's
+ * salt. Blocks never cross namespaces. The store attaches one with
+ * kvt_ns_attach (store.h); an engine names its own with kvt_client_hello
+ * (client.h). A versioned struct: see kvt_ns_desc_init. */
+struct kvt_ns_desc {
+	size_t size;                    /* sizeof(struct kvt_ns_desc), set by _init */
+	char model_id[KVT_MODEL_ID_MAX]; /* e.g. "Qwen/Qwen3-8B" */
+	enum kvt_layout layout;         /* default KVT_LAYOUT_PAGED_KV */
+	enum kvt_dtype dtype;           /* default KVT_DTYPE_BF16 */
+	uint32_t layers;
+	uint32_t kv_heads;              /* 1 for MLA */
+	uint32_t head_dim;              /* MLA: kv_lora_rank + qk_rope_head_dim */
+	uint32_t block_tokens;
+	uint32_t tp_rank, tp_size;      /* tensor-parallel shard; default 0 of 1 */
+	uint8_t tenant_salt[KVT_SALT_MAX]; /* mixed into every key of the namespace */
+	uint32_t tenant_salt_len;       /* default 0: no salt */
+};
+
+/* Fill desc with the defaults (every other field zero) as far as size_bytes
+ * reaches, and set its size: sizeof(*desc) for a caller of this version, a
+ * smaller size for one built against an older header (the fields it lacks
+ * then keep their defaults wherever the descriptor is read). */
+void kvt_ns_desc_init(struct kvt_ns_desc *desc, size_t size_bytes);
 
 /* Size of one element of dtype in bytes, 0 for an unknown dtype. */
 size_t kvt_dtype_bytes(enum kvt_dtype dtype);

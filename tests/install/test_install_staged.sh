@@ -37,7 +37,7 @@ cmake --install "$KVT_BUILD_DIR" --prefix "$P" >"$W/install.log" || { cat "$W/in
 for f in bin/kvtierd bin/kvtier bin/kvtier-bench \
 	lib/libkvtier-client.so.$KVT_VERSION lib/libkvtier.a \
 	lib/pkgconfig/kvtier-client.pc lib/pkgconfig/kvtier.pc \
-	include/kvtier/client.h include/kvtier/store.h include/kvtier/types.h \
+	include/kvtier/client.h include/kvtier/store.h include/kvtier/types.h include/kvtier/version.h \
 	share/man/man8/kvtierd.8.gz share/man/man1/kvtier.1.gz share/man/man1/kvtier-bench.1.gz \
 	share/doc/kvtier/examples/engine.c share/doc/kvtier/examples/engine.py \
 	etc/kvtier/kvtierd.ini lib/systemd/system/kvtierd.service lib/systemd/system/kvtierd.socket; do

@@ -7,57 +7,25 @@ PYTHONPATH set; KVT_TEST_TMPDIR holds the daemon's directory."""
 
 import os
 import random
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
 import kvtier
+from kvtier.daemon import Daemon
 
+# under ASan the Python side runs without leak checks, the daemon with them
+DAEMON_ENV = dict(os.environ, ASAN_OPTIONS=os.environ["KVT_DAEMON_ASAN_OPTIONS"]) \
+    if os.environ.get("KVT_DAEMON_ASAN_OPTIONS") else None
 SEED = int(os.environ.get("KVT_TEST_SEED") or time.time_ns() % (1 << 31))
 print("seed: KVT_TEST_SEED=%d" % SEED, file=sys.stderr)
-
-
-class Daemon:
-    def __init__(self, extra=()):
-        base = os.environ.get("KVT_TEST_TMPDIR") or None
-        if base:
-            os.makedirs(base, exist_ok=True)
-        self.dir = tempfile.mkdtemp(prefix="kvtierd-py.", dir=base)
-        self.socket = os.path.join(self.dir, "kvtierd.sock")
-        self.log = open(os.path.join(self.dir, "kvtierd.log"), "w")
-        self.proc = subprocess.Popen(
-            [os.environ["KVTIERD"], "--socket", self.socket, "--data-dir",
-             os.path.join(self.dir, "data"), "--dram", "64M", "--ssd", "0",
-             "--metrics", "off", *extra], stdout=self.log, stderr=self.log)
-        for _ in range(500):
-            try:
-                s = socket.socket(socket.AF_UNIX)
-                s.connect(self.socket)
-                s.close()
-                return
-            except OSError:
-                if self.proc.poll() is not None:
-                    break
-                time.sleep(0.02)
-        raise RuntimeError("kvtierd did not start: " + open(self.log.name).read())
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        rc = self.proc.wait(30)
-        self.log.close()
-        if rc != 0:
-            print(open(self.log.name).read(), file=sys.stderr)
-        return rc
 
 
 class BindingTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.d = Daemon(["--tenant", "alice:tok-a", "--tenant", "bob:tok-b"])
+        cls.d = Daemon(["--tenant", "alice:tok-a", "--tenant", "bob:tok-b"], env=DAEMON_ENV)
 
     @classmethod
     def tearDownClass(cls):

@@ -173,6 +173,14 @@ void kvtd_test_desc(struct kvt_ns_desc *d, const char *model)
 	d->tp_size = 1;
 }
 
+void kvtd_test_desc_128k(struct kvt_ns_desc *d, const char *model)
+{
+	kvtd_test_desc(d, model);
+	d->kv_heads = 4;
+	d->head_dim = 128;
+	d->block_tokens = 16;
+}
+
 int engine_mem_open(struct engine_mem *m, struct kvt_client *c, const struct kvt_client_ns *ns,
 		    const struct kvt_ns_desc *desc, uint32_t pages)
 {

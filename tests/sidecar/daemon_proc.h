@@ -41,6 +41,10 @@ int kvtd_connect_raw(const struct kvtd_proc *d);
  * per block = 2 KiB blocks. */
 void kvtd_test_desc(struct kvt_ns_desc *desc, const char *model);
 
+/* kvtd_test_desc with 4 KV heads of 128 dims and 16 tokens: 128 KiB blocks,
+ * 64 to the 8 MiB DRAM tier the SSD tests give the daemon. */
+void kvtd_test_desc_128k(struct kvt_ns_desc *desc, const char *model);
+
 /* Engine memory: `pages` pages in the paged layout of desc
  * [layer][2][pages][page_bytes], in a sealed memfd, registered with the daemon. */
 struct engine_mem {

@@ -9,7 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -35,14 +39,15 @@ static int run(const char *args, char **out)
 	return WEXITSTATUS(pclose(p));
 }
 
-/* run(), ended by timeout(1) after 10 s should kvtierd start serving. */
-static int run_timeout(const char *args, char **out)
+/* run(), ended by timeout(1) after `seconds` should kvtierd start serving
+ * (or hang). */
+static int run_limit(const char *args, int seconds, char **out)
 {
 	char cmd[2048];
 	size_t len, cap = 1 << 16;
 	FILE *p;
 
-	snprintf(cmd, sizeof(cmd), "timeout -k 1 10 %s %s 2>&1", kvtd_binary(), args);
+	snprintf(cmd, sizeof(cmd), "timeout -k 1 %d %s %s 2>&1", seconds, kvtd_binary(), args);
 	p = popen(cmd, "r");
 	assert_non_null(p);
 	*out = malloc(cap);
@@ -83,7 +88,9 @@ static void help_documents_every_option(void **state)
 	static const char *const opts[] = {
 		"--config", "--socket", "--socket-mode", "--socket-group", "--allow-uid",
 		"--data-dir", "--dram", "--ssd", "--no-huge-pages", "--no-prefault", "--policy",
-		"--metrics", "--workers", "--tenant", "--log-level", "--print-config", "--help",
+		"--metrics", "--workers", "--drain-timeout", "--hello-timeout",
+		"--max-conns-per-uid", "--max-ns-per-tenant", "--tenant", "--log-level",
+		"--print-config", "--help",
 		"--version", "[tenant NAME]", "SIGTERM", "EXIT STATUS",
 	};
 	char *out;
@@ -95,6 +102,31 @@ static void help_documents_every_option(void **state)
 	free(out);
 }
 
+/* --version and the ready line name the library's version, not a literal. */
+static void version_comes_from_the_library(void **state)
+{
+	char want[64], *out;
+	struct kvtd_proc d = { 0 };
+	FILE *f;
+
+	snprintf(want, sizeof(want), "kvtierd %s (protocol ", kvt_version());
+	assert_int_equal(run("--version", &out), 0);
+	assert_non_null(strstr(out, want));
+	free(out);
+
+	assert_int_equal(kvtd_start(&d, NULL, NULL), 0);
+	assert_int_equal(kvtd_stop(&d, SIGTERM), 0); /* the ready line is written by then */
+	snprintf(want, sizeof(want), "kvtierd %s ready", kvt_version());
+	f = fopen(d.log, "r");
+	assert_non_null(f);
+	out = calloc(1, 1 << 16);
+	assert_true(fread(out, 1, (1 << 16) - 1, f) > 0);
+	fclose(f);
+	assert_non_null(strstr(out, want));
+	free(out);
+	kvtd_cleanup(&d);
+}
+
 static void file_then_command_line(void **state)
 {
 	char ini[512], again[512], args[1400], *out, *out2;
@@ -104,12 +136,14 @@ static void file_then_command_line(void **state)
 			"ssd = 0\nworkers = 7\nmetrics = off\nlog_level = warn\nallow_uids = 1000, 1001\n"
 			"\n[tenant alice]\ntoken = tok\nsalt = shared\nmodels = Qwen/*\n\n"
 			"[tenant bob]\ntoken = tok-b\n");
-	snprintf(args, sizeof(args), "--config %s --dram 5G --workers 2 --print-config", ini);
+	snprintf(args, sizeof(args), "--config %s --dram 5G --workers 2 --drain-timeout 2.5 "
+		 "--print-config", ini);
 	assert_int_equal(run(args, &out), 0);
 	/* the command line wins over the file, the file over the defaults */
 	assert_non_null(strstr(out, "socket = /tmp/from-file.sock"));
 	assert_non_null(strstr(out, "dram = 5G"));
 	assert_non_null(strstr(out, "workers = 2"));
+	assert_non_null(strstr(out, "drain_timeout = 2500ms"));
 	assert_non_null(strstr(out, "metrics = off"));
 	assert_non_null(strstr(out, "log_level = warn"));
 	assert_non_null(strstr(out, "allow_uids = 1000,1001"));
@@ -149,6 +183,7 @@ static void defaults_without_a_file(void **state)
 	assert_non_null(strstr(out, "ssd = 50%"));
 	assert_non_null(strstr(out, "socket_mode = 0660"));
 	assert_non_null(strstr(out, "metrics = 127.0.0.1:9464"));
+	assert_non_null(strstr(out, "drain_timeout = 30000ms"));
 	assert_non_null(strstr(out, "[tenant default]"));
 	free(out);
 }
@@ -167,6 +202,8 @@ static void bad_input_is_a_usage_error(void **state)
 	static const char *const bad_args[] = {
 		"--dram 12Q", "--workers many", "--socket-mode 999", "--tenant no-token",
 		"--log-level loud", "--no-such-option", "stray-argument", "--config /nonexistent/x.ini",
+		"--drain-timeout 0", "--drain-timeout 5m", "--drain-timeout 3601",
+		"--hello-timeout 0.05", "--max-conns-per-uid 70000", "--max-conns-per-uid -1",
 	};
 	char ini[512], args[700], *out;
 
@@ -185,6 +222,163 @@ static void bad_input_is_a_usage_error(void **state)
 			fail_msg("arguments accepted: %s", bad_args[i]);
 		free(out);
 	}
+}
+
+/* --config reads a regular file of bounded size and nothing else: a
+ * directory, /dev/zero (endless, no newline), a FIFO nobody writes and a file
+ * over the limit are usage errors at once, not a spin or a hang. */
+static void config_must_be_a_small_regular_file(void **state)
+{
+	char fifo[512], big[512], args[1400], *out;
+	const char *const bad[] = { dir, "/dev/zero", fifo, big };
+	FILE *f;
+
+	snprintf(fifo, sizeof(fifo), "%s/fifo.ini", dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	snprintf(big, sizeof(big), "%s/big.ini", dir);
+	f = fopen(big, "w");
+	assert_non_null(f);
+	fputs("[kvtierd]\n", f);
+	for (int i = 0; i < 40000; i++)
+		fputs("; a comment line that makes the file long\n", f);
+	fclose(f);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(args, sizeof(args), "--config %s --print-config", bad[i]);
+		/* a daemon that spins or blocks on it is ended by the timeout (124) */
+		if (run_limit(args, 3, &out) != 2)
+			fail_msg("--config %s was not refused:\n%s", bad[i], out);
+		if (!strstr(out, bad[i]))
+			fail_msg("the message does not name %s:\n%s", bad[i], out);
+		free(out);
+	}
+	unlink(fifo);
+	unlink(big);
+}
+
+/* The text of a stopped daemon's log (malloc'd). */
+static char *read_log(const struct kvtd_proc *d)
+{
+	char *text = calloc(1, 1 << 20);
+	FILE *f = fopen(d->log, "r");
+
+	assert_non_null(f);
+	assert_true(fread(text, 1, (1 << 20) - 1, f) > 0);
+	fclose(f);
+	return text;
+}
+
+/* The DRAM tier's default (25%) is of the memory the daemon may use: under a
+ * cgroup limit (v2 memory.max, v1 memory.limit_in_bytes) that is the room
+ * left under it, not the host's free memory; a --dram that cannot fit is a
+ * usage error naming the option and the limit. $KVTIER_CGROUP_DIR points
+ * the daemon at a fake cgroup. */
+static void dram_is_sized_from_the_cgroup_limit(void **state)
+{
+	static const struct { const char *file, *used, *value, *want; } cases[] = {
+		{ "memory.max", "memory.current", "536870912\n", "dram      128 MiB" },
+		{ "memory.limit_in_bytes", "memory.usage_in_bytes", "268435456\n",
+		  "dram      64 MiB" },
+	};
+	const char *extra[] = { "--dram", "25%", "--no-prefault", "--no-gpu", NULL };
+	char cg[512], path[600], args[1400], *out;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct kvtd_proc d = { 0 };
+
+		snprintf(cg, sizeof(cg), "%s/cgroup%zu", dir, i);
+		assert_int_equal(mkdir(cg, 0755), 0);
+		snprintf(path, sizeof(path), "%s/%s", cg, cases[i].file);
+		write_file(path, cases[i].value);
+		snprintf(path, sizeof(path), "%s/%s", cg, cases[i].used);
+		write_file(path, "0\n");
+		setenv("KVTIER_CGROUP_DIR", cg, 1);
+
+		assert_int_equal(kvtd_start(&d, NULL, extra), 0);
+		assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
+		out = read_log(&d);
+		if (!strstr(out, cases[i].want))
+			fail_msg("expected \"%s\" under a %s of %s:\n%s", cases[i].want,
+				 cases[i].file, cases[i].value, out);
+		free(out);
+		kvtd_cleanup(&d);
+
+		snprintf(args, sizeof(args), "--socket %s/cg.sock --dram 1G --ssd 0 --metrics off "
+			 "--no-prefault --no-gpu", dir);
+		if (run_limit(args, 10, &out) != 2)
+			fail_msg("--dram 1G was not refused under a %s of %s:\n%s", cases[i].file,
+				 cases[i].value, out);
+		if (!strstr(out, "--dram") || !strstr(out, "MiB"))
+			fail_msg("the refusal does not name --dram and the limit:\n%s", out);
+		free(out);
+		unsetenv("KVTIER_CGROUP_DIR");
+	}
+}
+
+/* A usage error exits 2 with a message naming the option (or the file's
+ * section) and what it accepts, before anything is served. */
+static void usage_errors_name_the_option_and_what_it_takes(void **state)
+{
+	static const struct { const char *args, *names, *accepts; } cases[] = {
+		{ "--policy nope", "--policy", "tail-lru" },
+		{ "--ssd 1K", "--ssd", "4 MiB" },
+		{ "--ssd 100T", "--ssd", "free" },
+		{ "--metrics 127.0.0.1:99999", "--metrics", "65535" },
+		{ "--metrics nohost:80", "--metrics", "65535" },
+		{ "--dram 0", "--dram", "1 MiB" },
+		{ "--workers 0", "--workers", "256" },
+		{ "--log-level loud", "--log-level", "debug" },
+	};
+	char args[6000], ini[512], *out;
+	int n;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(args, sizeof(args), "%s --socket %s/u.sock --data-dir %s/data --no-prefault "
+			 "--no-gpu --metrics off", cases[i].args, dir, dir);
+		if (strstr(cases[i].args, "--metrics"))
+			snprintf(args, sizeof(args), "--socket %s/u.sock --data-dir %s/data "
+				 "--no-prefault --no-gpu --ssd 0 %s", dir, dir, cases[i].args);
+		if (run_limit(args, 10, &out) != 2)
+			fail_msg("%s: not a usage error:\n%s", cases[i].args, out);
+		if (!strstr(out, cases[i].names) || !strstr(out, cases[i].accepts))
+			fail_msg("%s: the message does not name %s and \"%s\":\n%s", cases[i].args,
+				 cases[i].names, cases[i].accepts, out);
+		free(out);
+	}
+	/* the 65th tenant is told the limit */
+	n = 0;
+	for (int i = 0; i < 65; i++)
+		n += snprintf(args + n, sizeof(args) - (size_t)n, "--tenant t%d:tok%d ", i, i);
+	snprintf(args + n, sizeof(args) - (size_t)n, "--print-config");
+	assert_int_equal(run(args, &out), 2);
+	if (!strstr(out, "--tenant") || !strstr(out, "64"))
+		fail_msg("65 tenants: the message does not give the limit:\n%s", out);
+	free(out);
+	/* a [tenant] section without a token line is an error, not dropped */
+	snprintf(ini, sizeof(ini), "%s/notoken.ini", dir);
+	write_file(ini, "[tenant alice]\ntoken = ta\n\n[tenant bob]\n\n[tenant carol]\nsalt = c\n");
+	snprintf(args, sizeof(args), "--config %s --socket %s/u.sock --dram 16M --ssd 0 "
+		 "--metrics off --no-prefault --no-gpu", ini, dir);
+	assert_int_equal(run_limit(args, 10, &out), 2);
+	if (!strstr(out, "bob") || !strstr(out, "token"))
+		fail_msg("a tenant without a token was not named:\n%s", out);
+	free(out);
+}
+
+/* --metrics beyond loopback is allowed, with a warning: it needs no
+ * credentials. */
+static void metrics_beyond_loopback_warn(void **state)
+{
+	const char *extra[] = { "--metrics", "0.0.0.0:0", NULL };
+	struct kvtd_proc d = { 0 };
+	char *out;
+
+	assert_int_equal(kvtd_start(&d, NULL, extra), 0);
+	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
+	out = read_log(&d);
+	if (!strstr(out, "level=warn event=metrics.exposed"))
+		fail_msg("no warning for metrics on 0.0.0.0:\n%s", out);
+	free(out);
+	kvtd_cleanup(&d);
 }
 
 /* A token names its tenant at HELLO: two tenants with one token, or an empty
@@ -211,7 +405,7 @@ static void ambiguous_tokens_are_refused(void **state)
 				 "--no-prefault --no-gpu", bad_args[i - 2], dir);
 		}
 		/* a daemon that took the config would serve: the timeout ends it */
-		if (run_timeout(args, &out) != 2)
+		if (run_limit(args, 10, &out) != 2)
 			fail_msg("tokens accepted: %s", i < 2 ? bad_files[i] : bad_args[i - 2]);
 		assert_non_null(strstr(out, "token"));
 		free(out);
@@ -220,6 +414,62 @@ static void ambiguous_tokens_are_refused(void **state)
 	snprintf(args, sizeof(args), "--tenant solo: --print-config");
 	assert_int_equal(run(args, &out), 0);
 	free(out);
+}
+
+/* --socket replaces only a stale socket (one left by a daemon that died): a
+ * regular file, or a symlink, at the path is refused and left as it was. */
+static void only_a_stale_socket_is_replaced(void **state)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char file[512], link[512], sock[512], args[1400], *out;
+	const char *const paths[] = { file, link };
+	struct stat st;
+	int fd;
+
+	snprintf(file, sizeof(file), "%s/precious", dir);
+	snprintf(link, sizeof(link), "%s/link", dir);
+	snprintf(sock, sizeof(sock), "%s/stale", dir);
+	assert_int_equal(mkdir(sock, 0700), 0);
+	strcat(sock, "/kvtierd.sock"); /* where kvtd_start puts the socket of a daemon in dir/stale */
+	write_file(file, "not a socket\n");
+	assert_int_equal(symlink(file, link), 0);
+	for (size_t i = 0; i < 2; i++) {
+		snprintf(args, sizeof(args), "--socket %s --dram 16M --ssd 0 --metrics off "
+			 "--no-prefault --no-gpu", paths[i]);
+		if (run_limit(args, 10, &out) == 0)
+			fail_msg("kvtierd served on %s:\n%s", paths[i], out);
+		if (!strstr(out, "not a socket"))
+			fail_msg("no reason given for %s:\n%s", paths[i], out);
+		free(out);
+		assert_int_equal(lstat(paths[i], &st), 0);
+		assert_true(i == 0 ? S_ISREG(st.st_mode) : S_ISLNK(st.st_mode));
+	}
+	out = NULL;
+	{
+		FILE *f = fopen(file, "r");
+		char line[64] = "";
+
+		assert_non_null(f);
+		assert_non_null(fgets(line, sizeof(line), f));
+		fclose(f);
+		assert_string_equal(line, "not a socket\n");
+	}
+	/* a socket file nobody listens on is stale: it is replaced */
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_true(strlen(sock) < sizeof(sa.sun_path));
+	memcpy(sa.sun_path, sock, strlen(sock) + 1);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	close(fd);
+	{
+		struct kvtd_proc d = { 0 };
+
+		*strrchr(sock, '/') = 0;
+		assert_int_equal(kvtd_start(&d, sock, NULL), 0);
+		assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
+		kvtd_cleanup(&d);
+	}
+	unlink(link);
+	unlink(file);
 }
 
 static void a_live_socket_is_not_taken_over(void **state)
@@ -248,10 +498,16 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(help_documents_every_option),
+		cmocka_unit_test(version_comes_from_the_library),
 		cmocka_unit_test(file_then_command_line),
 		cmocka_unit_test(defaults_without_a_file),
 		cmocka_unit_test(bad_input_is_a_usage_error),
+		cmocka_unit_test(config_must_be_a_small_regular_file),
+		cmocka_unit_test(dram_is_sized_from_the_cgroup_limit),
+		cmocka_unit_test(usage_errors_name_the_option_and_what_it_takes),
+		cmocka_unit_test(metrics_beyond_loopback_warn),
 		cmocka_unit_test(ambiguous_tokens_are_refused),
+		cmocka_unit_test(only_a_stale_socket_is_replaced),
 		cmocka_unit_test(a_live_socket_is_not_taken_over),
 	};
 	int rc;

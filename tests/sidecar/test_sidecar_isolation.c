@@ -2,6 +2,7 @@
  * refused, namespaces a tenant may not use refused, and equal prefixes of two
  * tenants never share a block unless the config gives them the same salt. */
 #include <errno.h>
+#include <grp.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -9,8 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "daemon_proc.h"
 #include "helpers.h"
@@ -198,6 +204,231 @@ static void tenants_do_not_share_blocks_unless_salted_alike(void **state)
 	assert_memory_equal(alice, carol, sizeof(alice));
 }
 
+/* The daemon's namespaces in use, from STATS. */
+static long long namespaces_of(const struct kvtd_proc *proc)
+{
+	struct kvt_client *c = kvtd_connect(proc, NULL);
+	char *text = NULL;
+	json_t *root;
+	long long n;
+
+	assert_non_null(c);
+	assert_int_equal(kvt_client_stats(c, &text), 0);
+	kvt_client_close(c);
+	root = json_loads(text, 0, NULL);
+	assert_non_null(root);
+	n = json_integer_value(json_object_get(json_object_get(root, "store"), "namespaces"));
+	json_decref(root);
+	free(text);
+	return n;
+}
+
+/* One tenant's 65,536 HELLOs with new model ids (16 per connection, as many
+ * as a connection holds) do not use up the store's 65,535 namespaces for the
+ * others: a namespace with no block and no connection left is reclaimed. */
+static void a_hello_flood_does_not_exhaust_namespaces(void **state)
+{
+	struct kvt_ns_desc desc;
+	struct kvt_client_ns ns;
+	struct kvt_client *c;
+	long long left = -1;
+	char model[48];
+
+	for (int i = 0; i < 4096; i++) {
+		c = kvtd_connect(&d, "tok-bob");
+		assert_non_null(c);
+		for (int j = 0; j < 16; j++) {
+			snprintf(model, sizeof(model), "flood/%d/%d", i, j);
+			kvtd_test_desc(&desc, model);
+			assert_int_equal(kvt_client_hello(c, &desc, &ns), 0);
+		}
+		kvt_client_close(c);
+	}
+	c = kvtd_connect(&d, "tok-alice");
+	kvtd_test_desc(&desc, "after/the-flood");
+	assert_int_equal(kvt_client_hello(c, &desc, &ns), 0);
+	kvt_client_close(c);
+	/* once the daemon has seen the closes, only namespaces with blocks stay */
+	for (int i = 0; i < 500 && (left = namespaces_of(&d)) > 4; i++)
+		usleep(10000);
+	if (left > 4)
+		fail_msg("%lld namespaces left after the flood", left);
+}
+
+/* --max-ns-per-tenant 4: a tenant whose 4 namespaces hold blocks gets
+ * -EDQUOT for a 5th while another tenant goes on; once one of its
+ * namespaces is empty and unused it is reclaimed and the tenant gets in. */
+static void a_tenant_is_held_to_its_namespace_quota(void **state)
+{
+	const char *extra[] = { "--max-ns-per-tenant", "4", "--tenant", "alice:ta",
+				"--tenant", "bob:tb", NULL };
+	struct kvtd_proc q = { 0 };
+	struct kvt_client *c, *b;
+	struct kvt_ns_desc desc;
+	struct kvt_client_ns ns[5];
+	struct engine_mem m;
+	struct kvt_key keys[4];
+	uint32_t tokens[4] = { 1, 2, 3, 4 }, page = 0;
+	uint64_t ticket;
+	char model[32];
+
+	assert_int_equal(kvtd_start(&q, NULL, extra), 0);
+	c = kvtd_connect(&q, "ta");
+	assert_non_null(c);
+	for (int i = 0; i < 4; i++) {
+		snprintf(model, sizeof(model), "quota/%d", i);
+		kvtd_test_desc(&desc, model);
+		assert_int_equal(kvt_client_hello(c, &desc, &ns[i]), 0);
+		if (i == 0)
+			assert_int_equal(engine_mem_open(&m, c, &ns[0], &desc, 2), 0);
+		/* a region is per namespace: register one for each */
+		else
+			assert_true(kvt_client_register(c, &ns[i], &(struct kvt_client_region){
+				.size = sizeof(struct kvt_client_region), .memfd = m.fd,
+				.bytes = m.bytes, .layers = m.layers, .pages = m.pages,
+				.layer_stride = m.layer_stride, .kv_stride = m.kv_stride,
+				.page_stride = m.page_stride }) == i + 1);
+		assert_int_equal(kvt_client_prefix_keys(&ns[i], NULL, tokens, 4, &keys[i], 1), 1);
+		assert_int_equal(kvt_client_save(c, &ns[i], (uint32_t)i + 1, NULL, &keys[i], &page,
+						 1, &ticket), 0);
+		assert_int_equal(kvt_client_wait(c, ticket, -1), 1);
+	}
+	kvtd_test_desc(&desc, "quota/4");
+	assert_int_equal(kvt_client_hello(c, &desc, &ns[4]), -EDQUOT);
+	b = kvtd_connect(&q, "tb");
+	assert_int_equal(kvt_client_hello(b, &desc, &ns[4]), 0); /* bob's own count */
+	kvt_client_close(b);
+
+	/* empty one of alice's and let go of it: her 5th fits again */
+	assert_int_equal(kvt_client_remove(c, &ns[0], &keys[0], 1), 1);
+	engine_mem_close(&m);
+	kvt_client_close(c);
+	c = kvtd_connect(&q, "ta");
+	kvtd_test_desc(&desc, "quota/4");
+	{
+		int err = -1;
+
+		/* the daemon sees the close on its own time */
+		for (int i = 0; i < 200 && err; i++) {
+			err = kvt_client_hello(c, &desc, &ns[4]);
+			if (err == -EDQUOT)
+				usleep(10000);
+			else
+				assert_int_equal(err, 0);
+		}
+		assert_int_equal(err, 0);
+	}
+	/* the namespaces holding blocks were kept, with their blocks, and joining
+	 * one of them charges nothing */
+	kvtd_test_desc(&desc, "quota/1");
+	assert_int_equal(kvt_client_hello(c, &desc, &ns[1]), 0);
+	assert_int_equal(kvt_client_lookup(c, &ns[1], &keys[1], 1, NULL), 1);
+	kvt_client_close(c);
+	assert_int_equal(kvtd_stop(&q, SIGTERM), 0);
+	kvtd_cleanup(&q);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Guessing tokens across reconnects is slowed per uid: after 3 failures
+ * each HELLO of the uid waits out a delay that doubles from 0.1 s, so 8
+ * guesses take over a second (old code: milliseconds); the right token then
+ * still gets in, once the delay has passed. */
+static void token_guessing_is_slowed_per_uid(void **state)
+{
+	const char *extra[] = { "--tenant", "solo:right", NULL };
+	struct kvtd_proc q = { 0 };
+	struct kvt_ns_desc desc;
+	struct kvt_client_ns ns;
+	struct kvt_client *c;
+	double t0, took;
+	char guess[32];
+
+	assert_int_equal(kvtd_start(&q, NULL, extra), 0);
+	kvtd_test_desc(&desc, NULL);
+	t0 = now_s();
+	for (int i = 0; i < 8; i++) {
+		snprintf(guess, sizeof(guess), "guess-%d", i);
+		c = kvtd_connect(&q, guess);
+		assert_non_null(c);
+		assert_int_equal(kvt_client_hello(c, &desc, &ns), -EACCES);
+		kvt_client_close(c);
+	}
+	took = now_s() - t0;
+	if (took < 1.2)
+		fail_msg("8 wrong tokens were checked in %.3f s", took);
+	c = kvtd_connect(&q, "right");
+	assert_int_equal(kvt_client_hello(c, &desc, &ns), 0);
+	kvt_client_close(c);
+	assert_int_equal(kvtd_stop(&q, SIGTERM), 0);
+	kvtd_cleanup(&q);
+}
+
+/* In a child: become uid/gid 4244 with `groups` as supplementary groups,
+ * then connect and say HELLO. Exits 0 when let in, 1 when refused. */
+static void hello_as_4244(const struct kvtd_proc *proc, const gid_t *groups, size_t n)
+{
+	struct kvt_ns_desc desc;
+	struct kvt_client_ns ns;
+	struct kvt_client *c;
+
+	if (setgroups(n, groups) || setgid(4244) || setuid(4244))
+		_exit(10);
+	c = kvtd_connect(proc, NULL);
+	kvtd_test_desc(&desc, NULL);
+	_exit(c && kvt_client_hello(c, &desc, &ns) == 0 ? 0 : 1);
+}
+
+static int child_status(pid_t pid)
+{
+	int status;
+
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+/* A member of --socket-group by a supplementary group (not its primary one)
+ * is let in, checked with SO_PEERGROUPS; a uid in no such group is not. */
+static void supplementary_members_of_the_socket_group_get_in(void **state)
+{
+	struct kvtd_proc q = { 0 };
+	struct group *g;
+	gid_t gid;
+	pid_t pid;
+
+	setgrent();
+	while ((g = getgrent()) && g->gr_gid == 0)
+		;
+	assert_non_null(g);
+	gid = g->gr_gid;
+	{
+		const char *extra[] = { "--socket-group", g->gr_name, NULL };
+
+		endgrent();
+		assert_int_equal(kvtd_start(&q, NULL, extra), 0);
+	}
+	assert_int_equal(chmod(q.dir, 0711), 0); /* the socket itself is 0660, group gid */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		hello_as_4244(&q, &gid, 1);
+	assert_int_equal(child_status(pid), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		hello_as_4244(&q, NULL, 0);
+	assert_int_equal(child_status(pid), 1);
+	assert_int_equal(kvtd_stop(&q, SIGTERM), 0);
+	kvtd_cleanup(&q);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -205,6 +436,10 @@ int main(void)
 		cmocka_unit_test(nothing_before_hello),
 		cmocka_unit_test(namespaces_outside_the_tenant_are_refused),
 		cmocka_unit_test(tenants_do_not_share_blocks_unless_salted_alike),
+		cmocka_unit_test(a_hello_flood_does_not_exhaust_namespaces),
+		cmocka_unit_test(a_tenant_is_held_to_its_namespace_quota),
+		cmocka_unit_test(supplementary_members_of_the_socket_group_get_in),
+		cmocka_unit_test(token_guessing_is_slowed_per_uid),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

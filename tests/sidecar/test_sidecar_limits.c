@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -483,6 +484,108 @@ static void clients_fit_the_open_file_limit(void **state)
 			 WEXITSTATUS(status));
 }
 
+/* Raise this process's open-file limit to at least `want` (its hard limit
+ * allowing); returns the soft limit now. */
+static rlim_t raise_nofile(rlim_t want)
+{
+	struct rlimit rl;
+
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_cur < want) {
+		rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
+		assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	}
+	return rl.rlim_cur;
+}
+
+/* Connect and say HELLO; 0 on success, -1 when the daemon does not let us. */
+static int hello_new_client(void)
+{
+	struct kvt_client *c = kvtd_connect(&d, NULL);
+	struct kvt_ns_desc desc;
+	struct kvt_client_ns ns;
+	int err;
+
+	if (!c)
+		return -1;
+	kvtd_test_desc(&desc, NULL);
+	err = kvt_client_hello(c, &desc, &ns);
+	kvt_client_close(c);
+	return err ? -1 : 0;
+}
+
+/* 1,100 connections that never say HELLO (more than the daemon takes) do
+ * not lock engines out: each is closed once its HELLO timeout (here 1 s)
+ * passes, and a new engine gets in. */
+static void connections_without_hello_are_closed(void **state)
+{
+	const char *extra[] = { "--hello-timeout", "1", NULL };
+	int n = 1100, fds[1100], got = 0;
+	struct pollfd p;
+	char buf[8];
+
+	if (raise_nofile(n + 100) < (rlim_t)n + 100)
+		n = 900; /* still more than a daemon with the same limit takes */
+	assert_int_equal(kvtd_start(&d, NULL, extra), 0);
+	for (int i = 0; i < n; i++)
+		fds[i] = raw_connect();
+	/* a new engine gets in once the idle ones are dropped: within 1 s and
+	 * what the machine's load adds */
+	for (int tries = 0; tries < 100 && !got; tries++) {
+		got = hello_new_client() == 0;
+		if (!got)
+			usleep(50000);
+	}
+	if (!got)
+		fail_msg("no engine got in past %d idle connections within 5 s", n);
+	/* and the idle ones were closed by the daemon, not left waiting */
+	p = (struct pollfd){ .fd = fds[n - 1], .events = POLLIN };
+	assert_int_equal(poll(&p, 1, 5000), 1);
+	assert_int_equal(recv(fds[n - 1], buf, sizeof(buf), 0), 0);
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
+	kvtd_cleanup(&d);
+}
+
+/* With --max-conns-per-uid 8 a uid's 9th connection is closed at once while
+ * another uid still gets in, and the first gets in again after a close. */
+static void connections_are_capped_per_uid(void **state)
+{
+	const char *extra[] = { "--max-conns-per-uid", "8", "--allow-uid", "4243",
+				"--socket-mode", "0666", NULL };
+	int fds[8], extra_fd, status, r = 1;
+	pid_t pid;
+
+	assert_int_equal(kvtd_start(&d, NULL, extra), 0);
+	assert_int_equal(chmod(d.dir, 0711), 0); /* uid 4243 reaches the socket */
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(ping_new_conn(&fds[i]), 0);
+	assert_int_equal(ping_new_conn(&extra_fd), 1);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (setgid(4243) || setuid(4243))
+			_exit(10);
+		_exit(hello_new_client() == 0 ? 0 : 11);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status))
+		fail_msg("another uid was not let in (child status %d)", WEXITSTATUS(status));
+	close(fds[0]);
+	for (int tries = 0; tries < 500 && r == 1; tries++) {
+		r = ping_new_conn(&fds[0]);
+		if (r == 1)
+			usleep(10000);
+	}
+	assert_int_equal(r, 0);
+	for (int i = 0; i < 8; i++)
+		close(fds[i]);
+	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
+	kvtd_cleanup(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -493,6 +596,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(a_client_that_does_not_read_is_throttled_not_closed,
 						setup, teardown),
 		cmocka_unit_test(clients_fit_the_open_file_limit),
+		cmocka_unit_test(connections_without_hello_are_closed),
+		cmocka_unit_test(connections_are_capped_per_uid),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

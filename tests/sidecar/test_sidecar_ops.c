@@ -5,6 +5,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -228,6 +229,54 @@ static void bad_requests_get_clear_errors(void **state)
 	assert_int_equal(kvt_client_ping(f->c, "x", 1), 0);
 }
 
+/* A client built against older, smaller structs (each cut where a later
+ * field begins) still connects, says HELLO, registers memory and moves
+ * blocks; a newer, larger one is refused before anything is sent. */
+static void an_older_clients_structs_still_work(void **state)
+{
+	struct fx *f = *state;
+	struct kvt_client_opts o;
+	struct kvt_ns_desc d;
+	struct kvt_client_region r = { .size = offsetof(struct kvt_client_region, cuda_ipc),
+				       .memfd = f->mem.fd, .bytes = f->mem.bytes,
+				       .layers = f->mem.layers, .pages = f->mem.pages,
+				       .layer_stride = f->mem.layer_stride,
+				       .kv_stride = f->mem.kv_stride,
+				       .page_stride = f->mem.page_stride };
+	struct kvt_client_ns ns;
+	struct kvt_client *c;
+	struct kvt_key key;
+	uint32_t page = 40, back = 41;
+	uint64_t ticket;
+	int region;
+
+	kvt_client_opts_init(&o, offsetof(struct kvt_client_opts, token)); /* token: "" */
+	o.socket_path = f->d.socket;
+	assert_int_equal(kvt_client_connect(&o, &c), 0);
+	kvtd_test_desc(&d, NULL);
+	d.size = offsetof(struct kvt_ns_desc, tenant_salt);
+	assert_int_equal(kvt_client_hello(c, &d, &ns), 0);
+	assert_memory_equal(&ns.salt, &f->ns.salt, sizeof(ns.salt)); /* the same namespace */
+	region = kvt_client_register(c, &ns, &r);
+	assert_true(region > 0);
+
+	make_keys(f, 6, &key, 1);
+	engine_page_fill(&f->mem, page, f->seed * 11);
+	assert_int_equal(kvt_client_save(c, &ns, (uint32_t)region, NULL, &key, &page, 1, &ticket), 0);
+	assert_int_equal(kvt_client_wait(c, ticket, -1), 1);
+	assert_int_equal(kvt_client_load(c, &ns, (uint32_t)region, &key, &back, 1, &ticket), 0);
+	assert_int_equal(kvt_client_wait(c, ticket, -1), 1);
+	assert_int_equal(engine_page_check(&f->mem, back, f->seed * 11), 0);
+
+	r.size = sizeof(r) + 8;
+	assert_int_equal(kvt_client_register(c, &ns, &r), -EINVAL);
+	d.size = sizeof(d) + 8;
+	assert_int_equal(kvt_client_hello(c, &d, &ns), -EINVAL);
+	kvt_client_close(c);
+	o.size = sizeof(o) + 8;
+	assert_int_equal(kvt_client_connect(&o, &c), -EINVAL);
+}
+
 static void stats_and_ping(void **state)
 {
 	struct fx *f = *state;
@@ -260,6 +309,7 @@ int main(void)
 		cmocka_unit_test(load_stops_at_the_first_missing_block),
 		cmocka_unit_test(save_continues_a_parent_chain),
 		cmocka_unit_test(bad_requests_get_clear_errors),
+		cmocka_unit_test(an_older_clients_structs_still_work),
 		cmocka_unit_test(stats_and_ping),
 	};
 

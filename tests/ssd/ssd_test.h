@@ -2,6 +2,7 @@
 #ifndef KVT_TESTS_SSD_TEST_H
 #define KVT_TESTS_SSD_TEST_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -31,6 +32,45 @@ static inline char *ssd_test_dir(const char *tag)
 		close(fd);
 	unlink(probe);
 	return dir;
+}
+
+/* Delete the segment summaries (seg-*.sum) of a tier's directory, as a crash
+ * before they were written would leave it: the next open scans. Returns how
+ * many there were. */
+static inline int ssd_test_drop_summaries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char path[4096];
+	int n = 0;
+
+	while (d && (e = readdir(d))) {
+		size_t len = strlen(e->d_name);
+		if (strncmp(e->d_name, "seg-", 4) || len < 4 || strcmp(e->d_name + len - 4, ".sum"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		n += unlink(path) == 0;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* Count the files of dir whose names start with prefix and end with suffix. */
+static inline int ssd_test_count(const char *dir, const char *prefix, const char *suffix)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	while (d && (e = readdir(d))) {
+		size_t len = strlen(e->d_name), sl = strlen(suffix);
+		n += !strncmp(e->d_name, prefix, strlen(prefix)) && len >= sl &&
+		     !strcmp(e->d_name + len - sl, suffix);
+	}
+	if (d)
+		closedir(d);
+	return n;
 }
 
 #endif

@@ -101,7 +101,7 @@ int main(int argc, char **argv)
 	char *dir = ssd_test_dir("ssd_crash");
 	char *buf = aligned_alloc(4096, CRASH_MAX_LEN + 4096);
 	char *want = malloc(CRASH_MAX_LEN);
-	uint64_t total_acked = 0, total_checked = 0, total_skipped = 0;
+	uint64_t total_acked = 0, total_checked = 0, total_skipped = 0, total_summaries = 0;
 
 	if (argc < 2) {
 		fprintf(stderr, "usage: test_ssd_crash WRITER [threads]\n");
@@ -130,7 +130,14 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		kvt_ssd_stats(ssd, &st);
-		total_skipped += st.recovery_skipped;
+		total_skipped += st.recovery_torn;
+		total_summaries += st.recovery_summaries;
+		/* only the writes in flight at the kill can be damaged */
+		if (st.recovery_corrupt) {
+			fprintf(stderr, "iteration %d: %" PRIu64 " corrupt records: damage outside "
+				"the last batch\n", it, st.recovery_corrupt);
+			return 1;
+		}
 		for (uint64_t i = 0; i < next && i < MAX_BLOCKS; i++) {
 			if (c.acked[i] && !c.found[i]) {
 				fprintf(stderr, "iteration %d: acked block %" PRIu64 " lost\n", it, i);
@@ -157,7 +164,7 @@ int main(int argc, char **argv)
 		}
 		fprintf(stderr, "iteration %d: writer killed after %u us, blocks %" PRIu64
 			"..%" PRIu64 ", %" PRIu64 " recovered, %" PRIu64 " torn skipped\n",
-			it, delay, first, next - 64, st.recovered, st.recovery_skipped);
+			it, delay, first, next - 64, st.recovered, st.recovery_torn);
 		kvt_ssd_close(ssd);
 		/* keep the directory small: start over when it holds half its capacity */
 		if (st.used_bytes > opts.capacity_bytes / 2) {
@@ -168,7 +175,8 @@ int main(int argc, char **argv)
 		}
 	}
 	printf("%d iterations: %" PRIu64 " block reads verified (%" PRIu64 " of acked blocks), "
-	       "%" PRIu64 " torn records skipped\n", iters, total_checked, total_acked, total_skipped);
+	       "%" PRIu64 " torn records skipped, %" PRIu64 " segments read from summaries\n",
+	       iters, total_checked, total_acked, total_skipped, total_summaries);
 	kvt_test_rmdir(dir);
 	free(dir);
 	free(want);

@@ -154,7 +154,9 @@ static void ring_failure_reaps_and_falls_back(void **state)
 	kvt_ssd_io_stats(rig.io, &st);
 	if (!st.uring) {
 		rig_close(&rig);
-		skip(); /* the pool has no ring to break */
+		print_message("SKIP: io_uring is not in use here (%s): the thread pool has no "
+			      "ring to break\n", st.uring_error ? strerror(-st.uring_error) : "forced");
+		skip();
 	}
 	/* op 5 fails on its own; the ring fails after the first submission,
 	 * with up to queue_depth writes in flight */

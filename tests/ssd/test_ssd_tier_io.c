@@ -178,7 +178,10 @@ static void ring_failure_in_a_write_keeps_the_tier(void **state)
 		kvt_test_rmdir(dir);
 		free(dir);
 		free(r);
-		skip(); /* the pool has no ring to break */
+		print_message("SKIP: io_uring is not in use here (%s): the thread pool has no "
+			      "ring to break\n",
+			      st.io.uring_error ? strerror(-st.io.uring_error) : "forced");
+		skip();
 	}
 	for (uint64_t i = 0; i < 6; i++)
 		recs_prepare(r, i);

@@ -1,10 +1,12 @@
 /* The store with an SSD tier, through the public API: DRAM overflow demotes
  * (write-back by the demoter) and gets promote, bytes intact; the index is
- * rebuilt from the segment log on reopen; a full SSD tier evicts; a failing
- * SSD (a full ext4 loop device) degrades the tier while the store keeps
- * serving DRAM; records of a namespace not attached yet and pinned blocks
- * come through segment release. Run with the argument "threads" for the I/O
- * fallback. */
+ * rebuilt from the segment log on reopen; a full SSD tier evicts, every
+ * block counted; graceful restarts lose nothing; removals stay removed; a
+ * block read back keeps its SSD copy; a failing SSD (a full ext4 loop
+ * device) degrades the tier while the store keeps serving DRAM, and comes
+ * back when there is room again; records of a namespace not attached yet and
+ * pinned blocks come through segment release. Run with the argument
+ * "threads" for the I/O fallback. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -250,12 +253,59 @@ static void reopen_rebuilds_the_index_from_the_log(void **state)
 	free(buf);
 }
 
+static void put_root(struct kvt_ns *ns, uint32_t n, char *buf)
+{
+	struct kvt_key k = key_n(n);
+
+	kvt_test_fill(buf, BLOCK, seed + n);
+	assert_int_equal(kvt_put(ns, &k, NULL, buf, BLOCK), 0);
+}
+
+/* Blocks of ns in [from, to) that the index finds. */
+static uint64_t count_in(struct kvt_ns *ns, uint32_t from, uint32_t to)
+{
+	uint64_t present = 0;
+
+	for (uint32_t n = from; n < to; n++) {
+		struct kvt_key k = key_n(n);
+		present += (uint64_t)kvt_lookup(ns, &k, 1, NULL);
+	}
+	return present;
+}
+
+/* Blocks lost for room so far (SSD evictions plus DRAM drops), and *found
+ * the blocks count() finds, taken while the demoter is still: it goes on
+ * writing back after the last put returns, so a count between two equal
+ * snapshots of the counters is the one that adds up. */
+static uint64_t settled_loss(struct fixture *f, uint64_t (*count)(struct fixture *),
+			     uint64_t *found, struct kvt_store_stats *st)
+{
+	struct kvt_store_stats a = { .size = sizeof(a) };
+
+	for (int i = 0; i < 500; i++) {
+		assert_int_equal(kvt_store_stats(f->store, &a), 0);
+		*found = count(f);
+		assert_int_equal(kvt_store_stats(f->store, st), 0);
+		if (a.tier[KVT_TIER_SSD].evictions == st->tier[KVT_TIER_SSD].evictions &&
+		    a.tier[KVT_TIER_DRAM].evictions == st->tier[KVT_TIER_DRAM].evictions &&
+		    a.dram_dropped == st->dram_dropped)
+			break;
+		usleep(10000);
+	}
+	return st->tier[KVT_TIER_SSD].evictions + st->dram_dropped;
+}
+
+static uint64_t count_300(struct fixture *f)
+{
+	return count_in(f->ns, 0, 300);
+}
+
 static void full_ssd_tier_evicts(void **state)
 {
 	struct fixture *f = *state;
 	char *buf = malloc(BLOCK), *want = malloc(BLOCK);
 	struct kvt_store_stats st = { .size = sizeof(st) };
-	int present = 0;
+	uint64_t lost, present;
 
 	f->ssd_bytes = 4 << 20; /* about 60 blocks */
 	open_store(f);
@@ -264,18 +314,16 @@ static void full_ssd_tier_evicts(void **state)
 	assert_true(st.tier[KVT_TIER_SSD].evictions > 0);
 	assert_true(st.tier[KVT_TIER_SSD].used_bytes <= st.tier[KVT_TIER_SSD].capacity_bytes);
 	assert_false(st.tier[KVT_TIER_SSD].degraded);
-	for (uint32_t n = 0; n < 300; n++) {
-		struct kvt_key k = key_n(n);
-		present += kvt_lookup(f->ns, &k, 1, NULL);
-	}
-	/* typically 63-72 (DRAM's 16, most of the SSD's 60), but how many the
-	 * demoter's last rounds evict depends on timing: a batch that meets a
-	 * full tier evicts twice its bytes, which in a tier this small can be
-	 * most of it. What must hold: more than DRAM alone keeps (its low
-	 * watermark leaves at least 12), so the full SSD tier still serves. */
-	assert_true(present > 12);
+	/* every block is accounted for: found, or counted as evicted; DRAM
+	 * drops nothing while the SSD tier works */
+	lost = settled_loss(f, count_300, &present, &st);
+	assert_int_equal(st.dram_dropped, 0);
+	assert_int_equal(present + lost, 300);
+	assert_int_equal(st.blocks, present);
+	/* nothing was read back, so no spare copy existed to drop */
+	assert_int_equal(st.ssd_copies_dropped, 0);
 	/* reading promotes, which demotes and evicts again: whatever is still
-	 * there when asked for is intact */
+	 * there when asked for is intact, and the count still adds up */
 	for (uint32_t n = 0; n < 300; n++) {
 		struct kvt_key k = key_n(n);
 		int rc = kvt_get(f->ns, &k, buf, BLOCK);
@@ -285,18 +333,208 @@ static void full_ssd_tier_evicts(void **state)
 		kvt_test_fill(want, BLOCK, seed + n);
 		assert_memory_equal(buf, want, BLOCK);
 	}
-	assert_int_equal(kvt_store_stats(f->store, &st), 0);
+	lost = settled_loss(f, count_300, &present, &st);
 	assert_int_equal(st.checksum_failures, 0);
+	assert_int_equal(st.dram_dropped, 0);
+	assert_int_equal(present + lost, 300);
 	free(want);
 	free(buf);
 }
 
-static void put_root(struct kvt_ns *ns, uint32_t n, char *buf)
+/* a's blocks 1000..1299 and b's 0..39 found (f->ns is a; b is the other
+ * namespace attached, found by name) */
+static uint64_t count_a_b(struct fixture *f)
 {
-	struct kvt_key k = key_n(n);
+	struct kvt_ns *b;
 
-	kvt_test_fill(buf, BLOCK, seed + n);
-	assert_int_equal(kvt_put(ns, &k, NULL, buf, BLOCK), 0);
+	b = attach(f, "test/model-b");
+	return count_in(f->ns, 1000, 1300) + count_in(b, 0, 40);
+}
+
+/* Blocks the SSD tier lets go for room are all counted, those of a
+ * namespace not attached since the restart too: what the index finds, plus
+ * what was counted as evicted, is everything that was on SSD or put since. */
+static void every_eviction_is_counted(void **state)
+{
+	struct fixture *f = *state;
+	char *buf = malloc(BLOCK);
+	struct kvt_store_stats st = { .size = sizeof(st) };
+	struct kvt_ns *a, *b;
+	uint32_t b_on_ssd = 0;
+	uint64_t present, present_b, lost;
+
+	f->ssd_bytes = 4 << 20; /* about 60 blocks */
+	open_store_ns(f, false);
+	b = attach(f, "test/model-b");
+	for (uint32_t n = 0; n < 40; n++)
+		put_root(b, n, buf);
+	for (uint32_t n = 0; n < 40; n++) {
+		struct kvt_key k = key_n(n);
+		uint8_t tier = 0;
+		kvt_lookup(b, &k, 1, &tier);
+		b_on_ssd += tier == KVT_TIER_SSD;
+	}
+	kvt_store_close(f->store);
+
+	/* b's blocks wait for b to attach; a fills the tier meanwhile */
+	open_store_ns(f, false);
+	a = attach(f, "test/model-a");
+	for (uint32_t n = 1000; n < 1300; n++)
+		put_root(a, n, buf);
+	b = attach(f, "test/model-b");
+	f->ns = a;
+	lost = settled_loss(f, count_a_b, &present, &st);
+	f->ns = b;
+	present_b = count_in(b, 0, 40);
+	assert_int_equal(st.dram_dropped, 0);
+	assert_true(present_b < b_on_ssd); /* some of b's went for room */
+	assert_int_equal(present + lost, b_on_ssd + 300);
+	free(buf);
+}
+
+/* The issue this guards: every restart sealed the segment being filled, so
+ * after a few restarts a tier holding little counted as full and evicted
+ * durable blocks. A fixed working set through many graceful restarts (each
+ * reading some blocks back) loses nothing and evicts nothing. */
+static void graceful_restarts_keep_every_block(void **state)
+{
+	struct fixture *f = *state;
+	char *buf = malloc(BLOCK), *want = malloc(BLOCK);
+	struct kvt_store_stats st = { .size = sizeof(st) };
+	const uint32_t blocks = 48; /* 3 MiB in a 16 MiB tier of 1 MiB segments */
+	uint32_t filler, on_ssd = 0;
+
+	open_store(f);
+	for (uint32_t n = 0; n < blocks; n++)
+		put_root(f->ns, n, buf);
+	/* push the whole working set down to SSD (DRAM does not survive a
+	 * restart), then let go of what pushed it */
+	for (filler = 1000; filler < 1200 && on_ssd < blocks;) {
+		for (uint32_t k = 0; k < DRAM_BYTES / BLOCK; k++)
+			put_root(f->ns, filler++, buf);
+		on_ssd = 0;
+		for (uint32_t n = 0; n < blocks; n++) {
+			struct kvt_key k = key_n(n);
+			uint8_t tier = 0;
+			kvt_lookup(f->ns, &k, 1, &tier);
+			on_ssd += tier == KVT_TIER_SSD;
+		}
+	}
+	assert_int_equal(on_ssd, blocks);
+	for (uint32_t n = 1000; n < filler; n++) {
+		struct kvt_key k = key_n(n);
+		assert_int_equal(kvt_remove(f->ns, &k), 0);
+	}
+	kvt_store_close(f->store);
+	for (int round = 0; round < 24; round++) {
+		open_store(f);
+		for (uint32_t n = 0; n < blocks; n++) {
+			struct kvt_key k = key_n(n);
+			if (!kvt_lookup(f->ns, &k, 1, NULL))
+				fail_msg("restart %d: block %u is gone", round, n);
+		}
+		/* read a few back: promoted, and kept durable */
+		for (uint32_t n = (uint32_t)round % 8; n < blocks; n += 8)
+			assert_block(f, n, buf, want);
+		assert_int_equal(kvt_store_stats(f->store, &st), 0);
+		assert_int_equal(st.tier[KVT_TIER_SSD].evictions, 0);
+		assert_int_equal(st.ssd_copies_dropped, 0);
+		assert_int_equal(st.dram_dropped, 0);
+		assert_int_equal(st.ssd.torn + st.ssd.corrupt + st.ssd.quarantined, 0);
+		assert_true(st.tier[KVT_TIER_SSD].used_bytes < 8u << 20);
+		kvt_store_close(f->store);
+		f->store = NULL;
+	}
+	open_store(f);
+	for (uint32_t n = 0; n < blocks; n++)
+		assert_block(f, n, buf, want);
+	free(want);
+	free(buf);
+}
+
+/* A removed block does not come back when the store reopens, whether it was
+ * on SSD, in DRAM with an SSD copy, or in DRAM only; a block removed and put
+ * again is the new one. */
+static void removed_blocks_stay_removed(void **state)
+{
+	struct fixture *f = *state;
+	char *buf = malloc(BLOCK), *want = malloc(BLOCK);
+	struct kvt_store_stats st = { .size = sizeof(st) };
+
+	open_store(f);
+	put_chain(f, 0, 60, buf);         /* 0..43 or so on SSD */
+	assert_block(f, 5, buf, want);    /* 5: in DRAM, its SSD copy kept */
+	for (uint32_t n = 0; n < 60; n += 3) {
+		struct kvt_key k = key_n(n);
+		assert_int_equal(kvt_remove(f->ns, &k), 0);
+	}
+	{
+		struct kvt_key k = key_n(5);
+		assert_int_equal(kvt_remove(f->ns, &k), 0);
+		kvt_test_fill(buf, BLOCK, seed + 5000);
+		assert_int_equal(kvt_put(f->ns, &k, NULL, buf, BLOCK), 0); /* new bytes */
+	}
+	put_chain(f, 100, 140, buf); /* pushes the new 5 down to SSD */
+	kvt_store_close(f->store);
+
+	open_store(f);
+	for (uint32_t n = 0; n < 60; n++) {
+		struct kvt_key k = key_n(n);
+		int found = kvt_lookup(f->ns, &k, 1, NULL);
+
+		if (n % 3 == 0 && found)
+			fail_msg("removed block %u came back", n);
+	}
+	{
+		struct kvt_key k = key_n(5);
+		assert_int_equal(kvt_get(f->ns, &k, buf, BLOCK), 0);
+		kvt_test_fill(want, BLOCK, seed + 5000);
+		assert_memory_equal(buf, want, BLOCK);
+	}
+	assert_int_equal(kvt_store_stats(f->store, &st), 0);
+	assert_true(st.ssd.removed > 0);
+	assert_true(st.ssd.tombstones >= 21);
+	free(want);
+	free(buf);
+}
+
+/* A block read back (promoted, then kept hot in DRAM) keeps an SSD copy
+ * while the SSD tier evicts colder blocks (and when segment release drops
+ * its copy, it is written again): after a restart, which empties DRAM, it
+ * is still there. */
+static void read_back_blocks_keep_their_ssd_copy(void **state)
+{
+	struct fixture *f = *state;
+	char *buf = malloc(BLOCK), *want = malloc(BLOCK);
+	struct kvt_store_stats st = { .size = sizeof(st) };
+	struct kvt_key hot = key_n(10);
+	uint8_t tier;
+
+	f->ssd_bytes = 4 << 20; /* about 60 blocks */
+	open_store(f);
+	/* prefixes of one block each, so that every block is a chain tail and
+	 * the policy orders them by use alone */
+	for (uint32_t n = 0; n < 40; n++)
+		put_root(f->ns, n, buf);
+	assert_int_equal(kvt_lookup(f->ns, &hot, 1, &tier), 1);
+	assert_int_equal(tier, KVT_TIER_SSD);
+	assert_block(f, 10, buf, want); /* promoted: in DRAM, its copy kept */
+	/* 200 more blocks through the full SSD tier, the hot one used all along */
+	for (uint32_t n = 1000; n < 1200; n++) {
+		put_root(f->ns, n, buf);
+		assert_int_equal(kvt_lookup(f->ns, &hot, 1, &tier), 1);
+	}
+	assert_int_equal(tier, KVT_TIER_DRAM);
+	assert_int_equal(kvt_store_stats(f->store, &st), 0);
+	assert_true(st.tier[KVT_TIER_SSD].evictions > 100);
+	kvt_store_close(f->store);
+
+	open_store(f);
+	assert_int_equal(kvt_lookup(f->ns, &hot, 1, &tier), 1);
+	assert_int_equal(tier, KVT_TIER_SSD);
+	assert_block(f, 10, buf, want);
+	free(want);
+	free(buf);
 }
 
 /* Blocks of a namespace not attached yet sit in segments that reclaim
@@ -449,6 +687,52 @@ static void failing_ssd_degrades_and_dram_keeps_serving(void **state)
 	free(buf);
 }
 
+/* A full file system degrades the SSD tier; once there is room again, the
+ * demoter's probe (after 1 s, then at growing intervals) brings it back and
+ * blocks go down to SSD again. */
+static void degraded_tier_resumes_when_the_disk_has_room(void **state)
+{
+	struct fixture *f = *state;
+	struct loopfs *l = calloc(1, sizeof(*l));
+	char *buf = malloc(BLOCK), dir[1100], filler[1200], cmd[1400];
+	struct kvt_store_stats st = { .size = sizeof(st) };
+	int on_ssd = 0;
+
+	loopfs_setup(l, 16);
+	f->loop = l;
+	snprintf(dir, sizeof(dir), "%s/kv", l->mnt);
+	free(f->dir);
+	f->dir = strdup(dir);
+	/* a filler leaves room for a segment or two */
+	snprintf(filler, sizeof(filler), "%s/filler", l->mnt);
+	snprintf(cmd, sizeof(cmd), "fallocate -l 11M %s", filler);
+	assert_int_equal(system(cmd), 0);
+	f->ssd_bytes = 8 << 20;
+	open_store(f);
+	put_chain(f, 0, 120, buf);
+	assert_int_equal(kvt_store_stats(f->store, &st), 0);
+	assert_true(st.tier[KVT_TIER_SSD].degraded);
+	unlink(filler);
+	for (int i = 0; i < 100; i++) {
+		assert_int_equal(kvt_store_stats(f->store, &st), 0);
+		if (!st.tier[KVT_TIER_SSD].degraded)
+			break;
+		usleep(100000);
+	}
+	assert_false(st.tier[KVT_TIER_SSD].degraded);
+	assert_true(st.ssd.probes >= 1);
+	assert_int_equal(st.ssd.resumed, 1);
+	put_chain(f, 200, 260, buf);
+	for (uint32_t n = 200; n < 260; n++) {
+		struct kvt_key k = key_n(n);
+		uint8_t tier = 0;
+		kvt_lookup(f->ns, &k, 1, &tier);
+		on_ssd += tier == KVT_TIER_SSD;
+	}
+	assert_true(on_ssd > 0);
+	free(buf);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -456,10 +740,16 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(compressed_namespace_round_trips, setup, teardown),
 		cmocka_unit_test_setup_teardown(reopen_rebuilds_the_index_from_the_log, setup, teardown),
 		cmocka_unit_test_setup_teardown(full_ssd_tier_evicts, setup, teardown),
+		cmocka_unit_test_setup_teardown(every_eviction_is_counted, setup, teardown),
+		cmocka_unit_test_setup_teardown(graceful_restarts_keep_every_block, setup, teardown),
+		cmocka_unit_test_setup_teardown(removed_blocks_stay_removed, setup, teardown),
+		cmocka_unit_test_setup_teardown(read_back_blocks_keep_their_ssd_copy, setup, teardown),
 		cmocka_unit_test_setup_teardown(unattached_namespace_records_dropped_by_reclaim, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(pinned_block_survives_segment_release, setup, teardown),
 		cmocka_unit_test_setup_teardown(failing_ssd_degrades_and_dram_keeps_serving, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(degraded_tier_resumes_when_the_disk_has_room, setup,
 						teardown),
 	};
 

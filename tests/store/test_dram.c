@@ -142,6 +142,30 @@ static void bad_options_are_refused(void **state)
 	assert_int_equal(kvt_dram_open(&o, &t), -EINVAL);
 }
 
+/* Prefaulting maps the whole region, never changes stored bytes (so it may
+ * run while blocks are saved), and stops early when asked to. */
+static void prefault_maps_the_region_and_keeps_stored_bytes(void **state)
+{
+	struct kvt_tier_impl *t = open_dram();
+	uint64_t len, done = 1, loc;
+	uint8_t *region = kvt_dram_region(t, &len), *p;
+	int stop = 1;
+
+	assert_int_equal(t->ops->alloc(t, 8192, &loc), 0);
+	p = t->ops->slot_ptr(t, loc);
+	memset(p, 0x5a, 8192);
+	assert_int_equal(kvt_dram_prefault(region, len, false, &stop, &done), 0);
+	assert_int_equal(done, 0);
+	stop = 0;
+	assert_int_equal(kvt_dram_prefault(region, len, false, &stop, &done), 0);
+	assert_int_equal(done, len);
+	for (size_t i = 0; i < 8192; i++)
+		if (p[i] != 0x5a)
+			fail_msg("byte %zu of a stored slot changed", i);
+	assert_int_equal(kvt_dram_prefault(region, len, true, NULL, NULL), 0);
+	t->ops->close(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -150,6 +174,7 @@ int main(void)
 		cmocka_unit_test(occupancy_counts_slot_rounding_and_slab_tails),
 		cmocka_unit_test(size_classes_are_recycled_and_their_end_is_enobufs),
 		cmocka_unit_test(bad_options_are_refused),
+		cmocka_unit_test(prefault_maps_the_region_and_keeps_stored_bytes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

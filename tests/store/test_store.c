@@ -480,7 +480,7 @@ static void bad_arguments_get_the_right_errno(void **state)
 	assert_int_equal(kvt_remove(f->ns, &k), -ENOENT);
 	assert_int_equal(kvt_reserve(f->ns, NULL, NULL, &slot), -EINVAL);
 	assert_int_equal(kvt_commit(f->ns, &slot), -EINVAL); /* never reserved */
-	slot.handle = 123456789;
+	memset(slot.priv, 0x5a, sizeof(slot.priv)); /* a forged loan */
 	slot.data = buf;
 	assert_int_equal(kvt_commit(f->ns, &slot), -EINVAL);
 	kvt_abort(f->ns, &slot);   /* harmless */
@@ -514,6 +514,46 @@ static void bad_arguments_get_the_right_errno(void **state)
 	kvt_store_close(NULL);
 }
 
+/* Namespaces that hold nothing can be detached, so attaching ever new ones
+ * (70,000, past the store's 65,535) never runs out; one holding a block, or
+ * a reservation, stays. */
+static void empty_namespaces_detach_and_their_ids_are_reused(void **state)
+{
+	struct fixture *f = *state;
+	struct kvt_store_stats st = { .size = sizeof(st) };
+	struct kvt_key k = key_n(7);
+	uint8_t buf[BLOCK] = { 1 };
+	struct kvt_slot slot;
+	struct kvt_ns_desc d;
+	struct kvt_ns *ns;
+	char model[32];
+
+	for (int i = 0; i < 70000; i++) {
+		snprintf(model, sizeof(model), "m-%d", i);
+		small_desc(&d, model);
+		assert_int_equal(kvt_ns_attach(f->store, &d, &ns), 0);
+		assert_int_equal(kvt_ns_detach(ns), 0);
+	}
+	assert_int_equal(kvt_store_stats(f->store, &st), 0);
+	assert_int_equal(st.namespaces, 1); /* the fixture's */
+
+	small_desc(&d, "holds-a-block");
+	assert_int_equal(kvt_ns_attach(f->store, &d, &ns), 0);
+	assert_int_equal(kvt_put(ns, &k, NULL, buf, BLOCK), 0);
+	assert_int_equal(kvt_ns_detach(ns), -EBUSY);
+	assert_int_equal(kvt_remove(ns, &k), 0);
+	assert_int_equal(kvt_reserve(ns, &k, NULL, &slot), 0);
+	assert_int_equal(kvt_ns_detach(ns), -EBUSY); /* a reservation is a block */
+	kvt_abort(ns, &slot);
+	assert_int_equal(kvt_ns_detach(ns), 0);
+	assert_int_equal(kvt_ns_detach(NULL), -EINVAL);
+	/* the fixture's namespace and its blocks are untouched */
+	assert_int_equal(kvt_put(f->ns, &k, NULL, buf, BLOCK), 0);
+	assert_int_equal(kvt_get(f->ns, &k, buf, BLOCK), 0);
+	assert_int_equal(kvt_store_stats(f->store, &st), 0);
+	assert_int_equal(st.namespaces, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -531,6 +571,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(capacity_is_exact_after_churn, setup, teardown),
 		cmocka_unit_test_setup_teardown(namespaces_are_separate_and_attach_is_idempotent, setup, teardown),
 		cmocka_unit_test_setup_teardown(namespace_keys_are_salted, setup, teardown),
+		cmocka_unit_test_setup_teardown(empty_namespaces_detach_and_their_ids_are_reused,
+						setup, teardown),
 		cmocka_unit_test(checksums_at_put_catch_corruption),
 		cmocka_unit_test_setup_teardown(bad_arguments_get_the_right_errno, setup, teardown),
 	};

@@ -1,0 +1,444 @@
+"""kvtier's KV connector: the API an inference engine integrates to share
+prefix KV blocks through kvtierd.
+
+Shaped after vLLM's KV connector (KVConnectorBase_V1), so that an adapter
+for vLLM, or SGLang's hierarchical cache, is a thin mapping (README.md has
+the table). One object serves both roles; an engine that runs its scheduler
+and its workers in different processes makes one in each.
+
+Scheduler side, per request:
+    get_num_new_matched_tokens(request, num_computed_tokens)
+        -> (tokens kvtier can supply beyond those, False)      LOOKUP
+    update_state_after_alloc(request, block_ids, num_external_tokens)
+        the pages those tokens will be loaded into
+    build_connector_meta(scheduled) -> KVTierConnectorMetadata
+        this step's loads, and the saves of requests whose prefill ends in it
+
+Worker side, once:
+    allocate_kv_cache(pages) -> tensor [layers, 2, pages, block_tokens,
+        kv_heads, head_dim] in a sealed memfd (torch.frombuffer over its
+        mapping: the daemon reads and writes the engine's own tensor)
+    register_kv_caches({layer name: tensor [2, pages, ...]})   REGISTER
+and per step:
+    bind_connector_metadata(meta)
+    start_load_kv()                 LOAD per request (a ticket each)
+    wait_for_layer_load(layer)      the layer's pages are in place
+    save_kv_layer(...)              nothing: kvtierd gathers whole blocks
+    wait_for_save()                 SAVE of the blocks kvtier lacks, waited
+    get_finished(ids), get_block_ids_with_load_errors()
+    clear_connector_metadata()
+
+Failures never reach the engine as exceptions on the step path: a daemon
+that is gone, a load cut short, a timeout make wait_for_layer_load return
+False and name the pages in get_block_ids_with_load_errors(); the engine
+recomputes them. The connector reconnects (HELLO and REGISTER again) on a
+later lookup, at most every reconnect_s seconds.
+
+Requests are read through two attributes, request_id and prompt_token_ids
+(vLLM's Request has both).
+"""
+
+import errno
+import logging
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+import kvtier
+
+log = logging.getLogger("kvtier.connector")
+
+_TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+# errors after which the connection is unusable
+_GONE = {errno.ECONNRESET, errno.EPIPE, errno.ENOTCONN, errno.ECONNABORTED}
+
+
+@dataclass
+class ScheduledRequest:
+    """One request in a step, as the engine's scheduler scheduled it: the
+    tokens [num_computed_tokens, num_computed_tokens + num_scheduled_tokens)
+    are computed in this step into the request's pages block_ids."""
+    request: object
+    block_ids: list
+    num_computed_tokens: int
+    num_scheduled_tokens: int
+
+
+@dataclass
+class LoadSpec:
+    req_id: str
+    keys: list
+    pages: list
+
+
+@dataclass
+class SaveSpec:
+    req_id: str
+    keys: list
+    pages: list
+
+
+@dataclass
+class KVTierConnectorMetadata:
+    """What the scheduler side tells the worker side for one step."""
+    loads: list = field(default_factory=list)
+    saves: list = field(default_factory=list)
+
+
+class _Req:
+    def __init__(self, tokens):
+        self.tokens = list(tokens)
+        self.keys = None            # keys of the full blocks of the prompt
+        self.num_computed = 0
+        self.matched_blocks = 0
+        self.load = None            # LoadSpec waiting for build_connector_meta
+        self.saved = False
+
+
+class KVTierConnector:
+    """The engine's connector to kvtierd for one model namespace."""
+
+    def __init__(self, model_id, layers, kv_heads, head_dim, block_tokens, kv_dtype="bf16",
+                 socket=None, token=None, load_timeout_s=30.0, reconnect_s=5.0):
+        if kv_dtype not in _TORCH_DTYPES:
+            raise ValueError("kv_dtype: one of %s" % ", ".join(_TORCH_DTYPES))
+        self.model_id = model_id
+        self.layers = layers
+        self.kv_heads = kv_heads
+        self.head_dim = head_dim
+        self.block_tokens = block_tokens
+        self.kv_dtype = kv_dtype
+        self.torch_dtype = _TORCH_DTYPES[kv_dtype]
+        self.load_timeout_s = load_timeout_s
+        self.reconnect_s = reconnect_s
+        self._socket = socket
+        self._token = token
+        self._client = None
+        self._ns = None
+        self._region = None
+        self._next_try = 0.0
+        self._mem = []              # (EngineMemory, address) of allocate_kv_cache
+        self._region_spec = None    # what register_kv_caches registered
+        self._layer_index = {}
+        self._reqs = {}
+        self._meta = None
+        self._loading = []          # [LoadSpec, ticket or None, failed]
+        self._load_errors = set()
+        self._finished_recving = set()
+        self._finished_sending = set()
+        self.stats = dict(lookups=0, lookup_blocks=0, hit_blocks=0, loads=0, loaded_blocks=0,
+                          load_failures=0, saves=0, saved_blocks=0, save_present_blocks=0,
+                          save_failures=0, disconnects=0, connects=0)
+        self._ensure()
+
+    # ---- connection ----------------------------------------------------
+
+    @property
+    def connected(self):
+        return self._client is not None
+
+    def _ensure(self):
+        """Connected, with HELLO and (when there is memory) REGISTER done."""
+        if self._client is not None:
+            return True
+        now = time.monotonic()
+        if now < self._next_try:
+            return False
+        self._next_try = now + self.reconnect_s
+        c = None
+        try:
+            c = kvtier.Client(socket=self._socket, token=self._token)
+            ns = c.hello(self.model_id, layers=self.layers, kv_heads=self.kv_heads,
+                         head_dim=self.head_dim, block_tokens=self.block_tokens,
+                         dtype=self.kv_dtype)
+            region = c.register(ns, self._region_spec) if self._region_spec else None
+        except OSError as e:
+            if c is not None:
+                c.close()
+            log.warning("kvtierd unavailable (%s): prefixes are recomputed, nothing saved; "
+                        "retrying in %.0f s", e, self.reconnect_s)
+            return False
+        self._client, self._ns, self._region = c, ns, region
+        self.stats["connects"] += 1
+        return True
+
+    def _failed(self, e, what):
+        """Count an error; drop the connection when it is unusable."""
+        log.warning("kvtier %s: %s", what, e)
+        if isinstance(e, (ConnectionError, BrokenPipeError)) or e.errno in _GONE:
+            if self._client is not None:
+                self._client.close()
+                self.stats["disconnects"] += 1
+            self._client = self._ns = self._region = None
+            for item in self._loading:
+                item[2] = True
+            return True
+        return False
+
+    def close(self):
+        """Close the connection. The KV memory stays valid while tensors use it."""
+        if self._client is not None:
+            self._client.close()
+        self._client = self._ns = self._region = None
+
+    shutdown = close
+
+    # ---- scheduler side ------------------------------------------------
+
+    def _keys(self, st):
+        if st.keys is None:
+            st.keys = self._ns.prefix_keys(st.tokens)
+        return st.keys
+
+    def get_num_new_matched_tokens(self, request, num_computed_tokens):
+        """Tokens past num_computed_tokens whose KV kvtier holds: a whole
+        number of blocks, leaving at least the prompt's last token to compute
+        (the engine needs its logits). Returns (count, False): loads are
+        synchronous with the step that computes the request."""
+        st = self._reqs.get(request.request_id)
+        if st is None:
+            st = self._reqs[request.request_id] = _Req(request.prompt_token_ids)
+        st.num_computed = num_computed_tokens
+        st.matched_blocks = 0
+        usable = (len(st.tokens) - 1) // self.block_tokens
+        first = num_computed_tokens // self.block_tokens
+        if usable <= first or not self._ensure():
+            return 0, False
+        try:
+            keys = self._keys(st)[:usable]
+            hit, _ = self._client.lookup(self._ns, keys)
+        except OSError as e:
+            self._failed(e, "lookup")
+            return 0, False
+        self.stats["lookups"] += 1
+        self.stats["lookup_blocks"] += len(keys)
+        self.stats["hit_blocks"] += hit
+        st.matched_blocks = hit
+        return max(0, hit * self.block_tokens - num_computed_tokens), False
+
+    def update_state_after_alloc(self, request, block_ids, num_external_tokens):
+        """The request's pages are allocated: remember where the
+        num_external_tokens tokens (from get_num_new_matched_tokens) go."""
+        st = self._reqs.get(request.request_id)
+        if st is None or num_external_tokens <= 0:
+            return
+        bt = self.block_tokens
+        first = st.num_computed // bt
+        last = (st.num_computed + num_external_tokens) // bt
+        st.load = LoadSpec(request.request_id, st.keys[first:last], list(block_ids[first:last]))
+
+    def build_connector_meta(self, scheduled):
+        """This step's metadata from the engine's scheduled requests
+        (ScheduledRequest entries): loads decided for them, and saves of the
+        full prompt blocks of each request whose prefill completes now."""
+        meta = KVTierConnectorMetadata()
+        bt = self.block_tokens
+        for s in scheduled:
+            rid = s.request.request_id
+            st = self._reqs.get(rid)
+            if st is None:
+                st = self._reqs[rid] = _Req(s.request.prompt_token_ids)
+            if st.load is not None:
+                meta.loads.append(st.load)
+                st.load = None
+            done = s.num_computed_tokens + s.num_scheduled_tokens >= len(st.tokens)
+            n = len(st.tokens) // bt
+            if done and not st.saved and n:
+                st.saved = True
+                if self._ns is not None or self._ensure():
+                    meta.saves.append(SaveSpec(rid, self._keys(st)[:n], list(s.block_ids[:n])))
+                else:
+                    self.stats["save_failures"] += 1
+        return meta
+
+    def request_finished(self, request, block_ids=None):
+        """The engine is done with the request: forget its state. Saves are
+        waited for in wait_for_save, so the pages are free at once."""
+        self._reqs.pop(request.request_id, None)
+        return False, None
+
+    # ---- worker side: memory -------------------------------------------
+
+    def allocate_kv_cache(self, pages):
+        """A paged KV cache [layers, 2, pages, block_tokens, kv_heads,
+        head_dim] of kv_dtype in a sealed memfd: the tensor is a view of the
+        mapping (torch.frombuffer, no copy), so what kvtierd scatters is in
+        the tensor. Register it with register_kv_caches."""
+        el = torch.tensor([], dtype=self.torch_dtype).element_size()
+        page_bytes = self.block_tokens * self.kv_heads * self.head_dim * el
+        kv_stride = page_bytes * pages
+        layer_stride = 2 * kv_stride
+        mem = kvtier.EngineMemory(layer_stride * self.layers, self.layers, pages, layer_stride,
+                                  kv_stride, page_bytes, page_bytes)
+        t = torch.frombuffer(mem.buf, dtype=self.torch_dtype)
+        self._mem.append((mem, t.data_ptr()))
+        return t.view(self.layers, 2, pages, self.block_tokens, self.kv_heads, self.head_dim)
+
+    def register_kv_caches(self, kv_caches):
+        """Register the engine's per-layer KV tensors, in layer order
+        ({name: tensor [2, pages, block_tokens, kv_heads, head_dim]}), views
+        of one allocate_kv_cache tensor with the same strides per layer.
+        Raises ValueError for tensors kvtierd cannot reach or describe."""
+        names = list(kv_caches)
+        ts = [kv_caches[n] for n in names]
+        if len(ts) != self.layers:
+            raise ValueError("%d KV tensors for %d layers" % (len(ts), self.layers))
+        shape = (2, None, self.block_tokens, self.kv_heads, self.head_dim)
+        el = ts[0].element_size()
+        ptr0 = ts[0].data_ptr()
+        mem = base = None
+        for m, addr in self._mem:
+            if addr <= ptr0 < addr + m.nbytes:
+                mem, base = m, addr
+        if mem is None:
+            raise ValueError("KV tensors not in memory from allocate_kv_cache: kvtierd cannot "
+                             "reach them")
+        for t in ts:
+            if t.device.type != "cpu" or t.dtype != self.torch_dtype or t.dim() != 5 or \
+               any(w is not None and w != d for w, d in zip(shape, t.shape)):
+                raise ValueError("KV tensor of shape %s, dtype %s: want [2, pages, %d, %d, %d] "
+                                 "of %s" % (tuple(t.shape), t.dtype, self.block_tokens,
+                                            self.kv_heads, self.head_dim, self.torch_dtype))
+            if not t[0, 0].is_contiguous() or t.stride() != ts[0].stride():
+                raise ValueError("KV tensors: each page contiguous, the same strides per layer")
+        layer_stride = ts[1].data_ptr() - ptr0 if len(ts) > 1 else mem.layer_stride
+        for i, t in enumerate(ts):
+            if t.data_ptr() != ptr0 + i * layer_stride:
+                raise ValueError("KV tensors: layers must be evenly spaced in one allocation")
+        pages = ts[0].shape[1]
+        spec = _RegionSpec(mem.fd, ptr0 - base, self.layers, pages,
+                           layer_stride, ts[0].stride(0) * el, ts[0].stride(1) * el)
+        spec.nbytes = mem.nbytes - spec.offset
+        last = spec.offset + (self.layers - 1) * layer_stride + spec.kv_stride + \
+            pages * spec.page_stride
+        if last > mem.nbytes or layer_stride <= 0:
+            raise ValueError("KV tensors: layout runs outside their memory")
+        self._region_spec = spec
+        self._layer_index = {n: i for i, n in enumerate(names)}
+        if self._client is not None:
+            try:
+                self._region = self._client.register(self._ns, spec)
+            except OSError as e:
+                self._failed(e, "register")
+        else:
+            self._ensure()
+
+    # ---- worker side: per step -----------------------------------------
+
+    def bind_connector_metadata(self, meta):
+        self._meta = meta
+
+    def clear_connector_metadata(self):
+        self._meta = None
+        self._loading = []
+
+    def start_load_kv(self, forward_context=None, **kwargs):
+        """Start this step's loads: one LOAD per request, its blocks into its
+        pages, layer by layer."""
+        self._loading = []
+        for spec in (self._meta.loads if self._meta else []):
+            item = [spec, None, False]
+            self._loading.append(item)
+            if self._region is None:
+                item[2] = True
+                continue
+            try:
+                item[1] = self._client.load(self._ns, self._region, spec.keys, spec.pages)
+                self.stats["loads"] += 1
+            except OSError as e:
+                item[2] = True
+                self._failed(e, "load")
+        self._note_failures()
+
+    def _note_failures(self):
+        for spec, _, failed in self._loading:
+            if failed and spec.req_id not in self._finished_recving:
+                self._load_errors.update(spec.pages)
+                self._finished_recving.add(spec.req_id)
+                self.stats["load_failures"] += 1
+
+    def wait_for_layer_load(self, layer):
+        """Block until layer (an index, or a name given to
+        register_kv_caches) of this step's loads is in the pages. Returns
+        True when every load of the step got there; False when one failed
+        (its pages are then in get_block_ids_with_load_errors). At the last
+        layer, a load that stopped short (a block evicted since the lookup)
+        fails too."""
+        idx = self._layer_index.get(layer, layer)
+        last = idx == self.layers - 1
+        for item in self._loading:
+            spec, ticket, failed = item
+            if failed or ticket is None:
+                continue
+            try:
+                ticket.wait_layer(idx, timeout=self.load_timeout_s)
+                if last:
+                    got = ticket.wait(timeout=self.load_timeout_s)
+                    if got < len(spec.keys):
+                        raise OSError(errno.ENODATA, "%d of %d blocks loaded" %
+                                      (got, len(spec.keys)))
+                    self.stats["loaded_blocks"] += got
+                    self._finished_recving.add(spec.req_id)
+            except OSError as e:
+                item[2] = True
+                self._failed(e, "load layer %d" % idx)
+        self._note_failures()
+        return not any(item[2] for item in self._loading)
+
+    def save_kv_layer(self, layer_name, kv_layer, attn_metadata=None, **kwargs):
+        """Nothing to do per layer: kvtierd gathers whole blocks (every
+        layer) from the registered memory in wait_for_save."""
+
+    def wait_for_save(self):
+        """Save this step's finished prompts: LOOKUP their blocks, SAVE those
+        kvtier lacks (chained to the last one it has), and wait, so the pages
+        may be reused afterwards. Returns the number of blocks saved."""
+        saved = 0
+        for spec in (self._meta.saves if self._meta else []):
+            if self._region is None and not self._ensure():
+                self.stats["save_failures"] += 1
+                continue
+            try:
+                hit, _ = self._client.lookup(self._ns, spec.keys)
+                self.stats["save_present_blocks"] += hit
+                if hit < len(spec.keys):
+                    t = self._client.save(self._ns, self._region, spec.keys[hit:],
+                                          spec.pages[hit:],
+                                          parent=spec.keys[hit - 1] if hit else None)
+                    n = t.wait(timeout=self.load_timeout_s)
+                    self.stats["saves"] += 1
+                    self.stats["saved_blocks"] += n
+                    saved += n
+                self._finished_sending.add(spec.req_id)
+            except OSError as e:
+                self.stats["save_failures"] += 1
+                self._failed(e, "save")
+        return saved
+
+    def get_finished(self, finished_req_ids=()):
+        """(request ids whose saves finished, ids whose loads finished or
+        failed) since the last call."""
+        sending, recving = self._finished_sending, self._finished_recving
+        self._finished_sending, self._finished_recving = set(), set()
+        return sending, recving
+
+    def get_block_ids_with_load_errors(self):
+        """Pages a failed load may have left half-written, since the last
+        call. A daemon that lost the connection may still finish a copy into
+        them, so the engine should not reuse them for other data."""
+        bad, self._load_errors = self._load_errors, set()
+        return bad
+
+
+@dataclass
+class _RegionSpec:
+    """The attributes kvtier.Client.register reads."""
+    fd: int
+    offset: int
+    layers: int
+    pages: int
+    layer_stride: int
+    kv_stride: int
+    page_stride: int
+    nbytes: int = 0

@@ -1,0 +1,44 @@
+/* The library's log: one handler for the process, stderr by default. */
+#include "store/log.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+static pthread_rwlock_t handler_lock = PTHREAD_RWLOCK_INITIALIZER;
+static kvt_log_cb handler;
+static void *handler_arg;
+
+void kvt_log_set_handler(kvt_log_cb cb, void *arg)
+{
+	pthread_rwlock_wrlock(&handler_lock);
+	handler = cb;
+	handler_arg = arg;
+	pthread_rwlock_unlock(&handler_lock);
+}
+
+static void log_stderr(enum kvt_log_level level, const char *msg)
+{
+	static const char *const names[] = { "error", "warn", "info", "debug" };
+
+	if (level > KVT_LOG_INFO)
+		return;
+	/* one call per line: stdio locks the stream, lines never interleave */
+	fprintf(stderr, "kvtier %s: %s\n", names[level], msg);
+}
+
+void kvt_log(enum kvt_log_level level, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	pthread_rwlock_rdlock(&handler_lock);
+	if (handler)
+		handler(handler_arg, level, msg);
+	else
+		log_stderr(level, msg);
+	pthread_rwlock_unlock(&handler_lock);
+}

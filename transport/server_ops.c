@@ -1,0 +1,358 @@
+/* The sidecar server's operations: each decoded request is handled here,
+ * HELLO's token and model checks included; SAVE and LOAD become tickets
+ * handed to the copy workers, WAIT and POLL look at (or park on) them. */
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "transport/server_int.h"
+
+/* Constant-time comparison of a received token with a configured one. */
+static bool token_equal(const char *want, const char *got, size_t got_len)
+{
+	size_t want_len = strlen(want);
+	unsigned diff = want_len != got_len;
+
+	for (size_t i = 0; i < got_len; i++)
+		diff |= (unsigned)(uint8_t)got[i] ^ (uint8_t)(i < want_len ? want[i] : 0);
+	return diff == 0;
+}
+
+static bool model_allowed(const char *patterns, const char *model)
+{
+	char buf[512], *save, *tok;
+
+	if (!patterns || !*patterns)
+		return true;
+	snprintf(buf, sizeof(buf), "%s", patterns);
+	for (tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save))
+		if (fnmatch(tok, model, 0) == 0)
+			return true;
+	return false;
+}
+
+static int op_hello(struct kvt_conn *c, const struct kvt_req *req)
+{
+	struct kvt_server *srv = c->srv;
+	const struct kvt_req_hello *h = &req->u.hello;
+	const struct kvt_server_tenant *t = NULL;
+	struct kvt_ns_desc desc = h->desc;
+	struct kvt_ns *ns;
+	int slot = -1, err;
+
+	if (h->min_version > KVT_PROTO_VERSION || h->max_version < KVT_PROTO_VERSION)
+		return -EPROTONOSUPPORT;
+	for (size_t i = 0; i < srv->opts.n_tenants; i++)
+		if (token_equal(srv->tenants[i].token, h->token, h->token_len))
+			t = &srv->tenants[i];
+	if (!t || (c->tenant && c->tenant != t)) {
+		srv->c.hello_refused++;
+		kvt_srv_log(srv, KVT_LOG_WARN, "event=hello.refused conn=%llu pid=%d reason=%s",
+			    (unsigned long long)c->id, (int)c->pid, t ? "tenant_change" : "token");
+		if (!t)
+			kvt_conn_hello_failed(c); /* a wrong token: its uid slows down */
+		if (++c->hello_fails >= KVT_HELLO_MAX_FAILS)
+			c->closing = true;
+		return -EACCES;
+	}
+	if (!model_allowed(t->models, desc.model_id)) {
+		srv->c.hello_refused++;
+		kvt_srv_log(srv, KVT_LOG_WARN, "event=hello.refused conn=%llu tenant=%s "
+			    "reason=namespace model=\"%s\"", (unsigned long long)c->id, t->name,
+			    desc.model_id);
+		return -EACCES;
+	}
+	memcpy(desc.tenant_salt, t->salt, t->salt_len);
+	desc.tenant_salt_len = t->salt_len;
+	err = kvt_tenant_ns_open(srv, (size_t)(t - srv->tenants), &desc, &ns);
+	if (err == -EDQUOT) {
+		srv->c.hello_refused++;
+		kvt_srv_log(srv, KVT_LOG_WARN, "event=hello.refused conn=%llu tenant=%s "
+			    "reason=ns_quota max_ns_per_tenant=%u", (unsigned long long)c->id,
+			    t->name, srv->opts.max_ns_per_tenant);
+	}
+	if (err)
+		return err;
+	for (int i = 0; i < KVT_CONN_MAX_NS; i++) {
+		if (c->ns[i] == ns) {
+			slot = i;
+			break;
+		}
+		if (!c->ns[i] && slot < 0)
+			slot = i;
+	}
+	if (slot < 0) {
+		kvt_tenant_ns_put(srv, ns, false);
+		return -EMFILE;
+	}
+	if (c->ns[slot] != ns)
+		kvt_tenant_ns_hold(srv, ns);
+	if (c->ns[slot] != ns && srv->opts.hooks.ns_cb && srv->opts.hooks.ns_cb(srv->opts.hooks.arg, ns))
+		kvt_tenant_ns_hold(srv, ns); /* the cluster's, for good */
+	if (!c->tenant)
+		kvt_conn_hello_done(c);
+	c->tenant = t;
+	c->ns[slot] = ns;
+	c->ns_block_bytes[slot] = kvt_ns_block_bytes(ns);
+	c->ns_desc[slot] = desc;
+	kvt_srv_log(srv, KVT_LOG_INFO, "event=hello conn=%llu tenant=%s ns=%d model=\"%s\" "
+		    "block_bytes=%llu", (unsigned long long)c->id, t->name, slot + 1,
+		    desc.model_id, (unsigned long long)c->ns_block_bytes[slot]);
+	kvt_wr_begin(&c->out, KVT_OP_HELLO | KVT_OP_REPLY, req->hdr.id, 0);
+	kvt_wr_u16(&c->out, KVT_PROTO_VERSION);
+	kvt_wr_u16(&c->out, 0);
+	kvt_wr_u32(&c->out, (uint32_t)slot + 1);
+	kvt_wr_u64(&c->out, c->ns_block_bytes[slot]);
+	kvt_wr_bytes(&c->out, kvt_ns_salt(ns), KVT_KEY_BYTES);
+	kvt_wr_u32(&c->out, KVT_PROTO_MAX_KEYS);
+	return kvt_wr_end(&c->out) ? -ENOMEM : KVT_REQ_ANSWERED;
+}
+
+/* The namespace of a handle of this connection, or NULL. */
+static struct kvt_ns *conn_ns(struct kvt_conn *c, uint32_t handle)
+{
+	return handle >= 1 && handle <= KVT_CONN_MAX_NS ? c->ns[handle - 1] : NULL;
+}
+
+static int op_register(struct kvt_conn *c, const struct kvt_req *req)
+{
+	const struct kvt_req_register *r = &req->u.reg;
+	struct kvt_ns *ns = conn_ns(c, r->ns);
+	const struct kvt_ns_desc *d;
+	struct kvt_engine_mem *m;
+	uint64_t page;
+	uint32_t kvn;
+	int slot = -1, fd, err;
+
+	if (!ns)
+		return -EBADF;
+	if (r->kind == KVT_MEM_CUDA_IPC && !c->srv->opts.dev_cuda)
+		return -EOPNOTSUPP; /* no GPU driven here: engine memory comes as a memfd */
+	if (r->kind == KVT_MEM_HOST_MEMFD) {
+		/* only the fd sent with this frame; frame_close_fds closes extras */
+		if (c->n_frame_fds != 1)
+			return -EBADF;
+		fd = c->frame_fds[0];
+		c->n_frame_fds = 0;
+	} else {
+		fd = -1;
+	}
+	for (int i = 0; i < KVT_CONN_MAX_REGIONS && slot < 0; i++)
+		if (!c->regions[i])
+			slot = i;
+	/* the region's pages are the namespace's: a block is layers x kvn pages */
+	d = &c->ns_desc[r->ns - 1];
+	kvn = d->layout == KVT_LAYOUT_MLA ? 1 : 2;
+	page = c->ns_block_bytes[r->ns - 1] / ((uint64_t)d->layers * kvn);
+	if (slot < 0)
+		err = -EMFILE;
+	else if (r->layers != d->layers || (kvn == 2 && r->kv_stride < page))
+		err = -EINVAL;
+	else if (r->kind == KVT_MEM_CUDA_IPC)
+		err = kvt_engine_mem_import(c->srv->opts.dev_cuda, -1, r, d, &m);
+	else if (c->srv->opts.dev_host)
+		err = kvt_engine_mem_import(c->srv->opts.dev_host, fd, r, d, &m);
+	else
+		err = kvt_engine_mem_map(fd, r, kvn, page, &m);
+	if (fd >= 0)
+		close(fd); /* mapped or duplicated: the daemon's copy is not needed */
+	if (err)
+		return err;
+	c->regions[slot] = m;
+	kvt_srv_log(c->srv, KVT_LOG_INFO, "event=register conn=%llu region=%d ns=%u bytes=%llu "
+		    "layers=%u pages=%u", (unsigned long long)c->id, slot + 1, r->ns,
+		    (unsigned long long)r->bytes, r->layers, r->pages);
+	kvt_wr_begin(&c->out, KVT_OP_REGISTER | KVT_OP_REPLY, req->hdr.id, 0);
+	kvt_wr_u32(&c->out, (uint32_t)slot + 1);
+	return kvt_wr_end(&c->out) ? -ENOMEM : KVT_REQ_ANSWERED;
+}
+
+static int op_keys(struct kvt_conn *c, const struct kvt_req *req)
+{
+	const struct kvt_req_keys *k = &req->u.keys;
+	struct kvt_ns *ns = conn_ns(c, k->ns);
+	struct kvt_key *keys;
+	uint8_t *tiers = NULL;
+	int n;
+
+	if (!ns)
+		return -EBADF;
+	/* the frame's keys are unaligned bytes; the store takes an array */
+	keys = malloc((size_t)k->n * sizeof(*keys) + 1);
+	if (!keys)
+		return -ENOMEM;
+	memcpy(keys, k->keys, (size_t)k->n * sizeof(*keys));
+	switch (req->hdr.op) {
+	case KVT_OP_LOOKUP:
+		tiers = malloc(k->n + 1);
+		n = tiers ? kvt_lookup(ns, keys, k->n, tiers) : -ENOMEM;
+		if (n >= 0) {
+			c->srv->c.lookup_keys += k->n;
+			c->srv->c.lookup_hits += (uint64_t)n;
+		}
+		if (n >= 0 && (uint32_t)n < k->n && c->srv->opts.hooks.lookup_cb) {
+			/* the rest of the prefix on other nodes: tier remote */
+			int r = c->srv->opts.hooks.lookup_cb(c->srv->opts.hooks.arg, ns, keys + n,
+							     k->n - (uint32_t)n);
+
+			for (int i = 0; i < r; i++)
+				tiers[n + i] = KVT_TIER_REMOTE;
+			if (r > 0) {
+				c->srv->c.lookup_remote += (uint64_t)r;
+				n += r;
+			}
+		}
+		break;
+	case KVT_OP_PIN:
+		n = kvt_pin(ns, keys, k->n);
+		break;
+	case KVT_OP_UNPIN:
+		n = kvt_unpin(ns, keys, k->n);
+		break;
+	default: /* REMOVE: the count of keys removed */
+		n = 0;
+		for (uint32_t i = 0; i < k->n; i++)
+			n += kvt_remove(ns, &keys[i]) == 0;
+		break;
+	}
+	free(keys);
+	if (n < 0) {
+		free(tiers);
+		return n;
+	}
+	kvt_wr_begin(&c->out, req->hdr.op | KVT_OP_REPLY, req->hdr.id, 0);
+	kvt_wr_u32(&c->out, (uint32_t)n);
+	if (tiers) {
+		kvt_wr_u32(&c->out, k->n);
+		kvt_wr_bytes(&c->out, tiers, k->n);
+		free(tiers);
+	}
+	return kvt_wr_end(&c->out) ? -ENOMEM : KVT_REQ_ANSWERED;
+}
+
+static int op_xfer(struct kvt_conn *c, const struct kvt_req *req)
+{
+	struct kvt_server *srv = c->srv;
+	const struct kvt_req_xfer *x = &req->u.xfer;
+	struct kvt_ns *ns = conn_ns(c, x->ns);
+	struct kvt_engine_mem *m;
+	struct kvt_job *job;
+	size_t bytes;
+
+	if (!ns)
+		return -EBADF;
+	if (x->region < 1 || x->region > KVT_CONN_MAX_REGIONS || !c->regions[x->region - 1])
+		return -EBADF;
+	m = c->regions[x->region - 1];
+	if (m->ns != x->ns)
+		return -EINVAL;
+	bytes = sizeof(*job) + (size_t)x->n * (sizeof(*job->keys) + sizeof(*job->pages));
+	if (c->n_jobs >= KVT_CONN_MAX_TICKETS || c->job_bytes + bytes > KVT_CONN_MAX_TICKET_BYTES)
+		return -EBUSY;
+	for (uint32_t i = 0; i < x->n; i++)
+		if (kvt_proto_page(x, i) >= m->pages)
+			return -ERANGE;
+	job = calloc(1, sizeof(*job));
+	if (!job)
+		return -ENOMEM;
+	job->keys = malloc((size_t)x->n * sizeof(*job->keys));
+	job->pages = malloc((size_t)x->n * sizeof(*job->pages));
+	if (!job->keys || !job->pages) {
+		kvt_job_free(job);
+		return -ENOMEM;
+	}
+	memcpy(job->keys, x->keys, (size_t)x->n * sizeof(*job->keys));
+	for (uint32_t i = 0; i < x->n; i++)
+		job->pages[i] = kvt_proto_page(x, i);
+	job->op = req->hdr.op;
+	job->ticket = ++srv->next_ticket;
+	job->conn = c;
+	job->ns = ns;
+	job->mem = m;
+	kvt_engine_mem_get(m);
+	job->n = x->n;
+	job->has_parent = x->flags & KVT_SAVE_HAS_PARENT;
+	job->parent = x->parent;
+	job->start_ns = kvt_now_ns();
+	job->bytes = bytes;
+	job->next = c->jobs;
+	c->jobs = job;
+	c->n_jobs++;
+	c->job_bytes += bytes;
+	c->refs++; /* until the final note */
+
+	kvt_wr_begin(&c->out, req->hdr.op | KVT_OP_REPLY, req->hdr.id, 0);
+	kvt_wr_u64(&c->out, job->ticket);
+	if (job->op == KVT_OP_LOAD)
+		kvt_wr_u32(&c->out, m->layers);
+	kvt_wr_end(&c->out);
+	kvt_jobs_submit(srv, job);
+	return KVT_REQ_ANSWERED;
+}
+
+static int op_wait(struct kvt_conn *c, const struct kvt_req *req)
+{
+	const struct kvt_req_wait *w = &req->u.wait;
+	struct kvt_job *job = kvt_ticket_find(c, w->ticket);
+
+	if (!job)
+		return -ENOENT;
+	if (req->hdr.op == KVT_OP_POLL || kvt_wait_satisfied(job, w->layer) || w->timeout_ms == 0) {
+		kvt_wait_answer(c, req->hdr.op, req->hdr.id, job, w->layer);
+		return KVT_REQ_ANSWERED;
+	}
+	return kvt_wait_park(c, job, req->hdr.id, w->layer, w->timeout_ms);
+}
+
+static int op_stats(struct kvt_conn *c, const struct kvt_req *req)
+{
+	char *json = kvt_metrics_json(c->srv);
+	size_t len;
+
+	if (!json)
+		return -ENOMEM;
+	len = strlen(json);
+	if (len > KVT_PROTO_MAX_PAYLOAD) {
+		free(json);
+		return -EMSGSIZE;
+	}
+	kvt_wr_begin(&c->out, KVT_OP_STATS | KVT_OP_REPLY, req->hdr.id, 0);
+	kvt_wr_bytes(&c->out, json, len);
+	free(json);
+	return kvt_wr_end(&c->out) ? -ENOMEM : KVT_REQ_ANSWERED;
+}
+
+int kvt_dispatch(struct kvt_conn *c, const struct kvt_req *req)
+{
+	uint16_t op = req->hdr.op;
+
+	if (!c->tenant && op != KVT_OP_HELLO && op != KVT_OP_PING && op != KVT_OP_STATS)
+		return -EPERM;
+	switch (op) {
+	case KVT_OP_HELLO:
+		return op_hello(c, req);
+	case KVT_OP_REGISTER:
+		return op_register(c, req);
+	case KVT_OP_LOOKUP:
+	case KVT_OP_PIN:
+	case KVT_OP_UNPIN:
+	case KVT_OP_REMOVE:
+		return op_keys(c, req);
+	case KVT_OP_SAVE:
+	case KVT_OP_LOAD:
+		return op_xfer(c, req);
+	case KVT_OP_WAIT:
+	case KVT_OP_POLL:
+		return op_wait(c, req);
+	case KVT_OP_STATS:
+		return op_stats(c, req);
+	case KVT_OP_PING:
+		kvt_wr_begin(&c->out, KVT_OP_PING | KVT_OP_REPLY, req->hdr.id, 0);
+		kvt_wr_bytes(&c->out, req->u.blob.data, req->u.blob.len);
+		return kvt_wr_end(&c->out) ? -ENOMEM : KVT_REQ_ANSWERED;
+	}
+	return -EOPNOTSUPP;
+}
