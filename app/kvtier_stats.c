@@ -83,6 +83,37 @@ static void fmt_us(double us, char *buf, size_t len)
 		snprintf(buf, len, "%.2f s", us / 1e6);
 }
 
+/* The cluster's state and the peer tier, per peer (a daemon in a cluster). */
+static void print_cluster(json_t *cl)
+{
+	json_t *dir = json_object_get(cl, "directory"), *srv = json_object_get(cl, "serving");
+	json_t *tier = json_object_get(cl, "peer_tier"), *p;
+	char a[32], b[32];
+	size_t i;
+
+	if (!cl)
+		return;
+	printf("cluster   node %s at %s: redis %s, epoch %.0f, %.0f members, %.0f joins\n",
+	       json_string_value(json_object_get(cl, "node_id")),
+	       json_string_value(json_object_get(cl, "peer_addr")),
+	       json_is_true(json_object_get(dir, "reachable")) ? "reachable" : "UNREACHABLE (local-only)",
+	       num(dir, "epoch"), num(dir, "members"), num(dir, "joins"));
+	printf("remote    %.0f blocks fetched (%s), %.0f retried on another holder, %.0f missed; "
+	       "served %.0f blocks (%s) to peers, %.0f refused handshakes\n", num(tier, "blocks"),
+	       bytes_of(tier, "bytes", a, sizeof(a)), num(tier, "retries"), num(tier, "misses"),
+	       num(srv, "blocks_sent"), bytes_of(srv, "bytes_sent", b, sizeof(b)),
+	       num(srv, "auth_failures"));
+	printf("%-16s %-22s %9s %10s %8s %8s %s\n", "peer", "address", "hits", "bytes", "misses",
+	       "errors", "state");
+	json_array_foreach(json_object_get(cl, "peers"), i, p)
+		printf("%-16s %-22s %9.0f %10s %8.0f %8.0f %s\n",
+		       json_string_value(json_object_get(p, "node")),
+		       json_string_value(json_object_get(p, "addr")), num(p, "hits"),
+		       bytes_of(p, "bytes", a, sizeof(a)), num(p, "misses"), num(p, "errors"),
+		       json_is_true(json_object_get(p, "down")) ? "down" : "ok");
+	printf("\n");
+}
+
 static void print_table(json_t *root, const char *socket)
 {
 	json_t *server = json_object_get(root, "server"), *store = json_object_get(root, "store");
@@ -129,37 +160,6 @@ static void print_table(json_t *root, const char *socket)
 		printf("%-9s %10.0f %8.0f %10s %10s %10s\n", name, num(t, "count"), num(t, "errors"),
 		       a, b, c);
 	}
-}
-
-/* The cluster's state and the peer tier, per peer (a daemon in a cluster). */
-static void print_cluster(json_t *cl)
-{
-	json_t *dir = json_object_get(cl, "directory"), *srv = json_object_get(cl, "serving");
-	json_t *tier = json_object_get(cl, "peer_tier"), *p;
-	char a[32], b[32];
-	size_t i;
-
-	if (!cl)
-		return;
-	printf("cluster   node %s at %s: redis %s, epoch %.0f, %.0f members, %.0f joins\n",
-	       json_string_value(json_object_get(cl, "node_id")),
-	       json_string_value(json_object_get(cl, "peer_addr")),
-	       json_is_true(json_object_get(dir, "reachable")) ? "reachable" : "UNREACHABLE (local-only)",
-	       num(dir, "epoch"), num(dir, "members"), num(dir, "joins"));
-	printf("remote    %.0f blocks fetched (%s), %.0f retried on another holder, %.0f missed; "
-	       "served %.0f blocks (%s) to peers, %.0f refused handshakes\n", num(tier, "blocks"),
-	       bytes_of(tier, "bytes", a, sizeof(a)), num(tier, "retries"), num(tier, "misses"),
-	       num(srv, "blocks_sent"), bytes_of(srv, "bytes_sent", b, sizeof(b)),
-	       num(srv, "auth_failures"));
-	printf("%-16s %-22s %9s %10s %8s %8s %s\n", "peer", "address", "hits", "bytes", "misses",
-	       "errors", "state");
-	json_array_foreach(json_object_get(cl, "peers"), i, p)
-		printf("%-16s %-22s %9.0f %10s %8.0f %8.0f %s\n",
-		       json_string_value(json_object_get(p, "node")),
-		       json_string_value(json_object_get(p, "addr")), num(p, "hits"),
-		       bytes_of(p, "bytes", a, sizeof(a)), num(p, "misses"), num(p, "errors"),
-		       json_is_true(json_object_get(p, "down")) ? "down" : "ok");
-	printf("\n");
 }
 
 static const char *default_socket(char *buf, size_t len)

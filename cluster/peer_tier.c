@@ -90,54 +90,56 @@ static bool holds(const struct kvt_dir_holders *h, const char *node)
 	return false;
 }
 
-/* Fetch keys[i..) from holder h: the run of keys h holds, into slots
- * reserved for them, committed in order while they verify. Returns how
- * many leading keys of the run are stored now (-EEXIST at keys[i]: stored
- * meanwhile, counts as one). */
-static size_t fetch_run(struct kvt_peer_tier *pt, struct kvt_ns *ns, const struct kvt_key *keys,
-			const struct kvt_key *parent, const struct kvt_dir_holders *hs, size_t i,
-			size_t r, const struct kvt_dir_holder *h, struct kvt_peer_item *items,
-			struct kvt_slot *slots)
+/* Fetch items[i..r) from holder h, the run of keys it holds. Returns how
+ * many leading items of the run it served, verified. */
+static size_t fetch_run(struct kvt_peer_tier *pt, const struct kvt_key *salt, uint64_t bb,
+			const struct kvt_dir_holders *hs, size_t i, size_t r,
+			const struct kvt_dir_holder *h, struct kvt_peer_item *items)
 {
 	struct kvt_peer_target t = { .node_id = h->node, .addr = h->addr, .epoch = h->epoch };
-	uint64_t bb = kvt_ns_block_bytes(ns);
-	size_t j = i, k, done = 0;
+	size_t j = i, done = 0;
 
 	while (j < r && holds(&hs[j], h->node))
 		j++;
-	for (k = i; k < j; k++) {
-		int err = kvt_reserve(ns, &keys[k], k ? &keys[k - 1] : parent, &slots[k]);
+	kvt_peer_fetch(pt->opts.client, &t, salt, bb, items + i, j - i);
+	while (i + done < j && !items[i + done].status)
+		done++;
+	/* the first block not served ends the run: it, and what follows, is
+	 * asked of another holder */
+	if (i + done < j) {
+		int st = items[i + done].status;
 
-		if (err == -EEXIST && k == i)
-			return 1;
-		if (err)
-			break;
-		items[k] = (struct kvt_peer_item){ .key = keys[k], .dst = slots[k].data };
-	}
-	j = k;
-	if (j == i)
-		return 0;
-	kvt_peer_fetch(pt->opts.client, &t, kvt_ns_salt(ns), bb, items + i, j - i);
-	for (k = i; k < j; k++) {
-		int st = items[k].status;
-
-		if (!st && done == k - i) {
-			if (kvt_commit(ns, &slots[k]) == 0)
-				done++;
-			continue;
-		}
-		/* the prefix stops at the first block not served: the rest of
-		 * the run goes back, and is asked of another holder */
-		if (st && st != -ENOENT)
+		if (st != -ENOENT)
 			ADD(errors, 1);
-		if (st && done == k - i)
-			logf_(pt, KVT_LOG_DEBUG, "event=peer.fetch.failed node=%s addr=%s blocks=%zu "
-			      "err=\"%s\"", h->node, h->addr, j - k, kvt_strerror(st));
-		kvt_abort(ns, &slots[k]);
+		logf_(pt, KVT_LOG_DEBUG, "event=peer.fetch.failed node=%s addr=%s blocks=%zu "
+		      "err=\"%s\"", h->node, h->addr, j - i - done, kvt_strerror(st));
 	}
 	ADD(blocks, done);
 	ADD(bytes, done * bb);
 	return done;
+}
+
+int kvt_peer_tier_read(struct kvt_peer_tier *pt, const struct kvt_key *salt, uint64_t block_bytes,
+		       const struct kvt_dir_holders *hs, struct kvt_peer_item *items, size_t n)
+{
+	size_t i = 0;
+
+	/* a run per holder; when a holder fails a block, its next holder */
+	while (i < n) {
+		size_t got = 0;
+
+		for (uint32_t a = 0; a < hs[i].n && !got; a++) {
+			if (a)
+				ADD(retries, 1);
+			got = fetch_run(pt, salt, block_bytes, hs, i, n, &hs[i].h[a], items);
+		}
+		if (!got) {
+			ADD(misses, n - i);
+			break;
+		}
+		i += got;
+	}
+	return (int)i;
 }
 
 int kvt_peer_tier_fetch(struct kvt_peer_tier *pt, struct kvt_ns *ns, const struct kvt_key *keys,
@@ -146,8 +148,8 @@ int kvt_peer_tier_fetch(struct kvt_peer_tier *pt, struct kvt_ns *ns, const struc
 	struct kvt_dir_holders *hs;
 	struct kvt_peer_item *items;
 	struct kvt_slot *slots;
-	size_t i = 0;
-	int r;
+	size_t m = 0, done = 0;
+	int r, got = 0;
 
 	if (n > KVT_PEER_TIER_MAX_KEYS)
 		n = KVT_PEER_TIER_MAX_KEYS;
@@ -160,26 +162,31 @@ int kvt_peer_tier_fetch(struct kvt_peer_tier *pt, struct kvt_ns *ns, const struc
 	r = hs && items && slots ? kvt_dir_lookup(pt->opts.dir, keys, n, hs) : -ENOMEM;
 	if (r < 0)
 		ADD(lookup_unanswered, 1);
-	/* a run per holder; when a holder fails a block, its next holder */
-	while (r > 0 && i < (size_t)r) {
-		size_t got = 0;
+	/* a slot for each block the directory knows, as far as they go */
+	for (; r > 0 && m < (size_t)r; m++) {
+		int err = kvt_reserve(ns, &keys[m], m ? &keys[m - 1] : parent, &slots[m]);
 
-		for (uint32_t a = 0; a < hs[i].n && !got; a++) {
-			if (a)
-				ADD(retries, 1);
-			got = fetch_run(pt, ns, keys, parent, hs, i, (size_t)r, &hs[i].h[a], items,
-					slots);
-		}
-		if (!got) {
-			ADD(misses, (size_t)r - i);
+		if (err == -EEXIST && m == 0) {
+			got = 1; /* stored meanwhile (another LOAD brought it) */
 			break;
 		}
-		i += got;
+		if (err)
+			break;
+		items[m] = (struct kvt_peer_item){ .key = keys[m], .dst = slots[m].data };
+	}
+	if (m)
+		got = kvt_peer_tier_read(pt, kvt_ns_salt(ns), kvt_ns_block_bytes(ns), hs, items, m);
+	/* the verified leading blocks join the store, in order */
+	for (size_t k = 0; k < m; k++) {
+		if ((int)k < got && kvt_commit(ns, &slots[k]) == 0 && done == k)
+			done++;
+		else if ((int)k >= got)
+			kvt_abort(ns, &slots[k]);
 	}
 	free(hs);
 	free(items);
 	free(slots);
-	return (int)i;
+	return m ? (int)done : got;
 }
 
 void kvt_peer_tier_stats(struct kvt_peer_tier *pt, struct kvt_peer_tier_stats *out)

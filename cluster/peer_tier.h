@@ -64,6 +64,15 @@ int kvt_peer_tier_lookup(struct kvt_peer_tier *pt, const struct kvt_key *keys, s
 int kvt_peer_tier_fetch(struct kvt_peer_tier *pt, struct kvt_ns *ns, const struct kvt_key *keys,
 			size_t n, const struct kvt_key *parent);
 
+/* Fetch items[0..n) (blocks of block_bytes of the namespace with salt
+ * `salt`; item i's holders hs[i], best first, as kvt_dir_lookup gives them)
+ * straight into their dst: each run of keys one holder has in one request,
+ * and a block a holder fails, with what follows it, from its next holder.
+ * Sets every item's status (0: verified bytes in dst). Returns how many
+ * leading items are fetched; the first that no holder serves ends them. */
+int kvt_peer_tier_read(struct kvt_peer_tier *pt, const struct kvt_key *salt, uint64_t block_bytes,
+		       const struct kvt_dir_holders *hs, struct kvt_peer_item *items, size_t n);
+
 void kvt_peer_tier_stats(struct kvt_peer_tier *pt, struct kvt_peer_tier_stats *out);
 
 /* NULL is accepted. No call may be running. */

@@ -333,6 +333,28 @@ static int teardown(void **state)
 	return 0;
 }
 
+/* `kvtier stats` on node idx prints its cluster line and a row for A. */
+static void stats_table_names_the_cluster(int idx)
+{
+	const char *cli = getenv("KVTIER_CLI");
+	char cmd[1024], out[16384];
+	size_t len;
+	FILE *p;
+
+	if (!cli)
+		return;
+	snprintf(cmd, sizeof(cmd), "%s stats --socket %s", cli, nodes[idx].d.socket);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	len = fread(out, 1, sizeof(out) - 1, p);
+	out[len] = 0;
+	assert_int_equal(pclose(p), 0);
+	fprintf(stderr, "%s", out);
+	assert_non_null(strstr(out, "redis reachable"));
+	assert_non_null(strstr(out, "3 members"));
+	assert_non_null(strstr(out, "\nA "));
+}
+
 static void saved_on_a_loads_byte_exact_on_b_and_c(void **state)
 {
 	int remote;
@@ -367,6 +389,7 @@ static void saved_on_a_loads_byte_exact_on_b_and_c(void **state)
 	json_decref(cl);
 	assert_true(from_a);
 	assert_true(stat_of(0, "serving", "blocks_sent") >= 2 * N);
+	stats_table_names_the_cluster(1);
 }
 
 static void a_node_with_the_wrong_secret_loads_nothing(void **state)
