@@ -11,10 +11,13 @@
  *    nodes, through the sidecar server's hooks;
  *  - the cluster's counters for STATS and /metrics.
  *
- * Built only with the cluster feature (KVT_HAVE_CLUSTER). */
+ * Built with the cluster feature (KVT_HAVE_CLUSTER); without it, open
+ * fails (the configuration already refuses --cluster) and the rest does
+ * nothing. */
 #ifndef KVT_APP_DAEMON_CLUSTER_H
 #define KVT_APP_DAEMON_CLUSTER_H
 
+#include <errno.h>
 #include <stdio.h>
 
 #include "app/daemon_config.h"
@@ -23,6 +26,7 @@
 
 struct kvtd_cluster;
 
+#ifdef KVT_HAVE_CLUSTER
 /* Join the cluster cfg names (cfg->cluster non-empty): read the secret,
  * listen for peers, open the directory (which joins on its own thread, so
  * an unreachable Redis only means local-only until it answers). Fills
@@ -37,5 +41,23 @@ void kvtd_cluster_describe(struct kvtd_cluster *cl, FILE *f);
 /* Leave the directory, close the peer server and the connections to
  * peers. The sidecar server must be closed first. NULL is accepted. */
 void kvtd_cluster_close(struct kvtd_cluster *cl);
+#else
+static inline int kvtd_cluster_open(const struct kvtd_config *cfg, struct kvt_store *store,
+				    struct kvt_server_hooks *hooks, struct kvtd_cluster **out)
+{
+	(void)cfg, (void)store, (void)hooks, (void)out;
+	return -EOPNOTSUPP;
+}
+
+static inline void kvtd_cluster_describe(struct kvtd_cluster *cl, FILE *f)
+{
+	(void)cl, (void)f;
+}
+
+static inline void kvtd_cluster_close(struct kvtd_cluster *cl)
+{
+	(void)cl;
+}
+#endif
 
 #endif /* KVT_APP_DAEMON_CLUSTER_H */

@@ -198,28 +198,6 @@ static void close_gpu(struct kvt_dev *dev, struct kvt_store *store)
 	kvt_dev_close(dev);
 }
 
-#ifndef KVT_HAVE_CLUSTER
-/* Built without the cluster: the configuration refuses --cluster. */
-struct kvtd_cluster;
-
-static int kvtd_cluster_open(const struct kvtd_config *cfg, struct kvt_store *store,
-			     struct kvt_server_hooks *hooks, struct kvtd_cluster **out)
-{
-	(void)cfg, (void)store, (void)hooks, (void)out;
-	return -EOPNOTSUPP;
-}
-
-static void kvtd_cluster_describe(struct kvtd_cluster *cl, FILE *f)
-{
-	(void)cl, (void)f;
-}
-
-static void kvtd_cluster_close(struct kvtd_cluster *cl)
-{
-	(void)cl;
-}
-#endif
-
 static void print_summary(const struct kvtd_config *cfg, const struct kvt_server *srv,
 			  bool activated, const char *ssd_dir, struct kvt_dev *gpu,
 			  const char *gpu_why, struct kvtd_cluster *cl)
