@@ -3,7 +3,8 @@
  * and loads them byte-exact through B's and C's (LOOKUP reports them
  * remote first); a node with the wrong secret joins the membership but
  * loads nothing; A's link cut: B's LOAD misses within the peer timeout and
- * works once the link is back; A killed: C loads A's blocks from B; Redis
+ * works once the link is back; a block A lost (removed) is a miss for B,
+ * and A forgets its hints; A killed: C loads A's blocks from B; Redis
  * killed: LOOKUP and LOAD answer local-only at once; Redis restarted: the
  * nodes rejoin and republish by themselves; STATS and /metrics carry the
  * cluster; SIGTERM leaves the cluster and exits 0. The engine (this test)
@@ -436,6 +437,29 @@ static void a_cut_link_misses_within_the_timeout_and_heals(void **state)
 	assert_int_equal(got, N);
 }
 
+static void a_block_its_owner_lost_loses_its_hint(void **state)
+{
+	struct kvt_key keys[N];
+	int remote = N, i;
+
+	(void)state;
+	save(0, 5);
+	assert_true(hinted(1, 5));
+	make_keys(5, keys);
+	assert_int_equal(kvt_client_remove(nodes[0].c, &nodes[0].ns, keys, N), N);
+	/* B is sent to A, A has nothing: a miss, and A forgets its hints */
+	assert_int_equal(load(1, 5, NULL), 0);
+	assert_true(stat_of(0, "serving", "hints_forgotten") >= 1);
+	for (i = 0; i < 50 && remote; i++) {
+		int got = lookup(1, 5, &remote);
+
+		assert_int_equal(got, remote); /* B holds none of it */
+		if (remote)
+			sleep_ms(50);
+	}
+	assert_int_equal(remote, 0);
+}
+
 static void a_killed_nodes_blocks_load_from_another_holder(void **state)
 {
 	int remote;
@@ -504,6 +528,7 @@ int main(void)
 		cmocka_unit_test(saved_on_a_loads_byte_exact_on_b_and_c),
 		cmocka_unit_test(a_node_with_the_wrong_secret_loads_nothing),
 		cmocka_unit_test(a_cut_link_misses_within_the_timeout_and_heals),
+		cmocka_unit_test(a_block_its_owner_lost_loses_its_hint),
 		cmocka_unit_test(a_killed_nodes_blocks_load_from_another_holder),
 		cmocka_unit_test(redis_down_is_local_only_and_back_it_resumes),
 		cmocka_unit_test(sigterm_leaves_the_cluster_and_exits_cleanly),
