@@ -81,7 +81,9 @@ void kvtd_usage(FILE *f)
 "        --no-prefault     Do not fault the DRAM tier in (by default a thread\n"
 "                          does it while the daemon serves, 64 MiB at a time, so\n"
 "                          saves stop paying for first-touch page faults).\n"
-"        --policy NAME     Eviction policy: tail-lru (default), lru, lfu, cost.\n"
+"        --policy NAME     Eviction policy: tail-lru (default), lru, lfu, cost,\n"
+"                          ghost-lru (tail-lru that evicts blocks used once first\n"
+"                          while they hold more than an adaptive share).\n"
 "        --host-copy HOW   How memfd engine memory is copied: direct (default;\n"
 "                          the daemon maps it and copies) or device (through the\n"
 "                          device layer's host backend, as GPU memory is).\n"
@@ -91,6 +93,10 @@ void kvtd_usage(FILE *f)
 "                          memory with CUDA IPC handles.\n"
 "    -m, --metrics ADDR:PORT  Prometheus endpoint (GET /metrics, and /stats as\n"
 "                          JSON). Default " DEFAULT_METRICS "; \"off\" disables.\n"
+"        --metrics-tenants  The endpoint also gives lookups, hits and tokens\n"
+"                          saved per tenant and per namespace, labelled with the\n"
+"                          tenants' names and the model ids (by default it names\n"
+"                          no tenant nor model: it needs no credentials).\n"
 "    -w, --workers N       Copy threads for SAVE and LOAD (default 4).\n"
 "        --hello-timeout SECONDS  Close a connection that has not said a\n"
 "                          successful HELLO this long after it connected\n"
@@ -101,6 +107,16 @@ void kvtd_usage(FILE *f)
 "                          have attached (default 1024; 0 = no cap but the\n"
 "                          store's 65535). A namespace with no block and no\n"
 "                          connection left is detached, and counts no more.\n"
+"        --mrc-budget SIZE  Memory for the live miss-ratio curves (the hit ratio\n"
+"                          each tier would have at 1/8 to 8 times its size,\n"
+"                          from sampled reuse distances of the keys looked up;\n"
+"                          kvtier stats --mrc): the daemon-wide one and, within\n"
+"                          half of it, 512 KiB per namespace with figures\n"
+"                          (default 8M; 0 turns them off; at most 1G).\n"
+"        --stats-namespaces N  Namespaces with their own figures (lookups,\n"
+"                          hits, tokens saved) in STATS and the metrics\n"
+"                          (default 16; 0 to 4096); a tenant's namespaces past\n"
+"                          them count as its \"other\".\n"
 "        --drain-timeout SECONDS  After SIGTERM or SIGINT, how long the process\n"
 "                          may take to end (default 30; 0.1 to 3600, \"ms\" or \"s\"\n"
 "                          suffix allowed). The SAVEs and LOADs in flight get\n"
@@ -141,8 +157,9 @@ void kvtd_usage(FILE *f)
 "    dram, ssd, huge_pages = true|false, prefault = true|false, policy,\n"
 "    host_copy = direct|device, gpu = true|false, metrics, workers,\n"
 "    hello_timeout, max_conns_per_uid, max_ns_per_tenant, drain_timeout,\n"
-"    log_level, cluster, node_id, peer_listen, cluster_secret_file,\n"
-"    rdma_device, peer_timeout)\n"
+"    mrc_budget, stats_namespaces, metrics_tenants = true|false, log_level,\n"
+"    cluster, node_id, peer_listen, cluster_secret_file, rdma_device,\n"
+"    peer_timeout)\n"
 "    and one [tenant NAME] section per tenant:\n"
 "\n"
 "        [kvtierd]\n"
@@ -227,6 +244,9 @@ void kvtd_config_defaults(struct kvtd_config *cfg)
 	cfg->hello_timeout_ms = 5000;
 	cfg->max_conns_per_uid = 256;
 	cfg->max_ns_per_tenant = 1024;
+	set_str(cfg->mrc_budget_spec, sizeof(cfg->mrc_budget_spec), "8M");
+	cfg->mrc_budget = 8u << 20;
+	cfg->stats_namespaces = 16;
 	cfg->log_level = KVT_LOG_INFO;
 	cfg->peer_timeout_ms = 2000;
 }
@@ -348,6 +368,9 @@ static const char *accepted(const char *key)
 		{ "max_conns_per_uid", "0 (no cap) to 65535" },
 		{ "max_ns_per_tenant", "0 (no cap) to 65535" },
 		{ "drain_timeout", "0.1 to 3600 seconds (\"ms\" or \"s\" suffix)" },
+		{ "mrc_budget", "0 (none) or a size from 1M to 1G (K, M, G: powers of 1024)" },
+		{ "stats_namespaces", "0 to 4096" },
+		{ "metrics_tenants", "true or false" },
 		{ "log_level", "error, warn, info or debug" },
 		{ "cluster", "redis://HOST:PORT or unix:///PATH" },
 		{ "node_id", "1 to 64 characters of A-Z a-z 0-9 . _ -" },
@@ -480,6 +503,16 @@ static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 		return set_uint(v, 0, 65535, &cfg->max_ns_per_tenant);
 	if (!strcmp(k, "drain_timeout"))
 		return parse_duration_ms(v, 100, 3600 * 1000, &cfg->drain_timeout_ms);
+	if (!strcmp(k, "mrc_budget")) {
+		if (kvt_parse_size(v, 0, &size) || (size && (size < (1u << 20) || size > (1u << 30))))
+			return -EINVAL;
+		cfg->mrc_budget = size;
+		return STR(mrc_budget_spec);
+	}
+	if (!strcmp(k, "stats_namespaces"))
+		return set_uint(v, 0, 4096, &cfg->stats_namespaces);
+	if (!strcmp(k, "metrics_tenants"))
+		return parse_bool(v, &cfg->metrics_tenants);
 	if (!strcmp(k, "log_level"))
 		return parse_level(v, &cfg->log_level);
 	if (!strcmp(k, "cluster")) {
@@ -634,6 +667,9 @@ static const struct option long_opts[] = {
 	{ "hello-timeout", required_argument, NULL, 13 },
 	{ "max-conns-per-uid", required_argument, NULL, 14 },
 	{ "max-ns-per-tenant", required_argument, NULL, 15 },
+	{ "mrc-budget", required_argument, NULL, 16 },
+	{ "stats-namespaces", required_argument, NULL, 17 },
+	{ "metrics-tenants", no_argument, NULL, 18 },
 	{ "tenant", required_argument, NULL, 't' },
 	{ "log-level", required_argument, NULL, 'l' },
 	{ "print-config", no_argument, NULL, 8 },
@@ -858,6 +894,9 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 		case 13: key = "hello_timeout"; break;
 		case 14: key = "max_conns_per_uid"; break;
 		case 15: key = "max_ns_per_tenant"; break;
+		case 16: key = "mrc_budget"; break;
+		case 17: key = "stats_namespaces"; break;
+		case 18: cfg->metrics_tenants = true; continue;
 		case 'l': key = "log_level"; break;
 		case 8: cfg->print_config = true; continue;
 		case 9: cfg->prefault = false; continue;
@@ -1040,12 +1079,13 @@ void kvtd_config_print(const struct kvtd_config *cfg, FILE *f)
 	fprintf(f, "data_dir = %s\ndram = %s\nssd = %s\nhuge_pages = %s\nprefault = %s\npolicy = %s\n"
 		"host_copy = %s\ngpu = %s\nmetrics = %s\nworkers = %u\nhello_timeout = %ums\n"
 		"max_conns_per_uid = %u\nmax_ns_per_tenant = %u\ndrain_timeout = %ums\n"
-		"log_level = %s\n",
+		"mrc_budget = %s\nstats_namespaces = %u\nmetrics_tenants = %s\nlog_level = %s\n",
 		cfg->data_dir, cfg->dram_spec,
 		cfg->ssd_spec, cfg->huge_pages ? "true" : "false", cfg->prefault ? "true" : "false",
 		cfg->policy, cfg->host_copy_device ? "device" : "direct", cfg->gpu ? "true" : "false",
 		cfg->metrics[0] ? cfg->metrics : "off", cfg->workers, cfg->hello_timeout_ms,
 		cfg->max_conns_per_uid, cfg->max_ns_per_tenant, cfg->drain_timeout_ms,
+		cfg->mrc_budget_spec, cfg->stats_namespaces, cfg->metrics_tenants ? "true" : "false",
 		(const char *[]){ "error", "warn", "info", "debug" }[cfg->log_level]);
 	if (cfg->cluster[0]) {
 		fprintf(f, "cluster = %s\nnode_id = %s\npeer_listen = %s\npeer_timeout = %u\n",

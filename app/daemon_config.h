@@ -45,6 +45,10 @@ struct kvtd_config {
 	unsigned hello_timeout_ms;    /* 0 = connections may wait for ever */
 	unsigned max_conns_per_uid;   /* 0 = no cap per uid */
 	unsigned max_ns_per_tenant;   /* 0 = no cap per tenant */
+	char mrc_budget_spec[32];     /* memory of the live miss-ratio curves */
+	uint64_t mrc_budget;          /* resolved; 0 = none */
+	unsigned stats_namespaces;    /* namespaces with their own figures */
+	bool metrics_tenants;         /* per-tenant series on the endpoint */
 	enum kvt_log_level log_level;
 	struct kvtd_tenant tenants[KVTD_MAX_TENANTS];
 	size_t n_tenants;

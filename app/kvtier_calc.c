@@ -238,264 +238,353 @@ static int tier_bw_parse(const char *s, struct kvt_plan_opts *o)
 	return 0;
 }
 
-int kvt_calc_main(int argc, char **argv)
-{
-	static const struct option longopts[] = {
-		{ "model", required_argument, NULL, 'm' },
-		{ "kv-dtype", required_argument, NULL, 'k' },
-		{ "weight-dtype", required_argument, NULL, 'w' },
-		{ "context", required_argument, NULL, 'c' },
-		{ "users", required_argument, NULL, 'u' },
-		{ "tp", required_argument, NULL, 't' },
-		{ "gpu", required_argument, NULL, 'g' },
-		{ "mig", required_argument, NULL, 'M' },
-		{ "mem-util", required_argument, NULL, 'U' },
-		{ "overhead", required_argument, NULL, 'o' },
-		{ "mfu", required_argument, NULL, 'f' },
-		{ "plan", required_argument, NULL, 'p' },
-		{ "block-tokens", required_argument, NULL, 'b' },
-		{ "tier-bw", required_argument, NULL, 'T' },
-		{ "list", no_argument, NULL, 'l' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0, 0, 0, 0 },
-	};
+static const struct option longopts[] = {
+	{ "model", required_argument, NULL, 'm' },
+	{ "kv-dtype", required_argument, NULL, 'k' },
+	{ "weight-dtype", required_argument, NULL, 'w' },
+	{ "context", required_argument, NULL, 'c' },
+	{ "users", required_argument, NULL, 'u' },
+	{ "tp", required_argument, NULL, 't' },
+	{ "gpu", required_argument, NULL, 'g' },
+	{ "mig", required_argument, NULL, 'M' },
+	{ "mem-util", required_argument, NULL, 'U' },
+	{ "overhead", required_argument, NULL, 'o' },
+	{ "mfu", required_argument, NULL, 'f' },
+	{ "plan", required_argument, NULL, 'p' },
+	{ "block-tokens", required_argument, NULL, 'b' },
+	{ "tier-bw", required_argument, NULL, 'T' },
+	{ "list", no_argument, NULL, 'l' },
+	{ "json", no_argument, NULL, 'j' },
+	{ "help", no_argument, NULL, 'h' },
+	{ 0, 0, 0, 0 },
+};
+
+/* One run of kvtier calc: what was asked, then what was worked out. */
+struct calc {
 	struct kvt_sizing_opts so;
-	struct kvt_sizing top;
+	const char *model, *gpu_name, *mig, *plan_spec;
+	const char *tier_bw[8];
+	size_t n_tier_bw;
+	uint32_t block_tokens;
+	bool json;
 	struct kvt_model m;
 	struct kvt_gpu gpu;
-	const char *model = NULL, *gpu_name = NULL, *mig = NULL, *plan_spec = NULL;
-	const char *tier_bw[8];
-	size_t n_tier_bw = 0;
-	uint32_t block_tokens = 16;
+	struct kvt_sizing top; /* on the GPU asked for, or H100-SXM */
 	struct kvt_plan_opts po;
 	struct kvt_plan plan;
-	static uint8_t plan_tiers[PLAN_MAX], plan_act[PLAN_MAX];
-	long plan_n = -1;
-	bool json = false;
-	uint64_t v;
-	int c, err, d, li = 0;
-	char b1[32], b2[32], b3[32], b4[32];
+	long plan_n;           /* blocks planned, -1 without --plan */
+};
 
-	kvt_sizing_opts_init(&so, sizeof(so));
+/* Option c (its value in optarg) into k. Returns 0, or -EINVAL for a bad
+ * value. */
+static int parse_opt(struct calc *k, int c)
+{
+	uint64_t v;
+	int d;
+
+	switch (c) {
+	case 'm': k->model = optarg; break;
+	case 'g': k->gpu_name = optarg; break;
+	case 'M': k->mig = optarg; break;
+	case 'p': k->plan_spec = optarg; break;
+	case 'T':
+		if (k->n_tier_bw == sizeof(k->tier_bw) / sizeof(k->tier_bw[0]))
+			return -EINVAL;
+		k->tier_bw[k->n_tier_bw++] = optarg;
+		break;
+	case 'b':
+		if (parse_count(optarg, &v) || !v || v > UINT32_MAX)
+			return -EINVAL;
+		k->block_tokens = (uint32_t)v;
+		break;
+	case 'j': k->json = true; break;
+	case 'k':
+	case 'w':
+		d = kvt_dtype_parse(optarg);
+		if (d < 0)
+			return -EINVAL;
+		*(c == 'k' ? &k->so.kv_dtype : &k->so.weight_dtype) = (enum kvt_dtype)d;
+		break;
+	case 'c':
+		if (parse_count(optarg, &k->so.context) || !k->so.context)
+			return -EINVAL;
+		break;
+	case 'u':
+	case 't':
+		if (parse_count(optarg, &v) || !v || v > UINT32_MAX)
+			return -EINVAL;
+		*(c == 'u' ? &k->so.users : &k->so.tp) = (uint32_t)v;
+		break;
+	case 'o':
+		if (parse_count(optarg, &k->so.overhead_bytes))
+			return -EINVAL;
+		break;
+	case 'U':
+		if (parse_frac(optarg, 0, 1, &k->so.mem_util))
+			return -EINVAL;
+		break;
+	case 'f':
+		if (parse_frac(optarg, 0, 1, &k->so.mfu))
+			return -EINVAL;
+		break;
+	}
+	return 0;
+}
+
+/* The command line into k. Returns -1 to go on, or the exit status when
+ * done (--help, --list, a usage error). */
+static int parse_args(int argc, char **argv, struct calc *k)
+{
+	int c, li = 0;
+
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", longopts, &li)) != -1) {
 		switch (c) {
-		case 'm': model = optarg; break;
-		case 'g': gpu_name = optarg; break;
-		case 'M': mig = optarg; break;
-		case 'p': plan_spec = optarg; break;
-		case 'T':
-			if (n_tier_bw == sizeof(tier_bw) / sizeof(tier_bw[0]))
-				goto bad;
-			tier_bw[n_tier_bw++] = optarg;
-			break;
-		case 'b':
-			if (parse_count(optarg, &v) || !v || v > UINT32_MAX)
-				goto bad;
-			block_tokens = (uint32_t)v;
-			break;
-		case 'j': json = true; break;
-		case 'l': return list_all();
-		case 'h': kvt_calc_usage(stdout); return 0;
-		case 'k':
-		case 'w':
-			d = kvt_dtype_parse(optarg);
-			if (d < 0)
-				goto bad;
-			*(c == 'k' ? &so.kv_dtype : &so.weight_dtype) = (enum kvt_dtype)d;
-			break;
-		case 'c':
-			if (parse_count(optarg, &so.context) || !so.context)
-				goto bad;
-			break;
-		case 'u':
-		case 't':
-			if (parse_count(optarg, &v) || !v || v > UINT32_MAX)
-				goto bad;
-			*(c == 'u' ? &so.users : &so.tp) = (uint32_t)v;
-			break;
-		case 'o':
-			if (parse_count(optarg, &so.overhead_bytes))
-				goto bad;
-			break;
-		case 'U':
-			if (parse_frac(optarg, 0, 1, &so.mem_util))
-				goto bad;
-			break;
-		case 'f':
-			if (parse_frac(optarg, 0, 1, &so.mfu))
-				goto bad;
-			break;
+		case 'l':
+			return list_all();
+		case 'h':
+			kvt_calc_usage(stdout);
+			return 0;
+		case 'm': case 'g': case 'M': case 'p': case 'T': case 'b': case 'j':
+		case 'k': case 'w': case 'c': case 'u': case 't': case 'o': case 'U': case 'f':
+			if (!parse_opt(k, c))
+				break;
+			fprintf(stderr, "kvtier calc: bad value '%s' for --%s\n\n", optarg,
+				longopts[li].name);
+			kvt_calc_usage(stderr);
+			return 2;
 		default:
 			kvt_calc_usage(stderr);
 			return 2;
 		}
 	}
-	if (!model || optind != argc) {
-		fprintf(stderr, "kvtier calc: %s\n\n", model ? "unexpected argument" : "--model is required");
+	if (!k->model || optind != argc) {
+		fprintf(stderr, "kvtier calc: %s\n\n",
+			k->model ? "unexpected argument" : "--model is required");
 		kvt_calc_usage(stderr);
 		return 2;
 	}
-	err = kvt_model_load(model, &m);
+	return -1;
+}
+
+/* The model, the GPU and the sizing on it. Returns -1 to go on, or the exit
+ * status. */
+static int load_and_size(struct calc *k)
+{
+	int err = kvt_model_load(k->model, &k->m);
+
 	if (err) {
-		fprintf(stderr, "kvtier calc: model '%s': %s%s\n", model, kvt_strerror(err),
+		fprintf(stderr, "kvtier calc: model '%s': %s%s\n", k->model, kvt_strerror(err),
 			err == -ENOENT ? " (not a shipped name nor a readable file; see --list)" : "");
 		return 1;
 	}
-	if (mig && !gpu_name) {
+	if (k->mig && !k->gpu_name) {
 		fprintf(stderr, "kvtier calc: --mig needs --gpu\n");
 		return 2;
 	}
-	err = kvt_gpu_find(gpu_name ? gpu_name : "H100-SXM", mig, &gpu);
+	err = kvt_gpu_find(k->gpu_name ? k->gpu_name : "H100-SXM", k->mig, &k->gpu);
 	if (err) {
 		fprintf(stderr, "kvtier calc: unknown GPU '%s%s%s' (see --list)\n",
-			gpu_name ? gpu_name : "H100-SXM", mig ? "' with MIG profile '" : "",
-			mig ? mig : "");
+			k->gpu_name ? k->gpu_name : "H100-SXM", k->mig ? "' with MIG profile '" : "",
+			k->mig ? k->mig : "");
 		return 1;
 	}
-	err = kvt_model_size(&m, &gpu, &so, &top);
+	err = kvt_model_size(&k->m, &k->gpu, &k->so, &k->top);
 	if (err) {
 		fprintf(stderr, "kvtier calc: %s\n", kvt_strerror(err));
 		return 1;
 	}
-	if (plan_spec) {
-		kvt_plan_opts_init(&po, sizeof(po));
-		po.model = &m;
-		po.kv_dtype = so.kv_dtype;
-		po.block_tokens = block_tokens;
-		po.tier_bw[KVT_TIER_HBM] = gpu.mem_bw;
-		po.tier_bw[KVT_TIER_DRAM] = gpu.c2c_bw > 0 ? gpu.c2c_bw : kvt_pcie_bw(gpu.pcie_gen);
-		po.tier_bw[KVT_TIER_REMOTE] = 12.5e9;
-		po.prefill_flops_s = gpu.bf16_flops * so.mfu;
-		for (size_t i = 0; i < n_tier_bw; i++)
-			if (tier_bw_parse(tier_bw[i], &po)) {
-				fprintf(stderr, "kvtier calc: bad --tier-bw '%s' (TIER=bytes/s)\n",
-					tier_bw[i]);
-				return 2;
-			}
-		plan_n = plan_parse(plan_spec, plan_tiers);
-		if (plan_n < 0) {
-			fprintf(stderr, "kvtier calc: bad --plan '%s' (TIER:BLOCKS,...)\n", plan_spec);
+	return -1;
+}
+
+/* --plan: which blocks of the prefix to load and which to recompute.
+ * Returns -1 to go on, or the exit status. */
+static int make_plan(struct calc *k)
+{
+	static uint8_t plan_tiers[PLAN_MAX], plan_act[PLAN_MAX];
+	struct kvt_plan_opts *po = &k->po;
+	const struct kvt_gpu *gpu = &k->gpu;
+	int err;
+
+	kvt_plan_opts_init(po, sizeof(*po));
+	po->model = &k->m;
+	po->kv_dtype = k->so.kv_dtype;
+	po->block_tokens = k->block_tokens;
+	po->tier_bw[KVT_TIER_HBM] = gpu->mem_bw;
+	po->tier_bw[KVT_TIER_DRAM] = gpu->c2c_bw > 0 ? gpu->c2c_bw : kvt_pcie_bw(gpu->pcie_gen);
+	po->tier_bw[KVT_TIER_REMOTE] = 12.5e9;
+	po->prefill_flops_s = gpu->bf16_flops * k->so.mfu;
+	for (size_t i = 0; i < k->n_tier_bw; i++)
+		if (tier_bw_parse(k->tier_bw[i], po)) {
+			fprintf(stderr, "kvtier calc: bad --tier-bw '%s' (TIER=bytes/s)\n",
+				k->tier_bw[i]);
 			return 2;
 		}
-		err = kvt_plan_prefix(&po, plan_tiers, (size_t)plan_n, &plan, plan_act);
-		if (err) {
-			fprintf(stderr, "kvtier calc: plan: %s\n", kvt_strerror(err));
-			return 1;
-		}
+	k->plan_n = plan_parse(k->plan_spec, plan_tiers);
+	if (k->plan_n < 0) {
+		fprintf(stderr, "kvtier calc: bad --plan '%s' (TIER:BLOCKS,...)\n", k->plan_spec);
+		return 2;
 	}
-
-	if (json) {
-		json_t *o, *arr = json_array();
-		enum kvt_dtype wd = so.weight_dtype ? so.weight_dtype : m.dtype;
-		const struct kvt_gpu *g;
-
-		for (size_t i = 0; (g = kvt_gpu_at(i)); i++) {
-			struct kvt_sizing s;
-			if (kvt_model_size(&m, g, &so, &s) == 0)
-				json_array_append_new(arr, sizing_json(g, &s));
-		}
-		o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I,"
-			      " s:I, s:I, s:f, s:f, s:f, s:f, s:o}",
-			      "model", m.name, "kv_dtype", kvt_dtype_name(so.kv_dtype),
-			      "weight_dtype", kvt_dtype_name(wd), "context", (json_int_t)so.context,
-			      "users", (json_int_t)so.users, "tp", (json_int_t)so.tp, "gpu", gpu.name,
-			      "kv_bytes_per_token", (json_int_t)top.kv_bytes_per_token,
-			      "kv_bytes_per_context", (json_int_t)top.kv_bytes_per_context,
-			      "params_total", (json_int_t)top.params_total,
-			      "params_active", (json_int_t)top.params_active,
-			      "weight_bytes", (json_int_t)top.weight_bytes,
-			      "mem_for_users", (json_int_t)top.mem_for_users,
-			      "mem_usable", (json_int_t)top.mem_usable,
-			      "users_fit", (json_int_t)(top.users_fit == INT64_MAX ? -2 : top.users_fit),
-			      "decode_tok_s_upper", top.decode_tok_s_batch1,
-			      "decode_tok_s_upper_batch", top.decode_tok_s_batch,
-			      "prefill_s", top.prefill_s,
-			      "prefill_flops", kvt_model_prefill_flops(&m, 0, so.context),
-			      "gpus", arr);
-		if (o && plan_n >= 0)
-			json_object_set_new(o, "plan", json_pack("{s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f}",
-				"block_tokens", (json_int_t)block_tokens,
-				"blocks", (json_int_t)plan.blocks, "load_blocks", (json_int_t)plan.load_blocks,
-				"load_s", plan.load_s, "recompute_s", plan.recompute_s, "total_s", plan.total_s,
-				"all_load_s", isinf(plan.all_load_s) ? -1.0 : plan.all_load_s,
-				"all_recompute_s", plan.all_recompute_s));
-		if (!o) {
-			fprintf(stderr, "kvtier calc: out of memory\n");
-			return 1;
-		}
-		json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
-		putchar('\n');
-		json_decref(o);
-		return 0;
+	err = kvt_plan_prefix(po, plan_tiers, (size_t)k->plan_n, &k->plan, plan_act);
+	if (err) {
+		fprintf(stderr, "kvtier calc: plan: %s\n", kvt_strerror(err));
+		return 1;
 	}
+	return -1;
+}
+
+static int print_json(const struct calc *k)
+{
+	const struct kvt_sizing_opts *so = &k->so;
+	const struct kvt_sizing *top = &k->top;
+	const struct kvt_plan *plan = &k->plan;
+	enum kvt_dtype wd = so->weight_dtype ? so->weight_dtype : k->m.dtype;
+	json_t *o, *arr = json_array();
+	const struct kvt_gpu *g;
+
+	for (size_t i = 0; (g = kvt_gpu_at(i)); i++) {
+		struct kvt_sizing s;
+		if (kvt_model_size(&k->m, g, so, &s) == 0)
+			json_array_append_new(arr, sizing_json(g, &s));
+	}
+	o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I,"
+		      " s:I, s:I, s:f, s:f, s:f, s:f, s:o}",
+		      "model", k->m.name, "kv_dtype", kvt_dtype_name(so->kv_dtype),
+		      "weight_dtype", kvt_dtype_name(wd), "context", (json_int_t)so->context,
+		      "users", (json_int_t)so->users, "tp", (json_int_t)so->tp, "gpu", k->gpu.name,
+		      "kv_bytes_per_token", (json_int_t)top->kv_bytes_per_token,
+		      "kv_bytes_per_context", (json_int_t)top->kv_bytes_per_context,
+		      "params_total", (json_int_t)top->params_total,
+		      "params_active", (json_int_t)top->params_active,
+		      "weight_bytes", (json_int_t)top->weight_bytes,
+		      "mem_for_users", (json_int_t)top->mem_for_users,
+		      "mem_usable", (json_int_t)top->mem_usable,
+		      "users_fit", (json_int_t)(top->users_fit == INT64_MAX ? -2 : top->users_fit),
+		      "decode_tok_s_upper", top->decode_tok_s_batch1,
+		      "decode_tok_s_upper_batch", top->decode_tok_s_batch,
+		      "prefill_s", top->prefill_s,
+		      "prefill_flops", kvt_model_prefill_flops(&k->m, 0, so->context),
+		      "gpus", arr);
+	if (o && k->plan_n >= 0)
+		json_object_set_new(o, "plan", json_pack("{s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f}",
+			"block_tokens", (json_int_t)k->block_tokens,
+			"blocks", (json_int_t)plan->blocks, "load_blocks", (json_int_t)plan->load_blocks,
+			"load_s", plan->load_s, "recompute_s", plan->recompute_s, "total_s", plan->total_s,
+			"all_load_s", isinf(plan->all_load_s) ? -1.0 : plan->all_load_s,
+			"all_recompute_s", plan->all_recompute_s));
+	if (!o) {
+		fprintf(stderr, "kvtier calc: out of memory\n");
+		return 1;
+	}
+	json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
+	putchar('\n');
+	json_decref(o);
+	return 0;
+}
+
+/* The model's figures: shape, parameters, weights, KV, memory, prefill. */
+static void print_model(const struct calc *k)
+{
+	const struct kvt_model *m = &k->m;
+	const struct kvt_sizing_opts *so = &k->so;
+	const struct kvt_sizing *top = &k->top;
+	char b1[32], b2[32], b3[32], b4[32];
 
 	printf("model           %s (%s; %u layers, hidden %u, %u heads, %u KV heads, head_dim %u",
-	       m.name, m.model_type[0] ? m.model_type : "?", m.layers, m.hidden, m.heads,
-	       m.kv_heads, m.head_dim);
-	if (m.experts)
-		printf("; %u experts, %u per token", m.experts, m.experts_per_tok);
-	if (m.kv_lora_rank)
-		printf("; MLA latent %u + rope %u", m.kv_lora_rank, m.qk_rope_head_dim);
+	       m->name, m->model_type[0] ? m->model_type : "?", m->layers, m->hidden, m->heads,
+	       m->kv_heads, m->head_dim);
+	if (m->experts)
+		printf("; %u experts, %u per token", m->experts, m->experts_per_tok);
+	if (m->kv_lora_rank)
+		printf("; MLA latent %u + rope %u", m->kv_lora_rank, m->qk_rope_head_dim);
 	printf(")\n");
 	printf("params          %.2f B total, %.2f B active per token\n",
-	       top.params_total / 1e9, top.params_active / 1e9);
-	printf("weights         %s in %s%s\n", human((double)top.weight_bytes, b1, sizeof(b1)),
-	       kvt_dtype_name(so.weight_dtype ? so.weight_dtype : m.dtype),
-	       so.tp > 1 ? " per GPU" : "");
-	printf("KV per token    %s B in %s\n", grouped(top.kv_bytes_per_token, b1, sizeof(b1)),
-	       kvt_dtype_name(so.kv_dtype));
+	       top->params_total / 1e9, top->params_active / 1e9);
+	printf("weights         %s in %s%s\n", human((double)top->weight_bytes, b1, sizeof(b1)),
+	       kvt_dtype_name(so->weight_dtype ? so->weight_dtype : m->dtype),
+	       so->tp > 1 ? " per GPU" : "");
+	printf("KV per token    %s B in %s\n", grouped(top->kv_bytes_per_token, b1, sizeof(b1)),
+	       kvt_dtype_name(so->kv_dtype));
 	printf("KV per context  %s = %.2f GiB for %llu tokens\n",
-	       human((double)top.kv_bytes_per_context, b1, sizeof(b1)),
-	       (double)top.kv_bytes_per_context / (1ull << 30), (unsigned long long)so.context);
-	printf("memory, %u user%s %s = weights %s + KV %s + overhead %s%s\n", so.users,
-	       so.users > 1 ? "s" : "", human((double)top.mem_for_users, b1, sizeof(b1)),
-	       human((double)top.weight_bytes, b2, sizeof(b2)),
-	       human((double)(top.mem_for_users - top.weight_bytes - so.overhead_bytes), b3,
+	       human((double)top->kv_bytes_per_context, b1, sizeof(b1)),
+	       (double)top->kv_bytes_per_context / (1ull << 30), (unsigned long long)so->context);
+	printf("memory, %u user%s %s = weights %s + KV %s + overhead %s%s\n", so->users,
+	       so->users > 1 ? "s" : "", human((double)top->mem_for_users, b1, sizeof(b1)),
+	       human((double)top->weight_bytes, b2, sizeof(b2)),
+	       human((double)(top->mem_for_users - top->weight_bytes - so->overhead_bytes), b3,
 		     sizeof(b3)),
-	       human((double)so.overhead_bytes, b4, sizeof(b4)), so.tp > 1 ? " (per GPU)" : "");
+	       human((double)so->overhead_bytes, b4, sizeof(b4)), so->tp > 1 ? " (per GPU)" : "");
 	printf("prefill         %.3g FLOPs for %llu tokens\n\n",
-	       kvt_model_prefill_flops(&m, 0, so.context), (unsigned long long)so.context);
+	       kvt_model_prefill_flops(m, 0, so->context), (unsigned long long)so->context);
+}
+
+/* One row per GPU: the one asked for, or the whole table. */
+static void print_gpus(const struct calc *k)
+{
 	printf("  %-18s %10s %11s %12s %12s %12s %10s\n", "GPU", "memory", "bandwidth",
 	       "users fit", "tok/s b=1", "tok/s b=users", "prefill s");
-	if (gpu_name) {
-		print_gpu_row(&gpu, &top);
+	if (k->gpu_name) {
+		print_gpu_row(&k->gpu, &k->top);
 	} else {
 		const struct kvt_gpu *g;
 		for (size_t i = 0; (g = kvt_gpu_at(i)); i++) {
 			struct kvt_sizing s;
-			if (kvt_model_size(&m, g, &so, &s) == 0)
+			if (kvt_model_size(&k->m, g, &k->so, &s) == 0)
 				print_gpu_row(g, &s);
 		}
 	}
 	printf("\nusers fit: (memory x %.2f - weights - overhead) / KV per context%s; tok/s are\n"
 	       "upper bounds (bandwidth / bytes per step); prefill at %.0f%% of dense bf16 peak.\n",
-	       so.mem_util, so.tp > 1 ? ", per GPU of the TP group" : "", so.mfu * 100);
-	if (plan_n >= 0) {
-		printf("\nplan on %s (%u-token blocks; hbm %.3g, dram %.3g, ssd %.3g, remote %.3g "
-		       "B/s; prefill %.3g FLOP/s):\n", gpu.name, block_tokens,
-		       po.tier_bw[KVT_TIER_HBM], po.tier_bw[KVT_TIER_DRAM], po.tier_bw[KVT_TIER_SSD],
-		       po.tier_bw[KVT_TIER_REMOTE], po.prefill_flops_s);
-		if (plan.load_blocks)
-			printf("  load blocks 0-%zu", plan.load_blocks - 1);
-		else
-			printf("  load nothing");
-		if (plan.load_blocks < plan.blocks)
-			printf(", recompute blocks %zu-%zu", plan.load_blocks, plan.blocks - 1);
-		else
-			printf(", recompute nothing");
-		printf(": %.3f ms (load %.3f + recompute %.3f)\n", plan.total_s * 1e3,
-		       plan.load_s * 1e3, plan.recompute_s * 1e3);
-		if (isinf(plan.all_load_s))
-			printf("  all loaded: impossible (a tier without bandwidth); ");
-		else
-			printf("  all loaded: %.3f ms; ", plan.all_load_s * 1e3);
-		printf("all recomputed: %.3f ms\n", plan.all_recompute_s * 1e3);
-	}
+	       k->so.mem_util, k->so.tp > 1 ? ", per GPU of the TP group" : "", k->so.mfu * 100);
+}
+
+static void print_plan(const struct calc *k)
+{
+	const struct kvt_plan_opts *po = &k->po;
+	const struct kvt_plan *plan = &k->plan;
+
+	printf("\nplan on %s (%u-token blocks; hbm %.3g, dram %.3g, ssd %.3g, remote %.3g "
+	       "B/s; prefill %.3g FLOP/s):\n", k->gpu.name, k->block_tokens,
+	       po->tier_bw[KVT_TIER_HBM], po->tier_bw[KVT_TIER_DRAM], po->tier_bw[KVT_TIER_SSD],
+	       po->tier_bw[KVT_TIER_REMOTE], po->prefill_flops_s);
+	if (plan->load_blocks)
+		printf("  load blocks 0-%zu", plan->load_blocks - 1);
+	else
+		printf("  load nothing");
+	if (plan->load_blocks < plan->blocks)
+		printf(", recompute blocks %zu-%zu", plan->load_blocks, plan->blocks - 1);
+	else
+		printf(", recompute nothing");
+	printf(": %.3f ms (load %.3f + recompute %.3f)\n", plan->total_s * 1e3,
+	       plan->load_s * 1e3, plan->recompute_s * 1e3);
+	if (isinf(plan->all_load_s))
+		printf("  all loaded: impossible (a tier without bandwidth); ");
+	else
+		printf("  all loaded: %.3f ms; ", plan->all_load_s * 1e3);
+	printf("all recomputed: %.3f ms\n", plan->all_recompute_s * 1e3);
+}
+
+int kvt_calc_main(int argc, char **argv)
+{
+	struct calc k;
+	int rc;
+
+	memset(&k, 0, sizeof(k));
+	k.block_tokens = 16;
+	k.plan_n = -1;
+	kvt_sizing_opts_init(&k.so, sizeof(k.so));
+	rc = parse_args(argc, argv, &k);
+	if (rc < 0)
+		rc = load_and_size(&k);
+	if (rc < 0 && k.plan_spec)
+		rc = make_plan(&k);
+	if (rc >= 0)
+		return rc;
+	if (k.json)
+		return print_json(&k);
+	print_model(&k);
+	print_gpus(&k);
+	if (k.plan_n >= 0)
+		print_plan(&k);
 	return 0;
-bad:
-	fprintf(stderr, "kvtier calc: bad value '%s' for --%s\n\n", optarg, longopts[li].name);
-	kvt_calc_usage(stderr);
-	return 2;
 }

@@ -20,20 +20,30 @@ void kvt_stats_usage(FILE *f)
 	fputs("NAME\n"
 	      "    kvtier stats - counters of a running kvtierd\n\n"
 	      "SYNOPSIS\n"
-	      "    kvtier stats [--socket PATH] [--json]\n\n"
+	      "    kvtier stats [--socket PATH] [--token TOKEN] [--mrc] [--json]\n\n"
 	      "DESCRIPTION\n"
 	      "    Asks the daemon for its counters over its socket and prints, per tier,\n"
 	      "    capacity, occupancy, blocks, hits, bytes in and out, evictions, errors\n"
 	      "    and whether it is degraded; lookup hits and misses; bytes copied to and\n"
 	      "    from engine memory; and per operation the count, errors and latency\n"
-	      "    (mean, and p50/p99 as histogram bucket bounds). A daemon in a cluster\n"
-	      "    adds its state (Redis reachable, epoch, members) and the peer tier:\n"
-	      "    blocks fetched, retried and missed, and per peer hits, bytes, misses\n"
-	      "    and errors.\n\n"
+	      "    (mean, and p50/p99 as histogram bucket bounds). With a tenant's token,\n"
+	      "    also that tenant's lookups, hits and tokens saved, in total and per\n"
+	      "    namespace. A daemon in a cluster adds its state (Redis reachable,\n"
+	      "    epoch, members) and the peer tier: blocks fetched, retried and\n"
+	      "    missed, and per peer hits, bytes, misses and errors.\n\n"
+	      "    --mrc prints the live miss-ratio curve instead: for each tier, the hit\n"
+	      "    ratio of the tiers down to it had it 1/8 to 8 times its size (in blocks\n"
+	      "    and bytes), estimated from sampled reuse distances of every key looked\n"
+	      "    up (LRU-like policies); with a token, each of the tenant's namespaces'\n"
+	      "    too.\n\n"
 	      "OPTIONS\n"
 	      "    -s, --socket PATH  The daemon's socket (default $KVTIER_SOCKET, else\n"
 	      "                       /run/kvtier/kvtierd.sock as root, else\n"
 	      "                       /tmp/kvtier-UID/kvtierd.sock, as kvtierd).\n"
+	      "    -t, --token TOKEN  A tenant's token (default $KVTIER_TOKEN): its figures\n"
+	      "                       too. A token no tenant has is refused.\n"
+	      "    -m, --mrc          The miss-ratio curves (with --json: {\"mrc\": ...,\n"
+	      "                       \"namespaces\": [...]}).\n"
 	      "    -j, --json         Print the counters as one JSON object.\n"
 	      "    -h, --help         This text.\n\n"
 	      "EXIT STATUS\n"
@@ -162,6 +172,86 @@ static void print_table(json_t *root, const char *socket)
 	}
 }
 
+/* A tenant's figures: total, per namespace, the rest. */
+static void print_tenant(json_t *t)
+{
+	json_t *nss = json_object_get(t, "namespaces"), *n;
+	size_t i;
+
+	printf("\ntenant %s: %.0f lookups, %.0f keys, %.0f hits (%.1f%%), %.0f tokens saved\n",
+	       json_string_value(json_object_get(t, "name")), num(t, "lookups"),
+	       num(t, "lookup_keys"), num(t, "lookup_hit_keys"),
+	       num(t, "lookup_keys") ? 100 * num(t, "lookup_hit_keys") / num(t, "lookup_keys") : 0,
+	       num(t, "tokens_saved"));
+	printf("  %-40s %10s %10s %10s %14s\n", "namespace", "lookups", "keys", "hits",
+	       "tokens saved");
+	json_array_foreach(nss, i, n)
+		printf("  %-40s %10.0f %10.0f %10.0f %14.0f\n",
+		       json_string_value(json_object_get(n, "namespace")), num(n, "lookups"),
+		       num(n, "lookup_keys"), num(n, "lookup_hit_keys"), num(n, "tokens_saved"));
+	n = json_object_get(t, "other");
+	if (num(n, "lookups") > 0)
+		printf("  %-40s %10.0f %10.0f %10.0f %14.0f\n", "(other)", num(n, "lookups"),
+		       num(n, "lookup_keys"), num(n, "lookup_hit_keys"), num(n, "tokens_saved"));
+}
+
+/* One estimator's curves: a row per tier and capacity factor. */
+static void print_curves(json_t *tiers)
+{
+	const char *name;
+	json_t *pts, *p;
+	size_t i;
+	char a[32];
+
+	printf("  %-6s %8s %14s %12s %10s\n", "tier", "factor", "blocks", "bytes", "hit ratio");
+	json_object_foreach(tiers, name, pts)
+		json_array_foreach(pts, i, p)
+			printf("  %-6s %7gx %14.0f %12s %10.4f\n", name, num(p, "capacity_factor"),
+			       num(p, "capacity_blocks"),
+			       kvt_fmt_bytes((uint64_t)num(p, "capacity_bytes"), a, sizeof(a)),
+			       num(p, "hit_ratio"));
+}
+
+/* --mrc: the daemon-wide curve and, with a token, the tenant's namespaces'. */
+static void print_mrc(json_t *root)
+{
+	json_t *mrc = json_object_get(root, "mrc"), *t = json_object_get(root, "tenant"), *n;
+	size_t i;
+
+	if (!json_is_object(mrc)) {
+		printf("no miss-ratio curve yet (no lookup, or no block stored), or the daemon "
+		       "keeps none (--mrc-budget 0)\n");
+		return;
+	}
+	printf("miss-ratio curve of every key looked up (sampling rate %.4g: %.0f of %.0f "
+	       "references)\nhit ratio of the tiers down to each tier, had it that many times "
+	       "its size:\n\n", num(mrc, "sampling_rate"), num(mrc, "sampled_references"),
+	       num(mrc, "references"));
+	print_curves(json_object_get(mrc, "tiers"));
+	json_array_foreach(json_object_get(t, "namespaces"), i, n) {
+		if (!json_is_object(json_object_get(n, "mrc")))
+			continue;
+		printf("\nnamespace %s (tenant %s)\n", json_string_value(json_object_get(n, "namespace")),
+		       json_string_value(json_object_get(t, "name")));
+		print_curves(json_object_get(n, "mrc"));
+	}
+}
+
+/* --mrc --json: the curves alone. */
+static json_t *mrc_only(json_t *root)
+{
+	json_t *o = json_object(), *nss = json_array(), *n;
+	size_t i;
+
+	json_object_set(o, "mrc", json_object_get(root, "mrc"));
+	json_array_foreach(json_object_get(json_object_get(root, "tenant"), "namespaces"), i, n)
+		json_array_append_new(nss, json_pack("{s:O, s:O}", "namespace",
+						     json_object_get(n, "namespace"), "mrc",
+						     json_object_get(n, "mrc")));
+	json_object_set_new(o, "namespaces", nss);
+	return o;
+}
+
 static const char *default_socket(char *buf, size_t len)
 {
 	const char *env = getenv("KVTIER_SOCKET");
@@ -179,21 +269,25 @@ int kvt_stats_main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "token", required_argument, NULL, 't' },
+		{ "mrc", no_argument, NULL, 'm' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct kvt_client_opts copts;
 	struct kvt_client *c;
 	char buf[128], *text = NULL;
-	const char *socket = NULL;
-	bool as_json = false;
+	const char *socket = NULL, *token = NULL;
+	bool as_json = false, mrc = false;
 	json_t *root;
 	int opt, err;
 
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "s:jh", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "s:t:mjh", opts, NULL)) != -1) {
 		switch (opt) {
 		case 's': socket = optarg; break;
+		case 't': token = optarg; break;
+		case 'm': mrc = true; break;
 		case 'j': as_json = true; break;
 		case 'h': kvt_stats_usage(stdout); return 0;
 		default: kvt_stats_usage(stderr); return 2;
@@ -207,6 +301,7 @@ int kvt_stats_main(int argc, char **argv)
 		socket = default_socket(buf, sizeof(buf));
 	kvt_client_opts_init(&copts, sizeof(copts));
 	copts.socket_path = socket;
+	copts.token = token; /* NULL: $KVTIER_TOKEN */
 	err = kvt_client_connect(&copts, &c);
 	if (!err) {
 		err = kvt_client_stats(c, &text);
@@ -223,10 +318,17 @@ int kvt_stats_main(int argc, char **argv)
 		return 1;
 	}
 	if (as_json) {
-		json_dumpf(root, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+		json_t *out = mrc ? mrc_only(root) : json_incref(root);
+
+		json_dumpf(out, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
 		putchar('\n');
+		json_decref(out);
+	} else if (mrc) {
+		print_mrc(root);
 	} else {
 		print_table(root, socket);
+		if (json_is_object(json_object_get(root, "tenant")))
+			print_tenant(json_object_get(root, "tenant"));
 	}
 	json_decref(root);
 	return 0;

@@ -368,6 +368,9 @@ int main(int argc, char **argv)
 	vopts.hello_timeout_ms = cfg.hello_timeout_ms;
 	vopts.max_conns_per_uid = cfg.max_conns_per_uid;
 	vopts.max_ns_per_tenant = cfg.max_ns_per_tenant;
+	vopts.mrc_budget = (size_t)cfg.mrc_budget;
+	vopts.stats_namespaces = cfg.stats_namespaces;
+	vopts.metrics_tenants = cfg.metrics_tenants;
 	vopts.log = kvtd_log_cb;
 	vopts.log_level = cfg.log_level;
 	vopts.prefault_dram = cfg.prefault ? KVT_PREFAULT_BACKGROUND : KVT_PREFAULT_NONE;

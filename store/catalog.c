@@ -40,6 +40,7 @@ fail:
 
 void kvt_catalog_fini(struct kvt_catalog *cat)
 {
+	kvt_admission_fini(&cat->admission);
 	for (int t = 0; t < KVT_TIER_COUNT; t++)
 		kvt_policy_fini(&cat->policy[t]);
 	kvt_index_destroy(cat->idx);
@@ -111,6 +112,17 @@ void kvt_catalog_publish(struct kvt_catalog *cat, uint32_t i, enum kvt_tier t,
 	parent_gain(cat, i);
 	if (in_policy(r))
 		cat->policy[t].ops->insert(&cat->policy[t], i);
+	if (cat->admission.ops && cat->admission.ops->stored)
+		cat->admission.ops->stored(&cat->admission, i);
+}
+
+/* Record i is leaving its tier: the admission rule of that tier hears it. */
+static void admission_left(struct kvt_catalog *cat, uint32_t i)
+{
+	struct kvt_admission *a = &cat->admission;
+
+	if (a->ops && a->ops->left && rec(cat, i)->tier == a->tier)
+		a->ops->left(a, i);
 }
 
 void kvt_catalog_touch(struct kvt_catalog *cat, uint32_t i)
@@ -120,6 +132,8 @@ void kvt_catalog_touch(struct kvt_catalog *cat, uint32_t i)
 	/* a held record is used too: its pval says so when the hold ends */
 	if (r->state == KVT_REC_LIVE)
 		cat->policy[r->tier].ops->touch(&cat->policy[r->tier], i);
+	if (cat->admission.ops && cat->admission.ops->used)
+		cat->admission.ops->used(&cat->admission, i);
 }
 
 void kvt_catalog_move(struct kvt_catalog *cat, uint32_t i, enum kvt_tier to)
@@ -129,6 +143,7 @@ void kvt_catalog_move(struct kvt_catalog *cat, uint32_t i, enum kvt_tier to)
 
 	if (tracked)
 		cat->policy[r->tier].ops->remove(&cat->policy[r->tier], i);
+	admission_left(cat, i);
 	parent_lose(cat, i);
 	cat->used_bytes[r->tier] -= r->size;
 	cat->blocks[r->tier]--;
@@ -185,6 +200,7 @@ void kvt_catalog_retire(struct kvt_catalog *cat, uint32_t i)
 
 	if (in_policy(r))
 		cat->policy[r->tier].ops->remove(&cat->policy[r->tier], i);
+	admission_left(cat, i);
 	detach_links(cat, i);
 	r->state = KVT_REC_DYING;
 }
@@ -196,6 +212,8 @@ void kvt_catalog_drop(struct kvt_catalog *cat, uint32_t i)
 	if (r->state == KVT_REC_LIVE || r->state == KVT_REC_DYING) {
 		if (in_policy(r))
 			cat->policy[r->tier].ops->remove(&cat->policy[r->tier], i);
+		if (r->state == KVT_REC_LIVE)
+			admission_left(cat, i); /* a dying one left at retire */
 		detach_links(cat, i);
 		cat->used_bytes[r->tier] -= r->size;
 		cat->blocks[r->tier]--;
@@ -206,4 +224,26 @@ void kvt_catalog_drop(struct kvt_catalog *cat, uint32_t i)
 uint32_t kvt_catalog_victim(struct kvt_catalog *cat, enum kvt_tier t)
 {
 	return cat->policy[t].ops->victim(&cat->policy[t]);
+}
+
+int kvt_catalog_set_admission(struct kvt_catalog *cat, const struct kvt_admission_ops *ops,
+			      enum kvt_tier into)
+{
+	kvt_admission_fini(&cat->admission);
+	return ops ? kvt_admission_init(&cat->admission, ops, cat->idx, (uint8_t)into) : 0;
+}
+
+bool kvt_catalog_admit(struct kvt_catalog *cat, uint32_t i, enum kvt_tier to)
+{
+	struct kvt_admission *a = &cat->admission;
+	bool ok;
+
+	if (!a->ops || to != a->tier)
+		return true;
+	ok = a->ops->admit(a, i);
+	if (ok)
+		a->admitted++;
+	else
+		a->refused++;
+	return ok;
 }

@@ -12,12 +12,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "store/admission.h"
 #include "store/index.h"
 #include "store/policy.h"
 
 struct kvt_catalog {
 	struct kvt_index *idx;
 	struct kvt_policy policy[KVT_TIER_COUNT];
+	struct kvt_admission admission; /* ops NULL: every demotion admitted */
 	uint64_t used_bytes[KVT_TIER_COUNT];
 	uint64_t blocks[KVT_TIER_COUNT];
 };
@@ -56,5 +58,14 @@ void kvt_catalog_drop(struct kvt_catalog *cat, uint32_t i);
 
 /* The coldest evictable record of tier t, KVT_NIL if none. */
 uint32_t kvt_catalog_victim(struct kvt_catalog *cat, enum kvt_tier t);
+
+/* Use admission rule ops (NULL: none) for demotions into tier `into`,
+ * replacing the one in use. Returns 0 or -ENOMEM (then no rule). */
+int kvt_catalog_set_admission(struct kvt_catalog *cat, const struct kvt_admission_ops *ops,
+			      enum kvt_tier into);
+
+/* Whether live record i, evicted from its tier, should be written into tier
+ * `to` (true) or dropped. True when no rule covers `to`. */
+bool kvt_catalog_admit(struct kvt_catalog *cat, uint32_t i, enum kvt_tier to);
 
 #endif /* KVT_STORE_CATALOG_H */

@@ -45,6 +45,8 @@ struct kvt_rec {
 	uint8_t state;         /* enum kvt_rec_state */
 	uint16_t pins;
 	uint16_t busy;         /* readers/movers holding the slot */
+	uint32_t mrc_tick;     /* the MRC estimator's tick at the last reference,
+	                        * 0 = none (store/mrc.h); fills the padding */
 };
 
 struct kvt_index;

@@ -9,12 +9,14 @@ extern const struct kvt_policy_ops kvt_policy_lru_ops;
 extern const struct kvt_policy_ops kvt_policy_tail_lru_ops;
 extern const struct kvt_policy_ops kvt_policy_lfu_ops;
 extern const struct kvt_policy_ops kvt_policy_cost_ops;
+extern const struct kvt_policy_ops kvt_policy_ghost_lru_ops;
 
 static const struct kvt_policy_ops *const policies[] = {
 	&kvt_policy_tail_lru_ops,
 	&kvt_policy_lru_ops,
 	&kvt_policy_lfu_ops,
 	&kvt_policy_cost_ops,
+	&kvt_policy_ghost_lru_ops,
 };
 
 const struct kvt_policy_ops *kvt_policy_find(const char *name)
@@ -23,6 +25,11 @@ const struct kvt_policy_ops *kvt_policy_find(const char *name)
 		if (name && !strcmp(name, policies[i]->name))
 			return policies[i];
 	return NULL;
+}
+
+const struct kvt_policy_ops *kvt_policy_at(size_t i)
+{
+	return i < sizeof(policies) / sizeof(policies[0]) ? policies[i] : NULL;
 }
 
 static char policy_names[128];

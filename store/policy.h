@@ -14,11 +14,15 @@
  *   "lfu"      — least frequently used, LRU among equals
  *   "cost"     — keeps what is most expensive to recompute per byte
  *                (GreedyDual-Size: priority = clock + cost/size), evicting
- *                chain tails only, as tail-lru does */
+ *                chain tails only, as tail-lru does
+ *   "ghost-lru" — tail-lru whose fresh blocks (not used while here, nor
+ *                remembered by a ghost list of recent evictions) go first
+ *                while over an adaptive share (store/policy_ghost.c) */
 #ifndef KVT_STORE_POLICY_H
 #define KVT_STORE_POLICY_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "store/index.h"
@@ -60,6 +64,9 @@ struct kvt_policy {
 
 /* The ops table of a built-in policy by name, NULL if unknown. */
 const struct kvt_policy_ops *kvt_policy_find(const char *name);
+
+/* The i-th built-in policy, NULL past the last: to list them all. */
+const struct kvt_policy_ops *kvt_policy_at(size_t i);
 
 /* Comma-separated names of the built-in policies, for --help texts. */
 const char *kvt_policy_names(void);

@@ -564,8 +564,9 @@ int kvt_client_stats(struct kvt_client *c, char **json)
 		return -EINVAL;
 	kvt_wr_init(&w);
 	k.id = new_id(c);
-	err = roundtrip(c, &w, kvt_proto_enc_blob(&w, KVT_OP_STATS, k.id, NULL, 0), &k, -1,
-			KVT_OP_STATS);
+	/* the client's token, if it has one, asks for its tenant's figures too */
+	err = roundtrip(c, &w, kvt_proto_enc_blob(&w, KVT_OP_STATS, k.id, c->token,
+						  (uint32_t)strlen(c->token)), &k, -1, KVT_OP_STATS);
 	if (err) {
 		free(k.payload);
 		return err;

@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "transport/server_int.h"
+#include "transport/textbuf.h"
 
 const double kvt_lat_bounds_us[KVT_LAT_BUCKETS] = {
 	5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000,
@@ -44,7 +45,7 @@ static uint64_t ld(const uint64_t *p)
 
 /* ---- JSON -------------------------------------------------------------- */
 
-char *kvt_metrics_json(struct kvt_server *srv)
+char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
 {
 	struct kvt_store_stats st = { .size = sizeof(st) };
 	const struct kvt_server_counters *c = &srv->c;
@@ -178,6 +179,16 @@ char *kvt_metrics_json(struct kvt_server *srv)
 		json_object_set_new(root, "latency_bounds_us", bounds);
 	}
 	json_object_set_new(root, "ops", ops);
+	json_object_set_new(root, "mrc", kvt_insight_mrc_json(srv->insight, &st));
+	if (tenant < srv->opts.n_tenants) {
+		json_t *t = kvt_insight_tenant_json(srv->insight, tenant, &st);
+
+		if (!t) {
+			json_decref(root);
+			return NULL;
+		}
+		json_object_set_new(root, "tenant", t);
+	}
 	if (srv->opts.hooks.json_cb) {
 		char *cl = srv->opts.hooks.json_cb(srv->opts.hooks.arg);
 		json_t *o = cl ? json_loads(cl, 0, NULL) : NULL;
@@ -193,105 +204,65 @@ char *kvt_metrics_json(struct kvt_server *srv)
 
 /* ---- Prometheus text --------------------------------------------------- */
 
-struct buf {
-	char *p;
-	size_t len, cap;
-	bool bad;
-};
-
-static void bprintf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void bprintf(struct buf *b, const char *fmt, ...)
+static void help(struct kvt_textbuf *b, const char *name, const char *type, const char *text)
 {
-	va_list ap;
-	int n;
-
-	for (;;) {
-		if (b->bad)
-			return;
-		va_start(ap, fmt);
-		n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			b->bad = true;
-			return;
-		}
-		if ((size_t)n < b->cap - b->len) {
-			b->len += (size_t)n;
-			return;
-		}
-		size_t cap = b->cap ? b->cap * 2 : 8192;
-		while (cap - b->len <= (size_t)n)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p) {
-			b->bad = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-}
-
-static void help(struct buf *b, const char *name, const char *type, const char *text)
-{
-	bprintf(b, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
+	kvt_textbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
 }
 
 /* A family of one unlabelled sample. */
-static void one(struct buf *b, const char *name, const char *type, const char *text,
+static void one(struct kvt_textbuf *b, const char *name, const char *type, const char *text,
 		uint64_t value)
 {
 	help(b, name, type, text);
-	bprintf(b, "%s %llu\n", name, (unsigned long long)value);
+	kvt_textbuf_printf(b, "%s %llu\n", name, (unsigned long long)value);
 }
 
 char *kvt_metrics_prom(struct kvt_server *srv)
 {
 	struct kvt_store_stats st = { .size = sizeof(st) };
 	const struct kvt_server_counters *c = &srv->c;
-	struct buf b = { 0 };
+	struct kvt_textbuf b = { 0 };
 	int t;
 
 	kvt_store_stats(srv->opts.store, &st);
 #define TIERS for (t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) if (st.tier[t].present)
 	help(&b, "kvtier_tier_capacity_bytes", "gauge", "Capacity of each tier.");
-	TIERS bprintf(&b, "kvtier_tier_capacity_bytes{tier=\"%s\"} %llu\n", kvt_tier_name(t),
+	TIERS kvt_textbuf_printf(&b, "kvtier_tier_capacity_bytes{tier=\"%s\"} %llu\n", kvt_tier_name(t),
 		      (unsigned long long)st.tier[t].capacity_bytes);
 	help(&b, "kvtier_tier_used_bytes", "gauge", "Bytes of the blocks stored in each tier.");
-	TIERS bprintf(&b, "kvtier_tier_used_bytes{tier=\"%s\"} %llu\n", kvt_tier_name(t),
+	TIERS kvt_textbuf_printf(&b, "kvtier_tier_used_bytes{tier=\"%s\"} %llu\n", kvt_tier_name(t),
 		      (unsigned long long)st.tier[t].used_bytes);
 	help(&b, "kvtier_tier_occupancy_ratio", "gauge", "used / capacity of each tier.");
-	TIERS bprintf(&b, "kvtier_tier_occupancy_ratio{tier=\"%s\"} %.6f\n", kvt_tier_name(t),
+	TIERS kvt_textbuf_printf(&b, "kvtier_tier_occupancy_ratio{tier=\"%s\"} %.6f\n", kvt_tier_name(t),
 		      st.tier[t].capacity_bytes ? (double)st.tier[t].used_bytes /
 		      (double)st.tier[t].capacity_bytes : 0.0);
 	help(&b, "kvtier_tier_blocks", "gauge", "Blocks stored in each tier.");
-	TIERS bprintf(&b, "kvtier_tier_blocks{tier=\"%s\"} %llu\n", kvt_tier_name(t),
+	TIERS kvt_textbuf_printf(&b, "kvtier_tier_blocks{tier=\"%s\"} %llu\n", kvt_tier_name(t),
 		      (unsigned long long)st.tier[t].blocks);
 	help(&b, "kvtier_tier_hits_total", "counter", "Lookups and reads served from each tier.");
-	TIERS bprintf(&b, "kvtier_tier_hits_total{tier=\"%s\"} %llu\n", kvt_tier_name(t),
+	TIERS kvt_textbuf_printf(&b, "kvtier_tier_hits_total{tier=\"%s\"} %llu\n", kvt_tier_name(t),
 		      (unsigned long long)st.tier[t].hits);
 	help(&b, "kvtier_tier_bytes_total", "counter", "Bytes moved into (in) and out of (out) each tier.");
 	TIERS {
-		bprintf(&b, "kvtier_tier_bytes_total{tier=\"%s\",direction=\"in\"} %llu\n",
+		kvt_textbuf_printf(&b, "kvtier_tier_bytes_total{tier=\"%s\",direction=\"in\"} %llu\n",
 			kvt_tier_name(t), (unsigned long long)st.tier[t].bytes_in);
-		bprintf(&b, "kvtier_tier_bytes_total{tier=\"%s\",direction=\"out\"} %llu\n",
+		kvt_textbuf_printf(&b, "kvtier_tier_bytes_total{tier=\"%s\",direction=\"out\"} %llu\n",
 			kvt_tier_name(t), (unsigned long long)st.tier[t].bytes_out);
 	}
 	help(&b, "kvtier_tier_evictions_total", "counter", "Blocks that left each tier for lack of room.");
-	TIERS bprintf(&b, "kvtier_tier_evictions_total{tier=\"%s\"} %llu\n", kvt_tier_name(t),
+	TIERS kvt_textbuf_printf(&b, "kvtier_tier_evictions_total{tier=\"%s\"} %llu\n", kvt_tier_name(t),
 		      (unsigned long long)st.tier[t].evictions);
 	help(&b, "kvtier_tier_errors_total", "counter", "I/O errors and checksum mismatches of each tier.");
-	TIERS bprintf(&b, "kvtier_tier_errors_total{tier=\"%s\"} %llu\n", kvt_tier_name(t),
+	TIERS kvt_textbuf_printf(&b, "kvtier_tier_errors_total{tier=\"%s\"} %llu\n", kvt_tier_name(t),
 		      (unsigned long long)st.tier[t].errors);
 	help(&b, "kvtier_tier_degraded", "gauge", "1 when a tier is failing and no longer written to.");
-	TIERS bprintf(&b, "kvtier_tier_degraded{tier=\"%s\"} %d\n", kvt_tier_name(t),
+	TIERS kvt_textbuf_printf(&b, "kvtier_tier_degraded{tier=\"%s\"} %d\n", kvt_tier_name(t),
 		      st.tier[t].degraded ? 1 : 0);
 #undef TIERS
 	help(&b, "kvtier_lookup_keys_total", "counter", "Keys looked up, by result.");
-	bprintf(&b, "kvtier_lookup_keys_total{result=\"hit\"} %llu\n",
+	kvt_textbuf_printf(&b, "kvtier_lookup_keys_total{result=\"hit\"} %llu\n",
 		(unsigned long long)st.lookup_hit_keys);
-	bprintf(&b, "kvtier_lookup_keys_total{result=\"miss\"} %llu\n",
+	kvt_textbuf_printf(&b, "kvtier_lookup_keys_total{result=\"miss\"} %llu\n",
 		(unsigned long long)(st.lookup_keys - st.lookup_hit_keys));
 	one(&b, "kvtier_load_misses_total", "counter", "Blocks asked for by LOAD and not found.",
 	    ld(&c->load_misses));
@@ -301,9 +272,9 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 	    "Keys LOOKUP reported held by other nodes (tier remote).", c->lookup_remote);
 	help(&b, "kvtier_engine_bytes_total", "counter",
 	     "Bytes copied between engine memory and kvtier (gather = save, scatter = load).");
-	bprintf(&b, "kvtier_engine_bytes_total{direction=\"gather\"} %llu\n",
+	kvt_textbuf_printf(&b, "kvtier_engine_bytes_total{direction=\"gather\"} %llu\n",
 		(unsigned long long)ld(&c->gather_bytes));
-	bprintf(&b, "kvtier_engine_bytes_total{direction=\"scatter\"} %llu\n",
+	kvt_textbuf_printf(&b, "kvtier_engine_bytes_total{direction=\"scatter\"} %llu\n",
 		(unsigned long long)ld(&c->scatter_bytes));
 	one(&b, "kvtier_blocks", "gauge", "Blocks stored in all tiers.", st.blocks);
 	one(&b, "kvtier_checksum_failures_total", "counter",
@@ -318,7 +289,7 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 		    "Spare SSD copies of blocks in DRAM let go for room.", st.ssd_copies_dropped);
 		help(&b, "kvtier_ssd_recovery_records", "gauge",
 		     "What the SSD tier's last open found, by kind.");
-		bprintf(&b, "kvtier_ssd_recovery_records{kind=\"recovered\"} %llu\n"
+		kvt_textbuf_printf(&b, "kvtier_ssd_recovery_records{kind=\"recovered\"} %llu\n"
 			"kvtier_ssd_recovery_records{kind=\"torn\"} %llu\n"
 			"kvtier_ssd_recovery_records{kind=\"corrupt\"} %llu\n"
 			"kvtier_ssd_recovery_records{kind=\"superseded\"} %llu\n"
@@ -328,13 +299,13 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 			(unsigned long long)h->removed);
 		help(&b, "kvtier_ssd_recovery_files", "gauge",
 		     "Files the SSD tier's last open moved to quarantine/ or left in place.");
-		bprintf(&b, "kvtier_ssd_recovery_files{fate=\"quarantined\"} %llu\n"
+		kvt_textbuf_printf(&b, "kvtier_ssd_recovery_files{fate=\"quarantined\"} %llu\n"
 			"kvtier_ssd_recovery_files{fate=\"foreign\"} %llu\n",
 			(unsigned long long)h->quarantined, (unsigned long long)h->foreign);
 		one(&b, "kvtier_ssd_recovery_scanned_segments", "gauge",
 		    "Segments the last open read whole (no valid summary).", h->scanned);
 		help(&b, "kvtier_ssd_open_seconds", "gauge", "How long the SSD tier took to open.");
-		bprintf(&b, "kvtier_ssd_open_seconds %.3f\n", (double)h->open_ms / 1e3);
+		kvt_textbuf_printf(&b, "kvtier_ssd_open_seconds %.3f\n", (double)h->open_ms / 1e3);
 		one(&b, "kvtier_ssd_tombstones", "gauge", "Removals logged in the SSD tier, on disk.",
 		    h->tombstones);
 		one(&b, "kvtier_ssd_probes_total", "counter", "Write probes of a degraded SSD tier.",
@@ -359,9 +330,9 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 	    c->bad_frames);
 	help(&b, "kvtier_ops_total", "counter", "Requests handled, by op and result.");
 	for (unsigned op = 1; op < KVT_OP_COUNT; op++) {
-		bprintf(&b, "kvtier_ops_total{op=\"%s\",result=\"ok\"} %llu\n", kvt_op_name(op),
+		kvt_textbuf_printf(&b, "kvtier_ops_total{op=\"%s\",result=\"ok\"} %llu\n", kvt_op_name(op),
 			(unsigned long long)(c->op[op].count - c->op[op].errors));
-		bprintf(&b, "kvtier_ops_total{op=\"%s\",result=\"error\"} %llu\n", kvt_op_name(op),
+		kvt_textbuf_printf(&b, "kvtier_ops_total{op=\"%s\",result=\"error\"} %llu\n", kvt_op_name(op),
 			(unsigned long long)c->op[op].errors);
 	}
 	help(&b, "kvtier_op_latency_seconds", "histogram",
@@ -370,22 +341,25 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 		uint64_t cum = 0;
 		for (int i = 0; i < KVT_LAT_BUCKETS; i++) {
 			cum += c->op[op].bucket[i];
-			bprintf(&b, "kvtier_op_latency_seconds_bucket{op=\"%s\",le=\"%g\"} %llu\n",
+			kvt_textbuf_printf(&b, "kvtier_op_latency_seconds_bucket{op=\"%s\",le=\"%g\"} %llu\n",
 				kvt_op_name(op), kvt_lat_bounds_us[i] / 1e6, (unsigned long long)cum);
 		}
 		cum += c->op[op].bucket[KVT_LAT_BUCKETS];
-		bprintf(&b, "kvtier_op_latency_seconds_bucket{op=\"%s\",le=\"+Inf\"} %llu\n",
+		kvt_textbuf_printf(&b, "kvtier_op_latency_seconds_bucket{op=\"%s\",le=\"+Inf\"} %llu\n",
 			kvt_op_name(op), (unsigned long long)cum);
-		bprintf(&b, "kvtier_op_latency_seconds_sum{op=\"%s\"} %.9f\n", kvt_op_name(op),
+		kvt_textbuf_printf(&b, "kvtier_op_latency_seconds_sum{op=\"%s\"} %.9f\n", kvt_op_name(op),
 			c->op[op].sum_us / 1e6);
-		bprintf(&b, "kvtier_op_latency_seconds_count{op=\"%s\"} %llu\n", kvt_op_name(op),
+		kvt_textbuf_printf(&b, "kvtier_op_latency_seconds_count{op=\"%s\"} %llu\n", kvt_op_name(op),
 			(unsigned long long)cum);
 	}
+	if (!b.bad && kvt_insight_prom(srv->insight, &st, srv->opts.metrics_tenants, &b.p, &b.len,
+				       &b.cap))
+		b.bad = true;
 	if (srv->opts.hooks.prom_cb) {
 		char *cl = srv->opts.hooks.prom_cb(srv->opts.hooks.arg);
 
 		if (cl)
-			bprintf(&b, "%s", cl);
+			kvt_textbuf_printf(&b, "%s", cl);
 		free(cl);
 	}
 	if (b.bad) {

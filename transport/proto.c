@@ -234,8 +234,12 @@ int kvt_proto_req_decode(const struct kvt_frame_hdr *h, const void *payload,
 		req->u.wait.ticket = kvt_rd_u64(&r);
 		req->u.wait.layer = KVT_WAIT_ALL;
 		return kvt_rd_done(&r);
-	case KVT_OP_STATS:
-		return h->len == 0 ? 0 : -EBADMSG;
+	case KVT_OP_STATS: /* empty, or a tenant's token */
+		if (h->len > KVT_PROTO_MAX_TOKEN)
+			return -EBADMSG;
+		req->u.blob.data = payload;
+		req->u.blob.len = h->len;
+		return 0;
 	case KVT_OP_PING:
 		if (h->len > KVT_PROTO_MAX_PING)
 			return -EBADMSG;

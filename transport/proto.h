@@ -117,7 +117,8 @@ struct kvt_req_wait {
 	uint32_t layer, timeout_ms;
 };
 
-/* PING: opaque bytes (<= KVT_PROTO_MAX_PING), echoed. STATS: empty. */
+/* PING: opaque bytes (<= KVT_PROTO_MAX_PING), echoed. STATS: empty, or a
+ * tenant's token (<= KVT_PROTO_MAX_TOKEN bytes) for its own figures too. */
 struct kvt_req_blob {
 	const uint8_t *data;
 	uint32_t len;

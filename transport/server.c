@@ -47,6 +47,9 @@ static const struct kvt_server_opts server_defaults = {
 	.max_conns_per_uid = 256,
 	.max_ns_per_tenant = 1024,
 	.listen_fd = -1,
+	.mrc_budget = 8u << 20,
+	.mrc_rate = 1.0,
+	.stats_namespaces = 16,
 };
 
 void kvt_server_opts_init(struct kvt_server_opts *opts, size_t size_bytes)
@@ -223,6 +226,17 @@ int kvt_server_open(const struct kvt_server_opts *given, struct kvt_server **out
 	err = kvt_tenant_ns_init(srv);
 	if (err)
 		goto fail;
+	srv->tenant_names = calloc(opts->n_tenants, sizeof(*srv->tenant_names));
+	if (!srv->tenant_names) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	for (size_t i = 0; i < opts->n_tenants; i++)
+		srv->tenant_names[i] = opts->tenants[i].name;
+	err = kvt_insight_open(opts->n_tenants, srv->tenant_names, opts->stats_namespaces,
+			       opts->mrc_budget, opts->mrc_rate, &srv->insight);
+	if (err)
+		goto fail;
 	if (opts->prefault_dram == KVT_PREFAULT_BEFORE)
 		prefault_dram(srv, false);
 	srv->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -392,6 +406,8 @@ void kvt_server_close(struct kvt_server *srv)
 	pthread_cond_destroy(&srv->qcond);
 	pthread_mutex_destroy(&srv->nlock);
 	kvt_tenant_ns_fini(srv);
+	kvt_insight_close(srv->insight);
+	free(srv->tenant_names);
 	free(srv->uids);
 	free(srv->tenants);
 	free(srv);

@@ -118,6 +118,20 @@ struct kvt_server_opts {
 	                             * activation); -1 (default) binds. The server's
 	                             * once kvt_server_open succeeds; its file is left
 	                             * as it is (no chmod, chown or unlink). */
+	size_t mrc_budget;          /* memory for the live miss-ratio curves of the
+	                             * LOOKUP stream, all of them (default 8 MiB;
+	                             * 0 = none) */
+	double mrc_rate;            /* their highest sampling rate (default 1: every
+	                             * block until the budget is full, then fewer,
+	                             * fixed-size SHARDS) */
+	unsigned stats_namespaces;  /* namespaces with figures of their own in
+	                             * STATS and the metrics (default 16); a
+	                             * tenant's others count as its "other" */
+	bool metrics_tenants;       /* the metrics endpoint also gives per-tenant
+	                             * and per-namespace series, labelled with the
+	                             * tenants' names and the model ids (default
+	                             * false: the endpoint, which needs no
+	                             * credentials, names no tenant nor model) */
 	struct kvt_server_hooks hooks; /* the cluster's; zeroed = none */
 };
 

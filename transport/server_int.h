@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "transport/engine_mem.h"
+#include "transport/insight.h"
 #include "transport/proto.h"
 #include "transport/server.h"
 #include "util/clock.h"
@@ -128,6 +129,7 @@ struct kvt_conn {
 	struct kvt_ns *ns[KVT_CONN_MAX_NS];
 	uint64_t ns_block_bytes[KVT_CONN_MAX_NS];
 	struct kvt_ns_desc ns_desc[KVT_CONN_MAX_NS];
+	int ns_insight[KVT_CONN_MAX_NS]; /* each namespace's kvt_insight handle */
 	struct kvt_engine_mem *regions[KVT_CONN_MAX_REGIONS];
 	struct kvt_job *jobs;       /* tickets not yet reaped */
 	unsigned n_jobs;
@@ -220,6 +222,8 @@ struct kvt_server {
 	bool accept_full;           /* EMFILE logged for this burst */
 	bool listen_paused;         /* out of fds: the listener is not watched */
 	struct kvt_server_counters c;
+	struct kvt_insight *insight; /* per tenant and namespace, and the MRC */
+	const char **tenant_names;
 	uint64_t start_ns;
 
 	/* the work queue, guarded by qlock */
@@ -326,8 +330,9 @@ void kvt_job_release_arrays(struct kvt_job *job);
 
 /* metrics.c */
 void kvt_metrics_observe(struct kvt_server *srv, uint16_t op, uint64_t start_ns, int err);
-/* Malloc'd JSON text of the server's and the store's counters, or NULL. */
-char *kvt_metrics_json(struct kvt_server *srv);
+/* Malloc'd JSON text of the server's and the store's counters, with tenant
+ * `t`'s own figures (t an index in srv->tenants; SIZE_MAX: none), or NULL. */
+char *kvt_metrics_json(struct kvt_server *srv, size_t t);
 /* Malloc'd Prometheus text exposition, or NULL. */
 char *kvt_metrics_prom(struct kvt_server *srv);
 

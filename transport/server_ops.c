@@ -98,6 +98,7 @@ static int op_hello(struct kvt_conn *c, const struct kvt_req *req)
 	c->ns[slot] = ns;
 	c->ns_block_bytes[slot] = kvt_ns_block_bytes(ns);
 	c->ns_desc[slot] = desc;
+	c->ns_insight[slot] = kvt_insight_ns(srv->insight, (size_t)(t - srv->tenants), &desc);
 	kvt_srv_log(srv, KVT_LOG_INFO, "event=hello conn=%llu tenant=%s ns=%d model=\"%s\" "
 		    "block_bytes=%llu", (unsigned long long)c->id, t->name, slot + 1,
 		    desc.model_id, (unsigned long long)c->ns_block_bytes[slot]);
@@ -192,6 +193,8 @@ static int op_keys(struct kvt_conn *c, const struct kvt_req *req)
 		if (n >= 0) {
 			c->srv->c.lookup_keys += k->n;
 			c->srv->c.lookup_hits += (uint64_t)n;
+			kvt_insight_lookup(c->srv->insight, c->ns_insight[k->ns - 1], keys, k->n,
+					   (uint32_t)n, c->ns_desc[k->ns - 1].block_tokens);
 		}
 		if (n >= 0 && (uint32_t)n < k->n && c->srv->opts.hooks.lookup_cb) {
 			/* the rest of the prefix on other nodes: tier remote */
@@ -307,11 +310,30 @@ static int op_wait(struct kvt_conn *c, const struct kvt_req *req)
 	return kvt_wait_park(c, job, req->hdr.id, w->layer, w->timeout_ms);
 }
 
+/* STATS: the daemon-wide figures, and a tenant's own when the request
+ * carries its token (or the connection said HELLO as it): a tenant's figures
+ * are for those who hold its token. */
 static int op_stats(struct kvt_conn *c, const struct kvt_req *req)
 {
-	char *json = kvt_metrics_json(c->srv);
+	struct kvt_server *srv = c->srv;
+	const struct kvt_req_blob *b = &req->u.blob;
+	size_t t = c->tenant ? (size_t)(c->tenant - srv->tenants) : SIZE_MAX;
+	char *json;
 	size_t len;
 
+	if (b->len) {
+		t = SIZE_MAX;
+		for (size_t i = 0; i < srv->opts.n_tenants; i++)
+			if (token_equal(srv->tenants[i].token, (const char *)b->data, b->len))
+				t = i;
+		if (t == SIZE_MAX) {
+			kvt_srv_log(srv, KVT_LOG_WARN, "event=stats.refused conn=%llu pid=%d "
+				    "reason=token", (unsigned long long)c->id, (int)c->pid);
+			kvt_conn_hello_failed(c); /* a wrong token: its uid slows down */
+			return -EACCES;
+		}
+	}
+	json = kvt_metrics_json(srv, t);
 	if (!json)
 		return -ENOMEM;
 	len = strlen(json);

@@ -64,6 +64,10 @@ static void make_room(struct kvt_cascade *c, uint8_t t)
 			return; /* nothing evictable: stay over capacity */
 		c->st[t].evicted++;
 		next = below(c, t);
+		if (next != KVT_TIER_NONE && !kvt_catalog_admit(&c->cat, v, next)) {
+			c->st[next].refused++;
+			next = KVT_TIER_NONE;
+		}
 		if (next == KVT_TIER_NONE) {
 			kvt_catalog_drop(&c->cat, v);
 			c->drops++;
@@ -77,7 +81,7 @@ static void make_room(struct kvt_cascade *c, uint8_t t)
 }
 
 int kvt_cascade_insert(struct kvt_cascade *c, const struct kvt_key *key,
-		       const struct kvt_key *parent, uint32_t size)
+		       const struct kvt_key *parent, uint32_t size, uint32_t mrc_tick)
 {
 	uint8_t top = c->order[0];
 	uint32_t i;
@@ -86,6 +90,7 @@ int kvt_cascade_insert(struct kvt_cascade *c, const struct kvt_key *key,
 	if (err)
 		return err;
 	kvt_index_rec(c->cat.idx, i)->size = size;
+	kvt_index_rec(c->cat.idx, i)->mrc_tick = mrc_tick;
 	kvt_catalog_publish(&c->cat, i, top, c->link ? parent : NULL);
 	c->st[top].inserted++;
 	make_room(c, top);

@@ -28,6 +28,8 @@ struct kvt_cascade_tier_stats {
 	uint64_t promoted_in; /* hits brought up from a lower tier */
 	uint64_t evicted;     /* blocks that left for lack of room */
 	uint64_t promoted_out;
+	uint64_t refused;     /* evicted from the tier above, not admitted here
+	                       * (dropped instead) */
 };
 
 struct kvt_cascade {
@@ -50,10 +52,11 @@ int kvt_cascade_init(struct kvt_cascade *c, const struct kvt_policy_ops *ops,
 void kvt_cascade_fini(struct kvt_cascade *c);
 
 /* Store a new block under the stored block whose key is parent (NULL: none)
- * in the first tier, then evict down the cascade as needed. Returns 0 or
- * -ENOMEM; -EEXIST if key is stored already. */
+ * in the first tier, its record stamped with mrc_tick (store/mrc.h; 0 for
+ * none), then evict down the cascade as needed. Returns 0 or -ENOMEM;
+ * -EEXIST if key is stored already. */
 int kvt_cascade_insert(struct kvt_cascade *c, const struct kvt_key *key,
-		       const struct kvt_key *parent, uint32_t size);
+		       const struct kvt_key *parent, uint32_t size, uint32_t mrc_tick);
 
 /* Record i was used: touched in its tier, or with promote moved to the first
  * tier (evicting down the cascade as needed). */

@@ -13,6 +13,7 @@ struct kvt_replay {
 	struct kvt_cascade cas;  /* the store's catalog, over capped tiers */
 	uint32_t *recs;          /* record of each leading hit of the request */
 	uint32_t *hashes;        /* index hash of each block's key */
+	uint64_t *mrc_hashes;    /* the estimator's hash of each block's key */
 	uint8_t *tiers;          /* tier of each leading hit of the request */
 	size_t last_hits;
 	struct kvt_key *keys;    /* each block's key */
@@ -50,6 +51,7 @@ static void output_key(uint64_t request, uint64_t block, struct kvt_key *key)
 
 int kvt_replay_open(const struct kvt_replay_opts *opts, struct kvt_replay **out)
 {
+	const struct kvt_admission_ops *adm = NULL;
 	const struct kvt_policy_ops *ops;
 	struct kvt_replay *r;
 	int err;
@@ -57,6 +59,8 @@ int kvt_replay_open(const struct kvt_replay_opts *opts, struct kvt_replay **out)
 	if (!opts || opts->size != sizeof(*opts) || !out || !opts->block_tokens)
 		return -EINVAL;
 	ops = kvt_policy_find(opts->policy);
+	if (opts->ssd_admission && !(adm = kvt_admission_find(opts->ssd_admission)))
+		return -EINVAL;
 	if (!ops)
 		return -EINVAL;
 	r = calloc(1, sizeof(*r));
@@ -67,6 +71,14 @@ int kvt_replay_open(const struct kvt_replay_opts *opts, struct kvt_replay **out)
 	if (err) {
 		free(r);
 		return err;
+	}
+	if (adm) {
+		err = kvt_catalog_set_admission(&r->cas.cat, adm, KVT_TIER_SSD);
+		if (err) {
+			kvt_cascade_fini(&r->cas);
+			free(r);
+			return err;
+		}
 	}
 	*out = r;
 	return 0;
@@ -80,6 +92,7 @@ void kvt_replay_close(struct kvt_replay *r)
 	kvt_idset_clear(&r->ideal);
 	free(r->recs);
 	free(r->hashes);
+	free(r->mrc_hashes);
 	free(r->keys);
 	free(r->tiers);
 	free(r);
@@ -118,19 +131,32 @@ static int count_ideal(struct kvt_replay *r, const struct kvt_trace_req *req)
 }
 
 /* Use the block of key (its record: known, or KVT_NIL to look it up by its
- * hash) or store it under parent. Returns 0 or -ENOMEM. */
+ * hash) or store it under parent; with an estimator, mrc_hash is its hash
+ * there, and a looked-up block (not an output) a reference. Returns 0 or
+ * -ENOMEM. */
 static int use_or_insert(struct kvt_replay *r, const struct kvt_key *key, uint32_t hash,
-			 uint32_t known, const struct kvt_key *parent)
+			 uint32_t known, const struct kvt_key *parent, uint64_t mrc_hash,
+			 bool looked_up)
 {
 	uint64_t bb = r->opts.block_bytes;
+	struct kvt_mrc *m = r->opts.mrc;
+	uint32_t tick = 0;
 
 	if (known == KVT_NIL)
 		known = kvt_index_find_hashed(r->cas.cat.idx, 0, key, hash);
 	if (known != KVT_NIL) {
+		if (m) {
+			struct kvt_rec *rec = kvt_index_rec(r->cas.cat.idx, known);
+
+			rec->mrc_tick = kvt_mrc_ref(m, mrc_hash, rec->mrc_tick);
+		}
 		kvt_cascade_use(&r->cas, known, r->opts.promote);
 		return 0;
 	}
-	return kvt_cascade_insert(&r->cas, key, parent, bb > UINT32_MAX ? UINT32_MAX : (uint32_t)bb);
+	if (m)
+		tick = looked_up ? kvt_mrc_ref(m, mrc_hash, 0) : kvt_mrc_insert(m, mrc_hash);
+	return kvt_cascade_insert(&r->cas, key, parent, bb > UINT32_MAX ? UINT32_MAX : (uint32_t)bb,
+				  tick);
 }
 
 int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
@@ -159,6 +185,13 @@ int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
 		if (!hashes)
 			return -ENOMEM;
 		r->hashes = hashes;
+		if (r->opts.mrc) {
+			uint64_t *mh = realloc(r->mrc_hashes, cap * sizeof(*mh));
+
+			if (!mh)
+				return -ENOMEM;
+			r->mrc_hashes = mh;
+		}
 		keys = realloc(r->keys, cap * sizeof(*keys));
 		if (!keys)
 			return -ENOMEM;
@@ -171,6 +204,10 @@ int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
 		kvt_replay_key(req->hash_ids[j], &r->keys[j]);
 		r->hashes[j] = kvt_index_hash(0, &r->keys[j]);
 		kvt_index_prefetch_slot(r->cas.cat.idx, r->hashes[j]);
+		if (r->opts.mrc) {
+			r->mrc_hashes[j] = kvt_mrc_hash(r->opts.mrc, 0, &r->keys[j]);
+			kvt_mrc_prefetch(r->opts.mrc, r->mrc_hashes[j]);
+		}
 	}
 	for (j = 0; j < n; j++)
 		kvt_index_prefetch_rec(r->cas.cat.idx, r->hashes[j]);
@@ -210,7 +247,8 @@ int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
 	for (j = 0; j < n; j++) {
 		uint32_t known = j < hits && r->cas.drops == epoch ? r->recs[j] : KVT_NIL;
 
-		err = use_or_insert(r, &r->keys[j], r->hashes[j], known, j ? &r->keys[j - 1] : NULL);
+		err = use_or_insert(r, &r->keys[j], r->hashes[j], known, j ? &r->keys[j - 1] : NULL,
+				    r->opts.mrc ? r->mrc_hashes[j] : 0, true);
 		if (err)
 			return err;
 	}
@@ -223,7 +261,8 @@ int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
 	}
 	for (j = 0; j < n_out; j++) {
 		output_key(r->st.requests, j, &key);
-		err = use_or_insert(r, &key, kvt_index_hash(0, &key), KVT_NIL, n + j ? &prev : NULL);
+		err = use_or_insert(r, &key, kvt_index_hash(0, &key), KVT_NIL, n + j ? &prev : NULL,
+				    r->opts.mrc ? kvt_mrc_hash(r->opts.mrc, 0, &key) : 0, false);
 		if (err)
 			return err;
 		prev = key;
@@ -249,6 +288,7 @@ void kvt_replay_stats(const struct kvt_replay *r, struct kvt_replay_stats *out)
 		ts->promoted_in = cs->promoted_in;
 		ts->evicted = cs->evicted;
 		ts->promoted_out = cs->promoted_out;
+		ts->refused = cs->refused;
 		ts->bytes_in = (cs->inserted + cs->demoted_in + cs->promoted_in) * bb;
 		/* hits were counted as read out; demotions and promotions leave
 		 * too, while what the last tier evicts is dropped unread */

@@ -20,13 +20,17 @@
 #include "bench/trace/cascade.h"
 #include "bench/trace/reader.h"
 #include "kvtier/types.h"
+#include "store/mrc.h"
 #include "store/policy.h"
 
 #define KVT_REPLAY_INFINITE KVT_CASCADE_INFINITE
 
 struct kvt_replay_opts {
 	size_t size;                       /* sizeof(struct kvt_replay_opts), set by _init */
-	const char *policy;                /* "lru" (default), "tail-lru", "lfu", "cost" */
+	const char *policy;                /* "lru" (default), "tail-lru", "lfu", "cost",
+	                                    * "ghost-lru" */
+	const char *ssd_admission;         /* admission rule for demotions into SSD
+	                                    * (store/admission.h; default "always") */
 	uint64_t capacity[KVT_TIER_COUNT]; /* blocks per tier; 0 = absent;
 	                                    * default: DRAM infinite, nothing else */
 	bool promote;                      /* move a hit below the first tier up to it */
@@ -37,6 +41,8 @@ struct kvt_replay_opts {
 	                                    * the cost policy (default 512 x 147,456) */
 	kvt_policy_cost_cb cost_cb;        /* recompute cost for "cost" (NULL: depth + 1) */
 	void *cost_arg;
+	struct kvt_mrc *mrc;               /* fed every block reference, with the
+	                                    * records' last ticks (optional; not owned) */
 };
 
 struct kvt_replay_tier_stats {
@@ -44,6 +50,7 @@ struct kvt_replay_tier_stats {
 	uint64_t hit_blocks, hit_tokens;
 	uint64_t blocks, peak_blocks;
 	uint64_t inserted, demoted_in, promoted_in, evicted, promoted_out;
+	uint64_t refused;             /* demotions into it the admission rule refused */
 	uint64_t bytes_in, bytes_out; /* written into it; read out (hits, demotions) */
 };
 
@@ -62,8 +69,8 @@ struct kvt_replay;
 
 void kvt_replay_opts_init(struct kvt_replay_opts *opts, size_t size_bytes);
 
-/* Create a replay. Returns 0 and *out, -EINVAL (unknown policy, no tier, zero
- * block_tokens), or -ENOMEM. */
+/* Create a replay. Returns 0 and *out, -EINVAL (unknown policy or admission
+ * rule, no tier, zero block_tokens), or -ENOMEM. */
 int kvt_replay_open(const struct kvt_replay_opts *opts, struct kvt_replay **out);
 
 /* Replay one request. Returns 0 or -ENOMEM. */

@@ -23,6 +23,8 @@ json_t *kvt_trace_report_json(const struct kvt_replay_opts *o, const struct kvt_
 		return NULL;
 	}
 	json_object_set_new(j, "policy", json_string(o->policy));
+	json_object_set_new(j, "ssd_admission",
+			    json_string(o->ssd_admission ? o->ssd_admission : "always"));
 	json_object_set_new(j, "promote", json_boolean(o->promote));
 	json_object_set_new(j, "store_output", json_boolean(o->store_output));
 	json_object_set_new(j, "block_tokens", json_integer(o->block_tokens));
@@ -50,7 +52,8 @@ json_t *kvt_trace_report_json(const struct kvt_replay_opts *o, const struct kvt_
 		if (!ts->capacity)
 			continue;
 		json_object_set_new(hits, tier_names[t], json_integer((json_int_t)ts->hit_blocks));
-		tj = json_pack("{s:o, s:o, s:I, s:I, s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+		tj = json_pack("{s:o, s:o, s:I, s:I, s:f, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+			       "s:I}",
 			       "capacity_blocks", capacity_json(ts->capacity),
 			       "capacity_bytes", ts->capacity == KVT_REPLAY_INFINITE ? json_null() :
 				       json_integer((json_int_t)(ts->capacity * o->block_bytes)),
@@ -65,7 +68,8 @@ json_t *kvt_trace_report_json(const struct kvt_replay_opts *o, const struct kvt_
 			       "promoted_in", (json_int_t)ts->promoted_in,
 			       "evicted", (json_int_t)ts->evicted,
 			       "bytes_in", (json_int_t)ts->bytes_in,
-			       "bytes_out", (json_int_t)ts->bytes_out);
+			       "bytes_out", (json_int_t)ts->bytes_out,
+			       "refused", (json_int_t)ts->refused);
 		json_object_set_new(tiers, tier_names[t], tj);
 	}
 	json_object_set_new(j, "hits", hits);
@@ -228,12 +232,14 @@ void kvt_trace_sweep_text(FILE *f, const struct kvt_sweep_point *p, size_t n)
 	sweep_table(f, p, n, &ax, "prefill saved (mean TTFT)", prefill_cell);
 }
 
-int kvt_trace_sweep_svg(FILE *f, const struct kvt_sweep_point *p, size_t n, const char *title)
+int kvt_trace_sweep_svg(FILE *f, const struct kvt_sweep_point *p, size_t n,
+			const struct kvt_trace_series *extra, const char *title)
 {
 	static const char *colors[] = { "#1f77b4", "#d62728", "#2ca02c", "#9467bd",
 					"#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f" };
-	const double W = 720, H = 440, L = 70, R = 150, T = 40, B = 60;
+	const double W = 720, H = 440, L = 70, R = extra ? 170 : 150, T = 40, B = 60;
 	double lo = INFINITY, hi = 0, ideal = -1, pw = W - L - R, ph = H - T - B;
+	int tier = n ? p[0].tier : extra ? extra->tier : KVT_TIER_DRAM;
 	struct axes ax;
 
 	axes_of(p, n, &ax);
@@ -249,6 +255,12 @@ int kvt_trace_sweep_svg(FILE *f, const struct kvt_sweep_point *p, size_t n, cons
 		if (ideal < 0 && p[i].st.blocks)
 			ideal = kvt_trace_rate(p[i].st.ideal_hit_blocks, p[i].st.blocks);
 	}
+	for (size_t i = 0; extra && i < extra->n; i++) {
+		if (extra->cap[i] == KVT_REPLAY_INFINITE)
+			continue;
+		lo = fmin(lo, (double)extra->cap[i]);
+		hi = fmax(hi, (double)extra->cap[i]);
+	}
 	if (!(lo > 0) || !(hi > 0)) {
 		lo = 1;
 		hi = 10;
@@ -259,6 +271,7 @@ int kvt_trace_sweep_svg(FILE *f, const struct kvt_sweep_point *p, size_t n, cons
 		hi = lo * 10;
 #define X(c) (L + (log10(c) - log10(lo)) / (log10(hi) - log10(lo)) * pw)
 #define Y(r) (T + (1.0 - (r)) * ph)
+#define LEGEND_Y(k) (T + 30 + 18.0 * (double)(k))
 	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
 		   "font-family=\"sans-serif\" font-size=\"12\">\n", W, H);
 	fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
@@ -280,7 +293,7 @@ int kvt_trace_sweep_svg(FILE *f, const struct kvt_sweep_point *p, size_t n, cons
 	fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
 		   "stroke=\"#333\"/>\n", L, T, pw, ph);
 	fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s capacity (blocks, log "
-		   "scale)</text>\n", L + pw / 2, H - 16, n ? tier_names[p[0].tier] : "");
+		   "scale)</text>\n", L + pw / 2, H - 16, tier_names[tier]);
 	fprintf(f, "<text transform=\"translate(18 %.1f) rotate(-90)\" text-anchor=\"middle\">"
 		   "block hit rate</text>\n", T + ph / 2);
 	if (ideal >= 0) {
@@ -313,12 +326,36 @@ int kvt_trace_sweep_svg(FILE *f, const struct kvt_sweep_point *p, size_t n, cons
 					Y(kvt_trace_rate(q->st.hit_blocks, q->st.blocks)), col);
 		}
 		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-			   "stroke-width=\"2\"/><text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
-			L + pw + 8, T + 30 + 18.0 * (double)k, L + pw + 28, T + 30 + 18.0 * (double)k,
-			col, L + pw + 34, T + 34 + 18.0 * (double)k, ax.pol[k]);
+			   "stroke-width=\"2\"/><text x=\"%.1f\" y=\"%.1f\">%s%s</text>\n",
+			L + pw + 8, LEGEND_Y(k), L + pw + 28, LEGEND_Y(k), col, L + pw + 34,
+			LEGEND_Y(k) + 4, ax.pol[k], extra ? " (exact)" : "");
+	}
+	if (extra && extra->n) {
+		int first = 1;
+
+		fprintf(f, "<polyline fill=\"none\" stroke=\"#000\" stroke-width=\"1.5\" "
+			   "stroke-dasharray=\"3 3\" points=\"");
+		for (size_t i = 0; i < extra->n; i++) {
+			if (extra->cap[i] == KVT_REPLAY_INFINITE)
+				continue;
+			fprintf(f, "%s%.1f,%.1f", first ? "" : " ", X((double)extra->cap[i]),
+				Y(extra->rate[i]));
+			first = 0;
+		}
+		fprintf(f, "\"/>\n");
+		for (size_t i = 0; i < extra->n; i++)
+			if (extra->cap[i] != KVT_REPLAY_INFINITE)
+				fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"6\" height=\"6\" "
+					   "fill=\"none\" stroke=\"#000\"/>\n",
+					X((double)extra->cap[i]) - 3, Y(extra->rate[i]) - 3);
+		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\" "
+			   "stroke-dasharray=\"3 3\"/><text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
+			L + pw + 8, LEGEND_Y(ax.n_pol), L + pw + 28, LEGEND_Y(ax.n_pol), L + pw + 34,
+			LEGEND_Y(ax.n_pol) + 4, extra->name);
 	}
 #undef X
 #undef Y
+#undef LEGEND_Y
 	fprintf(f, "</svg>\n");
 	return ferror(f) ? -EIO : 0;
 }

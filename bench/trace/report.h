@@ -38,11 +38,21 @@ json_t *kvt_trace_sweep_json(const struct kvt_sweep_point *p, size_t n);
  * prefill saved, when estimated. */
 void kvt_trace_sweep_text(FILE *f, const struct kvt_sweep_point *p, size_t n);
 
+/* One more curve for a plot: hit rates rate[i] at capacities cap[i] (blocks)
+ * of a tier, e.g. the sampled miss-ratio curve. */
+struct kvt_trace_series {
+	const char *name;
+	int tier;
+	const uint64_t *cap;
+	const double *rate;
+	size_t n;
+};
+
 /* A sweep as an SVG plot of block hit rate against capacity (log scale), one
- * line per policy, the ideal (infinite capacity) hit rate dashed. Returns 0
- * or -EIO. */
+ * line per policy, the ideal (infinite capacity) hit rate dashed, and extra
+ * (NULL for none) dotted with square marks. Returns 0 or -EIO. */
 int kvt_trace_sweep_svg(FILE *f, const struct kvt_sweep_point *p, size_t n,
-			const char *title);
+			const struct kvt_trace_series *extra, const char *title);
 
 /* Rate a/b, 0 when b is 0. */
 static inline double kvt_trace_rate(uint64_t a, uint64_t b)

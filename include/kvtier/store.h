@@ -35,7 +35,7 @@ struct kvt_store_opts {
 	bool dram_huge_pages;     /* try MAP_HUGETLB first (default true) */
 	bool checksum_on_put;     /* XXH3 at put too, verified at get (default off) */
 	const char *policy;       /* eviction policy: "tail-lru" (default), "lru",
-	                           * "lfu", "cost" */
+	                           * "lfu", "cost", "ghost-lru" */
 	const char *ssd_dir;      /* SSD tier directory (O_DIRECT-capable file
 	                           * system); NULL = no SSD tier */
 	uint64_t ssd_bytes;       /* SSD tier capacity (required with ssd_dir) */

@@ -1,7 +1,10 @@
 #include "daemon_proc.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -265,4 +268,64 @@ int kvtd_connect_raw(const struct kvtd_proc *d)
 		return -1;
 	}
 	return fd;
+}
+
+int kvtd_metrics_port(const struct kvtd_proc *d)
+{
+	char line[512];
+	int port = -1;
+
+	for (int i = 0; i < 200 && port <= 0; i++) {
+		FILE *f = fopen(d->log, "r");
+
+		while (f && fgets(line, sizeof(line), f))
+			if (sscanf(line, " metrics http://127.0.0.1:%d/metrics", &port) == 1)
+				break;
+		if (f)
+			fclose(f);
+		if (port <= 0)
+			usleep(10000);
+	}
+	return port > 0 ? port : -1;
+}
+
+char *kvtd_http(int port, const char *req)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	size_t len = 0, cap = 1 << 16;
+	char *buf = NULL, *more;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	ssize_t n;
+
+	if (fd < 0)
+		return NULL;
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    send(fd, req, strlen(req), MSG_NOSIGNAL) != (ssize_t)strlen(req) || !(buf = malloc(cap)))
+		goto fail;
+	while ((n = recv(fd, buf + len, cap - len - 1, 0)) > 0) {
+		len += (size_t)n;
+		if (cap - len < 4096) {
+			more = realloc(buf, cap *= 2);
+			if (!more)
+				goto fail;
+			buf = more;
+		}
+	}
+	buf[len] = 0;
+	close(fd);
+	return buf;
+fail:
+	free(buf);
+	close(fd);
+	return NULL;
+}
+
+double kvtd_metric(const char *text, const char *series)
+{
+	const char *p = strstr(text, series);
+
+	while (p && p != text && p[-1] != '\n')
+		p = strstr(p + 1, series);
+	return p ? strtod(p + strlen(series), NULL) : NAN;
 }

@@ -37,6 +37,18 @@ struct kvt_client *kvtd_connect(const struct kvtd_proc *d, const char *token);
  * -1 on failure. */
 int kvtd_connect_raw(const struct kvtd_proc *d);
 
+/* The metrics endpoint's TCP port on 127.0.0.1, read from the start
+ * summary in d's log (it may trail the socket): -1 if none within 2 s. */
+int kvtd_metrics_port(const struct kvtd_proc *d);
+
+/* Send req to 127.0.0.1:port and return the whole answer (malloc'd, NUL
+ * terminated); NULL when the connection or the send fails. */
+char *kvtd_http(int port, const char *req);
+
+/* The value of the line of Prometheus text that starts with series; NAN
+ * when there is none. */
+double kvtd_metric(const char *text, const char *series);
+
 /* A small model for tests: 4 layers, 2 KV heads, head_dim 16, bf16, 4 tokens
  * per block = 2 KiB blocks. */
 void kvtd_test_desc(struct kvt_ns_desc *desc, const char *model);

@@ -150,9 +150,18 @@ static void payload_errors_get_a_reply_and_the_connection_goes_on(void **state)
 	send_frame(fd, KVT_PROTO_MAGIC, KVT_PROTO_VERSION, KVT_OP_LOOKUP, sizeof(lying), 5, lying,
 		   sizeof(lying));
 	assert_int_equal(read_reply(fd, 5), -EPERM);
-	/* STATS with a payload */
+	/* STATS with a payload longer than a token, and with a token no
+	 * tenant has */
+	{
+		char big[KVT_PROTO_MAX_TOKEN + 1];
+
+		memset(big, 'x', sizeof(big));
+		send_frame(fd, KVT_PROTO_MAGIC, KVT_PROTO_VERSION, KVT_OP_STATS, sizeof(big), 6,
+			   big, sizeof(big));
+		assert_int_equal(read_reply(fd, 6), -EBADMSG);
+	}
 	send_frame(fd, KVT_PROTO_MAGIC, KVT_PROTO_VERSION, KVT_OP_STATS, 1, 6, "x", 1);
-	assert_int_equal(read_reply(fd, 6), -EBADMSG);
+	assert_int_equal(read_reply(fd, 6), -EACCES);
 	/* and the connection still works */
 	send_frame(fd, KVT_PROTO_MAGIC, KVT_PROTO_VERSION, KVT_OP_PING, 2, 7, "ok", 2);
 	assert_int_equal(read_reply(fd, 7), 0);

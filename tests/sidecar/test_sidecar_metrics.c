@@ -4,6 +4,7 @@
  * (table and --json). */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -28,22 +29,10 @@ static int port;
 static int setup(void **state)
 {
 	const char *extra[] = { "--metrics", "127.0.0.1:0", NULL };
-	char line[512];
-	FILE *f;
 
 	if (kvtd_start(&d, NULL, extra))
 		return -1;
-	/* the start summary names the port bound (it may trail the socket) */
-	for (int i = 0; i < 200 && port <= 0; i++) {
-		f = fopen(d.log, "r");
-		while (f && fgets(line, sizeof(line), f))
-			if (sscanf(line, " metrics http://127.0.0.1:%d/metrics", &port) == 1)
-				break;
-		if (f)
-			fclose(f);
-		if (port <= 0)
-			usleep(10000);
-	}
+	port = kvtd_metrics_port(&d);
 	return port > 0 ? 0 : -1;
 }
 
@@ -55,37 +44,21 @@ static int teardown(void **state)
 	return status == 0 ? 0 : -1;
 }
 
-/* Send req over TCP to the endpoint and return the whole answer (malloc'd). */
 static char *http(const char *req)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	size_t len = 0, cap = 1 << 16;
-	char *buf = malloc(cap);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	ssize_t n;
+	char *text = kvtd_http(port, req);
 
-	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	assert_int_equal(send(fd, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
-	while ((n = recv(fd, buf + len, cap - len - 1, 0)) > 0) {
-		len += (size_t)n;
-		if (cap - len < 4096)
-			buf = realloc(buf, cap *= 2);
-	}
-	buf[len] = 0;
-	close(fd);
-	return buf;
+	assert_non_null(text);
+	return text;
 }
 
 static double metric(const char *text, const char *series)
 {
-	const char *p = strstr(text, series);
+	double v = kvtd_metric(text, series);
 
-	while (p && p != text && p[-1] != '\n')
-		p = strstr(p + 1, series);
-	if (!p)
+	if (isnan(v))
 		fail_msg("metric %s missing", series);
-	return strtod(p + strlen(series), NULL);
+	return v;
 }
 
 static void traffic(void)

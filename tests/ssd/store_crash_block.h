@@ -12,6 +12,9 @@
 /* 2 layers x 1 kv head x 128 dims x bf16 x 64 tokens x K,V = 64 KiB */
 #define SC_BLOCK (64u << 10)
 
+/* Puts after which the writer reports progress: four 1 MiB DRAM tiers. */
+#define SC_PROGRESS_PUTS 64u
+
 static inline struct kvt_key sc_key(uint32_t n)
 {
 	struct kvt_key k;

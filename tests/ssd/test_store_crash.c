@@ -1,10 +1,13 @@
 /* Crash safety of the store with an SSD tier: a writer process puts blocks
  * through a 1 MiB DRAM tier, so the demoter keeps moving them to SSD, and is
- * killed with SIGKILL at a random moment; the store is reopened here. Every
+ * killed with SIGKILL at a random moment after it reports that demotion is
+ * under way (a fixed delay from its start proved nothing on a loaded machine,
+ * where a sanitized writer could still be starting); the store is reopened here. Every
  * block the rebuilt index holds must read back as exactly its bytes, and the
  * blocks found must grow over the iterations (they are really recovered).
  *   usage: test_store_crash WRITER    KVT_CRASH_ITERS=N (default 12) */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +17,18 @@
 
 #include "ssd_test.h"
 #include "store_crash_block.h"
+
+/* Wait up to 120 s for the writer's progress byte on fd: 0, or -1 when it
+ * exited or never made progress. */
+static int wait_for_progress(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	char c;
+
+	if (poll(&p, 1, 120000) != 1)
+		return -1;
+	return read(fd, &c, 1) == 1 ? 0 : -1;
+}
 
 int main(int argc, char **argv)
 {
@@ -36,16 +51,30 @@ int main(int argc, char **argv)
 		struct kvt_ns *ns;
 		struct kvt_store_stats st = { .size = sizeof(st) };
 		uint32_t found = 0;
-		int status, rc;
+		int status, rc, pipefd[2];
 		pid_t pid;
 
 		snprintf(a_first, sizeof(a_first), "%u", next);
+		if (pipe(pipefd))
+			return 1;
 		pid = fork();
 		if (pid < 0)
 			return 1;
 		if (pid == 0) {
+			dup2(pipefd[1], STDOUT_FILENO);
+			close(pipefd[0]);
+			close(pipefd[1]);
 			execl(argv[1], argv[1], dir, a_first, (char *)NULL);
 			_exit(127);
+		}
+		close(pipefd[1]);
+		rc = wait_for_progress(pipefd[0]);
+		close(pipefd[0]);
+		if (rc) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			fprintf(stderr, "iteration %d: the writer made no progress\n", it);
+			return 1;
 		}
 		usleep(delay);
 		kill(pid, SIGKILL);
@@ -84,7 +113,7 @@ int main(int argc, char **argv)
 				(unsigned long long)st.checksum_failures);
 			return 1;
 		}
-		fprintf(stderr, "iteration %d: killed after %u us, %u blocks recovered intact\n", it,
+		fprintf(stderr, "iteration %d: killed %u us after progress, %u blocks recovered intact\n", it,
 			delay, found);
 		kvt_store_close(store);
 		/* new blocks continue past everything seen, so none is rewritten */
@@ -98,6 +127,8 @@ int main(int argc, char **argv)
 	}
 	if (!found_total) {
 		fprintf(stderr, "no block was ever recovered: the test proved nothing\n");
+		free(want);
+		free(buf);
 		return 1;
 	}
 	printf("%d iterations, %llu recovered blocks read back intact\n", iters,

@@ -2,8 +2,10 @@
  * SVG), the payload mode, and a generated trace read back. argv[1] is the
  * kvtier-bench program. */
 #include <errno.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,6 +137,104 @@ static void sweep_json_and_svg(void **state)
 	free(svg);
 }
 
+/* --mrc beside the exact sweep: the issue's check, sampled within 0.02 of
+ * the exact LRU hit rate at a sampling rate of at most 1%, in at most 4 MiB,
+ * and the curve in the SVG. */
+static void mrc_beside_the_exact_sweep(void **state)
+{
+	char *args, *svg, *text = NULL;
+	size_t len = 0;
+	json_t *j, *mrc, *est, *p;
+	FILE *f;
+
+	assert_true(asprintf(&svg, "%s/mrc.svg", tmpdir) > 0);
+	assert_true(asprintf(&args, "--trace '%s/tests/data/synthetic_trace.jsonl' --mrc --sweep "
+				    "--policy lru --mrc-capacities 1000,10000,100000 --svg '%s' "
+				    "--quiet --json --model none", getenv("KVT_SOURCE_DIR"), svg) > 0);
+	j = run_json(args);
+	mrc = json_object_get(j, "mrc");
+	est = json_object_get(j, "mrc_estimator");
+	assert_int_equal(json_array_size(mrc), 3);
+	for (size_t i = 0; i < 3; i++) {
+		p = json_array_get(mrc, i);
+		rate_ok(p, "sampled_hit_rate");
+		rate_ok(p, "exact_hit_rate");
+		assert_true(fabs(num(p, "sampled_hit_rate") - num(p, "exact_hit_rate")) <= 0.02);
+	}
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(mrc, 1),
+							    "capacity_blocks")), 10000);
+	assert_true(num(est, "sampling_rate") <= 0.01);
+	assert_true(num(est, "memory_bytes") <= 4 << 20);
+	assert_true(num(est, "max_abs_error") <= 0.02);
+	f = fopen(svg, "r");
+	assert_non_null(f);
+	assert_true(getdelim(&text, &len, '\0', f) > 0);
+	assert_non_null(strstr(text, "sampled"));
+	fclose(f);
+	free(text);
+	json_decref(j);
+	free(args);
+	free(svg);
+}
+
+/* --mrc alone: the default ladder, and the estimator's cost measured against
+ * the same replay without it. */
+static void mrc_reports_its_cost(void **state)
+{
+	json_t *j = run_json("--synthetic 2000 --mrc --reps 2 --quiet --json --model none");
+	json_t *mrc = json_object_get(j, "mrc"), *est = json_object_get(j, "mrc_estimator");
+
+	assert_int_equal(json_array_size(mrc), 10); /* 1,000 ... 1,000,000 */
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(mrc, 9),
+							    "capacity_blocks")), 1000000);
+	assert_null(json_object_get(json_array_get(mrc, 0), "exact_hit_rate"));
+	assert_true(num(est, "replay_s") > 0 && num(est, "replay_s_without") > 0);
+	(void)num(est, "overhead");
+	(void)num(est, "cpu_overhead");
+	json_decref(j);
+}
+
+/* --policy all: every policy of the registry replayed in turn, each with its
+ * hit rate and speed. */
+static void every_policy_in_turn(void **state)
+{
+	json_t *j = run_json("--synthetic 2000 --capacity-blocks 500 --policy all --reps 1 --quiet "
+			     "--json --model none");
+	json_t *a = json_object_get(j, "policies"), *p;
+	size_t i;
+	bool ghost = false;
+
+	assert_true(json_array_size(a) >= 5);
+	json_array_foreach(a, i, p) {
+		rate_ok(p, "block_hit_rate");
+		assert_true(num(p, "lookups_per_s") > 0);
+		ghost |= !strcmp(json_string_value(json_object_get(p, "name")), "ghost-lru");
+	}
+	assert_true(ghost);
+	/* the first one is the main replay */
+	assert_true(num(json_array_get(a, 0), "block_hit_rate") == num(j, "block_hit_rate"));
+	json_decref(j);
+}
+
+/* --ssd-admission all on a DRAM + SSD cascade: every rule, with the bytes it
+ * wrote to SSD; "always" refuses nothing, "reused" writes less. */
+static void every_admission_rule_in_turn(void **state)
+{
+	json_t *j = run_json("--synthetic 2000 --dram-blocks 200 --ssd-blocks 1000 --ssd-admission "
+			     "all --reps 1 --quiet --json --model none");
+	json_t *a = json_object_get(j, "admissions");
+
+	assert_int_equal(json_array_size(a), 3);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(a, 0), "name")),
+			    "always");
+	assert_true(num(json_array_get(a, 0), "ssd_refused") == 0);
+	assert_true(num(json_array_get(a, 1), "ssd_bytes_written") <
+		    num(json_array_get(a, 0), "ssd_bytes_written"));
+	assert_true(num(json_array_get(a, 1), "ssd_refused") > 0);
+	rate_ok(json_array_get(a, 2), "ssd_block_hit_rate");
+	json_decref(j);
+}
+
 static void payload_mode_moves_real_bytes(void **state)
 {
 	json_t *j = run_json("--payload --synthetic 500 --capacity-blocks 64 "
@@ -222,6 +322,10 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(replay_json_has_the_issue_fields),
 		cmocka_unit_test(sweep_json_and_svg),
+		cmocka_unit_test(mrc_beside_the_exact_sweep),
+		cmocka_unit_test(mrc_reports_its_cost),
+		cmocka_unit_test(every_policy_in_turn),
+		cmocka_unit_test(every_admission_rule_in_turn),
 		cmocka_unit_test(payload_mode_moves_real_bytes),
 		cmocka_unit_test(payload_mode_through_the_ssd_tier),
 		cmocka_unit_test(generated_trace_reads_back),

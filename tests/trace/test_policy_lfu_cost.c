@@ -11,47 +11,13 @@
 
 #include <cmocka.h>
 
+#include "catalog_helpers.h"
 #include "helpers.h"
-#include "store/catalog.h"
-
-static struct kvt_key key_of(uint8_t id)
-{
-	struct kvt_key k;
-
-	memset(&k, 0, sizeof(k));
-	k.bytes[0] = id;
-	return k;
-}
 
 /* Publish block id (size 100) in DRAM under parent (0 = none). */
 static uint32_t add(struct kvt_catalog *cat, uint8_t id, uint8_t parent)
 {
-	struct kvt_key k = key_of(id), p = key_of(parent);
-	uint32_t i;
-
-	assert_int_equal(kvt_index_insert(cat->idx, 0, &k, &i), 0);
-	kvt_index_rec(cat->idx, i)->size = 100;
-	kvt_catalog_publish(cat, i, KVT_TIER_DRAM, parent ? &p : NULL);
-	return i;
-}
-
-static uint8_t victim_id(struct kvt_catalog *cat)
-{
-	uint32_t v = kvt_catalog_victim(cat, KVT_TIER_DRAM);
-
-	return v == KVT_NIL ? 0 : kvt_index_rec(cat->idx, v)->key.bytes[0];
-}
-
-/* Evict the victim; returns its id. */
-static uint8_t evict(struct kvt_catalog *cat)
-{
-	uint32_t v = kvt_catalog_victim(cat, KVT_TIER_DRAM);
-	uint8_t id;
-
-	assert_true(v != KVT_NIL);
-	id = kvt_index_rec(cat->idx, v)->key.bytes[0];
-	kvt_catalog_drop(cat, v);
-	return id;
+	return cat_add(cat, id, parent, 100);
 }
 
 static void lfu_evicts_least_used_then_least_recent(void **state)
@@ -69,35 +35,31 @@ static void lfu_evicts_least_used_then_least_recent(void **state)
 	add(&cat, 4, 0);
 	add(&cat, 5, 0);
 	/* counts: 1:3, 2:1, 3:2, 4:1, 5:1; among the 1s, 2 is the oldest */
-	assert_int_equal(evict(&cat), 2);
-	assert_int_equal(evict(&cat), 4);
-	assert_int_equal(evict(&cat), 5);
-	assert_int_equal(evict(&cat), 3);
+	assert_int_equal(cat_evict(&cat), 2);
+	assert_int_equal(cat_evict(&cat), 4);
+	assert_int_equal(cat_evict(&cat), 5);
+	assert_int_equal(cat_evict(&cat), 3);
 	/* a pinned record is no victim */
 	kvt_catalog_pin(&cat, a, 1);
-	assert_int_equal(victim_id(&cat), 0);
+	assert_int_equal(cat_victim_id(&cat), 0);
 	kvt_catalog_pin(&cat, a, -1);
-	assert_int_equal(evict(&cat), 1);
-	assert_int_equal(victim_id(&cat), 0);
+	assert_int_equal(cat_evict(&cat), 1);
+	assert_int_equal(cat_victim_id(&cat), 0);
 	kvt_catalog_fini(&cat);
 }
 
-/* cost = the key's second byte */
+/* cost = the key's fifth byte (after the id) */
 static double cost_of(const struct kvt_rec *r, void *arg)
 {
-	return r->key.bytes[1];
+	return r->key.bytes[4];
 }
 
 static uint32_t add_cost(struct kvt_catalog *cat, uint8_t id, uint8_t cost)
 {
-	struct kvt_key k = key_of(id);
-	uint32_t i;
+	struct kvt_key k = cat_key(id);
 
-	k.bytes[1] = cost;
-	assert_int_equal(kvt_index_insert(cat->idx, 0, &k, &i), 0);
-	kvt_index_rec(cat->idx, i)->size = 1;
-	kvt_catalog_publish(cat, i, KVT_TIER_DRAM, NULL);
-	return i;
+	k.bytes[4] = cost;
+	return cat_add_key(cat, k, 0, 1);
 }
 
 static void cost_keeps_the_expensive_until_it_ages(void **state)
@@ -109,16 +71,16 @@ static void cost_keeps_the_expensive_until_it_ages(void **state)
 	add_cost(&cat, 1, 5);
 	add_cost(&cat, 2, 1);
 	add_cost(&cat, 3, 3);
-	assert_int_equal(evict(&cat), 2); /* H = 1; the clock rises to 1 */
-	assert_int_equal(evict(&cat), 3); /* H = 3; clock 3 */
+	assert_int_equal(cat_evict(&cat), 2); /* H = 1; the clock rises to 1 */
+	assert_int_equal(cat_evict(&cat), 3); /* H = 3; clock 3 */
 	/* cheap blocks arriving now get H = clock + 1: 4, then 5 (ties with 1,
 	 * which is older, so 1 goes first), then 6 > 5 */
 	add_cost(&cat, 4, 1);
-	assert_int_equal(evict(&cat), 4);
+	assert_int_equal(cat_evict(&cat), 4);
 	add_cost(&cat, 5, 1);
-	assert_int_equal(evict(&cat), 1);
-	assert_int_equal(evict(&cat), 5);
-	assert_int_equal(victim_id(&cat), 0);
+	assert_int_equal(cat_evict(&cat), 1);
+	assert_int_equal(cat_evict(&cat), 5);
+	assert_int_equal(cat_victim_id(&cat), 0);
 	kvt_catalog_fini(&cat);
 }
 
@@ -133,11 +95,11 @@ static void cost_evicts_tails_before_parents(void **state)
 	add(&cat, 2, 1);
 	add(&cat, 3, 2);
 	add(&cat, 4, 0);
-	assert_int_equal(evict(&cat), 4);
+	assert_int_equal(cat_evict(&cat), 4);
 	/* then the chain from its end, though its root is the cheapest */
-	assert_int_equal(evict(&cat), 3);
-	assert_int_equal(evict(&cat), 2);
-	assert_int_equal(evict(&cat), 1);
+	assert_int_equal(cat_evict(&cat), 3);
+	assert_int_equal(cat_evict(&cat), 2);
+	assert_int_equal(cat_evict(&cat), 1);
 	kvt_catalog_fini(&cat);
 }
 

@@ -305,7 +305,18 @@ static void wait_poll_stats_ping(void **state)
 	kvt_wr_init(&w);
 	assert_int_equal(kvt_proto_enc_blob(&w, KVT_OP_STATS, 5, NULL, 0), 0);
 	assert_int_equal(decode_one(&w, &req), 0);
-	assert_int_equal(decode_resized(&w, 1, &req), -EBADMSG);
+	assert_int_equal(req.u.blob.len, 0);
+	/* a tenant's token, up to KVT_PROTO_MAX_TOKEN bytes, and no longer */
+	assert_int_equal(decode_resized(&w, KVT_PROTO_MAX_TOKEN, &req), 0);
+	assert_int_equal(req.u.blob.len, KVT_PROTO_MAX_TOKEN);
+	assert_int_equal(decode_resized(&w, KVT_PROTO_MAX_TOKEN + 1, &req), -EBADMSG);
+	kvt_wr_free(&w);
+
+	kvt_wr_init(&w);
+	assert_int_equal(kvt_proto_enc_blob(&w, KVT_OP_STATS, 5, "ta", 2), 0);
+	assert_int_equal(decode_one(&w, &req), 0);
+	assert_int_equal(req.u.blob.len, 2);
+	assert_memory_equal(req.u.blob.data, "ta", 2);
 	kvt_wr_free(&w);
 
 	kvt_wr_init(&w);

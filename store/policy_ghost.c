@@ -1,0 +1,243 @@
+/* "ghost-lru": recency with a ghost list deciding how long a fresh block
+ * may stay.
+ *
+ * A block is "fresh" when it enters the tier unknown, and "proven" once it is
+ * used while there, or enters again while the ghost list (the keys of the
+ * last blocks that left, four times as many as the tier holds) still
+ * remembers it. Most blocks of a KV cache are used once and never again (a
+ * one-off prompt, the last partial block of a request); a block used twice
+ * is far more likely to be used a third time. So fresh blocks go first
+ * while they hold more than a target share of the tier; below it, the least
+ * recently used block goes, fresh or proven, as in LRU.
+ *
+ * The target adapts as ARC's does: a block that comes back soon after it
+ * left as fresh (within as many evictions as the tier holds) says fresh
+ * blocks deserved more room, one that comes back soon after it left as
+ * proven says they deserved less. A workload where every block is used twice
+ * close together (a conversation's next turn) so keeps its LRU behaviour;
+ * one where fresh blocks rarely come back in reach gives them little room.
+ *
+ * Like tail-lru, only chain tails are evictable (a block is useless without
+ * its parent); a block that becomes a tail again is placed by its last use.
+ * pval holds the last use tick and the block's class (low bit: proven).
+ * Held blocks (pins, busy) leave the lists without entering the ghost list. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "store/ghost.h"
+#include "store/policy.h"
+
+enum { FRESH = 0, PROVEN = 1 };
+
+struct gl {
+	uint32_t head[2], tail[2]; /* per class: most / least recently used */
+	uint64_t tick;
+	uint64_t n, n_fresh;       /* records tracked, of them fresh */
+	double share;              /* target share of fresh records, 0..1 */
+	struct kvt_ghost ghost;    /* tag: the class the block left as */
+};
+
+/* The ghost list remembers this many times the records tracked. */
+#define GHOST_FACTOR 4
+
+static inline struct kvt_rec *rec(const struct kvt_policy *p, uint32_t i)
+{
+	return kvt_index_rec(p->idx, i);
+}
+
+static inline unsigned cls(const struct kvt_rec *r)
+{
+	return (unsigned)(r->pval & 1);
+}
+
+static inline uint64_t used(const struct kvt_rec *r)
+{
+	return r->pval >> 1;
+}
+
+static bool on_list(const struct kvt_policy *p, uint32_t i)
+{
+	const struct gl *g = p->state;
+	const struct kvt_rec *r = rec(p, i);
+
+	return r->pprev != KVT_NIL || r->pnext != KVT_NIL || g->head[cls(r)] == i;
+}
+
+static void list_unlink(struct kvt_policy *p, uint32_t i)
+{
+	struct gl *g = p->state;
+	struct kvt_rec *r = rec(p, i);
+	unsigned c = cls(r);
+
+	if (r->pprev != KVT_NIL)
+		rec(p, r->pprev)->pnext = r->pnext;
+	else
+		g->head[c] = r->pnext;
+	if (r->pnext != KVT_NIL)
+		rec(p, r->pnext)->pprev = r->pprev;
+	else
+		g->tail[c] = r->pprev;
+	r->pprev = r->pnext = KVT_NIL;
+}
+
+/* Insert i into its class's list after prev (toward the cold end); prev
+ * KVT_NIL = at the head. */
+static void list_insert_after(struct kvt_policy *p, uint32_t prev, uint32_t i)
+{
+	struct gl *g = p->state;
+	struct kvt_rec *r = rec(p, i);
+	unsigned c = cls(r);
+	uint32_t next = prev == KVT_NIL ? g->head[c] : rec(p, prev)->pnext;
+
+	r->pprev = prev;
+	r->pnext = next;
+	if (prev != KVT_NIL)
+		rec(p, prev)->pnext = i;
+	else
+		g->head[c] = i;
+	if (next != KVT_NIL)
+		rec(p, next)->pprev = i;
+	else
+		g->tail[c] = i;
+}
+
+/* Place tail i by its last use: after the last record of its list, from the
+ * cold end, used more recently. */
+static void place_by_use(struct kvt_policy *p, uint32_t i)
+{
+	struct gl *g = p->state;
+	uint64_t u = used(rec(p, i));
+	uint32_t cur = g->tail[cls(rec(p, i))];
+
+	while (cur != KVT_NIL && used(rec(p, cur)) < u)
+		cur = rec(p, cur)->pprev;
+	list_insert_after(p, cur, i);
+}
+
+static int gl_init(struct kvt_policy *p)
+{
+	struct gl *g = calloc(1, sizeof(*g));
+	int err;
+
+	if (!g)
+		return -ENOMEM;
+	g->head[0] = g->head[1] = g->tail[0] = g->tail[1] = KVT_NIL;
+	g->share = 0.5;
+	err = kvt_ghost_init(&g->ghost, 1024);
+	if (err) {
+		free(g);
+		return err;
+	}
+	p->state = g;
+	return 0;
+}
+
+static void gl_fini(struct kvt_policy *p)
+{
+	struct gl *g = p->state;
+
+	if (g)
+		kvt_ghost_fini(&g->ghost);
+	free(g);
+	p->state = NULL;
+}
+
+/* A block came back that left as class `was`, `age` evictions ago: as in
+ * ARC, the step is larger when the other class's ghosts outnumber its own. */
+static void adapt(struct gl *g, unsigned was, uint64_t age)
+{
+	double mine = g->ghost.count[was] + 1.0, other = g->ghost.count[!was];
+	double step = (other > mine ? other / mine : 1.0) / (double)(g->n ? g->n : 1);
+
+	if (age > g->n)
+		return; /* too long ago to say anything about the margin */
+	g->share += was == FRESH ? step : -step;
+	if (g->share < 0)
+		g->share = 0;
+	else if (g->share > 1)
+		g->share = 1;
+}
+
+static void gl_insert(struct kvt_policy *p, uint32_t i)
+{
+	struct gl *g = p->state;
+	struct kvt_rec *r = rec(p, i);
+	unsigned c = cls(r), was;
+	uint64_t age;
+
+	/* a new record's pval is 0 (fresh); one coming back from a hold or
+	 * another tier keeps its class */
+	if (c == FRESH && kvt_ghost_take(&g->ghost, kvt_ghost_hash(r), &was, &age)) {
+		adapt(g, was, age);
+		c = PROVEN;
+	}
+	r->pval = ++g->tick << 1 | c;
+	r->pprev = r->pnext = KVT_NIL;
+	g->n++;
+	g->n_fresh += c == FRESH;
+	if ((uint64_t)g->ghost.cap < GHOST_FACTOR * g->n && g->ghost.cap < (1u << 30))
+		(void)kvt_ghost_resize(&g->ghost, g->ghost.cap * 2); /* on -ENOMEM: smaller */
+	if (r->kids_here == 0)
+		list_insert_after(p, KVT_NIL, i);
+}
+
+static void gl_touch(struct kvt_policy *p, uint32_t i)
+{
+	struct gl *g = p->state;
+	struct kvt_rec *r = rec(p, i);
+	bool listed = on_list(p, i);
+
+	if (listed)
+		list_unlink(p, i);
+	if (cls(r) == FRESH)
+		g->n_fresh--;
+	r->pval = ++g->tick << 1 | PROVEN;
+	if (listed)
+		list_insert_after(p, KVT_NIL, i);
+}
+
+static void gl_remove(struct kvt_policy *p, uint32_t i)
+{
+	struct gl *g = p->state;
+	struct kvt_rec *r = rec(p, i);
+
+	if (on_list(p, i))
+		list_unlink(p, i);
+	g->n--;
+	g->n_fresh -= cls(r) == FRESH;
+	/* held blocks stay in the tier: only those leaving it are ghosts */
+	if (!r->pins && !r->busy)
+		kvt_ghost_add(&g->ghost, kvt_ghost_hash(r), cls(r));
+}
+
+static void gl_leaf_changed(struct kvt_policy *p, uint32_t i, bool is_leaf)
+{
+	if (is_leaf && !on_list(p, i))
+		place_by_use(p, i);
+	else if (!is_leaf && on_list(p, i))
+		list_unlink(p, i);
+}
+
+static uint32_t gl_victim(struct kvt_policy *p)
+{
+	struct gl *g = p->state;
+	uint32_t f = g->tail[FRESH], o = g->tail[PROVEN];
+
+	if (f == KVT_NIL)
+		return o;
+	if (o == KVT_NIL || (double)g->n_fresh > g->share * (double)g->n ||
+	    used(rec(p, f)) < used(rec(p, o)))
+		return f;
+	return o;
+}
+
+const struct kvt_policy_ops kvt_policy_ghost_lru_ops = {
+	.name = "ghost-lru",
+	.init = gl_init,
+	.fini = gl_fini,
+	.insert = gl_insert,
+	.touch = gl_touch,
+	.remove = gl_remove,
+	.leaf_changed = gl_leaf_changed,
+	.victim = gl_victim,
+};

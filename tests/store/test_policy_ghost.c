@@ -1,0 +1,225 @@
+/* The "ghost-lru" policy through the store's catalog, and its ghost list:
+ * fresh blocks first while over their share, LRU order below it, blocks the
+ * ghost list remembers coming back proven, tails before parents, held blocks
+ * never victims and never ghosts, and every record coming out exactly once
+ * after random operations (seed printed). */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "catalog_helpers.h"
+#include "helpers.h"
+#include "store/ghost.h"
+
+/* Publish block id in DRAM under parent (0 = none). */
+static uint32_t add(struct kvt_catalog *cat, uint32_t id, uint32_t parent)
+{
+	return cat_add(cat, id, parent, 1);
+}
+
+static void open_cat(struct kvt_catalog *cat)
+{
+	assert_int_equal(kvt_catalog_init(cat, kvt_policy_find("ghost-lru"), 64), 0);
+}
+
+static void fresh_blocks_go_first_over_their_share(void **state)
+{
+	struct kvt_catalog cat;
+	uint32_t a, b;
+
+	/* 1 and 2 used again (proven), then 3..6 fresh: 4 of 6 fresh is over
+	 * the starting share (half), so fresh blocks go, oldest first, though
+	 * 1 and 2 were used before them */
+	open_cat(&cat);
+	a = add(&cat, 1, 0);
+	b = add(&cat, 2, 0);
+	kvt_catalog_touch(&cat, a);
+	kvt_catalog_touch(&cat, b);
+	for (uint32_t id = 3; id <= 6; id++)
+		add(&cat, id, 0);
+	assert_int_equal(cat_evict(&cat), 3);
+	assert_int_equal(cat_evict(&cat), 4);
+	/* 2 fresh of 4: at the share, LRU order: 1 and 2 are the oldest */
+	assert_int_equal(cat_evict(&cat), 1);
+	kvt_catalog_fini(&cat);
+}
+
+static void ghost_list_brings_evicted_blocks_back_proven(void **state)
+{
+	struct kvt_catalog cat;
+
+	/* 1 (fresh) is the oldest and goes first; 100..139 are proven */
+	open_cat(&cat);
+	add(&cat, 1, 0);
+	for (uint32_t id = 100; id < 140; id++)
+		kvt_catalog_touch(&cat, add(&cat, id, 0));
+	assert_int_equal(cat_evict(&cat), 1);
+	/* stored again, 1 is remembered and comes back proven: when fresh
+	 * blocks are over their share, they go first, 2 before 1 though 1 is
+	 * older (had it come back fresh, it would have gone first) */
+	add(&cat, 1, 0);
+	for (uint32_t id = 2; id <= 50; id++)
+		add(&cat, id, 0);
+	assert_int_equal(cat_evict(&cat), 2);
+	assert_int_equal(cat_evict(&cat), 3);
+	kvt_catalog_fini(&cat);
+}
+
+static void tails_go_before_their_parents(void **state)
+{
+	struct kvt_catalog cat;
+
+	/* a chain 1-2-3 (fresh) and a proven lone 4: the chain leaves from its
+	 * end, never a parent before its child */
+	open_cat(&cat);
+	add(&cat, 1, 0);
+	add(&cat, 2, 1);
+	add(&cat, 3, 2);
+	kvt_catalog_touch(&cat, add(&cat, 4, 0));
+	assert_int_equal(cat_evict(&cat), 3);
+	assert_int_equal(cat_evict(&cat), 2);
+	assert_int_equal(cat_evict(&cat), 1);
+	assert_int_equal(cat_evict(&cat), 4);
+	assert_int_equal(cat_victim_id(&cat), 0);
+	kvt_catalog_fini(&cat);
+}
+
+static void held_blocks_are_never_victims_nor_ghosts(void **state)
+{
+	struct kvt_key two = cat_key(2);
+	struct kvt_catalog cat;
+	uint32_t a;
+
+	open_cat(&cat);
+	a = add(&cat, 1, 0);
+	add(&cat, 2, 0);
+	kvt_catalog_pin(&cat, a, 1);
+	assert_int_equal(cat_victim_id(&cat), 2);
+	kvt_catalog_busy(&cat, kvt_catalog_victim(&cat, KVT_TIER_DRAM), 1);
+	assert_int_equal(cat_victim_id(&cat), 0); /* both held */
+	kvt_catalog_busy(&cat, kvt_index_find(cat.idx, 0, &two), -1);
+	kvt_catalog_pin(&cat, a, -1);
+	/* 1 came back from its pin fresh (a hold is no eviction), and is the
+	 * least recently placed: with 3 proven, it goes first */
+	kvt_catalog_touch(&cat, add(&cat, 3, 0));
+	assert_int_equal(cat_evict(&cat), 2);
+	assert_int_equal(cat_evict(&cat), 1);
+	assert_int_equal(cat_evict(&cat), 3);
+	kvt_catalog_fini(&cat);
+}
+
+static void every_record_comes_out_once(void **state)
+{
+	uint64_t seed = kvt_test_seed();
+	struct kvt_catalog cat;
+	enum { N = 3000 };
+	uint32_t *recs = calloc(N, sizeof(*recs));
+	bool *live = calloc(N, sizeof(*live)), *out = calloc(N, sizeof(*out));
+	int pinned[N] = { 0 }, n_live = 0;
+
+	assert_non_null(recs);
+	open_cat(&cat);
+	/* chains of up to 8 blocks (ids 8c+1 ... 8c+8), random uses, pins,
+	 * evictions and returns */
+	for (int step = 0; step < 40000; step++) {
+		uint32_t x = (uint32_t)(kvt_test_rand(&seed) % N), op = kvt_test_rand(&seed) % 10;
+
+		if (!live[x] && op < 5) {
+			uint32_t parent = x % 8 && live[x - 1] ? x : 0; /* id x+1's parent is id x */
+
+			recs[x] = add(&cat, x + 1, parent);
+			live[x] = true;
+			n_live++;
+		} else if (live[x] && op < 7) {
+			kvt_catalog_touch(&cat, recs[x]);
+		} else if (live[x] && op == 7) {
+			pinned[x] = !pinned[x];
+			kvt_catalog_pin(&cat, recs[x], pinned[x] ? 1 : -1);
+		} else if (n_live > 200) {
+			uint32_t v = kvt_catalog_victim(&cat, KVT_TIER_DRAM), id;
+			const struct kvt_rec *r;
+
+			assert_true(v != KVT_NIL);
+			r = kvt_index_rec(cat.idx, v);
+			assert_int_equal(r->pins, 0);
+			assert_int_equal(r->kids_here, 0); /* a tail */
+			id = cat_id(&cat, v) - 1;
+			assert_true(live[id]);
+			kvt_catalog_drop(&cat, v);
+			live[id] = false;
+			n_live--;
+		}
+	}
+	for (uint32_t x = 0; x < N; x++)
+		if (live[x] && pinned[x])
+			kvt_catalog_pin(&cat, recs[x], -1);
+	/* drain: every live record once, tails first */
+	for (int k = 0; k < n_live; k++) {
+		uint32_t v = kvt_catalog_victim(&cat, KVT_TIER_DRAM), id;
+
+		assert_true(v != KVT_NIL);
+		assert_int_equal(kvt_index_rec(cat.idx, v)->kids_here, 0);
+		id = cat_id(&cat, v) - 1;
+		assert_true(live[id] && !out[id]);
+		out[id] = true;
+		kvt_catalog_drop(&cat, v);
+	}
+	assert_int_equal(kvt_catalog_victim(&cat, KVT_TIER_DRAM), KVT_NIL);
+	kvt_catalog_fini(&cat);
+	free(recs);
+	free(live);
+	free(out);
+}
+
+static void ghost_list_forgets_the_oldest(void **state)
+{
+	struct kvt_ghost g;
+	unsigned tag;
+	uint64_t age;
+
+	assert_int_equal(kvt_ghost_init(&g, 100), 0);
+	assert_int_equal(g.cap, 128);
+	for (uint64_t h = 1; h <= 200; h++)
+		kvt_ghost_add(&g, h << 40, (unsigned)(h & 1));
+	assert_int_equal(g.count[0] + g.count[1], 128);
+	/* 1..72 forgotten, 73..200 remembered, with their tag and age */
+	assert_false(kvt_ghost_take(&g, 72ull << 40, &tag, &age));
+	assert_true(kvt_ghost_take(&g, 73ull << 40, &tag, &age));
+	assert_int_equal(tag, 1);
+	assert_int_equal(age, 127);
+	assert_true(kvt_ghost_take(&g, 200ull << 40, &tag, &age));
+	assert_int_equal(tag, 0);
+	assert_int_equal(age, 0);
+	assert_false(kvt_ghost_take(&g, 200ull << 40, &tag, &age)); /* taken once */
+	assert_int_equal(g.count[0] + g.count[1], 126);
+	/* added again, a hash is new again */
+	kvt_ghost_add(&g, 150ull << 40, 1);
+	kvt_ghost_add(&g, 201ull << 40, 0);
+	assert_true(kvt_ghost_take(&g, 150ull << 40, &tag, &age));
+	assert_int_equal(age, 1);
+	/* growing keeps the newest */
+	assert_int_equal(kvt_ghost_resize(&g, 1000), 0);
+	assert_true(kvt_ghost_take(&g, 201ull << 40, &tag, &age));
+	assert_true(kvt_ghost_take(&g, 100ull << 40, &tag, &age));
+	kvt_ghost_fini(&g);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(fresh_blocks_go_first_over_their_share),
+		cmocka_unit_test(ghost_list_brings_evicted_blocks_back_proven),
+		cmocka_unit_test(tails_go_before_their_parents),
+		cmocka_unit_test(held_blocks_are_never_victims_nor_ghosts),
+		cmocka_unit_test(every_record_comes_out_once),
+		cmocka_unit_test(ghost_list_forgets_the_oldest),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
