@@ -52,25 +52,9 @@ static struct kvt_ns_desc desc;
 static char *tmpdir, secret_file[512], wrong_file[512], redis_url[64];
 static uint64_t seed;
 
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
-	nanosleep(&ts, NULL);
-}
-
 static uint64_t now_ms(void)
 {
 	return kvt_clock_ns() / 1000000;
-}
-
-static void write_secret(const char *path, const char *s)
-{
-	FILE *f = fopen(path, "w");
-
-	assert_non_null(f);
-	fprintf(f, "%s\n", s);
-	fclose(f);
-	chmod(path, 0600);
 }
 
 static void print_log(const char *path)
@@ -126,7 +110,7 @@ static void node_start(int idx, int ns, const char *id, const char *secret)
 			print_log(n->d.log);
 			fail_msg("kvtierd %s exited at start (status %d)", id, status);
 		}
-		sleep_ms(20);
+		kvt_test_sleep_ms(20);
 	}
 	if (!n->c) {
 		print_log(n->d.log);
@@ -268,7 +252,7 @@ static bool members_are(int idx, long want)
 		if (stat_of(idx, "directory", "members") == want &&
 		    stat_of(idx, "directory", "reachable") == 1)
 			return true;
-		sleep_ms(100);
+		kvt_test_sleep_ms(100);
 	}
 	return false;
 }
@@ -282,7 +266,7 @@ static bool hinted(int idx, int tag)
 	for (int i = 0; i < 100; i++) {
 		if (lookup(idx, tag, &remote) == N && remote == N)
 			return true;
-		sleep_ms(50);
+		kvt_test_sleep_ms(50);
 	}
 	return false;
 }
@@ -309,8 +293,8 @@ static int setup(void **state)
 	tmpdir = kvt_test_mkdtemp("kvtierd_cluster");
 	snprintf(secret_file, sizeof(secret_file), "%s/secret", tmpdir);
 	snprintf(wrong_file, sizeof(wrong_file), "%s/wrong", tmpdir);
-	write_secret(secret_file, "the cluster secret of the kvtierd test");
-	write_secret(wrong_file, "not the secret of this cluster at all");
+	kvt_test_write_secret(secret_file, "the cluster secret of the kvtierd test");
+	kvt_test_write_secret(wrong_file, "not the secret of this cluster at all");
 	assert_int_equal(kvt_redis_proc_start(&redis, tmpdir, &net, KVT_NETLAB_HUB, net.hub_addr,
 					      6379), 0);
 	snprintf(redis_url, sizeof(redis_url), "redis://%s:6379", net.hub_addr);
@@ -432,7 +416,7 @@ static void a_cut_link_misses_within_the_timeout_and_heals(void **state)
 	for (int i = 0; i < 50 && got != N; i++) { /* A is marked down for a moment */
 		got = load(1, 2, NULL);
 		if (got != N)
-			sleep_ms(100);
+			kvt_test_sleep_ms(100);
 	}
 	assert_int_equal(got, N);
 }
@@ -455,7 +439,7 @@ static void a_block_its_owner_lost_loses_its_hint(void **state)
 
 		assert_int_equal(got, remote); /* B holds none of it */
 		if (remote)
-			sleep_ms(50);
+			kvt_test_sleep_ms(50);
 	}
 	assert_int_equal(remote, 0);
 }
@@ -492,7 +476,7 @@ static void redis_down_is_local_only_and_back_it_resumes(void **state)
 	epoch = stat_of(1, "directory", "epoch");
 	kvt_redis_proc_signal(&redis, SIGKILL);
 	for (i = 0; i < 50 && stat_of(1, "directory", "reachable"); i++)
-		sleep_ms(100);
+		kvt_test_sleep_ms(100);
 	t0 = now_ms();
 	assert_int_equal(lookup(1, 4, &remote), 0);
 	assert_int_equal(load(1, 4, &ms), 0);
