@@ -53,6 +53,13 @@ struct kvtd_config {
 	enum kvt_log_level log_level;
 	struct kvtd_tenant tenants[KVTD_MAX_TENANTS];
 	size_t n_tenants;
+	/* the cluster (all empty: a node of its own) */
+	char cluster[256];            /* directory URL: redis://HOST:PORT, unix:///PATH */
+	char node_id[65];             /* [A-Za-z0-9._-], 1..64 */
+	char peer_listen[129];        /* ADDR:PORT peers connect to (and are told) */
+	char cluster_secret_file[4096]; /* default DATA_DIR/cluster.secret */
+	char rdma_device[32];         /* "" = TCP only */
+	unsigned peer_timeout_ms;     /* a peer that makes no progress fails (2000) */
 	bool print_config;            /* print the effective config and exit */
 };
 

@@ -144,6 +144,8 @@ char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
 	json_object_set_new(copies, "save_already_present", json_integer((json_int_t)ld(&c->save_present)));
 	json_object_set_new(copies, "load_blocks", json_integer((json_int_t)ld(&c->load_blocks)));
 	json_object_set_new(copies, "load_misses", json_integer((json_int_t)ld(&c->load_misses)));
+	json_object_set_new(copies, "load_remote_blocks", json_integer((json_int_t)ld(&c->load_remote)));
+	json_object_set_new(copies, "lookup_remote_keys", json_integer((json_int_t)c->lookup_remote));
 	json_object_set_new(root, "copies", copies);
 
 	json_object_set_new(store, "namespaces", json_integer((json_int_t)st.namespaces));
@@ -237,6 +239,14 @@ char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
 		}
 		json_object_set_new(root, "tenant", t);
 	}
+	if (srv->opts.hooks.json_cb) {
+		char *cl = srv->opts.hooks.json_cb(srv->opts.hooks.arg);
+		json_t *o = cl ? json_loads(cl, 0, NULL) : NULL;
+
+		if (o)
+			json_object_set_new(root, "cluster", o);
+		free(cl);
+	}
 	text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(root);
 	return text;
@@ -326,6 +336,10 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 	    c->plan_retries);
 	one(&b, "kvtier_prefill_reports_total", "counter",
 	    "Prefill speeds reported by engines (PREFILL).", c->prefill_reports);
+	one(&b, "kvtier_load_remote_blocks_total", "counter",
+	    "Blocks LOAD brought from other nodes of the cluster.", ld(&c->load_remote));
+	one(&b, "kvtier_lookup_remote_keys_total", "counter",
+	    "Keys LOOKUP reported held by other nodes (tier remote).", c->lookup_remote);
 	help(&b, "kvtier_engine_bytes_total", "counter",
 	     "Bytes copied between engine memory and kvtier (gather = save, scatter = load).");
 	kvt_textbuf_printf(&b, "kvtier_engine_bytes_total{direction=\"gather\"} %llu\n",
@@ -411,6 +425,13 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 	if (!b.bad && kvt_insight_prom(srv->insight, &st, srv->opts.metrics_tenants, &b.p, &b.len,
 				       &b.cap))
 		b.bad = true;
+	if (srv->opts.hooks.prom_cb) {
+		char *cl = srv->opts.hooks.prom_cb(srv->opts.hooks.arg);
+
+		if (cl)
+			kvt_textbuf_printf(&b, "%s", cl);
+		free(cl);
+	}
 	if (b.bad) {
 		free(b.p);
 		return NULL;

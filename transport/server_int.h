@@ -209,12 +209,14 @@ struct kvt_server_counters {
 	uint64_t conns_uid_refused, hello_timeouts, hello_delayed, ns_reclaimed;
 	uint64_t bad_frames, hello_refused;
 	uint64_t lookup_keys, lookup_hits;
+	uint64_t lookup_remote;     /* keys LOOKUP reported held by other nodes */
 	uint64_t jobs_cancelled;
 	uint64_t plan_lookups, plan_load_blocks, plan_recompute_blocks, plan_retries;
 	uint64_t prefill_reports;
 	/* atomic, from the workers */
 	uint64_t gather_bytes, scatter_bytes;
 	uint64_t save_blocks, save_present, load_blocks, load_misses;
+	uint64_t load_remote;       /* blocks LOAD brought from other nodes */
 };
 
 struct kvt_http;

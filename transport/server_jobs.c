@@ -325,6 +325,8 @@ static int32_t run_save(struct worker *w, struct kvt_job *job)
 		}
 	}
 	__atomic_store_n(&job->layers_done, (int)job->mem->layers, __ATOMIC_RELEASE);
+	if (i && w->srv->opts.hooks.saved_cb) /* the cluster's hints */
+		w->srv->opts.hooks.saved_cb(w->srv->opts.hooks.arg, job->ns, job->keys, i);
 	return i == 0 && err ? err : (int32_t)i;
 }
 
@@ -366,6 +368,25 @@ static void note_landed(void *arg, size_t k, int res)
 	l->ns[k] = kvt_now_ns() - l->t0;
 }
 
+/* LOAD missed keys[from]: ask the cluster for the rest of the prefix, once
+ * per LOAD. True when it brought keys[from] into the store. */
+static bool fetch_remote(struct kvt_server *srv, struct kvt_job *job, uint32_t from, bool *tried)
+{
+	const struct kvt_key *parent = from ? &job->keys[from - 1] :
+				       job->has_parent ? &job->parent : NULL;
+	int n;
+
+	*tried = true;
+	if (!srv->opts.hooks.fetch_cb || cancelled(job))
+		return false;
+	n = srv->opts.hooks.fetch_cb(srv->opts.hooks.arg, job->ns, job->keys + from,
+				     job->n - from, parent);
+	if (n <= 0)
+		return false;
+	__atomic_add_fetch(&srv->c.load_remote, (uint64_t)n, __ATOMIC_RELAXED);
+	return true;
+}
+
 /* Result: the number of leading blocks loaded (a miss ends the prefix), or a
  * negative errno when not even the first could be (-ENOSPC: the DRAM tier
  * had no slot to bring it up into). Layer progress is posted for the last
@@ -381,7 +402,7 @@ static int32_t run_load(struct worker *w, struct kvt_job *job)
 	struct load_meter lm;
 	uint32_t got = 0;
 	int err = 0, xerr = 0;
-	bool last = false;
+	bool last = false, fetched = false;
 
 	memset(&lm, 0, sizeof(lm));
 	while (!last) {
@@ -400,9 +421,26 @@ static int32_t run_load(struct worker *w, struct kvt_job *job)
 		if (rc < 0)
 			err = rc;
 		else if (!err) {
+			struct landed remote;
+
 			/* a prefix: the first miss ends it, what came after goes back */
 			while (m < want && res[m] == 0)
 				m++;
+			remote = (struct landed){ .t0 = kvt_now_ns(), .ns = acquire_ns + m };
+			if (m < want && res[m] == -ENOENT && !fetched &&
+			    fetch_remote(srv, job, got + m, &fetched)) {
+				/* other nodes had the rest: acquire it from here on,
+				 * each block's time counted from the fetch's start */
+				for (uint32_t k = m + 1; k < want; k++)
+					if (res[k] == 0)
+						kvt_release(job->ns, &slots[k]);
+				rc = kvt_acquire_many(job->ns, &job->keys[got + m], want - m, slots + m,
+						      res + m, note_landed, &remote);
+				for (uint32_t k = m; rc < 0 && k < want; k++)
+					res[k] = rc;
+				while (m < want && res[m] == 0)
+					m++;
+			}
 			err = m < want ? res[m] : 0;
 			for (uint32_t k = m + 1; k < want; k++)
 				if (res[k] == 0)

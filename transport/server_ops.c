@@ -92,6 +92,8 @@ static int op_hello(struct kvt_conn *c, const struct kvt_req *req)
 	}
 	if (c->ns[slot] != ns)
 		kvt_tenant_ns_hold(srv, ns);
+	if (c->ns[slot] != ns && srv->opts.hooks.ns_cb && srv->opts.hooks.ns_cb(srv->opts.hooks.arg, ns))
+		kvt_tenant_ns_hold(srv, ns); /* the cluster's, for good */
 	if (!c->tenant)
 		kvt_conn_hello_done(c);
 	c->tenant = t;
@@ -205,6 +207,18 @@ static int op_keys(struct kvt_conn *c, const struct kvt_req *req)
 			c->srv->c.plan_lookups++;
 			c->srv->c.plan_load_blocks += load;
 			c->srv->c.plan_recompute_blocks += (uint32_t)n - load;
+		}
+		if (n >= 0 && (uint32_t)n < k->n && c->srv->opts.hooks.lookup_cb) {
+			/* the rest of the prefix on other nodes: tier remote */
+			int r = c->srv->opts.hooks.lookup_cb(c->srv->opts.hooks.arg, ns, keys + n,
+							     k->n - (uint32_t)n);
+
+			for (int i = 0; i < r; i++)
+				tiers[n + i] = KVT_TIER_REMOTE;
+			if (r > 0) {
+				c->srv->c.lookup_remote += (uint64_t)r;
+				n += r;
+			}
 		}
 		break;
 	case KVT_OP_PIN:
