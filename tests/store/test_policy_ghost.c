@@ -140,31 +140,34 @@ static void held_blocks_are_never_victims_nor_ghosts(void **state)
 	kvt_catalog_fini(&cat);
 }
 
+/* Under policy `name`: 1-2-3 stored, 3 evicted, so 2 is a tail that had a
+ * child; 50 a request of one block (an end); then 100..139 a request whose
+ * end is 139. All fresh. */
+static void ends_scene(struct kvt_catalog *cat, const char *name)
+{
+	open_policy(cat, name);
+	add_chain(cat, 0, 1, 3);
+	assert_int_equal(cat_evict(cat), 3); /* the only tail */
+	add(cat, 50, 0);
+	add_chain(cat, 0, 100, 139);
+}
+
 static void request_ends_go_first_but_the_newest(void **state)
 {
 	struct kvt_catalog cat;
 
-	/* 1-2-3 stored, 3 evicted: 2 is a tail that had a child. 50 is a
-	 * request of one block (an end), then 100..139 a request whose end is
-	 * 139: under ghost-lru 2 would go first (all fresh, 2 the oldest) */
-	open_policy(&cat, "ghost-ends");
-	add_chain(&cat, 0, 1, 3);
-	assert_int_equal(cat_evict(&cat), 3); /* the only tail */
-	add(&cat, 50, 0);
-	add_chain(&cat, 0, 100, 139);
+	/* 50 goes before 2, older; 139, the end of the request just stored,
+	 * stays while other tails can go */
+	ends_scene(&cat, "ghost-ends");
 	assert_int_equal(cat_evict(&cat), 50);
-	/* 139, the end of the request just stored, stays while others can go */
 	assert_int_equal(cat_evict(&cat), 2);
 	assert_int_equal(cat_evict(&cat), 1);
 	assert_int_equal(cat_evict(&cat), 139);
 	assert_int_equal(cat_evict(&cat), 138);
 	kvt_catalog_fini(&cat);
 
-	open_cat(&cat); /* the same under ghost-lru: plain LRU over tails */
-	add_chain(&cat, 0, 1, 3);
-	assert_int_equal(cat_evict(&cat), 3);
-	add(&cat, 50, 0);
-	add_chain(&cat, 0, 100, 139);
+	/* ghost-lru: LRU over the tails, 2 first */
+	ends_scene(&cat, "ghost-lru");
 	assert_int_equal(cat_evict(&cat), 2);
 	kvt_catalog_fini(&cat);
 }
