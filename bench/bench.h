@@ -6,6 +6,7 @@
 #ifndef KVT_BENCH_H
 #define KVT_BENCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,6 +37,36 @@ int kvt_bench_parse_size(const char *s, uint64_t *out);
 void *kvt_bench_alloc(size_t len);
 void kvt_bench_free(void *buf, size_t len);
 
+/* ---- fio and its memory (bench_fio.c) -------------------------------- */
+
+/* Whether fio is installed. */
+bool kvt_bench_have_fio(void);
+
+/* Bytes of explicitly reserved huge pages free now (0 when none). */
+uint64_t kvt_bench_huge_free(void);
+
+/* len bytes of zeroed memory like fio's: explicit huge pages (MAP_HUGETLB,
+ * as --iomem=shmhuge) when huge, else 4 KiB pages (transparent huge pages
+ * refused, as fio's malloc'd buffers have none). NULL on failure; munmap. */
+void *kvt_bench_region(size_t len, bool huge);
+
+/* One fio job: io_uring, O_DIRECT, fixed buffers, registered files. */
+struct kvt_bench_fio_job {
+	const char *file;
+	bool write;          /* sequential write, else sequential read */
+	uint64_t block, bytes;
+	unsigned qd;
+	bool huge;           /* --iomem=shmhuge */
+	unsigned fdatasync;  /* 0, or fdatasync every this many writes */
+};
+
+struct kvt_bench_fio_result {
+	double mbps, p50_us, p99_us; /* MB = 1e6 B; completion latency */
+};
+
+/* Run the job. Returns 0 or -EIO (fio failed or printed no figure). */
+int kvt_bench_fio(const struct kvt_bench_fio_job *job, struct kvt_bench_fio_result *out);
+
 /* The subcommands, each in its own file (bench_<name>.c). */
 int kvt_bench_copy_main(int argc, char **argv);
 int kvt_bench_dram_main(int argc, char **argv);
@@ -44,6 +75,7 @@ int kvt_bench_ssd_open_main(int argc, char **argv);
 int kvt_bench_recompute_main(int argc, char **argv);
 int kvt_bench_trace_main(int argc, char **argv);
 int kvt_bench_sidecar_main(int argc, char **argv);
+int kvt_bench_sidecar_ssd_main(int argc, char **argv); /* sidecar --tier ssd */
 int kvt_bench_remote_main(int argc, char **argv);
 
 #endif

@@ -62,6 +62,9 @@ static void usage(FILE *f)
 "                     device (through the device layer's host backend)\n"
 "  --dram SIZE        DRAM tier capacity, prefaulted as kvtierd does (default 256M;\n"
 "                     must hold the blocks)\n"
+"  --tier TIER        dram (default: this run) or ssd: end to end through a\n"
+"                     real kvtierd with a working set several times its DRAM\n"
+"                     tier, beside fio ('kvtier-bench sidecar --tier ssd --help')\n"
 "  --json             print one JSON object instead of a table\n"
 "  -h, --help         this text\n"
 "\n"
@@ -79,6 +82,7 @@ static int parse_args(int argc, char **argv, struct sc_args *a)
 		{ "workers", required_argument, NULL, 'w' }, { "dram", required_argument, NULL, 'd' },
 		{ "json", no_argument, NULL, 'j' }, { "help", no_argument, NULL, 'h' },
 		{ "host-copy", required_argument, NULL, 'H' },
+		{ "tier", required_argument, NULL, 'T' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int opt;
@@ -117,6 +121,7 @@ static int parse_args(int argc, char **argv, struct sc_args *a)
 				return -EINVAL;
 			a->host_copy_device = !strcmp(optarg, "device");
 			break;
+		case 'T': break; /* dram: this run; ssd: kvt_bench_sidecar_ssd_main */
 		case 'h': usage(stdout); exit(0);
 		default: return -EINVAL;
 		}
@@ -494,6 +499,17 @@ int kvt_bench_sidecar_main(int argc, char **argv)
 	struct sc_args a;
 	int err;
 
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--tier") || !strncmp(argv[i], "--tier=", 7)) {
+			const char *t = argv[i][6] ? argv[i] + 7 : i + 1 < argc ? argv[i + 1] : "";
+
+			if (!strcmp(t, "ssd"))
+				return kvt_bench_sidecar_ssd_main(argc, argv);
+			if (strcmp(t, "dram")) {
+				fprintf(stderr, "kvtier-bench sidecar: --tier takes dram or ssd\n");
+				return 2;
+			}
+		}
 	if (parse_args(argc, argv, &a)) {
 		usage(stderr);
 		return 2;

@@ -163,7 +163,7 @@ void kvt_catalog_move(struct kvt_catalog *cat, uint32_t i, enum kvt_tier to)
 static void hold(struct kvt_catalog *cat, uint32_t i, uint16_t *counter, int delta)
 {
 	struct kvt_rec *r = rec(cat, i);
-	bool before = in_policy(r);
+	bool before = in_policy(r), held = r->pins || r->busy;
 	struct kvt_policy *p = &cat->policy[r->tier];
 
 	*counter = (uint16_t)(*counter + delta);
@@ -171,6 +171,8 @@ static void hold(struct kvt_catalog *cat, uint32_t i, uint16_t *counter, int del
 		p->ops->remove(p, i);
 	else if (!before && in_policy(r))
 		(p->ops->restore ? p->ops->restore : p->ops->insert)(p, i);
+	if (cat->hold_cb && held != (r->pins || r->busy))
+		cat->hold_cb(cat->hold_arg, i, !held);
 }
 
 void kvt_catalog_pin(struct kvt_catalog *cat, uint32_t i, int delta)

@@ -22,6 +22,11 @@ struct kvt_catalog {
 	struct kvt_admission admission; /* ops NULL: every demotion admitted */
 	uint64_t used_bytes[KVT_TIER_COUNT];
 	uint64_t blocks[KVT_TIER_COUNT];
+	/* Optional: called when record i becomes held (its first pin or busy
+	 * hold) or stops being held (its last one goes), in any state: the
+	 * one place a hold starts or ends, for a tier that must know. */
+	void (*hold_cb)(void *arg, uint32_t i, bool held);
+	void *hold_arg;
 };
 
 /* Set up an index for about `expected` blocks and one `ops` policy per tier.
@@ -44,7 +49,9 @@ void kvt_catalog_move(struct kvt_catalog *cat, uint32_t i, enum kvt_tier to);
 /* Holds keep a live record out of its policy (never a victim) while > 0:
  * pins (kvt_pin) and busy (a reader or mover has its bytes). When the last
  * hold goes, the record takes the place its last use gives it: a hold is
- * not a use (a reader touches the record when it takes it). */
+ * not a use (a reader touches the record when it takes it). The record's
+ * pins and busy are the only count of its holds; hold_cb mirrors their
+ * first and last into a tier. */
 void kvt_catalog_pin(struct kvt_catalog *cat, uint32_t i, int delta);
 void kvt_catalog_busy(struct kvt_catalog *cat, uint32_t i, int delta);
 

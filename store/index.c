@@ -316,6 +316,11 @@ bool kvt_index_valid(const struct kvt_index *idx, uint32_t i)
 	return i < idx->high;
 }
 
+uint32_t kvt_index_high(const struct kvt_index *idx)
+{
+	return idx->high;
+}
+
 size_t kvt_index_count(const struct kvt_index *idx)
 {
 	return idx->count;

@@ -27,9 +27,16 @@ enum kvt_rec_state {
 	KVT_REC_DYING = 3,   /* removed while readers hold it; freed on last release */
 };
 
+/* kvt_rec.flags */
+enum {
+	KVT_REC_MOVING = 1u << 0, /* being read up from a storage tier */
+};
+
 struct kvt_rec {
 	struct kvt_key key;
 	uint64_t loc;          /* tier-specific location (slot, SSD offset) */
+	uint64_t copy_loc;     /* a clean copy in tier copy_tier (a block read up
+	                        * from a storage tier keeps its record there) */
 	uint64_t checksum;     /* XXH3-64 of the raw bytes, 0 = not computed */
 	uint64_t pval;         /* policy's value: frequency, priority, ... */
 	uint32_t pprev, pnext; /* policy's list links or heap position */
@@ -45,6 +52,8 @@ struct kvt_rec {
 	uint8_t state;         /* enum kvt_rec_state */
 	uint16_t pins;
 	uint16_t busy;         /* readers/movers holding the slot */
+	uint8_t copy_tier;     /* enum kvt_tier of copy_loc; KVT_TIER_NONE: no copy */
+	uint8_t flags;         /* KVT_REC_* flags */
 	uint32_t mrc_tick;     /* the MRC estimator's tick at the last reference,
 	                        * 0 = none (store/mrc.h); fills the padding */
 };
@@ -94,6 +103,10 @@ void kvt_index_link(struct kvt_index *idx, uint32_t parent, uint32_t child);
 /* Whether i names a record slot of the index (in use or free): the check a
  * number coming from outside (a slot handle) must pass before kvt_index_rec. */
 bool kvt_index_valid(const struct kvt_index *idx, uint32_t i);
+
+/* Record numbers handed out so far: every valid i is below it (a scan of
+ * all records checks ->state). */
+uint32_t kvt_index_high(const struct kvt_index *idx);
 
 /* Number of records in use. */
 size_t kvt_index_count(const struct kvt_index *idx);

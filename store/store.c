@@ -1,5 +1,10 @@
 /* The store: namespaces and the block operations of include/kvtier/store.h.
  *
+ * Blocks are read and written in the memory tier (s->mem); the storage
+ * tiers after it (store/tiering.c) take what does not fit and are read back
+ * through store/fetch.c. No tier is named here: tiers are behind the ops of
+ * tiers/tier.h.
+ *
  * One mutex guards the catalog (index, policies, accounting) and the tiers'
  * allocators; block bytes are copied outside it. A record being copied is
  * held busy, so the policy never picks it and remove only retires it: the
@@ -17,9 +22,9 @@
 
 #include "kvtier/store.h"
 #include "store/catalog.h"
+#include "store/fetch.h"
 #include "store/store_impl.h"
 #include "store/tiering.h"
-#include "tiers/dram.h"
 #include "util/opts.h"
 
 static const struct kvt_store_opts store_defaults = {
@@ -38,7 +43,6 @@ void kvt_store_opts_init(struct kvt_store_opts *opts, size_t size_bytes)
 int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out)
 {
 	struct kvt_store_opts o = store_defaults;
-	struct kvt_dram_opts dopts;
 	const struct kvt_policy_ops *policy;
 	struct kvt_store *s;
 	int err;
@@ -55,38 +59,42 @@ int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out)
 	s->opts.ssd_dir = NULL; /* not kept: the caller owns the string */
 	s->opts.policy = policy->name;
 
-	kvt_dram_opts_init(&dopts, sizeof(dopts));
-	dopts.bytes = o.dram_bytes;
-	dopts.slab_bytes = o.dram_slab_bytes;
-	dopts.huge_pages = o.dram_huge_pages;
-	if (dopts.slab_bytes == 0 && dopts.bytes < KVT_DRAM_DEFAULT_SLAB)
-		dopts.slab_bytes = dopts.bytes & ~(uint64_t)(KVT_DRAM_SLOT_ALIGN - 1);
-	err = kvt_dram_open(&dopts, &s->dram);
+	err = kvt_store_open_mem(&o, &s->mem);
 	if (err)
 		goto fail_free;
 	/* room for the records of a full DRAM tier of 64 KiB blocks */
 	err = kvt_catalog_init(&s->cat, policy, o.dram_bytes / (64 << 10));
 	if (err)
-		goto fail_dram;
+		goto fail_mem;
 	err = pthread_mutex_init(&s->lock, NULL);
 	if (err) {
 		err = -err;
 		goto fail_catalog;
 	}
-	if (o.ssd_dir) {
-		err = kvt_tiering_open(s, &o);
-		if (err)
-			goto fail_lock;
+	err = pthread_cond_init(&s->moved, NULL);
+	if (err) {
+		err = -err;
+		goto fail_lock;
 	}
+	err = kvt_tiering_open(s, &o);
+	if (err)
+		goto fail_cond;
+	err = kvt_store_add_tiers(s, &o);
+	if (err)
+		goto fail_tiering;
 	*out = s;
 	return 0;
 
+fail_tiering:
+	kvt_tiering_close(s);
+fail_cond:
+	pthread_cond_destroy(&s->moved);
 fail_lock:
 	pthread_mutex_destroy(&s->lock);
 fail_catalog:
 	kvt_catalog_fini(&s->cat);
-fail_dram:
-	s->dram->ops->close(s->dram);
+fail_mem:
+	s->mem->ops->close(s->mem);
 fail_free:
 	free(s);
 	return err;
@@ -102,7 +110,8 @@ void kvt_store_close(struct kvt_store *s)
 	free(s->ns);
 	free(s->free_ids);
 	kvt_catalog_fini(&s->cat);
-	s->dram->ops->close(s->dram);
+	s->mem->ops->close(s->mem);
+	pthread_cond_destroy(&s->moved);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
@@ -111,7 +120,7 @@ int kvt_store_dram_region(struct kvt_store *s, void **base, uint64_t *len)
 {
 	if (!s || !base || !len)
 		return -EINVAL;
-	*base = kvt_dram_region(s->dram, len);
+	*base = s->mem->ops->region(s->mem, len);
 	return 0;
 }
 
@@ -210,7 +219,7 @@ int kvt_ns_attach(struct kvt_store *s, const struct kvt_ns_desc *desc, struct kv
 	bytes = block_bytes_of(&d);
 	if (!bytes || memchr(d.model_id, 0, KVT_MODEL_ID_MAX) == NULL)
 		return -EINVAL;
-	if (bytes > kvt_dram_max_block(s->dram) || bytes > UINT32_MAX)
+	if (bytes > s->mem->ops->max_block(s->mem) || bytes > UINT32_MAX)
 		return -EFBIG;
 	err = ns_digest(&d, &salt);
 	if (err)
@@ -243,11 +252,10 @@ int kvt_ns_attach(struct kvt_store *s, const struct kvt_ns_desc *desc, struct kv
 	ns->desc = d;
 	ns->block_bytes = bytes;
 	ns->salt = salt;
-	kvt_codec_cfg_init(&ns->ssd_codec);
+	kvt_codec_cfg_init(&ns->codec);
 	s->ns[ns->id - 1] = ns;
 	s->live_ns++;
-	if (s->tiering)
-		kvt_tiering_import(s, ns);
+	kvt_tiering_import(s, ns);
 	*out = ns;
 	err = 0;
 unlock:
@@ -289,6 +297,34 @@ const struct kvt_key *kvt_ns_salt(const struct kvt_ns *ns)
 	return ns ? &ns->salt : NULL;
 }
 
+uint64_t kvt_ns_storage_id(const struct kvt_ns *ns)
+{
+	uint64_t v;
+
+	memcpy(&v, ns->salt.bytes, sizeof(v));
+	return le64toh(v);
+}
+
+int kvt_ns_set_ssd_codec(struct kvt_ns *ns, const char *codec, double min_ratio)
+{
+	struct kvt_store *s = ns ? ns->store : NULL;
+	int id = kvt_codec_parse(codec);
+	int err = -EINVAL;
+
+	if (!s || id < 0 || min_ratio < 0)
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	if (kvt_tiering_has(s, KVT_TIER_CAP_DEMOTE)) {
+		kvt_codec_cfg_init(&ns->codec); /* min_ratio 0 means the default, 1.1 */
+		ns->codec.id = (enum kvt_codec_id)id;
+		if (min_ratio > 0)
+			ns->codec.min_ratio = min_ratio;
+		err = 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return err;
+}
+
 int kvt_ns_prefix_keys(const struct kvt_ns *ns, const uint32_t *tokens, size_t n_tokens,
 		       struct kvt_key *keys, size_t max_keys)
 {
@@ -300,56 +336,9 @@ int kvt_ns_prefix_keys(const struct kvt_ns *ns, const uint32_t *tokens, size_t n
 
 /* ---- blocks ------------------------------------------------------------- */
 
-/* Demotion rounds one DRAM allocation may wait for: each moves a batch, so
- * only an allocation that others keep beating to the room it makes gets
- * this far. */
-#define DRAM_ALLOC_ROUNDS 32
-
 static inline struct kvt_rec *rec(struct kvt_store *s, uint32_t i)
 {
 	return kvt_index_rec(s->cat.idx, i);
-}
-
-void kvt_store_discard(struct kvt_store *s, uint32_t i)
-{
-	struct kvt_rec *r = rec(s, i);
-
-	if (r->tier == KVT_TIER_DRAM)
-		s->dram->ops->free(s->dram, r->loc);
-	else if (r->tier == KVT_TIER_SSD && s->tiering)
-		kvt_tiering_free(s, r->loc);
-	if (s->tiering)
-		kvt_tiering_forget(s, i);
-	kvt_catalog_drop(&s->cat, i);
-}
-
-int kvt_store_dram_alloc(struct kvt_store *s, uint64_t bytes, uint64_t *loc)
-{
-	for (int rounds = 0;; rounds++) {
-		int err = s->dram->ops->alloc(s->dram, bytes, loc);
-		uint32_t victim;
-
-		if (err != -ENOSPC)
-			return err;
-		/* with a working SSD tier, overflow demotes and nothing is
-		 * dropped: when no demotion round makes progress (all busy or
-		 * pinned) or others keep taking the room it makes, the caller
-		 * gets -ENOSPC rather than wait without end. With a degraded
-		 * one, the round only lets go of the blocks it had in flight,
-		 * and then the policy's victim is dropped */
-		if (s->tiering) {
-			if (rounds < DRAM_ALLOC_ROUNDS && kvt_tiering_make_room(s))
-				continue;
-			if (kvt_tiering_usable(s))
-				return -ENOSPC;
-		}
-		victim = kvt_catalog_victim(&s->cat, KVT_TIER_DRAM);
-		if (victim == KVT_NIL)
-			return -ENOSPC;
-		s->counters.tier[KVT_TIER_DRAM].evictions++;
-		s->counters.dram_dropped++;
-		kvt_store_discard(s, victim);
-	}
 }
 
 /* What a lent slot carries for the store, kept in kvt_slot.priv. */
@@ -398,12 +387,13 @@ static int reserve_locked(struct kvt_ns *ns, const struct kvt_key *key, uint32_t
 	if (err)
 		return err;
 	rec(s, i)->size = (uint32_t)ns->block_bytes;
-	err = kvt_store_dram_alloc(s, ns->block_bytes, &rec(s, i)->loc);
+	/* the lock may be let go meanwhile: the pending record keeps the key */
+	err = kvt_tiering_alloc(s, ns->block_bytes, &rec(s, i)->loc);
 	if (err) {
 		kvt_catalog_drop(&s->cat, i);
 		return err;
 	}
-	rec(s, i)->tier = KVT_TIER_DRAM;
+	rec(s, i)->tier = (uint8_t)s->mem->kind;
 	*out = i;
 	return 0;
 }
@@ -412,11 +402,10 @@ static void publish_locked(struct kvt_ns *ns, uint32_t i, const struct kvt_key *
 {
 	struct kvt_store *s = ns->store;
 
-	kvt_catalog_publish(&s->cat, i, KVT_TIER_DRAM, parent);
+	kvt_catalog_publish(&s->cat, i, s->mem->kind, parent);
 	s->counters.puts++;
-	s->counters.tier[KVT_TIER_DRAM].bytes_in += ns->block_bytes;
-	if (s->tiering)
-		kvt_tiering_kick(s);
+	s->counters.tier[s->mem->kind].bytes_in += ns->block_bytes;
+	kvt_tiering_kick(s);
 }
 
 int kvt_put(struct kvt_ns *ns, const struct kvt_key *key, const struct kvt_key *parent,
@@ -433,7 +422,7 @@ int kvt_put(struct kvt_ns *ns, const struct kvt_key *key, const struct kvt_key *
 	s = ns->store;
 	pthread_mutex_lock(&s->lock);
 	err = reserve_locked(ns, key, &i);
-	dst = err ? NULL : s->dram->ops->slot_ptr(s->dram, rec(s, i)->loc);
+	dst = err ? NULL : s->mem->ops->slot_ptr(s->mem, rec(s, i)->loc);
 	pthread_mutex_unlock(&s->lock);
 	if (err)
 		return err;
@@ -449,53 +438,19 @@ int kvt_put(struct kvt_ns *ns, const struct kvt_key *key, const struct kvt_key *
 	return 0;
 }
 
-/* Find a live block of ns and hold it busy for reading; lock held. */
-static int hold_for_read(struct kvt_ns *ns, const struct kvt_key *key, uint32_t *out)
-{
-	struct kvt_store *s = ns->store;
-	uint32_t i = kvt_index_find(s->cat.idx, ns->id, key);
-
-	s->counters.gets++;
-	if (i == KVT_NIL || rec(s, i)->state != KVT_REC_LIVE) {
-		s->counters.get_misses++;
-		return -ENOENT;
-	}
-	kvt_catalog_touch(&s->cat, i);
-	kvt_catalog_busy(&s->cat, i, +1);
-	if (s->tiering)
-		kvt_tiering_sync_hold(s, i);
-	s->counters.tier[rec(s, i)->tier].hits++;
-	*out = i;
-	return 0;
-}
-
 /* Drop a busy hold; the last reader of a removed block frees it. Lock held. */
 static void unhold_locked(struct kvt_store *s, uint32_t i)
 {
 	kvt_catalog_busy(&s->cat, i, -1);
-	if (s->tiering)
-		kvt_tiering_sync_hold(s, i);
 	if (rec(s, i)->state == KVT_REC_DYING && rec(s, i)->busy == 0)
-		kvt_store_discard(s, i);
-	else if (s->tiering && rec(s, i)->busy == 0)
+		kvt_tiering_discard(s, i);
+	else if (rec(s, i)->busy == 0)
 		kvt_tiering_kick(s); /* it may be demoted now */
 }
 
-/* Bring held block i from SSD into DRAM; on failure the hold is dropped.
- * Lock held (released during the read). */
-static int promote_locked(struct kvt_store *s, uint32_t i)
-{
-	int err = kvt_tiering_promote(s, i);
-
-	if (err) {
-		s->counters.get_misses++;
-		unhold_locked(s, i);
-	}
-	return err;
-}
-
-/* Verify a block read from DRAM when checksums are kept at put. A mismatch
- * drops the block: wrong bytes are never served. Returns 0 or -EIO. */
+/* Verify a block in the memory tier when checksums are kept at put. A
+ * mismatch drops the block: wrong bytes are never served. Returns 0 or
+ * -EIO. */
 static int verify_locked(struct kvt_store *s, uint32_t i, const void *bytes)
 {
 	struct kvt_rec *r = rec(s, i);
@@ -510,35 +465,331 @@ static int verify_locked(struct kvt_store *s, uint32_t i, const void *bytes)
 	return -EIO;
 }
 
+/* ---- reading blocks ----------------------------------------------------- */
+
+/* Rounds of kvt_acquire_many for a block another reader was bringing up
+ * (each round finds it in memory, unless it went down again meanwhile). */
+#define ACQUIRE_ROUNDS 16
+
+/* One kvt_acquire_many call. */
+struct acquire {
+	struct kvt_ns *ns;
+	const struct kvt_key *keys;
+	struct kvt_slot *slots;
+	int *res;
+	kvt_acquire_cb cb;
+	void *arg;
+	int ok;
+	size_t *now, n_now;     /* lent under the lock, reported once it is let go */
+	size_t *later, n_later; /* moving up for another reader: next round */
+	size_t *miss, n_miss;   /* not in the index: asked of KEYED tiers */
+	bool full;              /* the memory tier had no slot this round */
+};
+
+/* What take_locked did with a key. */
+enum { TAKE_NOW, TAKE_QUEUED, TAKE_LATER };
+
+/* Key k's block is done: res 0 (slots[k] lent) or -errno. Lock not held. */
+static void done(struct acquire *a, size_t k, int res)
+{
+	a->res[k] = res;
+	a->ok += res == 0;
+	if (a->cb)
+		a->cb(a->arg, k, res);
+}
+
+/* Lend record i (in the memory tier, held busy for the caller) as slots[k],
+ * verified where checksums are kept. Returns 0, or -EIO (the hold is
+ * dropped). Lock held. */
+static int lend_locked(struct acquire *a, size_t k, uint32_t i)
+{
+	struct kvt_store *s = a->ns->store;
+	struct kvt_slot *slot = &a->slots[k];
+
+	slot_lend(slot, i, NULL);
+	slot->data = s->mem->ops->slot_ptr(s->mem, rec(s, i)->loc);
+	slot->len = a->ns->block_bytes;
+	if (verify_locked(s, i, slot->data)) {
+		unhold_locked(s, i);
+		slot->data = NULL;
+		return -EIO;
+	}
+	s->counters.tier[rec(s, i)->tier].bytes_out += slot->len;
+	return 0;
+}
+
+/* Take key k: a block in memory is held and lent now, one in a storage
+ * tier is held and queued in f, one moving up for another reader is left
+ * for the next round. Returns TAKE_*, or -ENOENT (not stored), or the
+ * errors of kvt_fetch_add; once the memory tier had no slot, later blocks
+ * that need one get -ENOSPC at once. Lock held (let go while the memory
+ * tier makes room). */
+static int take_locked(struct acquire *a, struct kvt_fetch *f, size_t k, bool first)
+{
+	struct kvt_store *s = a->ns->store;
+	uint32_t i = kvt_index_find(s->cat.idx, a->ns->id, &a->keys[k]);
+	int rc;
+
+	if (first)
+		s->counters.gets++;
+	if (i == KVT_NIL || rec(s, i)->state != KVT_REC_LIVE)
+		return -ENOENT;
+	if (rec(s, i)->flags & KVT_REC_MOVING)
+		return TAKE_LATER;
+	kvt_catalog_touch(&s->cat, i);
+	kvt_catalog_busy(&s->cat, i, +1);
+	if (first)
+		s->counters.tier[rec(s, i)->tier].hits++;
+	if (rec(s, i)->tier == s->mem->kind) {
+		rc = lend_locked(a, k, i);
+		return rc ? rc : TAKE_NOW;
+	}
+	rc = a->full ? -ENOSPC : kvt_fetch_add(f, i, k);
+	a->full = a->full || rc == -ENOSPC;
+	if (rc == KVT_FETCH_QUEUED)
+		return TAKE_QUEUED;
+	if (rc == KVT_FETCH_IN_MEM) {
+		rc = lend_locked(a, k, i);
+		return rc ? rc : TAKE_NOW;
+	}
+	unhold_locked(s, i);
+	return rc == KVT_FETCH_MOVING ? TAKE_LATER : rc;
+}
+
+/* A block read up by f: lend it, or report its failure. */
+static void fetched(void *arg, size_t k, uint32_t i, int res, size_t in_flight)
+{
+	struct acquire *a = arg;
+	struct kvt_store *s = a->ns->store;
+
+	(void)in_flight;
+	if (!res) {
+		pthread_mutex_lock(&s->lock);
+		res = lend_locked(a, k, i);
+		pthread_mutex_unlock(&s->lock);
+	}
+	done(a, k, res);
+}
+
+/* Queue the blocks of a->miss that a KEYED tier answers for in f (each read
+ * by key into a fresh slot); the rest are misses. Lock not held. */
+static void take_keyed(struct acquire *a, struct kvt_fetch *f)
+{
+	struct kvt_store *s = a->ns->store;
+	struct kvt_storage_tier *keyed[KVT_MAX_STORAGE_TIERS];
+	struct kvt_key *mk = NULL;
+	size_t n_keyed, from = 0;
+
+	pthread_mutex_lock(&s->lock);
+	n_keyed = kvt_tiering_keyed(s, keyed, KVT_MAX_STORAGE_TIERS);
+	pthread_mutex_unlock(&s->lock);
+	if (n_keyed && a->n_miss && (mk = malloc(a->n_miss * sizeof(*mk)))) {
+		for (size_t j = 0; j < a->n_miss; j++)
+			mk[j] = a->keys[a->miss[j]];
+		/* each tier answers for the leading run of what is still missing */
+		for (size_t t = 0; t < n_keyed && from < a->n_miss; t++) {
+			int c = keyed[t]->ops->lookup(keyed[t], kvt_ns_storage_id(a->ns), mk + from,
+						      a->n_miss - from);
+
+			pthread_mutex_lock(&s->lock);
+			for (; c > 0 && from < a->n_miss; c--, from++) {
+				size_t k = a->miss[from];
+				int rc = kvt_fetch_add_key(f, a->ns, keyed[t], &a->keys[k],
+							   k ? &a->keys[k - 1] : NULL, k);
+
+				if (rc == -EEXIST)
+					a->later[a->n_later++] = k; /* stored meanwhile */
+				else if (rc)
+					a->now[a->n_now++] = k, a->res[k] = rc;
+			}
+			pthread_mutex_unlock(&s->lock);
+		}
+		free(mk);
+	}
+	pthread_mutex_lock(&s->lock);
+	s->counters.get_misses += a->n_miss - from;
+	pthread_mutex_unlock(&s->lock);
+	for (size_t j = from; j < a->n_miss; j++)
+		done(a, a->miss[j], -ENOENT);
+	a->n_miss = 0;
+}
+
+int kvt_acquire_many(struct kvt_ns *ns, const struct kvt_key *keys, size_t n,
+		     struct kvt_slot *slots, int *res, kvt_acquire_cb cb, void *arg)
+{
+	struct acquire a = { .ns = ns, .keys = keys, .slots = slots, .res = res, .cb = cb,
+			     .arg = arg };
+	struct kvt_store *s;
+	struct kvt_fetch *f;
+	size_t *todo;
+	size_t n_todo = n;
+
+	if (!ns || (n && (!keys || !slots || !res)) || n > INT32_MAX)
+		return -EINVAL;
+	if (!n)
+		return 0;
+	s = ns->store;
+	f = kvt_fetch_new(s, n);
+	todo = malloc(4 * n * sizeof(*todo));
+	if (!f || !todo) {
+		kvt_fetch_free(f);
+		free(todo);
+		return -ENOMEM;
+	}
+	a.now = todo + n;
+	a.later = todo + 2 * n;
+	a.miss = todo + 3 * n;
+	for (size_t k = 0; k < n; k++) {
+		todo[k] = k;
+		slots[k].data = NULL;
+	}
+	for (int round = 0; n_todo; round++) {
+		a.n_now = a.n_later = 0;
+		a.full = false;
+		pthread_mutex_lock(&s->lock);
+		for (size_t j = 0; j < n_todo; j++) {
+			size_t k = todo[j];
+			int rc = round < ACQUIRE_ROUNDS ? take_locked(&a, f, k, round == 0) : -EBUSY;
+
+			if (rc == TAKE_LATER) {
+				a.later[a.n_later++] = k;
+			} else if (rc == -ENOENT && round == 0) {
+				a.miss[a.n_miss++] = k;
+			} else if (rc != TAKE_QUEUED) {
+				if (rc < 0)
+					s->counters.get_misses++;
+				a.res[k] = rc < 0 ? rc : 0;
+				a.now[a.n_now++] = k;
+			}
+		}
+		pthread_mutex_unlock(&s->lock);
+		if (a.n_miss)
+			take_keyed(&a, f);
+		/* reads in flight first, then what was at hand is reported */
+		kvt_fetch_submit(f, fetched, &a);
+		for (size_t j = 0; j < a.n_now; j++)
+			done(&a, a.now[j], a.res[a.now[j]]);
+		kvt_fetch_wait(f);
+		if (!a.n_later)
+			break;
+		/* blocks other readers are bringing up: wait for them to land */
+		pthread_mutex_lock(&s->lock);
+		for (size_t j = 0; j < a.n_later; j++) {
+			uint32_t i;
+
+			while ((i = kvt_index_find(s->cat.idx, ns->id, &keys[a.later[j]])) != KVT_NIL &&
+			       (rec(s, i)->flags & KVT_REC_MOVING))
+				pthread_cond_wait(&s->moved, &s->lock);
+		}
+		pthread_mutex_unlock(&s->lock);
+		memcpy(todo, a.later, a.n_later * sizeof(*todo));
+		n_todo = a.n_later;
+	}
+	kvt_fetch_free(f);
+	free(todo);
+	return a.ok;
+}
+
+int kvt_acquire(struct kvt_ns *ns, const struct kvt_key *key, struct kvt_slot *slot)
+{
+	int res = 0, rc;
+
+	if (!ns || !key || !slot)
+		return -EINVAL;
+	rc = kvt_acquire_many(ns, key, 1, slot, &res, NULL, NULL);
+	return rc < 0 ? rc : res;
+}
+
+/* kvt_get_many: each block is copied out and let go as it comes. */
+struct get_many {
+	struct kvt_ns *ns;
+	struct kvt_slot *slots;
+	void *const *bufs;
+	size_t len;
+};
+
+static void got(void *arg, size_t k, int res)
+{
+	struct get_many *g = arg;
+
+	if (res)
+		return;
+	memcpy(g->bufs[k], g->slots[k].data, g->len);
+	kvt_release(g->ns, &g->slots[k]);
+}
+
+int kvt_get_many(struct kvt_ns *ns, const struct kvt_key *keys, size_t n, void *const *bufs,
+		 size_t len, int *res)
+{
+	struct get_many g = { .ns = ns, .len = len };
+	struct kvt_key *mk;
+	void **mbufs;
+	size_t *idx, m = n;
+	int *mres, copied = 0, rc = -ENOMEM;
+
+	if (!ns || (n && (!keys || !bufs || !res)) || len != ns->block_bytes || n > INT32_MAX)
+		return -EINVAL;
+	for (size_t k = 0; k < n; k++)
+		if (!bufs[k])
+			return -EINVAL;
+	if (!n)
+		return 0;
+	g.slots = malloc(n * sizeof(*g.slots));
+	mk = malloc(n * sizeof(*mk));
+	mbufs = malloc(n * sizeof(*mbufs));
+	idx = malloc(n * sizeof(*idx));
+	mres = malloc(n * sizeof(*mres));
+	if (!g.slots || !mk || !mbufs || !idx || !mres)
+		goto out;
+	for (size_t k = 0; k < n; k++) {
+		idx[k] = k;
+		mk[k] = keys[k];
+		mbufs[k] = bufs[k];
+	}
+	g.bufs = mbufs;
+	/* more blocks than DRAM holds: a round's blocks are let go as they
+	 * are copied, so those it had no slot for are tried again, for as
+	 * long as rounds copy something */
+	for (;;) {
+		size_t left = 0;
+
+		rc = kvt_acquire_many(ns, mk, m, g.slots, mres, got, &g);
+		if (rc < 0)
+			break;
+		copied += rc;
+		for (size_t j = 0; j < m; j++) {
+			res[idx[j]] = mres[j];
+			if (mres[j] == -ENOSPC) {
+				idx[left] = idx[j];
+				mk[left] = mk[j];
+				mbufs[left++] = mbufs[j];
+			}
+		}
+		if (!rc || !left)
+			break;
+		m = left;
+	}
+	rc = rc < 0 && !copied ? rc : copied;
+out:
+	free(mres);
+	free(idx);
+	free(mbufs);
+	free(mk);
+	free(g.slots);
+	return rc;
+}
+
 int kvt_get(struct kvt_ns *ns, const struct kvt_key *key, void *buf, size_t len)
 {
-	struct kvt_store *s;
-	const void *src;
-	uint32_t i;
-	int err;
+	int res = 0, rc;
 
-	if (!ns || !key || !buf || len != ns->block_bytes)
+	if (!ns || !key || !buf)
 		return -EINVAL;
-	s = ns->store;
-	pthread_mutex_lock(&s->lock);
-	err = hold_for_read(ns, key, &i);
-	if (!err && rec(s, i)->tier == KVT_TIER_SSD)
-		err = promote_locked(s, i);
-	src = err ? NULL : s->dram->ops->slot_ptr(s->dram, rec(s, i)->loc);
-	pthread_mutex_unlock(&s->lock);
-	if (err)
-		return err;
-
-	memcpy(buf, src, len);
-
-	pthread_mutex_lock(&s->lock);
-	/* checked on the copy, so what the caller holds is what was verified */
-	err = verify_locked(s, i, buf);
-	s->counters.tier[rec(s, i)->tier].bytes_out += len;
-	unhold_locked(s, i);
-	pthread_mutex_unlock(&s->lock);
-	return err;
+	rc = kvt_get_many(ns, key, 1, &buf, len, &res);
+	return rc < 0 ? rc : res;
 }
+
+/* ---- zero-copy slots ---------------------------------------------------- */
 
 int kvt_reserve(struct kvt_ns *ns, const struct kvt_key *key, const struct kvt_key *parent,
 		struct kvt_slot *slot)
@@ -555,7 +806,7 @@ int kvt_reserve(struct kvt_ns *ns, const struct kvt_key *key, const struct kvt_k
 	if (!err) {
 		/* the parent is resolved at commit: it may come or go meanwhile */
 		slot_lend(slot, i, parent);
-		slot->data = s->dram->ops->slot_ptr(s->dram, rec(s, i)->loc);
+		slot->data = s->mem->ops->slot_ptr(s->mem, rec(s, i)->loc);
 		slot->len = ns->block_bytes;
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -573,8 +824,8 @@ static uint32_t pending_of(struct kvt_ns *ns, const struct kvt_slot *slot)
 	if (handle >= UINT32_MAX || !kvt_index_valid(s->cat.idx, i))
 		return KVT_NIL;
 	r = rec(s, i);
-	if (r->state != KVT_REC_PENDING || r->ns != ns->id ||
-	    s->dram->ops->slot_ptr(s->dram, r->loc) != slot->data)
+	if (r->state != KVT_REC_PENDING || r->ns != ns->id || r->tier != s->mem->kind ||
+	    s->mem->ops->slot_ptr(s->mem, r->loc) != slot->data)
 		return KVT_NIL;
 	return i;
 }
@@ -614,42 +865,10 @@ void kvt_abort(struct kvt_ns *ns, struct kvt_slot *slot)
 	pthread_mutex_lock(&s->lock);
 	i = pending_of(ns, slot);
 	if (i != KVT_NIL) {
-		kvt_store_discard(s, i);
+		kvt_tiering_discard(s, i);
 		slot->data = NULL;
 	}
 	pthread_mutex_unlock(&s->lock);
-}
-
-int kvt_acquire(struct kvt_ns *ns, const struct kvt_key *key, struct kvt_slot *slot)
-{
-	struct kvt_store *s;
-	uint32_t i;
-	int err;
-
-	if (!ns || !key || !slot)
-		return -EINVAL;
-	s = ns->store;
-	pthread_mutex_lock(&s->lock);
-	err = hold_for_read(ns, key, &i);
-	if (!err && rec(s, i)->tier == KVT_TIER_SSD)
-		err = promote_locked(s, i);
-	if (!err) {
-		slot_lend(slot, i, NULL);
-		slot->data = s->dram->ops->slot_ptr(s->dram, rec(s, i)->loc);
-		slot->len = ns->block_bytes;
-		s->counters.tier[rec(s, i)->tier].bytes_out += ns->block_bytes;
-	}
-	pthread_mutex_unlock(&s->lock);
-	if (!err && s->opts.checksum_on_put) {
-		pthread_mutex_lock(&s->lock);
-		err = verify_locked(s, i, slot->data);
-		if (err) {
-			unhold_locked(s, i);
-			slot->data = NULL;
-		}
-		pthread_mutex_unlock(&s->lock);
-	}
-	return err;
 }
 
 void kvt_release(struct kvt_ns *ns, struct kvt_slot *slot)
@@ -678,9 +897,10 @@ void kvt_release(struct kvt_ns *ns, struct kvt_slot *slot)
 
 int kvt_lookup(struct kvt_ns *ns, const struct kvt_key *keys, size_t n, uint8_t *tiers)
 {
+	struct kvt_storage_tier *keyed[KVT_MAX_STORAGE_TIERS];
 	uint32_t hash[LOOKUP_BATCH];
 	struct kvt_store *s;
-	size_t hit = 0;
+	size_t hit = 0, n_keyed, local;
 	bool miss = false;
 
 	if (!ns || (n && !keys) || n > INT32_MAX)
@@ -712,7 +932,23 @@ int kvt_lookup(struct kvt_ns *ns, const struct kvt_key *keys, size_t n, uint8_t 
 	s->counters.lookups++;
 	s->counters.lookup_keys += n;
 	s->counters.lookup_hit_keys += hit;
+	n_keyed = hit < n ? kvt_tiering_keyed(s, keyed, KVT_MAX_STORAGE_TIERS) : 0;
 	pthread_mutex_unlock(&s->lock);
+	/* past the local prefix, tiers that answer for blocks the index lacks
+	 * (other nodes') may carry it on, each for a leading run */
+	local = hit;
+	for (size_t t = 0; t < n_keyed && hit < n; t++) {
+		int c = keyed[t]->ops->lookup(keyed[t], kvt_ns_storage_id(ns), keys + hit, n - hit);
+
+		for (; c > 0 && hit < n; c--, hit++)
+			if (tiers)
+				tiers[hit] = (uint8_t)keyed[t]->kind;
+	}
+	if (hit > local) {
+		pthread_mutex_lock(&s->lock);
+		s->counters.lookup_hit_keys += hit - local;
+		pthread_mutex_unlock(&s->lock);
+	}
 	if (tiers)
 		memset(tiers + hit, KVT_TIER_NONE, n - hit);
 	return (int)hit;
@@ -735,8 +971,6 @@ static int pin_many(struct kvt_ns *ns, const struct kvt_key *keys, size_t n, int
 		if ((delta > 0 && rec(s, i)->pins == UINT16_MAX) || (delta < 0 && !rec(s, i)->pins))
 			continue;
 		kvt_catalog_pin(&s->cat, i, delta);
-		if (s->tiering)
-			kvt_tiering_sync_hold(s, i);
 		done++;
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -768,12 +1002,11 @@ int kvt_remove(struct kvt_ns *ns, const struct kvt_key *key)
 		err = -ENOENT;
 	} else {
 		s->counters.removes++;
-		if (s->tiering)
-			kvt_tiering_removed(s, i);
+		kvt_tiering_removed(s, i);
 		if (rec(s, i)->busy)
 			kvt_catalog_retire(&s->cat, i);
 		else
-			kvt_store_discard(s, i);
+			kvt_tiering_discard(s, i);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return err;
@@ -792,9 +1025,8 @@ int kvt_store_stats(struct kvt_store *s, struct kvt_store_stats *out)
 		st.tier[t].blocks = s->cat.blocks[t];
 		st.blocks += s->cat.blocks[t];
 	}
-	s->dram->ops->stats(s->dram, &st.tier[KVT_TIER_DRAM]);
-	if (s->tiering)
-		kvt_tiering_stats(s, &st);
+	s->mem->ops->stats(s->mem, &st.tier[s->mem->kind]);
+	kvt_tiering_stats(s, &st);
 	st.namespaces = s->live_ns;
 	st.index_bytes = kvt_index_memory(s->cat.idx);
 	pthread_mutex_unlock(&s->lock);

@@ -1,6 +1,8 @@
 /* The store's own structures, shared by the files of the store core
- * (store.c: the API; tiering.c: movement between DRAM and SSD). Not a public
- * header: callers see only include/kvtier/store.h. */
+ * (store.c: the API; tiering.c: movement over the list of tiers; fetch.c:
+ * batched reads up from storage tiers; store_tiers.c: the storage tiers the
+ * options ask for). Not a public header: callers see only
+ * include/kvtier/store.h. */
 #ifndef KVT_STORE_STORE_IMPL_H
 #define KVT_STORE_STORE_IMPL_H
 
@@ -15,7 +17,6 @@
 #define MAX_NAMESPACES 65535
 
 struct kvt_tiering;
-struct kvt_ssd;
 
 struct kvt_ns {
 	struct kvt_store *store;
@@ -23,32 +24,36 @@ struct kvt_ns {
 	struct kvt_ns_desc desc;
 	uint64_t block_bytes;
 	struct kvt_key salt;
-	struct kvt_codec_cfg ssd_codec; /* guarded by the store's lock */
+	/* how its blocks are encoded when written to a storage tier; guarded
+	 * by the store's lock */
+	struct kvt_codec_cfg codec;
 };
 
 struct kvt_store {
 	pthread_mutex_t lock;
+	pthread_cond_t moved;       /* a block finished moving up (store/fetch.c) */
 	struct kvt_store_opts opts;
 	struct kvt_catalog cat;
-	struct kvt_tier_impl *dram;
+	struct kvt_mem_tier *mem;   /* tier 0: where blocks are read and written */
 	struct kvt_ns **ns;         /* by id - 1; NULL once detached */
 	uint32_t n_ns;              /* ids handed out: 1..n_ns */
 	uint32_t live_ns;           /* namespaces attached */
 	uint16_t *free_ids;         /* ids of detached namespaces, reused first */
 	uint32_t n_free_ids;
 	struct kvt_store_stats counters; /* tier[] holds hits/bytes/evictions/errors */
-	/* the SSD tier and the demoter, NULL without ssd_dir (tiering.c) */
-	struct kvt_tiering *tiering;
+	struct kvt_tiering *tiering; /* the storage tiers after mem, the demoter */
 };
 
-/* A DRAM slot for `bytes`: with a working SSD tier, demoting cold blocks
- * (never dropping one) for a bounded number of rounds; without one, evicting
- * as the policy orders. Lock held; it may be released while waiting for the
- * demoter. Returns 0, -ENOSPC (nothing can move or be evicted, or others
- * took every slot the rounds freed). */
-int kvt_store_dram_alloc(struct kvt_store *s, uint64_t bytes, uint64_t *loc);
+/* The 64-bit name of a namespace in storage tiers' records: the first 8
+ * bytes of its salt, itself a digest of its descriptor. */
+uint64_t kvt_ns_storage_id(const struct kvt_ns *ns);
 
-/* Free a record's bytes in its tier and forget it. Lock held. */
-void kvt_store_discard(struct kvt_store *s, uint32_t i);
+/* Open the memory tier opts ask for. Returns 0 and *out, or the errors of
+ * its open (-EINVAL, -ENOMEM). */
+int kvt_store_open_mem(const struct kvt_store_opts *opts, struct kvt_mem_tier **out);
+
+/* Open the storage tiers opts ask for and add them to s's list (lock not
+ * held). Returns 0 or the -errno of a tier's open. */
+int kvt_store_add_tiers(struct kvt_store *s, const struct kvt_store_opts *opts);
 
 #endif /* KVT_STORE_STORE_IMPL_H */

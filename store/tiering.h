@@ -1,22 +1,35 @@
-/* Movement of blocks between the DRAM and SSD tiers: the SSD tier's life in
- * the store, the background demoter, promotion on read, SSD eviction, and the
- * rebuild of the index from the segment log.
+/* Movement of blocks over the store's ordered list of tiers: tier 0 is the
+ * memory tier (DRAM), the storage tiers follow (SSD; the peer tier next).
+ * The list, the background demoter, eviction from storage tiers, the clean
+ * copies blocks read back keep, holds mirrored into the tiers, removals
+ * logged (tombstones), degraded tiers probed, the records tiers report
+ * (found at open, dropped for room) kept in the index. No tier is named:
+ * tiers are found by their kind and their caps (tiers/tier.h).
  *
- * Demotion is write-back: when DRAM occupancy passes the high watermark the
- * demoter writes the DRAM policy's coldest blocks to SSD in batches, straight
- * from their slots (the DRAM region is registered with the I/O engine), and
- * frees each slot once its record is durable, until occupancy is below the
- * low watermark. A block being read or pinned is not moved. When the SSD tier
- * is full, the SSD policy's coldest blocks (chain tails first under tail-lru)
- * are evicted. Promotion reads an SSD block into a fresh DRAM slot and moves
- * it there; from then on the DRAM policy decides how long it stays. Its SSD
- * record is kept as a clean copy (blocks never change once stored), so it
+ * Demotion is write-back: when the memory tier's occupancy passes the high
+ * watermark the demoter writes its policy's coldest blocks, straight from
+ * their slots (the region is registered with every storage tier), to the
+ * first storage tier that takes demotions and works, and frees each slot
+ * once its record is durable, until occupancy is below the low watermark.
+ * Two batches are in flight at a time, so the device has the next one
+ * while the first is synced. An allocation that finds the memory tier full
+ * waits only until the demoter has freed some room (a batch, or blocks with
+ * a clean copy, freed at once), not for the whole pass. A block being read
+ * or pinned is not moved. A block read back (store/fetch.c) keeps its
+ * record in the storage tier as a clean copy (kvt_rec.copy_loc), so it
  * stays durable and its next demotion writes nothing; spare copies go only
- * after every block that is on SSD alone. Removals are logged in the SSD tier
- * (tombstones). A degraded SSD tier is probed at growing intervals (1 s to
- * 64 s) and written again once a probe succeeds.
+ * after every block that is on that tier alone. When a storage tier is
+ * full, its policy's coldest blocks are evicted (dropped: a cache need not
+ * keep them; moving them down to a later tier would need memory slots
+ * under the very pressure that caused it).
  *
- * All functions but open/close run with the store's lock held. */
+ * Holds: a record's pins and busy counts (store/catalog.c) are its only
+ * holds; the catalog reports the first and the last (hold_cb), and this
+ * file passes them to the storage tier that has the record, and moves them
+ * along when the record changes tier. A degraded storage tier is probed at
+ * growing intervals (1 s to 64 s) and written again once a probe succeeds.
+ *
+ * All functions but open, add and close run with the store's lock held. */
 #ifndef KVT_STORE_TIERING_H
 #define KVT_STORE_TIERING_H
 
@@ -24,58 +37,73 @@
 #include <stdint.h>
 
 #include "store/store_impl.h"
+#include "tiers/tier.h"
 
-/* Open the SSD tier of opts (ssd_dir set), remember the records recovery
- * finds (they join the index as their namespace attaches), register the DRAM
- * region, start the demoter. Returns 0 or the -errno of kvt_ssd_open. */
+/* Storage tiers a store can have. */
+#define KVT_MAX_STORAGE_TIERS 4
+
+/* Set up tiering over s->mem with no storage tier yet (watermarks from
+ * opts) and start the demoter. Returns 0, -EINVAL (bad watermarks),
+ * -ENOMEM, or a pthread error. */
 int kvt_tiering_open(struct kvt_store *s, const struct kvt_store_opts *opts);
 
-/* Stop the demoter and close the SSD tier. s->tiering NULL is accepted. */
+/* Stop the demoter, log the removals still waiting, close every storage
+ * tier. Accepts a store whose tiering did not open (s->tiering NULL). */
 void kvt_tiering_close(struct kvt_store *s);
+
+/* Append storage tier t to the list (the store owns it from now on, also
+ * on failure): the memory region is registered with it and the records it
+ * recovered are kept until their namespace attaches. Lock not held. Returns
+ * 0, -ENOSPC (KVT_MAX_STORAGE_TIERS already), -EEXIST (a tier of its kind
+ * is there), -ENOMEM. */
+int kvt_tiering_add(struct kvt_store *s, struct kvt_storage_tier *t);
+
+/* The storage tier of a kind, NULL for none (or the memory tier's kind). */
+struct kvt_storage_tier *kvt_tiering_tier(struct kvt_store *s, enum kvt_tier kind);
+
+/* Whether some storage tier has every cap of caps. */
+bool kvt_tiering_has(struct kvt_store *s, unsigned caps);
+
+/* The KEYED storage tiers, in order, into out[0..max): how many. */
+size_t kvt_tiering_keyed(struct kvt_store *s, struct kvt_storage_tier **out, size_t max);
 
 /* Index the recovered records of namespace ns (just created). */
 void kvt_tiering_import(struct kvt_store *s, struct kvt_ns *ns);
 
-/* DRAM is full: have the demoter move blocks out, and wait for its round
- * (a round always ends: it moves what it can and returns; with the SSD tier
- * degraded it moves nothing, but its blocks in flight are let go). Returns
- * true when the round made progress (retry the allocation), false when
- * nothing could move (all busy or pinned, or degraded) or there is no
- * demoter to ask. */
-bool kvt_tiering_make_room(struct kvt_store *s);
+/* A memory-tier slot for `bytes`: with a storage tier that takes
+ * demotions and works, the demoter makes room (never dropping a block) and
+ * this waits until it has, a bounded number of times; without one, the
+ * policy's coldest blocks are dropped. The lock is released while waiting.
+ * Returns 0, -ENOSPC (nothing can move or be evicted, or others took every
+ * slot freed), -EINVAL, -ENOBUFS (the tier's errors). */
+int kvt_tiering_alloc(struct kvt_store *s, uint64_t bytes, uint64_t *loc);
 
-/* Whether the demoter can take blocks out of DRAM: started, not stopping,
- * SSD tier not degraded, and not called from the demoter itself. */
-bool kvt_tiering_usable(struct kvt_store *s);
-
-/* Wake the demoter if DRAM is above the high watermark (after a block
- * entered DRAM or stopped being busy: it may now be demoted). */
+/* Wake the demoter if the memory tier is above the high watermark (after a
+ * block entered it or stopped being busy: it may now be demoted). */
 void kvt_tiering_kick(struct kvt_store *s);
 
-/* Promote record i (live, on SSD, held busy by the caller) into DRAM. The
- * lock is released during the read. Returns 0 (i is now in DRAM), -ENOENT
- * (the record is gone), -EIO (checksum mismatch or device error: the block is
- * dropped and counted), -ENOSPC (no DRAM slot). */
-int kvt_tiering_promote(struct kvt_store *s, uint32_t i);
+/* Move record i to tier `to` at loc: accounting, policies, and its holds
+ * carried from the old tier's record to the new one. */
+void kvt_tiering_move(struct kvt_store *s, uint32_t i, enum kvt_tier to, uint64_t loc);
 
-/* Record i (live) is being removed by the caller: log its removal in the
- * SSD tier (a tombstone, with a sequence number taken now, so a later write
- * of the key wins over it), written by the demoter or at close. */
+/* Keep the record at loc in tier `t` as record i's clean copy (i is in the
+ * memory tier now); false when it cannot be kept (the record was freed). */
+bool kvt_tiering_keep_copy(struct kvt_store *s, uint32_t i, enum kvt_tier t, uint64_t loc);
+
+/* Record i (live) is being removed by the caller: log its removal in every
+ * storage tier that takes demotions (a tombstone, with a sequence number
+ * taken now, so a later write of the key wins over it), written by the
+ * demoter or at close. */
 void kvt_tiering_removed(struct kvt_store *s, uint32_t i);
 
-/* Record i is being discarded: free the SSD copy a promotion left it. */
-void kvt_tiering_forget(struct kvt_store *s, uint32_t i);
+/* Free record i's bytes in its tier and its copy, and forget it. */
+void kvt_tiering_discard(struct kvt_store *s, uint32_t i);
 
-/* Record i's pins, busy count, tier or loc changed: hold its SSD record while
- * it is live on SSD and pinned or busy (segment release then passes its
- * segment by), release the hold otherwise. Lock held. */
-void kvt_tiering_sync_hold(struct kvt_store *s, uint32_t i);
+/* Forget the records the storage tiers dropped for room (their locs are
+ * gone): blocks lost are evictions, copies lost are written again. */
+void kvt_tiering_forget_dropped(struct kvt_store *s);
 
-/* Free the SSD record at loc (a discarded block). */
-void kvt_tiering_free(struct kvt_store *s, uint64_t loc);
-
-/* Fill the SSD tier's capacity, health and errors into st->tier[SSD] and
- * st->ssd. */
+/* Fill every storage tier's stats into st. */
 void kvt_tiering_stats(struct kvt_store *s, struct kvt_store_stats *st);
 
 #endif /* KVT_STORE_TIERING_H */

@@ -29,7 +29,7 @@ struct size_class {
 };
 
 struct dram {
-	struct kvt_tier_impl base;
+	struct kvt_mem_tier base;
 	uint8_t *region;
 	uint64_t region_bytes, slab_bytes;
 	struct slab *slabs;
@@ -43,9 +43,14 @@ struct dram {
 
 #define NIL UINT32_MAX
 
-static struct dram *to_dram(struct kvt_tier_impl *t)
+static struct dram *to_dram(struct kvt_mem_tier *t)
 {
 	return (struct dram *)t;
+}
+
+static const struct dram *to_cdram(const struct kvt_mem_tier *t)
+{
+	return (const struct dram *)t;
 }
 
 static void partial_push(struct dram *d, struct slab *s, uint32_t si)
@@ -131,10 +136,11 @@ static void slab_release(struct dram *d, struct slab *s, uint32_t si)
 	d->pool = si;
 }
 
-static int dram_alloc(struct kvt_tier_impl *t, uint64_t bytes, uint64_t *loc)
+static int dram_alloc(struct kvt_mem_tier *t, uint64_t bytes, uint64_t *loc)
 {
 	struct dram *d = to_dram(t);
-	uint64_t slot = (bytes + KVT_DRAM_SLOT_ALIGN - 1) & ~(uint64_t)(KVT_DRAM_SLOT_ALIGN - 1);
+	uint64_t slot = d->base.headroom +
+			((bytes + KVT_DRAM_SLOT_ALIGN - 1) & ~(uint64_t)(KVT_DRAM_SLOT_ALIGN - 1));
 	uint32_t si, idx;
 	struct slab *s;
 	int cls, err;
@@ -162,7 +168,7 @@ static int dram_alloc(struct kvt_tier_impl *t, uint64_t bytes, uint64_t *loc)
 	return 0;
 }
 
-static void dram_free(struct kvt_tier_impl *t, uint64_t loc)
+static void dram_free(struct kvt_mem_tier *t, uint64_t loc)
 {
 	struct dram *d = to_dram(t);
 	uint32_t si = (uint32_t)(loc >> 32), idx = (uint32_t)loc;
@@ -178,15 +184,16 @@ static void dram_free(struct kvt_tier_impl *t, uint64_t loc)
 	s->free_stack[s->n_free++] = idx;
 }
 
-static void *dram_slot_ptr(struct kvt_tier_impl *t, uint64_t loc)
+static void *dram_slot_ptr(struct kvt_mem_tier *t, uint64_t loc)
 {
 	struct dram *d = to_dram(t);
 	uint32_t si = (uint32_t)(loc >> 32), idx = (uint32_t)loc;
 
-	return d->region + (uint64_t)si * d->slab_bytes + (uint64_t)idx * d->slabs[si].slot_bytes;
+	return d->region + (uint64_t)si * d->slab_bytes + (uint64_t)idx * d->slabs[si].slot_bytes +
+	       d->base.headroom;
 }
 
-static void dram_stats(struct kvt_tier_impl *t, struct kvt_tier_stats *out)
+static void dram_stats(struct kvt_mem_tier *t, struct kvt_tier_stats *out)
 {
 	struct dram *d = to_dram(t);
 
@@ -194,7 +201,28 @@ static void dram_stats(struct kvt_tier_impl *t, struct kvt_tier_stats *out)
 	out->capacity_bytes = d->region_bytes;
 }
 
-static void dram_close(struct kvt_tier_impl *t)
+static void *dram_region(struct kvt_mem_tier *t, uint64_t *len)
+{
+	struct dram *d = to_dram(t);
+
+	if (len)
+		*len = d->region_bytes;
+	return d->region;
+}
+
+static uint64_t dram_max_block(const struct kvt_mem_tier *t)
+{
+	return to_cdram(t)->slab_bytes - t->headroom;
+}
+
+static uint64_t dram_occupied(const struct kvt_mem_tier *t)
+{
+	const struct dram *d = to_cdram(t);
+
+	return (uint64_t)d->slabs_in_use * d->slab_bytes - d->free_slot_bytes;
+}
+
+static void dram_close(struct kvt_mem_tier *t)
 {
 	struct dram *d = to_dram(t);
 
@@ -208,11 +236,14 @@ static void dram_close(struct kvt_tier_impl *t)
 	free(d);
 }
 
-static const struct kvt_tier_ops dram_ops = {
+static const struct kvt_mem_tier_ops dram_ops = {
 	.name = "dram",
 	.alloc = dram_alloc,
 	.free = dram_free,
 	.slot_ptr = dram_slot_ptr,
+	.region = dram_region,
+	.max_block = dram_max_block,
+	.occupied = dram_occupied,
 	.stats = dram_stats,
 	.close = dram_close,
 };
@@ -234,8 +265,11 @@ static void *map_region(uint64_t bytes, bool try_huge)
 		if (p == MAP_FAILED)
 			return NULL;
 		/* no reserved huge pages: ask for transparent ones (fewer TLB misses
-		 * on multi-MiB copies); harmless where THP is off */
-		madvise(p, bytes, MADV_HUGEPAGE);
+		 * on multi-MiB copies); harmless where THP is off. Without huge
+		 * pages asked for, 4 KiB pages only, even where THP is on for
+		 * everything: what a like-for-like comparison with fio's buffers
+		 * needs */
+		madvise(p, bytes, try_huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 	}
 	return p;
 }
@@ -250,7 +284,7 @@ void kvt_dram_opts_init(struct kvt_dram_opts *opts, size_t size_bytes)
 	kvt_opts_init(opts, size_bytes, &dram_defaults, sizeof(dram_defaults));
 }
 
-int kvt_dram_open(const struct kvt_dram_opts *opts, struct kvt_tier_impl **out)
+int kvt_dram_open(const struct kvt_dram_opts *opts, struct kvt_mem_tier **out)
 {
 	struct kvt_dram_opts o = dram_defaults;
 	struct dram *d;
@@ -259,16 +293,19 @@ int kvt_dram_open(const struct kvt_dram_opts *opts, struct kvt_tier_impl **out)
 	if (!out || kvt_opts_load(&o, sizeof(o), opts))
 		return -EINVAL;
 	slab = o.slab_bytes ? o.slab_bytes : KVT_DRAM_DEFAULT_SLAB;
-	if (slab % KVT_DRAM_SLOT_ALIGN || o.bytes < slab || o.bytes / slab >= NIL)
+	if (slab % KVT_DRAM_SLOT_ALIGN || o.bytes < slab || o.bytes / slab >= NIL ||
+	    o.headroom % KVT_DRAM_SLOT_ALIGN || o.headroom + KVT_DRAM_SLOT_ALIGN > slab)
 		return -EINVAL;
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
 	d->base.ops = &dram_ops;
 	d->base.kind = KVT_TIER_DRAM;
+	d->base.headroom = o.headroom;
 	d->slab_bytes = slab;
 	d->n_slabs = (uint32_t)(o.bytes / slab);
 	d->region_bytes = (uint64_t)d->n_slabs * slab;
+	d->base.capacity = d->region_bytes;
 	d->slabs = calloc(d->n_slabs, sizeof(*d->slabs));
 	d->region = map_region(d->region_bytes, o.huge_pages);
 	if (!d->slabs || !d->region) {
@@ -312,25 +349,4 @@ int kvt_dram_prefault(void *base, uint64_t len, bool before_use, const int *stop
 	if (done)
 		*done = off < len ? off : len;
 	return err;
-}
-
-void *kvt_dram_region(struct kvt_tier_impl *t, uint64_t *len)
-{
-	struct dram *d = to_dram(t);
-
-	if (len)
-		*len = d->region_bytes;
-	return d->region;
-}
-
-uint64_t kvt_dram_max_block(const struct kvt_tier_impl *t)
-{
-	return ((const struct dram *)t)->slab_bytes;
-}
-
-uint64_t kvt_dram_occupied(const struct kvt_tier_impl *t)
-{
-	const struct dram *d = (const struct dram *)t;
-
-	return (uint64_t)d->slabs_in_use * d->slab_bytes - d->free_slot_bytes;
 }

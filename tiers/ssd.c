@@ -61,7 +61,8 @@ struct seg {
 	uint64_t nonce;  /* of its superblock */
 	uint32_t n_pages, next_page;
 	uint64_t live_pages;
-	uint32_t users;  /* batches with I/O on this file */
+	uint32_t users;  /* records of batches with I/O on this file */
+	uint32_t writers; /* of which writes: its summary waits for them */
 	uint32_t gen;    /* of the slot: bumped each time it gets a segment */
 	uint32_t held;   /* live records with a hold: reclaim passes it by */
 	uint32_t tombs;  /* tombstones on disk in it */
@@ -82,11 +83,11 @@ struct kvt_ssd {
 	struct kvt_ssd_io *io;
 	uint32_t seg_pages;
 
-	pthread_mutex_t batch_lock; /* one batch at a time: it owns the arena */
-	char *arena;                /* per record: header page + tail page */
-	uint32_t chunk;             /* records per batch chunk */
+	uint32_t chunk;             /* records per write chunk */
 
 	pthread_mutex_t lock;       /* guards everything below */
+	uint32_t write_batches;     /* in flight, at most KVT_SSD_WRITE_BATCHES */
+	pthread_cond_t batch_cv;
 	char *sb_page;              /* a page for superblocks and probes */
 	struct seg *segs;
 	uint32_t n_slots, max_segs, segs_used;
@@ -549,27 +550,37 @@ static int summary_write(struct kvt_ssd *ssd, uint32_t slot, uint32_t gen)
 	return rc;
 }
 
-/* Write the summaries of the segments sealed since the last call. Batch
- * lock held (so none of them has a write in flight), tier lock not. */
+/* Write the summaries of the segments sealed since the last call whose
+ * writes have all completed (a summary lists the records whole on disk;
+ * one written before a write in flight lands would miss it). The others
+ * stay due. Tier lock not held. */
 static void summaries_due(struct kvt_ssd *ssd)
 {
-	for (;;) {
+	for (size_t k = 0;;) {
 		struct sealed_seg z;
+		struct seg *s;
 
 		pthread_mutex_lock(&ssd->lock);
-		if (!ssd->n_sealed) {
+		for (; k < ssd->n_sealed; k++) {
+			s = &ssd->segs[ssd->sealed[k].slot];
+			if (!s->used || s->gen != ssd->sealed[k].gen || !s->writers)
+				break;
+		}
+		if (k == ssd->n_sealed) {
 			pthread_mutex_unlock(&ssd->lock);
 			return;
 		}
-		z = ssd->sealed[--ssd->n_sealed];
+		z = ssd->sealed[k];
+		ssd->sealed[k] = ssd->sealed[--ssd->n_sealed];
 		pthread_mutex_unlock(&ssd->lock);
 		summary_write(ssd, z.slot, z.gen);
 	}
 }
 
-/* ---- writes ------------------------------------------------------------ */
+/* ---- batches ------------------------------------------------------------ */
 
-struct wctx {
+/* A record of a write batch. */
+struct wrec {
 	char *stage;      /* staged: header + payload, else NULL */
 	size_t stage_len;
 	uint64_t stored;
@@ -579,6 +590,40 @@ struct wctx {
 	uint32_t slot, page;
 	size_t op0, n_ops;
 	size_t sync_op;
+	bool placed;      /* has pages, a pending record, a user count */
+};
+
+/* A record of a read batch. */
+struct rrec {
+	char *stage;      /* staged: the stored payload, else NULL */
+	uint64_t stored;  /* from the tier's memory of the record */
+	uint64_t sum;
+	uint8_t codec;
+	bool pinned;      /* its segment's user count is taken */
+	char *tail;       /* the tail page when the buffer has no room */
+	size_t op0, n_ops;
+};
+
+/* A batch between submit and the end of wait (kvt_tier_batch.priv). Write
+ * batches go in chunks of at most ssd->chunk records: pages, writes, one
+ * fdatasync per segment touched (group commit), acks; reads all at once,
+ * each record verified and handed over as its I/O completes. */
+struct sbatch {
+	struct kvt_ssd *ssd;
+	struct kvt_tier_batch *b;
+	struct kvt_ssd_io_op *ops;
+	size_t n_ops, cap_ops;
+	size_t *rec_of_op;        /* the record of each op */
+	uint32_t *left;           /* per record: ops not completed yet */
+	size_t *done;             /* reap buffer */
+	struct kvt_ssd_io_run *run;
+	char *arena;              /* 2 pages per record (header, tail) when a
+	                           * record's buffer has no room for them */
+	void *scratch;            /* read: codec scratch, one (records decode in turn) */
+	struct wrec *w;
+	struct rrec *r;
+	size_t chunk0, chunk_n;   /* write: the chunk in flight */
+	bool slot;                /* holds one of the tier's write batch slots */
 };
 
 static struct kvt_ssd_io_op io_op(enum kvt_ssd_io_kind kind, uint32_t file, uint64_t off,
@@ -592,8 +637,70 @@ static bool aligned(const void *p)
 	return ((uintptr_t)p & (PAGE - 1)) == 0;
 }
 
-/* Encode the payload (outside every lock: compression is CPU time). */
-static int write_prepare(struct kvt_ssd *ssd, struct kvt_ssd_write *w, struct wctx *c)
+static void sbatch_free(struct sbatch *sb)
+{
+	struct kvt_ssd *ssd = sb->ssd;
+
+	for (size_t i = 0; i < sb->b->n; i++) {
+		if (sb->w)
+			free(sb->w[i].stage);
+		if (sb->r)
+			free(sb->r[i].stage);
+	}
+	if (sb->slot) {
+		pthread_mutex_lock(&ssd->lock);
+		ssd->write_batches--;
+		pthread_cond_signal(&ssd->batch_cv);
+		pthread_mutex_unlock(&ssd->lock);
+	}
+	free(sb->w);
+	free(sb->r);
+	free(sb->ops);
+	free(sb->rec_of_op);
+	free(sb->left);
+	free(sb->done);
+	free(sb->arena);
+	free(sb->scratch);
+	free(sb);
+	sb = NULL;
+}
+
+static struct sbatch *sbatch_new(struct kvt_ssd *ssd, struct kvt_tier_batch *b, size_t ops_per_rec)
+{
+	struct sbatch *sb = calloc(1, sizeof(*sb));
+	size_t n = b->n;
+
+	if (!sb)
+		return NULL;
+	sb->ssd = ssd;
+	sb->b = b;
+	sb->cap_ops = ops_per_rec * (n ? n : 1);
+	sb->ops = calloc(sb->cap_ops, sizeof(*sb->ops));
+	sb->rec_of_op = calloc(sb->cap_ops, sizeof(*sb->rec_of_op));
+	sb->left = calloc(n ? n : 1, sizeof(*sb->left));
+	sb->done = calloc(sb->cap_ops, sizeof(*sb->done));
+	if (!sb->ops || !sb->rec_of_op || !sb->left || !sb->done) {
+		sbatch_free(sb);
+		return NULL;
+	}
+	return sb;
+}
+
+/* Every record of b fails with err (nothing was issued). */
+static void fail_all(struct kvt_tier_batch *b, int err)
+{
+	for (size_t i = 0; i < b->n; i++) {
+		b->io[i].res = err;
+		b->io[i].lat_ns = 0;
+	}
+}
+
+/* ---- writes ------------------------------------------------------------ */
+
+/* Encode the payload (outside every lock: compression is CPU time). A raw
+ * block in a slot with room is written from the slot: its header goes in
+ * the page before it, its padding is zeroed, and one write carries both. */
+static int write_prepare(struct kvt_ssd *ssd, struct kvt_tier_io *w, struct wrec *c)
 {
 	bool raw = !w->codec || w->codec->id == KVT_CODEC_RAW;
 
@@ -605,15 +712,18 @@ static int write_prepare(struct kvt_ssd *ssd, struct kvt_ssd_write *w, struct wc
 		c->pages = 1;
 		return 0;
 	}
-	if (!w->data || !w->len)
+	if (!w->buf || !w->len)
 		return -EINVAL;
 	if (pages_of(kvt_codec_bound(w->len)) + 1 > ssd->seg_pages &&
 	    pages_of(w->len) + 1 > ssd->seg_pages)
 		return -EFBIG;
-	if (raw && aligned(w->data)) {
+	if (raw && aligned(w->buf)) {
 		c->stored = w->len;
 		c->codec = KVT_CODEC_RAW;
-		c->sum = XXH3_64bits(w->data, w->len);
+		c->sum = XXH3_64bits(w->buf, w->len);
+		/* the padding leaves with the block: zeros, not a neighbour's bytes */
+		if (w->room && w->len % PAGE)
+			memset((char *)w->buf + w->len, 0, PAGE - w->len % PAGE);
 	} else {
 		size_t cap = kvt_codec_bound(w->len);
 		void *scratch = NULL;
@@ -629,11 +739,11 @@ static int write_prepare(struct kvt_ssd *ssd, struct kvt_ssd_write *w, struct wc
 				return -ENOMEM;
 		}
 		if (raw) {
-			memcpy(c->stage + PAGE, w->data, w->len);
+			memcpy(c->stage + PAGE, w->buf, w->len);
 			n = (long)w->len;
 			c->codec = KVT_CODEC_RAW;
 		} else {
-			n = kvt_codec_encode(w->codec, w->data, w->len, c->stage + PAGE, cap,
+			n = kvt_codec_encode(w->codec, w->buf, w->len, c->stage + PAGE, cap,
 					     scratch, &c->codec);
 		}
 		free(scratch);
@@ -650,25 +760,32 @@ static int write_prepare(struct kvt_ssd *ssd, struct kvt_ssd_write *w, struct wc
 	return 0;
 }
 
-static int write_chunk(struct kvt_ssd *ssd, struct kvt_ssd_write *w, size_t n)
+/* Where record i's header is encoded: its stage, the page before its slot,
+ * or an arena page. */
+static char *header_page(struct sbatch *sb, size_t i)
 {
-	struct wctx *c = calloc(n, sizeof(*c));
-	struct kvt_ssd_io_op *ops = calloc(4 * n, sizeof(*ops));
-	size_t n_ops = 0, first_sync, ok = 0;
-	int rc = 0;
+	struct kvt_tier_io *w = &sb->b->io[i];
+	struct wrec *c = &sb->w[i];
 
-	if (!c || !ops) {
-		for (size_t i = 0; i < n; i++)
-			w[i].res = -ENOMEM;
-		goto out;
-	}
-	for (size_t i = 0; i < n; i++) {
-		w[i].lat_ns = 0;
-		w[i].res = write_prepare(ssd, &w[i], &c[i]);
-	}
+	if (c->stage)
+		return c->stage;
+	if (w->room && !w->tomb)
+		return (char *)w->buf - PAGE;
+	return sb->arena + i * 2 * PAGE;
+}
+
+/* Give the records of the current chunk pages in the log and pending
+ * records, encode their headers, and start their writes. */
+static void write_chunk_start(struct sbatch *sb)
+{
+	struct kvt_ssd *ssd = sb->ssd;
+	struct kvt_tier_io *w = sb->b->io;
+	struct wrec *c = sb->w;
+	size_t end = sb->chunk0 + sb->chunk_n;
+	int rc;
 
 	pthread_mutex_lock(&ssd->lock);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = sb->chunk0; i < end; i++) {
 		struct kvt_ssd_hdr h;
 		struct kvt_ssd_rec r;
 
@@ -702,77 +819,115 @@ static int write_chunk(struct kvt_ssd *ssd, struct kvt_ssd_write *w, size_t n)
 		if (w[i].res)
 			continue;
 		ssd->segs[c[i].slot].users++;
-		kvt_ssd_hdr_encode(&h, ssd->salt, c[i].stage ? c[i].stage : ssd->arena + i * 2 * PAGE);
+		ssd->segs[c[i].slot].writers++;
+		c[i].placed = true;
+		kvt_ssd_hdr_encode(&h, ssd->salt, header_page(sb, i));
 	}
 	pthread_mutex_unlock(&ssd->lock);
 
-	for (size_t i = 0; i < n; i++) {
+	sb->n_ops = 0;
+	for (size_t i = sb->chunk0; i < end; i++) {
 		uint64_t off = (uint64_t)c[i].page * PAGE;
+		size_t n0 = sb->n_ops;
 
 		if (w[i].res)
 			continue;
-		c[i].op0 = n_ops;
+		c[i].op0 = n0;
 		if (c[i].stage) {
-			ops[n_ops++] = io_op(KVT_SSD_IO_WRITE, c[i].slot, off,
-							       c[i].stage, c[i].stage_len);
+			sb->ops[sb->n_ops++] = io_op(KVT_SSD_IO_WRITE, c[i].slot, off, c[i].stage,
+						     c[i].stage_len);
+		} else if (w[i].tomb) {
+			sb->ops[sb->n_ops++] = io_op(KVT_SSD_IO_WRITE, c[i].slot, off,
+						     header_page(sb, i), PAGE);
+		} else if (w[i].room) {
+			/* header and block, one write from the slot */
+			sb->ops[sb->n_ops++] = io_op(KVT_SSD_IO_WRITE, c[i].slot, off,
+						     (char *)w[i].buf - PAGE,
+						     PAGE + pages_of(w[i].len) * PAGE);
 		} else {
-			size_t len = w[i].tomb ? 0 : w[i].len;
-			size_t body = len & ~(size_t)(PAGE - 1), tail = len - body;
-			char *hp = ssd->arena + i * 2 * PAGE;
+			size_t body = w[i].len & ~(size_t)(PAGE - 1), tail = w[i].len - body;
+			char *hp = header_page(sb, i);
 
-			ops[n_ops++] = io_op(KVT_SSD_IO_WRITE, c[i].slot, off, hp, PAGE);
+			sb->ops[sb->n_ops++] = io_op(KVT_SSD_IO_WRITE, c[i].slot, off, hp, PAGE);
 			if (body)
-				ops[n_ops++] = io_op(KVT_SSD_IO_WRITE, c[i].slot,
-								       off + PAGE, (void *)w[i].data, body);
+				sb->ops[sb->n_ops++] = io_op(KVT_SSD_IO_WRITE, c[i].slot, off + PAGE,
+							     w[i].buf, body);
 			if (tail) {
-				memcpy(hp + PAGE, (const char *)w[i].data + body, tail);
+				memcpy(hp + PAGE, (const char *)w[i].buf + body, tail);
 				memset(hp + PAGE + tail, 0, PAGE - tail);
-				ops[n_ops++] = io_op(KVT_SSD_IO_WRITE, c[i].slot,
-								       off + PAGE + body, hp + PAGE, PAGE);
+				sb->ops[sb->n_ops++] = io_op(KVT_SSD_IO_WRITE, c[i].slot,
+							     off + PAGE + body, hp + PAGE, PAGE);
 			}
 		}
-		c[i].n_ops = n_ops - c[i].op0;
+		c[i].n_ops = sb->n_ops - n0;
+		for (size_t j = n0; j < sb->n_ops; j++)
+			sb->rec_of_op[j] = i;
 	}
-	rc = kvt_ssd_io_run(ssd->io, ops, n_ops);
+	sb->run = NULL;
+	if (!sb->n_ops)
+		return;
+	/* room for one sync per record after the writes */
+	rc = kvt_ssd_io_start(ssd->io, sb->ops, sb->n_ops, sb->n_ops + sb->chunk_n, &sb->run);
 	if (rc)
-		goto out_unpin;
+		for (size_t j = 0; j < sb->n_ops; j++)
+			sb->ops[j].res = rc;
+}
 
-	/* group commit: one fdatasync per segment touched by the batch */
-	first_sync = n_ops;
-	for (size_t i = 0; i < n && ssd->opts.sync; i++) {
-		size_t j;
+/* Wait for the chunk's writes, sync the segments they touched, ack them. */
+static void write_chunk_finish(struct sbatch *sb)
+{
+	struct kvt_ssd *ssd = sb->ssd;
+	struct kvt_tier_io *w = sb->b->io;
+	struct wrec *c = sb->w;
+	size_t end = sb->chunk0 + sb->chunk_n, first_sync = sb->n_ops;
 
-		if (w[i].res)
-			continue;
-		for (j = first_sync; j < n_ops && ops[j].file != c[i].slot; j++)
+	if (sb->run) {
+		while (kvt_ssd_io_reap(sb->run, sb->done, sb->cap_ops))
 			;
-		if (j == n_ops)
-			ops[n_ops++] = (struct kvt_ssd_io_op){ .kind = KVT_SSD_IO_SYNC, .file = c[i].slot };
-		c[i].sync_op = j;
-	}
-	if (n_ops > first_sync)
-		rc = kvt_ssd_io_run(ssd->io, ops + first_sync, n_ops - first_sync);
+		/* group commit: one fdatasync per segment touched by the chunk */
+		for (size_t i = sb->chunk0; i < end && ssd->opts.sync; i++) {
+			bool ok = !w[i].res;
+			size_t j;
 
-out_unpin:
+			for (size_t k = c[i].op0; ok && k < c[i].op0 + c[i].n_ops; k++)
+				ok = !sb->ops[k].res;
+			if (!ok)
+				continue;
+			for (j = first_sync; j < sb->n_ops && sb->ops[j].file != c[i].slot; j++)
+				;
+			if (j == sb->n_ops)
+				sb->ops[sb->n_ops++] = (struct kvt_ssd_io_op){ .kind = KVT_SSD_IO_SYNC,
+									       .file = c[i].slot };
+			c[i].sync_op = j;
+		}
+		if (sb->n_ops > first_sync) {
+			kvt_ssd_io_add(sb->run, sb->n_ops - first_sync);
+			while (kvt_ssd_io_reap(sb->run, sb->done, sb->cap_ops))
+				;
+		}
+		kvt_ssd_io_end(sb->run);
+		sb->run = NULL;
+	}
+
 	pthread_mutex_lock(&ssd->lock);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = sb->chunk0; i < end; i++) {
 		struct seg *s;
 		struct kvt_ssd_rec *r;
-		int err = rc;
+		int err = 0;
 		bool dev = false;
 
-		if (w[i].res)
+		if (!c[i].placed)
 			continue;
 		s = &ssd->segs[c[i].slot];
 		r = seg_find(s, c[i].page);
 		for (size_t j = c[i].op0; j < c[i].op0 + c[i].n_ops && !err; j++) {
-			err = ops[j].res;
+			err = sb->ops[j].res;
 			dev = device_error(err);
-			if (ops[j].lat_ns > w[i].lat_ns)
-				w[i].lat_ns = ops[j].lat_ns;
+			if (sb->ops[j].lat_ns > w[i].lat_ns)
+				w[i].lat_ns = sb->ops[j].lat_ns;
 		}
 		if (!err && ssd->opts.sync) {
-			err = ops[c[i].sync_op].res;
+			err = sb->ops[c[i].sync_op].res;
 			dev = device_error(err);
 			if (err)
 				ssd->st.sync_errors++;
@@ -790,7 +945,6 @@ out_unpin:
 			ssd->st.tombstones++;
 			ssd->st.tombstones_written++;
 			w[i].loc = 0;
-			ok++;
 		} else {
 			r->state = KVT_SSD_REC_LIVE;
 			r->flags |= KVT_SSD_REC_ONDISK;
@@ -803,101 +957,125 @@ out_unpin:
 			ssd->st.write_stored_bytes += c[i].stored;
 			if (c[i].codec != KVT_CODEC_RAW)
 				ssd->st.compressed_writes++;
-			ok++;
 		}
 		s->users--;
+		s->writers--;
 		seg_maybe_release(ssd, c[i].slot);
 	}
 	pthread_mutex_unlock(&ssd->lock);
 	summaries_due(ssd);
-out:
-	for (size_t i = 0; c && i < n; i++)
-		free(c[i].stage);
-	free(ops);
-	free(c);
-	return (int)ok;
+	for (size_t i = sb->chunk0; i < end && sb->b->done_cb; i++)
+		sb->b->done_cb(sb->b, i);
 }
 
-int kvt_ssd_write(struct kvt_ssd *ssd, struct kvt_ssd_write *w, size_t n)
+static int write_submit(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 {
-	int ok = 0;
+	struct sbatch *sb = sbatch_new(ssd, b, 4);
 
-	if (!ssd || (n && !w))
-		return -EINVAL;
-	pthread_mutex_lock(&ssd->batch_lock);
-	for (size_t i = 0; i < n; i += ssd->chunk)
-		ok += write_chunk(ssd, w + i, n - i < ssd->chunk ? n - i : ssd->chunk);
-	pthread_mutex_unlock(&ssd->batch_lock);
-	return ok;
+	if (!sb) {
+		fail_all(b, -ENOMEM);
+		return -ENOMEM;
+	}
+	sb->w = calloc(b->n ? b->n : 1, sizeof(*sb->w));
+	if (!sb->w) {
+		sbatch_free(sb);
+		fail_all(b, -ENOMEM);
+		return -ENOMEM;
+	}
+	/* a bounded number of write batches at once, so that recovery knows
+	 * how many records a crash can have cut (ssd->chunk of each) */
+	pthread_mutex_lock(&ssd->lock);
+	while (ssd->write_batches >= KVT_SSD_WRITE_BATCHES)
+		pthread_cond_wait(&ssd->batch_cv, &ssd->lock);
+	ssd->write_batches++;
+	pthread_mutex_unlock(&ssd->lock);
+	sb->slot = true;
+	for (size_t i = 0; i < b->n; i++) {
+		b->io[i].lat_ns = 0;
+		b->io[i].loc = 0;
+		b->io[i].res = write_prepare(ssd, &b->io[i], &sb->w[i]);
+		if (!b->io[i].res && !sb->w[i].stage && (b->io[i].tomb || !b->io[i].room) &&
+		    !sb->arena && !(sb->arena = aligned_alloc(PAGE, b->n * 2 * PAGE)))
+			b->io[i].res = -ENOMEM;
+	}
+	sb->chunk0 = 0;
+	sb->chunk_n = b->n < ssd->chunk ? b->n : ssd->chunk;
+	write_chunk_start(sb);
+	b->priv = sb;
+	return 0;
+}
+
+static void write_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
+{
+	struct sbatch *sb = b->priv;
+
+	for (;;) {
+		write_chunk_finish(sb);
+		sb->chunk0 += sb->chunk_n;
+		if (sb->chunk0 >= b->n)
+			break;
+		sb->chunk_n = b->n - sb->chunk0 < ssd->chunk ? b->n - sb->chunk0 : ssd->chunk;
+		write_chunk_start(sb);
+	}
+	b->priv = NULL;
+	sbatch_free(sb);
 }
 
 /* ---- reads ------------------------------------------------------------- */
 
-struct rctx {
-	char *stage;      /* staged: the stored payload, else NULL */
-	uint64_t stored;  /* from the tier's memory of the record */
-	uint64_t sum;
-	uint8_t codec;
-	size_t op0, n_ops;
-	bool pinned;
-};
-
-/* Check a payload that landed in r->buf (and tail page tp) or in the stage
+/* Check a payload that landed in io->buf (and tail page tp) or in the stage
  * against the checksum the header carried, and decode it. */
-static int read_verify(struct kvt_ssd_read *r, struct rctx *c, const char *tp)
+static int read_verify(struct kvt_tier_io *io, struct rrec *c, void *scratch)
 {
 	if (c->stage) {
-		void *scratch = NULL;
-		size_t sb = kvt_codec_scratch_bytes((enum kvt_codec_id)c->codec, r->len);
-		int rc;
-
 		if (XXH3_64bits(c->stage, c->stored) != c->sum)
 			return -EBADMSG;
-		if (sb && !(scratch = malloc(sb)))
-			return -ENOMEM;
-		rc = kvt_codec_decode((enum kvt_codec_id)c->codec, c->stage, c->stored, r->buf,
-				      r->len, scratch);
-		free(scratch);
-		return rc;
-	} else {
-		size_t body = r->len & ~(size_t)(PAGE - 1), tail = r->len - body;
-		XXH3_state_t st;
-
-		XXH3_64bits_reset(&st);
-		XXH3_64bits_update(&st, r->buf, body);
-		XXH3_64bits_update(&st, tp, tail);
-		if (XXH3_64bits_digest(&st) != c->sum)
-			return -EBADMSG;
-		memcpy((char *)r->buf + body, tp, tail);
-		return 0;
+		return kvt_codec_decode((enum kvt_codec_id)c->codec, c->stage, c->stored, io->buf,
+					io->len, scratch);
 	}
+	if (!c->tail)
+		return XXH3_64bits(io->buf, io->len) == c->sum ? 0 : -EBADMSG;
+
+	size_t body = io->len & ~(size_t)(PAGE - 1), tail = io->len - body;
+	XXH3_state_t st;
+
+	XXH3_64bits_reset(&st);
+	XXH3_64bits_update(&st, io->buf, body);
+	XXH3_64bits_update(&st, c->tail, tail);
+	if (XXH3_64bits_digest(&st) != c->sum)
+		return -EBADMSG;
+	memcpy((char *)io->buf + body, c->tail, tail);
+	return 0;
 }
 
 /* Reads fetch the payload only: the header was verified when the record was
  * written or recovered, and what it vouches for (key, lengths, codec, the
- * payload's checksum) is in memory. One I/O per block, checksum verified. */
-static int read_chunk(struct kvt_ssd *ssd, struct kvt_ssd_read *r, size_t n)
+ * payload's checksum) is in memory. One I/O per block, checksum verified as
+ * it completes. */
+static int read_submit(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 {
-	struct rctx *c = calloc(n, sizeof(*c));
-	struct kvt_ssd_io_op *ops = calloc(2 * n, sizeof(*ops));
-	size_t n_ops = 0, ok = 0;
-	uint64_t bad = 0, errs = 0, dev_errs = 0, bytes = 0;
+	struct sbatch *sb = sbatch_new(ssd, b, 2);
+	struct kvt_tier_io *r = b->io;
+	size_t scratch = 0;
+	struct rrec *c;
 	int rc;
 
-	if (!c || !ops) {
-		for (size_t i = 0; i < n; i++)
-			r[i].res = -ENOMEM;
-		goto out;
+	if (!sb || !(sb->r = calloc(b->n ? b->n : 1, sizeof(*sb->r)))) {
+		if (sb)
+			sbatch_free(sb);
+		fail_all(b, -ENOMEM);
+		return -ENOMEM;
 	}
+	c = sb->r;
 	pthread_mutex_lock(&ssd->lock);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < b->n; i++) {
 		uint32_t slot = loc_slot(r[i].loc), page = loc_page(r[i].loc);
 		struct kvt_ssd_rec *rec = NULL;
 		struct seg *s;
 
 		r[i].lat_ns = 0;
 		r[i].res = 0;
-		if (!r[i].buf || !r[i].len) {
+		if (!r[i].buf || !r[i].len || r[i].by_key) {
 			r[i].res = -EINVAL;
 			continue;
 		}
@@ -919,97 +1097,233 @@ static int read_chunk(struct kvt_ssd *ssd, struct kvt_ssd_read *r, size_t n)
 		c[i].sum = rec->sum;
 		c[i].codec = rec->codec;
 		if (rec->codec != KVT_CODEC_RAW || !aligned(r[i].buf)) {
+			size_t sc = kvt_codec_scratch_bytes((enum kvt_codec_id)rec->codec, r[i].len);
+
+			scratch = sc > scratch ? sc : scratch;
 			c[i].stage = aligned_alloc(PAGE, pages_of(rec->stored_len) * PAGE);
 			if (!c[i].stage)
 				r[i].res = -ENOMEM;
 		}
 	}
 	pthread_mutex_unlock(&ssd->lock);
+	if (scratch && !(sb->scratch = malloc(scratch)))
+		for (size_t i = 0; i < b->n; i++)
+			if (c[i].stage && !r[i].res)
+				r[i].res = -ENOMEM;
 
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < b->n; i++) {
 		uint64_t off = (uint64_t)(loc_page(r[i].loc) + 1) * PAGE;
 		uint32_t slot = loc_slot(r[i].loc);
+		size_t n0 = sb->n_ops;
 
 		if (r[i].res)
 			continue;
-		c[i].op0 = n_ops;
 		if (c[i].stage) {
-			ops[n_ops++] = io_op(KVT_SSD_IO_READ, slot, off, c[i].stage,
-					     pages_of(c[i].stored) * PAGE);
+			sb->ops[sb->n_ops++] = io_op(KVT_SSD_IO_READ, slot, off, c[i].stage,
+						     pages_of(c[i].stored) * PAGE);
+		} else if (r[i].room) {
+			sb->ops[sb->n_ops++] = io_op(KVT_SSD_IO_READ, slot, off, r[i].buf,
+						     pages_of(r[i].len) * PAGE);
 		} else {
 			size_t body = r[i].len & ~(size_t)(PAGE - 1), tail = r[i].len - body;
 
 			if (body)
-				ops[n_ops++] = io_op(KVT_SSD_IO_READ, slot, off, r[i].buf, body);
-			if (tail)
-				ops[n_ops++] = io_op(KVT_SSD_IO_READ, slot, off + body,
-						     ssd->arena + i * 2 * PAGE + PAGE, PAGE);
+				sb->ops[sb->n_ops++] = io_op(KVT_SSD_IO_READ, slot, off, r[i].buf, body);
+			if (tail && !sb->arena &&
+			    !(sb->arena = aligned_alloc(PAGE, b->n * 2 * PAGE))) {
+				r[i].res = -ENOMEM;
+				sb->n_ops = n0;
+				continue;
+			}
+			if (tail) {
+				c[i].tail = sb->arena + i * 2 * PAGE + PAGE;
+				sb->ops[sb->n_ops++] = io_op(KVT_SSD_IO_READ, slot, off + body,
+							     c[i].tail, PAGE);
+			}
 		}
-		c[i].n_ops = n_ops - c[i].op0;
+		sb->left[i] = (uint32_t)(sb->n_ops - n0);
+		c[i].op0 = n0;
+		c[i].n_ops = sb->n_ops - n0;
+		for (size_t j = n0; j < sb->n_ops; j++)
+			sb->rec_of_op[j] = i;
 	}
-	rc = kvt_ssd_io_run(ssd->io, ops, n_ops);
+	if (sb->n_ops) {
+		rc = kvt_ssd_io_start(ssd->io, sb->ops, sb->n_ops, sb->n_ops, &sb->run);
+		if (rc)
+			for (size_t j = 0; j < sb->n_ops; j++)
+				sb->ops[j].res = rc;
+	}
+	b->priv = sb;
+	return 0;
+}
 
-	for (size_t i = 0; i < n; i++) {
-		int err = rc;
-		bool dev = false;
+/* Record i of a read batch is done: its result, from its ops and its
+ * checksum. Counts into the batch's tallies. */
+static void read_finish(struct sbatch *sb, size_t i, uint64_t t[4])
+{
+	struct kvt_tier_io *r = &sb->b->io[i];
+	int err = 0;
+	bool dev = false;
 
-		if (r[i].res)
-			continue;
-		for (size_t j = c[i].op0; j < c[i].op0 + c[i].n_ops && !err; j++) {
-			err = ops[j].res;
+	for (size_t j = sb->r[i].op0; j < sb->r[i].op0 + sb->r[i].n_ops; j++) {
+		if (!err) {
+			err = sb->ops[j].res;
 			dev = device_error(err);
-			if (ops[j].lat_ns > r[i].lat_ns)
-				r[i].lat_ns = ops[j].lat_ns;
 		}
-		if (err) {
-			errs++;
-			dev_errs += dev;
-			r[i].res = dev ? -EIO : err;
-			continue;
-		}
-		r[i].res = read_verify(&r[i], &c[i], ssd->arena + i * 2 * PAGE + PAGE);
-		if (r[i].res == -EBADMSG)
-			bad++;
-		if (!r[i].res) {
-			ok++;
-			bytes += r[i].len;
-		}
+		if (sb->ops[j].lat_ns > r->lat_ns)
+			r->lat_ns = sb->ops[j].lat_ns;
 	}
+	if (err) {
+		t[1]++;
+		t[2] += dev;
+		r->res = dev ? -EIO : err;
+		return;
+	}
+	r->res = read_verify(r, &sb->r[i], sb->scratch);
+	if (r->res == -EBADMSG)
+		t[0]++;
+	if (!r->res)
+		t[3] += r->len;
+}
+
+static void read_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
+{
+	struct sbatch *sb = b->priv;
+	uint64_t t[4] = { 0 }; /* checksum failures, errors, device errors, bytes */
+	uint64_t ok = 0;
+	size_t k;
+
+	/* records that failed before any I/O are reported first */
+	for (size_t i = 0; i < b->n && b->done_cb; i++)
+		if (b->io[i].res)
+			b->done_cb(b, i);
+	if (sb->run) {
+		while ((k = kvt_ssd_io_reap(sb->run, sb->done, sb->cap_ops)) > 0)
+			for (size_t d = 0; d < k; d++) {
+				size_t i = sb->rec_of_op[sb->done[d]];
+
+				if (--sb->left[i])
+					continue;
+				read_finish(sb, i, t);
+				if (b->done_cb)
+					b->done_cb(b, i);
+			}
+		kvt_ssd_io_end(sb->run);
+	} else {
+		/* the engine could not start: every op carries its error */
+		for (size_t i = 0; i < b->n; i++)
+			if (!b->io[i].res && sb->left[i]) {
+				read_finish(sb, i, t);
+				if (b->done_cb)
+					b->done_cb(b, i);
+			}
+	}
+	for (size_t i = 0; i < b->n; i++)
+		ok += !b->io[i].res;
 
 	pthread_mutex_lock(&ssd->lock);
-	for (size_t i = 0; i < n; i++)
-		if (c[i].pinned) {
-			ssd->segs[loc_slot(r[i].loc)].users--;
-			seg_maybe_release(ssd, loc_slot(r[i].loc));
+	for (size_t i = 0; i < b->n; i++)
+		if (sb->r[i].pinned) {
+			ssd->segs[loc_slot(b->io[i].loc)].users--;
+			seg_maybe_release(ssd, loc_slot(b->io[i].loc));
 		}
 	ssd->st.reads += ok;
-	ssd->st.read_bytes += bytes;
-	ssd->st.checksum_failures += bad;
-	ssd->st.read_errors += errs;
-	if (bad)
+	ssd->st.read_bytes += t[3];
+	ssd->st.checksum_failures += t[0];
+	ssd->st.read_errors += t[1];
+	if (t[0])
 		kvt_log(KVT_LOG_WARN, "event=ssd.read_verify_failed dir=%s records=%" PRIu64
-			" action=\"treated as misses\"", ssd->dir, bad);
-	if (dev_errs)
+			" action=\"treated as misses\"", ssd->dir, t[0]);
+	if (t[2])
 		degrade(ssd, -EIO, "reading a record");
 	pthread_mutex_unlock(&ssd->lock);
-out:
-	for (size_t i = 0; c && i < n; i++)
-		free(c[i].stage);
-	free(ops);
-	free(c);
-	return (int)ok;
+	b->priv = NULL;
+	sbatch_free(sb);
+}
+
+int kvt_ssd_submit(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
+{
+	if (!ssd || !b || (b->n && !b->io))
+		return -EINVAL;
+	b->priv = NULL;
+	return b->write ? write_submit(ssd, b) : read_submit(ssd, b);
+}
+
+void kvt_ssd_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
+{
+	if (!ssd || !b || !b->priv)
+		return;
+	if (b->write)
+		write_wait(ssd, b);
+	else
+		read_wait(ssd, b);
+}
+
+/* ---- one-call batches ------------------------------------------------------ */
+
+int kvt_ssd_write(struct kvt_ssd *ssd, struct kvt_ssd_write *w, size_t n)
+{
+	struct kvt_tier_io *io;
+	struct kvt_tier_batch b = { .write = true, .n = n };
+	int ok = 0;
+
+	if (!ssd || (n && !w))
+		return -EINVAL;
+	if (!n)
+		return 0;
+	io = calloc(n, sizeof(*io));
+	if (!io) {
+		for (size_t i = 0; i < n; i++)
+			w[i].res = -ENOMEM;
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		io[i] = (struct kvt_tier_io){ .ns_id = w[i].ns_id, .key = w[i].key,
+					      .parent = w[i].parent, .has_parent = w[i].has_parent,
+					      .tomb = w[i].tomb, .room = w[i].room, .seq = w[i].seq,
+					      .codec = w[i].codec, .buf = (void *)w[i].data,
+					      .len = w[i].len };
+	b.io = io;
+	if (!kvt_ssd_submit(ssd, &b))
+		kvt_ssd_wait(ssd, &b);
+	for (size_t i = 0; i < n; i++) {
+		w[i].res = io[i].res;
+		w[i].loc = io[i].loc;
+		w[i].lat_ns = io[i].lat_ns;
+		ok += !io[i].res;
+	}
+	free(io);
+	return ok;
 }
 
 int kvt_ssd_read(struct kvt_ssd *ssd, struct kvt_ssd_read *r, size_t n)
 {
+	struct kvt_tier_io *io;
+	struct kvt_tier_batch b = { .n = n };
 	int ok = 0;
 
 	if (!ssd || (n && !r))
 		return -EINVAL;
-	pthread_mutex_lock(&ssd->batch_lock);
-	for (size_t i = 0; i < n; i += ssd->chunk)
-		ok += read_chunk(ssd, r + i, n - i < ssd->chunk ? n - i : ssd->chunk);
-	pthread_mutex_unlock(&ssd->batch_lock);
+	if (!n)
+		return 0;
+	io = calloc(n, sizeof(*io));
+	if (!io) {
+		for (size_t i = 0; i < n; i++)
+			r[i].res = -ENOMEM;
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		io[i] = (struct kvt_tier_io){ .ns_id = r[i].ns_id, .key = r[i].key, .room = r[i].room,
+					      .buf = r[i].buf, .len = r[i].len, .loc = r[i].loc };
+	b.io = io;
+	if (!kvt_ssd_submit(ssd, &b))
+		kvt_ssd_wait(ssd, &b);
+	for (size_t i = 0; i < n; i++) {
+		r[i].res = io[i].res;
+		r[i].lat_ns = io[i].lat_ns;
+		ok += !io[i].res;
+	}
+	free(io);
 	return ok;
 }
 
@@ -1151,7 +1465,6 @@ int kvt_ssd_probe(struct kvt_ssd *ssd)
 
 	if (!ssd)
 		return -EINVAL;
-	pthread_mutex_lock(&ssd->batch_lock);
 	pthread_mutex_lock(&ssd->lock);
 	if (!ssd->st.degraded) {
 		rc = 0;
@@ -1181,7 +1494,6 @@ int kvt_ssd_probe(struct kvt_ssd *ssd)
 out:
 	pthread_mutex_unlock(&ssd->lock);
 	summaries_due(ssd);
-	pthread_mutex_unlock(&ssd->batch_lock);
 	return rc;
 }
 
@@ -1475,7 +1787,7 @@ int kvt_ssd_open(const struct kvt_ssd_opts *opts, kvt_ssd_recover_cb recover_cb,
 	if (!ssd->dir || !ssd->sb_page)
 		goto err_dir;
 	pthread_mutex_init(&ssd->lock, NULL);
-	pthread_mutex_init(&ssd->batch_lock, NULL);
+	pthread_cond_init(&ssd->batch_cv, NULL);
 
 	if (mkdir(ssd->dir, 0755) && errno != EEXIST) {
 		rc = -errno;
@@ -1495,8 +1807,12 @@ int kvt_ssd_open(const struct kvt_ssd_opts *opts, kvt_ssd_recover_cb recover_cb,
 		goto err_meta;
 	}
 	t0 = kvt_now_ns();
-	ssd->chunk = ssd->opts.queue_depth * 8 < 64 ? 64 : ssd->opts.queue_depth * 8;
-	rc = kvt_ssd_recover(ssd->dir_fd, have_salt ? &ssd->salt : NULL, ssd->chunk, &rcv);
+	/* records per fdatasync (group commit); with KVT_SSD_WRITE_BATCHES
+	 * of them in flight, what a crash can cut */
+	ssd->chunk = ssd->opts.queue_depth * 2 < 16 ? 16 : ssd->opts.queue_depth * 2;
+	/* a crash can cut the records of every write batch in flight */
+	rc = kvt_ssd_recover(ssd->dir_fd, have_salt ? &ssd->salt : NULL,
+			     ssd->chunk * KVT_SSD_WRITE_BATCHES, &rcv);
 	if (rc) {
 		kvt_log(KVT_LOG_ERROR, "event=ssd.recovery_failed dir=%s err=\"%s\"", ssd->dir,
 			strerror(-rc));
@@ -1510,26 +1826,23 @@ int kvt_ssd_open(const struct kvt_ssd_opts *opts, kvt_ssd_recover_cb recover_cb,
 	}
 	ssd->n_slots = ssd->max_segs + (uint32_t)rcv.n_segs + 1;
 	ssd->segs = calloc(ssd->n_slots, sizeof(*ssd->segs));
-	ssd->arena = aligned_alloc(PAGE, (size_t)ssd->chunk * 2 * PAGE);
-	if (!ssd->segs || !ssd->arena) {
+	if (!ssd->segs) {
 		rc = -ENOMEM;
-		goto err_arena;
+		goto err_segs;
 	}
 	for (uint32_t i = 0; i < ssd->n_slots; i++)
 		ssd->segs[i].fd = -1;
 	kvt_ssd_io_opts_init(&io_opts, sizeof(io_opts));
-	/* queue_depth counts records: each is a header and a body operation */
-	io_opts.queue_depth = ssd->opts.queue_depth * 2;
+	/* queue_depth counts records: a record from a slot with room is one
+	 * operation, from other memory up to three */
+	io_opts.queue_depth = ssd->opts.queue_depth;
 	io_opts.max_inflight_bytes = ssd->opts.max_inflight_bytes;
 	io_opts.max_files = ssd->n_slots;
 	io_opts.threads = ssd->opts.threads;
 	io_opts.force_threads = ssd->opts.force_threads;
 	rc = kvt_ssd_io_open(&io_opts, &ssd->io);
 	if (rc)
-		goto err_arena;
-	rc = kvt_ssd_io_add_buffer(ssd->io, ssd->arena, (size_t)ssd->chunk * 2 * PAGE);
-	if (rc)
-		goto err_io;
+		goto err_segs;
 	rc = apply_recovery(ssd, &rcv, meta == 1, recover_cb, arg);
 	if (rc)
 		goto err_recover;
@@ -1545,10 +1858,8 @@ err_recover:
 			close(ssd->segs[i].fd);
 		free(ssd->segs[i].recs);
 	}
-err_io:
 	kvt_ssd_io_close(ssd->io);
-err_arena:
-	free(ssd->arena);
+err_segs:
 	free(ssd->segs);
 err_rcv:
 	kvt_ssd_recovery_fini(&rcv);
@@ -1558,7 +1869,7 @@ err_meta:
 err_dirfd:
 	close(ssd->dir_fd);
 err_lock:
-	pthread_mutex_destroy(&ssd->batch_lock);
+	pthread_cond_destroy(&ssd->batch_cv);
 	pthread_mutex_destroy(&ssd->lock);
 err_dir:
 	free(ssd->sb_page);
@@ -1574,12 +1885,10 @@ void kvt_ssd_close(struct kvt_ssd *ssd)
 		return;
 	/* summaries of every segment that lacks one, the open one included,
 	 * so the next open reads them rather than the segments */
-	pthread_mutex_lock(&ssd->batch_lock);
 	summaries_due(ssd);
 	for (uint32_t i = 0; i < ssd->n_slots; i++)
 		if (ssd->segs[i].used && !ssd->segs[i].summary)
 			summary_write(ssd, i, ssd->segs[i].gen);
-	pthread_mutex_unlock(&ssd->batch_lock);
 
 	kvt_ssd_io_close(ssd->io);
 	for (uint32_t i = 0; i < ssd->n_slots; i++) {
@@ -1588,13 +1897,12 @@ void kvt_ssd_close(struct kvt_ssd *ssd)
 		free(ssd->segs[i].recs);
 	}
 	free(ssd->segs);
-	free(ssd->arena);
 	free(ssd->sb_page);
 	free(ssd->dropped);
 	free(ssd->sealed);
 	close(ssd->meta_fd); /* drops the directory lock */
 	close(ssd->dir_fd);
-	pthread_mutex_destroy(&ssd->batch_lock);
+	pthread_cond_destroy(&ssd->batch_cv);
 	pthread_mutex_destroy(&ssd->lock);
 	free(ssd->dir);
 	free(ssd);

@@ -36,8 +36,14 @@
  * Durability: a write's result is 0 only once its record is on the device
  * (O_DIRECT, and fdatasync of the segment unless opts.sync is off).
  *
- * Thread-safe. Batches are executed one at a time; frees, stats and dropped
- * lists do not wait for I/O. */
+ * Batches are asynchronous (kvt_ssd_submit, then kvt_ssd_wait, which hands
+ * each record over as it completes) and independent: each runs on an I/O
+ * ring of its own, so reads never wait behind a write batch or its
+ * fdatasync, and concurrent readers proceed together. A block in a slot with
+ * room (a memory tier's slot: a page before it, padding after) is written
+ * with its header in one device write, and read back in one.
+ *
+ * Thread-safe; frees, stats and dropped lists never wait for I/O. */
 #ifndef KVT_TIERS_SSD_H
 #define KVT_TIERS_SSD_H
 
@@ -48,15 +54,22 @@
 #include "kvtier/types.h"
 #include "tiers/codec.h"
 #include "tiers/ssd_io.h"
+#include "tiers/tier.h"
 
 struct kvt_ssd;
+
+/* Write batches in flight at once. Each writes chunks of at most
+ * max(16, 2 x queue_depth) records (one fdatasync per segment a chunk
+ * touches), so this many chunks is what a crash can cut short (recovery
+ * counts damage among the last so many records as torn). */
+#define KVT_SSD_WRITE_BATCHES 4
 
 struct kvt_ssd_opts {
 	size_t size;                   /* sizeof(struct kvt_ssd_opts), set by _init */
 	const char *dir;               /* data directory, created if absent (required) */
 	uint64_t capacity_bytes;       /* disk space the tier may use (required) */
 	uint64_t segment_bytes;        /* segment file size; 0 = 256 MiB; 4 KiB multiple */
-	uint32_t queue_depth;          /* records in flight (2 I/O ops each); 0 = 32 */
+	uint32_t queue_depth;          /* I/O operations in flight per batch; 0 = 32 */
 	uint64_t max_inflight_bytes;   /* bytes in flight; 0 = 256 MiB */
 	uint32_t threads;              /* fallback pool size; 0 = min(queue_depth, 8) */
 	bool force_threads;            /* use the pread/pwrite pool, not io_uring */
@@ -102,9 +115,25 @@ void kvt_ssd_close(struct kvt_ssd *ssd);
  * the tier. Returns 0 (also when the kernel refuses; logged) or -errno. */
 int kvt_ssd_register_region(struct kvt_ssd *ssd, void *ptr, size_t len);
 
+/* Put a batch of kvt_tier_io records in flight: writes (b->write: blocks,
+ * or removals with tomb set) or reads by loc; then kvt_ssd_wait must
+ * follow. A write's record is acknowledged (done_cb, res 0, loc set) once
+ * durable; a read's once its bytes are verified against the checksum its
+ * header carried. Results are those of kvt_ssd_write and kvt_ssd_read.
+ * Returns 0, or -EINVAL / -ENOMEM with every res set and nothing in flight.
+ * A write waits while KVT_SSD_WRITE_BATCHES others are in flight. */
+int kvt_ssd_submit(struct kvt_ssd *ssd, struct kvt_tier_batch *b);
+
+/* Drive a submitted batch to its end, calling b->done_cb for each record as
+ * it completes, on this thread. */
+void kvt_ssd_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b);
+
 /* One block to write. The caller fills the inputs; kvt_ssd_write fills loc,
  * res, lat_ns. data needs no alignment (a 4 KiB aligned block whose codec
- * leaves it raw is written straight from data, else through a staging copy). */
+ * leaves it raw is written straight from data, else through a staging copy);
+ * with room, the page before data and the padding after it to a 4 KiB
+ * multiple are the tier's while it runs, and header and block go in one
+ * write. */
 struct kvt_ssd_write {
 	uint64_t ns_id;
 	struct kvt_key key;
@@ -112,6 +141,7 @@ struct kvt_ssd_write {
 	bool has_parent;
 	const void *data;
 	size_t len;
+	bool room;                         /* see above */
 	const struct kvt_codec_cfg *codec; /* NULL = raw */
 	bool tomb;                         /* a tombstone of key: no data, no loc */
 	uint64_t seq;                      /* 0, or one from kvt_ssd_seq_reserve */
@@ -120,7 +150,7 @@ struct kvt_ssd_write {
 	uint64_t lat_ns;                   /* out: device time of the record's I/O */
 };
 
-/* Write w[0..n) as one batch. Each w[i].res is 0 (durable, w[i].loc set),
+/* Write w[0..n) as one batch (submit and wait). Each w[i].res is 0 (durable, w[i].loc set),
  * -ENOSPC (the tier is at capacity and no segment can be released: free
  * something and retry), -EFBIG (larger than a segment), -EIO (the device
  * failed: the tier is now degraded), -EROFS (the tier was already degraded),
@@ -128,18 +158,20 @@ struct kvt_ssd_write {
 int kvt_ssd_write(struct kvt_ssd *ssd, struct kvt_ssd_write *w, size_t n);
 
 /* One block to read back: the record at loc must be (ns_id, key) of len
- * bytes. buf needs no alignment. */
+ * bytes. buf needs no alignment; with room (buf padded to a 4 KiB multiple)
+ * the block lands in one read. */
 struct kvt_ssd_read {
 	uint64_t loc;
 	uint64_t ns_id;
 	struct kvt_key key;
 	void *buf;
 	size_t len;
+	bool room;
 	int res;         /* out, see kvt_ssd_read */
 	uint64_t lat_ns; /* out */
 };
 
-/* Read r[0..n) as one batch. Each r[i].res is 0 (buf holds the block,
+/* Read r[0..n) as one batch (submit and wait). Each r[i].res is 0 (buf holds the block,
  * checksum verified against the one its header carried), -EBADMSG (checksum
  * mismatch or undecodable payload: counted, and buf may hold garbage: a miss,
  * never data), -ENOENT (loc no longer holds that record of that key and
@@ -207,9 +239,15 @@ bool kvt_ssd_degraded(struct kvt_ssd *ssd);
 /* Try whether a degraded tier can be written again: a page written and
  * synced, and a new segment made. On success the tier takes writes again
  * (logged, counted in resumed) in that new segment. Returns 0 (resumed, or
- * not degraded), or the -errno that keeps it degraded. Waits for a running
- * batch. */
+ * not degraded), or the -errno that keeps it degraded. */
 int kvt_ssd_probe(struct kvt_ssd *ssd);
+
+/* The tier as a storage tier of tiers/tier.h (kind KVT_TIER_SSD, caps
+ * DEMOTE), for a store's list of tiers: kvt_ssd_open of opts, the records
+ * recovery found kept for take_recovered, the ops mapped onto the calls
+ * above. Returns 0 and *out (closed by its ops->close), or the errors of
+ * kvt_ssd_open. */
+int kvt_ssd_tier_open(const struct kvt_ssd_opts *opts, struct kvt_storage_tier **out);
 
 #ifdef KVT_TESTING
 /* Tests: inject faults into the I/O engine (see kvt_ssd_io_inject). */

@@ -1,35 +1,190 @@
-/* One interface for every tier. The store core calls a tier only through its
- * const ops table; each implementation (dram.c, ssd.c, ...) fills one.
+/* The two kinds of tier, each behind a const ops table. The store core calls
+ * tiers only through these tables and runs over an ordered list of them: one
+ * memory tier first (DRAM now, HBM later), then storage tiers (SSD now, the
+ * peer tier of the cluster next). It names none of them.
  *
- * Memory tiers (DRAM) hand out slots the caller fills or reads in place
- * (slot_ptr); storage tiers (SSD) write from and read into such slots. A
- * location (`loc`) is the tier's own name for where a block lies. */
+ * A memory tier hands out slots the caller fills or reads in place, all in
+ * one region to register once with CUDA, io_uring or a NIC. Every slot has
+ * `headroom` bytes in front of it (a storage tier writes its record header
+ * there, so header and block leave in one device write) and is padded to a
+ * 4 KiB multiple after the block (so a read lands whole pages in place).
+ *
+ * A storage tier writes blocks from, and reads them into, memory-tier slots,
+ * in batches, asynchronously: submit() puts a batch in flight and returns;
+ * wait() drives it to the end, calling the batch's done_cb for each record
+ * as it completes, on the waiting thread, so the caller can use a block
+ * while later ones are still in flight. Where a block lies in the tier is a
+ * `loc` the tier hands out at write; UINT64_MAX is never one.
+ *
+ * What a storage tier may do is said by its caps:
+ *  - KVT_TIER_CAP_DEMOTE: it takes demotions (the store writes cold blocks
+ *    to it, and reads them back by loc). It then also gets removals
+ *    (tombstone records), and holds: a record the store holds (pinned, or
+ *    being read) is never dropped by the tier to make room.
+ *  - KVT_TIER_CAP_KEYED: it can answer for blocks the store's index does
+ *    not have (a peer tier: blocks other nodes hold). The store asks
+ *    lookup() after a local miss, and reads such blocks by key (by_key);
+ *    each fetched block joins the index in the memory tier.
+ * Ops a tier has no use for may be NULL where marked optional.
+ *
+ * Threading: every op may be called from any thread, never with the store's
+ * lock held, except free, hold, take_dropped and degraded, which the store
+ * calls under its lock: they must not block on I/O. */
 #ifndef KVT_TIERS_TIER_H
 #define KVT_TIERS_TIER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "kvtier/store.h"
+#include "tiers/codec.h"
 
-struct kvt_tier_impl;
+/* No location: what a record lost by its tier has. */
+#define KVT_LOC_NONE UINT64_MAX
 
-struct kvt_tier_ops {
+/* Bytes in front of every memory-tier slot that a storage tier may use
+ * while it writes the slot's block (a 4 KiB page: the SSD record header). */
+#define KVT_TIER_HEADROOM 4096u
+
+/* ---- memory tiers --------------------------------------------------------- */
+
+struct kvt_mem_tier;
+
+struct kvt_mem_tier_ops {
 	const char *name;
-	/* Reserve room for `bytes`; 0 and *loc, or -ENOSPC when full. */
-	int (*alloc)(struct kvt_tier_impl *t, uint64_t bytes, uint64_t *loc);
-	/* Give back the room at loc. */
-	void (*free)(struct kvt_tier_impl *t, uint64_t loc);
-	/* Address of the bytes at loc (memory tiers), NULL otherwise. */
-	void *(*slot_ptr)(struct kvt_tier_impl *t, uint64_t loc);
-	/* Capacity and usage (the counters the store keeps are merged in). */
-	void (*stats)(struct kvt_tier_impl *t, struct kvt_tier_stats *out);
-	void (*close)(struct kvt_tier_impl *t);
+	/* Reserve a slot for `bytes`: 0 and *loc, -ENOSPC when full, -EINVAL
+	 * for a size no slot holds, -ENOBUFS when no new slot size fits. */
+	int (*alloc)(struct kvt_mem_tier *t, uint64_t bytes, uint64_t *loc);
+	void (*free)(struct kvt_mem_tier *t, uint64_t loc);
+	/* The block's bytes at loc (headroom before, padding after). */
+	void *(*slot_ptr)(struct kvt_mem_tier *t, uint64_t loc);
+	/* The one region holding every slot. */
+	void *(*region)(struct kvt_mem_tier *t, uint64_t *len);
+	/* The largest block a slot holds. */
+	uint64_t (*max_block)(const struct kvt_mem_tier *t);
+	/* Bytes no new block can use (what watermarks compare to capacity). */
+	uint64_t (*occupied)(const struct kvt_mem_tier *t);
+	/* Capacity into out (the store merges its counters in). */
+	void (*stats)(struct kvt_mem_tier *t, struct kvt_tier_stats *out);
+	void (*close)(struct kvt_mem_tier *t);
 };
 
-struct kvt_tier_impl {
-	const struct kvt_tier_ops *ops;
-	enum kvt_tier kind;
+struct kvt_mem_tier {
+	const struct kvt_mem_tier_ops *ops;
+	enum kvt_tier kind;    /* what lookups report for its blocks */
+	uint64_t capacity;     /* bytes of slots */
+	uint32_t headroom;     /* bytes before each slot (KVT_TIER_HEADROOM or 0) */
 };
+
+/* ---- storage tiers -------------------------------------------------------- */
+
+enum {
+	KVT_TIER_CAP_DEMOTE = 1u << 0,
+	KVT_TIER_CAP_KEYED = 1u << 1,
+};
+
+/* One record of a batch: a block to write, a removal to log, or a block to
+ * read back. The caller fills the inputs; the tier fills the outputs. */
+struct kvt_tier_io {
+	uint64_t ns_id;           /* the namespace's 64-bit name on storage */
+	struct kvt_key key;
+	struct kvt_key parent;    /* write: the block before it in its prefix */
+	bool has_parent;
+	bool tomb;                /* write: log key's removal (no data, no loc) */
+	bool by_key;              /* read: by key rather than loc (KEYED tiers) */
+	bool room;                /* buf is a memory-tier slot: KVT_TIER_HEADROOM
+	                           * bytes before it and padding to 4 KiB after
+	                           * are the tier's to use while the io runs */
+	uint64_t seq;             /* write: 0, or from seq_reserve */
+	const struct kvt_codec_cfg *codec; /* write: NULL = raw */
+	void *buf;                /* the block (read: where it lands) */
+	size_t len;               /* its bytes */
+	uint64_t loc;             /* write: out; read: in (unless by_key) */
+	int res;                  /* out: 0 or -errno, see below */
+	uint64_t lat_ns;          /* out: device time of the record */
+};
+
+/* Results: 0; -ENOENT (read: no such record, or loc no longer holds it);
+ * -EBADMSG (read: the bytes failed their checksum: a miss, never data; buf
+ * may hold garbage); -ENOSPC (write: full, nothing the tier may drop: the
+ * store evicts and retries); -EFBIG (larger than the tier takes); -EIO (the
+ * device failed: the tier degrades); -EROFS (write to a degraded tier);
+ * -ETIMEDOUT, -ECONNRESET (a remote tier); -EINVAL, -ENOMEM. */
+
+struct kvt_tier_batch {
+	bool write;
+	struct kvt_tier_io *io;
+	size_t n;
+	/* Called once per record as it completes (res set), in completion
+	 * order, on the thread in wait(), with no lock of the tier held. May
+	 * be NULL. */
+	void (*done_cb)(struct kvt_tier_batch *b, size_t i);
+	void *arg;
+	void *priv;               /* the tier's, from submit to the end of wait */
+};
+
+/* A record a tier holds that the store's index may not (yet) have: found at
+ * open (take_recovered), or dropped by the tier to make room (take_dropped). */
+struct kvt_tier_rec {
+	uint64_t ns_id;
+	struct kvt_key key;
+	struct kvt_key parent;
+	bool has_parent;
+	uint64_t len;
+	uint64_t loc;
+};
+
+struct kvt_storage_tier;
+
+struct kvt_storage_tier_ops {
+	const char *name;
+	/* Put every record of b in flight (as deep as the tier's queue goes).
+	 * Returns 0 (then wait() must follow), or -errno with nothing in
+	 * flight (every res set to it). */
+	int (*submit)(struct kvt_storage_tier *t, struct kvt_tier_batch *b);
+	/* Drive b until every record is done, calling done_cb for each. */
+	void (*wait)(struct kvt_storage_tier *t, struct kvt_tier_batch *b);
+	/* Let go of the record at loc (a stale loc is a no-op). */
+	void (*free)(struct kvt_storage_tier *t, uint64_t loc);
+	/* Optional (DEMOTE): hold (+1) or release (-1) the record at loc;
+	 * a held record is never dropped to make room. Holds nest. Returns 0
+	 * or -ENOENT (stale loc). */
+	int (*hold)(struct kvt_storage_tier *t, uint64_t loc, int delta);
+	/* Optional: records the tier dropped to make room since the last call
+	 * (their locs are gone), up to max. */
+	size_t (*take_dropped)(struct kvt_storage_tier *t, struct kvt_tier_rec *out, size_t max);
+	/* Optional: records the tier held when it opened, up to max; each is
+	 * handed out once. */
+	size_t (*take_recovered)(struct kvt_storage_tier *t, struct kvt_tier_rec *out, size_t max);
+	/* Optional (DEMOTE): a sequence number ordering a record written later
+	 * (a removal's tombstone) before anything written after this call. */
+	uint64_t (*seq_reserve)(struct kvt_storage_tier *t);
+	/* Whether a failure stopped writes (reads may still work). */
+	bool (*degraded)(struct kvt_storage_tier *t);
+	/* Optional: try whether a degraded tier works again: 0 when it does. */
+	int (*probe)(struct kvt_storage_tier *t);
+	/* Register the memory tier's region, so blocks move without copies. */
+	int (*register_region)(struct kvt_storage_tier *t, void *base, uint64_t len);
+	/* Fill st->tier[t->kind] (capacity, degraded, errors, ...) and any part
+	 * of st that is the tier's own (st->ssd). */
+	void (*stats)(struct kvt_storage_tier *t, struct kvt_store_stats *st);
+	/* Optional (KEYED): how many leading keys of keys[0..n) the tier can
+	 * serve, within a bounded time of its own (never blocking the caller
+	 * on a peer or a directory that does not answer: 0 then). */
+	int (*lookup)(struct kvt_storage_tier *t, uint64_t ns_id, const struct kvt_key *keys,
+		      size_t n);
+	void (*close)(struct kvt_storage_tier *t);
+};
+
+struct kvt_storage_tier {
+	const struct kvt_storage_tier_ops *ops;
+	enum kvt_tier kind;       /* what lookups report for its blocks */
+	unsigned caps;            /* KVT_TIER_CAP_* */
+};
+
+/* Run a batch to the end: submit, then wait. Returns the number of records
+ * whose res is 0. */
+int kvt_tier_run(struct kvt_storage_tier *t, struct kvt_tier_batch *b);
 
 #endif /* KVT_TIERS_TIER_H */

@@ -337,21 +337,30 @@ static int32_t run_load(struct worker *w, struct kvt_job *job)
 	const struct copy_ops *cp = copy_of(job);
 	struct kvt_slot slots[WINDOW];
 	void *blocks[WINDOW];
+	int res[WINDOW];
 	uint32_t got = 0;
 	int err = 0, xerr = 0;
 	bool last = false;
 
 	while (!last) {
-		uint32_t m = 0;
+		uint32_t want = job->n - got < WINDOW ? job->n - got : WINDOW, m = 0;
+		int rc = 0;
 
-		for (; got + m < job->n && m < WINDOW; m++) {
-			if (cancelled(job)) {
-				err = -ECANCELED;
-				break;
-			}
-			err = kvt_acquire(job->ns, &job->keys[got + m], &slots[m]);
-			if (err)
-				break;
+		/* the window's blocks at once: those on SSD are read together */
+		if (cancelled(job))
+			err = -ECANCELED;
+		else
+			rc = kvt_acquire_many(job->ns, &job->keys[got], want, slots, res, NULL, NULL);
+		if (rc < 0)
+			err = rc;
+		else if (!err) {
+			/* a prefix: the first miss ends it, what came after goes back */
+			while (m < want && res[m] == 0)
+				m++;
+			err = m < want ? res[m] : 0;
+			for (uint32_t k = m + 1; k < want; k++)
+				if (res[k] == 0)
+					kvt_release(job->ns, &slots[k]);
 		}
 		/* -ENOSPC with blocks in hand: copy them, let them go, go on */
 		last = got + m == job->n || (err && (err != -ENOSPC || !m));

@@ -32,7 +32,8 @@ struct kvt_store_opts {
 	uint64_t dram_bytes;      /* DRAM tier capacity (required, > 0) */
 	uint64_t dram_slab_bytes; /* slab size of the slot allocator; 0 = 64 MiB or
 	                           * the largest block, whichever is larger */
-	bool dram_huge_pages;     /* try MAP_HUGETLB first (default true) */
+	bool dram_huge_pages;     /* try MAP_HUGETLB first, else transparent huge
+	                           * pages (default true); false: 4 KiB pages only */
 	bool checksum_on_put;     /* XXH3 at put too, verified at get (default off) */
 	const char *policy;       /* eviction policy: "tail-lru" (default), "lru",
 	                           * "lfu", "cost", "ghost-lru" */
@@ -168,6 +169,31 @@ int kvt_acquire(struct kvt_ns *ns, const struct kvt_key *key, struct kvt_slot *s
 
 /* Return an acquired slot. */
 void kvt_release(struct kvt_ns *ns, struct kvt_slot *slot);
+
+/* Called by kvt_acquire_many once per key as its block is lent (res 0:
+ * slots[k] holds it) or has failed (res < 0), in the order blocks come in,
+ * on the calling thread, with no lock of the store held (it may release the
+ * slot at once). */
+typedef void (*kvt_acquire_cb)(void *arg, size_t k, int res);
+
+/* Acquire the blocks of keys[0..n) at once, each as kvt_acquire would:
+ * those in DRAM are lent at once; every block on SSD is read in one batch
+ * (all of them in flight together, up to the tier's queue depth, each
+ * verified as it completes), never behind the demoter's writes, and lent as
+ * it lands, while the others are still being read. A key's result goes to
+ * res[k] (0, or an error of kvt_acquire: -ENOENT, -EIO, -ENOSPC when DRAM
+ * has no slot for it, -ENOMEM) and to cb (may be NULL). Keys need not form
+ * a prefix: a miss does not stop the others. Returns the number of blocks
+ * acquired, or -EINVAL (NULL arrays with n > 0), -ENOMEM (nothing done). */
+int kvt_acquire_many(struct kvt_ns *ns, const struct kvt_key *keys, size_t n,
+		     struct kvt_slot *slots, int *res, kvt_acquire_cb cb, void *arg);
+
+/* Copy the blocks of keys[0..n) out into bufs[0..n) (each len = block
+ * size), read as kvt_acquire_many reads them, each slot let go as soon as
+ * its block is copied. res[k] gets 0 or the errors of kvt_get. Returns the
+ * number of blocks copied, or -EINVAL, -ENOMEM. */
+int kvt_get_many(struct kvt_ns *ns, const struct kvt_key *keys, size_t n, void *const *bufs,
+		 size_t len, int *res);
 
 /* Find the longest stored prefix of keys[0..n): the count of leading keys that
  * are stored. When tiers is not NULL, tiers[i] receives the tier of key i for

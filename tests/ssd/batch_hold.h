@@ -14,6 +14,7 @@ struct batch_hold {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	bool armed;              /* the next batch to reach the hook stops there */
+	int kind;                /* ... with operations of this kind; -1: any */
 	bool entered, release;
 	int ring_fault;          /* injected into the held batch's engine, if set */
 	struct kvt_ssd_io *io;   /* the engine of the held batch */
@@ -22,12 +23,12 @@ struct batch_hold {
 static struct batch_hold batch_hold = {
 	.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
 
-static inline void batch_hold_cb(struct kvt_ssd_io *io, void *arg)
+static inline void batch_hold_cb(struct kvt_ssd_io *io, enum kvt_ssd_io_kind kind, void *arg)
 {
 	struct batch_hold *h = arg;
 
 	pthread_mutex_lock(&h->mu);
-	if (h->armed) {
+	if (h->armed && (h->kind < 0 || h->kind == (int)kind)) {
 		h->armed = false;
 		h->entered = true;
 		h->io = io;
@@ -40,17 +41,25 @@ static inline void batch_hold_cb(struct kvt_ssd_io *io, void *arg)
 	pthread_mutex_unlock(&h->mu);
 }
 
-/* Arm the hook: the next batch of any engine stops in it. ring_fault: 0, or
- * an error the held batch's ring then fails with. */
-static inline void batch_hold_arm(int ring_fault)
+/* Arm the hook: the next batch of any engine that is about to wait for
+ * operations of `kind` (-1: any) stops in it. ring_fault: 0, or an error
+ * the held batch's ring then fails with. */
+static inline void batch_hold_arm_kind(int kind, int ring_fault)
 {
 	pthread_mutex_lock(&batch_hold.mu);
 	batch_hold.armed = true;
+	batch_hold.kind = kind;
 	batch_hold.entered = batch_hold.release = false;
 	batch_hold.ring_fault = ring_fault;
 	batch_hold.io = NULL;
 	pthread_mutex_unlock(&batch_hold.mu);
 	kvt_ssd_io_set_test_hook(batch_hold_cb, &batch_hold);
+}
+
+/* Arm the hook for the next batch of any kind. */
+static inline void batch_hold_arm(int ring_fault)
+{
+	batch_hold_arm_kind(-1, ring_fault);
 }
 
 /* Wait until a batch is held; returns its engine. */

@@ -23,10 +23,14 @@
 static bool force_threads;
 static uint64_t seed;
 
+/* Memory registered with the tier, as a store registers its DRAM region. */
+#define REGION_BYTES (1u << 20)
+
 struct fixture {
 	char *dir;
 	struct kvt_ssd_opts opts;
 	struct kvt_ssd *ssd;
+	char *region; /* outlives the tier */
 };
 
 static struct kvt_key key_of(uint64_t i)
@@ -51,6 +55,8 @@ static int setup(void **state)
 	f->opts.queue_depth = 8;
 	f->opts.force_threads = force_threads;
 	assert_int_equal(kvt_ssd_open(&f->opts, NULL, NULL, &f->ssd), 0);
+	f->region = aligned_alloc(4096, REGION_BYTES);
+	assert_non_null(f->region);
 	*state = f;
 	return 0;
 }
@@ -61,6 +67,7 @@ static int teardown(void **state)
 
 	kvt_ssd_close(f->ssd);
 	kvt_test_rmdir(f->dir);
+	free(f->region);
 	free(f->dir);
 	free(f);
 	return 0;
@@ -115,7 +122,11 @@ static void blocks_round_trip_through_every_path(void **state)
 		w[i] = (struct kvt_ssd_write){ .ns_id = 7, .key = key_of((uint64_t)i), .data = src[i],
 					       .len = lens[i] };
 	}
-	/* 1: unaligned source (staged); 3: zeros via LZ4; 4: bf16-like via shuffle */
+	/* 0: from registered memory (fixed buffers); 1: unaligned source
+	 * (staged); 3: zeros via LZ4; 4: bf16-like via shuffle */
+	assert_int_equal(kvt_ssd_register_region(f->ssd, f->region, REGION_BYTES), 0);
+	memcpy(f->region, src[0], lens[0]);
+	w[0].data = f->region;
 	w[1].data = src[1] + 1;
 	memmove(src[1] + 1, src[1], lens[1]);
 	memset(src[3], 0, lens[3]);

@@ -1,7 +1,8 @@
 /* The store does not stall behind the SSD tier's I/O: while the demoter's
  * write batch is held in flight (by the I/O engine's test hook), store stats,
- * puts, gets and removes of DRAM blocks all return. Run with the argument
- * "threads" for the pread/pwrite pool. */
+ * puts, gets and removes of DRAM blocks all return; while one is held in its
+ * fdatasync, blocks on SSD are read back. Run with the argument "threads"
+ * for the pread/pwrite pool. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -41,20 +43,36 @@ static void put_block(struct kvt_ns *ns, uint32_t n, char *buf)
 	assert_int_equal(kvt_put(ns, &k, NULL, buf, BLOCK), 0);
 }
 
-static void store_calls_do_not_wait_for_the_demoter(void **state)
+/* Whether a batch is held in the hook now. */
+static bool held(void)
 {
-	char *dir = ssd_test_dir("store_nowait");
-	char *buf = malloc(BLOCK), *want = malloc(BLOCK);
+	bool h;
+
+	pthread_mutex_lock(&batch_hold.mu);
+	h = batch_hold.entered;
+	pthread_mutex_unlock(&batch_hold.mu);
+	return h;
+}
+
+static void check_block(const void *bytes, uint32_t n)
+{
+	char *want = malloc(BLOCK);
+
+	kvt_test_fill(want, BLOCK, seed + n);
+	assert_memory_equal(bytes, want, BLOCK);
+	free(want);
+}
+
+/* A store over dir with dram_bytes of DRAM, demoting from half full down
+ * to a quarter, and its namespace of 64 KiB blocks. */
+static struct kvt_store *open_store(const char *dir, uint64_t dram_bytes, struct kvt_ns **ns)
+{
 	struct kvt_store_opts o;
 	struct kvt_ns_desc d;
 	struct kvt_store *store;
-	struct kvt_store_stats st = { .size = sizeof(st) };
-	struct kvt_ns *ns;
-	struct kvt_key k;
 
-	(void)state;
 	kvt_store_opts_init(&o, sizeof(o));
-	o.dram_bytes = DRAM_BYTES;
+	o.dram_bytes = dram_bytes;
 	o.dram_huge_pages = false;
 	o.dram_high_watermark = 0.5;
 	o.dram_low_watermark = 0.25;
@@ -70,8 +88,22 @@ static void store_calls_do_not_wait_for_the_demoter(void **state)
 	d.kv_heads = 2;
 	d.head_dim = 128;
 	d.block_tokens = 16;
-	assert_int_equal(kvt_ns_attach(store, &d, &ns), 0);
-	assert_int_equal(kvt_ns_block_bytes(ns), BLOCK);
+	assert_int_equal(kvt_ns_attach(store, &d, ns), 0);
+	assert_int_equal(kvt_ns_block_bytes(*ns), BLOCK);
+	return store;
+}
+
+static void store_calls_do_not_wait_for_the_demoter(void **state)
+{
+	char *dir = ssd_test_dir("store_nowait");
+	char *buf = malloc(BLOCK), *want = malloc(BLOCK);
+	struct kvt_store *store;
+	struct kvt_store_stats st = { .size = sizeof(st) };
+	struct kvt_ns *ns;
+	struct kvt_key k;
+
+	(void)state;
+	store = open_store(dir, DRAM_BYTES, &ns);
 
 	/* above the high watermark: the demoter's first write batch parks */
 	batch_hold_arm(0);
@@ -108,10 +140,76 @@ static void store_calls_do_not_wait_for_the_demoter(void **state)
 	free(want);
 }
 
+/* Readers never wait behind a write batch or its fdatasync: with the
+ * demoter's batch held just before its sync, blocks already on SSD are read
+ * back (one by one and in a batch). */
+static void ssd_reads_do_not_wait_for_a_write_batch(void **state)
+{
+	char *dir = ssd_test_dir("store_nowait_read");
+	char *buf = malloc(BLOCK);
+	struct kvt_store *store;
+	struct kvt_ns *ns;
+	struct kvt_key keys[4];
+	struct kvt_slot slots[4];
+	int res[4], found = 0;
+	uint32_t ids[4];
+	uint32_t n = 0;
+
+	(void)state;
+	/* room for the reads beside the batch */
+	store = open_store(dir, 4 * DRAM_BYTES, &ns);
+
+	/* 40 blocks through 60 slots, half of them the high watermark: some
+	 * go down; four of those are the ones read */
+	for (; n < 40; n++)
+		put_block(ns, n, buf);
+	for (int tries = 0; found < 4 && tries < 200; tries++) {
+		found = 0;
+		for (uint32_t k = 0; k < n && found < 4; k++) {
+			uint8_t tier = 0;
+
+			ids[found] = k;
+			keys[found] = key_n(k);
+			kvt_lookup(ns, &keys[found], 1, &tier);
+			found += tier == KVT_TIER_SSD;
+		}
+		if (found < 4)
+			usleep(10000);
+	}
+	assert_int_equal(found, 4);
+
+	/* the demoter's next batch parks just before its fdatasync: puts
+	 * until it does (past the high watermark), so DRAM still has room
+	 * for the reads */
+	batch_hold_arm_kind(KVT_SSD_IO_SYNC, 0);
+	for (int k = 0; k < 40 && !held(); k++) {
+		put_block(ns, n++, buf);
+		usleep(20000);
+	}
+	assert_non_null(batch_hold_wait());
+
+	/* none of these may wait for that batch (the watchdog fails a hang) */
+	assert_int_equal(kvt_get(ns, &keys[0], buf, BLOCK), 0);
+	check_block(buf, ids[0]);
+	assert_int_equal(kvt_acquire_many(ns, keys + 1, 3, slots, res, NULL, NULL), 3);
+	for (uint32_t k = 0; k < 3; k++) {
+		check_block(slots[k].data, ids[k + 1]);
+		kvt_release(ns, &slots[k]);
+	}
+
+	batch_hold_release();
+	kvt_ssd_io_set_test_hook(NULL, NULL);
+	kvt_store_close(store);
+	kvt_test_rmdir(dir);
+	free(dir);
+	free(buf);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(store_calls_do_not_wait_for_the_demoter),
+		cmocka_unit_test(ssd_reads_do_not_wait_for_a_write_batch),
 	};
 
 	force_threads = argc > 1 && !strcmp(argv[1], "threads");

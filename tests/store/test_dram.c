@@ -15,17 +15,17 @@
 #define SLAB (1u << 20)
 #define REGION (16u * SLAB)
 
-static struct kvt_tier_impl *open_dram(void)
+static struct kvt_mem_tier *open_dram(void)
 {
 	struct kvt_dram_opts o = { .size = sizeof(o), .bytes = REGION, .slab_bytes = SLAB };
-	struct kvt_tier_impl *t;
+	struct kvt_mem_tier *t;
 
 	assert_int_equal(kvt_dram_open(&o, &t), 0);
 	return t;
 }
 
 /* Fill the tier with `bytes` slots; returns how many fit. */
-static size_t fill(struct kvt_tier_impl *t, uint64_t bytes, uint64_t *locs, size_t max)
+static size_t fill(struct kvt_mem_tier *t, uint64_t bytes, uint64_t *locs, size_t max)
 {
 	size_t n = 0;
 
@@ -36,9 +36,9 @@ static size_t fill(struct kvt_tier_impl *t, uint64_t bytes, uint64_t *locs, size
 
 static void slots_are_aligned_disjoint_and_counted_exactly(void **state)
 {
-	struct kvt_tier_impl *t = open_dram();
+	struct kvt_mem_tier *t = open_dram();
 	uint64_t len, locs[REGION / 4096];
-	uint8_t *region = kvt_dram_region(t, &len);
+	uint8_t *region = t->ops->region(t, &len);
 	/* 12 KiB blocks take 12 KiB slots: 85 per 1 MiB slab */
 	size_t n = fill(t, 10000, locs, REGION / 4096);
 
@@ -64,7 +64,7 @@ static void slots_are_aligned_disjoint_and_counted_exactly(void **state)
 static void churn_across_sizes_loses_no_space(void **state)
 {
 	static const uint64_t sizes[] = { 4096, 64 << 10, 200 << 10, SLAB };
-	struct kvt_tier_impl *t = open_dram();
+	struct kvt_mem_tier *t = open_dram();
 	uint64_t s = kvt_test_seed(), *locs = malloc(4096 * sizeof(*locs));
 	size_t n = 0;
 
@@ -87,19 +87,19 @@ static void churn_across_sizes_loses_no_space(void **state)
 
 static void occupancy_counts_slot_rounding_and_slab_tails(void **state)
 {
-	struct kvt_tier_impl *t = open_dram();
+	struct kvt_mem_tier *t = open_dram();
 	uint64_t a, b;
 
-	assert_int_equal(kvt_dram_occupied(t), 0);
+	assert_int_equal(t->ops->occupied(t), 0);
 	/* a 600 KiB block: one slot per 1 MiB slab, the tail unusable */
 	assert_int_equal(t->ops->alloc(t, 600 << 10, &a), 0);
-	assert_int_equal(kvt_dram_occupied(t), SLAB);
+	assert_int_equal(t->ops->occupied(t), SLAB);
 	/* 5000 bytes round up to a 8 KiB slot; the slab is in use, 127 slots free */
 	assert_int_equal(t->ops->alloc(t, 5000, &b), 0);
-	assert_int_equal(kvt_dram_occupied(t), SLAB + 8192);
+	assert_int_equal(t->ops->occupied(t), SLAB + 8192);
 	t->ops->free(t, a);
 	t->ops->free(t, b);
-	assert_int_equal(kvt_dram_occupied(t), 0);
+	assert_int_equal(t->ops->occupied(t), 0);
 	t->ops->close(t);
 }
 
@@ -110,7 +110,7 @@ static void size_classes_are_recycled_and_their_end_is_enobufs(void **state)
 	 * help, hence -ENOBUFS rather than -ENOSPC) */
 	const uint64_t slab = 128 * 4096;
 	struct kvt_dram_opts o = { .size = sizeof(o), .bytes = 80 * slab, .slab_bytes = slab };
-	struct kvt_tier_impl *t;
+	struct kvt_mem_tier *t;
 	uint64_t locs[64], extra;
 
 	assert_int_equal(kvt_dram_open(&o, &t), 0);
@@ -125,14 +125,14 @@ static void size_classes_are_recycled_and_their_end_is_enobufs(void **state)
 	t->ops->free(t, extra);
 	for (int i = 1; i < 64; i++)
 		t->ops->free(t, locs[i]);
-	assert_int_equal(kvt_dram_occupied(t), 0);
+	assert_int_equal(t->ops->occupied(t), 0);
 	t->ops->close(t);
 }
 
 static void bad_options_are_refused(void **state)
 {
 	struct kvt_dram_opts o = { .size = sizeof(o), .bytes = SLAB / 2, .slab_bytes = SLAB };
-	struct kvt_tier_impl *t;
+	struct kvt_mem_tier *t;
 
 	assert_int_equal(kvt_dram_open(&o, &t), -EINVAL); /* below one slab */
 	o.bytes = REGION;
@@ -146,9 +146,9 @@ static void bad_options_are_refused(void **state)
  * run while blocks are saved), and stops early when asked to. */
 static void prefault_maps_the_region_and_keeps_stored_bytes(void **state)
 {
-	struct kvt_tier_impl *t = open_dram();
+	struct kvt_mem_tier *t = open_dram();
 	uint64_t len, done = 1, loc;
-	uint8_t *region = kvt_dram_region(t, &len), *p;
+	uint8_t *region = t->ops->region(t, &len), *p;
 	int stop = 1;
 
 	assert_int_equal(t->ops->alloc(t, 8192, &loc), 0);

@@ -216,7 +216,7 @@ static void tier_opts_of_an_older_caller(void **state)
 {
 	const size_t old_dram = offsetof(struct kvt_dram_opts, huge_pages);
 	const size_t old_io = offsetof(struct kvt_ssd_io_opts, force_threads);
-	struct kvt_tier_impl *dram;
+	struct kvt_mem_tier *dram;
 	struct kvt_ssd_io *io;
 	union room r;
 	struct kvt_dram_opts *d = (struct kvt_dram_opts *)r.bytes;

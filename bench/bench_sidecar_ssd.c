@@ -1,0 +1,613 @@
+/* kvtier-bench sidecar --tier ssd: what an engine sees end to end when its
+ * working set outgrows the DRAM tier. A real kvtierd (a child process, on a
+ * real Unix socket, its SSD tier in --dir) is handed a working set several
+ * times its DRAM tier by one engine (SAVE requests of --xfer-blocks blocks,
+ * each waited for), which then loads back the blocks that went down to SSD.
+ * Beside it, in the same run and on the same file system, fio reads and
+ * writes the same bytes sequentially at queue depth 32 with the same block
+ * size and the same kind of memory (explicit huge pages for both where
+ * enough are reserved, else 4 KiB pages for both: kvtierd --no-huge-pages).
+ *
+ * SAVE is timed from the moment the engine has handed over as many bytes as
+ * the DRAM tier holds (from then on every SAVE waits for demotion to SSD) to
+ * its last acknowledgement; LOAD over the blocks that LOOKUP reported on SSD
+ * (which ones is the eviction policy's choice), in requests of as many. Ratios are medians of each repetition's ratio to its own fio run;
+ * who goes first alternates per repetition. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "bench/bench.h"
+#include "kvtier/client.h"
+
+#define MAX_REPS 32
+
+struct e2e_args {
+	const char *dir;
+	const char *kvtierd;
+	uint64_t dram, ws;
+	uint32_t layers, xfer, workers;
+	int reps;
+	int pages; /* 0 auto, 1 huge, 2 4k */
+	bool json;
+};
+
+struct e2e_rep {
+	double save_gbps, load_gbps, fio_read_gbps, fio_write_gbps, fio_write_sync_gbps;
+	uint64_t blocks_from_ssd;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: kvtier-bench sidecar --tier ssd [OPTIONS]\n"
+"\n"
+"End to end through a real kvtierd with an SSD tier: one engine SAVEs a\n"
+"working set several times the DRAM tier and LOADs back the blocks that went\n"
+"down to SSD, beside fio reading and writing the same bytes (sequential,\n"
+"queue depth 32, same block size, memory and file system) in the same run.\n"
+"\n"
+"options:\n"
+"  --dir DIR          file system under test (default .); the daemon's data\n"
+"                     and fio's file go in a directory made there and removed\n"
+"  --dram SIZE        the daemon's DRAM tier (default 512M)\n"
+"  --working-set SIZE bytes the engine saves (default 4 x --dram)\n"
+"  --layers N         model layers; a block is 64 KiB a layer (8 KV heads,\n"
+"                     head_dim 128, bf16, 16 tokens): default 32, 2 MiB blocks\n"
+"  --xfer-blocks N    blocks per SAVE and LOAD request (default 32)\n"
+"  --workers N        the daemon's copy threads (default 4)\n"
+"  --reps N           repetitions, each with a fresh daemon (default 3)\n"
+"  --pages KIND       huge (the daemon's DRAM tier and fio's buffers in\n"
+"                     explicit huge pages), 4k (both in 4 KiB pages), auto\n"
+"                     (default: huge when enough are reserved)\n"
+"  --kvtierd PATH     the daemon (default: $KVTIERD, else beside this program\n"
+"                     or in the build tree's app/)\n"
+"  --json             print one JSON object\n"
+"  -h, --help         this text\n"
+"\n"
+"JSON: save_gbps, load_gbps, fio_read_gbps, fio_write_gbps (no sync),\n"
+"fio_write_sync_gbps (fdatasync every --xfer-blocks writes, the demoter's\n"
+"group commit), load_vs_fio, save_vs_fio, save_vs_fio_sync, blocks_from_ssd,\n"
+"and runs[] per repetition. GB = 1e9 B. Targets: LOAD >= 0.8x fio read,\n"
+"SAVE >= 0.7x fio write.\n");
+}
+
+static int parse_args(int argc, char **argv, struct e2e_args *a)
+{
+	static const struct option opts[] = {
+		{ "tier", required_argument, NULL, 'T' }, { "dir", required_argument, NULL, 'D' },
+		{ "dram", required_argument, NULL, 'd' }, { "working-set", required_argument, NULL, 'W' },
+		{ "layers", required_argument, NULL, 'L' }, { "xfer-blocks", required_argument, NULL, 'x' },
+		{ "workers", required_argument, NULL, 'w' }, { "reps", required_argument, NULL, 'r' },
+		{ "pages", required_argument, NULL, 'p' }, { "kvtierd", required_argument, NULL, 'k' },
+		{ "json", no_argument, NULL, 'j' }, { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int opt;
+
+	*a = (struct e2e_args){ .dir = ".", .dram = 512ull << 20, .layers = 32, .xfer = 32,
+				.workers = 4, .reps = 3 };
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'T':
+			if (strcmp(optarg, "ssd"))
+				return -EINVAL;
+			break;
+		case 'D': a->dir = optarg; break;
+		case 'd':
+			if (kvt_bench_parse_size(optarg, &a->dram))
+				return -EINVAL;
+			break;
+		case 'W':
+			if (kvt_bench_parse_size(optarg, &a->ws))
+				return -EINVAL;
+			break;
+		case 'L': a->layers = (uint32_t)atoi(optarg); break;
+		case 'x': a->xfer = (uint32_t)atoi(optarg); break;
+		case 'w': a->workers = (uint32_t)atoi(optarg); break;
+		case 'r': a->reps = atoi(optarg); break;
+		case 'p':
+			if (!strcmp(optarg, "auto"))
+				a->pages = 0;
+			else if (!strcmp(optarg, "huge"))
+				a->pages = 1;
+			else if (!strcmp(optarg, "4k"))
+				a->pages = 2;
+			else
+				return -EINVAL;
+			break;
+		case 'k': a->kvtierd = optarg; break;
+		case 'j': a->json = true; break;
+		case 'h': usage(stdout); exit(0);
+		default: return -EINVAL;
+		}
+	}
+	if (!a->ws)
+		a->ws = 4 * a->dram;
+	if (a->layers < 1 || a->layers > 1024 || a->xfer < 1 || a->xfer > 4096 || a->workers < 1 ||
+	    a->reps < 1 || a->reps > MAX_REPS || a->dram < (16ull << 20) || a->ws < 2 * a->dram ||
+	    optind < argc)
+		return -EINVAL;
+	return 0;
+}
+
+/* ---- the daemon --------------------------------------------------------- */
+
+struct daemon {
+	pid_t pid;
+	char dir[4200], socket[4300], log[4300];
+};
+
+/* kvtierd: the option, $KVTIERD, beside this program, or the build tree's. */
+static int find_kvtierd(const char *opt, char *out, size_t len)
+{
+	char self[PATH_MAX - 64], *slash;
+	ssize_t n;
+
+	if (opt || (opt = getenv("KVTIERD"))) {
+		snprintf(out, len, "%s", opt);
+		return access(out, X_OK) ? -ENOENT : 0;
+	}
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		return -ENOENT;
+	self[n] = 0;
+	slash = strrchr(self, '/');
+	if (!slash)
+		return -ENOENT;
+	*slash = 0;
+	snprintf(out, len, "%s/kvtierd", self);
+	if (!access(out, X_OK))
+		return 0;
+	snprintf(out, len, "%s/../app/kvtierd", self);
+	return access(out, X_OK) ? -ENOENT : 0;
+}
+
+static int daemon_start(struct daemon *d, const char *bin, const char *top,
+			const struct e2e_args *a, bool huge)
+{
+	char dram[32], ssd[32], workers[16], data[4400];
+	/* room for the working set, and the segments reclaim keeps partly live */
+	uint64_t ssd_bytes = a->ws + a->ws / 2 + (256ull << 20);
+	const char *argv[32];
+	int n = 0;
+
+	snprintf(d->dir, sizeof(d->dir), "%s/daemon", top);
+	snprintf(d->socket, sizeof(d->socket), "%s/kvtierd.sock", d->dir);
+	snprintf(d->log, sizeof(d->log), "%s/kvtierd.log", top);
+	snprintf(data, sizeof(data), "%s/data", d->dir);
+	if (mkdir(d->dir, 0755))
+		return -errno;
+	snprintf(dram, sizeof(dram), "%lluM", (unsigned long long)(a->dram >> 20));
+	snprintf(ssd, sizeof(ssd), "%lluM", (unsigned long long)(ssd_bytes >> 20));
+	snprintf(workers, sizeof(workers), "%u", a->workers);
+	argv[n++] = bin;
+	argv[n++] = "--socket";
+	argv[n++] = d->socket;
+	argv[n++] = "--data-dir";
+	argv[n++] = data;
+	argv[n++] = "--dram";
+	argv[n++] = dram;
+	argv[n++] = "--ssd";
+	argv[n++] = ssd;
+	argv[n++] = "--workers";
+	argv[n++] = workers;
+	argv[n++] = "--metrics";
+	argv[n++] = "off";
+	argv[n++] = "--no-gpu";
+	if (!huge)
+		argv[n++] = "--no-huge-pages";
+	argv[n] = NULL;
+
+	d->pid = fork();
+	if (d->pid < 0)
+		return -errno;
+	if (d->pid == 0) {
+		int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	for (int i = 0; i < 1500; i++) {
+		struct kvt_client_opts o;
+		struct kvt_client *c;
+		int status;
+
+		kvt_client_opts_init(&o, sizeof(o));
+		o.socket_path = d->socket;
+		o.token = "";
+		if (kvt_client_connect(&o, &c) == 0) {
+			kvt_client_close(c);
+			return 0;
+		}
+		if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
+			fprintf(stderr, "kvtier-bench: kvtierd exited (status %d), see %s\n", status,
+				d->log);
+			d->pid = 0;
+			return -ECHILD;
+		}
+		usleep(20000);
+	}
+	fprintf(stderr, "kvtier-bench: kvtierd did not come up, see %s\n", d->log);
+	return -ETIMEDOUT;
+}
+
+static void daemon_stop(struct daemon *d)
+{
+	int status;
+
+	if (d->pid > 0) {
+		kill(d->pid, SIGTERM);
+		waitpid(d->pid, &status, 0);
+	}
+	d->pid = 0;
+}
+
+/* ---- the engine --------------------------------------------------------- */
+
+struct engine {
+	struct kvt_client *c;
+	struct kvt_client_ns ns;
+	uint8_t *kv;
+	int fd, region;
+	uint64_t bytes, page;
+	uint32_t pages, layers;
+};
+
+static int engine_open(struct engine *e, const char *socket, uint32_t layers, uint32_t pages)
+{
+	struct kvt_client_opts o;
+	struct kvt_client_region r = { .size = sizeof(r) };
+	struct kvt_ns_desc d;
+	int err;
+
+	memset(e, 0, sizeof(*e));
+	e->fd = -1;
+	kvt_ns_desc_init(&d, sizeof(d));
+	snprintf(d.model_id, sizeof(d.model_id), "bench/e2e-%u", layers);
+	d.layout = KVT_LAYOUT_PAGED_KV;
+	d.dtype = KVT_DTYPE_BF16;
+	d.layers = layers;
+	d.kv_heads = 8;
+	d.head_dim = 128;
+	d.block_tokens = 16;
+	d.tp_size = 1;
+	kvt_client_opts_init(&o, sizeof(o));
+	o.socket_path = socket;
+	o.token = "";
+	err = kvt_client_connect(&o, &e->c);
+	if (!err)
+		err = kvt_client_hello(e->c, &d, &e->ns);
+	if (err)
+		return err;
+	e->layers = layers;
+	e->pages = pages;
+	e->page = (uint64_t)d.block_tokens * d.kv_heads * d.head_dim * 2;
+	e->bytes = e->page * pages * 2 * layers;
+	e->fd = kvt_client_memfd_create("bench-e2e", e->bytes, (void **)&e->kv);
+	if (e->fd < 0)
+		return e->fd;
+	for (uint64_t i = 0; i < e->bytes / 8; i++) /* no codec would shrink it */
+		((uint64_t *)e->kv)[i] = (i + 1) * 0x9e3779b97f4a7c15ULL;
+	r.memfd = e->fd;
+	r.bytes = e->bytes;
+	r.layers = layers;
+	r.pages = pages;
+	r.page_stride = e->page;
+	r.kv_stride = e->page * pages;
+	r.layer_stride = 2 * r.kv_stride;
+	e->region = kvt_client_register(e->c, &e->ns, &r);
+	return e->region < 0 ? e->region : 0;
+}
+
+static void engine_close(struct engine *e)
+{
+	if (e->kv)
+		munmap(e->kv, e->bytes);
+	if (e->fd >= 0)
+		close(e->fd);
+	kvt_client_close(e->c);
+}
+
+/* Whether engine page `got` holds what page `want` holds, in every layer. */
+static bool page_equal(const struct engine *e, uint32_t got, uint32_t want)
+{
+	uint64_t kv = e->page * e->pages;
+
+	for (uint32_t l = 0; l < e->layers; l++)
+		for (int h = 0; h < 2; h++) {
+			const uint8_t *base = e->kv + (uint64_t)l * 2 * kv + (uint64_t)h * kv;
+			if (memcmp(base + (uint64_t)got * e->page, base + (uint64_t)want * e->page,
+				   e->page))
+				return false;
+		}
+	return true;
+}
+
+/* One repetition's kvtierd side: save the working set, then load back what
+ * went down to SSD, checking the bytes of every loaded block (outside the
+ * timing). */
+static int run_daemon(const struct e2e_args *a, const char *bin, const char *top, bool huge,
+		      struct e2e_rep *out)
+{
+	struct daemon d = { 0 };
+	struct engine e = { .fd = -1 };
+	uint32_t x = a->xfer, *save_pages = NULL, *load_pages = NULL;
+	uint64_t n, block, t_pressure = 0, t0, t_end, ticket, saved = 0, pressured = 0, busy = 0;
+	struct kvt_key *keys = NULL, *ssd_keys = NULL;
+	uint64_t *ssd_idx = NULL;
+	uint8_t *tiers = NULL;
+	uint64_t k;
+	int err, r;
+
+	err = daemon_start(&d, bin, top, a, huge);
+	if (err)
+		goto out;
+	err = engine_open(&e, d.socket, a->layers, 2 * x);
+	if (err)
+		goto out;
+	block = e.ns.block_bytes;
+	n = a->ws / block;
+	keys = calloc(n, sizeof(*keys));
+	tiers = calloc(n, 1);
+	ssd_keys = calloc(n, sizeof(*ssd_keys));
+	ssd_idx = calloc(n, sizeof(*ssd_idx));
+	save_pages = calloc(x, sizeof(*save_pages));
+	load_pages = calloc(x, sizeof(*load_pages));
+	if (!keys || !tiers || !ssd_keys || !ssd_idx || !save_pages || !load_pages) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t j = 0; j < x; j++) {
+		save_pages[j] = j;
+		load_pages[j] = x + j;
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		uint32_t tokens[16];
+
+		for (int t = 0; t < 16; t++)
+			tokens[t] = (uint32_t)(i * 16 + (uint64_t)t);
+		kvt_client_prefix_keys(&e.ns, i ? &keys[i - 1] : NULL, tokens, 16, &keys[i], 1);
+	}
+
+	/* SAVE: block i comes from page i % x */
+	t0 = kvt_now_ns();
+	for (uint64_t i = 0; i < n && !err; i += x) {
+		uint32_t m = n - i < x ? (uint32_t)(n - i) : x;
+
+		if (!t_pressure && saved >= a->dram) {
+			t_pressure = kvt_now_ns();
+			pressured = 0;
+		}
+		err = kvt_client_save(e.c, &e.ns, (uint32_t)e.region, i ? &keys[i - 1] : NULL,
+				      &keys[i], save_pages, m, &ticket);
+		if (!err && (r = kvt_client_wait(e.c, ticket, -1)) != (int)m)
+			err = r < 0 ? r : -EIO;
+		saved += (uint64_t)m * block;
+		pressured += (uint64_t)m * block;
+	}
+	t_end = kvt_now_ns();
+	if (err)
+		goto out;
+	if (!t_pressure)
+		t_pressure = t0;
+	out->save_gbps = (double)pressured / (double)(t_end - t_pressure);
+
+	/* which blocks are on SSD: the policy (tail-first) decides which went */
+	r = kvt_client_lookup(e.c, &e.ns, keys, n, tiers);
+	if (r != (int)n) {
+		fprintf(stderr, "kvtier-bench: %d of %llu saved blocks found\n", r,
+			(unsigned long long)n);
+		err = r < 0 ? r : -EIO;
+		goto out;
+	}
+	k = 0;
+	for (uint64_t i = 0; i < n; i++)
+		if (tiers[i] == KVT_TIER_SSD) {
+			ssd_idx[k] = i;
+			ssd_keys[k++] = keys[i];
+		}
+	out->blocks_from_ssd = k;
+
+	/* LOAD them back, x at a time; only the requests are timed */
+	for (uint64_t i = 0; i < k && !err; i += x) {
+		uint32_t m = k - i < x ? (uint32_t)(k - i) : x;
+		uint64_t t1 = kvt_now_ns();
+
+		err = kvt_client_load(e.c, &e.ns, (uint32_t)e.region, &ssd_keys[i], load_pages, m,
+				      &ticket);
+		if (!err && (r = kvt_client_wait(e.c, ticket, -1)) != (int)m)
+			err = r < 0 ? r : -EIO;
+		busy += kvt_now_ns() - t1;
+		for (uint32_t j = 0; j < m && !err; j++)
+			if (!page_equal(&e, x + j, (uint32_t)(ssd_idx[i + j] % x))) {
+				fprintf(stderr, "kvtier-bench: block %llu loaded wrong bytes\n",
+					(unsigned long long)ssd_idx[i + j]);
+				err = -EIO;
+			}
+	}
+	if (!err && k)
+		out->load_gbps = (double)(k * block) / (double)busy;
+out:
+	if (err)
+		fprintf(stderr, "kvtier-bench: sidecar --tier ssd: %s (daemon log: %s)\n",
+			kvt_strerror(err), d.log);
+	engine_close(&e);
+	daemon_stop(&d);
+	free(keys);
+	free(ssd_keys);
+	free(ssd_idx);
+	free(tiers);
+	free(save_pages);
+	free(load_pages);
+	return err;
+}
+
+/* fio's side of one repetition: the same bytes, block size and memory. */
+static int run_fio(const struct e2e_args *a, const char *top, bool huge, uint64_t block,
+		   uint64_t bytes, struct e2e_rep *out)
+{
+	char file[4300];
+	struct kvt_bench_fio_job j = { .file = file, .block = block, .bytes = bytes, .qd = 32,
+				       .huge = huge };
+	struct kvt_bench_fio_result res;
+	int err;
+
+	snprintf(file, sizeof(file), "%s/fio.dat", top);
+	j.write = true;
+	err = kvt_bench_fio(&j, &res);
+	out->fio_write_gbps = res.mbps / 1e3;
+	if (!err) {
+		j.write = false;
+		err = kvt_bench_fio(&j, &res);
+		out->fio_read_gbps = res.mbps / 1e3;
+	}
+	unlink(file);
+	if (!err) {
+		j.write = true;
+		j.fdatasync = a->xfer;
+		err = kvt_bench_fio(&j, &res);
+		out->fio_write_sync_gbps = res.mbps / 1e3;
+	}
+	unlink(file);
+	if (err)
+		fprintf(stderr, "kvtier-bench: fio failed in %s\n", top);
+	return err;
+}
+
+static void rm_tree(const char *dir)
+{
+	char cmd[8400];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd))
+		fprintf(stderr, "kvtier-bench: cannot remove %s\n", dir);
+}
+
+int kvt_bench_sidecar_ssd_main(int argc, char **argv)
+{
+	struct e2e_args a;
+	struct e2e_rep reps[MAX_REPS] = { 0 };
+	double v[8][MAX_REPS];
+	char bin[PATH_MAX + 32], top[4096];
+	uint64_t block, fio_bytes;
+	bool huge;
+	int err = 0;
+
+	if (parse_args(argc, argv, &a)) {
+		usage(stderr);
+		return 2;
+	}
+	if (find_kvtierd(a.kvtierd, bin, sizeof(bin))) {
+		fprintf(stderr, "kvtier-bench: kvtierd not found (--kvtierd PATH)\n");
+		return 2;
+	}
+	if (!kvt_bench_have_fio()) {
+		fprintf(stderr, "kvtier-bench: sidecar --tier ssd needs fio, its reference\n");
+		return 1;
+	}
+	block = (uint64_t)a.layers * (64u << 10);
+	/* fio's bytes: as many as the DRAM tier cannot hold, the blocks LOAD
+	 * brings back from SSD (what the daemon moved is recounted per rep) */
+	fio_bytes = (a.ws - a.dram) / block * block;
+	huge = a.pages == 1 ||
+	       (a.pages == 0 && kvt_bench_huge_free() >= a.dram + 32 * block + (64ull << 20));
+	snprintf(top, sizeof(top), "%s/kvtier-bench-e2e.%d", a.dir, (int)getpid());
+	for (int i = 0; i < a.reps && !err; i++) {
+		if (mkdir(top, 0755)) {
+			err = -errno;
+			break;
+		}
+		if (i & 1)
+			err = run_fio(&a, top, huge, block, fio_bytes, &reps[i]);
+		if (!err)
+			err = run_daemon(&a, bin, top, huge, &reps[i]);
+		if (!err && !(i & 1))
+			err = run_fio(&a, top, huge, block, fio_bytes, &reps[i]);
+		if (err)
+			fprintf(stderr, "kvtier-bench: the kvtierd log is kept: %s/kvtierd.log\n", top);
+		else
+			rm_tree(top);
+	}
+	if (err)
+		return 1;
+	for (int i = 0; i < a.reps; i++) {
+		struct e2e_rep *r = &reps[i];
+
+		v[0][i] = r->save_gbps;
+		v[1][i] = r->load_gbps;
+		v[2][i] = r->fio_read_gbps;
+		v[3][i] = r->fio_write_gbps;
+		v[4][i] = r->fio_write_sync_gbps;
+		v[5][i] = r->fio_read_gbps > 0 ? r->load_gbps / r->fio_read_gbps : 0;
+		v[6][i] = r->fio_write_gbps > 0 ? r->save_gbps / r->fio_write_gbps : 0;
+		v[7][i] = r->fio_write_sync_gbps > 0 ? r->save_gbps / r->fio_write_sync_gbps : 0;
+	}
+	if (a.json) {
+		json_t *root = json_object(), *runs = json_array();
+		static const char *const names[8] = {
+			"save_gbps", "load_gbps", "fio_read_gbps", "fio_write_gbps",
+			"fio_write_sync_gbps", "load_vs_fio", "save_vs_fio", "save_vs_fio_sync" };
+
+		for (int i = 0; i < a.reps; i++) {
+			json_t *r = json_object();
+
+			for (int f = 0; f < 8; f++)
+				json_object_set_new(r, names[f], json_real(v[f][i]));
+			json_object_set_new(r, "blocks_from_ssd",
+					    json_integer((json_int_t)reps[i].blocks_from_ssd));
+			json_array_append_new(runs, r);
+		}
+		json_object_set_new(root, "bench", json_string("sidecar-ssd"));
+		for (int f = 0; f < 8; f++)
+			json_object_set_new(root, names[f],
+					    json_real(kvt_bench_median(v[f], (size_t)a.reps)));
+		json_object_set_new(root, "blocks_from_ssd",
+				    json_integer((json_int_t)reps[0].blocks_from_ssd));
+		json_object_set_new(root, "block_bytes", json_integer((json_int_t)block));
+		json_object_set_new(root, "dram_bytes", json_integer((json_int_t)a.dram));
+		json_object_set_new(root, "working_set_bytes", json_integer((json_int_t)a.ws));
+		json_object_set_new(root, "fio_bytes", json_integer((json_int_t)fio_bytes));
+		json_object_set_new(root, "xfer_blocks", json_integer(a.xfer));
+		json_object_set_new(root, "pages", json_string(huge ? "huge" : "4k"));
+		json_object_set_new(root, "reps", json_integer(a.reps));
+		json_object_set_new(root, "runs", runs);
+		json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
+		putchar('\n');
+		json_decref(root);
+		return 0;
+	}
+	printf("kvtierd end to end in %s: DRAM %llu MiB, working set %llu MiB of %llu KiB "
+	       "blocks, %u per request, %s pages, medians of %d (GB = 1e9 B)\n", a.dir,
+	       (unsigned long long)(a.dram >> 20), (unsigned long long)(a.ws >> 20),
+	       (unsigned long long)(block >> 10), a.xfer, huge ? "explicit huge" : "4 KiB", a.reps);
+	printf("%4s %9s %9s %9s %9s %9s %9s %9s %9s %8s\n", "rep", "save", "load", "fio rd",
+	       "fio wr", "fio wr+s", "load/fio", "save/fio", "save/wr+s", "from ssd");
+	for (int i = 0; i < a.reps; i++)
+		printf("%4d %9.3f %9.3f %9.3f %9.3f %9.3f %9.2f %9.2f %9.2f %8llu\n", i, v[0][i],
+		       v[1][i], v[2][i], v[3][i], v[4][i], v[5][i], v[6][i], v[7][i],
+		       (unsigned long long)reps[i].blocks_from_ssd);
+	printf("%4s %9.3f %9.3f %9.3f %9.3f %9.3f %9.2f %9.2f %9.2f\n", "med",
+	       kvt_bench_median(v[0], (size_t)a.reps), kvt_bench_median(v[1], (size_t)a.reps),
+	       kvt_bench_median(v[2], (size_t)a.reps), kvt_bench_median(v[3], (size_t)a.reps),
+	       kvt_bench_median(v[4], (size_t)a.reps), kvt_bench_median(v[5], (size_t)a.reps),
+	       kvt_bench_median(v[6], (size_t)a.reps), kvt_bench_median(v[7], (size_t)a.reps));
+	printf("targets: load/fio >= 0.8, save/fio >= 0.7\n");
+	return 0;
+}

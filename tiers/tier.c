@@ -1,0 +1,13 @@
+/* What every storage tier's user needs beside the ops: see tier.h. */
+#include "tiers/tier.h"
+
+int kvt_tier_run(struct kvt_storage_tier *t, struct kvt_tier_batch *b)
+{
+	int ok = 0;
+
+	if (!t->ops->submit(t, b))
+		t->ops->wait(t, b);
+	for (size_t i = 0; i < b->n; i++)
+		ok += b->io[i].res == 0;
+	return ok;
+}
