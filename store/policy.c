@@ -10,6 +10,7 @@ extern const struct kvt_policy_ops kvt_policy_tail_lru_ops;
 extern const struct kvt_policy_ops kvt_policy_lfu_ops;
 extern const struct kvt_policy_ops kvt_policy_cost_ops;
 extern const struct kvt_policy_ops kvt_policy_ghost_lru_ops;
+extern const struct kvt_policy_ops kvt_policy_ghost_ends_ops;
 
 static const struct kvt_policy_ops *const policies[] = {
 	&kvt_policy_tail_lru_ops,
@@ -17,6 +18,7 @@ static const struct kvt_policy_ops *const policies[] = {
 	&kvt_policy_lfu_ops,
 	&kvt_policy_cost_ops,
 	&kvt_policy_ghost_lru_ops,
+	&kvt_policy_ghost_ends_ops,
 };
 
 const struct kvt_policy_ops *kvt_policy_find(const char *name)

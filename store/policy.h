@@ -17,7 +17,9 @@
  *                chain tails only, as tail-lru does
  *   "ghost-lru" — tail-lru whose fresh blocks (not used while here, nor
  *                remembered by a ghost list of recent evictions) go first
- *                while over an adaptive share (store/policy_ghost.c) */
+ *                while over an adaptive share (store/policy_ghost.c)
+ *   "ghost-ends" — ghost-lru whose request ends (blocks that never had a
+ *                child: mostly partial last blocks) go first, bar the newest */
 #ifndef KVT_STORE_POLICY_H
 #define KVT_STORE_POLICY_H
 

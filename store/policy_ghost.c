@@ -19,18 +19,33 @@
  *
  * Like tail-lru, only chain tails are evictable (a block is useless without
  * its parent); a block that becomes a tail again is placed by its last use.
- * pval holds the last use tick and the block's class (low bit: proven).
- * Held blocks (pins, busy) leave the lists without entering the ghost list. */
+ * Held blocks (pins, busy) leave the lists without entering the ghost list.
+ *
+ * "ghost-ends" is ghost-lru that also sends request ends first: a block that
+ * has never had a child in a tier is where a request stopped, and in a KV
+ * cache that is most often a partial last block, keyed by its own tokens,
+ * which the next turn (a longer prompt) does not share. Such ends wait on a
+ * list of their own, and the oldest of them goes before any other tail once
+ * it is no longer among the newest (the chain being stored must keep its
+ * last block until the next one links to it). A block that gains a child
+ * leaves that list for good. */
 #include <errno.h>
 #include <stdlib.h>
 
 #include "store/ghost.h"
 #include "store/policy.h"
 
-enum { FRESH = 0, PROVEN = 1 };
+enum { FRESH = 0, PROVEN = 1, END = 2 };
+
+/* pval: the last use tick above two bits, INNER (the block has had a child
+ * in a tier: it is not where a request ended) and its class (PROVEN). */
+#define PROVEN_BIT 1u
+#define INNER_BIT 2u
+#define PVAL_SHIFT 2
 
 struct gl {
-	uint32_t head[2], tail[2]; /* per class: most / least recently used */
+	uint32_t head[3], tail[3]; /* per list: most / least recently used */
+	bool ends;                 /* ghost-ends: request ends on their own list */
 	uint64_t tick;
 	uint64_t n, n_fresh;       /* records tracked, of them fresh */
 	double share;              /* target share of fresh records, 0..1 */
@@ -40,6 +55,9 @@ struct gl {
 /* The ghost list remembers this many times the records tracked. */
 #define GHOST_FACTOR 4
 
+/* ghost-ends: request ends used in the last n / this many ticks stay. */
+#define END_WINDOW_DIV 4
+
 static inline struct kvt_rec *rec(const struct kvt_policy *p, uint32_t i)
 {
 	return kvt_index_rec(p->idx, i);
@@ -47,12 +65,19 @@ static inline struct kvt_rec *rec(const struct kvt_policy *p, uint32_t i)
 
 static inline unsigned cls(const struct kvt_rec *r)
 {
-	return (unsigned)(r->pval & 1);
+	return (unsigned)(r->pval & PROVEN_BIT);
 }
 
 static inline uint64_t used(const struct kvt_rec *r)
 {
-	return r->pval >> 1;
+	return r->pval >> PVAL_SHIFT;
+}
+
+/* The list a tail is kept on: its class, or END for a request's end under
+ * ghost-ends. */
+static inline unsigned list_of(const struct gl *g, const struct kvt_rec *r)
+{
+	return g->ends && !(r->pval & INNER_BIT) ? END : cls(r);
 }
 
 static bool on_list(const struct kvt_policy *p, uint32_t i)
@@ -60,14 +85,14 @@ static bool on_list(const struct kvt_policy *p, uint32_t i)
 	const struct gl *g = p->state;
 	const struct kvt_rec *r = rec(p, i);
 
-	return r->pprev != KVT_NIL || r->pnext != KVT_NIL || g->head[cls(r)] == i;
+	return r->pprev != KVT_NIL || r->pnext != KVT_NIL || g->head[list_of(g, r)] == i;
 }
 
 static void list_unlink(struct kvt_policy *p, uint32_t i)
 {
 	struct gl *g = p->state;
 	struct kvt_rec *r = rec(p, i);
-	unsigned c = cls(r);
+	unsigned c = list_of(g, r);
 
 	if (r->pprev != KVT_NIL)
 		rec(p, r->pprev)->pnext = r->pnext;
@@ -86,7 +111,7 @@ static void list_insert_after(struct kvt_policy *p, uint32_t prev, uint32_t i)
 {
 	struct gl *g = p->state;
 	struct kvt_rec *r = rec(p, i);
-	unsigned c = cls(r);
+	unsigned c = list_of(g, r);
 	uint32_t next = prev == KVT_NIL ? g->head[c] : rec(p, prev)->pnext;
 
 	r->pprev = prev;
@@ -107,21 +132,23 @@ static void place_by_use(struct kvt_policy *p, uint32_t i)
 {
 	struct gl *g = p->state;
 	uint64_t u = used(rec(p, i));
-	uint32_t cur = g->tail[cls(rec(p, i))];
+	uint32_t cur = g->tail[list_of(g, rec(p, i))];
 
 	while (cur != KVT_NIL && used(rec(p, cur)) < u)
 		cur = rec(p, cur)->pprev;
 	list_insert_after(p, cur, i);
 }
 
-static int gl_init(struct kvt_policy *p)
+static int gl_open(struct kvt_policy *p, bool ends)
 {
 	struct gl *g = calloc(1, sizeof(*g));
 	int err;
 
 	if (!g)
 		return -ENOMEM;
-	g->head[0] = g->head[1] = g->tail[0] = g->tail[1] = KVT_NIL;
+	for (int l = 0; l < 3; l++)
+		g->head[l] = g->tail[l] = KVT_NIL;
+	g->ends = ends;
 	g->share = 0.5;
 	err = kvt_ghost_init(&g->ghost, 1024);
 	if (err) {
@@ -130,6 +157,16 @@ static int gl_init(struct kvt_policy *p)
 	}
 	p->state = g;
 	return 0;
+}
+
+static int gl_init(struct kvt_policy *p)
+{
+	return gl_open(p, false);
+}
+
+static int ge_init(struct kvt_policy *p)
+{
+	return gl_open(p, true);
 }
 
 static void gl_fini(struct kvt_policy *p)
@@ -163,7 +200,7 @@ static void gl_insert(struct kvt_policy *p, uint32_t i)
 	struct gl *g = p->state;
 	struct kvt_rec *r = rec(p, i);
 	unsigned c = cls(r), was;
-	uint64_t age;
+	uint64_t inner = (r->pval & INNER_BIT) | (r->kids_here ? INNER_BIT : 0), age;
 
 	/* a new record's pval is 0 (fresh); one coming back from a hold or
 	 * another tier keeps its class */
@@ -171,7 +208,7 @@ static void gl_insert(struct kvt_policy *p, uint32_t i)
 		adapt(g, was, age);
 		c = PROVEN;
 	}
-	r->pval = ++g->tick << 1 | c;
+	r->pval = ++g->tick << PVAL_SHIFT | inner | c;
 	r->pprev = r->pnext = KVT_NIL;
 	g->n++;
 	g->n_fresh += c == FRESH;
@@ -191,7 +228,7 @@ static void gl_touch(struct kvt_policy *p, uint32_t i)
 		list_unlink(p, i);
 	if (cls(r) == FRESH)
 		g->n_fresh--;
-	r->pval = ++g->tick << 1 | PROVEN;
+	r->pval = ++g->tick << PVAL_SHIFT | (r->pval & INNER_BIT) | PROVEN;
 	if (listed)
 		list_insert_after(p, KVT_NIL, i);
 }
@@ -216,13 +253,27 @@ static void gl_leaf_changed(struct kvt_policy *p, uint32_t i, bool is_leaf)
 		place_by_use(p, i);
 	else if (!is_leaf && on_list(p, i))
 		list_unlink(p, i);
+	if (!is_leaf)
+		rec(p, i)->pval |= INNER_BIT; /* after the unlink: it names the list */
+}
+
+/* Whether the oldest request end may go before every other tail: not when
+ * it was used in the last quarter of the tier's count of ticks, so that the
+ * newest block of a chain being stored (or of requests stored side by side)
+ * is not evicted before its next block links to it. */
+static bool end_is_old(const struct gl *g, const struct kvt_rec *r)
+{
+	return g->tick - used(r) > g->n / END_WINDOW_DIV;
 }
 
 static uint32_t gl_victim(struct kvt_policy *p)
 {
 	struct gl *g = p->state;
-	uint32_t f = g->tail[FRESH], o = g->tail[PROVEN];
+	uint32_t f = g->tail[FRESH], o = g->tail[PROVEN], e = g->tail[END];
 
+	if (e != KVT_NIL && ((f == KVT_NIL && o == KVT_NIL) ||
+			     end_is_old(g, rec(p, e))))
+		return e;
 	if (f == KVT_NIL)
 		return o;
 	if (o == KVT_NIL || (double)g->n_fresh > g->share * (double)g->n ||
@@ -234,6 +285,17 @@ static uint32_t gl_victim(struct kvt_policy *p)
 const struct kvt_policy_ops kvt_policy_ghost_lru_ops = {
 	.name = "ghost-lru",
 	.init = gl_init,
+	.fini = gl_fini,
+	.insert = gl_insert,
+	.touch = gl_touch,
+	.remove = gl_remove,
+	.leaf_changed = gl_leaf_changed,
+	.victim = gl_victim,
+};
+
+const struct kvt_policy_ops kvt_policy_ghost_ends_ops = {
+	.name = "ghost-ends",
+	.init = ge_init,
 	.fini = gl_fini,
 	.insert = gl_insert,
 	.touch = gl_touch,

@@ -2,7 +2,9 @@
  * fresh blocks first while over their share, LRU order below it, blocks the
  * ghost list remembers coming back proven, tails before parents, held blocks
  * never victims and never ghosts, and every record coming out exactly once
- * after random operations (seed printed). */
+ * after random operations (seed printed). "ghost-ends": request ends before
+ * older tails but for the newest, a block that gained a child no longer an
+ * end, and the same random operations. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,9 +25,33 @@ static uint32_t add(struct kvt_catalog *cat, uint32_t id, uint32_t parent)
 	return cat_add(cat, id, parent, 1);
 }
 
+static void open_policy(struct kvt_catalog *cat, const char *name)
+{
+	assert_non_null(kvt_policy_find(name));
+	assert_int_equal(kvt_catalog_init(cat, kvt_policy_find(name), 64), 0);
+}
+
 static void open_cat(struct kvt_catalog *cat)
 {
-	assert_int_equal(kvt_catalog_init(cat, kvt_policy_find("ghost-lru"), 64), 0);
+	open_policy(cat, "ghost-lru");
+}
+
+/* Drop block id, as a delete would, whatever the policy says. */
+static void cat_drop_id(struct kvt_catalog *cat, uint32_t id)
+{
+	struct kvt_key k = cat_key(id);
+	uint32_t i = kvt_index_find(cat->idx, 0, &k);
+
+	assert_true(i != KVT_NIL);
+	kvt_catalog_drop(cat, i);
+}
+
+/* A chain of blocks first..last, each under the one before; first under
+ * parent (0 = none). */
+static void add_chain(struct kvt_catalog *cat, uint32_t parent, uint32_t first, uint32_t last)
+{
+	for (uint32_t id = first; id <= last; id++, parent = id - 1)
+		add(cat, id, parent);
 }
 
 static void fresh_blocks_go_first_over_their_share(void **state)
@@ -114,9 +140,65 @@ static void held_blocks_are_never_victims_nor_ghosts(void **state)
 	kvt_catalog_fini(&cat);
 }
 
+/* Under policy `name`: 1-2-3 stored, 3 evicted, so 2 is a tail that had a
+ * child; 50 a request of one block (an end); then 100..139 a request whose
+ * end is 139. All fresh. */
+static void ends_scene(struct kvt_catalog *cat, const char *name)
+{
+	open_policy(cat, name);
+	add_chain(cat, 0, 1, 3);
+	assert_int_equal(cat_evict(cat), 3); /* the only tail */
+	add(cat, 50, 0);
+	add_chain(cat, 0, 100, 139);
+}
+
+static void request_ends_go_first_but_the_newest(void **state)
+{
+	struct kvt_catalog cat;
+
+	/* 50 goes before 2, older; 139, the end of the request just stored,
+	 * stays while other tails can go */
+	ends_scene(&cat, "ghost-ends");
+	assert_int_equal(cat_evict(&cat), 50);
+	assert_int_equal(cat_evict(&cat), 2);
+	assert_int_equal(cat_evict(&cat), 1);
+	assert_int_equal(cat_evict(&cat), 139);
+	assert_int_equal(cat_evict(&cat), 138);
+	kvt_catalog_fini(&cat);
+
+	/* ghost-lru: LRU over the tails, 2 first */
+	ends_scene(&cat, "ghost-lru");
+	assert_int_equal(cat_evict(&cat), 2);
+	kvt_catalog_fini(&cat);
+}
+
+static void a_block_that_gained_a_child_is_no_end(void **state)
+{
+	struct kvt_catalog cat;
+	uint32_t two;
+
+	/* 2 ends a request and is used again (proven), then a longer request
+	 * continues it with 3, which is evicted: 2 is a tail again, old, but no
+	 * longer an end. Fresh blocks are over their share, so the fresh tail
+	 * 60 goes before it; were 2 still an end, it would go first */
+	open_policy(&cat, "ghost-ends");
+	add(&cat, 1, 0);
+	two = add(&cat, 2, 1);
+	kvt_catalog_touch(&cat, two);
+	add(&cat, 3, 2);
+	cat_drop_id(&cat, 3);
+	add_chain(&cat, 0, 10, 50);
+	add_chain(&cat, 0, 60, 61);
+	cat_drop_id(&cat, 61);
+	assert_int_equal(cat_evict(&cat), 60);
+	assert_int_equal(cat_evict(&cat), 2);
+	kvt_catalog_fini(&cat);
+}
+
 static void every_record_comes_out_once(void **state)
 {
 	uint64_t seed = kvt_test_seed();
+	const char *name = *state ? *state : "ghost-lru";
 	struct kvt_catalog cat;
 	enum { N = 3000 };
 	uint32_t *recs = calloc(N, sizeof(*recs));
@@ -124,7 +206,8 @@ static void every_record_comes_out_once(void **state)
 	int pinned[N] = { 0 }, n_live = 0;
 
 	assert_non_null(recs);
-	open_cat(&cat);
+	print_message("policy %s\n", name);
+	open_policy(&cat, name);
 	/* chains of up to 8 blocks (ids 8c+1 ... 8c+8), random uses, pins,
 	 * evictions and returns */
 	for (int step = 0; step < 40000; step++) {
@@ -218,6 +301,9 @@ int main(void)
 		cmocka_unit_test(tails_go_before_their_parents),
 		cmocka_unit_test(held_blocks_are_never_victims_nor_ghosts),
 		cmocka_unit_test(every_record_comes_out_once),
+		cmocka_unit_test(request_ends_go_first_but_the_newest),
+		cmocka_unit_test(a_block_that_gained_a_child_is_no_end),
+		cmocka_unit_test_prestate(every_record_comes_out_once, (void *)"ghost-ends"),
 		cmocka_unit_test(ghost_list_forgets_the_oldest),
 	};
 

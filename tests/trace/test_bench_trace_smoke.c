@@ -202,15 +202,16 @@ static void every_policy_in_turn(void **state)
 			     "--json --model none");
 	json_t *a = json_object_get(j, "policies"), *p;
 	size_t i;
-	bool ghost = false;
+	bool ghost = false, ends = false;
 
-	assert_true(json_array_size(a) >= 5);
+	assert_true(json_array_size(a) >= 6);
 	json_array_foreach(a, i, p) {
 		rate_ok(p, "block_hit_rate");
 		assert_true(num(p, "lookups_per_s") > 0);
 		ghost |= !strcmp(json_string_value(json_object_get(p, "name")), "ghost-lru");
+		ends |= !strcmp(json_string_value(json_object_get(p, "name")), "ghost-ends");
 	}
-	assert_true(ghost);
+	assert_true(ghost && ends);
 	/* the first one is the main replay */
 	assert_true(num(json_array_get(a, 0), "block_hit_rate") == num(j, "block_hit_rate"));
 	json_decref(j);
