@@ -118,6 +118,11 @@ void kvtd_usage(FILE *f)
 "                          hits, tokens saved) in STATS and the metrics\n"
 "                          (default 16; 0 to 4096); a tenant's namespaces past\n"
 "                          them count as its \"other\".\n"
+"        --plan-retry SECONDS  LOOKUP's plan stops loading from a tier that\n"
+"                          delivers slower than the engine recomputes; once its\n"
+"                          measurement is this old, one LOOKUP loads from it\n"
+"                          again to measure it anew (default 30; 0.1 to 86400,\n"
+"                          \"ms\" or \"s\" suffix allowed).\n"
 "        --drain-timeout SECONDS  After SIGTERM or SIGINT, how long the process\n"
 "                          may take to end (default 30; 0.1 to 3600, \"ms\" or \"s\"\n"
 "                          suffix allowed). The SAVEs and LOADs in flight get\n"
@@ -129,6 +134,25 @@ void kvtd_usage(FILE *f)
 "                          default tenant). Tenants with the same SALT share\n"
 "                          blocks; the salt defaults to the name.\n"
 "    -l, --log-level LEVEL  error, warn, info (default) or debug.\n"
+"\n"
+"  Cluster (blocks shared between kvtierd nodes; see CLUSTER):\n"
+"        --cluster URL     Join the cluster whose directory is this Redis:\n"
+"                          redis://HOST:PORT (or unix:///PATH). Needs\n"
+"                          --node-id and --peer-listen.\n"
+"        --node-id ID      This node's name in the cluster: 1-64 characters of\n"
+"                          A-Z a-z 0-9 . _ - (e.g. the host name).\n"
+"        --peer-listen ADDR:PORT  Where other nodes fetch this node's blocks:\n"
+"                          an IPv4 address they can reach (not 0.0.0.0), told\n"
+"                          to them through the directory.\n"
+"        --cluster-secret-file FILE  The cluster secret, 16-1024 bytes, mode\n"
+"                          0600; every node needs the same one. Default\n"
+"                          DATA_DIR/cluster.secret.\n"
+"        --rdma-device NAME  RDMA device for one-sided reads of peers' DRAM\n"
+"                          (e.g. mlx5_0). Default: none, TCP only.\n"
+"        --peer-timeout MS  A peer that makes no progress for this long fails\n"
+"                          its blocks (they are asked of another holder, or\n"
+"                          missed) (default 2000).\n"
+"\n"
 "        --print-config    Print the effective configuration as INI and exit.\n"
 "    -h, --help            This text.\n"
 "    -V, --version         Print the version.\n"
@@ -138,8 +162,10 @@ void kvtd_usage(FILE *f)
 "    (socket, socket_mode, socket_group, allow_uids = 1000,1001, data_dir,\n"
 "    dram, ssd, huge_pages = true|false, prefault = true|false, policy,\n"
 "    host_copy = direct|device, gpu = true|false, metrics, workers,\n"
-"    hello_timeout, max_conns_per_uid, max_ns_per_tenant, drain_timeout,\n"
-"    mrc_budget, stats_namespaces, metrics_tenants = true|false, log_level)\n"
+"    hello_timeout, max_conns_per_uid, max_ns_per_tenant, plan_retry,\n"
+"    drain_timeout, mrc_budget, stats_namespaces, metrics_tenants = true|false,\n"
+"    log_level, cluster, node_id, peer_listen, cluster_secret_file,\n"
+"    rdma_device, peer_timeout)\n"
 "    and one [tenant NAME] section per tenant:\n"
 "\n"
 "        [kvtierd]\n"
@@ -154,6 +180,19 @@ void kvtd_usage(FILE *f)
 "\n"
 "    Without tenants, one tenant named \"default\" with an empty token serves\n"
 "    every client the socket lets in.\n"
+"\n"
+"CLUSTER\n"
+"    With --cluster, nodes share blocks: a prefix saved on one node loads on\n"
+"    another instead of being recomputed. Each node keeps its membership (a\n"
+"    record renewed every second under a 3 s TTL, an epoch from INCR) and a\n"
+"    hint per saved block in Redis. A LOOKUP that misses locally asks Redis\n"
+"    for the rest of the prefix (at most 50 ms) and reports those blocks\n"
+"    with tier remote; a LOAD fetches them from a holder over TCP into DRAM,\n"
+"    checksummed end to end, and asks the next holder when one fails. Peers\n"
+"    prove the cluster secret (HMAC) before anything is served. Redis out of\n"
+"    reach means local-only, and the node rejoins by itself when it is back.\n"
+"    Peer traffic is authenticated, not encrypted: on an untrusted network run\n"
+"    it over WireGuard or IPsec.\n"
 "\n"
 "ENVIRONMENT\n"
 "    KVTIER_SOCKET         Default socket path (the client library reads it too).\n"
@@ -208,6 +247,7 @@ void kvtd_config_defaults(struct kvtd_config *cfg)
 	set_str(cfg->metrics, sizeof(cfg->metrics), DEFAULT_METRICS);
 	cfg->workers = 4;
 	cfg->drain_timeout_ms = 30000;
+	cfg->plan_retry_ms = 30000;
 	cfg->hello_timeout_ms = 5000;
 	cfg->max_conns_per_uid = 256;
 	cfg->max_ns_per_tenant = 1024;
@@ -215,6 +255,7 @@ void kvtd_config_defaults(struct kvtd_config *cfg)
 	cfg->mrc_budget = 8u << 20;
 	cfg->stats_namespaces = 16;
 	cfg->log_level = KVT_LOG_INFO;
+	cfg->peer_timeout_ms = 2000;
 }
 
 static int parse_level(const char *s, enum kvt_log_level *out)
@@ -334,10 +375,18 @@ static const char *accepted(const char *key)
 		{ "max_conns_per_uid", "0 (no cap) to 65535" },
 		{ "max_ns_per_tenant", "0 (no cap) to 65535" },
 		{ "drain_timeout", "0.1 to 3600 seconds (\"ms\" or \"s\" suffix)" },
+		{ "plan_retry", "0.1 to 86400 seconds (\"ms\" or \"s\" suffix)" },
 		{ "mrc_budget", "0 (none) or a size from 1M to 1G (K, M, G: powers of 1024)" },
 		{ "stats_namespaces", "0 to 4096" },
 		{ "metrics_tenants", "true or false" },
 		{ "log_level", "error, warn, info or debug" },
+		{ "cluster", "redis://HOST:PORT or unix:///PATH" },
+		{ "node_id", "1 to 64 characters of A-Z a-z 0-9 . _ -" },
+		{ "peer_listen", "ADDR:PORT, an IPv4 address peers reach (not 0.0.0.0) and a "
+				 "port from 1 to 65535" },
+		{ "cluster_secret_file", "a file path" },
+		{ "rdma_device", "an RDMA device name (e.g. mlx5_0)" },
+		{ "peer_timeout", "10 to 600000 milliseconds" },
 	};
 
 	if (!strcmp(key, "policy"))
@@ -361,6 +410,38 @@ static bool metrics_addr_ok(const char *v)
 	memcpy(host, v, (size_t)(colon - v));
 	host[colon - v] = 0;
 	return !*host || !strcmp(host, "localhost") || inet_pton(AF_INET, host, &a) == 1;
+}
+
+/* 1..64 characters of [A-Za-z0-9._-] (what the directory and the peer
+ * handshake accept). */
+static bool node_id_ok(const char *v)
+{
+	size_t n = strlen(v);
+
+	if (n < 1 || n > 64)
+		return false;
+	for (; *v; v++)
+		if (!isalnum((unsigned char)*v) && *v != '.' && *v != '_' && *v != '-')
+			return false;
+	return true;
+}
+
+/* An IPv4 address peers can reach and a port: what this node tells them. */
+static bool peer_addr_ok(const char *v)
+{
+	const char *colon = strrchr(v, ':');
+	char host[64];
+	unsigned a, b, c, d, port;
+	char tail;
+
+	if (!colon || (size_t)(colon - v) >= sizeof(host))
+		return false;
+	memcpy(host, v, (size_t)(colon - v));
+	host[colon - v] = 0;
+	if (sscanf(host, "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) != 4 || a > 255 || b > 255 ||
+	    c > 255 || d > 255 || (a | b | c | d) == 0)
+		return false;
+	return sscanf(colon + 1, "%u%c", &port, &tail) == 1 && port >= 1 && port <= 65535;
 }
 
 /* One setting of [kvtierd] or of the command line; key uses '_' or '-'. */
@@ -430,6 +511,8 @@ static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 		return set_uint(v, 0, 65535, &cfg->max_ns_per_tenant);
 	if (!strcmp(k, "drain_timeout"))
 		return parse_duration_ms(v, 100, 3600 * 1000, &cfg->drain_timeout_ms);
+	if (!strcmp(k, "plan_retry"))
+		return parse_duration_ms(v, 100, 86400 * 1000, &cfg->plan_retry_ms);
 	if (!strcmp(k, "mrc_budget")) {
 		if (kvt_parse_size(v, 0, &size) || (size && (size < (1u << 20) || size > (1u << 30))))
 			return -EINVAL;
@@ -442,6 +525,25 @@ static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 		return parse_bool(v, &cfg->metrics_tenants);
 	if (!strcmp(k, "log_level"))
 		return parse_level(v, &cfg->log_level);
+	if (!strcmp(k, "cluster")) {
+		if (*v && strncmp(v, "redis://", 8) && strncmp(v, "unix://", 7))
+			return -EINVAL;
+		return STR(cluster);
+	}
+	if (!strcmp(k, "node_id"))
+		return node_id_ok(v) ? STR(node_id) : -EINVAL;
+	if (!strcmp(k, "peer_listen"))
+		return peer_addr_ok(v) ? STR(peer_listen) : -EINVAL;
+	if (!strcmp(k, "cluster_secret_file"))
+		return *v ? STR(cluster_secret_file) : -EINVAL;
+	if (!strcmp(k, "rdma_device"))
+		return STR(rdma_device);
+	if (!strcmp(k, "peer_timeout")) {
+		if (parse_uint(v, 10, 600000, &n) || n < 10)
+			return -EINVAL;
+		cfg->peer_timeout_ms = (unsigned)n;
+		return 0;
+	}
 #undef STR
 	return -ENOENT;
 }
@@ -578,12 +680,19 @@ static const struct option long_opts[] = {
 	{ "mrc-budget", required_argument, NULL, 16 },
 	{ "stats-namespaces", required_argument, NULL, 17 },
 	{ "metrics-tenants", no_argument, NULL, 18 },
+	{ "plan-retry", required_argument, NULL, 19 },
 	{ "tenant", required_argument, NULL, 't' },
 	{ "log-level", required_argument, NULL, 'l' },
 	{ "print-config", no_argument, NULL, 8 },
 	{ "no-prefault", no_argument, NULL, 9 },
 	{ "host-copy", required_argument, NULL, 10 },
 	{ "no-gpu", no_argument, NULL, 11 },
+	{ "cluster", required_argument, NULL, 20 },
+	{ "node-id", required_argument, NULL, 21 },
+	{ "peer-listen", required_argument, NULL, 22 },
+	{ "cluster-secret-file", required_argument, NULL, 23 },
+	{ "rdma-device", required_argument, NULL, 24 },
+	{ "peer-timeout", required_argument, NULL, 25 },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -703,6 +812,30 @@ static int read_config_file(const char *path, char **out)
 	return 0;
 }
 
+/* The cluster's settings go together: a directory, a name, an address. */
+static int check_cluster(const struct kvtd_config *cfg)
+{
+	if (!cfg->cluster[0]) {
+		if (cfg->node_id[0] || cfg->peer_listen[0] || cfg->rdma_device[0]) {
+			fprintf(stderr, "kvtierd: node_id, peer_listen and rdma_device need "
+				"--cluster redis://HOST:PORT\n");
+			return -EINVAL;
+		}
+		return 0;
+	}
+#ifndef KVT_HAVE_CLUSTER
+	fprintf(stderr, "kvtierd: --cluster: this kvtierd was built without the cluster "
+		"(hiredis was not found at build time)\n");
+	return -EINVAL;
+#endif
+	if (!cfg->node_id[0] || !cfg->peer_listen[0]) {
+		fprintf(stderr, "kvtierd: --cluster needs --node-id ID and --peer-listen ADDR:PORT "
+			"(the address other nodes reach this one at)\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 {
 	bool first_tenant = true;
@@ -719,7 +852,7 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 			kvtd_usage(stdout);
 			return 1;
 		} else if (c == 'V') {
-			printf("kvtierd %s (protocol %d)\n", kvt_version(), KVT_PROTO_VERSION);
+			printf("kvtierd %s (protocol %d)\n", kvt_version(), KVT_PROTO_VERSION_MAX);
 			return 1;
 		}
 	}
@@ -775,11 +908,18 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 		case 16: key = "mrc_budget"; break;
 		case 17: key = "stats_namespaces"; break;
 		case 18: cfg->metrics_tenants = true; continue;
+		case 19: key = "plan_retry"; break;
 		case 'l': key = "log_level"; break;
 		case 8: cfg->print_config = true; continue;
 		case 9: cfg->prefault = false; continue;
 		case 10: key = "host_copy"; break;
 		case 11: cfg->gpu = false; continue;
+		case 20: key = "cluster"; break;
+		case 21: key = "node_id"; break;
+		case 22: key = "peer_listen"; break;
+		case 23: key = "cluster_secret_file"; break;
+		case 24: key = "rdma_device"; break;
+		case 25: key = "peer_timeout"; break;
 		case 't':
 			err = add_cli_tenant(cfg, optarg, &first_tenant);
 			if (err == -ENOSPC)
@@ -817,6 +957,8 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 		t->token[0] = 0;
 		t->has_token = true; /* the lone tenant, open by design */
 	}
+	if (check_cluster(cfg))
+		return -EINVAL;
 	/* a printed config shows no tokens, so only a daemon about to serve checks them */
 	return cfg->print_config ? 0 : check_tokens(cfg);
 }
@@ -919,6 +1061,9 @@ int kvtd_config_resolve(struct kvtd_config *cfg)
 			return -EINVAL;
 		}
 	}
+	if (cfg->cluster[0] && !cfg->cluster_secret_file[0])
+		snprintf(cfg->cluster_secret_file, sizeof(cfg->cluster_secret_file),
+			 "%.4070s/cluster.secret", cfg->data_dir);
 	set_str(dir, sizeof(dir), cfg->socket_path);
 	slash = strrchr(dir, '/');
 	if (slash && slash != dir) {
@@ -945,15 +1090,25 @@ void kvtd_config_print(const struct kvtd_config *cfg, FILE *f)
 	}
 	fprintf(f, "data_dir = %s\ndram = %s\nssd = %s\nhuge_pages = %s\nprefault = %s\npolicy = %s\n"
 		"host_copy = %s\ngpu = %s\nmetrics = %s\nworkers = %u\nhello_timeout = %ums\n"
-		"max_conns_per_uid = %u\nmax_ns_per_tenant = %u\ndrain_timeout = %ums\n"
-		"mrc_budget = %s\nstats_namespaces = %u\nmetrics_tenants = %s\nlog_level = %s\n",
+		"max_conns_per_uid = %u\nmax_ns_per_tenant = %u\nplan_retry = %ums\n"
+		"drain_timeout = %ums\nmrc_budget = %s\nstats_namespaces = %u\nmetrics_tenants = %s\n"
+		"log_level = %s\n",
 		cfg->data_dir, cfg->dram_spec,
 		cfg->ssd_spec, cfg->huge_pages ? "true" : "false", cfg->prefault ? "true" : "false",
 		cfg->policy, cfg->host_copy_device ? "device" : "direct", cfg->gpu ? "true" : "false",
 		cfg->metrics[0] ? cfg->metrics : "off", cfg->workers, cfg->hello_timeout_ms,
-		cfg->max_conns_per_uid, cfg->max_ns_per_tenant, cfg->drain_timeout_ms,
-		cfg->mrc_budget_spec, cfg->stats_namespaces, cfg->metrics_tenants ? "true" : "false",
+		cfg->max_conns_per_uid, cfg->max_ns_per_tenant, cfg->plan_retry_ms,
+		cfg->drain_timeout_ms, cfg->mrc_budget_spec, cfg->stats_namespaces,
+		cfg->metrics_tenants ? "true" : "false",
 		(const char *[]){ "error", "warn", "info", "debug" }[cfg->log_level]);
+	if (cfg->cluster[0]) {
+		fprintf(f, "cluster = %s\nnode_id = %s\npeer_listen = %s\npeer_timeout = %u\n",
+			cfg->cluster, cfg->node_id, cfg->peer_listen, cfg->peer_timeout_ms);
+		if (cfg->cluster_secret_file[0])
+			fprintf(f, "cluster_secret_file = %s\n", cfg->cluster_secret_file);
+		if (cfg->rdma_device[0])
+			fprintf(f, "rdma_device = %s\n", cfg->rdma_device);
+	}
 	for (size_t i = 0; i < cfg->n_tenants; i++) {
 		const struct kvtd_tenant *t = &cfg->tenants[i];
 		/* tokens are secrets: never printed */

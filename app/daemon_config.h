@@ -42,6 +42,7 @@ struct kvtd_config {
 	char metrics[64];             /* "HOST:PORT" or "" = off */
 	unsigned workers;
 	unsigned drain_timeout_ms;    /* SIGTERM ends the process within this */
+	unsigned plan_retry_ms;       /* a tier's stale measurement is retried */
 	unsigned hello_timeout_ms;    /* 0 = connections may wait for ever */
 	unsigned max_conns_per_uid;   /* 0 = no cap per uid */
 	unsigned max_ns_per_tenant;   /* 0 = no cap per tenant */
@@ -52,6 +53,13 @@ struct kvtd_config {
 	enum kvt_log_level log_level;
 	struct kvtd_tenant tenants[KVTD_MAX_TENANTS];
 	size_t n_tenants;
+	/* the cluster (all empty: a node of its own) */
+	char cluster[256];            /* directory URL: redis://HOST:PORT, unix:///PATH */
+	char node_id[65];             /* [A-Za-z0-9._-], 1..64 */
+	char peer_listen[129];        /* ADDR:PORT peers connect to (and are told) */
+	char cluster_secret_file[4096]; /* default DATA_DIR/cluster.secret */
+	char rdma_device[32];         /* "" = TCP only */
+	unsigned peer_timeout_ms;     /* a peer that makes no progress fails (2000) */
 	bool print_config;            /* print the effective config and exit */
 };
 

@@ -28,7 +28,9 @@ void kvt_stats_usage(FILE *f)
 	      "    from engine memory; and per operation the count, errors and latency\n"
 	      "    (mean, and p50/p99 as histogram bucket bounds). With a tenant's token,\n"
 	      "    also that tenant's lookups, hits and tokens saved, in total and per\n"
-	      "    namespace.\n\n"
+	      "    namespace. A daemon in a cluster adds its state (Redis reachable,\n"
+	      "    epoch, members) and the peer tier: blocks fetched, retried and\n"
+	      "    missed, and per peer hits, bytes, misses and errors.\n\n"
 	      "    --mrc prints the live miss-ratio curve instead: for each tier, the hit\n"
 	      "    ratio of the tiers down to it had it 1/8 to 8 times its size (in blocks\n"
 	      "    and bytes), estimated from sampled reuse distances of every key looked\n"
@@ -91,6 +93,63 @@ static void fmt_us(double us, char *buf, size_t len)
 		snprintf(buf, len, "%.2f s", us / 1e6);
 }
 
+/* LOOKUP's plan: what each tier delivered to engines, the engines' prefill
+ * speeds, and what the plan decided. */
+static void print_plan(json_t *plan)
+{
+	json_t *tiers = json_object_get(plan, "tiers"), *engines = json_object_get(plan, "engines");
+	const char *name;
+	json_t *t;
+	size_t i;
+
+	printf("plan      %.0f lookups planned: %.0f stored blocks to load, %.0f to recompute; "
+	       "%.0f retries of a stale tier\n", num(plan, "lookups"), num(plan, "load_blocks"),
+	       num(plan, "recompute_blocks"), num(plan, "retries"));
+	printf("          delivered to engines:");
+	json_object_foreach(tiers, name, t) {
+		if (num(t, "samples"))
+			printf("  %s %.2f GB/s (%.0f loads, %.0f s ago)", name,
+			       num(t, "bytes_per_s") / 1e9, num(t, "samples"), num(t, "age_s"));
+		else
+			printf("  %s not measured", name);
+	}
+	printf("\n");
+	json_array_foreach(engines, i, t)
+		printf("          engines of namespace %zu: prefill %.0f tokens/s (%.0f reports)\n",
+		       i + 1, num(t, "prefill_tokens_per_s"), num(t, "reports"));
+}
+
+/* The cluster's state and the peer tier, per peer (a daemon in a cluster). */
+static void print_cluster(json_t *cl)
+{
+	json_t *dir = json_object_get(cl, "directory"), *srv = json_object_get(cl, "serving");
+	json_t *tier = json_object_get(cl, "peer_tier"), *p;
+	char a[32], b[32];
+	size_t i;
+
+	if (!cl)
+		return;
+	printf("cluster   node %s at %s: redis %s, epoch %.0f, %.0f members, %.0f joins\n",
+	       json_string_value(json_object_get(cl, "node_id")),
+	       json_string_value(json_object_get(cl, "peer_addr")),
+	       json_is_true(json_object_get(dir, "reachable")) ? "reachable" : "UNREACHABLE (local-only)",
+	       num(dir, "epoch"), num(dir, "members"), num(dir, "joins"));
+	printf("remote    %.0f blocks fetched (%s), %.0f retried on another holder, %.0f missed; "
+	       "served %.0f blocks (%s) to peers, %.0f refused handshakes\n", num(tier, "blocks"),
+	       bytes_of(tier, "bytes", a, sizeof(a)), num(tier, "retries"), num(tier, "misses"),
+	       num(srv, "blocks_sent"), bytes_of(srv, "bytes_sent", b, sizeof(b)),
+	       num(srv, "auth_failures"));
+	printf("%-16s %-22s %9s %10s %8s %8s %s\n", "peer", "address", "hits", "bytes", "misses",
+	       "errors", "state");
+	json_array_foreach(json_object_get(cl, "peers"), i, p)
+		printf("%-16s %-22s %9.0f %10s %8.0f %8.0f %s\n",
+		       json_string_value(json_object_get(p, "node")),
+		       json_string_value(json_object_get(p, "addr")), num(p, "hits"),
+		       bytes_of(p, "bytes", a, sizeof(a)), num(p, "misses"), num(p, "errors"),
+		       json_is_true(json_object_get(p, "down")) ? "down" : "ok");
+	printf("\n");
+}
+
 static void print_table(json_t *root, const char *socket)
 {
 	json_t *server = json_object_get(root, "server"), *store = json_object_get(root, "store");
@@ -121,9 +180,12 @@ static void print_table(json_t *root, const char *socket)
 	       "%.0f load misses\n", num(copies, "save_blocks"),
 	       bytes_of(copies, "gather_bytes", a, sizeof(a)), num(copies, "load_blocks"),
 	       bytes_of(copies, "scatter_bytes", b, sizeof(b)), num(copies, "load_misses"));
+	if (json_object_get(root, "plan"))
+		print_plan(json_object_get(root, "plan"));
 	printf("refused   %.0f connections, %.0f hellos, %.0f bad frames; %.0f checksum failures\n\n",
 	       num(server, "connections_refused"), num(server, "hello_refused"),
 	       num(server, "bad_frames"), num(store, "checksum_failures"));
+	print_cluster(json_object_get(root, "cluster"));
 	printf("%-9s %10s %8s %10s %10s %10s\n", "op", "count", "errors", "mean", "p50 <=", "p99 <=");
 	json_object_foreach(ops, name, t) {
 		json_t *h = json_object_get(t, "latency_buckets");

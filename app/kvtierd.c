@@ -1,8 +1,10 @@
 /* kvtierd: the sidecar daemon. The flow, in the order of this file:
  * configuration (daemon_config.c) -> the socket systemd passed, if any
  * (daemon_systemd.c) -> the store and its tiers (store/, tiers/) -> the
- * Unix-socket server (transport/server.c) -> ready (told to systemd) -> run
- * until SIGTERM/SIGINT -> drain, close the server, close the store. */
+ * cluster, when configured (daemon_cluster.c: directory, peer server, peer
+ * tier) -> the Unix-socket server (transport/server.c) -> ready (told to
+ * systemd) -> run until SIGTERM/SIGINT -> drain, close the server, leave the
+ * cluster, close the store. */
 #include <errno.h>
 #include <grp.h>
 #include <pthread.h>
@@ -13,6 +15,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "app/daemon_cluster.h"
 #include "app/daemon_config.h"
 #include "app/daemon_log.h"
 #include "app/daemon_systemd.h"
@@ -197,11 +200,11 @@ static void close_gpu(struct kvt_dev *dev, struct kvt_store *store)
 
 static void print_summary(const struct kvtd_config *cfg, const struct kvt_server *srv,
 			  bool activated, const char *ssd_dir, struct kvt_dev *gpu,
-			  const char *gpu_why)
+			  const char *gpu_why, struct kvtd_cluster *cl)
 {
 	char a[32], b[32];
 
-	printf("kvtierd %s ready (protocol %d, pid %d)\n", kvt_version(), KVT_PROTO_VERSION,
+	printf("kvtierd %s ready (protocol %d, pid %d)\n", kvt_version(), KVT_PROTO_VERSION_MAX,
 	       (int)getpid());
 	if (activated)
 		printf("  socket    %s (passed by systemd)\n", cfg->socket_path);
@@ -235,6 +238,10 @@ static void print_summary(const struct kvtd_config *cfg, const struct kvt_server
 	else
 		printf("off\n");
 	printf("  workers   %u copy threads\n", cfg->workers);
+	if (cl)
+		kvtd_cluster_describe(cl, stdout);
+	else
+		printf("  cluster   off\n");
 	printf("  features  save/load/lookup/pin on; per-layer load completion on; cuda ipc %s; "
 	       "rdma off\n", gpu ? "on" : "off");
 	(void)srv;
@@ -250,6 +257,7 @@ int main(int argc, char **argv)
 	struct kvt_store *store = NULL;
 	struct kvt_server *srv = NULL;
 	struct kvt_dev *gpu = NULL, *host_dev = NULL;
+	struct kvtd_cluster *cluster = NULL;
 	char ssd_dir[4200], gpu_why[160] = "";
 	char sd_path[sizeof(cfg.socket_path)];
 	pthread_t sig_thread;
@@ -320,6 +328,11 @@ int main(int argc, char **argv)
 	}
 
 	kvt_server_opts_init(&vopts, sizeof(vopts));
+	if (cfg.cluster[0]) {
+		err = kvtd_cluster_open(&cfg, store, &vopts.hooks, &cluster);
+		if (err)
+			goto out_store;
+	}
 	for (size_t i = 0; i < cfg.n_tenants; i++) {
 		tenants[i] = (struct kvt_server_tenant){
 			.name = cfg.tenants[i].name,
@@ -335,7 +348,7 @@ int main(int argc, char **argv)
 			kvtd_log(KVT_LOG_ERROR, "event=config.error reason=\"no such group\" group=%s",
 				 cfg.socket_group);
 			err = -EINVAL;
-			goto out_store;
+			goto out_cluster;
 		}
 		vopts.socket_gid = g->gr_gid;
 	}
@@ -353,6 +366,7 @@ int main(int argc, char **argv)
 	vopts.dev_cuda = gpu;
 	vopts.dev_host = host_dev;
 	vopts.hello_timeout_ms = cfg.hello_timeout_ms;
+	vopts.plan_retry_ms = cfg.plan_retry_ms;
 	vopts.max_conns_per_uid = cfg.max_conns_per_uid;
 	vopts.max_ns_per_tenant = cfg.max_ns_per_tenant;
 	vopts.mrc_budget = (size_t)cfg.mrc_budget;
@@ -369,7 +383,7 @@ int main(int argc, char **argv)
 	if (err) {
 		kvtd_log(KVT_LOG_ERROR, "event=server.open.failed err=\"%s\" socket=%s metrics=%s",
 			 kvt_strerror(err), cfg.socket_path, cfg.metrics[0] ? cfg.metrics : "off");
-		goto out_store;
+		goto out_cluster;
 	}
 	listen_fd = 0; /* the server's now */
 	if (cfg.metrics[0] && kvt_server_metrics_port(srv)) {
@@ -380,7 +394,7 @@ int main(int argc, char **argv)
 				 kvt_server_metrics_port(srv));
 	}
 	set_running(srv);
-	print_summary(&cfg, srv, vopts.listen_fd >= 0, ssd_dir, gpu, gpu_why);
+	print_summary(&cfg, srv, vopts.listen_fd >= 0, ssd_dir, gpu, gpu_why, cluster);
 	kvtd_log(KVT_LOG_INFO, "event=start pid=%d socket=%s%s dram_bytes=%llu ssd_bytes=%llu "
 		 "tenants=%zu", (int)getpid(), cfg.socket_path,
 		 vopts.listen_fd >= 0 ? " socket_from=systemd" : "", (unsigned long long)cfg.dram_bytes,
@@ -393,6 +407,9 @@ int main(int argc, char **argv)
 		exit_forced("drain"); /* closing would wait on the stuck copy */
 	set_running(NULL);
 	kvt_server_close(srv);
+out_cluster:
+	/* no client is served any more: leave, then stop serving peers */
+	kvtd_cluster_close(cluster);
 out_store:
 	/* the server is gone, so no region or copy uses the devices any more */
 	kvt_dev_close(host_dev);

@@ -8,6 +8,13 @@
  * over all samples, and ops/s per op as clients / mean latency (the rate the
  * clients would sustain doing only that op), with 1 and 16 clients.
  *
+ * Per-layer LOAD: a LOAD of --layer-blocks 2 MiB blocks waited layer by
+ * layer, as an engine does before each layer's attention (and between two
+ * waits it computes the layer: --layer-compute-us of spinning), once with the
+ * daemon pushing completions and once with a WAIT round trip per layer
+ * (KVT_CLIENT_WAITED), alternating on two connections of one process:
+ * medians of each wait_layer call and of the whole LOAD.
+ *
  * Throughput: SAVE and LOAD of --xfer-blocks blocks of 2 MiB (a 32-layer,
  * 8-KV-head bf16 model at 16 tokens per block) between engine memory and the
  * DRAM tier, each repetition beside a memcpy of the same bytes over the same
@@ -35,6 +42,7 @@ struct sc_args {
 	int n_clients;
 	int ops;
 	int xfer_blocks;
+	int layer_blocks, layer_loads, layer_compute_us;
 	int reps;
 	unsigned workers;
 	uint64_t dram;
@@ -48,7 +56,8 @@ static void usage(FILE *f)
 "usage: kvtier-bench sidecar [OPTIONS]\n"
 "\n"
 "Round trips through the sidecar protocol (PING, LOOKUP of 64 keys, SAVE and\n"
-"LOAD of one block, each with its WAIT) with 1 and 16 clients, and SAVE/LOAD\n"
+"LOAD of one block, each waited for) with 1 and 16 clients, LOADs waited layer\n"
+"by layer with pushed completions and with WAIT round trips, and SAVE/LOAD\n"
 "throughput of 2 MiB blocks through the host backend beside memcpy, against\n"
 "an in-process server on a Unix socket. Figures are medians.\n"
 "\n"
@@ -56,6 +65,10 @@ static void usage(FILE *f)
 "  --clients LIST     client counts to run, comma-separated (default 1,16)\n"
 "  --ops N            round trips of each op per client (default 1000)\n"
 "  --xfer-blocks N    2 MiB blocks per SAVE/LOAD in the throughput run (default 32)\n"
+"  --layer-blocks N   2 MiB blocks (32 layers) per layer-by-layer LOAD (default 4)\n"
+"  --layer-loads N    layer-by-layer LOADs per completion mode (default 200)\n"
+"  --layer-compute-us N  the engine's compute per layer between two waits,\n"
+"                     spun (default 100)\n"
 "  --reps N           throughput repetitions, the median is reported (default 5)\n"
 "  --workers N        server copy threads (default 4)\n"
 "  --host-copy HOW    direct (default: the server maps the memfd and copies) or\n"
@@ -70,6 +83,8 @@ static void usage(FILE *f)
 "\n"
 "JSON: ping_p50_us, lookup_p50_us, lookup_p99_us (1 client), save_gbps,\n"
 "load_gbps, memcpy_gbps, lookup_vs_ping, save_vs_memcpy, load_vs_memcpy,\n"
+"layer_wait_p50_us_pushed / _waited (one wait_layer call),\n"
+"layer_load_p50_us_pushed / _waited (a whole LOAD, every layer waited),\n"
 "clients (the counts run) and runs[] with every figure per client count.\n"
 "Targets: LOOKUP p50 <= 2x PING p50; SAVE and LOAD >= 0.8x memcpy.\n");
 }
@@ -83,12 +98,17 @@ static int parse_args(int argc, char **argv, struct sc_args *a)
 		{ "json", no_argument, NULL, 'j' }, { "help", no_argument, NULL, 'h' },
 		{ "host-copy", required_argument, NULL, 'H' },
 		{ "tier", required_argument, NULL, 'T' },
+		{ "layer-blocks", required_argument, NULL, 'b' },
+		{ "layer-loads", required_argument, NULL, 'l' },
+		{ "layer-compute-us", required_argument, NULL, 'C' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int opt;
 
 	*a = (struct sc_args){ .clients = { 1, 16 }, .n_clients = 2, .ops = 1000,
-			       .xfer_blocks = 32, .reps = 5, .workers = 4, .dram = 256ull << 20 };
+			       .xfer_blocks = 32, .layer_blocks = 4, .layer_loads = 200,
+			       .layer_compute_us = 100, .reps = 5,
+			       .workers = 4, .dram = 256ull << 20 };
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
@@ -109,6 +129,9 @@ static int parse_args(int argc, char **argv, struct sc_args *a)
 		}
 		case 'o': a->ops = atoi(optarg); break;
 		case 'x': a->xfer_blocks = atoi(optarg); break;
+		case 'b': a->layer_blocks = atoi(optarg); break;
+		case 'l': a->layer_loads = atoi(optarg); break;
+		case 'C': a->layer_compute_us = atoi(optarg); break;
 		case 'r': a->reps = atoi(optarg); break;
 		case 'w': a->workers = (unsigned)atoi(optarg); break;
 		case 'd':
@@ -126,7 +149,8 @@ static int parse_args(int argc, char **argv, struct sc_args *a)
 		default: return -EINVAL;
 		}
 	}
-	if (a->ops < 1 || a->xfer_blocks < 1 || a->reps < 1 || a->workers < 1 || optind < argc)
+	if (a->ops < 1 || a->xfer_blocks < 1 || a->reps < 1 || a->workers < 1 ||
+	    a->layer_blocks < 1 || a->layer_loads < 1 || a->layer_compute_us < 0 || optind < argc)
 		return -EINVAL;
 	return 0;
 }
@@ -235,8 +259,8 @@ static void big_desc(struct kvt_ns_desc *d)
 	d->head_dim = 128;      /* 2 x 32 x 8 x 128 x 2 B x 16 tokens = 2 MiB */
 }
 
-static int engine_open(struct engine *e, const char *socket, const struct kvt_ns_desc *d,
-		       uint32_t pages)
+static int engine_open_with(struct engine *e, const char *socket, const struct kvt_ns_desc *d,
+			    uint32_t pages, enum kvt_client_completions completions)
 {
 	struct kvt_client_opts o;
 	struct kvt_client_region r = { .size = sizeof(r) };
@@ -246,6 +270,7 @@ static int engine_open(struct engine *e, const char *socket, const struct kvt_ns
 	memset(e, 0, sizeof(*e));
 	kvt_client_opts_init(&o, sizeof(o));
 	o.socket_path = socket;
+	o.completions = completions;
 	err = kvt_client_connect(&o, &e->c);
 	if (!err)
 		err = kvt_client_hello(e->c, d, &e->ns);
@@ -266,6 +291,12 @@ static int engine_open(struct engine *e, const char *socket, const struct kvt_ns
 	r.layer_stride = 2 * r.kv_stride;
 	e->region = kvt_client_register(e->c, &e->ns, &r);
 	return e->region < 0 ? e->region : 0;
+}
+
+static int engine_open(struct engine *e, const char *socket, const struct kvt_ns_desc *d,
+		       uint32_t pages)
+{
+	return engine_open_with(e, socket, d, pages, KVT_CLIENT_PUSHED);
 }
 
 static void engine_close(struct engine *e)
@@ -410,6 +441,103 @@ static int run_latency(const char *socket, int clients, int ops, struct lat_resu
 	return err;
 }
 
+/* ---- per-layer LOAD ---------------------------------------------------- */
+
+enum { PUSHED, WAITED, N_MODES };
+
+struct layer_result {
+	double wait_p50_us[N_MODES], load_p50_us[N_MODES];
+	int layers;
+};
+
+/* One LOAD of n blocks into pages[], each layer waited for in turn and
+ * then computed (compute_us spun): the wait_layer calls' durations go to
+ * waits[], the whole LOAD's is returned. */
+static int layer_load(struct engine *e, const struct kvt_key *keys, const uint32_t *pages,
+		      uint32_t n, uint32_t layers, int compute_us, double *waits, double *whole_us)
+{
+	uint64_t t0 = kvt_now_ns(), ticket;
+	int err = kvt_client_load(e->c, &e->ns, (uint32_t)e->region, keys, pages, n, &ticket);
+
+	for (uint32_t l = 0; l < layers && !err; l++) {
+		uint64_t w0 = kvt_now_ns(), w1;
+
+		err = kvt_client_wait_layer(e->c, ticket, l, -1);
+		w1 = kvt_now_ns();
+		waits[l] = (double)(w1 - w0) / 1e3;
+		while (kvt_now_ns() - w1 < (uint64_t)compute_us * 1000)
+			;
+	}
+	if (!err && kvt_client_wait(e->c, ticket, -1) != (int)n)
+		err = -EIO;
+	*whole_us = (double)(kvt_now_ns() - t0) / 1e3;
+	return err;
+}
+
+static int run_layers(const char *socket, const struct sc_args *a, struct layer_result *res)
+{
+	uint32_t n = (uint32_t)a->layer_blocks, layers, loads = (uint32_t)a->layer_loads;
+	struct kvt_key *keys = calloc(n, sizeof(*keys));
+	uint32_t *src = calloc(n, sizeof(*src)), *dst = calloc(n, sizeof(*dst));
+	struct engine e[N_MODES];
+	double *waits[N_MODES] = { NULL }, *whole[N_MODES] = { NULL };
+	struct kvt_ns_desc d;
+	uint64_t ticket;
+	int err = keys && src && dst ? 0 : -ENOMEM;
+
+	memset(e, 0, sizeof(e));
+	big_desc(&d);
+	layers = d.layers;
+	for (int m = 0; m < N_MODES && !err; m++) {
+		err = engine_open_with(&e[m], socket, &d, 2 * n, m == PUSHED ? KVT_CLIENT_PUSHED
+								  : KVT_CLIENT_WAITED);
+		waits[m] = calloc((size_t)loads * layers, sizeof(double));
+		whole[m] = calloc(loads, sizeof(double));
+		if (!err && (!waits[m] || !whole[m]))
+			err = -ENOMEM;
+	}
+	if (err)
+		goto out;
+	make_keys(&e[0], 4242, keys, n);
+	for (uint32_t i = 0; i < n; i++) {
+		src[i] = i;
+		dst[i] = n + i;
+	}
+	err = kvt_client_save(e[0].c, &e[0].ns, (uint32_t)e[0].region, NULL, keys, src, n, &ticket);
+	if (!err && kvt_client_wait(e[0].c, ticket, -1) != (int)n)
+		err = -EIO;
+	/* one untimed LOAD each, then the modes alternate */
+	for (int i = -1; i < (int)loads && !err; i++) {
+		for (int m = 0; m < N_MODES && !err; m++) {
+			double scratch[64], us;
+			double *w = i < 0 ? scratch : waits[m] + (size_t)i * layers;
+
+			if (i < 0 && layers > 64)
+				break;
+			err = layer_load(&e[m], keys, dst, n, layers, a->layer_compute_us, w, &us);
+			if (i >= 0)
+				whole[m][i] = us;
+		}
+	}
+	res->layers = (int)layers;
+	for (int m = 0; m < N_MODES && !err; m++) {
+		res->wait_p50_us[m] = kvt_bench_median(waits[m], (size_t)loads * layers);
+		res->load_p50_us[m] = kvt_bench_median(whole[m], loads);
+	}
+	kvt_client_remove(e[0].c, &e[0].ns, keys, n);
+out:
+	for (int m = 0; m < N_MODES; m++) {
+		if (e[m].c)
+			engine_close(&e[m]);
+		free(waits[m]);
+		free(whole[m]);
+	}
+	free(keys);
+	free(src);
+	free(dst);
+	return err;
+}
+
 /* ---- throughput -------------------------------------------------------- */
 
 struct xfer_result {
@@ -496,6 +624,7 @@ int kvt_bench_sidecar_main(int argc, char **argv)
 	struct sc_server s = { 0 };
 	struct lat_result lat[8];
 	struct xfer_result x = { 0 };
+	struct layer_result lr;
 	struct sc_args a;
 	int err;
 
@@ -510,6 +639,7 @@ int kvt_bench_sidecar_main(int argc, char **argv)
 				return 2;
 			}
 		}
+	memset(&lr, 0, sizeof(lr));
 	if (parse_args(argc, argv, &a)) {
 		usage(stderr);
 		return 2;
@@ -517,6 +647,8 @@ int kvt_bench_sidecar_main(int argc, char **argv)
 	err = server_start(&s, &a);
 	for (int i = 0; i < a.n_clients && !err; i++)
 		err = run_latency(s.socket, a.clients[i], a.ops, &lat[i]);
+	if (!err)
+		err = run_layers(s.socket, &a, &lr);
 	if (!err)
 		err = run_xfer(s.socket, &a, &x);
 	server_stop(&s);
@@ -542,6 +674,13 @@ int kvt_bench_sidecar_main(int argc, char **argv)
 		json_object_set_new(root, "block_bytes", json_integer((json_int_t)x.block_bytes));
 		json_object_set_new(root, "xfer_blocks", json_integer(a.xfer_blocks));
 		json_object_set_new(root, "host_copy", json_string(a.host_copy_device ? "device" : "direct"));
+		json_object_set_new(root, "layer_wait_p50_us_pushed", json_real(lr.wait_p50_us[PUSHED]));
+		json_object_set_new(root, "layer_wait_p50_us_waited", json_real(lr.wait_p50_us[WAITED]));
+		json_object_set_new(root, "layer_load_p50_us_pushed", json_real(lr.load_p50_us[PUSHED]));
+		json_object_set_new(root, "layer_load_p50_us_waited", json_real(lr.load_p50_us[WAITED]));
+		json_object_set_new(root, "layer_blocks", json_integer(a.layer_blocks));
+		json_object_set_new(root, "layers", json_integer(lr.layers));
+		json_object_set_new(root, "layer_compute_us", json_integer(a.layer_compute_us));
 		for (int i = 0; i < a.n_clients; i++) {
 			json_t *r = json_object();
 			char key[48];
@@ -575,6 +714,15 @@ int kvt_bench_sidecar_main(int argc, char **argv)
 			       lat[i].p50[o], lat[i].p99[o], lat[i].ops_per_s[o]);
 	printf("LOOKUP(64 keys) p50 / PING p50 = %.2f with %d client(s) (target <= 2)\n\n",
 	       lat[0].p50[OP_LOOKUP] / lat[0].p50[OP_PING], lat[0].clients);
+	printf("LOAD of %d blocks waited layer by layer (%d layers, %d us of compute after each), "
+	       "median of %d per mode (us)\n", a.layer_blocks, lr.layers, a.layer_compute_us,
+	       a.layer_loads);
+	printf("%10s %14s %14s\n", "", "wait_layer", "whole LOAD");
+	printf("%10s %14.1f %14.1f\n", "pushed", lr.wait_p50_us[PUSHED], lr.load_p50_us[PUSHED]);
+	printf("%10s %14.1f %14.1f\n", "WAIT", lr.wait_p50_us[WAITED], lr.load_p50_us[WAITED]);
+	printf("pushed / WAIT: wait_layer %.3fx, whole LOAD %.2fx\n\n",
+	       lr.wait_p50_us[PUSHED] / lr.wait_p50_us[WAITED],
+	       lr.load_p50_us[PUSHED] / lr.load_p50_us[WAITED]);
 	printf("throughput, %d blocks of %llu KiB per op, median of %d, %s copies (GB/s)\n",
 	       a.xfer_blocks, (unsigned long long)(x.block_bytes >> 10), a.reps,
 	       a.host_copy_device ? "device-layer" : "direct");

@@ -184,7 +184,7 @@ void kvt_rdir_lookups(struct kvt_rdir *d)
 	struct lookup_req *list, *r, *last = NULL;
 	redisReply **rep = NULL;
 	char self[KVT_NODE_ID_MAX + 1];
-	uint64_t stale = 0;
+	uint64_t stale = 0, t0 = kvt_clock_ns();
 	size_t total = 0, n_req = 0, k = 0;
 	int err = 0;
 
@@ -240,6 +240,10 @@ void kvt_rdir_lookups(struct kvt_rdir *d)
 	}
 	kvt_redis_free_replies(rep, n_req);
 	free(rep);
+	pthread_mutex_lock(&d->mu);
+	d->st.lookup_batches++;
+	d->st.lookup_batch_ns += kvt_clock_ns() - t0;
+	pthread_mutex_unlock(&d->mu);
 	kvt_rdir_finish_lookups(d, list, 0, stale);
 }
 

@@ -112,6 +112,9 @@ struct kvt_dir_stats {
 	uint64_t lookups, lookup_keys, lookup_hit_keys;
 	uint64_t lookups_unreachable; /* answered -ENOTCONN at once: store down */
 	uint64_t lookups_timed_out;   /* gave up after lookup_timeout_ms */
+	uint64_t lookup_batches;      /* lookup pipelines the thread ran */
+	uint64_t lookup_batch_ns;     /* their time on the thread: commands built,
+	                               * sent, answered and parsed */
 	uint64_t published_keys, forgotten_keys;
 	uint64_t dropped_keys;      /* writes dropped: queue full, or not joined yet */
 	uint64_t stale_hints;       /* hints of gone nodes or old epochs, ignored */

@@ -25,6 +25,15 @@ static bool loadable(const struct kvt_plan_opts *o, uint8_t tier)
 	return tier > KVT_TIER_NONE && tier < KVT_TIER_COUNT && o->tier_bw[tier] > 0;
 }
 
+/* Seconds to recompute tokens [start, end): the model's FLOPs at the
+ * sustained rate, or the engine's measured tokens/s. */
+static double recompute_s(const struct kvt_plan_opts *o, uint64_t start, uint64_t end)
+{
+	if (o->model)
+		return kvt_model_prefill_flops(o->model, start, end) / o->prefill_flops_s;
+	return (double)(end - start) / o->prefill_tokens_s;
+}
+
 int kvt_plan_prefix(const struct kvt_plan_opts *opts, const uint8_t *tiers, size_t n,
 		    struct kvt_plan *out, uint8_t *actions)
 {
@@ -35,8 +44,10 @@ int kvt_plan_prefix(const struct kvt_plan_opts *opts, const uint8_t *tiers, size
 	double load = 0, best = INFINITY, best_load = 0;
 	bool used[KVT_TIER_COUNT] = { false };
 
-	if (!out || kvt_opts_load(&whole, sizeof(whole), opts) || !o->model ||
-	    !o->block_tokens || !(o->prefill_flops_s > 0) || (n && !tiers))
+	if (!out || kvt_opts_load(&whole, sizeof(whole), opts) || !o->block_tokens ||
+	    (n && !tiers))
+		return -EINVAL;
+	if (o->model ? !(o->prefill_flops_s > 0) : !(o->prefill_tokens_s > 0) || !o->block_bytes)
 		return -EINVAL;
 	bt = o->block_tokens;
 	bb = o->block_bytes ? o->block_bytes : bt * kvt_model_kv_bytes_per_token(o->model, o->kv_dtype);
@@ -50,8 +61,7 @@ int kvt_plan_prefix(const struct kvt_plan_opts *opts, const uint8_t *tiers, size
 	/* split k: load [0, k), recompute [k, matched). load grows with k, the
 	 * recompute shrinks; k stops at the first block no tier can serve */
 	for (k = 0;; k++) {
-		double rc = kvt_model_prefill_flops(o->model, k * bt, matched * bt) /
-			    o->prefill_flops_s;
+		double rc = recompute_s(o, k * bt, matched * bt);
 		double cost = load + rc;
 
 		if (cost <= best) { /* <=: on a tie, load */
@@ -68,8 +78,7 @@ int kvt_plan_prefix(const struct kvt_plan_opts *opts, const uint8_t *tiers, size
 		}
 	}
 	out->all_load_s = k == matched ? load : INFINITY;
-	out->all_recompute_s = kvt_model_prefill_flops(o->model, 0, matched * bt) /
-			       o->prefill_flops_s;
+	out->all_recompute_s = recompute_s(o, 0, matched * bt);
 	out->load_blocks = best_k;
 	out->load_s = best_load;
 	out->recompute_s = best - best_load;

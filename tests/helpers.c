@@ -1,6 +1,8 @@
 #include "helpers.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <ftw.h>
 #include <stdarg.h>
 #include <string.h>
@@ -79,4 +81,22 @@ void kvt_test_rmdir(const char *path)
 {
 	if (path)
 		nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+void kvt_test_sleep_ms(unsigned ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+void kvt_test_write_secret(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f)
+		return; /* the daemon under test then says it cannot read it */
+	fprintf(f, "%s\n", text);
+	fclose(f);
+	chmod(path, 0600);
 }

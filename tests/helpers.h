@@ -38,4 +38,9 @@ void kvt_test_fill(void *buf, size_t len, uint64_t seed);
 char *kvt_test_mkdtemp(const char *tag);
 void kvt_test_rmdir(const char *path);
 
+void kvt_test_sleep_ms(unsigned ms);
+
+/* Write text and a newline to path, mode 0600 (a secret file). */
+void kvt_test_write_secret(const char *path, const char *text);
+
 #endif

@@ -3,12 +3,16 @@
  * Replies may come out of order, and several threads may wait on one
  * connection: each call registers a pending slot by request id, and whichever
  * waiting thread finds nobody reading becomes the reader for a while, handing
- * every frame it reads to its slot (leader/followers). */
+ * every frame it reads to its slot (leader/followers). A SAVE or LOAD asked
+ * with pushed completions also registers its ticket's state, which the DONE
+ * frames the daemon pushes update; waiting on such a ticket is waiting for
+ * that state, reading frames meanwhile if no one else is. */
 #include "kvtier/client.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -19,6 +23,7 @@
 #include <unistd.h>
 
 #include "transport/proto.h"
+#include "util/clock.h"
 #include "util/opts.h"
 
 struct call {
@@ -29,16 +34,30 @@ struct call {
 	struct call *next;
 };
 
+/* A ticket whose completions the daemon pushes (DONE frames carrying the
+ * request id of its SAVE/LOAD), until its result is taken. */
+struct pushed {
+	uint64_t req_id;
+	uint64_t ticket;            /* 0 until the SAVE/LOAD reply */
+	uint32_t layers_done;
+	bool done;
+	int32_t result;
+	struct pushed *next;
+};
+
 struct kvt_client {
 	int fd;
 	pthread_mutex_t send_lock; /* one frame on the wire at a time */
 	pthread_mutex_t lock;      /* calls, reading, broken, next_id */
 	pthread_cond_t cond;
 	struct call *calls;
+	struct pushed *pushed;
 	bool reading;
 	int broken;                /* 0 or the -errno that ended the connection */
 	uint64_t next_id;
 	char *token;
+	enum kvt_client_completions completions;
+	uint16_t version;          /* agreed at the last HELLO */
 };
 
 static const struct kvt_client_opts client_defaults = { .size = sizeof(struct kvt_client_opts) };
@@ -62,7 +81,10 @@ int kvt_client_connect(const struct kvt_client_opts *given, struct kvt_client **
 	struct kvt_client *c;
 	int err;
 
-	if (!out || kvt_opts_load(&opts, sizeof(opts), given))
+	pthread_condattr_t ca;
+
+	if (!out || kvt_opts_load(&opts, sizeof(opts), given) ||
+	    (opts.completions != KVT_CLIENT_PUSHED && opts.completions != KVT_CLIENT_WAITED))
 		return -EINVAL;
 	snprintf(user_default, sizeof(user_default), "/tmp/kvtier-%u/kvtierd.sock",
 		 (unsigned)geteuid());
@@ -97,7 +119,12 @@ int kvt_client_connect(const struct kvt_client_opts *given, struct kvt_client **
 	}
 	pthread_mutex_init(&c->send_lock, NULL);
 	pthread_mutex_init(&c->lock, NULL);
-	pthread_cond_init(&c->cond, NULL);
+	/* waits with a deadline measure it on the monotonic clock */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	c->completions = opts.completions;
 	*out = c;
 	return 0;
 
@@ -114,6 +141,12 @@ void kvt_client_close(struct kvt_client *c)
 	if (!c)
 		return;
 	close(c->fd);
+	while (c->pushed) {
+		struct pushed *p = c->pushed;
+
+		c->pushed = p->next;
+		free(p);
+	}
 	pthread_mutex_destroy(&c->send_lock);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->cond);
@@ -175,8 +208,55 @@ static int recv_all(struct kvt_client *c, uint8_t *buf, size_t len)
 	return 0;
 }
 
-/* Read one frame and give it to its call; a reply nobody waits for (its
- * caller gave up) is dropped. Called without c->lock. */
+static struct pushed *pushed_by_id(struct kvt_client *c, uint64_t req_id)
+{
+	for (struct pushed *p = c->pushed; p; p = p->next)
+		if (p->req_id == req_id)
+			return p;
+	return NULL;
+}
+
+static struct pushed *pushed_by_ticket(struct kvt_client *c, uint64_t ticket)
+{
+	for (struct pushed *p = c->pushed; p; p = p->next)
+		if (p->ticket == ticket && ticket)
+			return p;
+	return NULL;
+}
+
+static void pushed_drop(struct kvt_client *c, struct pushed *p)
+{
+	for (struct pushed **pp = &c->pushed; *pp; pp = &(*pp)->next) {
+		if (*pp == p) {
+			*pp = p->next;
+			free(p);
+			return;
+		}
+	}
+}
+
+/* A DONE frame: news of a pushed ticket. Called with c->lock. */
+static int take_done(struct kvt_client *c, const struct kvt_frame_hdr *h, const uint8_t *payload)
+{
+	struct kvt_rep_wait rep;
+	struct pushed *p = pushed_by_id(c, h->id);
+
+	if (h->status || kvt_proto_rep_wait(payload, h->len, &rep))
+		return -EBADMSG;
+	if (!p || p->done)
+		return 0; /* not a ticket of ours: dropped */
+	if (rep.layers_done > p->layers_done)
+		p->layers_done = rep.layers_done;
+	if (rep.done) {
+		p->done = true;
+		p->result = rep.result;
+	}
+	return 0;
+}
+
+/* Read one frame and give it to its call (or, a DONE frame, to its pushed
+ * ticket); a reply nobody waits for (its caller gave up) is dropped. Called
+ * without c->lock. */
 static int read_one(struct kvt_client *c)
 {
 	uint8_t hb[KVT_PROTO_HDR_BYTES];
@@ -201,6 +281,12 @@ static int read_one(struct kvt_client *c)
 		return err;
 	}
 	pthread_mutex_lock(&c->lock);
+	if (h.op == (KVT_OP_DONE | KVT_OP_REPLY)) {
+		err = take_done(c, &h, payload);
+		pthread_mutex_unlock(&c->lock);
+		free(payload);
+		return err;
+	}
 	for (struct call *k = c->calls; k; k = k->next) {
 		if (k->id == h.id && !k->done) {
 			k->hdr = h;
@@ -312,8 +398,11 @@ int kvt_client_hello(struct kvt_client *c, const struct kvt_ns_desc *desc,
 	if (err)
 		goto out;
 	err = kvt_proto_rep_hello(k.payload, k.hdr.len, &rep);
+	if (!err && (rep.version < KVT_PROTO_VERSION || rep.version > KVT_PROTO_VERSION_MAX))
+		err = -EBADMSG;
 	if (err)
 		goto out;
+	c->version = rep.version;
 	memset(out, 0, sizeof(*out));
 	out->handle = rep.ns;
 	out->block_bytes = rep.block_bytes;
@@ -404,7 +493,7 @@ int kvt_client_memfd_create(const char *name, uint64_t bytes, void **map)
 }
 
 static int keys_op(struct kvt_client *c, uint16_t op, const struct kvt_client_ns *ns,
-		   const struct kvt_key *keys, uint32_t n, uint8_t *tiers)
+		   const struct kvt_key *keys, uint32_t n, uint8_t *tiers, uint32_t *load)
 {
 	struct kvt_rep_lookup lk;
 	struct kvt_wr w;
@@ -425,6 +514,8 @@ static int keys_op(struct kvt_client *c, uint16_t op, const struct kvt_client_ns
 			err = -EBADMSG;
 		if (!err && tiers)
 			memcpy(tiers, lk.tiers, n);
+		if (!err && load)
+			*load = lk.load;
 		count = lk.hit;
 	} else if (!err) {
 		err = kvt_proto_rep_u32(k.payload, k.hdr.len, &count);
@@ -438,25 +529,61 @@ static int keys_op(struct kvt_client *c, uint16_t op, const struct kvt_client_ns
 int kvt_client_lookup(struct kvt_client *c, const struct kvt_client_ns *ns,
 		      const struct kvt_key *keys, uint32_t n, uint8_t *tiers)
 {
-	return keys_op(c, KVT_OP_LOOKUP, ns, keys, n, tiers);
+	return keys_op(c, KVT_OP_LOOKUP, ns, keys, n, tiers, NULL);
+}
+
+int kvt_client_lookup_plan(struct kvt_client *c, const struct kvt_client_ns *ns,
+			   const struct kvt_key *keys, uint32_t n, uint8_t *tiers,
+			   uint32_t *load)
+{
+	if (!load)
+		return -EINVAL;
+	return keys_op(c, KVT_OP_LOOKUP, ns, keys, n, tiers, load);
+}
+
+int kvt_client_prefill(struct kvt_client *c, const struct kvt_client_ns *ns, uint32_t tokens,
+		       uint64_t ns_elapsed)
+{
+	struct kvt_req_prefill p = { .tokens = tokens, .ns_elapsed = ns_elapsed };
+	struct kvt_wr w;
+	struct call k = { 0 };
+	int err;
+
+	if (!c || !ns || !tokens || !ns_elapsed)
+		return -EINVAL;
+	if (c->version < 2)
+		return c->version ? -EOPNOTSUPP : -EPERM;
+	p.ns = ns->handle;
+	kvt_wr_init(&w);
+	k.id = new_id(c);
+	err = roundtrip(c, &w, kvt_proto_enc_prefill(&w, k.id, &p), &k, -1, KVT_OP_PREFILL);
+	if (!err && k.hdr.len)
+		err = -EBADMSG;
+	free(k.payload);
+	return err;
+}
+
+int kvt_client_version(const struct kvt_client *c)
+{
+	return c ? c->version : 0;
 }
 
 int kvt_client_pin(struct kvt_client *c, const struct kvt_client_ns *ns,
 		   const struct kvt_key *keys, uint32_t n)
 {
-	return keys_op(c, KVT_OP_PIN, ns, keys, n, NULL);
+	return keys_op(c, KVT_OP_PIN, ns, keys, n, NULL, NULL);
 }
 
 int kvt_client_unpin(struct kvt_client *c, const struct kvt_client_ns *ns,
 		     const struct kvt_key *keys, uint32_t n)
 {
-	return keys_op(c, KVT_OP_UNPIN, ns, keys, n, NULL);
+	return keys_op(c, KVT_OP_UNPIN, ns, keys, n, NULL, NULL);
 }
 
 int kvt_client_remove(struct kvt_client *c, const struct kvt_client_ns *ns,
 		      const struct kvt_key *keys, uint32_t n)
 {
-	return keys_op(c, KVT_OP_REMOVE, ns, keys, n, NULL);
+	return keys_op(c, KVT_OP_REMOVE, ns, keys, n, NULL, NULL);
 }
 
 static int xfer(struct kvt_client *c, uint16_t op, const struct kvt_client_ns *ns,
@@ -465,7 +592,8 @@ static int xfer(struct kvt_client *c, uint16_t op, const struct kvt_client_ns *n
 {
 	struct kvt_wr w;
 	struct call k = { 0 };
-	uint32_t layers;
+	struct pushed *p = NULL;
+	uint32_t layers, flags = 0;
 	int err;
 
 	if (!c || !ns || !keys || !pages || !ticket || n == 0)
@@ -474,12 +602,36 @@ static int xfer(struct kvt_client *c, uint16_t op, const struct kvt_client_ns *n
 		return -E2BIG;
 	kvt_wr_init(&w);
 	k.id = new_id(c);
-	err = roundtrip(c, &w, kvt_proto_enc_xfer(&w, op, k.id, ns->handle, region, parent,
-						   keys, pages, n), &k, -1, op);
+	if (c->completions == KVT_CLIENT_PUSHED && c->version >= 2) {
+		/* registered before sending: a DONE frame may follow the reply at once */
+		p = calloc(1, sizeof(*p));
+		if (!p) {
+			kvt_wr_free(&w);
+			return -ENOMEM;
+		}
+		p->req_id = k.id;
+		flags = KVT_XFER_PUSH | (op == KVT_OP_LOAD ? KVT_XFER_PUSH_LAYERS : 0);
+		pthread_mutex_lock(&c->lock);
+		p->next = c->pushed;
+		c->pushed = p;
+		pthread_mutex_unlock(&c->lock);
+	}
+	err = roundtrip(c, &w, kvt_proto_enc_xfer_flags(&w, op, k.id, ns->handle, region, parent,
+							 keys, pages, n, flags), &k, -1, op);
 	if (!err)
 		err = op == KVT_OP_SAVE ? kvt_proto_rep_u64(k.payload, k.hdr.len, ticket) :
 		      kvt_proto_rep_load(k.payload, k.hdr.len, ticket, &layers);
+	if (!err && !*ticket)
+		err = -EBADMSG;
 	free(k.payload);
+	if (p) {
+		pthread_mutex_lock(&c->lock);
+		if (err)
+			pushed_drop(c, p);
+		else
+			p->ticket = *ticket;
+		pthread_mutex_unlock(&c->lock);
+	}
 	return err;
 }
 
@@ -520,11 +672,97 @@ static int wait_op(struct kvt_client *c, uint16_t op, uint64_t ticket, uint32_t 
 	return err;
 }
 
+/* Whether the pushed ticket p is done, or has layer in place. */
+static bool pushed_ready(const struct pushed *p, uint32_t layer)
+{
+	return p->done || (layer != KVT_WAIT_ALL && p->layers_done > layer);
+}
+
+/* Wait (with c->lock held) until pushed ticket is ready for layer, reading
+ * frames when no other thread is; timeout_ms < 0 waits forever, 0 only takes
+ * the frames already there. Returns 0 and *out, -ETIMEDOUT (*out set too),
+ * -ENOENT (another thread took its result), or the error that broke the
+ * connection. */
+static int pushed_wait(struct kvt_client *c, uint64_t ticket, uint32_t layer, int timeout_ms,
+		       struct pushed **out)
+{
+	uint64_t deadline = kvt_now_ns() + (timeout_ms > 0 ? (uint64_t)timeout_ms * 1000000 : 0);
+	struct pushed *p;
+
+	/* looked up again after each read: the lock was let go meanwhile */
+	while ((*out = p = pushed_by_ticket(c, ticket)) && !pushed_ready(p, layer)) {
+		uint64_t now = kvt_now_ns();
+		struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
+		int left, r, err;
+
+		if (c->broken)
+			return c->broken;
+		if (timeout_ms > 0 && now >= deadline)
+			return -ETIMEDOUT;
+		if (c->reading) {
+			struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000000),
+					       .tv_nsec = (long)(deadline % 1000000000) };
+
+			if (timeout_ms == 0)
+				return -ETIMEDOUT;
+			if (timeout_ms < 0)
+				pthread_cond_wait(&c->cond, &c->lock);
+			else
+				pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+			continue;
+		}
+		/* nobody reads: this thread does, until its news or its deadline */
+		c->reading = true;
+		pthread_mutex_unlock(&c->lock);
+		left = timeout_ms < 0 ? -1 : timeout_ms == 0 ? 0 :
+		       (int)((deadline - now + 999999) / 1000000);
+		r = poll(&pfd, 1, left);
+		err = r > 0 ? read_one(c) : r < 0 && errno != EINTR ? -errno : 0;
+		pthread_mutex_lock(&c->lock);
+		c->reading = false;
+		if (err && !c->broken)
+			c->broken = err;
+		pthread_cond_broadcast(&c->cond);
+		if (r == 0 && timeout_ms == 0) {
+			*out = p = pushed_by_ticket(c, ticket);
+			return !p ? -ENOENT : pushed_ready(p, layer) ? 0 : -ETIMEDOUT;
+		}
+	}
+	return p ? 0 : -ENOENT;
+}
+
+/* Wait on ticket's pushed state, when it has one: returns true and *err (0,
+ * or for a whole-ticket wait the result, taken), or false for a ticket not
+ * pushed, which the daemon is asked about. */
+static bool wait_pushed(struct kvt_client *c, uint64_t ticket, uint32_t layer, int timeout_ms,
+			int *err)
+{
+	struct pushed *p;
+	bool pushed;
+
+	pthread_mutex_lock(&c->lock);
+	pushed = pushed_by_ticket(c, ticket) != NULL;
+	if (pushed) {
+		*err = pushed_wait(c, ticket, layer, timeout_ms, &p);
+		if (!*err && layer == KVT_WAIT_ALL) {
+			*err = p->result;
+			pushed_drop(c, p);
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return pushed;
+}
+
 int kvt_client_wait(struct kvt_client *c, uint64_t ticket, int timeout_ms)
 {
 	struct kvt_rep_wait rep;
-	int err = wait_op(c, KVT_OP_WAIT, ticket, KVT_WAIT_ALL, timeout_ms, &rep);
+	int err;
 
+	if (!c)
+		return -EINVAL;
+	if (wait_pushed(c, ticket, KVT_WAIT_ALL, timeout_ms, &err))
+		return err;
+	err = wait_op(c, KVT_OP_WAIT, ticket, KVT_WAIT_ALL, timeout_ms, &rep);
 	if (err)
 		return err;
 	return rep.done ? rep.result : -EBADMSG;
@@ -534,17 +772,42 @@ int kvt_client_wait_layer(struct kvt_client *c, uint64_t ticket, uint32_t layer,
 			  int timeout_ms)
 {
 	struct kvt_rep_wait rep;
+	int err;
 
-	if (layer == KVT_WAIT_ALL)
+	if (!c || layer == KVT_WAIT_ALL)
 		return -EINVAL;
+	if (wait_pushed(c, ticket, layer, timeout_ms, &err))
+		return err;
 	return wait_op(c, KVT_OP_WAIT, ticket, layer, timeout_ms, &rep);
 }
 
 int kvt_client_poll(struct kvt_client *c, uint64_t ticket, int *result, uint32_t *layers_done)
 {
 	struct kvt_rep_wait rep;
-	int err = wait_op(c, KVT_OP_POLL, ticket, KVT_WAIT_ALL, 0, &rep);
+	struct pushed *p;
+	int err;
 
+	if (!c)
+		return -EINVAL;
+	pthread_mutex_lock(&c->lock);
+	if (pushed_by_ticket(c, ticket)) {
+		/* take the frames already there, without waiting */
+		err = pushed_wait(c, ticket, KVT_WAIT_ALL, 0, &p);
+		if (err == -ETIMEDOUT)
+			err = 0;
+		if (!err && layers_done)
+			*layers_done = p->layers_done;
+		if (!err && p->done) {
+			if (result)
+				*result = p->result;
+			pushed_drop(c, p);
+			err = 1;
+		}
+		pthread_mutex_unlock(&c->lock);
+		return err;
+	}
+	pthread_mutex_unlock(&c->lock);
+	err = wait_op(c, KVT_OP_POLL, ticket, KVT_WAIT_ALL, 0, &rep);
 	if (err)
 		return err;
 	if (layers_done)

@@ -45,6 +45,55 @@ static uint64_t ld(const uint64_t *p)
 
 /* ---- JSON -------------------------------------------------------------- */
 
+/* LOOKUP's plan and what it is made of: each tier's measured delivery to
+ * engines, and the prefill speeds namespaces' engines reported (the first
+ * KVT_PLAN_ENGINES_SHOWN, unnamed: stats carry counts, never a tenant or a
+ * model). */
+#define KVT_PLAN_ENGINES_SHOWN 64
+
+static json_t *plan_json(struct kvt_server *srv, const struct kvt_store_stats *st)
+{
+	const struct kvt_server_counters *c = &srv->c;
+	json_t *o = json_object(), *tiers = json_object(), *engines = json_array();
+	uint64_t now = kvt_now_ns(), reporting = 0;
+
+	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
+		struct kvt_rate r = kvt_tier_rates_get(&srv->rates, (unsigned)t);
+		json_t *e;
+
+		if (!st->tier[t].present && !r.samples)
+			continue;
+		e = json_object();
+		json_object_set_new(e, "bytes_per_s", json_real(kvt_rate_value(&r)));
+		json_object_set_new(e, "samples", json_integer((json_int_t)r.samples));
+		json_object_set_new(e, "age_s", r.samples ? json_real((double)(now - r.last_ns) / 1e9)
+							 : json_null());
+		json_object_set_new(tiers, kvt_tier_name(t), e);
+	}
+	for (size_t i = 0; i < srv->opts.n_tenants; i++) {
+		for (const struct kvt_ns_use *u = srv->tenant_uses[i]; u; u = u->tnext) {
+			json_t *e;
+
+			if (!u->prefill.samples || reporting++ >= KVT_PLAN_ENGINES_SHOWN)
+				continue;
+			e = json_object();
+			json_object_set_new(e, "prefill_tokens_per_s",
+					    json_real(kvt_rate_value(&u->prefill)));
+			json_object_set_new(e, "reports", json_integer((json_int_t)u->prefill.samples));
+			json_array_append_new(engines, e);
+		}
+	}
+	json_object_set_new(o, "tiers", tiers);
+	json_object_set_new(o, "engines", engines);
+	json_object_set_new(o, "namespaces_reporting", json_integer((json_int_t)reporting));
+	json_object_set_new(o, "lookups", json_integer((json_int_t)c->plan_lookups));
+	json_object_set_new(o, "load_blocks", json_integer((json_int_t)c->plan_load_blocks));
+	json_object_set_new(o, "recompute_blocks", json_integer((json_int_t)c->plan_recompute_blocks));
+	json_object_set_new(o, "retries", json_integer((json_int_t)c->plan_retries));
+	json_object_set_new(o, "prefill_reports", json_integer((json_int_t)c->prefill_reports));
+	return o;
+}
+
 char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
 {
 	struct kvt_store_stats st = { .size = sizeof(st) };
@@ -95,6 +144,8 @@ char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
 	json_object_set_new(copies, "save_already_present", json_integer((json_int_t)ld(&c->save_present)));
 	json_object_set_new(copies, "load_blocks", json_integer((json_int_t)ld(&c->load_blocks)));
 	json_object_set_new(copies, "load_misses", json_integer((json_int_t)ld(&c->load_misses)));
+	json_object_set_new(copies, "load_remote_blocks", json_integer((json_int_t)ld(&c->load_remote)));
+	json_object_set_new(copies, "lookup_remote_keys", json_integer((json_int_t)c->lookup_remote));
 	json_object_set_new(root, "copies", copies);
 
 	json_object_set_new(store, "namespaces", json_integer((json_int_t)st.namespaces));
@@ -154,6 +205,7 @@ char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
 		json_object_set_new(tiers, kvt_tier_name(t), o);
 	}
 	json_object_set_new(root, "tiers", tiers);
+	json_object_set_new(root, "plan", plan_json(srv, &st));
 
 	for (unsigned op = 1; op < KVT_OP_COUNT; op++) {
 		const struct kvt_op_stats *s = &c->op[op];
@@ -186,6 +238,14 @@ char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
 			return NULL;
 		}
 		json_object_set_new(root, "tenant", t);
+	}
+	if (srv->opts.hooks.json_cb) {
+		char *cl = srv->opts.hooks.json_cb(srv->opts.hooks.arg);
+		json_t *o = cl ? json_loads(cl, 0, NULL) : NULL;
+
+		if (o)
+			json_object_set_new(root, "cluster", o);
+		free(cl);
 	}
 	text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(root);
@@ -256,6 +316,30 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 		(unsigned long long)(st.lookup_keys - st.lookup_hit_keys));
 	one(&b, "kvtier_load_misses_total", "counter", "Blocks asked for by LOAD and not found.",
 	    ld(&c->load_misses));
+	help(&b, "kvtier_tier_delivered_bytes_per_second", "gauge",
+	     "What each tier delivers to engines (LOAD, acquire to engine memory), moving average.");
+	for (t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
+		struct kvt_rate r = kvt_tier_rates_get(&srv->rates, (unsigned)t);
+
+		if (r.samples)
+			kvt_textbuf_printf(&b, "kvtier_tier_delivered_bytes_per_second{tier=\"%s\"} "
+					   "%.0f\n", kvt_tier_name(t), kvt_rate_value(&r));
+	}
+	help(&b, "kvtier_plan_blocks_total", "counter",
+	     "Stored blocks LOOKUP's plan had engines load or recompute.");
+	kvt_textbuf_printf(&b, "kvtier_plan_blocks_total{action=\"load\"} %llu\n"
+			   "kvtier_plan_blocks_total{action=\"recompute\"} %llu\n",
+			   (unsigned long long)c->plan_load_blocks,
+			   (unsigned long long)c->plan_recompute_blocks);
+	one(&b, "kvtier_plan_retries_total", "counter",
+	    "LOOKUPs that took a tier's default rate again, its measurement being stale.",
+	    c->plan_retries);
+	one(&b, "kvtier_prefill_reports_total", "counter",
+	    "Prefill speeds reported by engines (PREFILL).", c->prefill_reports);
+	one(&b, "kvtier_load_remote_blocks_total", "counter",
+	    "Blocks LOAD brought from other nodes of the cluster.", ld(&c->load_remote));
+	one(&b, "kvtier_lookup_remote_keys_total", "counter",
+	    "Keys LOOKUP reported held by other nodes (tier remote).", c->lookup_remote);
 	help(&b, "kvtier_engine_bytes_total", "counter",
 	     "Bytes copied between engine memory and kvtier (gather = save, scatter = load).");
 	kvt_textbuf_printf(&b, "kvtier_engine_bytes_total{direction=\"gather\"} %llu\n",
@@ -341,6 +425,13 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 	if (!b.bad && kvt_insight_prom(srv->insight, &st, srv->opts.metrics_tenants, &b.p, &b.len,
 				       &b.cap))
 		b.bad = true;
+	if (srv->opts.hooks.prom_cb) {
+		char *cl = srv->opts.hooks.prom_cb(srv->opts.hooks.arg);
+
+		if (cl)
+			kvt_textbuf_printf(&b, "%s", cl);
+		free(cl);
+	}
 	if (b.bad) {
 		free(b.p);
 		return NULL;

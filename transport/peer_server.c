@@ -165,6 +165,8 @@ static int serve_get(struct pconn *c, const struct kvt_frame_hdr *h)
 			 * the next block's or at the end */
 			kvt_peer_enc_block(&c->w, h->id, st, &b);
 			misses++;
+			if (st == -ENOENT && s->o.miss_cb)
+				s->o.miss_cb(s->o.find_ns_arg, ns, &b.key);
 			continue;
 		}
 		b.data_len = slot.len;

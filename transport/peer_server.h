@@ -48,6 +48,10 @@ struct kvt_peer_server_opts {
 	 * -EBADF). Called from connection threads. */
 	struct kvt_ns *(*find_ns_cb)(void *arg, const struct kvt_key *salt);
 	void *find_ns_arg;
+	/* Optional: a GET asked for key of ns and this node does not hold it
+	 * (evicted since its hint was written). Called with find_ns_arg,
+	 * from connection threads. */
+	void (*miss_cb)(void *arg, struct kvt_ns *ns, const struct kvt_key *key);
 	struct kvt_lease_table *leases; /* NULL: LEASE answered -EOPNOTSUPP */
 	struct kvt_peer_rdma_hooks rdma; /* rkey_cb NULL: no RDMA offered */
 	unsigned timeout_ms;        /* handshake; a frame once begun; a send without

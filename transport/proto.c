@@ -14,6 +14,7 @@ static const char *const op_names[KVT_OP_COUNT] = {
 	[KVT_OP_POLL] = "POLL",     [KVT_OP_PIN] = "PIN",
 	[KVT_OP_UNPIN] = "UNPIN",   [KVT_OP_REMOVE] = "REMOVE",
 	[KVT_OP_STATS] = "STATS",   [KVT_OP_PING] = "PING",
+	[KVT_OP_PREFILL] = "PREFILL", [KVT_OP_DONE] = "DONE",
 };
 
 const char *kvt_op_name(unsigned op)
@@ -180,12 +181,12 @@ static int dec_xfer(struct kvt_rd *r, uint16_t op, struct kvt_req_xfer *m)
 	if (m->n == 0 || m->n > KVT_PROTO_MAX_KEYS)
 		return -EBADMSG;
 	if (op == KVT_OP_LOAD) {
-		if (m->flags)
+		if (m->flags & ~(KVT_XFER_PUSH | KVT_XFER_PUSH_LAYERS))
 			return -EBADMSG;
 		kvt_rd_zero(r, KVT_KEY_BYTES);
 		memset(&m->parent, 0, sizeof(m->parent));
 	} else {
-		if (m->flags & ~KVT_SAVE_HAS_PARENT)
+		if (m->flags & ~(KVT_SAVE_HAS_PARENT | KVT_XFER_PUSH))
 			return -EBADMSG;
 		parent = kvt_rd_take(r, KVT_KEY_BYTES);
 		if (parent)
@@ -233,6 +234,11 @@ int kvt_proto_req_decode(const struct kvt_frame_hdr *h, const void *payload,
 	case KVT_OP_POLL:
 		req->u.wait.ticket = kvt_rd_u64(&r);
 		req->u.wait.layer = KVT_WAIT_ALL;
+		return kvt_rd_done(&r);
+	case KVT_OP_PREFILL:
+		req->u.prefill.ns = kvt_rd_u32(&r);
+		req->u.prefill.tokens = kvt_rd_u32(&r);
+		req->u.prefill.ns_elapsed = kvt_rd_u64(&r);
 		return kvt_rd_done(&r);
 	case KVT_OP_STATS: /* empty, or a tenant's token */
 		if (h->len > KVT_PROTO_MAX_TOKEN)
@@ -294,7 +300,9 @@ int kvt_proto_rep_lookup(const void *p, size_t len, struct kvt_rep_lookup *out)
 	if (out->n > KVT_PROTO_MAX_KEYS || out->hit > out->n)
 		return -EBADMSG;
 	out->tiers = kvt_rd_take(&r, out->n);
-	if (kvt_rd_done(&r))
+	/* version 2 appends the plan's count */
+	out->load = r.off < r.len ? kvt_rd_u32(&r) : out->hit;
+	if (kvt_rd_done(&r) || out->load > out->hit)
 		return -EBADMSG;
 	for (uint32_t i = 0; i < out->n; i++)
 		if (out->tiers[i] >= KVT_TIER_COUNT)
@@ -446,7 +454,7 @@ int kvt_proto_enc_hello(struct kvt_wr *w, uint64_t id, const char *token,
 		return -EINVAL;
 	kvt_wr_begin(w, KVT_OP_HELLO, id, 0);
 	kvt_wr_u16(w, KVT_PROTO_VERSION);
-	kvt_wr_u16(w, KVT_PROTO_VERSION);
+	kvt_wr_u16(w, KVT_PROTO_VERSION_MAX);
 	kvt_wr_u16(w, (uint16_t)tlen);
 	kvt_wr_u16(w, 0);
 	kvt_wr_bytes(w, token, tlen);
@@ -500,6 +508,14 @@ int kvt_proto_enc_xfer(struct kvt_wr *w, uint16_t op, uint64_t id, uint32_t ns,
 		       uint32_t region, const struct kvt_key *parent,
 		       const struct kvt_key *keys, const uint32_t *pages, uint32_t n)
 {
+	return kvt_proto_enc_xfer_flags(w, op, id, ns, region, parent, keys, pages, n, 0);
+}
+
+int kvt_proto_enc_xfer_flags(struct kvt_wr *w, uint16_t op, uint64_t id, uint32_t ns,
+			     uint32_t region, const struct kvt_key *parent,
+			     const struct kvt_key *keys, const uint32_t *pages, uint32_t n,
+			     uint32_t flags)
+{
 	static const struct kvt_key zero;
 
 	if (n > KVT_PROTO_MAX_KEYS)
@@ -508,7 +524,7 @@ int kvt_proto_enc_xfer(struct kvt_wr *w, uint16_t op, uint64_t id, uint32_t ns,
 	kvt_wr_u32(w, ns);
 	kvt_wr_u32(w, region);
 	kvt_wr_u32(w, n);
-	kvt_wr_u32(w, parent ? KVT_SAVE_HAS_PARENT : 0);
+	kvt_wr_u32(w, flags | (parent ? KVT_SAVE_HAS_PARENT : 0));
 	kvt_wr_bytes(w, parent ? parent : &zero, KVT_KEY_BYTES);
 	kvt_wr_bytes(w, keys, (size_t)n * KVT_KEY_BYTES);
 	for (uint32_t i = 0; i < n; i++)
@@ -525,6 +541,15 @@ int kvt_proto_enc_wait(struct kvt_wr *w, uint16_t op, uint64_t id, uint64_t tick
 		kvt_wr_u32(w, layer);
 		kvt_wr_u32(w, timeout_ms);
 	}
+	return kvt_wr_end(w);
+}
+
+int kvt_proto_enc_prefill(struct kvt_wr *w, uint64_t id, const struct kvt_req_prefill *p)
+{
+	kvt_wr_begin(w, KVT_OP_PREFILL, id, 0);
+	kvt_wr_u32(w, p->ns);
+	kvt_wr_u32(w, p->tokens);
+	kvt_wr_u64(w, p->ns_elapsed);
 	return kvt_wr_end(w);
 }
 

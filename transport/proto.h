@@ -12,7 +12,9 @@
  *   16   8   id      request id chosen by the client, echoed by its reply
  *
  * Many requests may be in flight on one connection; replies come in any order
- * and are matched by id. Payloads are decoded field by field with bounds checks
+ * and are matched by id. The header's version is the framing's and stays 1;
+ * HELLO agrees on the version of the ops (1 or 2, see KVT_PROTO_VERSION_MAX):
+ * version 2 adds pushed completions (DONE frames), PREFILL and LOOKUP's plan. Payloads are decoded field by field with bounds checks
  * (never cast onto structs), and strictly: a payload must have exactly the size
  * its counts imply, reserved fields must be zero, enums must be known. The
  * decoders only read the buffer; decoded keys and page ids point into it.
@@ -29,7 +31,8 @@
 #include "kvtier/store.h"
 
 #define KVT_PROTO_MAGIC 0x3154564bu
-#define KVT_PROTO_VERSION 1
+#define KVT_PROTO_VERSION 1     /* of the frames (the header's field) */
+#define KVT_PROTO_VERSION_MAX 2 /* of the ops, the newest HELLO agrees on */
 #define KVT_PROTO_HDR_BYTES 24
 #define KVT_PROTO_MAX_PAYLOAD (1u << 20)
 #define KVT_PROTO_MAX_KEYS 16384u
@@ -51,6 +54,8 @@ enum kvt_op {
 	KVT_OP_REMOVE = 10,
 	KVT_OP_STATS = 11,
 	KVT_OP_PING = 12,
+	KVT_OP_PREFILL = 13, /* version 2 */
+	KVT_OP_DONE = 14,    /* version 2: pushed by the daemon, never a request */
 	KVT_OP_COUNT
 };
 
@@ -60,7 +65,11 @@ enum kvt_mem_kind {
 	KVT_MEM_CUDA_IPC = 2,   /* a cudaIpcMemHandle_t in the payload */
 };
 
+/* SAVE and LOAD flags. The PUSH flags need version 2. */
 #define KVT_SAVE_HAS_PARENT 0x1u
+#define KVT_XFER_PUSH 0x2u        /* push a DONE frame when the ticket finishes;
+                                   * it carries the result, and the ticket is gone */
+#define KVT_XFER_PUSH_LAYERS 0x4u /* LOAD: a DONE frame as layers land, too */
 #define KVT_WAIT_ALL UINT32_MAX     /* WAIT layer: the whole ticket */
 #define KVT_WAIT_FOREVER UINT32_MAX /* WAIT timeout_ms */
 
@@ -103,7 +112,7 @@ struct kvt_req_keys {
 };
 
 /* SAVE, LOAD: u32 ns, u32 region, u32 n, u32 flags, parent key (16 bytes),
- * key[n], u32 page[n]. LOAD takes flags 0 and a zero parent. */
+ * key[n], u32 page[n]. LOAD takes no HAS_PARENT and a zero parent. */
 struct kvt_req_xfer {
 	uint32_t ns, region, n, flags;
 	struct kvt_key parent;
@@ -115,6 +124,13 @@ struct kvt_req_xfer {
 struct kvt_req_wait {
 	uint64_t ticket;
 	uint32_t layer, timeout_ms;
+};
+
+/* PREFILL: u32 ns, u32 tokens, u64 nanoseconds: the engine computed the
+ * prefill of `tokens` tokens in that time (loads it waited for excluded). */
+struct kvt_req_prefill {
+	uint32_t ns, tokens;
+	uint64_t ns_elapsed;
 };
 
 /* PING: opaque bytes (<= KVT_PROTO_MAX_PING), echoed. STATS: empty, or a
@@ -132,6 +148,7 @@ struct kvt_req {
 		struct kvt_req_keys keys;
 		struct kvt_req_xfer xfer;
 		struct kvt_req_wait wait;
+		struct kvt_req_prefill prefill;
 		struct kvt_req_blob blob;
 	} u;
 };
@@ -140,11 +157,17 @@ struct kvt_req {
  * is always present):
  *   HELLO    u16 version, u16 0, u32 ns, u64 block_bytes, salt[16], u32 max_keys
  *   REGISTER u32 region
- *   LOOKUP   u32 hit, u32 n, u8 tier[n]
+ *   LOOKUP   u32 hit, u32 n, u8 tier[n]; version 2 appends u32 load: the
+ *            leading blocks the plan loads (<= hit), the rest recomputed
  *   SAVE     u64 ticket          LOAD u64 ticket, u32 layers
  *   WAIT     i32 result, u32 layers_done, u32 done   (POLL likewise)
  *   PIN, UNPIN, REMOVE  u32 count
- *   STATS    JSON text           PING  the request's bytes */
+ *   STATS    JSON text           PING  the request's bytes
+ *   PREFILL  empty
+ * and pushed, unasked, for a SAVE/LOAD with a PUSH flag: DONE (op
+ * KVT_OP_DONE | KVT_OP_REPLY, id = the SAVE/LOAD request's id, status 0 or
+ * the operation's errno) with the WAIT reply's payload, layers_done a
+ * watermark (layers that land together share a frame); done = 1 ends it. */
 struct kvt_rep_hello {
 	uint16_t version;
 	uint32_t ns;
@@ -156,6 +179,7 @@ struct kvt_rep_hello {
 struct kvt_rep_lookup {
 	uint32_t hit, n;
 	const uint8_t *tiers;
+	uint32_t load;          /* version 2; = hit from a version 1 reply */
 };
 
 struct kvt_rep_wait {
@@ -195,6 +219,7 @@ uint32_t kvt_proto_page(const struct kvt_req_xfer *x, uint32_t i);
 int kvt_proto_rep_hello(const void *p, size_t len, struct kvt_rep_hello *out);
 int kvt_proto_rep_u32(const void *p, size_t len, uint32_t *out);
 int kvt_proto_rep_u64(const void *p, size_t len, uint64_t *out);
+/* Either form of the LOOKUP reply (version 2's has the plan's count). */
 int kvt_proto_rep_lookup(const void *p, size_t len, struct kvt_rep_lookup *out);
 int kvt_proto_rep_load(const void *p, size_t len, uint64_t *ticket, uint32_t *layers);
 int kvt_proto_rep_wait(const void *p, size_t len, struct kvt_rep_wait *out);
@@ -227,6 +252,7 @@ void kvt_wr_bytes(struct kvt_wr *w, const void *p, size_t n);
 int kvt_wr_end(struct kvt_wr *w);
 
 /* Request encoders used by the client, appending one whole frame. */
+/* HELLO offering versions 1 to KVT_PROTO_VERSION_MAX. */
 int kvt_proto_enc_hello(struct kvt_wr *w, uint64_t id, const char *token,
 			const struct kvt_ns_desc *desc);
 int kvt_proto_enc_register(struct kvt_wr *w, uint64_t id, const struct kvt_req_register *r);
@@ -235,8 +261,14 @@ int kvt_proto_enc_keys(struct kvt_wr *w, uint16_t op, uint64_t id, uint32_t ns,
 int kvt_proto_enc_xfer(struct kvt_wr *w, uint16_t op, uint64_t id, uint32_t ns,
 		       uint32_t region, const struct kvt_key *parent,
 		       const struct kvt_key *keys, const uint32_t *pages, uint32_t n);
+/* The same with flags KVT_XFER_PUSH* (HAS_PARENT is set from parent). */
+int kvt_proto_enc_xfer_flags(struct kvt_wr *w, uint16_t op, uint64_t id, uint32_t ns,
+			     uint32_t region, const struct kvt_key *parent,
+			     const struct kvt_key *keys, const uint32_t *pages, uint32_t n,
+			     uint32_t flags);
 int kvt_proto_enc_wait(struct kvt_wr *w, uint16_t op, uint64_t id, uint64_t ticket,
 		       uint32_t layer, uint32_t timeout_ms);
+int kvt_proto_enc_prefill(struct kvt_wr *w, uint64_t id, const struct kvt_req_prefill *p);
 int kvt_proto_enc_blob(struct kvt_wr *w, uint16_t op, uint64_t id, const void *p, uint32_t n);
 
 #endif /* KVT_TRANSPORT_PROTO_H */

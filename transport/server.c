@@ -44,6 +44,7 @@ static const struct kvt_server_opts server_defaults = {
 	.log_level = KVT_LOG_INFO,
 	.drain_timeout_ms = 30000,
 	.hello_timeout_ms = 5000,
+	.plan_retry_ms = 30000,
 	.max_conns_per_uid = 256,
 	.max_ns_per_tenant = 1024,
 	.listen_fd = -1,
@@ -213,6 +214,7 @@ int kvt_server_open(const struct kvt_server_opts *given, struct kvt_server **out
 	srv->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	size_max_clients(srv);
 	srv->start_ns = kvt_now_ns();
+	kvt_tier_rates_init(&srv->rates);
 	pthread_mutex_init(&srv->qlock, NULL);
 	pthread_cond_init(&srv->qcond, NULL);
 	pthread_mutex_init(&srv->nlock, NULL);
@@ -403,6 +405,7 @@ void kvt_server_close(struct kvt_server *srv)
 	if (srv->reserve_fd >= 0)
 		close(srv->reserve_fd);
 	pthread_mutex_destroy(&srv->qlock);
+	kvt_tier_rates_fini(&srv->rates);
 	pthread_cond_destroy(&srv->qcond);
 	pthread_mutex_destroy(&srv->nlock);
 	kvt_tenant_ns_fini(srv);

@@ -43,6 +43,37 @@ enum kvt_prefault {
 	KVT_PREFAULT_BEFORE = 2,     /* all of it before listening */
 };
 
+/* What a cluster adds to the sidecar (kvtierd fills it from
+ * app/daemon_cluster.c; every hook is optional). The server calls them
+ * outside any lock of its own; each must return within a bounded time of
+ * its own (a directory or a peer that does not answer is a miss, not a
+ * wait). */
+struct kvt_server_hooks {
+	/* A client attached namespace ns (HELLO). Returning true takes a hold
+	 * on it for the cluster until the server closes (peers may ask for
+	 * its blocks, so it is never detached under them). From the loop. */
+	bool (*ns_cb)(void *arg, struct kvt_ns *ns);
+	/* A SAVE stored keys[0..n) of ns (newly or already present). From a
+	 * worker. */
+	void (*saved_cb)(void *arg, struct kvt_ns *ns, const struct kvt_key *keys, size_t n);
+	/* LOOKUP found the keys before keys[0..n) locally and not keys[0]:
+	 * how many leading keys of keys[0..n) other nodes hold (reported with
+	 * tier remote), 0 when none or the cluster cannot tell in time. From
+	 * the loop. */
+	int (*lookup_cb)(void *arg, struct kvt_ns *ns, const struct kvt_key *keys, size_t n);
+	/* LOAD missed keys[0] of keys[0..n) (parent: the key before it, NULL
+	 * at a sequence's start): bring the leading blocks other nodes hold
+	 * into the store. Returns how many leading keys are now stored. From a
+	 * worker. */
+	int (*fetch_cb)(void *arg, struct kvt_ns *ns, const struct kvt_key *keys, size_t n,
+			const struct kvt_key *parent);
+	/* Counters for STATS (one JSON object, put under "cluster") and for
+	 * /metrics (Prometheus text appended): malloc'd, NULL for none. */
+	char *(*json_cb)(void *arg);
+	char *(*prom_cb)(void *arg);
+	void *arg;
+};
+
 struct kvt_server_opts {
 	size_t size;                /* sizeof(struct kvt_server_opts), set by _init */
 	const char *socket_path;    /* required; with listen_fd, only named in logs */
@@ -74,6 +105,10 @@ struct kvt_server_opts {
 	                             * (default KVT_PREFAULT_NONE) */
 	unsigned drain_timeout_ms;  /* how long kvt_server_run waits, once stopped,
 	                             * for the jobs in flight (default 30000) */
+	unsigned plan_retry_ms;     /* LOOKUP's plan takes a tier measured too slow
+	                             * to load from at its default rate again once
+	                             * the measurement is this old, so a tier that
+	                             * recovers is measured anew (default 30000) */
 	unsigned hello_timeout_ms;  /* a connection without a successful HELLO
 	                             * this long after accept is closed (default
 	                             * 5000; 0 = never) */
@@ -101,6 +136,7 @@ struct kvt_server_opts {
 	                             * tenants' names and the model ids (default
 	                             * false: the endpoint, which needs no
 	                             * credentials, names no tenant nor model) */
+	struct kvt_server_hooks hooks; /* the cluster's; zeroed = none */
 };
 
 struct kvt_server;

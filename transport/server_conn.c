@@ -196,6 +196,7 @@ void kvt_conn_unref(struct kvt_conn *c)
 			kvt_tenant_ns_put(c->srv, c->ns[i], true);
 	kvt_wr_free(&c->out);
 	free(c->in);
+	free(c->memo);
 	free(c);
 }
 

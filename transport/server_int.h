@@ -4,6 +4,8 @@
  *   server_ops.c   operations: dispatch, HELLO's token and model checks, op_*
  *   server_wait.c  tickets, parked WAITs, the workers' completion notes
  *   server_jobs.c  the copy workers: SAVE and LOAD
+ *   server_plan.c  LOOKUP's plan: load or recompute, from the measured rates
+ *   rates.c        moving averages of what tiers and engines deliver
  *   metrics.c      counters, Prometheus text, JSON stats
  *   http.c         the metrics endpoint */
 #ifndef KVT_TRANSPORT_SERVER_INT_H
@@ -17,6 +19,7 @@
 #include "transport/engine_mem.h"
 #include "transport/insight.h"
 #include "transport/proto.h"
+#include "transport/rates.h"
 #include "transport/server.h"
 #include "util/clock.h"
 
@@ -69,7 +72,12 @@ struct kvt_job {
 	struct kvt_key parent;
 	struct kvt_key *keys;
 	uint32_t *pages;
+	uint8_t *tiers;             /* LOAD: the tier LOOKUP saw each key in
+	                             * (KVT_TIER_NONE: unknown, not measured) */
 	uint64_t start_ns;
+	uint64_t req_id;            /* the SAVE/LOAD request's: DONE frames carry it */
+	uint32_t push;              /* KVT_XFER_PUSH* of the request */
+	int layers_pushed;          /* loop: the watermark last pushed */
 	/* written by the worker, read by the loop */
 	int layers_done;            /* atomic */
 	int32_t result;
@@ -104,6 +112,16 @@ struct kvt_conn_fd {
 	uint64_t start, end;
 };
 
+/* A key LOOKUP answered and the tier it was in, remembered by the
+ * connection so its LOADs are measured by the tiers the plan saw. */
+struct kvt_memo_slot {
+	struct kvt_key key;
+	uint8_t tier;
+};
+
+#define KVT_MEMO_SLOTS 1024 /* direct-mapped by key; a key overwritten before
+                             * its LOAD is not measured */
+
 struct kvt_conn {
 	enum kvt_ev_kind kind;
 	struct kvt_server *srv;
@@ -116,6 +134,8 @@ struct kvt_conn {
 	bool closing;               /* flush the output, then close */
 	uint32_t events;            /* registered with epoll */
 	const struct kvt_server_tenant *tenant;
+	uint16_t version;           /* of the ops, agreed at HELLO (1 before) */
+	struct kvt_memo_slot *memo; /* KVT_MEMO_SLOTS, from the first LOOKUP hit */
 	int hello_fails;
 	uint8_t *in;
 	size_t in_len, in_cap;
@@ -155,6 +175,7 @@ struct kvt_ns_use {
 	struct kvt_ns *ns;
 	size_t tenant;
 	unsigned conns;
+	struct kvt_rate prefill;    /* tokens/s its engines reported (PREFILL) */
 	struct kvt_ns_use *hnext;
 	struct kvt_ns_use *tprev, *tnext;
 };
@@ -188,10 +209,14 @@ struct kvt_server_counters {
 	uint64_t conns_uid_refused, hello_timeouts, hello_delayed, ns_reclaimed;
 	uint64_t bad_frames, hello_refused;
 	uint64_t lookup_keys, lookup_hits;
+	uint64_t lookup_remote;     /* keys LOOKUP reported held by other nodes */
 	uint64_t jobs_cancelled;
+	uint64_t plan_lookups, plan_load_blocks, plan_recompute_blocks, plan_retries;
+	uint64_t prefill_reports;
 	/* atomic, from the workers */
 	uint64_t gather_bytes, scatter_bytes;
 	uint64_t save_blocks, save_present, load_blocks, load_misses;
+	uint64_t load_remote;       /* blocks LOAD brought from other nodes */
 };
 
 struct kvt_http;
@@ -223,6 +248,8 @@ struct kvt_server {
 	struct kvt_insight *insight; /* per tenant and namespace, and the MRC */
 	const char **tenant_names;
 	uint64_t start_ns;
+	struct kvt_tier_rates rates;       /* what each tier delivered to LOADs */
+	uint64_t plan_retry_ns[KVT_TIER_COUNT]; /* loop: a stale tier last retried */
 
 	/* the work queue, guarded by qlock */
 	pthread_mutex_t qlock;
@@ -290,6 +317,22 @@ void kvt_tenant_ns_hold(struct kvt_server *srv, struct kvt_ns *ns);
 /* A connection lets go of ns (held: it held it) or never took it; with no
  * holder left and no block in it, the namespace is detached. */
 void kvt_tenant_ns_put(struct kvt_server *srv, struct kvt_ns *ns, bool held);
+/* An engine of ns prefilled `tokens` tokens in ns_elapsed nanoseconds. */
+void kvt_tenant_ns_prefill_add(struct kvt_server *srv, struct kvt_ns *ns, uint32_t tokens,
+			       uint64_t ns_elapsed);
+/* The prefill speed ns's engines reported, tokens/s; 0 when none did. */
+double kvt_tenant_ns_prefill(struct kvt_server *srv, struct kvt_ns *ns);
+
+/* server_plan.c */
+/* Of the hit leading keys a LOOKUP matched in ns (their tiers), how many the
+ * engine should load; the rest it recomputes. */
+uint32_t kvt_plan_loads(struct kvt_server *srv, struct kvt_ns *ns, uint32_t block_tokens,
+			const uint8_t *tiers, uint32_t hit);
+/* Remember the tiers of the keys a LOOKUP of c matched, for its LOADs. */
+void kvt_plan_remember(struct kvt_conn *c, const struct kvt_key *keys, const uint8_t *tiers,
+		       uint32_t hit);
+/* The tier a LOOKUP of c found key in; KVT_TIER_NONE when not remembered. */
+uint8_t kvt_plan_tier_of(const struct kvt_conn *c, const struct kvt_key *key);
 
 /* server_wait.c */
 /* The unreaped ticket of c, or NULL. */

@@ -17,6 +17,7 @@ void kvt_job_free(struct kvt_job *job)
 	kvt_engine_mem_put(job->mem);
 	free(job->keys);
 	free(job->pages);
+	free(job->tiers);
 	free(job);
 }
 
@@ -24,8 +25,10 @@ void kvt_job_release_arrays(struct kvt_job *job)
 {
 	free(job->keys);
 	free(job->pages);
+	free(job->tiers);
 	job->keys = NULL;
 	job->pages = NULL;
+	job->tiers = NULL;
 }
 
 void kvt_jobs_notify(struct kvt_server *srv, struct kvt_job *job, bool final)
@@ -322,10 +325,67 @@ static int32_t run_save(struct worker *w, struct kvt_job *job)
 		}
 	}
 	__atomic_store_n(&job->layers_done, (int)job->mem->layers, __ATOMIC_RELEASE);
+	if (i && w->srv->opts.hooks.saved_cb) /* the cluster's hints */
+		w->srv->opts.hooks.saved_cb(w->srv->opts.hooks.arg, job->ns, job->keys, i);
 	return i == 0 && err ? err : (int32_t)i;
 }
 
 /* ---- LOAD --------------------------------------------------------------- */
+
+/* What a LOAD's blocks cost to deliver, by the tier LOOKUP saw them in: a
+ * block's time is its acquire (an SSD read, when it was there) and its
+ * share of its window's scatter. */
+struct load_meter {
+	uint64_t bytes[KVT_TIER_COUNT], ns[KVT_TIER_COUNT];
+};
+
+static void meter_window(struct load_meter *lm, const struct kvt_job *job, uint32_t first,
+			 const uint64_t *acquire_ns, const struct kvt_slot *slots, uint32_t m,
+			 uint64_t scatter_ns)
+{
+	for (uint32_t k = 0; k < m; k++) {
+		uint8_t t = job->tiers[first + k];
+
+		if (t <= KVT_TIER_NONE || t >= KVT_TIER_COUNT)
+			continue;
+		lm->bytes[t] += slots[k].len;
+		lm->ns[t] += acquire_ns[k] + scatter_ns / m;
+	}
+}
+
+/* When each block of a window landed, from the window's start: a block's
+ * acquire time (an SSD read, when it was there, overlapped with the others). */
+struct landed {
+	uint64_t t0;
+	uint64_t *ns;
+};
+
+static void note_landed(void *arg, size_t k, int res)
+{
+	struct landed *l = arg;
+
+	(void)res;
+	l->ns[k] = kvt_now_ns() - l->t0;
+}
+
+/* LOAD missed keys[from]: ask the cluster for the rest of the prefix, once
+ * per LOAD. True when it brought keys[from] into the store. */
+static bool fetch_remote(struct kvt_server *srv, struct kvt_job *job, uint32_t from, bool *tried)
+{
+	const struct kvt_key *parent = from ? &job->keys[from - 1] :
+				       job->has_parent ? &job->parent : NULL;
+	int n;
+
+	*tried = true;
+	if (!srv->opts.hooks.fetch_cb || cancelled(job))
+		return false;
+	n = srv->opts.hooks.fetch_cb(srv->opts.hooks.arg, job->ns, job->keys + from,
+				     job->n - from, parent);
+	if (n <= 0)
+		return false;
+	__atomic_add_fetch(&srv->c.load_remote, (uint64_t)n, __ATOMIC_RELAXED);
+	return true;
+}
 
 /* Result: the number of leading blocks loaded (a miss ends the prefix), or a
  * negative errno when not even the first could be (-ENOSPC: the DRAM tier
@@ -338,25 +398,49 @@ static int32_t run_load(struct worker *w, struct kvt_job *job)
 	struct kvt_slot slots[WINDOW];
 	void *blocks[WINDOW];
 	int res[WINDOW];
+	uint64_t acquire_ns[WINDOW];
+	struct load_meter lm;
 	uint32_t got = 0;
 	int err = 0, xerr = 0;
-	bool last = false;
+	bool last = false, fetched = false;
 
+	memset(&lm, 0, sizeof(lm));
 	while (!last) {
 		uint32_t want = job->n - got < WINDOW ? job->n - got : WINDOW, m = 0;
 		int rc = 0;
 
 		/* the window's blocks at once: those on SSD are read together */
-		if (cancelled(job))
+		if (cancelled(job)) {
 			err = -ECANCELED;
-		else
-			rc = kvt_acquire_many(job->ns, &job->keys[got], want, slots, res, NULL, NULL);
+		} else {
+			struct landed landed = { .t0 = kvt_now_ns(), .ns = acquire_ns };
+
+			rc = kvt_acquire_many(job->ns, &job->keys[got], want, slots, res, note_landed,
+					      &landed);
+		}
 		if (rc < 0)
 			err = rc;
 		else if (!err) {
+			struct landed remote;
+
 			/* a prefix: the first miss ends it, what came after goes back */
 			while (m < want && res[m] == 0)
 				m++;
+			remote = (struct landed){ .t0 = kvt_now_ns(), .ns = acquire_ns + m };
+			if (m < want && res[m] == -ENOENT && !fetched &&
+			    fetch_remote(srv, job, got + m, &fetched)) {
+				/* other nodes had the rest: acquire it from here on,
+				 * each block's time counted from the fetch's start */
+				for (uint32_t k = m + 1; k < want; k++)
+					if (res[k] == 0)
+						kvt_release(job->ns, &slots[k]);
+				rc = kvt_acquire_many(job->ns, &job->keys[got + m], want - m, slots + m,
+						      res + m, note_landed, &remote);
+				for (uint32_t k = m; rc < 0 && k < want; k++)
+					res[k] = rc;
+				while (m < want && res[m] == 0)
+					m++;
+			}
 			err = m < want ? res[m] : 0;
 			for (uint32_t k = m + 1; k < want; k++)
 				if (res[k] == 0)
@@ -365,9 +449,13 @@ static int32_t run_load(struct worker *w, struct kvt_job *job)
 		/* -ENOSPC with blocks in hand: copy them, let them go, go on */
 		last = got + m == job->n || (err && (err != -ENOSPC || !m));
 		if (m && err != -ECANCELED) {
+			uint64_t t0 = kvt_now_ns();
+
 			for (uint32_t k = 0; k < m; k++)
 				blocks[k] = slots[k].data;
 			xerr = cp->scatter(w, job, job->pages + got, blocks, m, last);
+			if (!xerr)
+				meter_window(&lm, job, got, acquire_ns, slots, m, kvt_now_ns() - t0);
 		}
 		for (uint32_t k = 0; k < m; k++) {
 			if (!xerr && err != -ECANCELED)
@@ -389,6 +477,9 @@ static int32_t run_load(struct worker *w, struct kvt_job *job)
 			    (unsigned long long)job->ticket, got, job->n, kvt_strerror(err));
 	}
 	__atomic_add_fetch(&srv->c.load_blocks, got, __ATOMIC_RELAXED);
+	for (unsigned t = 0; t < KVT_TIER_COUNT; t++)
+		if (lm.bytes[t])
+			kvt_tier_rates_add(&srv->rates, t, lm.bytes[t], lm.ns[t]);
 	__atomic_store_n(&job->layers_done, (int)job->mem->layers, __ATOMIC_RELEASE);
 	return !got && err == -ENOSPC ? err : (int32_t)got;
 }

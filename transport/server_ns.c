@@ -3,7 +3,8 @@
  * namespaces free), counted against that tenant's quota, and held by the
  * connections that said HELLO for it. One that no connection holds and that
  * stores no block is detached from the store, so neither one tenant nor
- * time can use up the store's namespaces. */
+ * time can use up the store's namespaces. Each also keeps the prefill speed
+ * its engines report, for LOOKUP's plan. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -129,6 +130,22 @@ void kvt_tenant_ns_put(struct kvt_server *srv, struct kvt_ns *ns, bool held)
 	if (held && u->conns)
 		u->conns--;
 	use_reclaim(srv, u);
+}
+
+void kvt_tenant_ns_prefill_add(struct kvt_server *srv, struct kvt_ns *ns, uint32_t tokens,
+			       uint64_t ns_elapsed)
+{
+	struct kvt_ns_use *u = use_find(srv, ns);
+
+	if (u)
+		kvt_rate_add(&u->prefill, tokens, (double)ns_elapsed / 1e9, kvt_now_ns());
+}
+
+double kvt_tenant_ns_prefill(struct kvt_server *srv, struct kvt_ns *ns)
+{
+	struct kvt_ns_use *u = use_find(srv, ns);
+
+	return u ? kvt_rate_value(&u->prefill) : 0;
 }
 
 int kvt_tenant_ns_init(struct kvt_server *srv)

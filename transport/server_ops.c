@@ -41,10 +41,12 @@ static int op_hello(struct kvt_conn *c, const struct kvt_req *req)
 	const struct kvt_server_tenant *t = NULL;
 	struct kvt_ns_desc desc = h->desc;
 	struct kvt_ns *ns;
+	uint16_t version;
 	int slot = -1, err;
 
-	if (h->min_version > KVT_PROTO_VERSION || h->max_version < KVT_PROTO_VERSION)
+	if (h->min_version > KVT_PROTO_VERSION_MAX || h->max_version < KVT_PROTO_VERSION)
 		return -EPROTONOSUPPORT;
+	version = h->max_version < KVT_PROTO_VERSION_MAX ? h->max_version : KVT_PROTO_VERSION_MAX;
 	for (size_t i = 0; i < srv->opts.n_tenants; i++)
 		if (token_equal(srv->tenants[i].token, h->token, h->token_len))
 			t = &srv->tenants[i];
@@ -90,9 +92,12 @@ static int op_hello(struct kvt_conn *c, const struct kvt_req *req)
 	}
 	if (c->ns[slot] != ns)
 		kvt_tenant_ns_hold(srv, ns);
+	if (c->ns[slot] != ns && srv->opts.hooks.ns_cb && srv->opts.hooks.ns_cb(srv->opts.hooks.arg, ns))
+		kvt_tenant_ns_hold(srv, ns); /* the cluster's, for good */
 	if (!c->tenant)
 		kvt_conn_hello_done(c);
 	c->tenant = t;
+	c->version = version;
 	c->ns[slot] = ns;
 	c->ns_block_bytes[slot] = kvt_ns_block_bytes(ns);
 	c->ns_desc[slot] = desc;
@@ -101,7 +106,7 @@ static int op_hello(struct kvt_conn *c, const struct kvt_req *req)
 		    "block_bytes=%llu", (unsigned long long)c->id, t->name, slot + 1,
 		    desc.model_id, (unsigned long long)c->ns_block_bytes[slot]);
 	kvt_wr_begin(&c->out, KVT_OP_HELLO | KVT_OP_REPLY, req->hdr.id, 0);
-	kvt_wr_u16(&c->out, KVT_PROTO_VERSION);
+	kvt_wr_u16(&c->out, version);
 	kvt_wr_u16(&c->out, 0);
 	kvt_wr_u32(&c->out, (uint32_t)slot + 1);
 	kvt_wr_u64(&c->out, c->ns_block_bytes[slot]);
@@ -175,6 +180,7 @@ static int op_keys(struct kvt_conn *c, const struct kvt_req *req)
 	struct kvt_ns *ns = conn_ns(c, k->ns);
 	struct kvt_key *keys;
 	uint8_t *tiers = NULL;
+	uint32_t load = 0;
 	int n;
 
 	if (!ns)
@@ -193,6 +199,26 @@ static int op_keys(struct kvt_conn *c, const struct kvt_req *req)
 			c->srv->c.lookup_hits += (uint64_t)n;
 			kvt_insight_lookup(c->srv->insight, c->ns_insight[k->ns - 1], keys, k->n,
 					   (uint32_t)n, c->ns_desc[k->ns - 1].block_tokens);
+			kvt_plan_remember(c, keys, tiers, (uint32_t)n);
+		}
+		if (n >= 0 && c->version >= 2) {
+			load = kvt_plan_loads(c->srv, ns, c->ns_desc[k->ns - 1].block_tokens, tiers,
+					      (uint32_t)n);
+			c->srv->c.plan_lookups++;
+			c->srv->c.plan_load_blocks += load;
+			c->srv->c.plan_recompute_blocks += (uint32_t)n - load;
+		}
+		if (n >= 0 && (uint32_t)n < k->n && c->srv->opts.hooks.lookup_cb) {
+			/* the rest of the prefix on other nodes: tier remote */
+			int r = c->srv->opts.hooks.lookup_cb(c->srv->opts.hooks.arg, ns, keys + n,
+							     k->n - (uint32_t)n);
+
+			for (int i = 0; i < r; i++)
+				tiers[n + i] = KVT_TIER_REMOTE;
+			if (r > 0) {
+				c->srv->c.lookup_remote += (uint64_t)r;
+				n += r;
+			}
 		}
 		break;
 	case KVT_OP_PIN:
@@ -217,6 +243,8 @@ static int op_keys(struct kvt_conn *c, const struct kvt_req *req)
 	if (tiers) {
 		kvt_wr_u32(&c->out, k->n);
 		kvt_wr_bytes(&c->out, tiers, k->n);
+		if (c->version >= 2)
+			kvt_wr_u32(&c->out, load);
 		free(tiers);
 	}
 	return kvt_wr_end(&c->out) ? -ENOMEM : KVT_REQ_ANSWERED;
@@ -233,12 +261,14 @@ static int op_xfer(struct kvt_conn *c, const struct kvt_req *req)
 
 	if (!ns)
 		return -EBADF;
+	if ((x->flags & (KVT_XFER_PUSH | KVT_XFER_PUSH_LAYERS)) && c->version < 2)
+		return -EINVAL; /* pushed completions are version 2's */
 	if (x->region < 1 || x->region > KVT_CONN_MAX_REGIONS || !c->regions[x->region - 1])
 		return -EBADF;
 	m = c->regions[x->region - 1];
 	if (m->ns != x->ns)
 		return -EINVAL;
-	bytes = sizeof(*job) + (size_t)x->n * (sizeof(*job->keys) + sizeof(*job->pages));
+	bytes = sizeof(*job) + (size_t)x->n * (sizeof(*job->keys) + sizeof(*job->pages) + 1);
 	if (c->n_jobs >= KVT_CONN_MAX_TICKETS || c->job_bytes + bytes > KVT_CONN_MAX_TICKET_BYTES)
 		return -EBUSY;
 	for (uint32_t i = 0; i < x->n; i++)
@@ -249,14 +279,20 @@ static int op_xfer(struct kvt_conn *c, const struct kvt_req *req)
 		return -ENOMEM;
 	job->keys = malloc((size_t)x->n * sizeof(*job->keys));
 	job->pages = malloc((size_t)x->n * sizeof(*job->pages));
-	if (!job->keys || !job->pages) {
+	if (req->hdr.op == KVT_OP_LOAD)
+		job->tiers = malloc(x->n);
+	if (!job->keys || !job->pages || (req->hdr.op == KVT_OP_LOAD && !job->tiers)) {
 		kvt_job_free(job);
 		return -ENOMEM;
 	}
 	memcpy(job->keys, x->keys, (size_t)x->n * sizeof(*job->keys));
 	for (uint32_t i = 0; i < x->n; i++)
 		job->pages[i] = kvt_proto_page(x, i);
+	for (uint32_t i = 0; job->tiers && i < x->n; i++)
+		job->tiers[i] = kvt_plan_tier_of(c, &job->keys[i]);
 	job->op = req->hdr.op;
+	job->req_id = req->hdr.id;
+	job->push = x->flags & (KVT_XFER_PUSH | KVT_XFER_PUSH_LAYERS);
 	job->ticket = ++srv->next_ticket;
 	job->conn = c;
 	job->ns = ns;
@@ -294,6 +330,24 @@ static int op_wait(struct kvt_conn *c, const struct kvt_req *req)
 		return KVT_REQ_ANSWERED;
 	}
 	return kvt_wait_park(c, job, req->hdr.id, w->layer, w->timeout_ms);
+}
+
+static int op_prefill(struct kvt_conn *c, const struct kvt_req *req)
+{
+	const struct kvt_req_prefill *p = &req->u.prefill;
+	struct kvt_ns *ns = conn_ns(c, p->ns);
+
+	if (!ns)
+		return -EBADF;
+	if (!p->tokens || !p->ns_elapsed)
+		return -EINVAL;
+	kvt_tenant_ns_prefill_add(c->srv, ns, p->tokens, p->ns_elapsed);
+	c->srv->c.prefill_reports++;
+	kvt_srv_log(c->srv, KVT_LOG_DEBUG, "event=prefill conn=%llu ns=%u tokens=%u ms=%.3f "
+		    "tokens_per_s=%.0f", (unsigned long long)c->id, p->ns, p->tokens,
+		    (double)p->ns_elapsed / 1e6, kvt_tenant_ns_prefill(c->srv, ns));
+	kvt_wr_begin(&c->out, KVT_OP_PREFILL | KVT_OP_REPLY, req->hdr.id, 0);
+	return kvt_wr_end(&c->out) ? -ENOMEM : KVT_REQ_ANSWERED;
 }
 
 /* STATS: the daemon-wide figures, and a tenant's own when the request
@@ -357,6 +411,8 @@ int kvt_dispatch(struct kvt_conn *c, const struct kvt_req *req)
 		return op_wait(c, req);
 	case KVT_OP_STATS:
 		return op_stats(c, req);
+	case KVT_OP_PREFILL:
+		return op_prefill(c, req);
 	case KVT_OP_PING:
 		kvt_wr_begin(&c->out, KVT_OP_PING | KVT_OP_REPLY, req->hdr.id, 0);
 		kvt_wr_bytes(&c->out, req->u.blob.data, req->u.blob.len);

@@ -1,7 +1,9 @@
 /* The sidecar server's tickets and waits: a SAVE or LOAD is a ticket of its
  * connection until its result is taken; a WAIT that cannot be answered yet is
  * parked on its ticket (and on the timed list when it has a deadline) until
- * the workers' notes say the ticket, or the layer it waits for, is done. */
+ * the workers' notes say the ticket, or the layer it waits for, is done. A
+ * ticket asked with a PUSH flag gets DONE frames instead: as its layers land
+ * and when it finishes, the last one taking its result. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,6 +174,27 @@ uint64_t kvt_waits_first_deadline(const struct kvt_server *srv)
 	return first;
 }
 
+/* Push a DONE frame for job when there is news: layers past the last
+ * frame's, or the end (whose frame takes the result). */
+static void push_done(struct kvt_server *srv, struct kvt_conn *c, struct kvt_job *job)
+{
+	int layers = __atomic_load_n(&job->layers_done, __ATOMIC_ACQUIRE);
+
+	if (!job->finished && (!(job->push & KVT_XFER_PUSH_LAYERS) || layers <= job->layers_pushed))
+		return;
+	kvt_wr_begin(&c->out, KVT_OP_DONE | KVT_OP_REPLY, job->req_id, 0);
+	kvt_wr_u32(&c->out, job->finished ? (uint32_t)job->result : 0);
+	kvt_wr_u32(&c->out, (uint32_t)layers);
+	kvt_wr_u32(&c->out, job->finished);
+	if (kvt_wr_end(&c->out))
+		return; /* out of memory: the ticket stays for a WAIT or POLL */
+	job->layers_pushed = layers;
+	if (job->finished)
+		job->reaped = true;
+	kvt_metrics_observe(srv, KVT_OP_DONE, 0, 0);
+	kvt_conn_want_out(c);
+}
+
 /* Take the workers' notes and act on them. */
 void kvt_notes_drain(struct kvt_server *srv)
 {
@@ -200,6 +223,8 @@ void kvt_notes_drain(struct kvt_server *srv)
 
 		c = job->conn;
 		if (!final) {
+			if (c->fd >= 0 && job->push)
+				push_done(srv, c, job);
 			if (c->fd >= 0)
 				serve_waits(srv, job);
 			continue;
@@ -215,6 +240,8 @@ void kvt_notes_drain(struct kvt_server *srv)
 		kvt_metrics_observe(srv, job->op, job->start_ns, job->result < 0 ? job->result : 0);
 		if (job->result == -ECANCELED)
 			srv->c.jobs_cancelled++;
+		if (c->fd >= 0 && job->push)
+			push_done(srv, c, job);
 		if (c->fd >= 0) {
 			serve_waits(srv, job);
 		} else {

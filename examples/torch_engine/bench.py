@@ -13,7 +13,10 @@ its first token, three ways, on the same engine, weights and machine:
               first (other blocks fill DRAM, then are removed, so the load
               reads SSD and never waits for a demotion)
 
-beside what `kvtier-bench recompute` predicts for the same shapes: its CPU
+and what the daemon's plan chose for each (plan_dram_tokens, plan_ssd_tokens:
+the prefix tokens LOOKUP's plan would have the engine load; the loaded runs
+load the whole prefix whatever the plan says, to time the load), beside what
+`kvtier-bench recompute` predicts for the same shapes: its CPU
 prefill (OpenBLAS sgemm at the engine's chunk rows, measured) and its
 measured DRAM-tier and SSD-tier bandwidths. Each rep asks a new question
 (the question's own blocks are removed after each run, so only the prefix
@@ -150,7 +153,8 @@ def main(argv=None):
                base=args.dir)
     rows = []
     try:
-        conn = E.make_connector(cfg, args.seed, d.socket, None)
+        # the loaded runs load whatever the plan says: their time is the bench's
+        conn = E.make_connector(cfg, args.seed, d.socket, None, use_plan=False)
         eng = E.Engine(cfg, weights, max_pages, conn, chunk_tokens=args.chunk_tokens)
         client = kvtier.Client(socket=d.socket)
         ns = client.hello(E.model_id(cfg, args.seed), layers=cfg.layers, kv_heads=cfg.kv_heads,
@@ -165,8 +169,12 @@ def main(argv=None):
             prefix = [rng.randrange(cfg.vocab) for _ in range(p)]
             keys = ns.prefix_keys(prefix)
 
+            plans = {"dram": [], "ssd": []}
+
             def run(prompt, want_loaded, tiers):
-                hit, where = client.lookup(ns, keys)
+                hit, load, where = client.lookup_plan(ns, keys)
+                if tiers:
+                    plans[tiers].append(load * bt)
                 if hit != (len(keys) if want_loaded else 0) or (hit and set(where) != {tiers}):
                     raise RuntimeError("P=%d: prefix %d blocks on %s before a %s run" % (
                         p, hit, set(where[:hit]), tiers or "recompute"))
@@ -199,16 +207,20 @@ def main(argv=None):
                 "cpu_load_dram_s": statistics.median(r.ttft_cpu_s for r in dram_runs),
                 "cpu_load_ssd_s": statistics.median(r.ttft_cpu_s for r in ssd_runs),
                 "prefix_bytes": len(keys) * block_bytes,
+                "plan_dram_tokens": statistics.median(plans["dram"]),
+                "plan_ssd_tokens": statistics.median(plans["ssd"]),
                 "first_token_logits_equal": same,
             }
             row["speedup_dram"] = row["ttft_recompute_s"] / row["ttft_load_dram_s"]
             row["speedup_ssd"] = row["ttft_recompute_s"] / row["ttft_load_ssd_s"]
             rows.append(row)
             say("P=%6d  recompute %8.3f s  load dram %7.3f s (%5.1fx)  load ssd %7.3f s "
-                "(%5.1fx)  engine CPU s %.1f / %.1f / %.1f  logits equal: %s" % (
+                "(%5.1fx)  engine CPU s %.1f / %.1f / %.1f  plan loads %d / %d tokens  "
+                "logits equal: %s" % (
                     p, row["ttft_recompute_s"], row["ttft_load_dram_s"], row["speedup_dram"],
                     row["ttft_load_ssd_s"], row["speedup_ssd"], row["cpu_recompute_s"],
-                    row["cpu_load_dram_s"], row["cpu_load_ssd_s"], same))
+                    row["cpu_load_dram_s"], row["cpu_load_ssd_s"], row["plan_dram_tokens"],
+                    row["plan_ssd_tokens"], same))
         stats = client.stats()
         filler.close()
         client.close()
@@ -282,16 +294,18 @@ def print_table(report):
     print("\n%s (%d B/token KV), question %d tokens, chunks of %d, %d threads, median of %d" % (
         report["model"], report["kv_bytes_per_token"], rows[0]["question_tokens"],
         report["chunk_tokens"], report["threads"], report["reps"]))
-    hdr = "%8s %12s %12s %12s %8s %8s" % ("prefix", "recompute", "load dram", "load ssd",
-                                            "x dram", "x ssd")
+    hdr = "%8s %12s %12s %12s %8s %8s %10s %10s" % ("prefix", "recompute", "load dram",
+                                                    "load ssd", "x dram", "x ssd",
+                                                    "plan dram", "plan ssd")
     pred = "predicted_ttft_recompute_s" in rows[0]
     if pred:
         hdr += "   %12s %12s %12s" % ("pred. recomp", "pred. dram", "pred. ssd")
     print(hdr)
     for r in rows:
-        line = "%8d %11.3fs %11.3fs %11.3fs %7.1fx %7.1fx" % (
+        line = "%8d %11.3fs %11.3fs %11.3fs %7.1fx %7.1fx %10d %10d" % (
             r["prefix_tokens"], r["ttft_recompute_s"], r["ttft_load_dram_s"],
-            r["ttft_load_ssd_s"], r["speedup_dram"], r["speedup_ssd"])
+            r["ttft_load_ssd_s"], r["speedup_dram"], r["speedup_ssd"], r["plan_dram_tokens"],
+            r["plan_ssd_tokens"])
         if pred:
             line += "   %11.3fs %11.3fs %11.3fs" % (
                 r["predicted_ttft_recompute_s"], r["predicted_ttft_load_dram_s"] or 0,

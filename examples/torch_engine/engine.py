@@ -198,11 +198,13 @@ class Engine:
         self.pool.release(res.block_table)
 
 
-def make_connector(cfg, seed, socket, token, block_tokens=BLOCK_TOKENS):
+def make_connector(cfg, seed, socket, token, block_tokens=BLOCK_TOKENS, **kwargs):
+    """The engine's connector; kwargs go to KVTierConnector (use_plan,
+    completions, ...)."""
     from kvtier.connector import KVTierConnector
     return KVTierConnector(model_id(cfg, seed), cfg.layers, cfg.kv_heads, cfg.head_dim,
                            block_tokens, KV_DTYPE_NAMES[cfg.kv_dtype], socket=socket,
-                           token=token)
+                           token=token, **kwargs)
 
 
 def main(argv=None):

@@ -5,7 +5,11 @@
  * registers its paged KV memory once, and then moves blocks by prefix key:
  * LOOKUP which leading blocks kvtier holds, SAVE engine pages into kvtier,
  * LOAD blocks back into engine pages. SAVE and LOAD return a ticket at once;
- * WAIT (or POLL) gives the result, and a LOAD can be waited on layer by layer.
+ * kvt_client_wait (or _poll) gives the result, and a LOAD can be waited on
+ * layer by layer. By default the daemon pushes each ticket's completion (and
+ * each LOAD layer's) as it happens, so these waits cost no round trip; with
+ * KVT_CLIENT_WAITED, or a daemon of protocol version 1, each is a WAIT
+ * (POLL) round trip.
  *
  * A connection may be shared by threads: calls are matched to their replies
  * by request id, so a thread waiting on a long LOAD does not hold up another's
@@ -30,12 +34,21 @@ extern "C" {
 
 struct kvt_client;
 
+/* How a connection learns that a SAVE or LOAD, or a LOAD's layer, is done. */
+enum kvt_client_completions {
+	KVT_CLIENT_PUSHED = 0, /* the daemon pushes a frame per ticket and per LOAD
+	                        * layer; waits read them (a daemon of protocol 1:
+	                        * as WAITED) */
+	KVT_CLIENT_WAITED = 1, /* each wait is a WAIT (poll a POLL) round trip */
+};
+
 struct kvt_client_opts {
 	size_t size;             /* sizeof(struct kvt_client_opts), set by _init */
 	const char *socket_path; /* default $KVTIER_SOCKET, else kvtierd's default:
 	                          * KVT_CLIENT_DEFAULT_SOCKET as root,
 	                          * /tmp/kvtier-UID/kvtierd.sock otherwise */
 	const char *token;       /* tenant token; default $KVTIER_TOKEN or "" */
+	enum kvt_client_completions completions; /* default KVT_CLIENT_PUSHED */
 };
 
 /* Fill opts with the defaults as far as size_bytes reaches; see "Versioned
@@ -119,6 +132,26 @@ int kvt_client_memfd_create(const char *name, uint64_t bytes, void **map);
  * ns->max_keys. */
 int kvt_client_lookup(struct kvt_client *c, const struct kvt_client_ns *ns,
 		      const struct kvt_key *keys, uint32_t n, uint8_t *tiers);
+
+/* kvt_client_lookup with the daemon's plan: *load receives how many of the
+ * stored leading keys the engine should load; past them, recomputing is
+ * faster on this machine (the daemon measures what each tier delivers and
+ * takes the speed kvt_client_prefill reports). A daemon of protocol 1 plans
+ * nothing: *load is the stored count. */
+int kvt_client_lookup_plan(struct kvt_client *c, const struct kvt_client_ns *ns,
+			   const struct kvt_key *keys, uint32_t n, uint8_t *tiers,
+			   uint32_t *load);
+
+/* Tell the daemon the engine's prefill speed for ns: it computed the prefill
+ * of `tokens` tokens in ns_elapsed nanoseconds (time waiting for loads left
+ * out). LOOKUP's plan compares it with what the tiers deliver. Returns 0,
+ * -EBADF (unknown ns), -EOPNOTSUPP (a daemon of protocol 1). */
+int kvt_client_prefill(struct kvt_client *c, const struct kvt_client_ns *ns, uint32_t tokens,
+		       uint64_t ns_elapsed);
+
+/* The protocol version the daemon agreed on at the last HELLO (1 or 2), 0
+ * before one. */
+int kvt_client_version(const struct kvt_client *c);
 
 /* Start saving engine pages[i] as block keys[i] (keys a prefix chain that
  * continues parent; NULL when keys[0] starts a sequence). Returns 0 and

@@ -198,7 +198,12 @@ struct kvt_plan_opts {
 	double tier_bw[KVT_TIER_COUNT];
 	/* fixed cost of using a tier at all in one load (seek, round trip), s */
 	double tier_latency_s[KVT_TIER_COUNT];
-	double prefill_flops_s;     /* sustained prefill FLOP/s (peak x MFU); required */
+	double prefill_flops_s;     /* sustained prefill FLOP/s (peak x MFU); required
+	                             * with a model */
+	/* Without a model: the engine's measured prefill speed, tokens/s, and
+	 * recomputing n tokens costs n / prefill_tokens_s (block_bytes then
+	 * required). Ignored when model is set. */
+	double prefill_tokens_s;
 };
 
 /* Defaults: bf16; HBM 1e12 B/s, DRAM 25e9 (PCIe Gen4 pinned, achieved),
@@ -223,14 +228,15 @@ struct kvt_plan {
  *   sum over i < k of (block bytes / tier_bw[tier i])
  *     + sum over tiers used of tier_latency_s
  *     + prefill_flops([k x bt, n x bt)) / prefill_flops_s
+ *       (without a model: (n - k) x bt / prefill_tokens_s)
  * and keeps the cheapest, preferring to load on a tie. Loads are counted
  * serially and without overlap with compute (an upper bound on both sides).
  * Recompute is costed at the compute rate because the request's own prefill
  * of its new tokens already pays the pass over the weights; recomputing the
  * tail only lengthens that pass.
  * When actions is not NULL, actions[i] receives the action of block i (i <
- * plan->blocks). Returns 0 or -EINVAL (NULL model/out, no block_tokens, no
- * prefill rate). */
+ * plan->blocks). Returns 0 or -EINVAL (NULL out, no block_tokens, neither a
+ * model with prefill_flops_s nor prefill_tokens_s with block_bytes). */
 int kvt_plan_prefix(const struct kvt_plan_opts *opts, const uint8_t *tiers, size_t n,
 		    struct kvt_plan *out, uint8_t *actions);
 

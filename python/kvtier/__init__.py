@@ -12,8 +12,14 @@ loads blocks by prefix key::
         region = c.register(ns, mem)
         keys = ns.prefix_keys(tokens)
         hit, tiers = c.lookup(ns, keys)
+        hit, load, tiers = c.lookup_plan(ns, keys)     # load: what the plan loads
         c.save(ns, region, keys, pages=[...]).wait()
         n = c.load(ns, region, keys, pages=[...]).wait()
+        c.prefill(ns, tokens=512, seconds=0.8)          # the engine's measured speed
+
+The daemon pushes SAVE/LOAD completions (per LOAD layer too), so
+Ticket.wait / wait_layer / poll cost no round trip; Client(completions="wait")
+asks with a WAIT (POLL) round trip each instead.
 
 Errors raise OSError subclasses chosen by errno (PermissionError for a wrong
 token or a forbidden model, FileNotFoundError for an unknown ticket,
@@ -105,7 +111,10 @@ class _ClientNs(ctypes.Structure):
 
 class _Opts(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("socket_path", ctypes.c_char_p),
-                ("token", ctypes.c_char_p)]
+                ("token", ctypes.c_char_p), ("completions", ctypes.c_int)]
+
+
+_COMPLETIONS = {"push": 0, "wait": 1}
 
 
 class _Region(ctypes.Structure):
@@ -131,6 +140,10 @@ _sigs = {
     "kvt_client_memfd_create": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_uint64, _P(_vp)]),
     "kvt_client_lookup": (ctypes.c_int, [_vp, _P(_ClientNs), _P(_Key), ctypes.c_uint32,
                                          _P(ctypes.c_uint8)]),
+    "kvt_client_lookup_plan": (ctypes.c_int, [_vp, _P(_ClientNs), _P(_Key), ctypes.c_uint32,
+                                              _P(ctypes.c_uint8), _P(ctypes.c_uint32)]),
+    "kvt_client_prefill": (ctypes.c_int, [_vp, _P(_ClientNs), ctypes.c_uint32, ctypes.c_uint64]),
+    "kvt_client_version": (ctypes.c_int, [_vp]),
     "kvt_client_save": (ctypes.c_int, [_vp, _P(_ClientNs), ctypes.c_uint32, _P(_Key), _P(_Key),
                                        _P(ctypes.c_uint32), ctypes.c_uint32, _P(ctypes.c_uint64)]),
     "kvt_client_load": (ctypes.c_int, [_vp, _P(_ClientNs), ctypes.c_uint32, _P(_Key),
@@ -292,15 +305,20 @@ class EngineMemory:
 
 
 class Client:
-    """A connection to kvtierd. Thread-safe: calls from several threads share it."""
+    """A connection to kvtierd. Thread-safe: calls from several threads share it.
+    completions: "push" (default: the daemon pushes each SAVE/LOAD's
+    completion and each LOAD layer's) or "wait" (a WAIT round trip per wait)."""
 
-    def __init__(self, socket=None, token=None):
+    def __init__(self, socket=None, token=None, completions="push"):
+        if completions not in _COMPLETIONS:
+            raise ValueError("completions: push or wait")
         opts = _Opts()
         _lib.kvt_client_opts_init(ctypes.byref(opts), ctypes.sizeof(opts))
         self._socket = socket.encode() if socket else None
         self._token = token.encode() if token is not None else None
         opts.socket_path = self._socket
         opts.token = self._token
+        opts.completions = _COMPLETIONS[completions]
         c = ctypes.c_void_p()
         _check(_lib.kvt_client_connect(ctypes.byref(opts), ctypes.byref(c)), "connect")
         self._c = c
@@ -365,6 +383,29 @@ class Client:
         hit = _check(_lib.kvt_client_lookup(self._c, ctypes.byref(ns._raw), arr, n, tiers),
                      "lookup")
         return hit, [TIER_NAMES.get(tiers[i], "none") for i in range(n)]
+
+    def lookup_plan(self, ns, keys):
+        """(stored count, count the daemon's plan loads, [tier name of each
+        key]): past the plan's count, recomputing is faster on this machine."""
+        arr, n = _keys_array(keys)
+        tiers = (ctypes.c_uint8 * max(n, 1))()
+        load = ctypes.c_uint32(0)
+        hit = _check(_lib.kvt_client_lookup_plan(self._c, ctypes.byref(ns._raw), arr, n, tiers,
+                                                 ctypes.byref(load)), "lookup")
+        return hit, load.value, [TIER_NAMES.get(tiers[i], "none") for i in range(n)]
+
+    def prefill(self, ns, tokens, seconds):
+        """Report the engine's prefill speed: it computed `tokens` tokens of
+        prefill in `seconds` (waits for loads left out). OSError EOPNOTSUPP
+        from a daemon of protocol 1."""
+        ns_elapsed = max(1, int(seconds * 1e9))
+        _check(_lib.kvt_client_prefill(self._c, ctypes.byref(ns._raw), int(tokens), ns_elapsed),
+               "prefill")
+
+    @property
+    def version(self):
+        """The protocol version agreed at HELLO (1 or 2; 0 before one)."""
+        return _lib.kvt_client_version(self._c)
 
     def save(self, ns, region, keys, pages, parent=None):
         arr, n = _keys_array(keys)

@@ -8,7 +8,7 @@ and its workers in different processes makes one in each.
 
 Scheduler side, per request:
     get_num_new_matched_tokens(request, num_computed_tokens)
-        -> (tokens kvtier can supply beyond those, False)      LOOKUP
+        -> (tokens worth loading beyond those, False)   LOOKUP with the plan
     update_state_after_alloc(request, block_ids, num_external_tokens)
         the pages those tokens will be loaded into
     build_connector_meta(scheduled) -> KVTierConnectorMetadata
@@ -24,9 +24,19 @@ and per step:
     start_load_kv()                 LOAD per request (a ticket each)
     wait_for_layer_load(layer)      the layer's pages are in place
     save_kv_layer(...)              nothing: kvtierd gathers whole blocks
-    wait_for_save()                 SAVE of the blocks kvtier lacks, waited
+    wait_for_save()                 SAVE of the blocks kvtier lacks, waited;
+                                    the step's prefill speed reported (PREFILL)
     get_finished(ids), get_block_ids_with_load_errors()
     clear_connector_metadata()
+
+The daemon plans: LOOKUP answers how many stored blocks are worth loading,
+comparing what each tier delivers on this machine (it measures every LOAD)
+with the engine's prefill speed, which the connector measures on the steps
+that only prefill (from bind_connector_metadata to wait_for_save, time spent
+waiting for loads left out) and reports when a prompt's prefill ends. An
+engine that measures better itself calls report_prefill(tokens, seconds).
+Layer completions are pushed by the daemon: wait_for_layer_load costs no
+round trip.
 
 Failures never reach the engine as exceptions on the step path: a daemon
 that is gone, a load cut short, a timeout make wait_for_layer_load return
@@ -84,6 +94,9 @@ class KVTierConnectorMetadata:
     """What the scheduler side tells the worker side for one step."""
     loads: list = field(default_factory=list)
     saves: list = field(default_factory=list)
+    prefill_tokens: int = 0         # tokens the step computes, all of them prefill
+    prefill_only: bool = False      # no decode in the step: its time is prefill's
+    prefill_done: bool = False      # a prompt's prefill ends in the step
 
 
 class _Req:
@@ -100,7 +113,8 @@ class KVTierConnector:
     """The engine's connector to kvtierd for one model namespace."""
 
     def __init__(self, model_id, layers, kv_heads, head_dim, block_tokens, kv_dtype="bf16",
-                 socket=None, token=None, load_timeout_s=30.0, reconnect_s=5.0):
+                 socket=None, token=None, load_timeout_s=30.0, reconnect_s=5.0, use_plan=True,
+                 completions="push"):
         if kv_dtype not in _TORCH_DTYPES:
             raise ValueError("kv_dtype: one of %s" % ", ".join(_TORCH_DTYPES))
         self.model_id = model_id
@@ -112,6 +126,8 @@ class KVTierConnector:
         self.torch_dtype = _TORCH_DTYPES[kv_dtype]
         self.load_timeout_s = load_timeout_s
         self.reconnect_s = reconnect_s
+        self.use_plan = use_plan    # False: load every stored block (benches)
+        self.completions = completions  # "push", or "wait": a WAIT per layer
         self._socket = socket
         self._token = token
         self._client = None
@@ -127,9 +143,15 @@ class KVTierConnector:
         self._load_errors = set()
         self._finished_recving = set()
         self._finished_sending = set()
-        self.stats = dict(lookups=0, lookup_blocks=0, hit_blocks=0, loads=0, loaded_blocks=0,
+        self._step_t0 = None        # when the bound step began
+        self._load_wait_s = 0.0     # of it, spent in wait_for_layer_load
+        self._pf_tokens = 0         # prefill measured, not yet reported
+        self._pf_s = 0.0
+        self._can_report = True     # False once a daemon of protocol 1 said so
+        self.stats = dict(lookups=0, lookup_blocks=0, hit_blocks=0, plan_blocks=0,
+                          recompute_blocks=0, loads=0, loaded_blocks=0,
                           load_failures=0, saves=0, saved_blocks=0, save_present_blocks=0,
-                          save_failures=0, disconnects=0, connects=0)
+                          save_failures=0, disconnects=0, connects=0, prefill_reports=0)
         self._ensure()
 
     # ---- connection ----------------------------------------------------
@@ -148,7 +170,8 @@ class KVTierConnector:
         self._next_try = now + self.reconnect_s
         c = None
         try:
-            c = kvtier.Client(socket=self._socket, token=self._token)
+            c = kvtier.Client(socket=self._socket, token=self._token,
+                              completions=self.completions)
             ns = c.hello(self.model_id, layers=self.layers, kv_heads=self.kv_heads,
                          head_dim=self.head_dim, block_tokens=self.block_tokens,
                          dtype=self.kv_dtype)
@@ -192,10 +215,11 @@ class KVTierConnector:
         return st.keys
 
     def get_num_new_matched_tokens(self, request, num_computed_tokens):
-        """Tokens past num_computed_tokens whose KV kvtier holds: a whole
-        number of blocks, leaving at least the prompt's last token to compute
-        (the engine needs its logits). Returns (count, False): loads are
-        synchronous with the step that computes the request."""
+        """Tokens past num_computed_tokens whose KV kvtier holds and the
+        daemon's plan says to load (loading them beats recomputing them): a
+        whole number of blocks, leaving at least the prompt's last token to
+        compute (the engine needs its logits). Returns (count, False): loads
+        are synchronous with the step that computes the request."""
         st = self._reqs.get(request.request_id)
         if st is None:
             st = self._reqs[request.request_id] = _Req(request.prompt_token_ids)
@@ -207,15 +231,17 @@ class KVTierConnector:
             return 0, False
         try:
             keys = self._keys(st)[:usable]
-            hit, _ = self._client.lookup(self._ns, keys)
+            hit, load, _ = self._client.lookup_plan(self._ns, keys)
         except OSError as e:
             self._failed(e, "lookup")
             return 0, False
         self.stats["lookups"] += 1
         self.stats["lookup_blocks"] += len(keys)
         self.stats["hit_blocks"] += hit
-        st.matched_blocks = hit
-        return max(0, hit * self.block_tokens - num_computed_tokens), False
+        self.stats["plan_blocks"] += load
+        self.stats["recompute_blocks"] += hit - load
+        st.matched_blocks = load if self.use_plan else hit
+        return max(0, st.matched_blocks * self.block_tokens - num_computed_tokens), False
 
     def update_state_after_alloc(self, request, block_ids, num_external_tokens):
         """The request's pages are allocated: remember where the
@@ -232,7 +258,7 @@ class KVTierConnector:
         """This step's metadata from the engine's scheduled requests
         (ScheduledRequest entries): loads decided for them, and saves of the
         full prompt blocks of each request whose prefill completes now."""
-        meta = KVTierConnectorMetadata()
+        meta = KVTierConnectorMetadata(prefill_only=bool(scheduled))
         bt = self.block_tokens
         for s in scheduled:
             rid = s.request.request_id
@@ -242,7 +268,12 @@ class KVTierConnector:
             if st.load is not None:
                 meta.loads.append(st.load)
                 st.load = None
+            if s.num_computed_tokens >= len(st.tokens):
+                meta.prefill_only = False   # a decode: the step's time is not prefill's
+            meta.prefill_tokens += s.num_scheduled_tokens
             done = s.num_computed_tokens + s.num_scheduled_tokens >= len(st.tokens)
+            if done and s.num_computed_tokens < len(st.tokens):
+                meta.prefill_done = True
             n = len(st.tokens) // bt
             if done and not st.saved and n:
                 st.saved = True
@@ -328,10 +359,13 @@ class KVTierConnector:
 
     def bind_connector_metadata(self, meta):
         self._meta = meta
+        self._step_t0 = time.perf_counter()
+        self._load_wait_s = 0.0
 
     def clear_connector_metadata(self):
         self._meta = None
         self._loading = []
+        self._step_t0 = None
 
     def start_load_kv(self, forward_context=None, **kwargs):
         """Start this step's loads: one LOAD per request, its blocks into its
@@ -365,6 +399,13 @@ class KVTierConnector:
         (its pages are then in get_block_ids_with_load_errors). At the last
         layer, a load that stopped short (a block evicted since the lookup)
         fails too."""
+        t0 = time.perf_counter()
+        try:
+            return self._wait_layer(layer)
+        finally:
+            self._load_wait_s += time.perf_counter() - t0
+
+    def _wait_layer(self, layer):
         idx = self._layer_index.get(layer, layer)
         last = idx == self.layers - 1
         for item in self._loading:
@@ -393,7 +434,14 @@ class KVTierConnector:
     def wait_for_save(self):
         """Save this step's finished prompts: LOOKUP their blocks, SAVE those
         kvtier lacks (chained to the last one it has), and wait, so the pages
-        may be reused afterwards. Returns the number of blocks saved."""
+        may be reused afterwards. Returns the number of blocks saved.
+        The step's prefill time counts up to here; when a prompt's prefill
+        ended in it, the speed measured so far is reported."""
+        meta = self._meta
+        if meta is not None and meta.prefill_only and self._step_t0 is not None:
+            self._pf_tokens += meta.prefill_tokens
+            self._pf_s += time.perf_counter() - self._step_t0 - self._load_wait_s
+            self._step_t0 = None
         saved = 0
         for spec in (self._meta.saves if self._meta else []):
             if self._region is None and not self._ensure():
@@ -414,7 +462,25 @@ class KVTierConnector:
             except OSError as e:
                 self.stats["save_failures"] += 1
                 self._failed(e, "save")
+        if meta is not None and meta.prefill_done and self._pf_tokens:
+            self.report_prefill(self._pf_tokens, self._pf_s)
+            self._pf_tokens, self._pf_s = 0, 0.0
         return saved
+
+    def report_prefill(self, tokens, seconds):
+        """Tell kvtierd the engine prefilled `tokens` tokens in `seconds`
+        (loads waited for left out), for LOOKUP's plan. Quiet when the
+        daemon is unreachable or too old to take it."""
+        if tokens <= 0 or seconds <= 0 or not self._can_report or self._client is None:
+            return
+        try:
+            self._client.prefill(self._ns, tokens, seconds)
+            self.stats["prefill_reports"] += 1
+        except OSError as e:
+            if e.errno == errno.EOPNOTSUPP:
+                self._can_report = False
+            else:
+                self._failed(e, "prefill report")
 
     def get_finished(self, finished_req_ids=()):
         """(request ids whose saves finished, ids whose loads finished or

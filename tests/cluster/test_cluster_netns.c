@@ -43,22 +43,6 @@ static struct kvt_redis_proc redis;
 static struct node nodes[4];
 static char *tmpdir, secret_file[512], wrong_file[512], redis_url[64];
 
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
-	nanosleep(&ts, NULL);
-}
-
-static void write_secret(const char *path, const char *s)
-{
-	FILE *f = fopen(path, "w");
-
-	assert_non_null(f);
-	fprintf(f, "%s\n", s);
-	fclose(f);
-	chmod(path, 0600);
-}
-
 /* Start node idx as `id` in namespace ns, listening on addr:port. */
 static void node_start(int idx, int ns, const char *id, int port, const char *secret)
 {
@@ -157,7 +141,7 @@ static bool members_are(int idx, long want)
 
 		if (field(r, "members") == want && field(r, "reachable") == 1)
 			return true;
-		sleep_ms(100);
+		kvt_test_sleep_ms(100);
 	}
 	return false;
 }
@@ -169,7 +153,7 @@ static bool hinted(int idx, int seed, long n)
 	for (int i = 0; i < 100; i++) {
 		if (field(node_cmd(idx, "lookup %d %ld", seed, n), "remote") == n)
 			return true;
-		sleep_ms(50);
+		kvt_test_sleep_ms(50);
 	}
 	return false;
 }
@@ -193,8 +177,8 @@ static int setup(void **state)
 	tmpdir = kvt_test_mkdtemp("cluster_netns");
 	snprintf(secret_file, sizeof(secret_file), "%s/secret", tmpdir);
 	snprintf(wrong_file, sizeof(wrong_file), "%s/wrong", tmpdir);
-	write_secret(secret_file, "the cluster secret of the netns test");
-	write_secret(wrong_file, "not the secret of this cluster at all");
+	kvt_test_write_secret(secret_file, "the cluster secret of the netns test");
+	kvt_test_write_secret(wrong_file, "not the secret of this cluster at all");
 	assert_int_equal(kvt_redis_proc_start(&redis, tmpdir, &net, KVT_NETLAB_HUB, net.hub_addr, 6379), 0);
 	snprintf(redis_url, sizeof(redis_url), "redis://%s:6379", net.hub_addr);
 	node_start(0, 0, "A", 7400, secret_file);
@@ -272,7 +256,7 @@ static void a_cut_link_fails_within_the_timeout_and_heals(void **state)
 		r = node_cmd(1, "fetch 2 4");
 		if (field(r, "fetched") == 4)
 			break;
-		sleep_ms(100);
+		kvt_test_sleep_ms(100);
 	}
 	assert_int_equal(field(r, "fetched"), 4);
 	assert_int_equal(field(r, "bad"), 0);
@@ -317,7 +301,7 @@ static void redis_stopped_means_local_only_and_restarted_it_resumes(void **state
 		r = node_cmd(1, "stats");
 		if (field(r, "reachable") == 0)
 			break;
-		sleep_ms(100);
+		kvt_test_sleep_ms(100);
 	}
 	r = node_cmd(1, "fetch 4 4");
 	assert_int_equal(field(r, "fetched"), 0);
@@ -336,7 +320,7 @@ static void redis_stopped_means_local_only_and_restarted_it_resumes(void **state
 		r = node_cmd(1, "fetch 4 4");
 		if (field(r, "fetched") == 4)
 			break;
-		sleep_ms(100);
+		kvt_test_sleep_ms(100);
 	}
 	assert_int_equal(field(r, "fetched"), 4);
 	assert_int_equal(field(r, "bad"), 0);

@@ -51,12 +51,6 @@ static uint64_t ms_since(uint64_t t0)
 	return (kvt_clock_ns() - t0) / 1000000;
 }
 
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
-	nanosleep(&ts, NULL);
-}
-
 static void log_cb(void *arg, enum kvt_log_level lvl, const char *msg)
 {
 	fprintf(stderr, "  [%s] %s\n", (const char *)arg, msg);
@@ -126,7 +120,7 @@ static struct kvt_dir *open_node(struct node *n, const char *id, const char *add
 		uint64_t t0_ = kvt_clock_ns();                                             \
 		bool ok_ = false;                                                          \
 		while (!(ok_ = (cond)) && ms_since(t0_) < (ms))                            \
-			sleep_ms(10);                                                      \
+			kvt_test_sleep_ms(10);                                                      \
 		ok_;                                                                       \
 	})
 
@@ -363,7 +357,7 @@ static void slow_redis_bounds_every_call(void **state)
 		t0 = kvt_clock_ns();
 		kvt_dir_publish(nb.dir, k, 4, KVT_TIER_DRAM);
 		assert_true(ms_since(t0) < BOUND_MS);
-		sleep_ms(50);
+		kvt_test_sleep_ms(50);
 	}
 	/* the first lookups waited and timed out; once the pipeline's own
 	 * deadline passed the directory knew, and answered at once */
@@ -408,7 +402,7 @@ static void redis_restart_pauses_and_resumes(void **state)
 	assert_true(ms_since(t0) < BOUND_MS);
 	/* saved while Redis is down: the hints wait in the queue */
 	kvt_dir_publish(na.dir, k, 3, KVT_TIER_DRAM);
-	sleep_ms(300);
+	kvt_test_sleep_ms(300);
 
 	assert_int_equal(kvt_redis_proc_restart(&redis), 0);
 	assert_true(WAIT_FOR(reachable(na.dir) && reachable(nb.dir) && members(na.dir) == 2 &&

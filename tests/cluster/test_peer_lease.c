@@ -43,12 +43,6 @@ static struct kvt_peer_secret secret;
 static char addr[64];
 static struct kvt_peer_target target;
 
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
-	nanosleep(&ts, NULL);
-}
-
 static struct kvt_key key_of(uint64_t seed, int i)
 {
 	struct kvt_key k;
@@ -265,7 +259,7 @@ static void leases_expire_and_are_bounded(void **state)
 					&lease_id, &ms, &sent), -ENOSPC); /* more than 32 at once */
 	assert_int_equal(kvt_peer_lease(cli, &target, kvt_ns_salt(own.ns), BB, keys, 4, 150, e,
 					&lease_id, &ms, &sent), 0);
-	sleep_ms(600);
+	kvt_test_sleep_ms(600);
 	kvt_lease_stats(leases, &ls);
 	assert_int_equal(ls.active, 0);
 	assert_true(ls.expired >= 1);
@@ -299,7 +293,7 @@ static void a_closed_connection_returns_its_leases(void **state)
 		kvt_lease_stats(leases, &ls);
 		if (ls.blocks_held == 0)
 			break;
-		sleep_ms(10);
+		kvt_test_sleep_ms(10);
 	}
 	assert_int_equal(ls.blocks_held, 0);
 }
@@ -316,7 +310,7 @@ static void closing_the_reader_drops_the_owners_queue_pairs(void **state)
 		kvt_rdma_stats(own.rdma, &st);
 		if (st.qps_destroyed == 2)
 			break;
-		sleep_ms(10);
+		kvt_test_sleep_ms(10);
 	}
 	assert_int_equal(st.qps_destroyed, 2);
 }

@@ -122,6 +122,39 @@ static void fast_gpu_recomputes_everything(void **state)
 	assert_int_equal(act[0], KVT_PLAN_RECOMPUTE);
 }
 
+/* Without a model the engine's measured speed prices the recompute: with
+ * 1 KiB blocks of 16 tokens, DRAM at 1 MB/s costs 1.024 ms a block and SSD at
+ * 100 kB/s 10.24 ms; at 4,000 tokens/s a block recomputes in 4 ms, so the
+ * DRAM blocks are loaded and the prefix ends where SSD begins. */
+static void measured_tokens_per_second_price_the_recompute(void **state)
+{
+	const uint8_t tiers[] = { KVT_TIER_DRAM, KVT_TIER_DRAM, KVT_TIER_SSD, KVT_TIER_SSD };
+	struct kvt_plan_opts o;
+	struct kvt_plan p;
+
+	kvt_plan_opts_init(&o, sizeof(o));
+	o.block_tokens = 16;
+	o.block_bytes = 1024;
+	o.tier_bw[KVT_TIER_DRAM] = 1e6;
+	o.tier_bw[KVT_TIER_SSD] = 1e5;
+	o.tier_latency_s[KVT_TIER_SSD] = 0;
+	o.prefill_tokens_s = 4000;
+	assert_int_equal(kvt_plan_prefix(&o, tiers, 4, &p, NULL), 0);
+	assert_int_equal(p.load_blocks, 2);
+	near(p.total_s, 2 * 1.024e-3 + 2 * 4e-3);
+	near(p.all_recompute_s, 16e-3);
+	/* a slower engine makes the SSD blocks worth loading */
+	o.prefill_tokens_s = 1000;
+	assert_int_equal(kvt_plan_prefix(&o, tiers, 4, &p, NULL), 0);
+	assert_int_equal(p.load_blocks, 4);
+	/* no model and no speed, or no block size: nothing to plan with */
+	o.prefill_tokens_s = 0;
+	assert_int_equal(kvt_plan_prefix(&o, tiers, 4, &p, NULL), -EINVAL);
+	o.prefill_tokens_s = 1000;
+	o.block_bytes = 0;
+	assert_int_equal(kvt_plan_prefix(&o, tiers, 4, &p, NULL), -EINVAL);
+}
+
 static void tie_goes_to_the_load(void **state)
 {
 	const uint8_t tiers[] = { KVT_TIER_DRAM };
@@ -273,6 +306,7 @@ int main(void)
 		cmocka_unit_test(loads_when_loading_is_cheaper),
 		cmocka_unit_test(recomputes_a_short_ssd_tail),
 		cmocka_unit_test(fast_gpu_recomputes_everything),
+		cmocka_unit_test(measured_tokens_per_second_price_the_recompute),
 		cmocka_unit_test(tie_goes_to_the_load),
 		cmocka_unit_test(unloadable_block_ends_the_loads),
 		cmocka_unit_test(explicit_block_bytes_and_bad_opts),

@@ -24,7 +24,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 import unittest
 
 import torch
@@ -32,17 +31,9 @@ import torch
 import kvtier
 from kvtier.daemon import Daemon
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ENGINE_DIR = os.path.join(ROOT, "examples", "torch_engine")
-sys.path.insert(0, ENGINE_DIR)
+from engine_env import DAEMON_ENV, ENGINE_DIR, SEED  # noqa: E402  (puts the engine on sys.path)
 import engine as torch_engine  # noqa: E402
 from model import Config, Weights  # noqa: E402
-
-# under ASan the Python side runs without leak checks, the daemon with them
-DAEMON_ENV = dict(os.environ, ASAN_OPTIONS=os.environ["KVT_DAEMON_ASAN_OPTIONS"]) \
-    if os.environ.get("KVT_DAEMON_ASAN_OPTIONS") else None
-SEED = int(os.environ.get("KVT_TEST_SEED") or time.time_ns() % (1 << 31))
-print("seed: KVT_TEST_SEED=%d" % SEED, file=sys.stderr)
 
 CONFIG = os.path.join(ENGINE_DIR, "configs", "tiny.json")
 CHUNK = 64
@@ -231,7 +222,11 @@ class TorchEngineTest(unittest.TestCase):
 
     def test_4_daemon_killed_mid_load(self):
         self.forget_b()
-        conn = torch_engine.make_connector(self.cfg, WEIGHT_SEED, self.d.socket, None)
+        # WAIT round trips: the kill lands between two of them, before the
+        # engine has heard of layer 1 (pushed completions of so small a load
+        # would all be in the socket before the kill)
+        conn = torch_engine.make_connector(self.cfg, WEIGHT_SEED, self.d.socket, None,
+                                           completions="wait")
         eng = self.engine(conn)
         wait = conn.wait_for_layer_load
         layers_seen = []

@@ -90,7 +90,8 @@ static void help_documents_every_option(void **state)
 		"--data-dir", "--dram", "--ssd", "--no-huge-pages", "--no-prefault", "--policy",
 		"--metrics", "--workers", "--drain-timeout", "--hello-timeout",
 		"--max-conns-per-uid", "--max-ns-per-tenant", "--tenant", "--log-level",
-		"--print-config", "--help",
+		"--print-config", "--help", "--cluster", "--node-id", "--peer-listen",
+		"--cluster-secret-file", "--rdma-device", "--peer-timeout", "CLUSTER",
 		"--version", "[tenant NAME]", "SIGTERM", "EXIT STATUS",
 	};
 	char *out;
@@ -174,6 +175,25 @@ static void file_then_command_line(void **state)
 	free(out);
 }
 
+/* The cluster's settings print back as the INI keys they came from. */
+static void cluster_settings_print_back(void **state)
+{
+	char *out;
+
+	assert_int_equal(run("--cluster redis://10.0.0.9:6379 --node-id gpu-7 --peer-listen "
+			     "10.0.0.7:7400 --peer-timeout 1500 --cluster-secret-file /etc/s "
+			     "--print-config", &out), 0);
+	assert_non_null(strstr(out, "cluster = redis://10.0.0.9:6379\n"));
+	assert_non_null(strstr(out, "node_id = gpu-7\n"));
+	assert_non_null(strstr(out, "peer_listen = 10.0.0.7:7400\n"));
+	assert_non_null(strstr(out, "peer_timeout = 1500\n"));
+	assert_non_null(strstr(out, "cluster_secret_file = /etc/s\n"));
+	free(out);
+	assert_int_equal(run("--print-config", &out), 0);
+	assert_null(strstr(out, "cluster"));
+	free(out);
+}
+
 static void defaults_without_a_file(void **state)
 {
 	char *out;
@@ -197,6 +217,7 @@ static void bad_input_is_a_usage_error(void **state)
 		"[kvtierd]\nworkers = 0\n",
 		"[kvtierd]\nmetrics = nocolon\n",
 		"[tenant x]\ncolour = blue\n",
+		"[kvtierd]\ncluster = redis://r:6379\nnode_id = n1\n",
 		"this is not ini\n",
 	};
 	static const char *const bad_args[] = {
@@ -204,6 +225,12 @@ static void bad_input_is_a_usage_error(void **state)
 		"--log-level loud", "--no-such-option", "stray-argument", "--config /nonexistent/x.ini",
 		"--drain-timeout 0", "--drain-timeout 5m", "--drain-timeout 3601",
 		"--hello-timeout 0.05", "--max-conns-per-uid 70000", "--max-conns-per-uid -1",
+		/* the cluster's settings, alone or malformed */
+		"--cluster http://redis:6379", "--cluster redis://r:6379",
+		"--cluster redis://r:6379 --node-id a", "--cluster redis://r:6379 --node-id 'a b' "
+		"--peer-listen 10.0.0.1:7400", "--cluster redis://r:6379 --node-id a --peer-listen "
+		"0.0.0.0:7400", "--cluster redis://r:6379 --node-id a --peer-listen 10.0.0.1",
+		"--node-id a --peer-listen 10.0.0.1:7400", "--peer-timeout 5",
 	};
 	char ini[512], args[700], *out;
 
@@ -501,6 +528,7 @@ int main(void)
 		cmocka_unit_test(version_comes_from_the_library),
 		cmocka_unit_test(file_then_command_line),
 		cmocka_unit_test(defaults_without_a_file),
+		cmocka_unit_test(cluster_settings_print_back),
 		cmocka_unit_test(bad_input_is_a_usage_error),
 		cmocka_unit_test(config_must_be_a_small_regular_file),
 		cmocka_unit_test(dram_is_sized_from_the_cgroup_limit),

@@ -257,6 +257,48 @@ static void keys_and_xfer_round_trip(void **state)
 	assert_int_equal(kvt_proto_enc_xfer(&w, KVT_OP_SAVE, 1, 2, 3, NULL, keys, pages, 0), 0);
 	assert_int_equal(decode_one(&w, &req), -EBADMSG);
 	kvt_wr_free(&w);
+	/* pushed completions: both flags on a LOAD, the whole-ticket one on a
+	 * SAVE, no other bit */
+	kvt_wr_init(&w);
+	assert_int_equal(kvt_proto_enc_xfer_flags(&w, KVT_OP_LOAD, 1, 2, 3, NULL, keys, pages, 5,
+						  KVT_XFER_PUSH | KVT_XFER_PUSH_LAYERS), 0);
+	assert_int_equal(decode_one(&w, &req), 0);
+	assert_int_equal(req.u.xfer.flags, KVT_XFER_PUSH | KVT_XFER_PUSH_LAYERS);
+	kvt_wr_free(&w);
+	kvt_wr_init(&w);
+	assert_int_equal(kvt_proto_enc_xfer_flags(&w, KVT_OP_SAVE, 1, 2, 3, &parent, keys, pages, 5,
+						  KVT_XFER_PUSH), 0);
+	assert_int_equal(decode_one(&w, &req), 0);
+	assert_int_equal(req.u.xfer.flags, KVT_XFER_PUSH | KVT_SAVE_HAS_PARENT);
+	kvt_wr_free(&w);
+	kvt_wr_init(&w);
+	assert_int_equal(kvt_proto_enc_xfer_flags(&w, KVT_OP_SAVE, 1, 2, 3, NULL, keys, pages, 5,
+						  KVT_XFER_PUSH_LAYERS), 0);
+	assert_int_equal(decode_one(&w, &req), -EBADMSG);
+	kvt_wr_free(&w);
+	kvt_wr_init(&w);
+	assert_int_equal(kvt_proto_enc_xfer_flags(&w, KVT_OP_LOAD, 1, 2, 3, NULL, keys, pages, 5,
+						  0x8), 0);
+	assert_int_equal(decode_one(&w, &req), -EBADMSG);
+	kvt_wr_free(&w);
+	/* PREFILL: ns, tokens, nanoseconds; DONE is never a request */
+	kvt_wr_init(&w);
+	{
+		struct kvt_req_prefill pf = { .ns = 2, .tokens = 512, .ns_elapsed = 123456789 };
+
+		assert_int_equal(kvt_proto_enc_prefill(&w, 9, &pf), 0);
+	}
+	assert_int_equal(decode_one(&w, &req), 0);
+	assert_int_equal(req.u.prefill.ns, 2);
+	assert_int_equal(req.u.prefill.tokens, 512);
+	assert_int_equal(req.u.prefill.ns_elapsed, 123456789);
+	assert_strict_length(&w);
+	kvt_wr_free(&w);
+	kvt_wr_init(&w);
+	kvt_wr_begin(&w, KVT_OP_DONE, 1, 0);
+	kvt_wr_end(&w);
+	assert_int_equal(decode_one(&w, &req), -EOPNOTSUPP);
+	kvt_wr_free(&w);
 }
 
 static void counts_that_lie_are_refused(void **state)
@@ -378,11 +420,23 @@ static void replies_decode_strictly(void **state)
 	assert_int_equal(kvt_proto_rep_lookup(w.buf, w.len, &lk), 0);
 	assert_int_equal(lk.hit, 2);
 	assert_int_equal(lk.tiers[1], KVT_TIER_SSD);
+	assert_int_equal(lk.load, 2); /* version 1's: the plan is the stored count */
 	p = w.buf;
 	p[8] = 200; /* no such tier */
 	assert_int_equal(kvt_proto_rep_lookup(w.buf, w.len, &lk), -EBADMSG);
 	p[8] = KVT_TIER_DRAM;
 	p[0] = 4; /* more hits than keys */
+	assert_int_equal(kvt_proto_rep_lookup(w.buf, w.len, &lk), -EBADMSG);
+	p[0] = 2;
+	/* version 2's appends the plan's count, at most the hits */
+	kvt_wr_u32(&w, 1);
+	assert_int_equal(kvt_proto_rep_lookup(w.buf, w.len, &lk), 0);
+	assert_int_equal(lk.hit, 2);
+	assert_int_equal(lk.load, 1);
+	p = w.buf;
+	p[w.len - 4] = 3;
+	assert_int_equal(kvt_proto_rep_lookup(w.buf, w.len, &lk), -EBADMSG);
+	kvt_wr_u8(&w, 0); /* neither form's size */
 	assert_int_equal(kvt_proto_rep_lookup(w.buf, w.len, &lk), -EBADMSG);
 	kvt_wr_free(&w);
 

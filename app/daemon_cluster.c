@@ -1,0 +1,459 @@
+/* kvtierd in a cluster: directory, peer server, peer client and peer tier,
+ * tied to the sidecar server by its hooks. */
+#include "app/daemon_cluster.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "app/daemon_log.h"
+#include "cluster/directory.h"
+#include "cluster/peer_tier.h"
+#include "transport/peer_client.h"
+#include "transport/peer_server.h"
+
+/* Hints kept for republishing at a rejoin: the keys saved last (16 B
+ * each). Older ones come back when their blocks are saved again. */
+#define KEEP_KEYS (1u << 20)
+#define MAX_PEERS 64
+
+struct kvtd_cluster {
+	char node_id[KVT_NODE_ID_MAX + 1];
+	char listen[KVT_NODE_ADDR_MAX + 1];
+	char url[256];
+	struct kvt_peer_secret secret;
+	struct kvt_dir *dir;
+	struct kvt_peer_server *srv;
+	struct kvt_peer_client *cli;
+	struct kvt_peer_tier *tier;
+
+	/* namespaces clients attached, found by salt for peers */
+	pthread_mutex_t ns_mu;
+	struct kvt_ns **ns;
+	size_t n_ns, cap_ns;
+
+	/* the keys saved last, a ring, republished at a rejoin */
+	pthread_mutex_t keep_mu;
+	struct kvt_key *keep;
+	size_t keep_head, keep_n;
+	uint64_t forgotten;        /* hints forgotten: a peer asked, the block was gone */
+};
+
+/* ---- namespaces -------------------------------------------------------- */
+
+/* Holds ns for good (true) the first time a client attaches it, so the
+ * server never detaches it while a peer may be reading it. */
+static bool on_ns(void *arg, struct kvt_ns *ns)
+{
+	struct kvtd_cluster *cl = arg;
+	bool added = false;
+
+	pthread_mutex_lock(&cl->ns_mu);
+	for (size_t i = 0; i < cl->n_ns; i++)
+		if (cl->ns[i] == ns)
+			goto out;
+	if (cl->n_ns == cl->cap_ns) {
+		size_t cap = cl->cap_ns ? cl->cap_ns * 2 : 16;
+		struct kvt_ns **p = realloc(cl->ns, cap * sizeof(*p));
+
+		if (!p)
+			goto out; /* peers get -EBADF for it: a miss */
+		cl->ns = p;
+		cl->cap_ns = cap;
+	}
+	cl->ns[cl->n_ns++] = ns;
+	added = true;
+out:
+	pthread_mutex_unlock(&cl->ns_mu);
+	return added;
+}
+
+/* The server holds every namespace in the list for good (see on_ns): the
+ * pointers stay good until the store closes, after the peer server. */
+static struct kvt_ns *find_ns(void *arg, const struct kvt_key *salt)
+{
+	struct kvtd_cluster *cl = arg;
+	struct kvt_ns *found = NULL;
+
+	pthread_mutex_lock(&cl->ns_mu);
+	for (size_t i = 0; i < cl->n_ns && !found; i++)
+		if (!memcmp(kvt_ns_salt(cl->ns[i]), salt, sizeof(*salt)))
+			found = cl->ns[i];
+	pthread_mutex_unlock(&cl->ns_mu);
+	return found;
+}
+
+/* ---- hints ------------------------------------------------------------- */
+
+/* This node holds keys[0..n) now (saved, or fetched from a peer: then it
+ * is one more holder for the next reader). */
+static void held(struct kvtd_cluster *cl, const struct kvt_key *keys, size_t n)
+{
+	kvt_dir_publish(cl->dir, keys, n, KVT_TIER_DRAM);
+	pthread_mutex_lock(&cl->keep_mu);
+	for (size_t i = 0; i < n; i++) {
+		cl->keep[cl->keep_head] = keys[i];
+		cl->keep_head = (cl->keep_head + 1) % KEEP_KEYS;
+		if (cl->keep_n < KEEP_KEYS)
+			cl->keep_n++;
+	}
+	pthread_mutex_unlock(&cl->keep_mu);
+}
+
+static void on_saved(void *arg, struct kvt_ns *ns, const struct kvt_key *keys, size_t n)
+{
+	(void)ns;
+	held(arg, keys, n);
+}
+
+/* A new epoch: hints written under the old one are not believed any more. */
+static void on_rejoin(void *arg, uint64_t epoch)
+{
+	struct kvtd_cluster *cl = arg;
+	size_t start;
+
+	pthread_mutex_lock(&cl->keep_mu);
+	start = (cl->keep_head + KEEP_KEYS - cl->keep_n) % KEEP_KEYS;
+	if (start + cl->keep_n <= KEEP_KEYS) {
+		kvt_dir_publish(cl->dir, cl->keep + start, cl->keep_n, KVT_TIER_DRAM);
+	} else {
+		kvt_dir_publish(cl->dir, cl->keep + start, KEEP_KEYS - start, KVT_TIER_DRAM);
+		kvt_dir_publish(cl->dir, cl->keep, cl->keep_head, KVT_TIER_DRAM);
+	}
+	kvtd_log(KVT_LOG_INFO, "event=cluster.republish epoch=%" PRIu64 " keys=%zu", epoch,
+		 cl->keep_n);
+	pthread_mutex_unlock(&cl->keep_mu);
+}
+
+/* A peer asked for a block evicted since its hint was written. */
+static void on_miss(void *arg, struct kvt_ns *ns, const struct kvt_key *key)
+{
+	struct kvtd_cluster *cl = arg;
+
+	(void)ns;
+	kvt_dir_forget(cl->dir, key, 1);
+	__atomic_add_fetch(&cl->forgotten, 1, __ATOMIC_RELAXED);
+}
+
+/* ---- the peer tier ----------------------------------------------------- */
+
+static int on_lookup(void *arg, struct kvt_ns *ns, const struct kvt_key *keys, size_t n)
+{
+	struct kvtd_cluster *cl = arg;
+
+	(void)ns;
+	return kvt_peer_tier_lookup(cl->tier, keys, n);
+}
+
+static int on_fetch(void *arg, struct kvt_ns *ns, const struct kvt_key *keys, size_t n,
+		    const struct kvt_key *parent)
+{
+	struct kvtd_cluster *cl = arg;
+	int got = kvt_peer_tier_fetch(cl->tier, ns, keys, n, parent);
+
+	if (got > 0)
+		held(cl, keys, (size_t)got);
+	return got;
+}
+
+/* ---- counters ---------------------------------------------------------- */
+
+#define JI(o, k, v) json_object_set_new(o, k, json_integer((json_int_t)(v)))
+
+static char *on_json(void *arg)
+{
+	struct kvtd_cluster *cl = arg;
+	struct kvt_dir_stats ds;
+	struct kvt_peer_server_stats ss;
+	struct kvt_peer_tier_stats ts;
+	struct kvt_peer_stats ps[MAX_PEERS];
+	json_t *root = json_object(), *dir = json_object(), *srv = json_object();
+	json_t *tier = json_object(), *peers = json_array();
+	char *text;
+	int np;
+
+	kvt_dir_stats(cl->dir, &ds);
+	kvt_peer_server_stats(cl->srv, &ss);
+	kvt_peer_tier_stats(cl->tier, &ts);
+	np = kvt_peer_client_stats(cl->cli, ps, MAX_PEERS);
+	json_object_set_new(root, "node_id", json_string(cl->node_id));
+	json_object_set_new(root, "peer_addr", json_string(cl->listen));
+	json_object_set_new(dir, "reachable", json_boolean(ds.reachable));
+	JI(dir, "epoch", ds.epoch);
+	JI(dir, "members", ds.members);
+	JI(dir, "joins", ds.joins);
+	JI(dir, "lookups", ds.lookups);
+	JI(dir, "lookups_unreachable", ds.lookups_unreachable);
+	JI(dir, "lookups_timed_out", ds.lookups_timed_out);
+	JI(dir, "published_keys", ds.published_keys);
+	JI(dir, "forgotten_keys", ds.forgotten_keys);
+	JI(dir, "dropped_keys", ds.dropped_keys);
+	JI(dir, "stale_hints", ds.stale_hints);
+	JI(dir, "errors", ds.errors);
+	JI(dir, "reconnects", ds.reconnects);
+	json_object_set_new(root, "directory", dir);
+	JI(srv, "connections", ss.conns);
+	JI(srv, "accepted", ss.accepted);
+	JI(srv, "refused", ss.refused);
+	JI(srv, "auth_failures", ss.auth_failures);
+	JI(srv, "requests", ss.requests);
+	JI(srv, "bad_requests", ss.bad_requests);
+	JI(srv, "blocks_sent", ss.blocks_sent);
+	JI(srv, "bytes_sent", ss.bytes_sent);
+	JI(srv, "misses", ss.misses);
+	JI(srv, "send_errors", ss.send_errors);
+	JI(srv, "hints_forgotten", __atomic_load_n(&cl->forgotten, __ATOMIC_RELAXED));
+	json_object_set_new(root, "serving", srv);
+	JI(tier, "lookups", ts.lookups);
+	JI(tier, "lookup_keys", ts.lookup_keys);
+	JI(tier, "lookup_remote_keys", ts.lookup_remote_keys);
+	JI(tier, "lookup_unanswered", ts.lookup_unanswered);
+	JI(tier, "fetches", ts.fetches);
+	JI(tier, "blocks", ts.blocks);
+	JI(tier, "bytes", ts.bytes);
+	JI(tier, "retries", ts.retries);
+	JI(tier, "misses", ts.misses);
+	JI(tier, "errors", ts.errors);
+	json_object_set_new(root, "peer_tier", tier);
+	for (int i = 0; i < np && i < MAX_PEERS; i++) {
+		json_t *p = json_object();
+
+		json_object_set_new(p, "node", json_string(ps[i].node_id));
+		json_object_set_new(p, "addr", json_string(ps[i].addr));
+		JI(p, "hits", ps[i].blocks);
+		JI(p, "bytes", ps[i].bytes);
+		JI(p, "misses", ps[i].misses);
+		JI(p, "errors", ps[i].checksum_errors + ps[i].timeouts + ps[i].conn_errors +
+		   ps[i].auth_errors);
+		JI(p, "checksum_errors", ps[i].checksum_errors);
+		JI(p, "timeouts", ps[i].timeouts);
+		JI(p, "conn_errors", ps[i].conn_errors);
+		JI(p, "auth_errors", ps[i].auth_errors);
+		JI(p, "connects", ps[i].connects);
+		json_object_set_new(p, "down", json_boolean(ps[i].down));
+		json_array_append_new(peers, p);
+	}
+	json_object_set_new(root, "peers", peers);
+	text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(root);
+	return text;
+}
+
+static char *on_prom(void *arg)
+{
+	struct kvtd_cluster *cl = arg;
+	struct kvt_dir_stats ds;
+	struct kvt_peer_server_stats ss;
+	struct kvt_peer_tier_stats ts;
+	struct kvt_peer_stats ps[MAX_PEERS];
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	int np;
+
+	if (!f)
+		return NULL;
+	kvt_dir_stats(cl->dir, &ds);
+	kvt_peer_server_stats(cl->srv, &ss);
+	kvt_peer_tier_stats(cl->tier, &ts);
+	np = kvt_peer_client_stats(cl->cli, ps, MAX_PEERS);
+#define H(name, type, help) fprintf(f, "# HELP " name " " help "\n# TYPE " name " " type "\n")
+	H("kvtier_cluster_redis_reachable", "gauge", "1 when the last exchange with Redis worked.");
+	fprintf(f, "kvtier_cluster_redis_reachable %d\n", ds.reachable ? 1 : 0);
+	H("kvtier_cluster_members", "gauge", "Live members of the cluster, this node included.");
+	fprintf(f, "kvtier_cluster_members %u\n", ds.members);
+	H("kvtier_cluster_epoch", "gauge", "This node's epoch (fencing token), 0 before it joined.");
+	fprintf(f, "kvtier_cluster_epoch %" PRIu64 "\n", ds.epoch);
+	H("kvtier_cluster_joins_total", "counter", "Times this node took an epoch.");
+	fprintf(f, "kvtier_cluster_joins_total %" PRIu64 "\n", ds.joins);
+	H("kvtier_cluster_hints_total", "counter", "Block hints written and removed.");
+	fprintf(f, "kvtier_cluster_hints_total{op=\"publish\"} %" PRIu64 "\n", ds.published_keys);
+	fprintf(f, "kvtier_cluster_hints_total{op=\"forget\"} %" PRIu64 "\n", ds.forgotten_keys);
+	fprintf(f, "kvtier_cluster_hints_total{op=\"dropped\"} %" PRIu64 "\n", ds.dropped_keys);
+	H("kvtier_cluster_directory_lookups_total", "counter",
+	  "Directory lookups, by result (unreachable and timed_out: answered local-only).");
+	fprintf(f, "kvtier_cluster_directory_lookups_total{result=\"answered\"} %" PRIu64 "\n",
+		ds.lookups - ds.lookups_unreachable - ds.lookups_timed_out);
+	fprintf(f, "kvtier_cluster_directory_lookups_total{result=\"unreachable\"} %" PRIu64 "\n",
+		ds.lookups_unreachable);
+	fprintf(f, "kvtier_cluster_directory_lookups_total{result=\"timed_out\"} %" PRIu64 "\n",
+		ds.lookups_timed_out);
+	H("kvtier_cluster_directory_errors_total", "counter", "Failed connects and pipelines to Redis.");
+	fprintf(f, "kvtier_cluster_directory_errors_total %" PRIu64 "\n", ds.errors);
+	H("kvtier_peer_served_blocks_total", "counter", "Blocks this node sent to peers.");
+	fprintf(f, "kvtier_peer_served_blocks_total %" PRIu64 "\n", ss.blocks_sent);
+	H("kvtier_peer_served_bytes_total", "counter", "Bytes this node sent to peers.");
+	fprintf(f, "kvtier_peer_served_bytes_total %" PRIu64 "\n", ss.bytes_sent);
+	H("kvtier_peer_served_misses_total", "counter", "Blocks peers asked for that this node lacked.");
+	fprintf(f, "kvtier_peer_served_misses_total %" PRIu64 "\n", ss.misses);
+	H("kvtier_peer_auth_failures_total", "counter", "Peer handshakes refused (wrong secret, garbage).");
+	fprintf(f, "kvtier_peer_auth_failures_total %" PRIu64 "\n", ss.auth_failures);
+	H("kvtier_peer_tier_blocks_total", "counter", "Blocks the peer tier brought in, by result.");
+	fprintf(f, "kvtier_peer_tier_blocks_total{result=\"fetched\"} %" PRIu64 "\n", ts.blocks);
+	fprintf(f, "kvtier_peer_tier_blocks_total{result=\"retried\"} %" PRIu64 "\n", ts.retries);
+	fprintf(f, "kvtier_peer_tier_blocks_total{result=\"miss\"} %" PRIu64 "\n", ts.misses);
+	H("kvtier_peer_hits_total", "counter", "Blocks fetched from each peer and verified.");
+	for (int i = 0; i < np && i < MAX_PEERS; i++)
+		fprintf(f, "kvtier_peer_hits_total{peer=\"%s\"} %" PRIu64 "\n", ps[i].node_id,
+			ps[i].blocks);
+	H("kvtier_peer_bytes_total", "counter", "Bytes fetched from each peer and verified.");
+	for (int i = 0; i < np && i < MAX_PEERS; i++)
+		fprintf(f, "kvtier_peer_bytes_total{peer=\"%s\"} %" PRIu64 "\n", ps[i].node_id,
+			ps[i].bytes);
+	H("kvtier_peer_errors_total", "counter", "Failures fetching from each peer, by kind.");
+	for (int i = 0; i < np && i < MAX_PEERS; i++) {
+		fprintf(f, "kvtier_peer_errors_total{peer=\"%s\",kind=\"timeout\"} %" PRIu64 "\n",
+			ps[i].node_id, ps[i].timeouts);
+		fprintf(f, "kvtier_peer_errors_total{peer=\"%s\",kind=\"connection\"} %" PRIu64 "\n",
+			ps[i].node_id, ps[i].conn_errors);
+		fprintf(f, "kvtier_peer_errors_total{peer=\"%s\",kind=\"auth\"} %" PRIu64 "\n",
+			ps[i].node_id, ps[i].auth_errors);
+		fprintf(f, "kvtier_peer_errors_total{peer=\"%s\",kind=\"checksum\"} %" PRIu64 "\n",
+			ps[i].node_id, ps[i].checksum_errors);
+	}
+	H("kvtier_peer_misses_total", "counter", "Blocks a peer named by a hint no longer held.");
+	for (int i = 0; i < np && i < MAX_PEERS; i++)
+		fprintf(f, "kvtier_peer_misses_total{peer=\"%s\"} %" PRIu64 "\n", ps[i].node_id,
+			ps[i].misses);
+#undef H
+	if (fclose(f)) {
+		free(text);
+		return NULL;
+	}
+	return text;
+}
+
+/* ---- lifecycle --------------------------------------------------------- */
+
+int kvtd_cluster_open(const struct kvtd_config *cfg, struct kvt_store *store,
+		      struct kvt_server_hooks *hooks, struct kvtd_cluster **out)
+{
+	struct kvt_peer_server_opts po;
+	struct kvt_peer_client_opts co;
+	struct kvt_peer_tier_opts to;
+	struct kvt_dir_opts dopt;
+	struct kvtd_cluster *cl;
+	int err;
+
+	(void)store;
+	cl = calloc(1, sizeof(*cl));
+	if (!cl)
+		return -ENOMEM;
+	pthread_mutex_init(&cl->ns_mu, NULL);
+	pthread_mutex_init(&cl->keep_mu, NULL);
+	snprintf(cl->node_id, sizeof(cl->node_id), "%s", cfg->node_id);
+	snprintf(cl->listen, sizeof(cl->listen), "%s", cfg->peer_listen);
+	snprintf(cl->url, sizeof(cl->url), "%s", cfg->cluster);
+	cl->keep = calloc(KEEP_KEYS, sizeof(*cl->keep));
+	if (!cl->keep) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	if (cfg->rdma_device[0]) {
+		/* the RDMA transport is built and tested (transport/peer_rdma.h),
+		 * but the daemon's peer tier reads over TCP only so far: say so
+		 * rather than serve TCP to an operator who asked for RDMA */
+		kvtd_log(KVT_LOG_ERROR, "event=cluster.rdma.unsupported device=%s reason=\"RDMA reads "
+			 "are not wired into kvtierd yet; remove rdma_device to run over TCP\"",
+			 cfg->rdma_device);
+		err = -EOPNOTSUPP;
+		goto fail;
+	}
+	err = kvt_peer_secret_load(cfg->cluster_secret_file, &cl->secret);
+	if (err) {
+		kvtd_log(KVT_LOG_ERROR, "event=cluster.secret.failed file=%s err=\"%s\" hint=\"%s\"",
+			 cfg->cluster_secret_file, kvt_strerror(err),
+			 err == -EPERM ? "chmod 600 the file" : err == -EINVAL ?
+			 "the secret must be 16 to 1024 bytes" :
+			 "create it: head -c 32 /dev/urandom > FILE; chmod 600 FILE");
+		goto fail;
+	}
+
+	kvt_peer_server_opts_init(&po, sizeof(po));
+	po.listen = cfg->peer_listen;
+	po.node_id = cfg->node_id;
+	po.secret = &cl->secret;
+	po.find_ns_cb = find_ns;
+	po.miss_cb = on_miss;
+	po.find_ns_arg = cl;
+	po.timeout_ms = cfg->peer_timeout_ms > 5000 ? cfg->peer_timeout_ms : 5000;
+	po.log = kvtd_log_cb;
+	err = kvt_peer_server_open(&po, &cl->srv);
+	if (err) {
+		kvtd_log(KVT_LOG_ERROR, "event=peer.listen.failed addr=%s err=\"%s\"", cfg->peer_listen,
+			 kvt_strerror(err));
+		goto fail;
+	}
+
+	kvt_peer_client_opts_init(&co, sizeof(co));
+	co.node_id = cfg->node_id;
+	co.secret = &cl->secret;
+	co.timeout_ms = cfg->peer_timeout_ms;
+	co.log = kvtd_log_cb;
+	err = kvt_peer_client_open(&co, &cl->cli);
+	if (err)
+		goto fail;
+
+	kvt_dir_opts_init(&dopt, sizeof(dopt));
+	dopt.url = cfg->cluster;
+	snprintf(dopt.self.id, sizeof(dopt.self.id), "%s", cfg->node_id);
+	snprintf(dopt.self.addr, sizeof(dopt.self.addr), "%s", cfg->peer_listen);
+	dopt.rejoin_cb = on_rejoin;
+	dopt.rejoin_arg = cl;
+	dopt.log = kvtd_log_cb;
+	err = kvt_dir_open(&dopt, &cl->dir);
+	if (err) {
+		kvtd_log(KVT_LOG_ERROR, "event=cluster.open.failed url=%s err=\"%s\"", cfg->cluster,
+			 kvt_strerror(err));
+		goto fail;
+	}
+
+	kvt_peer_tier_opts_init(&to, sizeof(to));
+	to.dir = cl->dir;
+	to.client = cl->cli;
+	to.log = kvtd_log_cb;
+	err = kvt_peer_tier_open(&to, &cl->tier);
+	if (err)
+		goto fail;
+
+	*hooks = (struct kvt_server_hooks){
+		.ns_cb = on_ns, .saved_cb = on_saved, .lookup_cb = on_lookup,
+		.fetch_cb = on_fetch, .json_cb = on_json, .prom_cb = on_prom, .arg = cl,
+	};
+	kvtd_log(KVT_LOG_INFO, "event=cluster.start node=%s peer_addr=%s directory=%s",
+		 cl->node_id, cl->listen, cl->url);
+	*out = cl;
+	return 0;
+fail:
+	kvtd_cluster_close(cl);
+	return err;
+}
+
+void kvtd_cluster_describe(struct kvtd_cluster *cl, FILE *f)
+{
+	fprintf(f, "  cluster   node %s, peers at %s (tcp), directory %s\n", cl->node_id,
+		cl->listen, cl->url);
+}
+
+void kvtd_cluster_close(struct kvtd_cluster *cl)
+{
+	if (!cl)
+		return;
+	/* leave first, so peers stop being sent here */
+	kvt_dir_close(cl->dir);
+	kvt_peer_server_close(cl->srv);
+	kvt_peer_tier_close(cl->tier);
+	kvt_peer_client_close(cl->cli);
+	explicit_bzero(&cl->secret, sizeof(cl->secret));
+	free(cl->keep);
+	free(cl->ns);
+	pthread_mutex_destroy(&cl->ns_mu);
+	pthread_mutex_destroy(&cl->keep_mu);
+	kvtd_log(KVT_LOG_INFO, "event=cluster.leave node=%s", cl->node_id);
+	free(cl);
+}
