@@ -466,7 +466,7 @@ int kvt_bench_ssd_main(int argc, char **argv)
 {
 	struct ssd_args a;
 	struct ssd_case *cases;
-	struct comp_case comp[4];
+	struct comp_case comp[6];
 	int n_cases = 0, n_comp = 0, err = 0;
 	char dir[4096], kdir[4200], ffile[4200];
 	double best[2] = { 0, 0 }; /* the device's ceiling: fio's best write, read */
@@ -556,9 +556,11 @@ int kvt_bench_ssd_main(int argc, char **argv)
 		fill_normal(t, n);
 		run_comp(&a, "normal-bf16", t, n * 2, KVT_CODEC_LZ4, &comp[n_comp++]);
 		run_comp(&a, "normal-bf16", t, n * 2, KVT_CODEC_SHUF16_LZ4, &comp[n_comp++]);
+		run_comp(&a, "normal-bf16", t, n * 2, KVT_CODEC_BLOSC_BITSHUF16_LZ4, &comp[n_comp++]);
 		fill_attention(t, n);
 		run_comp(&a, "attention-kv-bf16", t, n * 2, KVT_CODEC_LZ4, &comp[n_comp++]);
 		run_comp(&a, "attention-kv-bf16", t, n * 2, KVT_CODEC_SHUF16_LZ4, &comp[n_comp++]);
+		run_comp(&a, "attention-kv-bf16", t, n * 2, KVT_CODEC_BLOSC_BITSHUF16_LZ4, &comp[n_comp++]);
 		free(t);
 	}
 
@@ -615,11 +617,11 @@ int kvt_bench_ssd_main(int argc, char **argv)
 			       best[0], best[1]);
 		if (n_comp)
 			printf("\ncompression of 256 KiB blocks, %s of bf16 (GB/s = 1e9 B/s)\n"
-			       "%-18s %-11s %6s %10s %10s %12s\n",
+			       "%-18s %-19s %6s %10s %10s %12s\n",
 			       kvt_fmt_bytes(a.comp_bytes, kdir, sizeof(kdir)), "data", "codec",
 			       "ratio", "enc GB/s", "dec GB/s", "memcpy GB/s");
 		for (int i = 0; i < n_comp; i++)
-			printf("%-18s %-11s %6.3f %10.2f %10.2f %12.2f\n", comp[i].data, comp[i].codec,
+			printf("%-18s %-19s %6.3f %10.2f %10.2f %12.2f\n", comp[i].data, comp[i].codec,
 			       comp[i].ratio, comp[i].enc_gbps, comp[i].dec_gbps, comp[i].memcpy_gbps);
 	}
 	free(cases);

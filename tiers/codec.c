@@ -1,11 +1,19 @@
-/* LZ4 and the 16-bit byte shuffle. */
+/* LZ4, the 16-bit byte shuffle, and c-blosc's shuffled LZ4. */
 #include "tiers/codec.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
 
+#include <blosc.h>
 #include <lz4.h>
+
+/* blosc's level: with LZ4 it sets the internal block size and acceleration.
+ * Overridable at build time for measurements; the on-disk frame records what
+ * was used, so any level decodes. */
+#ifndef KVT_CODEC_BLOSC_CLEVEL
+#define KVT_CODEC_BLOSC_CLEVEL 5
+#endif
 
 void kvt_codec_cfg_init(struct kvt_codec_cfg *cfg)
 {
@@ -20,13 +28,14 @@ const char *kvt_codec_name(enum kvt_codec_id id)
 	case KVT_CODEC_RAW: return "raw";
 	case KVT_CODEC_LZ4: return "lz4";
 	case KVT_CODEC_SHUF16_LZ4: return "shuf16-lz4";
+	case KVT_CODEC_BLOSC_BITSHUF16_LZ4: return "blosc-bitshuf16-lz4";
 	}
 	return NULL;
 }
 
 int kvt_codec_parse(const char *name)
 {
-	for (int id = KVT_CODEC_RAW; id <= KVT_CODEC_SHUF16_LZ4; id++)
+	for (int id = KVT_CODEC_RAW; id <= KVT_CODEC_BLOSC_BITSHUF16_LZ4; id++)
 		if (name && !strcmp(name, kvt_codec_name((enum kvt_codec_id)id)))
 			return id;
 	return -EINVAL;
@@ -110,6 +119,38 @@ void kvt_unshuffle16(const void *src, void *dst, size_t len)
 		d[len - 1] = ((const uint8_t *)src)[len - 1];
 }
 
+/* One thread and an explicit context (the _ctx calls): blosc's global calls
+ * take a process-wide lock, and the tier already encodes on several threads.
+ * blosc picks its own internal block size and compresses each plane as its
+ * own LZ4 stream, storing a plane raw when LZ4 cannot shrink it. Returns the
+ * frame's length, 0 when it does not fit, -EINVAL for a block too large. */
+static long blosc_encode(const void *src, size_t len, void *dst, size_t cap)
+{
+	int n;
+
+	if (len > (size_t)BLOSC_MAX_BUFFERSIZE)
+		return -EINVAL;
+	n = blosc_compress_ctx(KVT_CODEC_BLOSC_CLEVEL, BLOSC_BITSHUFFLE, 2, len, src, dst,
+			       cap, BLOSC_LZ4_COMPNAME, 0, 1);
+	return n > 0 ? n : 0;
+}
+
+static int blosc_decode(const void *src, size_t stored, void *dst, size_t raw)
+{
+	size_t nbytes = 0, cbytes = 0, blocksize = 0;
+
+	/* the header must describe exactly these bytes before blosc reads on */
+	if (stored < BLOSC_MIN_HEADER_LENGTH || blosc_cbuffer_validate(src, stored, &nbytes) ||
+	    nbytes != raw)
+		return -EBADMSG;
+	blosc_cbuffer_sizes(src, &nbytes, &cbytes, &blocksize);
+	if (cbytes != stored)
+		return -EBADMSG;
+	if (blosc_decompress_ctx(src, dst, raw, 1) != (int)raw)
+		return -EBADMSG;
+	return 0;
+}
+
 long kvt_codec_encode(const struct kvt_codec_cfg *cfg, const void *src, size_t len,
 		      void *dst, size_t cap, void *scratch, enum kvt_codec_id *used)
 {
@@ -120,6 +161,14 @@ long kvt_codec_encode(const struct kvt_codec_cfg *cfg, const void *src, size_t l
 		return -EINVAL;
 	if (cfg->id == KVT_CODEC_RAW || len == 0)
 		goto raw;
+	if (cfg->id == KVT_CODEC_BLOSC_BITSHUF16_LZ4) {
+		long b = blosc_encode(src, len, dst, cap);
+
+		if (b < 0)
+			return b;
+		n = b > INT_MAX ? 0 : (int)b;
+		goto check;
+	}
 	if (cfg->id != KVT_CODEC_LZ4 && cfg->id != KVT_CODEC_SHUF16_LZ4)
 		return -EINVAL;
 	if (len > (size_t)LZ4_MAX_INPUT_SIZE)
@@ -132,6 +181,7 @@ long kvt_codec_encode(const struct kvt_codec_cfg *cfg, const void *src, size_t l
 	}
 	n = LZ4_compress_fast(in, dst, (int)len, (int)(cap > INT_MAX ? INT_MAX : cap),
 			      cfg->lz4_accel < 1 ? 1 : cfg->lz4_accel);
+check:
 	if (n <= 0 || (double)len / (double)n < cfg->min_ratio)
 		goto raw;
 	*used = cfg->id;
@@ -166,6 +216,8 @@ int kvt_codec_decode(enum kvt_codec_id id, const void *src, size_t stored, void 
 		if (id == KVT_CODEC_SHUF16_LZ4)
 			kvt_unshuffle16(scratch, dst, raw);
 		return 0;
+	case KVT_CODEC_BLOSC_BITSHUF16_LZ4:
+		return blosc_decode(src, stored, dst, raw);
 	}
 	return -EINVAL;
 }

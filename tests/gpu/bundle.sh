@@ -34,9 +34,12 @@ ARCH=x86_64-linux-gnu
 
 # package: why the GPU check needs it
 PKGS="liburing-dev liblz4-dev libxxhash-dev libjansson-dev libssl-dev
+      libblosc-dev libzstd-dev zlib1g-dev libsnappy-dev
       libinih-dev libcmocka-dev libcmocka0 pkgconf-bin libpkgconf3"
 # liburing-dev .. libssl-dev: the kvtier library (io_uring, LZ4, XXH3,
-#   JSON, SHA-256 from libcrypto); libinih-dev: configure needs kvtierd's
+#   JSON, SHA-256 from libcrypto); libblosc-dev: the SSD codec, with
+#   libzstd-dev, zlib1g-dev and libsnappy-dev because the static libblosc.a
+#   calls them (its blosc.pc names none of them); libinih-dev: configure needs kvtierd's
 #   INI parser; libcmocka-dev + libcmocka0: the tests; pkgconf-bin +
 #   libpkgconf3: CMake finds all of them through pkg-config.
 
@@ -86,12 +89,14 @@ for f in "$r/lib/$ARCH/"*; do
 	case "${f##*/}" in
 	# not used by kvtier: libssl, the C++ INIReader, the cmockery aliases
 	pkgconfig | cmake | libssl.* | libINIReader.* | libcmockery.*) ;;
+	# zlib1g-dev's libz.so is an absolute link into this machine's /lib
+	libz.so) ;;
 	# a -dev package's .so points at a runtime package not fetched: leaving
 	# it out leaves the .a, which the linker then takes
 	*) if [ -e "$f" ]; then cp -Lp "$f" "$out/lib/"; fi ;;
 	esac
 done
-for pc in liburing liblz4 libxxhash jansson libcrypto inih cmocka; do
+for pc in liburing liblz4 blosc libxxhash jansson libcrypto inih cmocka; do
 	# shellcheck disable=SC2016 # ${pcfiledir} is pkg-config's, not the shell's
 	sed -e 's|^prefix=/usr$|prefix=${pcfiledir}/../..|' \
 	    -e "s|/usr/lib/$ARCH|\${pcfiledir}/..|g" \
@@ -101,6 +106,12 @@ for pc in liburing liblz4 libxxhash jansson libcrypto inih cmocka; do
 	! grep -n '/usr' "$out/lib/pkgconfig/$pc.pc" ||
 		die "$pc.pc still names /usr after relocation"
 done
+# the static libblosc.a needs its own compressors after it on the link line
+# (snappy is C++); the imported target takes only --libs, not --static
+sed -i 's|^Libs: \(.*\)-lblosc *$|Libs: \1-lblosc -llz4 -lzstd -lz -lsnappy -lstdc++ -lm|' \
+	"$out/lib/pkgconfig/blosc.pc"
+grep -q -- '-lblosc -llz4 -lzstd' "$out/lib/pkgconfig/blosc.pc" ||
+	die "blosc.pc: could not add the libraries libblosc.a needs"
 cp -Lp "$r/bin/pkgconf" "$out/bin/"
 cat >"$out/bin/pkg-config" <<'EOF'
 #!/bin/sh
@@ -113,7 +124,7 @@ EOF
 chmod 755 "$out/bin/pkg-config"
 
 # the bundle must answer for every library from where it lies
-for pc in liburing liblz4 libxxhash jansson libcrypto inih cmocka; do
+for pc in liburing liblz4 blosc libxxhash jansson libcrypto inih cmocka; do
 	libs=$("$out/bin/pkg-config" --libs "$pc") || die "pkg-config --libs $pc fails in the bundle"
 	case "$libs" in
 	*"$out/lib"*) ;;

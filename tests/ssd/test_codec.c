@@ -1,5 +1,6 @@
-/* Codec round trips: LZ4 and shuffle+LZ4 on structured bf16 data, raw
- * fallback for incompressible data and low ratios, corrupt input rejected. */
+/* Codec round trips: every codec id on structured bf16 data, raw fallback for
+ * incompressible data and low ratios, corrupt input rejected, and a record
+ * written by the hand-written shuf16-lz4 encoder still decoding. */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -58,7 +59,7 @@ static void structured_bf16_compresses_and_round_trips(void **state)
 	uint16_t *v = malloc(n * 2);
 	uint64_t s = seed;
 	enum kvt_codec_id used;
-	long lz4, shuf;
+	long lz4, shuf, bit;
 
 	fill_bf16(v, n, &s);
 	round_trip(KVT_CODEC_LZ4, v, n * 2 - 1, &used, &lz4);
@@ -66,6 +67,70 @@ static void structured_bf16_compresses_and_round_trips(void **state)
 	assert_int_equal(used, KVT_CODEC_SHUF16_LZ4);
 	/* the shuffle groups the exponent bytes: it must beat plain LZ4 here */
 	assert_true(shuf < lz4);
+	round_trip(KVT_CODEC_BLOSC_BITSHUF16_LZ4, v, n * 2 - 1, &used, &bit);
+	assert_int_equal(used, KVT_CODEC_BLOSC_BITSHUF16_LZ4);
+	assert_true(bit < lz4);
+	/* every id round trips, even-length blocks too; plain LZ4 may fall back
+	 * to raw here (ratio below 1.1), the shuffled codecs must not */
+	for (int id = KVT_CODEC_RAW; id <= KVT_CODEC_BLOSC_BITSHUF16_LZ4; id++) {
+		round_trip((enum kvt_codec_id)id, v, n * 2 - 2, &used, &shuf);
+		assert_true(used == (enum kvt_codec_id)id ||
+			    (id == KVT_CODEC_LZ4 && used == KVT_CODEC_RAW));
+	}
+	free(v);
+}
+
+/* 96 bytes, 48 bf16 words: low byte i * 7, high byte 0x3f then 0x40; stored
+ * as written by the hand-written 16-bit shuffle + LZ4 encoder of before
+ * c-blosc. Records on disk hold exactly these bytes and must keep decoding. */
+static const uint8_t old_shuf16_lz4[] = {
+	0xff, 0x22, 0x00, 0x07, 0x0e, 0x15, 0x1c, 0x23, 0x2a, 0x31, 0x38, 0x3f,
+	0x46, 0x4d, 0x54, 0x5b, 0x62, 0x69, 0x70, 0x77, 0x7e, 0x85, 0x8c, 0x93,
+	0x9a, 0xa1, 0xa8, 0xaf, 0xb6, 0xbd, 0xc4, 0xcb, 0xd2, 0xd9, 0xe0, 0xe7,
+	0xee, 0xf5, 0xfc, 0x03, 0x0a, 0x11, 0x18, 0x1f, 0x26, 0x2d, 0x34, 0x3b,
+	0x42, 0x49, 0x3f, 0x01, 0x00, 0x04, 0x1e, 0x40, 0x01, 0x00, 0x50, 0x40,
+	0x40, 0x40, 0x40, 0x40,
+};
+
+static void old_shuf16_lz4_record_decodes(void **state)
+{
+	uint8_t want[96], out[96], scratch[96];
+
+	for (int i = 0; i < 48; i++) {
+		want[2 * i] = (uint8_t)(i * 7);
+		want[2 * i + 1] = i < 24 ? 0x3f : 0x40;
+	}
+	assert_int_equal(kvt_codec_decode(KVT_CODEC_SHUF16_LZ4, old_shuf16_lz4,
+					  sizeof(old_shuf16_lz4), out, sizeof(out), scratch),
+			 0);
+	assert_memory_equal(out, want, sizeof(want));
+}
+
+static void corrupt_blosc_frame_is_rejected(void **state)
+{
+	size_t n = 32 * 1024, len = n * 2;
+	uint16_t *v = malloc(len);
+	char *dst = malloc(kvt_codec_bound(len)), *out = malloc(len);
+	struct kvt_codec_cfg cfg;
+	enum kvt_codec_id used;
+	uint64_t s = seed;
+	long stored;
+
+	fill_bf16(v, n, &s);
+	kvt_codec_cfg_init(&cfg);
+	cfg.id = KVT_CODEC_BLOSC_BITSHUF16_LZ4;
+	stored = kvt_codec_encode(&cfg, v, len, dst, kvt_codec_bound(len), NULL, &used);
+	assert_int_equal(used, KVT_CODEC_BLOSC_BITSHUF16_LZ4);
+	assert_int_equal(kvt_codec_decode(used, dst, (size_t)stored, out, len, NULL), 0);
+	assert_memory_equal(out, v, len);
+	assert_int_equal(kvt_codec_decode(used, dst, (size_t)stored - 1, out, len, NULL), -EBADMSG);
+	assert_int_equal(kvt_codec_decode(used, dst, (size_t)stored, out, len - 2, NULL), -EBADMSG);
+	assert_int_equal(kvt_codec_decode(used, dst, 8, out, len, NULL), -EBADMSG);
+	/* a frame that claims more stored bytes than the record holds */
+	dst[12] ^= 0x40;
+	assert_int_equal(kvt_codec_decode(used, dst, (size_t)stored, out, len, NULL), -EBADMSG);
+	free(out);
+	free(dst);
 	free(v);
 }
 
@@ -82,6 +147,9 @@ static void incompressible_data_is_stored_raw(void **state)
 	assert_int_equal(stored, (long)len);
 	round_trip(KVT_CODEC_SHUF16_LZ4, src, len, &used, &stored);
 	assert_int_equal(used, KVT_CODEC_RAW);
+	round_trip(KVT_CODEC_BLOSC_BITSHUF16_LZ4, src, len, &used, &stored);
+	assert_int_equal(used, KVT_CODEC_RAW);
+	assert_int_equal(stored, (long)len);
 	free(src);
 }
 
@@ -145,6 +213,8 @@ static void shuffle_inverts(void **state)
 	assert_int_equal(b[0], a[0]);
 	assert_int_equal(b[500], a[1]);
 	assert_int_equal(kvt_codec_parse("shuf16-lz4"), KVT_CODEC_SHUF16_LZ4);
+	assert_int_equal(kvt_codec_parse("blosc-bitshuf16-lz4"), KVT_CODEC_BLOSC_BITSHUF16_LZ4);
+	assert_string_equal(kvt_codec_name(KVT_CODEC_BLOSC_BITSHUF16_LZ4), "blosc-bitshuf16-lz4");
 	assert_int_equal(kvt_codec_parse("zstd"), -EINVAL);
 }
 
@@ -156,6 +226,8 @@ int main(void)
 		cmocka_unit_test(ratio_below_minimum_is_stored_raw),
 		cmocka_unit_test(corrupt_stream_is_rejected),
 		cmocka_unit_test(shuffle_inverts),
+		cmocka_unit_test(old_shuf16_lz4_record_decodes),
+		cmocka_unit_test(corrupt_blosc_frame_is_rejected),
 	};
 
 	seed = kvt_test_seed();
