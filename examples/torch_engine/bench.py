@@ -25,8 +25,8 @@ the recompute run's, bitwise (the cuts are the same).
 
     bench.py [--config FILE] [--prefix-tokens 512,1K,2K,4K,8K] [--json]
 
-Medians over --reps. Run under `flock /work/team/bench.lock` beside other
-benches. Needs kvtierd and kvtier-bench (a build tree, or $KVTIERD and
+Medians over --reps. Run it alone: other benchmarks on the machine skew
+its timings. Needs kvtierd and kvtier-bench (a build tree, or $KVTIERD and
 $KVTIER_BENCH) and the interpreter that has torch (/usr/bin/python3).
 """
 
