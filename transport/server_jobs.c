@@ -387,6 +387,50 @@ static bool fetch_remote(struct kvt_server *srv, struct kvt_job *job, uint32_t f
 	return true;
 }
 
+/* Acquire keys[got..got+want) at once (those on SSD are read together; the
+ * first local miss asks the cluster for the rest, once per LOAD). Returns m,
+ * the leading blocks held in slots[0..m); *err gets the miss that ended the
+ * prefix (0 when all came); what came after it goes back. */
+static uint32_t acquire_window(struct kvt_server *srv, struct kvt_job *job, uint32_t got,
+			       uint32_t want, struct kvt_slot *slots, uint64_t *acquire_ns,
+			       bool *fetched, int *err)
+{
+	struct landed landed = { .t0 = kvt_now_ns(), .ns = acquire_ns };
+	int res[WINDOW];
+	uint32_t m = 0;
+	int rc;
+
+	rc = kvt_acquire_many(job->ns, &job->keys[got], want, slots, res, note_landed, &landed);
+	if (rc < 0) {
+		*err = rc;
+		return 0;
+	}
+	while (m < want && res[m] == 0)
+		m++;
+	if (m < want && res[m] == -ENOENT && !*fetched) {
+		/* each fetched block's time counts from the fetch's start */
+		struct landed remote = { .t0 = kvt_now_ns(), .ns = acquire_ns + m };
+
+		if (fetch_remote(srv, job, got + m, fetched)) {
+			/* other nodes had the rest: acquire it from here on */
+			for (uint32_t k = m + 1; k < want; k++)
+				if (res[k] == 0)
+					kvt_release(job->ns, &slots[k]);
+			rc = kvt_acquire_many(job->ns, &job->keys[got + m], want - m, slots + m,
+					      res + m, note_landed, &remote);
+			for (uint32_t k = m; rc < 0 && k < want; k++)
+				res[k] = rc;
+			while (m < want && res[m] == 0)
+				m++;
+		}
+	}
+	*err = m < want ? res[m] : 0;
+	for (uint32_t k = m + 1; k < want; k++)
+		if (res[k] == 0)
+			kvt_release(job->ns, &slots[k]);
+	return m;
+}
+
 /* Result: the number of leading blocks loaded (a miss ends the prefix), or a
  * negative errno when not even the first could be (-ENOSPC: the DRAM tier
  * had no slot to bring it up into). Layer progress is posted for the last
@@ -397,7 +441,6 @@ static int32_t run_load(struct worker *w, struct kvt_job *job)
 	const struct copy_ops *cp = copy_of(job);
 	struct kvt_slot slots[WINDOW];
 	void *blocks[WINDOW];
-	int res[WINDOW];
 	uint64_t acquire_ns[WINDOW];
 	struct load_meter lm;
 	uint32_t got = 0;
@@ -407,45 +450,11 @@ static int32_t run_load(struct worker *w, struct kvt_job *job)
 	memset(&lm, 0, sizeof(lm));
 	while (!last) {
 		uint32_t want = job->n - got < WINDOW ? job->n - got : WINDOW, m = 0;
-		int rc = 0;
 
-		/* the window's blocks at once: those on SSD are read together */
-		if (cancelled(job)) {
+		if (cancelled(job))
 			err = -ECANCELED;
-		} else {
-			struct landed landed = { .t0 = kvt_now_ns(), .ns = acquire_ns };
-
-			rc = kvt_acquire_many(job->ns, &job->keys[got], want, slots, res, note_landed,
-					      &landed);
-		}
-		if (rc < 0)
-			err = rc;
-		else if (!err) {
-			struct landed remote;
-
-			/* a prefix: the first miss ends it, what came after goes back */
-			while (m < want && res[m] == 0)
-				m++;
-			remote = (struct landed){ .t0 = kvt_now_ns(), .ns = acquire_ns + m };
-			if (m < want && res[m] == -ENOENT && !fetched &&
-			    fetch_remote(srv, job, got + m, &fetched)) {
-				/* other nodes had the rest: acquire it from here on,
-				 * each block's time counted from the fetch's start */
-				for (uint32_t k = m + 1; k < want; k++)
-					if (res[k] == 0)
-						kvt_release(job->ns, &slots[k]);
-				rc = kvt_acquire_many(job->ns, &job->keys[got + m], want - m, slots + m,
-						      res + m, note_landed, &remote);
-				for (uint32_t k = m; rc < 0 && k < want; k++)
-					res[k] = rc;
-				while (m < want && res[m] == 0)
-					m++;
-			}
-			err = m < want ? res[m] : 0;
-			for (uint32_t k = m + 1; k < want; k++)
-				if (res[k] == 0)
-					kvt_release(job->ns, &slots[k]);
-		}
+		else if (!err)
+			m = acquire_window(srv, job, got, want, slots, acquire_ns, &fetched, &err);
 		/* -ENOSPC with blocks in hand: copy them, let them go, go on */
 		last = got + m == job->n || (err && (err != -ENOSPC || !m));
 		if (m && err != -ECANCELED) {

@@ -20,6 +20,7 @@
 #include <jansson.h>
 
 #include "daemon_proc.h"
+#include "metrics_checked.h"
 #include "helpers.h"
 
 static struct kvtd_proc d;
@@ -122,19 +123,7 @@ static json_t *ns_named(json_t *tenant, const char *label)
 
 static char *http(const char *req)
 {
-	char *text = kvtd_http(port, req);
-
-	assert_non_null(text);
-	return text;
-}
-
-static double metric(const char *text, const char *series)
-{
-	double v = kvtd_metric(text, series);
-
-	if (isnan(v))
-		fail_msg("metric %s missing", series);
-	return v;
+	return kvtd_http_checked(port, req);
 }
 
 static void tenant_figures_need_the_token(void **state)
@@ -203,19 +192,19 @@ static void metrics_give_tenants_and_the_curve(void **state)
 	char *text = http("GET /metrics HTTP/1.0\r\n\r\n");
 
 	assert_non_null(strstr(text, "200 OK"));
-	assert_true(metric(text, "kvtier_tenant_lookup_keys_total{tenant=\"alice\",result=\"hit\"}")
+	assert_true(kvtd_metric_checked(text, "kvtier_tenant_lookup_keys_total{tenant=\"alice\",result=\"hit\"}")
 		    == 8);
-	assert_true(metric(text, "kvtier_tenant_lookup_keys_total{tenant=\"bob\",result=\"miss\"}")
+	assert_true(kvtd_metric_checked(text, "kvtier_tenant_lookup_keys_total{tenant=\"bob\",result=\"miss\"}")
 		    == 3);
-	assert_true(metric(text, "kvtier_tenant_tokens_saved_total{tenant=\"alice\"}") == 32);
-	assert_true(metric(text, "kvtier_namespace_lookup_keys_total{tenant=\"alice\","
+	assert_true(kvtd_metric_checked(text, "kvtier_tenant_tokens_saved_total{tenant=\"alice\"}") == 32);
+	assert_true(kvtd_metric_checked(text, "kvtier_namespace_lookup_keys_total{tenant=\"alice\","
 				 "namespace=\"m/one\",result=\"hit\"}") == 8);
-	assert_true(metric(text, "kvtier_namespace_lookup_keys_total{tenant=\"alice\","
+	assert_true(kvtd_metric_checked(text, "kvtier_namespace_lookup_keys_total{tenant=\"alice\","
 				 "namespace=\"other\",result=\"miss\"}") == 7);
 	/* the curve: a ratio, not decreasing with capacity */
 	{
-		double a = metric(text, "kvtier_mrc_hit_ratio{tier=\"dram\",capacity_factor=\"0.125\"}");
-		double b = metric(text, "kvtier_mrc_hit_ratio{tier=\"dram\",capacity_factor=\"8\"}");
+		double a = kvtd_metric_checked(text, "kvtier_mrc_hit_ratio{tier=\"dram\",capacity_factor=\"0.125\"}");
+		double b = kvtd_metric_checked(text, "kvtier_mrc_hit_ratio{tier=\"dram\",capacity_factor=\"8\"}");
 
 		assert_true(a >= 0 && b <= 1 && a <= b);
 	}

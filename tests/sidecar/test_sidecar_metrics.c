@@ -21,6 +21,7 @@
 #include <jansson.h>
 
 #include "daemon_proc.h"
+#include "metrics_checked.h"
 #include "helpers.h"
 
 static struct kvtd_proc d;
@@ -46,19 +47,7 @@ static int teardown(void **state)
 
 static char *http(const char *req)
 {
-	char *text = kvtd_http(port, req);
-
-	assert_non_null(text);
-	return text;
-}
-
-static double metric(const char *text, const char *series)
-{
-	double v = kvtd_metric(text, series);
-
-	if (isnan(v))
-		fail_msg("metric %s missing", series);
-	return v;
+	return kvtd_http_checked(port, req);
 }
 
 static void traffic(void)
@@ -120,22 +109,22 @@ static void prometheus_endpoint_follows_the_traffic(void **state)
 	assert_non_null(strstr(before, "text/plain; version=0.0.4"));
 	traffic();
 	after = http("GET /metrics HTTP/1.0\r\n\r\n");
-	assert_true(metric(after, "kvtier_tier_blocks{tier=\"dram\"}") -
-		    metric(before, "kvtier_tier_blocks{tier=\"dram\"}") == 4);
-	assert_true(metric(after, "kvtier_tier_bytes_total{tier=\"dram\",direction=\"in\"}") -
-		    metric(before, "kvtier_tier_bytes_total{tier=\"dram\",direction=\"in\"}") == 4 * block);
-	assert_true(metric(after, "kvtier_engine_bytes_total{direction=\"scatter\"}") -
-		    metric(before, "kvtier_engine_bytes_total{direction=\"scatter\"}") == 4 * block);
-	assert_true(metric(after, "kvtier_lookup_keys_total{result=\"hit\"}") -
-		    metric(before, "kvtier_lookup_keys_total{result=\"hit\"}") == 4);
-	assert_true(metric(after, "kvtier_lookup_keys_total{result=\"miss\"}") -
-		    metric(before, "kvtier_lookup_keys_total{result=\"miss\"}") == 2);
-	assert_true(metric(after, "kvtier_tier_hits_total{tier=\"dram\"}") >
-		    metric(before, "kvtier_tier_hits_total{tier=\"dram\"}"));
-	assert_true(metric(after, "kvtier_op_latency_seconds_count{op=\"SAVE\"}") >= 1);
-	assert_true(metric(after, "kvtier_op_latency_seconds_bucket{op=\"LOOKUP\",le=\"+Inf\"}") >= 1);
-	assert_true(metric(after, "kvtier_tier_occupancy_ratio{tier=\"dram\"}") > 0);
-	assert_true(metric(after, "kvtier_tier_degraded{tier=\"dram\"}") == 0);
+	assert_true(kvtd_metric_checked(after, "kvtier_tier_blocks{tier=\"dram\"}") -
+		    kvtd_metric_checked(before, "kvtier_tier_blocks{tier=\"dram\"}") == 4);
+	assert_true(kvtd_metric_checked(after, "kvtier_tier_bytes_total{tier=\"dram\",direction=\"in\"}") -
+		    kvtd_metric_checked(before, "kvtier_tier_bytes_total{tier=\"dram\",direction=\"in\"}") == 4 * block);
+	assert_true(kvtd_metric_checked(after, "kvtier_engine_bytes_total{direction=\"scatter\"}") -
+		    kvtd_metric_checked(before, "kvtier_engine_bytes_total{direction=\"scatter\"}") == 4 * block);
+	assert_true(kvtd_metric_checked(after, "kvtier_lookup_keys_total{result=\"hit\"}") -
+		    kvtd_metric_checked(before, "kvtier_lookup_keys_total{result=\"hit\"}") == 4);
+	assert_true(kvtd_metric_checked(after, "kvtier_lookup_keys_total{result=\"miss\"}") -
+		    kvtd_metric_checked(before, "kvtier_lookup_keys_total{result=\"miss\"}") == 2);
+	assert_true(kvtd_metric_checked(after, "kvtier_tier_hits_total{tier=\"dram\"}") >
+		    kvtd_metric_checked(before, "kvtier_tier_hits_total{tier=\"dram\"}"));
+	assert_true(kvtd_metric_checked(after, "kvtier_op_latency_seconds_count{op=\"SAVE\"}") >= 1);
+	assert_true(kvtd_metric_checked(after, "kvtier_op_latency_seconds_bucket{op=\"LOOKUP\",le=\"+Inf\"}") >= 1);
+	assert_true(kvtd_metric_checked(after, "kvtier_tier_occupancy_ratio{tier=\"dram\"}") > 0);
+	assert_true(kvtd_metric_checked(after, "kvtier_tier_degraded{tier=\"dram\"}") == 0);
 	free(before);
 	free(after);
 }
