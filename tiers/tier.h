@@ -28,8 +28,9 @@
  * Ops a tier has no use for may be NULL where marked optional.
  *
  * Threading: every op may be called from any thread, never with the store's
- * lock held, except free, hold, take_dropped and degraded, which the store
- * calls under its lock: they must not block on I/O. */
+ * lock held, except free, hold, seq_reserve, take_dropped and
+ * degraded, which the store calls under its lock: they must not block on
+ * I/O. */
 #ifndef KVT_TIERS_TIER_H
 #define KVT_TIERS_TIER_H
 
