@@ -30,9 +30,9 @@ struct kvtd_cluster;
 #ifdef KVT_HAVE_CLUSTER
 /* Join the cluster cfg names (cfg->cluster non-empty): read the secret,
  * listen for peers, open the directory (which joins on its own thread, so
- * an unreachable Redis only means local-only until it answers), add the
- * peer tier to store. Fills *hooks for the sidecar server. Returns 0 and *out, or -errno with the
- * reason logged. */
+ * an unreachable Redis only means local-only until it answers), and add
+ * the peer tier to store. Fills *hooks for the sidecar server. Returns 0
+ * and *out, or -errno with the reason logged. */
 int kvtd_cluster_open(const struct kvtd_config *cfg, struct kvt_store *store,
 		      struct kvt_server_hooks *hooks, struct kvtd_cluster **out);
 

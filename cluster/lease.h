@@ -4,10 +4,9 @@
  * one-sided READs), it asks for a lease: each block is acquired through the
  * public store API (kvt_acquire_local: this node's blocks only, staged
  * from SSD into DRAM if need be, then neither evicted nor moved while
- * held) and checksummed, and the reply tells
- * where its bytes are. The lease ends when the reader returns it, when the
- * connection it was granted on closes, or when it expires; then the blocks
- * are released. A reader uses what it read only if its read completed
+ * held) and checksummed, and the reply tells where its bytes are. The
+ * lease ends when the reader returns it, when the connection it was
+ * granted on closes, or when it expires; then the blocks are released. A reader uses what it read only if its read completed
  * before the lease's end as measured from its own send time (the owner's
  * clock started later, so it held the block at least that long) and the
  * checksum matches.

@@ -144,7 +144,9 @@ char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
 	json_object_set_new(copies, "save_already_present", json_integer((json_int_t)ld(&c->save_present)));
 	json_object_set_new(copies, "load_blocks", json_integer((json_int_t)ld(&c->load_blocks)));
 	json_object_set_new(copies, "load_misses", json_integer((json_int_t)ld(&c->load_misses)));
-	json_object_set_new(copies, "load_remote_blocks", json_integer((json_int_t)st.tier[KVT_TIER_REMOTE].hits));
+	/* only LOAD reads through the store's peer tier */
+	json_object_set_new(copies, "load_remote_blocks",
+			    json_integer((json_int_t)st.tier[KVT_TIER_REMOTE].hits));
 	json_object_set_new(copies, "lookup_remote_keys", json_integer((json_int_t)c->lookup_remote));
 	json_object_set_new(root, "copies", copies);
 

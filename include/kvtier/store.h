@@ -3,8 +3,8 @@
  *
  * A store owns its tiers (pinned host DRAM, an SSD segment log when a
  * directory is given, and any tier added with kvt_store_add_tier, such as
- * the cluster's peer tier). Blocks live in namespaces; a namespace fixes the block
- * size from the model's KV layout. Every function is thread-safe: the index is
+ * the cluster's peer tier). Blocks live in namespaces; a namespace fixes
+ * the block size from the model's KV layout. Every function is thread-safe: the index is
  * guarded by the store, while copies of block bytes run outside its lock.
  *
  * Errors are negative errnos; kvt_strerror() names them. Those common to every

@@ -1,7 +1,7 @@
 /* The store over its list of tiers, with a storage tier that is none of
  * kvtier's: a fake one kept in memory, added with kvt_store_add_tier to a
- * store opened with no SSD tier. Real DRAM tier, real store; what the fake tier does is only what
- * tiers/tier.h asks of a storage tier. It proves that a new tier needs no
+ * store opened with no SSD tier. Real DRAM tier, real store; what the fake
+ * tier does is only what tiers/tier.h asks of a storage tier. It proves that a new tier needs no
  * change to the store: demotion into it, reads back (completions out of
  * order), holds mirrored from pins and readers, a full tier evicting with
  * every block counted, a corrupt record served as a miss, records it held
