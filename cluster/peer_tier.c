@@ -1,5 +1,6 @@
 /* The peer tier: a storage tier whose lookups go to the directory and whose
- * reads by key go to the holders over the peer transport. See peer_tier.h. */
+ * reads by key go to the holders over the peer transport (TCP, or RDMA
+ * under leases). See peer_tier.h. */
 #include "cluster/peer_tier.h"
 
 #include <errno.h>
@@ -29,6 +30,7 @@ struct kvt_peer_tier {
 	struct kvt_storage_tier base; /* first: the store's pointer is this */
 	struct kvt_peer_tier_opts opts;
 	struct kvt_peer_tier_stats st; /* atomic */
+	bool rdma_ok;                 /* the store's region is registered */
 	pthread_mutex_t held_mu;
 	struct held *held;
 };
@@ -39,6 +41,11 @@ struct rd {
 	struct kvt_peer_item *items; /* a holder's share, gathered */
 	size_t *idx;                 /* items[j] is record idx[j] */
 	uint8_t *tried;              /* holders asked, per record */
+	/* with RDMA: a request's keys, its lease, its READs (of items[ridx[j]]) */
+	struct kvt_key *keys;
+	struct kvt_peer_lease_entry *lease;
+	struct kvt_rdma_item *ritems;
+	size_t *ridx;
 };
 
 #define ADD(field, v) __atomic_add_fetch(&pt->st.field, (uint64_t)(v), __ATOMIC_RELAXED)
@@ -197,6 +204,65 @@ static bool same_request(const struct kvt_tier_batch *b, const struct rd *rd, si
 	       x->len == y->len && !memcmp(x->ns_salt, y->ns_salt, sizeof(*x->ns_salt));
 }
 
+/* Read items[0..m) from tg by RDMA: a lease on them over the control
+ * channel, READs of the leased slots, the lease returned. Sets every
+ * item's status; returns 0, or -EOPNOTSUPP with nothing done when the
+ * holder lends nothing by RDMA (no NIC, or no room for the lease). */
+static int rdma_read(struct kvt_peer_tier *pt, struct rd *rd, size_t m,
+		     const struct kvt_peer_target *tg, const struct kvt_key *salt, uint64_t len)
+{
+	char peer[KVT_NODE_ID_MAX + KVT_NODE_ADDR_MAX + 2];
+	uint64_t lease_id, sent_ns, until;
+	uint32_t granted_ms;
+	size_t nr = 0, ok = 0;
+	int err;
+
+	for (size_t k = 0; k < m; k++)
+		rd->keys[k] = rd->items[k].key;
+	err = kvt_peer_lease(pt->opts.client, tg, salt, len, rd->keys, (uint32_t)m,
+			     pt->opts.rdma_lease_ms, rd->lease, &lease_id, &granted_ms, &sent_ns);
+	if (err == -EOPNOTSUPP || err == -ENOSPC) {
+		ADD(rdma_fallbacks, 1);
+		return -EOPNOTSUPP;
+	}
+	/* the lease is counted from when it was asked for: the owner's clock
+	 * started later, so it held the blocks at least this long */
+	until = err ? 0 : sent_ns + (uint64_t)granted_ms * 1000000ull;
+	for (size_t k = 0; k < m; k++) {
+		const struct kvt_peer_lease_entry *e = &rd->lease[k];
+
+		rd->items[k].status = err ? err : e->status ? e->status : e->len != len ? -EPROTO : 0;
+		if (rd->items[k].status)
+			continue;
+		rd->ritems[nr] = (struct kvt_rdma_item){ .dst = rd->items[k].dst, .remote = e->addr,
+							 .rkey = e->rkey, .len = (uint32_t)len,
+							 .xxh3 = e->xxh3, .valid_until_ns = until };
+		rd->ridx[nr++] = k;
+	}
+	if (err)
+		return 0;
+	snprintf(peer, sizeof(peer), "%s@%s", tg->node_id, tg->addr);
+	if (nr)
+		kvt_rdma_read(pt->opts.rdma, peer, rd->ritems, nr, pt->opts.rdma_timeout_ms);
+	for (size_t j = 0; j < nr; j++) {
+		rd->items[rd->ridx[j]].status = rd->ritems[j].status;
+		ok += !rd->ritems[j].status;
+	}
+	kvt_peer_release(pt->opts.client, tg, lease_id); /* else it expires */
+	ADD(rdma_blocks, ok);
+	return 0;
+}
+
+/* Fetch items[0..m) from tg into their dst: by RDMA where the tier reads
+ * so and the holder lends by it, else over TCP. */
+static void transfer(struct kvt_peer_tier *pt, struct rd *rd, size_t m,
+		     const struct kvt_peer_target *tg, const struct kvt_key *salt, uint64_t len)
+{
+	if (pt->rdma_ok && rdma_read(pt, rd, m, tg, salt, len) == 0)
+		return;
+	kvt_peer_fetch(pt->opts.client, tg, salt, len, rd->items, m);
+}
+
 /* Ask holder a of record i for it and for every record still unserved that
  * the same holder has (one request, up to KVT_PEER_MAX_KEYS blocks). */
 static void fetch_from(struct kvt_peer_tier *pt, struct kvt_tier_batch *b, struct rd *rd,
@@ -217,7 +283,7 @@ static void fetch_from(struct kvt_peer_tier *pt, struct kvt_tier_batch *b, struc
 	}
 	if (a)
 		ADD(retries, m);
-	kvt_peer_fetch(pt->opts.client, &tg, b->io[i].ns_salt, b->io[i].len, rd->items, m);
+	transfer(pt, rd, m, &tg, b->io[i].ns_salt, b->io[i].len);
 	lat = kvt_now_ns() - t0;
 	for (size_t k = 0; k < m; k++) {
 		struct kvt_tier_io *io = &b->io[rd->idx[k]];
@@ -245,6 +311,21 @@ static void fetch_from(struct kvt_peer_tier *pt, struct kvt_tier_batch *b, struc
 		      "err=\"%s\"", h->node, h->addr, failed, kvt_strerror(why));
 }
 
+static void rd_free(struct rd *rd)
+{
+	if (!rd)
+		return;
+	free(rd->hs);
+	free(rd->items);
+	free(rd->idx);
+	free(rd->tried);
+	free(rd->keys);
+	free(rd->lease);
+	free(rd->ritems);
+	free(rd->ridx);
+	free(rd);
+}
+
 static int op_submit(struct kvt_storage_tier *t, struct kvt_tier_batch *b)
 {
 	struct kvt_peer_tier *pt = pt_of(t);
@@ -263,17 +344,18 @@ static int op_submit(struct kvt_storage_tier *t, struct kvt_tier_batch *b)
 		rd->items = malloc((n ? n : 1) * sizeof(*rd->items));
 		rd->idx = malloc((n ? n : 1) * sizeof(*rd->idx));
 		rd->tried = calloc(n ? n : 1, 1);
+		if (pt->rdma_ok) {
+			rd->keys = malloc((n ? n : 1) * sizeof(*rd->keys));
+			rd->lease = malloc((n ? n : 1) * sizeof(*rd->lease));
+			rd->ritems = malloc((n ? n : 1) * sizeof(*rd->ritems));
+			rd->ridx = malloc((n ? n : 1) * sizeof(*rd->ridx));
+		}
 	}
-	if (!err && (!rd || !rd->hs || !rd->items || !rd->idx || !rd->tried))
+	if (!err && (!rd || !rd->hs || !rd->items || !rd->idx || !rd->tried ||
+		     (pt->rdma_ok && (!rd->keys || !rd->lease || !rd->ritems || !rd->ridx))))
 		err = -ENOMEM;
 	if (err) {
-		if (rd) {
-			free(rd->hs);
-			free(rd->items);
-			free(rd->idx);
-			free(rd->tried);
-			free(rd);
-		}
+		rd_free(rd);
 		for (size_t i = 0; i < n; i++)
 			b->io[i].res = err;
 		return err;
@@ -320,11 +402,7 @@ static void op_wait(struct kvt_storage_tier *t, struct kvt_tier_batch *b)
 	}
 	if (n_got && pt->opts.fetched_cb)
 		pt->opts.fetched_cb(pt->opts.fetched_arg, got, n_got);
-	free(rd->hs);
-	free(rd->items);
-	free(rd->idx);
-	free(rd->tried);
-	free(rd);
+	rd_free(rd);
 	b->priv = NULL;
 }
 
@@ -343,8 +421,18 @@ static bool op_degraded(struct kvt_storage_tier *t)
 
 static int op_register_region(struct kvt_storage_tier *t, void *base, uint64_t len)
 {
-	(void)t, (void)base, (void)len; /* TCP receives into any memory */
-	return 0;
+	struct kvt_peer_tier *pt = pt_of(t);
+	int err;
+
+	if (!pt->opts.rdma)
+		return 0; /* TCP receives into any memory */
+	/* READs land straight in the slots the store gives */
+	err = kvt_rdma_register(pt->opts.rdma, base, len, KVT_VERBS_LOCAL_WRITE);
+	pt->rdma_ok = !err;
+	if (err)
+		logf_(pt, KVT_LOG_WARN, "event=peer_tier.rdma.register_failed bytes=%llu err=\"%s\" "
+		      "effect=tcp-only", (unsigned long long)len, kvt_strerror(err));
+	return err;
 }
 
 static void op_stats(struct kvt_storage_tier *t, struct kvt_store_stats *st)
@@ -399,6 +487,10 @@ int kvt_peer_tier_open(const struct kvt_peer_tier_opts *opts, struct kvt_peer_ti
 	pt->base = (struct kvt_storage_tier){ .ops = &peer_tier_ops, .kind = KVT_TIER_REMOTE,
 					      .caps = KVT_TIER_CAP_KEYED };
 	pt->opts = *opts;
+	if (!pt->opts.rdma_lease_ms)
+		pt->opts.rdma_lease_ms = 2000;
+	if (!pt->opts.rdma_timeout_ms)
+		pt->opts.rdma_timeout_ms = 2000;
 	*out = pt;
 	return 0;
 }
@@ -415,6 +507,27 @@ void kvt_peer_tier_stats(struct kvt_peer_tier *pt, struct kvt_peer_tier_stats *o
 
 	for (size_t k = 0; k < sizeof(*out) / sizeof(uint64_t); k++)
 		d[k] = __atomic_load_n(&s[k], __ATOMIC_RELAXED);
+}
+
+int kvt_peer_tier_rdma_exchange_cb(void *arg, const char *peer, const struct kvt_peer_ep *local,
+				   struct kvt_peer_ep *remote, void **conn)
+{
+	char id[KVT_NODE_ID_MAX + 1];
+	const char *at = peer ? strchr(peer, '@') : NULL;
+	size_t n = at ? (size_t)(at - peer) : 0;
+
+	if (!n || n > KVT_NODE_ID_MAX)
+		return -EINVAL;
+	memcpy(id, peer, n);
+	id[n] = '\0';
+	return kvt_peer_qp_connect(arg, &(struct kvt_peer_target){ .node_id = id, .addr = at + 1 },
+				   local, remote, (struct kvt_peer_conn **)conn);
+}
+
+void kvt_peer_tier_rdma_release_cb(void *arg, void *conn)
+{
+	(void)arg;
+	kvt_peer_conn_close(conn);
 }
 
 void kvt_peer_tier_close(struct kvt_peer_tier *pt)

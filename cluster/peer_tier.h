@@ -9,7 +9,10 @@
  *  - reads by key: the blocks are fetched from their holders over the peer
  *    transport straight into the memory-tier slots the store gives (io.buf),
  *    XXH3-checked end to end, each run of keys one holder has in one
- *    request; a block a holder fails (dead, cut off, evicted since its
+ *    request (with RDMA: a lease on the run over the TCP control channel,
+ *    then one-sided READs through the verbs ops table, checked against the
+ *    lease's checksums; a holder that lends nothing by RDMA is read over
+ *    TCP); a block a holder fails (dead, cut off, evicted since its
  *    hint, wrong bytes) is asked of its next holder. Each record's res is 0,
  *    or why no holder served it: -ENOENT (none holds it), -EBADMSG (the
  *    bytes failed their checksum), -ETIMEDOUT, -ECONNRESET, -ECONNREFUSED,
@@ -39,6 +42,7 @@
 #include "cluster/directory.h"
 #include "kvtier/store.h"
 #include "transport/peer_client.h"
+#include "transport/peer_rdma.h"
 
 /* Keys one lookup considers; a longer prefix ends there. */
 #define KVT_PEER_TIER_MAX_KEYS 1024u
@@ -52,6 +56,12 @@ struct kvt_peer_tier_opts {
 	 * waiting on the read, with no lock of the tier held. */
 	void (*fetched_cb)(void *arg, const struct kvt_key *keys, size_t n);
 	void *fetched_arg;
+	/* Optional: read by RDMA. Open it with kvt_peer_tier_rdma_exchange_cb
+	 * and kvt_peer_tier_rdma_release_cb (arg: client); the tier registers
+	 * the store's memory region with it (LOCAL_WRITE) when added. */
+	struct kvt_rdma *rdma;
+	unsigned rdma_lease_ms;       /* the lease asked for each read (2000) */
+	unsigned rdma_timeout_ms;     /* the longest a read's READs take (2000) */
 	kvt_log_cb log;
 	void *log_arg;
 };
@@ -67,6 +77,9 @@ struct kvt_peer_tier_stats {
 	uint64_t errors;                /* blocks a holder failed other than by not
 	                                 * holding them (timeouts, resets, checksums,
 	                                 * refusals) */
+	uint64_t rdma_blocks;           /* of blocks: read by RDMA */
+	uint64_t rdma_fallbacks;        /* requests sent over TCP: the holder lent
+	                                 * nothing by RDMA (no NIC, no room) */
 };
 
 struct kvt_peer_tier;
@@ -81,6 +94,14 @@ int kvt_peer_tier_open(const struct kvt_peer_tier_opts *opts, struct kvt_peer_ti
 struct kvt_storage_tier *kvt_peer_tier_storage(struct kvt_peer_tier *pt);
 
 void kvt_peer_tier_stats(struct kvt_peer_tier *pt, struct kvt_peer_tier_stats *out);
+
+/* The exchange_cb and release_cb of kvt_rdma_opts for the peer tier's
+ * reads (arg: the peer client): the tier names a peer "NODE@HOST:PORT",
+ * and the queue pair's endpoints go over a dedicated connection to it
+ * (kvt_peer_qp_connect). */
+int kvt_peer_tier_rdma_exchange_cb(void *arg, const char *peer, const struct kvt_peer_ep *local,
+				   struct kvt_peer_ep *remote, void **conn);
+void kvt_peer_tier_rdma_release_cb(void *arg, void *conn);
 
 /* Close a tier no store took. NULL is accepted. */
 void kvt_peer_tier_close(struct kvt_peer_tier *pt);

@@ -8,7 +8,10 @@
  * into the reader's DRAM, where they join the index; a holder that is gone,
  * resets, stays silent or sends wrong bytes is a miss with its reason, and
  * never data; the next holder serves what one failed; a node with a peer
- * tier still serves peers only the blocks it holds. */
+ * tier still serves peers only the blocks it holds. Over RDMA (the fake
+ * verbs provider, leases over the real TCP control channel) the same reads
+ * are one-sided READs into the store's slots, failed and corrupted READs
+ * are misses, and an owner that lends nothing by RDMA is read over TCP. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -22,13 +25,16 @@
 #include <cmocka.h>
 
 #include "cluster/directory.h"
+#include "cluster/lease.h"
 #include "cluster/peer_tier.h"
 #include "fake_owner.h"
 #include "helpers.h"
 #include "kvtier/store.h"
 #include "transport/peer_client.h"
+#include "transport/peer_rdma.h"
 #include "transport/peer_server.h"
 #include "transport/sockio.h"
+#include "verbs_fake.h"
 
 #define SECRET "a cluster secret for the tests"
 #define TIMEOUT_MS 1000
@@ -181,13 +187,34 @@ static void put_chain(struct kvt_ns *ns, int from, int to)
 	free(buf);
 }
 
-/* A node: a store and its peer server (serving the store's namespace). */
+/* A node: a store and its peer server (serving the store's namespace);
+ * with RDMA, its DRAM region registered for remote READs and a lease table. */
 struct owner {
 	struct kvt_store *store;
 	struct kvt_ns *ns;
 	struct kvt_peer_server *srv;
 	char addr[64];
+	struct kvt_rdma *rdma;
+	struct kvt_lease_table *leases;
 };
+
+/* The fake verbs provider, for a node's RDMA side. */
+static struct kvt_rdma *rdma_open(struct kvt_peer_client *exchange_with)
+{
+	struct kvt_rdma_opts ro;
+	struct kvt_rdma *r;
+
+	kvt_rdma_opts_init(&ro, sizeof(ro));
+	ro.verbs = &fake_verbs_ops;
+	ro.mr_overlap = 1 << 20;
+	if (exchange_with) {
+		ro.exchange_cb = kvt_peer_tier_rdma_exchange_cb;
+		ro.release_cb = kvt_peer_tier_rdma_release_cb;
+		ro.exchange_arg = exchange_with;
+	}
+	assert_int_equal(kvt_rdma_open(&ro, &r), 0);
+	return r;
+}
 
 static struct kvt_ns *find_ns(void *arg, const struct kvt_key *salt)
 {
@@ -201,6 +228,10 @@ static void serve(struct owner *o, const char *id)
 	struct kvt_peer_server_opts so;
 
 	kvt_peer_server_opts_init(&so, sizeof(so));
+	if (o->rdma) {
+		so.leases = o->leases;
+		so.rdma = kvt_rdma_owner_hooks(o->rdma);
+	}
 	so.listen = "127.0.0.1:0";
 	so.node_id = id;
 	so.secret = &secret;
@@ -220,9 +251,28 @@ static void owner_open(struct owner *o, const char *id)
 	serve(o, id);
 }
 
+/* An owner that lends its blocks to RDMA readers. */
+static void owner_open_rdma(struct owner *o, const char *id)
+{
+	struct kvt_lease_opts lo;
+	void *base;
+	uint64_t len;
+
+	memset(o, 0, sizeof(*o));
+	o->store = open_store(&o->ns);
+	o->rdma = rdma_open(NULL);
+	assert_int_equal(kvt_store_dram_region(o->store, &base, &len), 0);
+	assert_int_equal(kvt_rdma_register(o->rdma, base, len, KVT_VERBS_REMOTE_READ), 0);
+	kvt_lease_opts_init(&lo, sizeof(lo));
+	assert_int_equal(kvt_lease_table_open(&lo, &o->leases), 0);
+	serve(o, id);
+}
+
 static void owner_close(struct owner *o)
 {
 	kvt_peer_server_close(o->srv);
+	kvt_lease_table_close(o->leases);
+	kvt_rdma_close(o->rdma);
 	kvt_store_close(o->store);
 }
 
@@ -248,6 +298,7 @@ struct reader {
 	struct owner node;          /* its store (and a peer server, if asked) */
 	struct fake_dir dir;
 	struct kvt_peer_client *cli;
+	struct kvt_rdma *rdma;      /* NULL: TCP only */
 	struct kvt_peer_tier *tier; /* the store's */
 	pthread_mutex_t mu;
 	struct kvt_key fetched[MAX_FETCHED];
@@ -264,7 +315,7 @@ static void on_fetched(void *arg, const struct kvt_key *keys, size_t n)
 	pthread_mutex_unlock(&r->mu);
 }
 
-static struct reader *reader_open(void)
+static struct reader *reader_open_with(bool rdma)
 {
 	struct reader *r = calloc(1, sizeof(*r));
 	struct kvt_peer_client_opts co;
@@ -288,6 +339,10 @@ static struct reader *reader_open(void)
 	to.client = r->cli;
 	to.fetched_cb = on_fetched;
 	to.fetched_arg = r;
+	if (rdma) {
+		r->rdma = rdma_open(r->cli);
+		to.rdma = r->rdma;
+	}
 	to.log = log_cb;
 	to.log_arg = "reader";
 	assert_int_equal(kvt_peer_tier_open(&to, &r->tier), 0);
@@ -295,10 +350,16 @@ static struct reader *reader_open(void)
 	return r;
 }
 
+static struct reader *reader_open(void)
+{
+	return reader_open_with(false);
+}
+
 static void reader_close(struct reader *r)
 {
 	if (r->node.srv)
 		kvt_peer_server_close(r->node.srv);
+	kvt_rdma_close(r->rdma); /* its queue pairs' connections go to the client */
 	kvt_store_close(r->node.store); /* closes the peer tier */
 	kvt_peer_client_close(r->cli);
 	pthread_mutex_destroy(&r->dir.mu);
@@ -667,6 +728,70 @@ static void a_node_serves_peers_its_own_blocks_only(void **state)
 	free(want);
 }
 
+/* ---- RDMA ------------------------------------------------------------------------ */
+
+static void rdma_reads_lease_the_blocks_and_read_them_one_sided(void **state)
+{
+	struct owner a, b;
+	struct reader *r;
+	struct kvt_peer_server_stats ss;
+	int res[N], bad = 0;
+	bool local_write = false;
+
+	(void)state;
+	fake_reset(1ull << 40, 1024);
+	r = reader_open_with(true);
+	/* the tier registered the reader's DRAM region for READ destinations */
+	for (int i = 0; i < fake.n_mrs; i++)
+		local_write = local_write || fake.mrs[i].access == KVT_VERBS_LOCAL_WRITE;
+	assert_true(local_write);
+	owner_open_rdma(&a, "a");
+	put_chain(a.ns, 0, 30);
+	dir_hold(&r->dir, 0, 30, "a", a.addr);
+
+	assert_int_equal(get_range(r, 0, N, res), N);
+	assert_int_equal(tier_stats(r).rdma_blocks, N);
+	assert_int_equal(fake.posted, N);
+	kvt_peer_server_stats(a.srv, &ss);
+	assert_int_equal(ss.blocks_sent, 0); /* not one byte over TCP */
+	assert_true(ss.leases >= 1);
+	assert_true(holds_locally(r, N - 1));
+
+	/* a READ that fails (the peer or link gone): a miss, never bytes; the
+	 * next read makes a new queue pair and gets it */
+	fake.fail_at = (long)fake.posted + 1;
+	fake.fail_status = KVT_WC_RETRY_EXCEEDED;
+	assert_true(get_range(r, 10, 14, res) < 4);
+	for (int i = 0; i < 4; i++) {
+		fprintf(stderr, "rdma read %d with a failed READ: %s\n", 10 + i, kvt_strerror(res[i]));
+		bad += res[i] != 0;
+	}
+	assert_int_equal(res[1], -ETIMEDOUT);
+	assert_true(bad >= 1);
+	fake.fail_at = -1;
+	assert_int_equal(get_range(r, 10, 14, res), 4);
+
+	/* a READ that delivers a flipped byte: its checksum fails, a miss */
+	fake.corrupt_at = (long)fake.posted;
+	assert_int_equal(get_range(r, 20, 22, res), 1);
+	assert_int_equal(res[0], -EIO);
+	assert_int_equal(res[1], 0);
+	assert_false(holds_locally(r, 20));
+	fake.corrupt_at = -1;
+
+	/* an owner that lends nothing by RDMA is read over TCP */
+	owner_open(&b, "b");
+	put_chain(b.ns, 40, 44);
+	dir_hold(&r->dir, 40, 44, "b", b.addr);
+	assert_int_equal(get_range(r, 40, 44, res), 4);
+	assert_int_equal(served_at_least(&b, 4), 4);
+	assert_int_equal(tier_stats(r).rdma_fallbacks, 1);
+
+	reader_close(r);
+	owner_close(&a);
+	owner_close(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -675,6 +800,7 @@ int main(void)
 		cmocka_unit_test(a_holder_that_fails_is_a_miss_never_wrong_bytes),
 		cmocka_unit_test(a_failed_holder_gives_way_to_the_next),
 		cmocka_unit_test(a_node_serves_peers_its_own_blocks_only),
+		cmocka_unit_test(rdma_reads_lease_the_blocks_and_read_them_one_sided),
 	};
 
 	return cmocka_run_group_tests(tests, setup, NULL);
