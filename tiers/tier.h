@@ -89,6 +89,8 @@ enum {
  * read back. The caller fills the inputs; the tier fills the outputs. */
 struct kvt_tier_io {
 	uint64_t ns_id;           /* the namespace's 64-bit name on storage */
+	const struct kvt_key *ns_salt; /* read: the namespace's whole name (a
+	                           * remote tier asks other nodes by it) */
 	struct kvt_key key;
 	struct kvt_key parent;    /* write: the block before it in its prefix */
 	bool has_parent;
