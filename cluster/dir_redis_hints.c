@@ -177,19 +177,17 @@ static int append_mget(struct kvt_rdir *d, const struct lookup_req *r)
 	return err;
 }
 
-/* One MGET per request of list, pipelined, read by deadline_ns; each
- * request's result and holders set. 0, or the exchange's negative errno. */
-static int answer(struct kvt_rdir *d, struct lookup_req *list, size_t n_req, uint64_t deadline_ns,
-		  uint64_t *stale)
+/* One MGET per request of list (n_req replies into rep), pipelined, read by
+ * deadline_ns; each request's result and holders set. 0, or a negative
+ * errno after which the connection is not to be used again. */
+static int answer(struct kvt_rdir *d, struct lookup_req *list, size_t n_req, redisReply **rep,
+		  uint64_t deadline_ns, uint64_t *stale)
 {
-	redisReply *one, **rep = n_req == 1 ? &one : calloc(n_req, sizeof(*rep));
 	char self[KVT_NODE_ID_MAX + 1];
 	struct lookup_req *r;
 	size_t k = 0;
 	int err = 0;
 
-	if (!rep)
-		return -ENOMEM;
 	pthread_mutex_lock(&d->mu);
 	memcpy(self, d->self.id, sizeof(self));
 	pthread_mutex_unlock(&d->mu);
@@ -197,11 +195,8 @@ static int answer(struct kvt_rdir *d, struct lookup_req *list, size_t n_req, uin
 		err = append_mget(d, r);
 	if (!err)
 		err = kvt_redis_exec(d->conn, rep, n_req, deadline_ns);
-	if (err) {
-		if (rep != &one)
-			free(rep);
+	if (err)
 		return err;
-	}
 	for (r = list; r; r = r->next, k++) {
 		bool prefix = true;
 
@@ -220,8 +215,6 @@ static int answer(struct kvt_rdir *d, struct lookup_req *list, size_t n_req, uin
 		}
 	}
 	kvt_redis_free_replies(rep, n_req);
-	if (rep != &one)
-		free(rep);
 	return 0;
 }
 
@@ -240,6 +233,7 @@ static void count_batch(struct kvt_rdir *d, uint64_t t0, uint64_t stale, uint64_
 void kvt_rdir_lookups(struct kvt_rdir *d)
 {
 	struct lookup_req *list, *r, *last = NULL;
+	redisReply **rep;
 	uint64_t stale = 0, t0 = kvt_clock_ns();
 	size_t total = 0, n_req = 0;
 	int err;
@@ -261,11 +255,13 @@ void kvt_rdir_lookups(struct kvt_rdir *d)
 	last->next = NULL;
 	pthread_mutex_unlock(&d->mu);
 
-	err = answer(d, list, n_req, kvt_rdir_deadline(d), &stale);
-	if (err == -ENOMEM) {
+	rep = calloc(n_req, sizeof(*rep));
+	if (!rep) {
 		kvt_rdir_finish_lookups(d, list, -ENOMEM, 0);
 		return;
 	}
+	err = answer(d, list, n_req, rep, kvt_rdir_deadline(d), &stale);
+	free(rep);
 	if (err) {
 		kvt_rdir_conn_lost(d, err);
 		kvt_rdir_finish_lookups(d, list, err == -ETIMEDOUT ? -ETIMEDOUT : -ENOTCONN, 0);
@@ -278,10 +274,9 @@ void kvt_rdir_lookups(struct kvt_rdir *d)
 int kvt_rdir_lookup_now(struct kvt_rdir *d, struct lookup_req *r, uint64_t deadline_ns)
 {
 	uint64_t stale = 0, t0 = kvt_clock_ns();
-	int err = answer(d, r, 1, deadline_ns, &stale);
+	redisReply *rep;
+	int err = answer(d, r, 1, &rep, deadline_ns, &stale);
 
-	if (err == -ENOMEM)
-		return err;
 	if (err) {
 		kvt_rdir_conn_lost(d, err);
 		pthread_mutex_lock(&d->mu);
