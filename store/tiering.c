@@ -459,7 +459,9 @@ static bool want_more(struct kvt_store *s, const struct pass *p)
 
 /* Fill batch b with up to max of the memory policy's coldest blocks for
  * tier `to`. A block with a clean copy moves to it at once, writing
- * nothing. Returns the number to write. Lock held. */
+ * nothing; one the admission rule of `to` refuses is dropped at once (an
+ * eviction, counted as refused). Both free their slot now. Returns the
+ * number to write. Lock held. */
 static size_t pick(struct kvt_store *s, struct wbatch *b, struct storage *to, size_t max,
 		   struct pass *p)
 {
@@ -488,6 +490,14 @@ static size_t pick(struct kvt_store *s, struct wbatch *b, struct storage *to, si
 			r->copy_tier = KVT_TIER_NONE;
 			kvt_tiering_move(s, i, ct, copy);
 			s->counters.tier[s->mem->kind].evictions++;
+			moved++;
+			continue;
+		}
+		if (!kvt_catalog_admit(&s->cat, i, to->t->kind)) {
+			s->counters.tier[s->mem->kind].evictions++;
+			s->counters.ssd_admission_refused++;
+			s->counters.ssd_admission_refused_bytes += r->size;
+			kvt_tiering_discard(s, i);
 			moved++;
 			continue;
 		}
