@@ -3,9 +3,10 @@
  * counted as refused, with its bytes), a block read after its put is
  * written and survives a reopen, and a refused block saved again is written
  * the next time; every put succeeds however many demotions are refused,
- * and the counters add up at every moment. "always" writes every block,
+ * from one thread or four, and the counters add up at every moment. "always" writes every block,
  * and an unknown rule is refused at open. */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -236,6 +237,67 @@ static void refusing_every_demotion_keeps_puts_going(void **state)
 	assert_int_equal(tier_of(f, 0), KVT_TIER_NONE);
 }
 
+struct putter {
+	struct fixture *f;
+	uint32_t base, n;
+	uint64_t stored; /* puts that stored a block */
+	int failed;      /* the first error, 0 if none */
+};
+
+/* Put n blocks from base, every third twice, the others once. The second
+ * put of a block is a use whether it finds the block (-EEXIST) or stores
+ * it again, refused meanwhile by other threads' pressure (the rule then
+ * remembers the refusal): either way the block is written when it leaves
+ * DRAM next. */
+static void *putter_main(void *arg)
+{
+	struct putter *p = arg;
+	char *buf = malloc(BLOCK);
+
+	for (uint32_t k = 0; k < p->n && !p->failed; k++) {
+		struct kvt_key key = key_n(p->base + k);
+
+		kvt_test_fill(buf, BLOCK, seed + p->base + k);
+		for (int again = 0; again <= (k % 3 == 0) && !p->failed; again++) {
+			int rc = kvt_put(p->f->ns, &key, NULL, buf, BLOCK);
+
+			if (rc == 0)
+				p->stored++;
+			else if (!again || rc != -EEXIST)
+				p->failed = rc;
+		}
+	}
+	free(buf);
+	return NULL;
+}
+
+/* Four threads saving into a full DRAM tier while most demotions are
+ * refused: no put fails and none waits for ever, and the counters add up. */
+static void concurrent_puts_with_refusals(void **state)
+{
+	struct fixture *f = *state;
+	struct kvt_store_stats st = { .size = sizeof(st) };
+	struct putter p[4];
+	pthread_t t[4];
+	uint64_t stored = 0;
+
+	assert_int_equal(open_store(f, "reused"), 0);
+	for (int i = 0; i < 4; i++) {
+		p[i] = (struct putter){ .f = f, .base = 100000 * (uint32_t)(i + 1), .n = 150 };
+		assert_int_equal(pthread_create(&t[i], NULL, putter_main, &p[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+		if (p[i].failed)
+			fail_msg("thread %d: %s", i, kvt_strerror(p[i].failed));
+		stored += p[i].stored;
+	}
+	settled(f, &st);
+	assert_adds_up(&st, stored);
+	assert_true(st.ssd_admission_refused >= 400 - DRAM_SLOTS);
+	assert_true(st.tier[KVT_TIER_SSD].blocks >= 200 - DRAM_SLOTS);
+}
+
 /* A refused block saved again while the rule remembers refusing it has
  * been used twice: the next time it leaves DRAM it is written. */
 static void refused_block_saved_again_is_written(void **state)
@@ -297,6 +359,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(reused_writes_only_blocks_used_twice, setup, teardown),
 		cmocka_unit_test_setup_teardown(refusing_every_demotion_keeps_puts_going, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(concurrent_puts_with_refusals, setup, teardown),
 		cmocka_unit_test_setup_teardown(refused_block_saved_again_is_written, setup, teardown),
 		cmocka_unit_test_setup_teardown(always_writes_every_block, setup, teardown),
 	};
