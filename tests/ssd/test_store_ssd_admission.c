@@ -324,18 +324,19 @@ static void refused_block_saved_again_is_written(void **state)
 	get_n(f, x);
 }
 
-/* "always" (and no rule given) writes every block; an unknown rule is not
- * a store. */
+/* "always" (and no rule given) writes every block, and so does "useful"
+ * before it has measured anything (no sampled block has left SSD yet); an
+ * unknown rule is not a store. */
 static void always_writes_every_block(void **state)
 {
 	struct fixture *f = *state;
 	struct kvt_store_stats st = { .size = sizeof(st) };
 	const uint32_t blocks = 60;
-	const char *rules[] = { "always", NULL };
+	const char *rules[] = { "always", NULL, "useful" };
 
 	assert_int_equal(open_store(f, "no-such-rule"), -EINVAL);
 	assert_int_equal(open_store(f, ""), -EINVAL);
-	for (size_t r = 0; r < 2; r++) {
+	for (size_t r = 0; r < 3; r++) {
 		if (r) { /* a fresh tier: nothing recovered */
 			kvt_test_rmdir(f->dir);
 			free(f->dir);
