@@ -474,7 +474,7 @@ static size_t pick(struct kvt_store *s, struct wbatch *b, struct storage *to, si
 		uint32_t i;
 		struct kvt_rec *r;
 
-		if ((n || moved) && !want_more(s, p))
+		if (!want_more(s, p))
 			break;
 		i = kvt_catalog_victim(&s->cat, s->mem->kind);
 		if (i == KVT_NIL)
@@ -567,7 +567,7 @@ static void demote_pass(struct kvt_store *s, uint64_t need)
 			 * its room comes back sooner */
 			size_t max = !inflight && p.got < p.need ? DEMOTE_BATCH / 4 : DEMOTE_BATCH;
 
-			if (!to || (inflight && !want_more(s, &p)) || !pick(s, b, to, max, &p))
+			if (!to || !want_more(s, &p) || !pick(s, b, to, max, &p))
 				break;
 			pthread_mutex_unlock(&s->lock);
 			to->t->ops->submit(to->t, &b->b);
@@ -821,15 +821,19 @@ void kvt_tiering_removed(struct kvt_store *s, uint32_t i)
 static bool make_room(struct kvt_store *s, uint64_t bytes)
 {
 	struct kvt_tiering *t = s->tiering;
-	uint64_t freed = t->freed, pass = t->passes_started + 1;
+	uint64_t freed = t->freed, pass = t->passes_started + 1, ask;
 
 	t->waiters++;
-	t->asks++;
+	ask = ++t->asks;
 	t->want_bytes += bytes;
 	pthread_cond_signal(&t->wake);
 	while (t->freed == freed && t->passes_ended < pass && !t->stop)
 		pthread_cond_wait(&t->progress, &s->lock);
 	t->waiters--;
+	/* room came before a pass took the ask: withdraw it, or the next pass
+	 * would free these bytes again for no one */
+	if (t->asks_seen < ask)
+		t->want_bytes -= bytes;
 	return t->freed != freed;
 }
 

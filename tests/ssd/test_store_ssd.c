@@ -454,6 +454,49 @@ static void graceful_restarts_keep_every_block(void **state)
 	free(buf);
 }
 
+/* The demoter writes back until DRAM is under the low watermark (0.75 of
+ * its 16 slots), not further: what was put last stays in DRAM once the
+ * puts stop. The issue this guards: each batch that found nothing in
+ * flight took a block unasked, so the demoter went on writing one block at
+ * a time until DRAM was empty, and every get went to SSD. */
+static void demotion_stops_at_the_low_watermark(void **state)
+{
+	struct fixture *f = *state;
+	char *buf = malloc(BLOCK), *want = malloc(BLOCK);
+	struct kvt_store_stats a = { .size = sizeof(a) }, st = { .size = sizeof(st) };
+	const uint64_t low = DRAM_BYTES * 3 / 4 / BLOCK;
+	uint64_t evictions = 0;
+	int still = 0;
+
+	open_store(f);
+	for (uint32_t n = 0; n < 100; n++)
+		put_root(f->ns, n, buf);
+	/* still: no block left DRAM for half a second */
+	for (int i = 0; i < 400 && still < 10; i++) {
+		assert_int_equal(kvt_store_stats(f->store, &a), 0);
+		still = a.tier[KVT_TIER_DRAM].evictions == evictions ? still + 1 : 0;
+		evictions = a.tier[KVT_TIER_DRAM].evictions;
+		usleep(50000);
+	}
+	assert_int_equal(still, 10);
+	assert_int_equal(kvt_store_stats(f->store, &st), 0);
+	if (st.tier[KVT_TIER_DRAM].blocks < low)
+		fail_msg("DRAM holds %llu blocks, under the low watermark's %llu",
+			 (unsigned long long)st.tier[KVT_TIER_DRAM].blocks, (unsigned long long)low);
+	assert_int_equal(st.tier[KVT_TIER_DRAM].blocks + st.tier[KVT_TIER_SSD].blocks, 100);
+	/* the newest are the ones in DRAM */
+	for (uint32_t n = 100 - (uint32_t)low; n < 100; n++) {
+		struct kvt_key k = key_n(n);
+		uint8_t tier = 0;
+
+		assert_int_equal(kvt_lookup(f->ns, &k, 1, &tier), 1);
+		assert_int_equal(tier, KVT_TIER_DRAM);
+	}
+	assert_block(f, 99, buf, want);
+	free(want);
+	free(buf);
+}
+
 /* A removed block does not come back when the store reopens, whether it was
  * on SSD, in DRAM with an SSD copy, or in DRAM only; a block removed and put
  * again is the new one. */
@@ -794,6 +837,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(full_ssd_tier_evicts, setup, teardown),
 		cmocka_unit_test_setup_teardown(every_eviction_is_counted, setup, teardown),
 		cmocka_unit_test_setup_teardown(graceful_restarts_keep_every_block, setup, teardown),
+		cmocka_unit_test_setup_teardown(demotion_stops_at_the_low_watermark, setup, teardown),
 		cmocka_unit_test_setup_teardown(removed_blocks_stay_removed, setup, teardown),
 		cmocka_unit_test_setup_teardown(read_back_blocks_keep_their_ssd_copy, setup, teardown),
 		cmocka_unit_test_setup_teardown(unattached_namespace_records_dropped_by_reclaim, setup,
