@@ -53,7 +53,7 @@ static int open_store(struct fixture *f, const char *rule)
 	o.dram_bytes = DRAM_BYTES;
 	o.dram_huge_pages = false;
 	o.ssd_dir = f->dir;
-	o.ssd_bytes = 16 << 20;
+	o.ssd_bytes = 64 << 20; /* never full here: every block written stays */
 	o.ssd_segment_bytes = 1 << 20;
 	o.ssd_queue_depth = 8;
 	o.ssd_admission = rule;
@@ -286,8 +286,9 @@ static void concurrent_puts_with_refusals(void **state)
 		p[i] = (struct putter){ .f = f, .base = 100000 * (uint32_t)(i + 1), .n = 150 };
 		assert_int_equal(pthread_create(&t[i], NULL, putter_main, &p[i]), 0);
 	}
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 4; i++)
 		assert_int_equal(pthread_join(t[i], NULL), 0);
+	for (int i = 0; i < 4; i++) {
 		if (p[i].failed)
 			fail_msg("thread %d: %s", i, kvt_strerror(p[i].failed));
 		stored += p[i].stored;
