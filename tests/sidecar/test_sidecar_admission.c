@@ -6,7 +6,6 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,19 +126,6 @@ static json_t *settled_stats(struct kvt_client *c)
 	return NULL;
 }
 
-static bool log_has(const struct kvtd_proc *d, const char *what)
-{
-	char line[2048];
-	FILE *f = fopen(d->log, "r");
-	bool found = false;
-
-	while (f && !found && fgets(line, sizeof(line), f))
-		found = strstr(line, what) != NULL;
-	if (f)
-		fclose(f);
-	return found;
-}
-
 static char *run_cli(const char *args)
 {
 	const char *cli = getenv("KVTIER_CLI");
@@ -173,7 +159,7 @@ static void blocks_used_once_are_not_written_to_ssd(void **state)
 	assert_int_equal(kvtd_start(&d, NULL, extra), 0);
 	port = kvtd_metrics_port(&d); /* the summary is written by then */
 	assert_true(port > 0);
-	assert_true(log_has(&d, ", admission reused"));
+	assert_true(kvtd_log_has(&d, ", admission reused"));
 	engine_open(&e, &d);
 
 	for (uint32_t i = 0; i < HOT; i++) {
