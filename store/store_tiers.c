@@ -1,8 +1,9 @@
 /* The tiers a store's options ask for: the DRAM tier as its memory tier,
  * and an SSD tier when ssd_dir is set, with the admission rule of
- * ssd_admission. The rest of the store core knows tiers only through
- * tiers/tier.h; this file is where a tier configured by kvt_store_opts is
- * named. */
+ * ssd_admission; and the public door for a tier made elsewhere
+ * (kvt_store_add_tier). The rest of the store core knows tiers only
+ * through tiers/tier.h; this file is where a tier configured by
+ * kvt_store_opts is named. */
 #include <errno.h>
 #include <pthread.h>
 
@@ -71,4 +72,15 @@ int kvt_store_add_tiers(struct kvt_store *s, const struct kvt_store_opts *opts)
 					KVT_TIER_SSD);
 	pthread_mutex_unlock(&s->lock);
 	return err;
+}
+
+int kvt_store_add_tier(struct kvt_store *s, struct kvt_storage_tier *t)
+{
+	if (!t)
+		return -EINVAL;
+	if (!s) {
+		t->ops->close(t); /* owned from the call on, as documented */
+		return -EINVAL;
+	}
+	return kvt_tiering_add(s, t);
 }

@@ -354,7 +354,8 @@ static void meter_window(struct load_meter *lm, const struct kvt_job *job, uint3
 }
 
 /* When each block of a window landed, from the window's start: a block's
- * acquire time (an SSD read, when it was there, overlapped with the others). */
+ * acquire time (an SSD read or a fetch from a peer, when it was there,
+ * overlapped with the others). */
 struct landed {
 	uint64_t t0;
 	uint64_t *ns;
@@ -368,32 +369,13 @@ static void note_landed(void *arg, size_t k, int res)
 	l->ns[k] = kvt_now_ns() - l->t0;
 }
 
-/* LOAD missed keys[from]: ask the cluster for the rest of the prefix, once
- * per LOAD. True when it brought keys[from] into the store. */
-static bool fetch_remote(struct kvt_server *srv, struct kvt_job *job, uint32_t from, bool *tried)
-{
-	const struct kvt_key *parent = from ? &job->keys[from - 1] :
-				       job->has_parent ? &job->parent : NULL;
-	int n;
-
-	*tried = true;
-	if (!srv->opts.hooks.fetch_cb || cancelled(job))
-		return false;
-	n = srv->opts.hooks.fetch_cb(srv->opts.hooks.arg, job->ns, job->keys + from,
-				     job->n - from, parent);
-	if (n <= 0)
-		return false;
-	__atomic_add_fetch(&srv->c.load_remote, (uint64_t)n, __ATOMIC_RELAXED);
-	return true;
-}
-
-/* Acquire keys[got..got+want) at once (those on SSD are read together; the
- * first local miss asks the cluster for the rest, once per LOAD). Returns m,
- * the leading blocks held in slots[0..m); *err gets the miss that ended the
- * prefix (0 when all came); what came after it goes back. */
-static uint32_t acquire_window(struct kvt_server *srv, struct kvt_job *job, uint32_t got,
-			       uint32_t want, struct kvt_slot *slots, uint64_t *acquire_ns,
-			       bool *fetched, int *err)
+/* Acquire keys[got..got+want) at once: those on SSD are read together, and
+ * those only other nodes hold are fetched by the store's peer tier, with a
+ * cluster. Returns m, the leading blocks held in slots[0..m); *err gets the
+ * miss that ended the prefix (0 when all came); what came after it goes
+ * back. */
+static uint32_t acquire_window(struct kvt_job *job, uint32_t got, uint32_t want,
+			       struct kvt_slot *slots, uint64_t *acquire_ns, int *err)
 {
 	struct landed landed = { .t0 = kvt_now_ns(), .ns = acquire_ns };
 	int res[WINDOW];
@@ -407,23 +389,6 @@ static uint32_t acquire_window(struct kvt_server *srv, struct kvt_job *job, uint
 	}
 	while (m < want && res[m] == 0)
 		m++;
-	if (m < want && res[m] == -ENOENT && !*fetched) {
-		/* each fetched block's time counts from the fetch's start */
-		struct landed remote = { .t0 = kvt_now_ns(), .ns = acquire_ns + m };
-
-		if (fetch_remote(srv, job, got + m, fetched)) {
-			/* other nodes had the rest: acquire it from here on */
-			for (uint32_t k = m + 1; k < want; k++)
-				if (res[k] == 0)
-					kvt_release(job->ns, &slots[k]);
-			rc = kvt_acquire_many(job->ns, &job->keys[got + m], want - m, slots + m,
-					      res + m, note_landed, &remote);
-			for (uint32_t k = m; rc < 0 && k < want; k++)
-				res[k] = rc;
-			while (m < want && res[m] == 0)
-				m++;
-		}
-	}
 	*err = m < want ? res[m] : 0;
 	for (uint32_t k = m + 1; k < want; k++)
 		if (res[k] == 0)
@@ -445,7 +410,7 @@ static int32_t run_load(struct worker *w, struct kvt_job *job)
 	struct load_meter lm;
 	uint32_t got = 0;
 	int err = 0, xerr = 0;
-	bool last = false, fetched = false;
+	bool last = false;
 
 	memset(&lm, 0, sizeof(lm));
 	while (!last) {
@@ -454,7 +419,7 @@ static int32_t run_load(struct worker *w, struct kvt_job *job)
 		if (cancelled(job))
 			err = -ECANCELED;
 		else if (!err)
-			m = acquire_window(srv, job, got, want, slots, acquire_ns, &fetched, &err);
+			m = acquire_window(job, got, want, slots, acquire_ns, &err);
 		/* -ENOSPC with blocks in hand: copy them, let them go, go on */
 		last = got + m == job->n || (err && (err != -ENOSPC || !m));
 		if (m && err != -ECANCELED) {
