@@ -863,6 +863,21 @@ static bool make_room(struct kvt_store *s, uint64_t bytes)
 	return t->freed != freed;
 }
 
+/* Wait for the demotion pass under way, if any, to end: the blocks its
+ * batches hold busy can be taken then. Returns whether there was one. */
+static bool wait_pass(struct kvt_store *s)
+{
+	struct kvt_tiering *t = s->tiering;
+	uint64_t pass = t->passes_started;
+
+	if (t->passes_ended >= pass || !t->started || t->stop ||
+	    pthread_equal(pthread_self(), t->thread))
+		return false;
+	while (t->passes_ended < pass && !t->stop)
+		pthread_cond_wait(&t->progress, &s->lock);
+	return true;
+}
+
 int kvt_tiering_alloc(struct kvt_store *s, uint64_t bytes, uint64_t *loc)
 {
 	struct kvt_tiering *t = s->tiering;
@@ -893,6 +908,8 @@ int kvt_tiering_alloc(struct kvt_store *s, uint64_t bytes, uint64_t *loc)
 				return -ENOSPC;
 		}
 		victim = kvt_catalog_victim(&s->cat, s->mem->kind);
+		if (victim == KVT_NIL && rounds++ < ALLOC_ROUNDS && wait_pass(s))
+			continue; /* every block was in the demoter's batches */
 		if (victim == KVT_NIL)
 			return -ENOSPC;
 		r = rec(s, victim);
