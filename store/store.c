@@ -44,13 +44,15 @@ int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out)
 {
 	struct kvt_store_opts o = store_defaults;
 	const struct kvt_policy_ops *policy;
+	const struct kvt_admission_ops *admission;
 	struct kvt_store *s;
 	int err;
 
 	if (!out || kvt_opts_load(&o, sizeof(o), opts) || o.dram_bytes == 0)
 		return -EINVAL;
 	policy = kvt_policy_find(o.policy ? o.policy : "tail-lru");
-	if (!policy)
+	admission = kvt_admission_find(o.ssd_admission ? o.ssd_admission : "always");
+	if (!policy || !admission)
 		return -EINVAL;
 	s = calloc(1, sizeof(*s));
 	if (!s)
@@ -58,6 +60,7 @@ int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out)
 	s->opts = o;
 	s->opts.ssd_dir = NULL; /* not kept: the caller owns the string */
 	s->opts.policy = policy->name;
+	s->opts.ssd_admission = admission->name;
 
 	err = kvt_store_open_mem(&o, &s->mem);
 	if (err)
