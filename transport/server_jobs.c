@@ -1,7 +1,8 @@
 /* The copy workers of the sidecar server: SAVE gathers engine pages into
  * reserved DRAM slots and commits them; LOAD acquires the blocks (bringing
- * them up from SSD when needed) and scatters them into engine pages layer by
- * layer, posting a progress note after each layer. */
+ * them up from SSD when needed) and scatters each into engine pages as it
+ * comes in, the last ones layer by layer, posting a progress note after
+ * each layer. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
