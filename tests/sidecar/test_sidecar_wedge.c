@@ -423,12 +423,57 @@ static void long_chain(const struct kvt_client_ns *ns, uint32_t tag, struct kvt_
 	}
 }
 
+/* A daemon with 64 DRAM slots of 128 KiB and an SSD tier, and an engine
+ * of `pages` pages connected to it, for requests of up to `keys` keys. */
+static struct kvt_client *window_daemon(struct kvtd_proc *d, struct kvt_ns_desc *desc,
+					struct kvt_client_ns *ns, struct engine_mem *m,
+					uint32_t pages, uint32_t keys)
+{
+	const char *extra[] = { "--dram", "8M", "--ssd", "512M", NULL };
+	struct kvt_client *c;
+
+	assert_int_equal(kvtd_start(d, NULL, extra), 0);
+	c = kvtd_connect(d, NULL);
+	assert_non_null(c);
+	wedge_desc(desc);
+	assert_int_equal(kvt_client_hello(c, desc, ns), 0);
+	assert_true(ns->max_keys >= keys);
+	assert_int_equal(engine_mem_open(m, c, ns, desc, pages), 0);
+	return c;
+}
+
+/* SAVE keys[i] from pages[i], i < n, and wait for all of them. */
+static void save_all(struct kvt_client *c, const struct kvt_client_ns *ns,
+		     const struct engine_mem *m, const struct kvt_key *keys, const uint32_t *pages,
+		     uint32_t n)
+{
+	uint64_t ticket;
+
+	assert_int_equal(kvt_client_save(c, ns, (uint32_t)m->region, NULL, keys, pages, n,
+					 &ticket), 0);
+	assert_int_equal(kvt_client_wait(c, ticket, 60000), (int)n);
+}
+
+/* How many of keys[0..n) (all stored) LOOKUP finds on SSD. */
+static int blocks_on_ssd(struct kvt_client *c, const struct kvt_client_ns *ns,
+			 const struct kvt_key *keys, uint32_t n)
+{
+	uint8_t *tiers = malloc(n);
+	int on_ssd = 0;
+
+	assert_non_null(tiers);
+	assert_int_equal(kvt_client_lookup(c, ns, keys, n, tiers), (int)n);
+	for (uint32_t i = 0; i < n; i++)
+		on_ssd += tiers[i] == KVT_TIER_SSD;
+	free(tiers);
+	return on_ssd;
+}
+
 /* A LOAD of more blocks than the DRAM tier has slots (100 of 128 KiB through
  * 64 slots, all on SSD) is served whole, in windows; a layer reported done
  * is in place for every block of the request. */
 static void load_larger_than_the_dram_tier_comes_in_windows(void **state)
 {
-	const char *extra[] = { "--dram", "8M", "--ssd", "512M", NULL };
 	enum { N = 100 };
 	struct kvtd_proc d = { 0 };
 	struct kvt_client *c;
@@ -437,33 +482,19 @@ static void load_larger_than_the_dram_tier_comes_in_windows(void **state)
 	struct engine_mem m;
 	struct kvt_key keys[N];
 	uint32_t pages[N];
-	uint8_t tiers[N];
 	uint64_t ticket;
-	int on_ssd = 0;
 
 	(void)state;
-	assert_int_equal(kvtd_start(&d, NULL, extra), 0);
-	c = kvtd_connect(&d, NULL);
-	assert_non_null(c);
-	wedge_desc(&desc);
-	assert_int_equal(kvt_client_hello(c, &desc, &ns), 0);
-	assert_true(ns.max_keys >= N);
-	assert_int_equal(engine_mem_open(&m, c, &ns, &desc, N), 0);
+	c = window_daemon(&d, &desc, &ns, &m, N, N);
 	long_chain(&ns, 0, keys, N);
 	for (uint32_t i = 0; i < N; i++) {
 		pages[i] = i;
 		engine_page_fill(&m, i, seed + i);
 	}
 	/* saved in parts: a SAVE of more than the tier holds is windowed too */
-	assert_int_equal(kvt_client_save(c, &ns, (uint32_t)m.region, NULL, keys, pages, N,
-					 &ticket), 0);
-	assert_int_equal(kvt_client_wait(c, ticket, 60000), N);
-	/* everything but the newest blocks went down; push those too by
-	 * saving other blocks over them */
-	assert_int_equal(kvt_client_lookup(c, &ns, keys, N, tiers), N);
-	for (int i = 0; i < N; i++)
-		on_ssd += tiers[i] == KVT_TIER_SSD;
-	assert_true(on_ssd >= N - 64);
+	save_all(c, &ns, &m, keys, pages, N);
+	/* everything but the newest blocks went down */
+	assert_true(blocks_on_ssd(c, &ns, keys, N) >= N - 64);
 	for (uint32_t i = 0; i < N; i++)
 		engine_page_fill(&m, i, 0);
 
@@ -489,7 +520,6 @@ static void load_larger_than_the_dram_tier_comes_in_windows(void **state)
  * (the watermark, as the client sees it) is in place for every block. */
 static void multi_window_load_from_ssd_lands_in_place_in_order(void **state)
 {
-	const char *extra[] = { "--dram", "8M", "--ssd", "512M", NULL };
 	enum { N = 150, FILLER = 100, SPARE = 8, PAGES = N + SPARE };
 	struct kvtd_proc d = { 0 };
 	struct kvt_client *c;
@@ -498,19 +528,12 @@ static void multi_window_load_from_ssd_lands_in_place_in_order(void **state)
 	struct engine_mem m;
 	struct kvt_key keys[N], filler[FILLER];
 	uint32_t pages[N], into[N], layers_seen = 0;
-	uint8_t tiers[N];
 	bool target[PAGES] = { false };
 	uint64_t ticket;
 	int on_ssd = 0, result = 0, r;
 
 	(void)state;
-	assert_int_equal(kvtd_start(&d, NULL, extra), 0);
-	c = kvtd_connect(&d, NULL);
-	assert_non_null(c);
-	wedge_desc(&desc);
-	assert_int_equal(kvt_client_hello(c, &desc, &ns), 0);
-	assert_true(ns.max_keys >= N);
-	assert_int_equal(engine_mem_open(&m, c, &ns, &desc, PAGES), 0);
+	c = window_daemon(&d, &desc, &ns, &m, PAGES, N);
 	long_chain(&ns, 1, keys, N);
 	long_chain(&ns, 2, filler, FILLER);
 	for (uint32_t i = 0; i < N; i++) {
@@ -520,16 +543,10 @@ static void multi_window_load_from_ssd_lands_in_place_in_order(void **state)
 		into[i] = (i * 37 + 5) % PAGES;
 		target[into[i]] = true;
 	}
-	assert_int_equal(kvt_client_save(c, &ns, (uint32_t)m.region, NULL, keys, pages, N,
-					 &ticket), 0);
-	assert_int_equal(kvt_client_wait(c, ticket, 60000), N);
+	save_all(c, &ns, &m, keys, pages, N);
 	/* another chain pushes the newest of them down too */
-	assert_int_equal(kvt_client_save(c, &ns, (uint32_t)m.region, NULL, filler, pages, FILLER,
-					 &ticket), 0);
-	assert_int_equal(kvt_client_wait(c, ticket, 60000), FILLER);
-	assert_int_equal(kvt_client_lookup(c, &ns, keys, N, tiers), N);
-	for (int i = 0; i < N; i++)
-		on_ssd += tiers[i] == KVT_TIER_SSD;
+	save_all(c, &ns, &m, filler, pages, FILLER);
+	on_ssd = blocks_on_ssd(c, &ns, keys, N);
 	if (on_ssd <= 128)
 		fail_msg("only %d of %d blocks on SSD: the LOAD would not read two windows there",
 			 on_ssd, N);
