@@ -1,5 +1,6 @@
-/* kvtierd in a cluster: directory, peer server, peer client and peer tier,
- * tied to the sidecar server by its hooks. */
+/* kvtierd in a cluster: directory, peer server, peer client, and the peer
+ * tier added to the store; the sidecar server's hooks for hints and
+ * counters. */
 #include "app/daemon_cluster.h"
 
 #include <errno.h>
@@ -30,7 +31,8 @@ struct kvtd_cluster {
 	struct kvt_dir *dir;
 	struct kvt_peer_server *srv;
 	struct kvt_peer_client *cli;
-	struct kvt_peer_tier *tier;
+	struct kvt_peer_tier *tier; /* the store's once added */
+	bool tier_added;
 
 	/* namespaces clients attached, found by salt for peers */
 	pthread_mutex_t ns_mu;
@@ -140,25 +142,10 @@ static void on_miss(void *arg, struct kvt_ns *ns, const struct kvt_key *key)
 	__atomic_add_fetch(&cl->forgotten, 1, __ATOMIC_RELAXED);
 }
 
-/* ---- the peer tier ----------------------------------------------------- */
-
-static int on_lookup(void *arg, struct kvt_ns *ns, const struct kvt_key *keys, size_t n)
+/* The peer tier brought keys[0..n) into the store. */
+static void on_fetched(void *arg, const struct kvt_key *keys, size_t n)
 {
-	struct kvtd_cluster *cl = arg;
-
-	(void)ns;
-	return kvt_peer_tier_lookup(cl->tier, keys, n);
-}
-
-static int on_fetch(void *arg, struct kvt_ns *ns, const struct kvt_key *keys, size_t n,
-		    const struct kvt_key *parent)
-{
-	struct kvtd_cluster *cl = arg;
-	int got = kvt_peer_tier_fetch(cl->tier, ns, keys, n, parent);
-
-	if (got > 0)
-		held(cl, keys, (size_t)got);
-	return got;
+	held(arg, keys, n);
 }
 
 /* ---- counters ---------------------------------------------------------- */
@@ -340,7 +327,6 @@ int kvtd_cluster_open(const struct kvtd_config *cfg, struct kvt_store *store,
 	struct kvtd_cluster *cl;
 	int err;
 
-	(void)store;
 	cl = calloc(1, sizeof(*cl));
 	if (!cl)
 		return -ENOMEM;
@@ -416,14 +402,27 @@ int kvtd_cluster_open(const struct kvtd_config *cfg, struct kvt_store *store,
 	kvt_peer_tier_opts_init(&to, sizeof(to));
 	to.dir = cl->dir;
 	to.client = cl->cli;
+	to.fetched_cb = on_fetched;
+	to.fetched_arg = cl;
 	to.log = kvtd_log_cb;
 	err = kvt_peer_tier_open(&to, &cl->tier);
 	if (err)
 		goto fail;
+	/* the store asks the peer tier after a local miss, as it asks the SSD
+	 * tier for what it holds: LOOKUP reports those blocks remote, LOAD
+	 * brings them into DRAM */
+	cl->tier_added = true; /* the store's from here on, even on failure */
+	err = kvt_store_add_tier(store, kvt_peer_tier_storage(cl->tier));
+	if (err) {
+		cl->tier = NULL;
+		kvtd_log(KVT_LOG_ERROR, "event=cluster.peer_tier.failed err=\"%s\"",
+			 kvt_strerror(err));
+		goto fail;
+	}
 
 	*hooks = (struct kvt_server_hooks){
-		.ns_cb = on_ns, .saved_cb = on_saved, .lookup_cb = on_lookup,
-		.fetch_cb = on_fetch, .json_cb = on_json, .prom_cb = on_prom, .arg = cl,
+		.ns_cb = on_ns, .saved_cb = on_saved, .json_cb = on_json, .prom_cb = on_prom,
+		.arg = cl,
 	};
 	kvtd_log(KVT_LOG_INFO, "event=cluster.start node=%s peer_addr=%s directory=%s",
 		 cl->node_id, cl->listen, cl->url);
@@ -447,7 +446,10 @@ void kvtd_cluster_close(struct kvtd_cluster *cl)
 	/* leave first, so peers stop being sent here */
 	kvt_dir_close(cl->dir);
 	kvt_peer_server_close(cl->srv);
-	kvt_peer_tier_close(cl->tier);
+	/* the peer tier, once added, is the store's: closed with it, and not
+	 * called once the sidecar server is closed */
+	if (!cl->tier_added)
+		kvt_peer_tier_close(cl->tier);
 	kvt_peer_client_close(cl->cli);
 	explicit_bzero(&cl->secret, sizeof(cl->secret));
 	free(cl->keep);

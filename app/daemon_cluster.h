@@ -7,8 +7,9 @@
  *  - writes a hint when a SAVE stores blocks, republishes the hints of the
  *    blocks it saved last when it rejoins under a new epoch, and forgets a
  *    hint when a peer asks for a block this node no longer holds;
- *  - the peer tier: LOOKUP's remote blocks and LOAD's fetches from other
- *    nodes, through the sidecar server's hooks;
+ *  - adds the peer tier to the store (cluster/peer_tier.h), so LOOKUP and
+ *    LOAD reach other nodes' blocks through the store, as they reach the
+ *    SSD tier's;
  *  - the cluster's counters for STATS and /metrics.
  *
  * Built with the cluster feature (KVT_HAVE_CLUSTER); without it, open
@@ -29,9 +30,9 @@ struct kvtd_cluster;
 #ifdef KVT_HAVE_CLUSTER
 /* Join the cluster cfg names (cfg->cluster non-empty): read the secret,
  * listen for peers, open the directory (which joins on its own thread, so
- * an unreachable Redis only means local-only until it answers). Fills
- * *hooks for the sidecar server. Returns 0 and *out, or -errno with the
- * reason logged. */
+ * an unreachable Redis only means local-only until it answers), and add
+ * the peer tier to store. Fills *hooks for the sidecar server. Returns 0
+ * and *out, or -errno with the reason logged. */
 int kvtd_cluster_open(const struct kvtd_config *cfg, struct kvt_store *store,
 		      struct kvt_server_hooks *hooks, struct kvtd_cluster **out);
 

@@ -216,7 +216,8 @@ int kvt_lease_grant(struct kvt_lease_table *t, struct kvt_ns *ns, const struct k
 
 		memset(g, 0, sizeof(*g));
 		g->key = keys[i];
-		g->status = kvt_acquire(ns, &keys[i], &l->slots[i]);
+		/* this node's blocks only: a lease is never passed on to a peer */
+		g->status = kvt_acquire_local(ns, &keys[i], &l->slots[i]);
 		if (g->status) {
 			l->slots[i].data = NULL;
 			continue;

@@ -2,11 +2,11 @@
  *
  * Before a peer reads blocks straight out of this node's DRAM slots (RDMA
  * one-sided READs), it asks for a lease: each block is acquired through the
- * public store API (kvt_acquire: staged from SSD into DRAM if need be, then
- * neither evicted nor moved while held) and checksummed, and the reply tells
- * where its bytes are. The lease ends when the reader returns it, when the
- * connection it was granted on closes, or when it expires; then the blocks
- * are released. A reader uses what it read only if its read completed
+ * public store API (kvt_acquire_local: this node's blocks only, staged
+ * from SSD into DRAM if need be, then neither evicted nor moved while
+ * held) and checksummed, and the reply tells where its bytes are. The
+ * lease ends when the reader returns it, when the connection it was
+ * granted on closes, or when it expires; then the blocks are released. A reader uses what it read only if its read completed
  * before the lease's end as measured from its own send time (the owner's
  * clock started later, so it held the block at least that long) and the
  * checksum matches.
@@ -31,7 +31,7 @@ struct kvt_lease_opts {
 
 /* One block of a lease. */
 struct kvt_lease_grant {
-	int status;             /* 0, or the kvt_acquire error (-ENOENT, ...) */
+	int status;             /* 0, or the kvt_acquire_local error (-ENOENT, ...) */
 	struct kvt_key key;
 	const void *data;       /* the slot (status 0) */
 	uint64_t len;

@@ -1,44 +1,58 @@
-/* The peer tier: lookups through the directory, fetches over the peer
- * transport into reserved DRAM slots, another holder when one fails. */
+/* The peer tier: a storage tier whose lookups go to the directory and whose
+ * reads by key go to the holders over the peer transport (TCP, or RDMA
+ * under leases). See peer_tier.h. */
 #include "cluster/peer_tier.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tiers/tier.h"
+#include "util/clock.h"
+
+/* Holders a lookup found, kept for the read that follows it: slots by the
+ * key's first bytes (keys are digests), each taken by one read. */
+#define HELD_SLOTS 1024u
+/* A lookup's holders older than this are asked of the directory again. */
+#define HELD_FRESH_NS 1000000000ull
+
+struct held {
+	struct kvt_key key;
+	uint64_t at_ns;            /* 0: empty */
+	struct kvt_dir_holders h;
+};
+
 struct kvt_peer_tier {
+	struct kvt_storage_tier base; /* first: the store's pointer is this */
 	struct kvt_peer_tier_opts opts;
 	struct kvt_peer_tier_stats st; /* atomic */
+	bool rdma_ok;                 /* the store's region is registered */
+	pthread_mutex_t held_mu;
+	struct held *held;
+};
+
+/* A read batch in flight: its records' holders and transfer items. */
+struct rd {
+	struct kvt_dir_holders *hs;
+	struct kvt_peer_item *items; /* a holder's share, gathered */
+	size_t *idx;                 /* items[j] is record idx[j] */
+	uint8_t *tried;              /* holders asked, per record */
+	/* with RDMA: a request's keys, its lease, its READs (of items[ridx[j]]) */
+	struct kvt_key *keys;
+	struct kvt_peer_lease_entry *lease;
+	struct kvt_rdma_item *ritems;
+	size_t *ridx;
 };
 
 #define ADD(field, v) __atomic_add_fetch(&pt->st.field, (uint64_t)(v), __ATOMIC_RELAXED)
 
-void kvt_peer_tier_opts_init(struct kvt_peer_tier_opts *opts, size_t size_bytes)
+static struct kvt_peer_tier *pt_of(struct kvt_storage_tier *t)
 {
-	memset(opts, 0, size_bytes);
-	opts->size = size_bytes;
-}
-
-int kvt_peer_tier_open(const struct kvt_peer_tier_opts *opts, struct kvt_peer_tier **out)
-{
-	struct kvt_peer_tier *pt;
-
-	if (!opts || opts->size != sizeof(*opts) || !opts->dir || !opts->client || !out)
-		return -EINVAL;
-	pt = calloc(1, sizeof(*pt));
-	if (!pt)
-		return -ENOMEM;
-	pt->opts = *opts;
-	*out = pt;
-	return 0;
-}
-
-void kvt_peer_tier_close(struct kvt_peer_tier *pt)
-{
-	free(pt);
+	return (struct kvt_peer_tier *)t;
 }
 
 static void logf_(struct kvt_peer_tier *pt, enum kvt_log_level lvl, const char *fmt, ...)
@@ -57,11 +71,60 @@ static void logf_(struct kvt_peer_tier *pt, enum kvt_log_level lvl, const char *
 	pt->opts.log(pt->opts.log_arg, lvl, msg);
 }
 
-int kvt_peer_tier_lookup(struct kvt_peer_tier *pt, const struct kvt_key *keys, size_t n)
+/* ---- holders a lookup found ------------------------------------------------ */
+
+static struct held *held_slot(struct kvt_peer_tier *pt, const struct kvt_key *key)
 {
+	size_t i = ((size_t)key->bytes[0] | (size_t)key->bytes[1] << 8) & (HELD_SLOTS - 1);
+
+	return &pt->held[i];
+}
+
+static void held_put(struct kvt_peer_tier *pt, const struct kvt_key *keys,
+		     const struct kvt_dir_holders *hs, size_t n)
+{
+	uint64_t now = kvt_now_ns();
+
+	pthread_mutex_lock(&pt->held_mu);
+	for (size_t i = 0; i < n; i++) {
+		struct held *e = held_slot(pt, &keys[i]);
+
+		e->key = keys[i];
+		e->at_ns = now;
+		e->h = hs[i];
+	}
+	pthread_mutex_unlock(&pt->held_mu);
+}
+
+/* The holders of key a lookup found in the last HELD_FRESH_NS, taken (a
+ * later read asks the directory, which may know better by then). */
+static bool held_take(struct kvt_peer_tier *pt, const struct kvt_key *key, uint64_t now,
+		      struct kvt_dir_holders *out)
+{
+	struct held *e = held_slot(pt, key);
+	bool found;
+
+	pthread_mutex_lock(&pt->held_mu);
+	found = e->at_ns && now - e->at_ns < HELD_FRESH_NS &&
+		!memcmp(e->key.bytes, key->bytes, KVT_KEY_BYTES);
+	if (found) {
+		*out = e->h;
+		e->at_ns = 0;
+	}
+	pthread_mutex_unlock(&pt->held_mu);
+	return found;
+}
+
+/* ---- lookup ---------------------------------------------------------------- */
+
+static int op_lookup(struct kvt_storage_tier *t, uint64_t ns_id, const struct kvt_key *keys,
+		     size_t n)
+{
+	struct kvt_peer_tier *pt = pt_of(t);
 	struct kvt_dir_holders *hs;
 	int r;
 
+	(void)ns_id; /* keys carry their namespace's salt */
 	if (n > KVT_PEER_TIER_MAX_KEYS)
 		n = KVT_PEER_TIER_MAX_KEYS;
 	if (!n)
@@ -72,121 +135,369 @@ int kvt_peer_tier_lookup(struct kvt_peer_tier *pt, const struct kvt_key *keys, s
 	ADD(lookups, 1);
 	ADD(lookup_keys, n);
 	r = kvt_dir_lookup(pt->opts.dir, keys, n, hs);
-	free(hs);
 	if (r < 0) {
 		ADD(lookup_unanswered, 1);
-		return 0;
+		r = 0;
 	}
+	if (r > 0)
+		held_put(pt, keys, hs, (size_t)r);
+	free(hs);
 	ADD(lookup_remote_keys, r);
 	return r;
 }
 
-/* Whether h lists node. */
-static bool holds(const struct kvt_dir_holders *h, const char *node)
+/* ---- reads by key ------------------------------------------------------------ */
+
+/* Holders of every record by key: those a lookup just found, the rest from
+ * the directory in one round trip. A record nobody holds gets -ENOENT, and
+ * every record without holders a res; the others keep -EINPROGRESS. */
+static void find_holders(struct kvt_peer_tier *pt, struct kvt_tier_batch *b, struct rd *rd)
 {
-	for (uint32_t i = 0; i < h->n; i++)
-		if (!strcmp(h->h[i].node, node))
-			return true;
-	return false;
-}
+	uint64_t now = kvt_now_ns();
+	struct kvt_key *ask;
+	size_t n_ask = 0;
+	int r;
 
-/* Fetch items[i..r) from holder h, the run of keys it holds. Returns how
- * many leading items of the run it served, verified. */
-static size_t fetch_run(struct kvt_peer_tier *pt, const struct kvt_key *salt, uint64_t bb,
-			const struct kvt_dir_holders *hs, size_t i, size_t r,
-			const struct kvt_dir_holder *h, struct kvt_peer_item *items)
-{
-	struct kvt_peer_target t = { .node_id = h->node, .addr = h->addr, .epoch = h->epoch };
-	size_t j = i, done = 0;
+	for (size_t i = 0; i < b->n; i++) {
+		struct kvt_tier_io *io = &b->io[i];
 
-	while (j < r && holds(&hs[j], h->node))
-		j++;
-	kvt_peer_fetch(pt->opts.client, &t, salt, bb, items + i, j - i);
-	while (i + done < j && !items[i + done].status)
-		done++;
-	/* the first block not served ends the run: it, and what follows, is
-	 * asked of another holder */
-	if (i + done < j) {
-		int st = items[i + done].status;
-
-		if (st != -ENOENT)
-			ADD(errors, 1);
-		logf_(pt, KVT_LOG_DEBUG, "event=peer.fetch.failed node=%s addr=%s blocks=%zu "
-		      "err=\"%s\"", h->node, h->addr, j - i - done, kvt_strerror(st));
+		rd->hs[i].n = 0;
+		if (io->res != -EINPROGRESS)
+			continue;
+		if (!held_take(pt, &io->key, now, &rd->hs[i]))
+			rd->idx[n_ask++] = i;
 	}
-	ADD(blocks, done);
-	ADD(bytes, done * bb);
-	return done;
-}
-
-int kvt_peer_tier_read(struct kvt_peer_tier *pt, const struct kvt_key *salt, uint64_t block_bytes,
-		       const struct kvt_dir_holders *hs, struct kvt_peer_item *items, size_t n)
-{
-	size_t i = 0;
-
-	/* a run per holder; when a holder fails a block, its next holder */
-	while (i < n) {
-		size_t got = 0;
-
-		for (uint32_t a = 0; a < hs[i].n && !got; a++) {
-			if (a)
-				ADD(retries, 1);
-			got = fetch_run(pt, salt, block_bytes, hs, i, n, &hs[i].h[a], items);
-		}
-		if (!got) {
-			ADD(misses, n - i);
-			break;
-		}
-		i += got;
+	if (!n_ask)
+		goto named;
+	ask = malloc(n_ask * sizeof(*ask));
+	r = -ENOMEM;
+	if (ask) {
+		for (size_t j = 0; j < n_ask; j++)
+			ask[j] = b->io[rd->idx[j]].key;
+		/* the holders land in the gathered order, then go to their records */
+		r = kvt_dir_lookup(pt->opts.dir, ask, n_ask, rd->hs + b->n);
+		free(ask);
 	}
-	return (int)i;
-}
-
-int kvt_peer_tier_fetch(struct kvt_peer_tier *pt, struct kvt_ns *ns, const struct kvt_key *keys,
-			size_t n, const struct kvt_key *parent)
-{
-	struct kvt_dir_holders *hs;
-	struct kvt_peer_item *items;
-	struct kvt_slot *slots;
-	size_t m = 0, done = 0;
-	int r, got = 0;
-
-	if (n > KVT_PEER_TIER_MAX_KEYS)
-		n = KVT_PEER_TIER_MAX_KEYS;
-	if (!n || !ns)
-		return 0;
-	ADD(fetches, 1);
-	hs = malloc(n * sizeof(*hs));
-	items = malloc(n * sizeof(*items));
-	slots = malloc(n * sizeof(*slots));
-	r = hs && items && slots ? kvt_dir_lookup(pt->opts.dir, keys, n, hs) : -ENOMEM;
-	if (r < 0)
+	if (r < 0) {
 		ADD(lookup_unanswered, 1);
-	/* a slot for each block the directory knows, as far as they go */
-	for (; r > 0 && m < (size_t)r; m++) {
-		int err = kvt_reserve(ns, &keys[m], m ? &keys[m - 1] : parent, &slots[m]);
+		for (size_t j = 0; j < n_ask; j++)
+			b->io[rd->idx[j]].res = r == -ENOMEM ? -ENOMEM : r == -ETIMEDOUT ?
+						 -ETIMEDOUT : -ENOTCONN;
+		return;
+	}
+	for (size_t j = 0; j < n_ask; j++)
+		rd->hs[rd->idx[j]] = rd->hs[b->n + j];
+named:
+	for (size_t i = 0; i < b->n; i++)
+		if (b->io[i].res == -EINPROGRESS && rd->hs[i].n == 0)
+			b->io[i].res = -ENOENT;
+}
 
-		if (err == -EEXIST && m == 0) {
-			got = 1; /* stored meanwhile (another LOAD brought it) */
-			break;
-		}
-		if (err)
-			break;
-		items[m] = (struct kvt_peer_item){ .key = keys[m], .dst = slots[m].data };
+/* Whether record j may go in the same request as record i: same holder at
+ * attempt a, same namespace, same block size. */
+static bool same_request(const struct kvt_tier_batch *b, const struct rd *rd, size_t i, size_t j,
+			 uint32_t a)
+{
+	const struct kvt_tier_io *x = &b->io[i], *y = &b->io[j];
+
+	return rd->hs[j].n > a && !strcmp(rd->hs[i].h[a].node, rd->hs[j].h[a].node) &&
+	       x->len == y->len && !memcmp(x->ns_salt, y->ns_salt, sizeof(*x->ns_salt));
+}
+
+/* Read items[0..m) from tg by RDMA: a lease on them over the control
+ * channel, READs of the leased slots, the lease returned. Sets every
+ * item's status; returns 0, or -EOPNOTSUPP with nothing done when the
+ * holder lends nothing by RDMA (no NIC, or no room for the lease). */
+static int rdma_read(struct kvt_peer_tier *pt, struct rd *rd, size_t m,
+		     const struct kvt_peer_target *tg, const struct kvt_key *salt, uint64_t len)
+{
+	char peer[KVT_NODE_ID_MAX + KVT_NODE_ADDR_MAX + 2];
+	uint64_t lease_id, sent_ns, until;
+	uint32_t granted_ms;
+	size_t nr = 0, ok = 0;
+	int err;
+
+	for (size_t k = 0; k < m; k++)
+		rd->keys[k] = rd->items[k].key;
+	err = kvt_peer_lease(pt->opts.client, tg, salt, len, rd->keys, (uint32_t)m,
+			     pt->opts.rdma_lease_ms, rd->lease, &lease_id, &granted_ms, &sent_ns);
+	if (err == -EOPNOTSUPP || err == -ENOSPC) {
+		ADD(rdma_fallbacks, 1);
+		return -EOPNOTSUPP;
 	}
-	if (m)
-		got = kvt_peer_tier_read(pt, kvt_ns_salt(ns), kvt_ns_block_bytes(ns), hs, items, m);
-	/* the verified leading blocks join the store, in order */
+	/* the lease is counted from when it was asked for: the owner's clock
+	 * started later, so it held the blocks at least this long */
+	until = err ? 0 : sent_ns + (uint64_t)granted_ms * 1000000ull;
 	for (size_t k = 0; k < m; k++) {
-		if ((int)k < got && kvt_commit(ns, &slots[k]) == 0 && done == k)
-			done++;
-		else if ((int)k >= got)
-			kvt_abort(ns, &slots[k]);
+		const struct kvt_peer_lease_entry *e = &rd->lease[k];
+
+		rd->items[k].status = err ? err : e->status ? e->status : e->len != len ? -EPROTO : 0;
+		if (rd->items[k].status)
+			continue;
+		rd->ritems[nr] = (struct kvt_rdma_item){ .dst = rd->items[k].dst, .remote = e->addr,
+							 .rkey = e->rkey, .len = (uint32_t)len,
+							 .xxh3 = e->xxh3, .valid_until_ns = until };
+		rd->ridx[nr++] = k;
 	}
-	free(hs);
-	free(items);
-	free(slots);
-	return m ? (int)done : got;
+	if (err)
+		return 0;
+	snprintf(peer, sizeof(peer), "%s@%s", tg->node_id, tg->addr);
+	if (nr)
+		kvt_rdma_read(pt->opts.rdma, peer, rd->ritems, nr, pt->opts.rdma_timeout_ms);
+	for (size_t j = 0; j < nr; j++) {
+		rd->items[rd->ridx[j]].status = rd->ritems[j].status;
+		ok += !rd->ritems[j].status;
+	}
+	kvt_peer_release(pt->opts.client, tg, lease_id); /* else it expires */
+	ADD(rdma_blocks, ok);
+	return 0;
+}
+
+/* Fetch items[0..m) from tg into their dst: by RDMA where the tier reads
+ * so and the holder lends by it, else over TCP. */
+static void transfer(struct kvt_peer_tier *pt, struct rd *rd, size_t m,
+		     const struct kvt_peer_target *tg, const struct kvt_key *salt, uint64_t len)
+{
+	if (pt->rdma_ok && rdma_read(pt, rd, m, tg, salt, len) == 0)
+		return;
+	kvt_peer_fetch(pt->opts.client, tg, salt, len, rd->items, m);
+}
+
+/* Ask holder a of record i for it and for every record still unserved that
+ * the same holder has (one request, up to KVT_PEER_MAX_KEYS blocks). */
+static void fetch_from(struct kvt_peer_tier *pt, struct kvt_tier_batch *b, struct rd *rd,
+		       size_t i, uint32_t a)
+{
+	const struct kvt_dir_holder *h = &rd->hs[i].h[a];
+	struct kvt_peer_target tg = { .node_id = h->node, .addr = h->addr, .epoch = h->epoch };
+	size_t m = 0, ok = 0, failed = 0;
+	uint64_t t0 = kvt_now_ns(), lat;
+	int why = 0;
+
+	for (size_t j = i; j < b->n && m < KVT_PEER_MAX_KEYS; j++) {
+		if (b->io[j].res != -EINPROGRESS || rd->tried[j] != a || !same_request(b, rd, i, j, a))
+			continue;
+		rd->tried[j]++;
+		rd->idx[m] = j;
+		rd->items[m++] = (struct kvt_peer_item){ .key = b->io[j].key, .dst = b->io[j].buf };
+	}
+	if (a)
+		ADD(retries, m);
+	transfer(pt, rd, m, &tg, b->io[i].ns_salt, b->io[i].len);
+	lat = kvt_now_ns() - t0;
+	for (size_t k = 0; k < m; k++) {
+		struct kvt_tier_io *io = &b->io[rd->idx[k]];
+		int st = rd->items[k].status;
+
+		io->lat_ns = lat;
+		if (!st) {
+			io->res = 0;
+			ok++;
+			continue;
+		}
+		if (st != -ENOENT) {
+			failed++;
+			why = st;
+		}
+		/* asked of the next holder, if it has one; else this is why */
+		if (rd->hs[rd->idx[k]].n <= a + 1u)
+			io->res = st == -EIO ? -EBADMSG : st;
+	}
+	ADD(blocks, ok);
+	ADD(bytes, ok * b->io[i].len);
+	ADD(errors, failed);
+	if (failed)
+		logf_(pt, KVT_LOG_DEBUG, "event=peer.fetch.failed node=%s addr=%s blocks=%zu "
+		      "err=\"%s\"", h->node, h->addr, failed, kvt_strerror(why));
+}
+
+static void rd_free(struct rd *rd)
+{
+	if (!rd)
+		return;
+	free(rd->hs);
+	free(rd->items);
+	free(rd->idx);
+	free(rd->tried);
+	free(rd->keys);
+	free(rd->lease);
+	free(rd->ritems);
+	free(rd->ridx);
+	free(rd);
+}
+
+static int op_submit(struct kvt_storage_tier *t, struct kvt_tier_batch *b)
+{
+	struct kvt_peer_tier *pt = pt_of(t);
+	struct rd *rd;
+	size_t n = b->n;
+	int err = 0;
+
+	b->priv = NULL;
+	/* the tier takes no writes: it holds nothing of this node's */
+	if (b->write)
+		err = -EROFS;
+	rd = err ? NULL : calloc(1, sizeof(*rd));
+	if (rd) {
+		/* room for the holders of every record, twice (see find_holders) */
+		rd->hs = malloc(2 * (n ? n : 1) * sizeof(*rd->hs));
+		rd->items = malloc((n ? n : 1) * sizeof(*rd->items));
+		rd->idx = malloc((n ? n : 1) * sizeof(*rd->idx));
+		rd->tried = calloc(n ? n : 1, 1);
+		if (pt->rdma_ok) {
+			rd->keys = malloc((n ? n : 1) * sizeof(*rd->keys));
+			rd->lease = malloc((n ? n : 1) * sizeof(*rd->lease));
+			rd->ritems = malloc((n ? n : 1) * sizeof(*rd->ritems));
+			rd->ridx = malloc((n ? n : 1) * sizeof(*rd->ridx));
+		}
+	}
+	if (!err && (!rd || !rd->hs || !rd->items || !rd->idx || !rd->tried ||
+		     (pt->rdma_ok && (!rd->keys || !rd->lease || !rd->ritems || !rd->ridx))))
+		err = -ENOMEM;
+	if (err) {
+		rd_free(rd);
+		for (size_t i = 0; i < n; i++)
+			b->io[i].res = err;
+		return err;
+	}
+	ADD(fetches, 1);
+	for (size_t i = 0; i < n; i++) {
+		struct kvt_tier_io *io = &b->io[i];
+
+		io->lat_ns = 0;
+		/* blocks are found by key only: this tier hands out no loc */
+		io->res = !io->by_key ? -ENOENT : !io->ns_salt || !io->buf || !io->len ? -EINVAL :
+										   -EINPROGRESS;
+	}
+	find_holders(pt, b, rd);
+	/* each record's first holder, then the next for what failed */
+	for (uint32_t a = 0; a < KVT_DIR_MAX_HOLDERS; a++)
+		for (size_t i = 0; i < n; i++)
+			if (b->io[i].res == -EINPROGRESS && rd->tried[i] == a && rd->hs[i].n > a)
+				fetch_from(pt, b, rd, i, a);
+	for (size_t i = 0; i < n; i++) {
+		if (b->io[i].res == -EINPROGRESS) /* cannot happen: every holder was asked */
+			b->io[i].res = -ENOENT;
+		if (b->io[i].res && rd->hs[i].n)
+			ADD(misses, 1);
+	}
+	b->priv = rd;
+	return 0;
+}
+
+static void op_wait(struct kvt_storage_tier *t, struct kvt_tier_batch *b)
+{
+	struct kvt_peer_tier *pt = pt_of(t);
+	struct rd *rd = b->priv;
+	struct kvt_key *got = (struct kvt_key *)rd->items; /* reused: items are done */
+	size_t n_got = 0;
+
+	/* the peer item is larger than a key, so the keys fit where items were */
+	_Static_assert(sizeof(struct kvt_peer_item) >= sizeof(struct kvt_key), "room for keys");
+	for (size_t i = 0; i < b->n; i++) {
+		if (!b->io[i].res)
+			got[n_got++] = b->io[i].key;
+		if (b->done_cb)
+			b->done_cb(b, i);
+	}
+	if (n_got && pt->opts.fetched_cb)
+		pt->opts.fetched_cb(pt->opts.fetched_arg, got, n_got);
+	rd_free(rd);
+	b->priv = NULL;
+}
+
+/* ---- the rest of the tier ---------------------------------------------------- */
+
+static void op_free(struct kvt_storage_tier *t, uint64_t loc)
+{
+	(void)t, (void)loc; /* no loc is ever handed out */
+}
+
+static bool op_degraded(struct kvt_storage_tier *t)
+{
+	(void)t;
+	return false; /* it takes no writes; a failing peer is a miss, per block */
+}
+
+static int op_register_region(struct kvt_storage_tier *t, void *base, uint64_t len)
+{
+	struct kvt_peer_tier *pt = pt_of(t);
+	int err;
+
+	if (!pt->opts.rdma)
+		return 0; /* TCP receives into any memory */
+	/* READs land straight in the slots the store gives */
+	err = kvt_rdma_register(pt->opts.rdma, base, len, KVT_VERBS_LOCAL_WRITE);
+	pt->rdma_ok = !err;
+	if (err)
+		logf_(pt, KVT_LOG_WARN, "event=peer_tier.rdma.register_failed bytes=%llu err=\"%s\" "
+		      "effect=tcp-only", (unsigned long long)len, kvt_strerror(err));
+	return err;
+}
+
+static void op_stats(struct kvt_storage_tier *t, struct kvt_store_stats *st)
+{
+	struct kvt_peer_tier *pt = pt_of(t);
+
+	/* the store counts hits and bytes of what it took in; the tier adds
+	 * the blocks its holders failed */
+	st->tier[t->kind].errors += __atomic_load_n(&pt->st.errors, __ATOMIC_RELAXED);
+}
+
+static void op_close(struct kvt_storage_tier *t)
+{
+	kvt_peer_tier_close(pt_of(t));
+}
+
+static const struct kvt_storage_tier_ops peer_tier_ops = {
+	.name = "peer",
+	.submit = op_submit,
+	.wait = op_wait,
+	.free = op_free,
+	.degraded = op_degraded,
+	.register_region = op_register_region,
+	.stats = op_stats,
+	.lookup = op_lookup,
+	.close = op_close,
+};
+
+/* ---- lifecycle --------------------------------------------------------------- */
+
+void kvt_peer_tier_opts_init(struct kvt_peer_tier_opts *opts, size_t size_bytes)
+{
+	memset(opts, 0, size_bytes);
+	opts->size = size_bytes;
+}
+
+int kvt_peer_tier_open(const struct kvt_peer_tier_opts *opts, struct kvt_peer_tier **out)
+{
+	struct kvt_peer_tier *pt;
+
+	if (!opts || opts->size != sizeof(*opts) || !opts->dir || !opts->client || !out)
+		return -EINVAL;
+	pt = calloc(1, sizeof(*pt));
+	if (!pt)
+		return -ENOMEM;
+	pt->held = calloc(HELD_SLOTS, sizeof(*pt->held));
+	if (!pt->held) {
+		free(pt);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&pt->held_mu, NULL);
+	pt->base = (struct kvt_storage_tier){ .ops = &peer_tier_ops, .kind = KVT_TIER_REMOTE,
+					      .caps = KVT_TIER_CAP_KEYED };
+	pt->opts = *opts;
+	if (!pt->opts.rdma_lease_ms)
+		pt->opts.rdma_lease_ms = 2000;
+	if (!pt->opts.rdma_timeout_ms)
+		pt->opts.rdma_timeout_ms = 2000;
+	*out = pt;
+	return 0;
+}
+
+struct kvt_storage_tier *kvt_peer_tier_storage(struct kvt_peer_tier *pt)
+{
+	return pt ? &pt->base : NULL;
 }
 
 void kvt_peer_tier_stats(struct kvt_peer_tier *pt, struct kvt_peer_tier_stats *out)
@@ -196,4 +507,34 @@ void kvt_peer_tier_stats(struct kvt_peer_tier *pt, struct kvt_peer_tier_stats *o
 
 	for (size_t k = 0; k < sizeof(*out) / sizeof(uint64_t); k++)
 		d[k] = __atomic_load_n(&s[k], __ATOMIC_RELAXED);
+}
+
+int kvt_peer_tier_rdma_exchange_cb(void *arg, const char *peer, const struct kvt_peer_ep *local,
+				   struct kvt_peer_ep *remote, void **conn)
+{
+	char id[KVT_NODE_ID_MAX + 1];
+	const char *at = peer ? strchr(peer, '@') : NULL;
+	size_t n = at ? (size_t)(at - peer) : 0;
+
+	if (!n || n > KVT_NODE_ID_MAX)
+		return -EINVAL;
+	memcpy(id, peer, n);
+	id[n] = '\0';
+	return kvt_peer_qp_connect(arg, &(struct kvt_peer_target){ .node_id = id, .addr = at + 1 },
+				   local, remote, (struct kvt_peer_conn **)conn);
+}
+
+void kvt_peer_tier_rdma_release_cb(void *arg, void *conn)
+{
+	(void)arg;
+	kvt_peer_conn_close(conn);
+}
+
+void kvt_peer_tier_close(struct kvt_peer_tier *pt)
+{
+	if (!pt)
+		return;
+	pthread_mutex_destroy(&pt->held_mu);
+	free(pt->held);
+	free(pt);
 }

@@ -250,7 +250,7 @@ void kvt_fetch_submit(struct kvt_fetch *f, kvt_fetch_cb cb, void *arg)
 			if (it->from != tiers[t])
 				continue;
 			f->io[x] = (struct kvt_tier_io){
-				.ns_id = kvt_ns_storage_id(ns), .key = r->key,
+				.ns_id = kvt_ns_storage_id(ns), .ns_salt = &ns->salt, .key = r->key,
 				.buf = s->mem->ops->slot_ptr(s->mem, it->mem_loc), .len = r->size,
 				.room = s->mem->headroom >= KVT_TIER_HEADROOM, .loc = it->from_loc,
 				.by_key = it->from_loc == KVT_LOC_NONE };

@@ -484,6 +484,7 @@ struct acquire {
 	size_t *now, n_now;     /* lent under the lock, reported once it is let go */
 	size_t *later, n_later; /* moving up for another reader: next round */
 	size_t *miss, n_miss;   /* not in the index: asked of KEYED tiers */
+	bool local;             /* KEYED tiers are not asked (kvt_acquire_local) */
 	bool full;              /* the memory tier had no slot this round */
 };
 
@@ -582,7 +583,7 @@ static void take_keyed(struct acquire *a, struct kvt_fetch *f)
 	size_t n_keyed, from = 0;
 
 	pthread_mutex_lock(&s->lock);
-	n_keyed = kvt_tiering_keyed(s, keyed, KVT_MAX_STORAGE_TIERS);
+	n_keyed = a->local ? 0 : kvt_tiering_keyed(s, keyed, KVT_MAX_STORAGE_TIERS);
 	pthread_mutex_unlock(&s->lock);
 	if (n_keyed && a->n_miss && (mk = malloc(a->n_miss * sizeof(*mk)))) {
 		for (size_t j = 0; j < a->n_miss; j++)
@@ -615,11 +616,11 @@ static void take_keyed(struct acquire *a, struct kvt_fetch *f)
 	a->n_miss = 0;
 }
 
-int kvt_acquire_many(struct kvt_ns *ns, const struct kvt_key *keys, size_t n,
-		     struct kvt_slot *slots, int *res, kvt_acquire_cb cb, void *arg)
+static int acquire_many(struct kvt_ns *ns, const struct kvt_key *keys, size_t n,
+			struct kvt_slot *slots, int *res, kvt_acquire_cb cb, void *arg, bool local)
 {
 	struct acquire a = { .ns = ns, .keys = keys, .slots = slots, .res = res, .cb = cb,
-			     .arg = arg };
+			     .arg = arg, .local = local };
 	struct kvt_store *s;
 	struct kvt_fetch *f;
 	size_t *todo;
@@ -691,14 +692,31 @@ int kvt_acquire_many(struct kvt_ns *ns, const struct kvt_key *keys, size_t n,
 	return a.ok;
 }
 
-int kvt_acquire(struct kvt_ns *ns, const struct kvt_key *key, struct kvt_slot *slot)
+int kvt_acquire_many(struct kvt_ns *ns, const struct kvt_key *keys, size_t n,
+		     struct kvt_slot *slots, int *res, kvt_acquire_cb cb, void *arg)
+{
+	return acquire_many(ns, keys, n, slots, res, cb, arg, false);
+}
+
+static int acquire_one(struct kvt_ns *ns, const struct kvt_key *key, struct kvt_slot *slot,
+		       bool local)
 {
 	int res = 0, rc;
 
 	if (!ns || !key || !slot)
 		return -EINVAL;
-	rc = kvt_acquire_many(ns, key, 1, slot, &res, NULL, NULL);
+	rc = acquire_many(ns, key, 1, slot, &res, NULL, NULL, local);
 	return rc < 0 ? rc : res;
+}
+
+int kvt_acquire(struct kvt_ns *ns, const struct kvt_key *key, struct kvt_slot *slot)
+{
+	return acquire_one(ns, key, slot, false);
+}
+
+int kvt_acquire_local(struct kvt_ns *ns, const struct kvt_key *key, struct kvt_slot *slot)
+{
+	return acquire_one(ns, key, slot, true);
 }
 
 /* kvt_get_many: each block is copied out and let go as it comes. */

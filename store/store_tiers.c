@@ -1,6 +1,7 @@
 /* The tiers a store's options ask for: the DRAM tier as its memory tier,
- * and an SSD tier when ssd_dir is set. The rest of the store core knows
- * tiers only through tiers/tier.h; this file is where a tier configured by
+ * and an SSD tier when ssd_dir is set; and the public door for a tier made
+ * elsewhere (kvt_store_add_tier). The rest of the store core knows tiers
+ * only through tiers/tier.h; this file is where a tier configured by
  * kvt_store_opts is named. */
 #include <errno.h>
 
@@ -60,4 +61,15 @@ int kvt_store_add_tiers(struct kvt_store *s, const struct kvt_store_opts *opts)
 	so.force_threads = opts->ssd_force_threads;
 	err = kvt_ssd_tier_open(&so, &t);
 	return err ? err : kvt_tiering_add(s, t);
+}
+
+int kvt_store_add_tier(struct kvt_store *s, struct kvt_storage_tier *t)
+{
+	if (!t)
+		return -EINVAL;
+	if (!s) {
+		t->ops->close(t); /* owned from the call on, as documented */
+		return -EINVAL;
+	}
+	return kvt_tiering_add(s, t);
 }

@@ -62,7 +62,7 @@ struct kvt_tiering {
 	pthread_cond_t progress;   /* allocations waiting for room */
 	uint32_t waiters;          /* allocations waiting for room */
 	uint64_t asks, asks_seen;  /* make_room calls; those a pass has started for */
-	uint64_t want_bytes;       /* what they asked for since the last pass began */
+	uint64_t want_bytes;       /* what they wait for now (each counted once) */
 	uint64_t freed;            /* times the demoter freed memory-tier room */
 	uint64_t passes_started, passes_ended;
 	bool tombs_new;            /* queued since the demoter last took them */
@@ -420,10 +420,12 @@ static void room_freed(struct kvt_tiering *t)
 }
 
 /* Hold memory-tier record i busy and fill io to write its block from its
- * slot, with a copy of its namespace's codec (the lock is let go while the
- * write runs). */
-static void hold_for_write(struct kvt_store *s, uint32_t i, struct kvt_tier_io *io,
-			   struct kvt_codec_cfg *codec)
+ * slot to tier `to`, with a copy of its namespace's codec (the lock is let
+ * go while the write runs). The record's sequence number is taken now,
+ * under the lock: a removal once the lock is let go orders its tombstone
+ * after it, however late the write starts. */
+static void hold_for_write(struct kvt_store *s, uint32_t i, struct storage *to,
+			   struct kvt_tier_io *io, struct kvt_codec_cfg *codec)
 {
 	struct kvt_rec *r = rec(s, i);
 	struct kvt_ns *ns = s->ns[r->ns - 1];
@@ -433,6 +435,8 @@ static void hold_for_write(struct kvt_store *s, uint32_t i, struct kvt_tier_io *
 	*io = (struct kvt_tier_io){ .ns_id = kvt_ns_storage_id(ns), .key = r->key,
 				    .buf = s->mem->ops->slot_ptr(s->mem, r->loc), .len = r->size,
 				    .codec = codec, .room = s->mem->headroom >= KVT_TIER_HEADROOM };
+	if (to->t->ops->seq_reserve)
+		io->seq = to->t->ops->seq_reserve(to->t);
 	if (r->parent != KVT_NIL) {
 		io->parent = rec(s, r->parent)->key;
 		io->has_parent = true;
@@ -448,13 +452,17 @@ struct pass {
 
 /* Whether the pass should take more blocks: waiting allocations are owed
  * bytes still, or occupancy (less what is already being written) is above
- * the low mark. An allocation waits for the bytes it needs, not for the
- * whole pass. */
+ * the low mark. Occupancy, as for the high mark: with slot headroom and
+ * rounding, the blocks' own bytes may sit below the low mark while no slot
+ * is free. An allocation waits for the bytes it needs, not for the whole
+ * pass. */
 static bool want_more(struct kvt_store *s, const struct pass *p)
 {
+	uint64_t occupied = s->mem->ops->occupied(s->mem);
+
 	return p->got < p->need ||
-	       (double)(s->cat.used_bytes[s->mem->kind] - p->in_flight) >
-		       s->tiering->low * (double)s->mem->capacity;
+	       (occupied > p->in_flight &&
+		(double)(occupied - p->in_flight) > s->tiering->low * (double)s->mem->capacity);
 }
 
 /* Fill batch b with up to max of the memory policy's coldest blocks for
@@ -491,7 +499,7 @@ static size_t pick(struct kvt_store *s, struct wbatch *b, struct storage *to, si
 			moved++;
 			continue;
 		}
-		hold_for_write(s, i, &b->io[n], &b->codec[n]);
+		hold_for_write(s, i, to, &b->io[n], &b->codec[n]);
 		b->idx[n++] = i;
 		p->in_flight += r->size;
 	}
@@ -502,9 +510,11 @@ static size_t pick(struct kvt_store *s, struct wbatch *b, struct storage *to, si
 }
 
 /* A batch is done: move what became durable, let go of what a reader or a
- * pin kept, evict in the tier what a full tier refused. Returns the number
- * of blocks moved or records let go. Lock held. */
-static uint64_t finish(struct kvt_store *s, struct wbatch *b)
+ * pin kept. What a full tier refused is evicted for in the tier: *refused
+ * gets its bytes when that made room (the pass owes them still, and tries
+ * again), 0 when nothing could be let go. Returns the number of blocks that
+ * left the memory tier. Lock held. */
+static uint64_t finish(struct kvt_store *s, struct wbatch *b, uint64_t *refused)
 {
 	struct storage *to = b->to;
 	uint64_t moved = 0, full_bytes = 0;
@@ -530,8 +540,9 @@ static uint64_t finish(struct kvt_store *s, struct wbatch *b)
 		unhold(s, i);
 	}
 	kvt_tiering_forget_dropped(s);
-	if (full_bytes)
-		moved += evict_from(s, to, full_bytes);
+	*refused = full_bytes && evict_from(s, to, full_bytes) ? full_bytes : 0;
+	/* room in the tier below is not room here: only a block that left
+	 * wakes the allocations waiting */
 	if (moved)
 		room_freed(s->tiering);
 	return moved;
@@ -557,7 +568,7 @@ static void demote_pass(struct kvt_store *s, uint64_t need)
 			 * its room comes back sooner */
 			size_t max = !inflight && p.got < p.need ? DEMOTE_BATCH / 4 : DEMOTE_BATCH;
 
-			if (!to || (inflight && !want_more(s, &p)) || !pick(s, b, to, max, &p))
+			if (!to || !want_more(s, &p) || !pick(s, b, to, max, &p))
 				break;
 			pthread_mutex_unlock(&s->lock);
 			to->t->ops->submit(to->t, &b->b);
@@ -567,15 +578,19 @@ static void demote_pass(struct kvt_store *s, uint64_t need)
 		if (!inflight)
 			return;
 		struct wbatch *b = &t->wb[head];
+		uint64_t moved, refused;
 
 		pthread_mutex_unlock(&s->lock);
 		b->to->t->ops->wait(b->to->t, &b->b);
 		pthread_mutex_lock(&s->lock);
 		for (size_t k = 0; k < b->b.n; k++)
 			p.in_flight -= b->io[k].len;
-		/* a batch that moved nothing (all kept, or failed) ends the pass
-		 * once what is in flight is back */
-		stuck = !finish(s, b) || stuck;
+		moved = finish(s, b, &refused);
+		p.got -= refused;
+		/* a batch that moved nothing and made no room for what it could
+		 * not write (all kept, or failed) ends the pass once what is in
+		 * flight is back */
+		stuck = (!moved && !refused) || stuck;
 		head = (head + 1) % DEMOTE_INFLIGHT;
 		inflight--;
 	}
@@ -645,7 +660,7 @@ static void rewrite_copies(struct kvt_store *s)
 		if (r->state != KVT_REC_LIVE || r->tier != s->mem->kind ||
 		    r->copy_tier != KVT_TIER_NONE)
 			continue;
-		hold_for_write(s, i, &b->io[n], &b->codec[n]);
+		hold_for_write(s, i, to, &b->io[n], &b->codec[n]);
 		b->idx[n++] = i;
 	}
 	if (!n)
@@ -768,7 +783,6 @@ static void *demoter_main(void *arg)
 			uint64_t need = t->want_bytes;
 
 			t->asks_seen = t->asks;
-			t->want_bytes = 0;
 			t->passes_started++;
 			demote_pass(s, need);
 			t->passes_ended++;
@@ -820,6 +834,7 @@ static bool make_room(struct kvt_store *s, uint64_t bytes)
 	while (t->freed == freed && t->passes_ended < pass && !t->stop)
 		pthread_cond_wait(&t->progress, &s->lock);
 	t->waiters--;
+	t->want_bytes -= bytes;
 	return t->freed != freed;
 }
 

@@ -28,8 +28,9 @@
  * Ops a tier has no use for may be NULL where marked optional.
  *
  * Threading: every op may be called from any thread, never with the store's
- * lock held, except free, hold, take_dropped and degraded, which the store
- * calls under its lock: they must not block on I/O. */
+ * lock held, except free, hold, seq_reserve, take_dropped and
+ * degraded, which the store calls under its lock: they must not block on
+ * I/O. */
 #ifndef KVT_TIERS_TIER_H
 #define KVT_TIERS_TIER_H
 
@@ -88,6 +89,8 @@ enum {
  * read back. The caller fills the inputs; the tier fills the outputs. */
 struct kvt_tier_io {
 	uint64_t ns_id;           /* the namespace's 64-bit name on storage */
+	const struct kvt_key *ns_salt; /* read: the namespace's whole name (a
+	                           * remote tier asks other nodes by it) */
 	struct kvt_key key;
 	struct kvt_key parent;    /* write: the block before it in its prefix */
 	bool has_parent;

@@ -144,7 +144,9 @@ char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
 	json_object_set_new(copies, "save_already_present", json_integer((json_int_t)ld(&c->save_present)));
 	json_object_set_new(copies, "load_blocks", json_integer((json_int_t)ld(&c->load_blocks)));
 	json_object_set_new(copies, "load_misses", json_integer((json_int_t)ld(&c->load_misses)));
-	json_object_set_new(copies, "load_remote_blocks", json_integer((json_int_t)ld(&c->load_remote)));
+	/* only LOAD reads through the store's peer tier */
+	json_object_set_new(copies, "load_remote_blocks",
+			    json_integer((json_int_t)st.tier[KVT_TIER_REMOTE].hits));
 	json_object_set_new(copies, "lookup_remote_keys", json_integer((json_int_t)c->lookup_remote));
 	json_object_set_new(root, "copies", copies);
 
@@ -336,8 +338,10 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 	    c->plan_retries);
 	one(&b, "kvtier_prefill_reports_total", "counter",
 	    "Prefill speeds reported by engines (PREFILL).", c->prefill_reports);
+	/* only LOAD reads through the store's peer tier (peers are served
+	 * local blocks alone) */
 	one(&b, "kvtier_load_remote_blocks_total", "counter",
-	    "Blocks LOAD brought from other nodes of the cluster.", ld(&c->load_remote));
+	    "Blocks LOAD brought from other nodes of the cluster.", st.tier[KVT_TIER_REMOTE].hits);
 	one(&b, "kvtier_lookup_remote_keys_total", "counter",
 	    "Keys LOOKUP reported held by other nodes (tier remote).", c->lookup_remote);
 	help(&b, "kvtier_engine_bytes_total", "counter",

@@ -159,7 +159,9 @@ static int serve_get(struct pconn *c, const struct kvt_frame_hdr *h)
 		int st;
 
 		memcpy(&b.key, &q.keys[i], sizeof(b.key));
-		st = kvt_acquire(ns, &b.key, &slot);
+		/* this node's blocks only: with a peer tier in the store, a plain
+		 * acquire would pass a miss on to other nodes, and they to others */
+		st = kvt_acquire_local(ns, &b.key, &slot);
 		if (st) {
 			/* a miss (or an unreadable block): a small frame, sent with
 			 * the next block's or at the end */

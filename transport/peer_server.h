@@ -4,11 +4,12 @@
  * Each connection is served by its own thread (a bounded number): the
  * cluster handshake first (peer_auth.h: a peer without the secret gets
  * nothing), then GET requests answered block by block from the DRAM slots
- * (kvt_acquire stages an SSD block into DRAM first; header and bytes leave in
- * one sendmsg straight from the slot, no staging copy), LEASE and RELEASE
- * for RDMA readers, and QP_CONNECT through the RDMA hooks. A peer that stops
- * reading fails its send after timeout_ms without progress; a malformed frame
- * gets an error reply, a broken stream closes only that connection.
+ * (kvt_acquire_local stages an SSD block into DRAM first, and never asks
+ * other nodes; header and bytes leave in one sendmsg straight from the
+ * slot, no staging copy), LEASE and RELEASE for RDMA readers, and
+ * QP_CONNECT through the RDMA hooks. A peer that stops reading fails its
+ * send after timeout_ms without progress; a malformed frame gets an error
+ * reply, a broken stream closes only that connection.
  *
  * Blocks are found by their namespace's salt through find_ns_cb, so the
  * server names no namespace registry of its own. */

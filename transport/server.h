@@ -44,10 +44,10 @@ enum kvt_prefault {
 };
 
 /* What a cluster adds to the sidecar (kvtierd fills it from
- * app/daemon_cluster.c; every hook is optional). The server calls them
- * outside any lock of its own; each must return within a bounded time of
- * its own (a directory or a peer that does not answer is a miss, not a
- * wait). */
+ * app/daemon_cluster.c; every hook is optional): hints and counters. Other
+ * nodes' blocks are not reached through hooks: the cluster's peer tier is
+ * one of the store's tiers. The server calls them outside any lock of its
+ * own; each must return within a bounded time of its own. */
 struct kvt_server_hooks {
 	/* A client attached namespace ns (HELLO). Returning true takes a hold
 	 * on it for the cluster until the server closes (peers may ask for
@@ -56,17 +56,6 @@ struct kvt_server_hooks {
 	/* A SAVE stored keys[0..n) of ns (newly or already present). From a
 	 * worker. */
 	void (*saved_cb)(void *arg, struct kvt_ns *ns, const struct kvt_key *keys, size_t n);
-	/* LOOKUP found the keys before keys[0..n) locally and not keys[0]:
-	 * how many leading keys of keys[0..n) other nodes hold (reported with
-	 * tier remote), 0 when none or the cluster cannot tell in time. From
-	 * the loop. */
-	int (*lookup_cb)(void *arg, struct kvt_ns *ns, const struct kvt_key *keys, size_t n);
-	/* LOAD missed keys[0] of keys[0..n) (parent: the key before it, NULL
-	 * at a sequence's start): bring the leading blocks other nodes hold
-	 * into the store. Returns how many leading keys are now stored. From a
-	 * worker. */
-	int (*fetch_cb)(void *arg, struct kvt_ns *ns, const struct kvt_key *keys, size_t n,
-			const struct kvt_key *parent);
 	/* Counters for STATS (one JSON object, put under "cluster") and for
 	 * /metrics (Prometheus text appended): malloc'd, NULL for none. */
 	char *(*json_cb)(void *arg);

@@ -216,7 +216,6 @@ struct kvt_server_counters {
 	/* atomic, from the workers */
 	uint64_t gather_bytes, scatter_bytes;
 	uint64_t save_blocks, save_present, load_blocks, load_misses;
-	uint64_t load_remote;       /* blocks LOAD brought from other nodes */
 };
 
 struct kvt_http;

@@ -373,7 +373,6 @@ struct load_window {
 	const struct copy_ops *cp;
 	struct load_meter *lm;
 	uint32_t got, want;
-	uint32_t base;            /* the running acquire's slot 0 is the window's base */
 	uint32_t sent;            /* blocks [0, sent) are in engine memory, let go */
 	int err;                  /* a copy error, or -ECANCELED: nothing more is sent */
 	bool in[WINDOW];          /* came in, not sent yet */
@@ -410,14 +409,14 @@ static void deliver(struct load_window *lw, uint32_t upto, bool progress)
 	lw->sent = upto;
 }
 
-/* kvt_acquire_many's report of block base + k: sent at once when it
- * extends the window's delivered prefix and reads are still running. */
+/* kvt_acquire_many's report of block k: sent at once when it extends the
+ * window's delivered prefix and reads are still running. */
 static void on_landed(void *arg, size_t k, int res, size_t reading)
 {
 	struct load_window *lw = arg;
 	uint32_t upto = lw->sent;
 
-	lw->in[lw->base + k] = res == 0;
+	lw->in[k] = res == 0;
 	if (!reading || lw->err)
 		return;
 	if (cancelled(lw->job)) {
@@ -429,63 +428,29 @@ static void on_landed(void *arg, size_t k, int res, size_t reading)
 	deliver(lw, upto, false);
 }
 
-/* LOAD missed keys[from]: ask the cluster for the rest of the prefix, once
- * per LOAD. True when it brought keys[from] into the store. */
-static bool fetch_remote(struct kvt_server *srv, struct kvt_job *job, uint32_t from, bool *tried)
-{
-	const struct kvt_key *parent = from ? &job->keys[from - 1] :
-				       job->has_parent ? &job->parent : NULL;
-	int n;
-
-	*tried = true;
-	if (!srv->opts.hooks.fetch_cb || cancelled(job))
-		return false;
-	n = srv->opts.hooks.fetch_cb(srv->opts.hooks.arg, job->ns, job->keys + from,
-				     job->n - from, parent);
-	if (n <= 0)
-		return false;
-	__atomic_add_fetch(&srv->c.load_remote, (uint64_t)n, __ATOMIC_RELAXED);
-	return true;
-}
-
-/* Acquire the window's keys at once (those on SSD are read together, each
- * sent on as it lands; the first local miss asks the cluster for the rest,
- * once per LOAD). Returns m, the leading blocks of the window that came
- * (those not sent yet still lent in slots[sent..m)); *err gets the miss
- * that ended the prefix (0 when all came); what came after it goes back. */
-static uint32_t acquire_window(struct kvt_server *srv, struct load_window *lw, bool *fetched,
-			       int *err)
+/* Acquire the window's keys at once: those on SSD are read together, and
+ * those only other nodes hold are fetched by the store's peer tier, with a
+ * cluster; each is sent on as it lands. Returns m, the leading blocks of the
+ * window that came (those not sent yet still lent in slots[sent..m)); *err
+ * gets the miss that ended the prefix (0 when all came); what came after it
+ * goes back. */
+static uint32_t acquire_window(struct load_window *lw, int *err)
 {
 	struct kvt_job *job = lw->job;
-	uint32_t got = lw->got, want = lw->want, m = 0;
-	int *res = lw->res;
+	uint32_t want = lw->want, m = 0;
 	int rc;
 
-	lw->base = lw->sent = 0;
+	lw->sent = 0;
 	memset(lw->in, 0, sizeof(lw->in));
-	rc = kvt_acquire_many(job->ns, &job->keys[got], want, lw->slots, res, on_landed, lw);
+	rc = kvt_acquire_many(job->ns, &job->keys[lw->got], want, lw->slots, lw->res, on_landed,
+			      lw);
 	if (rc < 0) {
 		*err = rc;
 		return 0;
 	}
-	while (m < want && res[m] == 0)
+	while (m < want && lw->res[m] == 0)
 		m++;
-	if (m < want && res[m] == -ENOENT && !*fetched && !lw->err &&
-	    fetch_remote(srv, job, got + m, fetched)) {
-		/* other nodes had the rest: acquire it from here on */
-		for (uint32_t k = m + 1; k < want; k++) {
-			kvt_release(job->ns, &lw->slots[k]);
-			lw->in[k] = false;
-		}
-		lw->base = m;
-		rc = kvt_acquire_many(job->ns, &job->keys[got + m], want - m, lw->slots + m,
-				      res + m, on_landed, lw);
-		for (uint32_t k = m; rc < 0 && k < want; k++)
-			res[k] = rc;
-		while (m < want && res[m] == 0)
-			m++;
-	}
-	*err = m < want ? res[m] : 0;
+	*err = m < want ? lw->res[m] : 0;
 	for (uint32_t k = m + 1; k < want; k++)
 		kvt_release(job->ns, &lw->slots[k]);
 	return m;
@@ -503,7 +468,7 @@ static int32_t run_load(struct worker *w, struct kvt_job *job)
 	struct load_window *lw = &window;
 	uint32_t got = 0;
 	int err = 0;
-	bool last = false, fetched = false;
+	bool last = false;
 
 	while (!last) {
 		uint32_t want = job->n - got < WINDOW ? job->n - got : WINDOW, m = 0;
@@ -513,7 +478,7 @@ static int32_t run_load(struct worker *w, struct kvt_job *job)
 		if (cancelled(job))
 			err = -ECANCELED;
 		else if (!err)
-			m = acquire_window(srv, lw, &fetched, &err);
+			m = acquire_window(lw, &err);
 		/* -ENOSPC with blocks in hand: send them, let them go, go on */
 		last = got + m == job->n || (err && (err != -ENOSPC || !m));
 		deliver(lw, m, last);

@@ -195,10 +195,16 @@ static int op_keys(struct kvt_conn *c, const struct kvt_req *req)
 		tiers = malloc(k->n + 1);
 		n = tiers ? kvt_lookup(ns, keys, k->n, tiers) : -ENOMEM;
 		if (n >= 0) {
+			/* the peer tier carries the local prefix on: tier remote */
+			uint32_t local = (uint32_t)n;
+
+			while (local && tiers[local - 1] == KVT_TIER_REMOTE)
+				local--;
 			c->srv->c.lookup_keys += k->n;
-			c->srv->c.lookup_hits += (uint64_t)n;
+			c->srv->c.lookup_hits += local;
+			c->srv->c.lookup_remote += (uint32_t)n - local;
 			kvt_insight_lookup(c->srv->insight, c->ns_insight[k->ns - 1], keys, k->n,
-					   (uint32_t)n, c->ns_desc[k->ns - 1].block_tokens);
+					   local, c->ns_desc[k->ns - 1].block_tokens);
 			kvt_plan_remember(c, keys, tiers, (uint32_t)n);
 		}
 		if (n >= 0 && c->version >= 2) {
@@ -207,18 +213,6 @@ static int op_keys(struct kvt_conn *c, const struct kvt_req *req)
 			c->srv->c.plan_lookups++;
 			c->srv->c.plan_load_blocks += load;
 			c->srv->c.plan_recompute_blocks += (uint32_t)n - load;
-		}
-		if (n >= 0 && (uint32_t)n < k->n && c->srv->opts.hooks.lookup_cb) {
-			/* the rest of the prefix on other nodes: tier remote */
-			int r = c->srv->opts.hooks.lookup_cb(c->srv->opts.hooks.arg, ns, keys + n,
-							     k->n - (uint32_t)n);
-
-			for (int i = 0; i < r; i++)
-				tiers[n + i] = KVT_TIER_REMOTE;
-			if (r > 0) {
-				c->srv->c.lookup_remote += (uint64_t)r;
-				n += r;
-			}
 		}
 		break;
 	case KVT_OP_PIN:

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "bench/trace/replay.h"
+#include "tiers/dram.h"
+#include "tiers/tier.h"
 
 struct kvt_payload {
 	struct kvt_payload_opts opts;
@@ -34,7 +36,7 @@ int kvt_payload_open(const struct kvt_payload_opts *o, struct kvt_payload **out)
 	struct kvt_store_opts so;
 	struct kvt_ns_desc d;
 	struct kvt_payload *p;
-	uint64_t unit;
+	uint64_t unit, slot;
 	int err;
 
 	if (!o || o->size != sizeof(*o) || !out || !o->block_tokens || !o->dram_blocks)
@@ -54,7 +56,12 @@ int kvt_payload_open(const struct kvt_payload_opts *o, struct kvt_payload **out)
 		goto err_free;
 	}
 	kvt_store_opts_init(&so, sizeof(so));
-	so.dram_bytes = o->dram_blocks * o->block_bytes;
+	/* DRAM for dram_blocks slots: each is the block rounded to pages, and
+	 * with an SSD tier a page in front for its record header */
+	slot = (o->block_bytes + KVT_DRAM_SLOT_ALIGN - 1) & ~(uint64_t)(KVT_DRAM_SLOT_ALIGN - 1);
+	if (o->ssd_dir)
+		slot += KVT_TIER_HEADROOM;
+	so.dram_bytes = o->dram_blocks * slot;
 	so.policy = o->policy;
 	so.dram_huge_pages = false;
 	so.ssd_dir = o->ssd_dir;

@@ -1,9 +1,10 @@
 /* kvtier — the block store: namespaces, prefix keys, put/get, zero-copy slots,
  * lookup, pin, remove and stats.
  *
- * A store owns its tiers (pinned host DRAM, and an SSD segment log when a
- * directory is given). Blocks live in namespaces; a namespace fixes the block
- * size from the model's KV layout. Every function is thread-safe: the index is
+ * A store owns its tiers (pinned host DRAM, an SSD segment log when a
+ * directory is given, and any tier added with kvt_store_add_tier, such as
+ * the cluster's peer tier). Blocks live in namespaces; a namespace fixes
+ * the block size from the model's KV layout. Every function is thread-safe: the index is
  * guarded by the store, while copies of block bytes run outside its lock.
  *
  * Errors are negative errnos; kvt_strerror() names them. Those common to every
@@ -63,6 +64,22 @@ int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out);
  * buffers) or a NIC (memory region), so blocks move without bounce copies.
  * Valid until kvt_store_close. Returns 0, or -EINVAL. */
 int kvt_store_dram_region(struct kvt_store *store, void **base, uint64_t *len);
+
+/* A storage tier made by one of kvtier's tier constructors (the cluster's
+ * peer tier: kvt_peer_tier_open in the kvtier-cluster library); its ops
+ * table is internal (tiers/tier.h). */
+struct kvt_storage_tier;
+
+/* Add storage tier `tier` to an open store, after the tiers it has: blocks
+ * it takes or answers for are found, read and counted through the store's
+ * calls from now on, as those of the SSD tier are. A tier that answers for
+ * blocks the store's index lacks (the peer tier) carries kvt_lookup past a
+ * local miss and is read by kvt_acquire_many and the calls built on it.
+ * The store owns the tier from this call on, also when it fails, and
+ * closes it in kvt_store_close. Safe while the store is in use. Returns 0,
+ * -EINVAL (NULL), -EEXIST (the store has a tier of that kind), -ENOSPC (it
+ * has as many storage tiers as it takes), -ENOMEM. */
+int kvt_store_add_tier(struct kvt_store *store, struct kvt_storage_tier *tier);
 
 /* Close a store and free everything it owns, namespaces included. Slots still
  * reserved or acquired become invalid. NULL is accepted. */
@@ -168,6 +185,13 @@ void kvt_abort(struct kvt_ns *ns, struct kvt_slot *slot);
  * first if need be). While acquired it is neither evicted nor moved. Returns
  * 0 or the errors of kvt_get. */
 int kvt_acquire(struct kvt_ns *ns, const struct kvt_key *key, struct kvt_slot *slot);
+
+/* kvt_acquire of a block this store holds itself: a tier that answers for
+ * blocks the index lacks (the peer tier) is not asked after a miss. A
+ * server of other nodes reads with it, so that a request is never passed
+ * on from node to node. Returns as kvt_acquire (-ENOENT for a block only
+ * other nodes hold). */
+int kvt_acquire_local(struct kvt_ns *ns, const struct kvt_key *key, struct kvt_slot *slot);
 
 /* Return an acquired slot. */
 void kvt_release(struct kvt_ns *ns, struct kvt_slot *slot);

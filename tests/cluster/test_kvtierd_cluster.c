@@ -217,16 +217,24 @@ static int load(int idx, int tag, uint64_t *ms)
 	return got;
 }
 
-/* Node idx's STATS "cluster" object (a new reference). */
-static json_t *cluster_stats(int idx)
+/* Node idx's STATS reply (a new reference). */
+static json_t *root_stats(int idx)
 {
 	char *text = NULL;
-	json_t *root, *cl;
+	json_t *root;
 
 	assert_int_equal(kvt_client_stats(nodes[idx].c, &text), 0);
 	root = json_loads(text, 0, NULL);
 	free(text);
 	assert_non_null(root);
+	return root;
+}
+
+/* Node idx's STATS "cluster" object (a new reference). */
+static json_t *cluster_stats(int idx)
+{
+	json_t *root = root_stats(idx), *cl;
+
 	cl = json_object_get(root, "cluster");
 	assert_non_null(cl);
 	json_incref(cl);
@@ -343,7 +351,7 @@ static void stats_table_names_the_cluster(int idx)
 static void saved_on_a_loads_byte_exact_on_b_and_c(void **state)
 {
 	int remote;
-	json_t *cl, *peers;
+	json_t *cl, *peers, *root;
 	bool from_a = false;
 
 	(void)state;
@@ -374,6 +382,17 @@ static void saved_on_a_loads_byte_exact_on_b_and_c(void **state)
 	json_decref(cl);
 	assert_true(from_a);
 	assert_true(stat_of(0, "serving", "blocks_sent") >= 2 * N);
+	/* B looked them up (remote) before its LOAD: the LOAD measured what
+	 * the remote tier delivers, for the plan; and counted the blocks */
+	root = root_stats(1);
+	assert_true(json_integer_value(json_object_get(
+		json_object_get(json_object_get(json_object_get(root, "plan"), "tiers"), "remote"),
+		"samples")) >= 1);
+	assert_true(json_integer_value(json_object_get(json_object_get(root, "copies"),
+						       "load_remote_blocks")) >= N);
+	assert_true(json_integer_value(json_object_get(json_object_get(root, "copies"),
+						       "lookup_remote_keys")) >= N);
+	json_decref(root);
 	stats_table_names_the_cluster(1);
 }
 

@@ -14,12 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmocka.h>
-#include <xxhash.h>
 
+#include "fake_owner.h"
 #include "helpers.h"
 #include "kvtier/store.h"
 #include "transport/peer_client.h"
@@ -346,65 +345,47 @@ enum evil { EVIL_BAD_SUM, EVIL_BAD_KEY, EVIL_HALF_CLOSE, EVIL_HALF_SILENT };
 
 struct evil_owner {
 	enum evil mode;
-	int lfd, port;
-	pthread_t th;
-	int stop_pipe[2];
+	struct kvt_fake_owner fo;
 };
 
 /* Answers one GET: the first block right, the second per mode. */
 static void *evil_thread(void *arg)
 {
 	struct evil_owner *e = arg;
-	char peer[KVT_PEER_ID_MAX + 1];
-	uint8_t *buf = malloc(KVT_PROTO_MAX_PAYLOAD), data[32768];
+	uint8_t *buf = malloc(KVT_PROTO_MAX_PAYLOAD), data[32768], good[32768];
 	struct kvt_peer_keys_req q;
 	struct kvt_frame_hdr h;
 	struct kvt_wr w;
-	int fd = -1;
+	int fd;
 
 	kvt_wr_init(&w);
-	for (int tries = 0; tries < 500 && fd < 0; tries++) {
-		fd = accept4(e->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
-			usleep(10000);
-	}
-	if (fd < 0 || kvt_peer_auth_server(fd, &secret, "owner", 0, kvt_deadline_ms(5000), peer) ||
-	    kvt_peer_recv_frame(fd, &h, buf, KVT_PROTO_MAX_PAYLOAD, kvt_deadline_ms(5000)) ||
-	    kvt_peer_dec_keys_req(KVT_PEER_GET, buf, h.len, &q))
+	fd = kvt_fake_owner_get(&e->fo, &secret, "owner", buf, &h, &q);
+	if (fd < 0)
 		goto out;
 	for (uint32_t i = 0; i < q.n && i < 2; i++) {
 		struct kvt_peer_block b = { .index = i, .data_len = q.block_bytes };
-		uint8_t trailer[KVT_PEER_TRAILER_BYTES];
 
 		memcpy(&b.key, &q.keys[i], sizeof(b.key));
 		block_bytes_of(&b.key, data, sizeof(data));
-		kvt_put_u64(trailer, XXH3_64bits(data, q.block_bytes));
+		memcpy(good, data, sizeof(data));
 		if (i == 1 && e->mode == EVIL_BAD_SUM)
 			data[100] ^= 1; /* a bit flipped after the checksum */
 		if (i == 1 && e->mode == EVIL_BAD_KEY)
 			b.key.bytes[0] ^= 1;
-		kvt_peer_enc_block(&w, h.id, 0, &b);
-		kvt_peer_send_wr(fd, &w, kvt_deadline_ms(5000));
 		if (i == 1 && (e->mode == EVIL_HALF_CLOSE || e->mode == EVIL_HALF_SILENT)) {
+			kvt_peer_enc_block(&w, h.id, 0, &b);
+			kvt_peer_send_wr(fd, &w, kvt_deadline_ms(5000));
 			kvt_sock_send(fd, data, q.block_bytes / 2, kvt_deadline_ms(5000));
-			if (e->mode == EVIL_HALF_SILENT) {
-				char c;
-				/* stay connected and say nothing, as a host whose
-				 * link dropped would, until the test ends */
-				while (read(e->stop_pipe[0], &c, 1) < 0 && errno == EINTR)
-					;
-			}
+			/* stay connected and say nothing, as a host whose link
+			 * dropped would, until the test ends */
+			if (e->mode == EVIL_HALF_SILENT)
+				kvt_fake_owner_idle(&e->fo);
 			goto out;
 		}
-		kvt_sock_send(fd, data, q.block_bytes, kvt_deadline_ms(5000));
-		kvt_sock_send(fd, trailer, sizeof(trailer), kvt_deadline_ms(5000));
+		kvt_fake_owner_send_block(fd, &w, h.id, i, &b.key, data, good, q.block_bytes);
 	}
 	/* the rest: answer nothing more, keep the connection */
-	{
-		char c;
-		while (read(e->stop_pipe[0], &c, 1) < 0 && errno == EINTR)
-			;
-	}
+	kvt_fake_owner_idle(&e->fo);
 out:
 	if (fd >= 0)
 		close(fd);
@@ -415,23 +396,13 @@ out:
 
 static void evil_start(struct evil_owner *e, enum evil mode)
 {
-	struct kvt_sockaddr sa;
-
 	e->mode = mode;
-	assert_int_equal(kvt_sockaddr_parse("127.0.0.1:0", true, &sa), 0);
-	e->lfd = kvt_sock_listen(&sa, 4);
-	assert_true(e->lfd >= 0);
-	e->port = kvt_sock_port(e->lfd);
-	assert_int_equal(pipe(e->stop_pipe), 0);
-	assert_int_equal(pthread_create(&e->th, NULL, evil_thread, e), 0);
+	kvt_fake_owner_start(&e->fo, evil_thread, e);
 }
 
 static void evil_stop(struct evil_owner *e)
 {
-	close(e->stop_pipe[1]);
-	pthread_join(e->th, NULL);
-	close(e->stop_pipe[0]);
-	close(e->lfd);
+	kvt_fake_owner_stop(&e->fo);
 }
 
 /* Fetch three blocks from an evil owner over one connection. */
@@ -455,7 +426,7 @@ static int evil_fetch(enum evil mode, int *st, uint64_t *ms)
 	co.timeout_ms = TIMEOUT_MS;
 	co.conns_per_peer = 1;
 	assert_int_equal(kvt_peer_client_open(&co, &c), 0);
-	snprintf(addr, sizeof(addr), "127.0.0.1:%d", e.port);
+	snprintf(addr, sizeof(addr), "%s", e.fo.addr);
 	for (int i = 0; i < 3; i++)
 		it[i] = (struct kvt_peer_item){ .key = key_of(5, i), .dst = buf[i] };
 	t0 = kvt_clock_ns();

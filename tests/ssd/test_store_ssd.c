@@ -34,6 +34,9 @@ struct fixture {
 	struct kvt_store *store;
 	struct kvt_ns *ns;
 	uint64_t ssd_bytes;
+	uint64_t segment_bytes;      /* 0: 1 MiB */
+	uint64_t dram_bytes;         /* 0: DRAM_BYTES */
+	double high, low;            /* DRAM watermarks; 0: the defaults */
 	struct loopfs *loop; /* torn down after the store, even on failure */
 };
 
@@ -69,12 +72,16 @@ static void open_store_ns(struct fixture *f, bool with_ns)
 	struct kvt_store_opts o;
 
 	kvt_store_opts_init(&o, sizeof(o));
-	o.dram_bytes = DRAM_BYTES;
+	o.dram_bytes = f->dram_bytes ? f->dram_bytes : DRAM_BYTES;
 	o.dram_huge_pages = false;
 	o.ssd_dir = f->dir;
 	o.ssd_bytes = f->ssd_bytes;
-	o.ssd_segment_bytes = 1 << 20;
+	o.ssd_segment_bytes = f->segment_bytes ? f->segment_bytes : 1 << 20;
 	o.ssd_queue_depth = 8;
+	if (f->high)
+		o.dram_high_watermark = f->high;
+	if (f->low)
+		o.dram_low_watermark = f->low;
 	o.ssd_force_threads = force_threads;
 	assert_int_equal(kvt_store_open(&o, &f->store), 0);
 	f->ns = with_ns ? attach(f, "test/ssd-model") : NULL;
@@ -340,6 +347,91 @@ static void full_ssd_tier_evicts(void **state)
 	assert_int_equal(st.checksum_failures, 0);
 	assert_int_equal(st.dram_dropped, 0);
 	assert_int_equal(present + lost, 300);
+	free(want);
+	free(buf);
+}
+
+/* The demoter writes back from above the high watermark down to the low
+ * one, not further: DRAM keeps the newest blocks. 60 slots of 68 KiB (the
+ * block and its header page), 70 blocks: demotion starts past 90% and stops
+ * at 75% less what is in flight, so 43 to 55 stay in DRAM. Before, once a
+ * pass's first batch was back it went on while batches moved anything, and
+ * emptied DRAM. */
+static void demotion_stops_at_the_low_watermark(void **state)
+{
+	struct fixture *f = *state;
+	char *buf = malloc(BLOCK);
+	uint32_t in_dram = 0, on_ssd = 0;
+
+	f->dram_bytes = 4 << 20;
+	open_store(f);
+	for (uint32_t n = 0; n < 70; n++)
+		put_root(f->ns, n, buf);
+	/* the demoter works on after the puts: wait until its pass is over */
+	for (int i = 0; i < 500; i++) {
+		struct kvt_store_stats a = { .size = sizeof(a) }, b = { .size = sizeof(b) };
+
+		assert_int_equal(kvt_store_stats(f->store, &a), 0);
+		usleep(10000);
+		assert_int_equal(kvt_store_stats(f->store, &b), 0);
+		if (a.tier[KVT_TIER_DRAM].evictions == b.tier[KVT_TIER_DRAM].evictions)
+			break;
+	}
+	for (uint32_t n = 0; n < 70; n++) {
+		struct kvt_key k = key_n(n);
+		uint8_t tier = 0;
+
+		assert_int_equal(kvt_lookup(f->ns, &k, 1, &tier), 1);
+		in_dram += tier == KVT_TIER_DRAM;
+		on_ssd += tier == KVT_TIER_SSD;
+	}
+	assert_int_equal(in_dram + on_ssd, 70);
+	if (in_dram < 43 || in_dram > 55)
+		fail_msg("%u blocks in DRAM after demotion, not 43 to 55", in_dram);
+	free(buf);
+}
+
+/* A full SSD tier whose coldest blocks lie spread over its segments still
+ * takes writes: a segment goes only once at most 25% of it is live, so the
+ * demoter evicts for each block the tier refuses and writes it again, for
+ * as long as that takes. Half of the SSD's blocks are used again, so the
+ * coldest are every other block of each segment, and a 60-record segment
+ * reaches 25% live only after about 75 evictions. Demotion is on demand
+ * only (both watermarks at 1): each put past the SSD's capacity needs that
+ * room at once. */
+static void full_tier_of_spread_cold_blocks_takes_writes(void **state)
+{
+	struct fixture *f = *state;
+	char *buf = malloc(BLOCK), *want = malloc(BLOCK);
+	struct kvt_store_stats st = { .size = sizeof(st) };
+	uint64_t present = 0;
+
+	f->ssd_bytes = 8 << 20; /* two segments of 60 records */
+	f->segment_bytes = 4 << 20;
+	f->high = f->low = 1.0;
+	open_store(f);
+	/* prefixes of one block each, so that the policy orders them by use
+	 * alone: 130 fill the SSD's first segment and most of its second */
+	for (uint32_t n = 0; n < 130; n++)
+		put_root(f->ns, n, buf);
+	for (uint32_t n = 0; n < 110; n += 2) {
+		struct kvt_key k = key_n(n);
+		uint8_t tier = 0;
+
+		assert_int_equal(kvt_lookup(f->ns, &k, 1, &tier), 1);
+		assert_int_equal(tier, KVT_TIER_SSD);
+	}
+	for (uint32_t n = 1000; n < 1100; n++)
+		put_root(f->ns, n, buf);
+	assert_int_equal(kvt_store_stats(f->store, &st), 0);
+	assert_int_equal(st.dram_dropped, 0);
+	assert_true(st.tier[KVT_TIER_SSD].evictions >= 75);
+	assert_true(st.tier[KVT_TIER_SSD].used_bytes <= st.tier[KVT_TIER_SSD].capacity_bytes);
+	present = count_in(f->ns, 0, 130) + count_in(f->ns, 1000, 1100);
+	assert_int_equal(present + st.tier[KVT_TIER_SSD].evictions, 230);
+	/* the newest blocks are all there, intact */
+	for (uint32_t n = 1100 - 60; n < 1100; n++)
+		assert_block(f, n, buf, want);
 	free(want);
 	free(buf);
 }
@@ -792,6 +884,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(compressed_namespace_round_trips, setup, teardown),
 		cmocka_unit_test_setup_teardown(reopen_rebuilds_the_index_from_the_log, setup, teardown),
 		cmocka_unit_test_setup_teardown(full_ssd_tier_evicts, setup, teardown),
+		cmocka_unit_test_setup_teardown(demotion_stops_at_the_low_watermark, setup, teardown),
+		cmocka_unit_test_setup_teardown(full_tier_of_spread_cold_blocks_takes_writes, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(every_eviction_is_counted, setup, teardown),
 		cmocka_unit_test_setup_teardown(graceful_restarts_keep_every_block, setup, teardown),
 		cmocka_unit_test_setup_teardown(removed_blocks_stay_removed, setup, teardown),

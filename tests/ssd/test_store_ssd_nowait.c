@@ -1,7 +1,8 @@
 /* The store does not stall behind the SSD tier's I/O: while the demoter's
  * write batch is held in flight (by the I/O engine's test hook), store stats,
  * puts, gets and removes of DRAM blocks all return; while one is held in its
- * fdatasync, blocks on SSD are read back. Run with the argument "threads"
+ * fdatasync, blocks on SSD are read back; a block removed while its write
+ * is in flight stays removed after a restart. Run with the argument "threads"
  * for the pread/pwrite pool. */
 #include <errno.h>
 #include <setjmp.h>
@@ -64,8 +65,9 @@ static void check_block(const void *bytes, uint32_t n)
 }
 
 /* A store over dir with dram_bytes of DRAM, demoting from half full down
- * to a quarter, and its namespace of 64 KiB blocks. */
-static struct kvt_store *open_store(const char *dir, uint64_t dram_bytes, struct kvt_ns **ns)
+ * to `low` (0: a quarter), and its namespace of 64 KiB blocks. */
+static struct kvt_store *open_store_low(const char *dir, uint64_t dram_bytes, double low,
+					struct kvt_ns **ns)
 {
 	struct kvt_store_opts o;
 	struct kvt_ns_desc d;
@@ -75,7 +77,7 @@ static struct kvt_store *open_store(const char *dir, uint64_t dram_bytes, struct
 	o.dram_bytes = dram_bytes;
 	o.dram_huge_pages = false;
 	o.dram_high_watermark = 0.5;
-	o.dram_low_watermark = 0.25;
+	o.dram_low_watermark = low ? low : 0.25;
 	o.ssd_dir = dir;
 	o.ssd_bytes = 16 << 20;
 	o.ssd_segment_bytes = 1 << 20;
@@ -91,6 +93,11 @@ static struct kvt_store *open_store(const char *dir, uint64_t dram_bytes, struct
 	assert_int_equal(kvt_ns_attach(store, &d, ns), 0);
 	assert_int_equal(kvt_ns_block_bytes(*ns), BLOCK);
 	return store;
+}
+
+static struct kvt_store *open_store(const char *dir, uint64_t dram_bytes, struct kvt_ns **ns)
+{
+	return open_store_low(dir, dram_bytes, 0, ns);
 }
 
 static void store_calls_do_not_wait_for_the_demoter(void **state)
@@ -205,11 +212,62 @@ static void ssd_reads_do_not_wait_for_a_write_batch(void **state)
 	free(buf);
 }
 
+/* A block removed while the demoter's batch holding it is in flight stays
+ * removed after a restart. The batch is written in chunks of 16 records;
+ * with the first chunk held, the blocks of the second are removed: their
+ * tombstones must order after the data records written once the hold ends.
+ * Before, a data record took its sequence number only when its chunk
+ * started, after the tombstone's: recovery kept the data. */
+static void removed_during_a_write_stays_removed(void **state)
+{
+	char *dir = ssd_test_dir("store_nowait_remove");
+	char *buf = malloc(BLOCK);
+	struct kvt_store *store;
+	struct kvt_ns *ns;
+	struct kvt_key k;
+	uint32_t n = 0;
+
+	(void)state;
+	/* 60 slots: past 30 the demoter writes all but 3 in one batch */
+	store = open_store_low(dir, 4 * DRAM_BYTES, 0.05, &ns);
+	batch_hold_arm_kind(KVT_SSD_IO_WRITE, 0);
+	for (; n < 40 && !held(); n++) {
+		put_block(ns, n, buf);
+		if (n >= 30)
+			usleep(20000);
+	}
+	assert_non_null(batch_hold_wait());
+	/* blocks 16..23 lie past the first chunk of that batch (coldest first) */
+	for (uint32_t r = 16; r < 24; r++) {
+		k = key_n(r);
+		assert_int_equal(kvt_remove(ns, &k), 0);
+	}
+	batch_hold_release();
+	kvt_ssd_io_set_test_hook(NULL, NULL);
+	kvt_store_close(store);
+
+	store = open_store(dir, 4 * DRAM_BYTES, &ns);
+	for (uint32_t r = 0; r < n; r++) {
+		k = key_n(r);
+		if (r >= 16 && r < 24 && kvt_lookup(ns, &k, 1, NULL))
+			fail_msg("block %u removed during its write came back", r);
+		if (r < 16) {
+			assert_int_equal(kvt_get(ns, &k, buf, BLOCK), 0);
+			check_block(buf, r);
+		}
+	}
+	kvt_store_close(store);
+	kvt_test_rmdir(dir);
+	free(dir);
+	free(buf);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(store_calls_do_not_wait_for_the_demoter),
 		cmocka_unit_test(ssd_reads_do_not_wait_for_a_write_batch),
+		cmocka_unit_test(removed_during_a_write_stays_removed),
 	};
 
 	force_threads = argc > 1 && !strcmp(argv[1], "threads");

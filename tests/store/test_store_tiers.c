@@ -1,15 +1,16 @@
 /* The store over its list of tiers, with a storage tier that is none of
- * kvtier's: a fake one kept in memory, added to a store opened with no SSD
- * tier. Real DRAM tier, real store; what the fake tier does is only what
- * tiers/tier.h asks of a storage tier. It proves that a new tier needs no
+ * kvtier's: a fake one kept in memory, added with kvt_store_add_tier to a
+ * store opened with no SSD tier. Real DRAM tier, real store; what the fake
+ * tier does is only what tiers/tier.h asks of a storage tier. It proves that a new tier needs no
  * change to the store: demotion into it, reads back (completions out of
  * order), holds mirrored from pins and readers, a full tier evicting with
  * every block counted, a corrupt record served as a miss, records it held
  * at open joining the index, a KEYED tier answering for blocks the index
- * lacks (as the peer tier of the cluster will), and the batched
+ * lacks (as the peer tier of the cluster does), and the batched
  * kvt_acquire_many / kvt_get_many over all of them. */
 #include <endian.h>
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,7 +25,7 @@
 
 #include "helpers.h"
 #include "kvtier/store.h"
-#include "store/tiering.h"
+#include "tiers/tier.h"
 
 /* 4 layers x 2 kv heads x 128 dims x bf16 x 16 tokens x K,V = 64 KiB */
 #define BLOCK (64u << 10)
@@ -58,6 +59,7 @@ struct fake {
 	bool degraded;
 	/* what the store did through the ops */
 	uint64_t writes, reads, key_reads, tombs, lookups, submits;
+	struct kvt_key salt_seen;     /* the namespace a read by key named */
 };
 
 static struct fake *fake_of(struct kvt_storage_tier *t)
@@ -161,6 +163,8 @@ static int fake_submit(struct kvt_storage_tier *t, struct kvt_tier_batch *b)
 			io->res = XXH3_64bits(io->buf, io->len) == r->sum ? 0 : -EBADMSG;
 			f->reads++;
 			f->key_reads += io->by_key;
+			if (io->by_key && io->ns_salt)
+				f->salt_seen = *io->ns_salt;
 		}
 	}
 	pthread_mutex_unlock(&f->mu);
@@ -324,12 +328,15 @@ static void open_store(struct fixture *f, size_t fake_capacity, bool peer)
 	assert_int_equal(kvt_store_open(&o, &f->store), 0);
 	if (!f->fake)
 		f->fake = fake_new(KVT_TIER_SSD, KVT_TIER_CAP_DEMOTE, fake_capacity);
-	assert_int_equal(kvt_tiering_add(f->store, &f->fake->base), 0);
+	assert_int_equal(kvt_store_add_tier(f->store, &f->fake->base), 0);
 	if (peer) {
 		if (!f->peer)
 			f->peer = fake_new(KVT_TIER_REMOTE, KVT_TIER_CAP_KEYED, FAKE_MAX);
-		assert_int_equal(kvt_tiering_add(f->store, &f->peer->base), 0);
+		assert_int_equal(kvt_store_add_tier(f->store, &f->peer->base), 0);
+		/* one tier of a kind (the fake's close, called on failure, keeps it) */
+		assert_int_equal(kvt_store_add_tier(f->store, &f->peer->base), -EEXIST);
 	}
+	assert_int_equal(kvt_store_add_tier(f->store, NULL), -EINVAL);
 	kvt_ns_desc_init(&d, sizeof(d));
 	snprintf(d.model_id, sizeof(d.model_id), "test/fake-tier");
 	d.layers = 4;
@@ -620,6 +627,14 @@ static void keyed_tier_serves_blocks_the_index_lacks(void **state)
 	for (uint32_t n = 0; n < 8; n++)
 		assert_int_equal(tiers[n], n < 3 ? KVT_TIER_DRAM : KVT_TIER_REMOTE);
 
+	/* kvt_acquire_local does not ask the KEYED tier */
+	f->peer->lookups = 0;
+	assert_int_equal(kvt_acquire_local(f->ns, &keys[3], &slots[3]), -ENOENT);
+	assert_int_equal(f->peer->lookups + f->peer->key_reads, 0);
+	assert_int_equal(kvt_acquire_local(f->ns, &keys[2], &slots[2]), 0);
+	check(f, 2, slots[2].data);
+	kvt_release(f->ns, &slots[2]);
+
 	assert_int_equal(kvt_acquire_many(f->ns, keys, 8, slots, res, NULL, NULL), 8);
 	for (uint32_t n = 0; n < 8; n++) {
 		assert_int_equal(res[n], 0);
@@ -627,6 +642,8 @@ static void keyed_tier_serves_blocks_the_index_lacks(void **state)
 		kvt_release(f->ns, &slots[n]);
 	}
 	assert_int_equal(f->peer->key_reads, 5);
+	/* a read by key names the namespace whole (a remote tier asks by it) */
+	assert_memory_equal(&f->peer->salt_seen, kvt_ns_salt(f->ns), sizeof(struct kvt_key));
 	/* they are the store's now: found locally, in DRAM, a prefix */
 	f->peer->lookups = 0;
 	assert_int_equal(kvt_lookup(f->ns, keys, 8, tiers), 8);

@@ -1,0 +1,46 @@
+/* A misbehaving owner for the peer transport's tests: a loopback listener
+ * whose one connection a thread of the test serves, through the real
+ * handshake and frame decoders, then answers as the test wants (wrong
+ * bytes, a close, silence). */
+#ifndef KVT_TESTS_CLUSTER_FAKE_OWNER_H
+#define KVT_TESTS_CLUSTER_FAKE_OWNER_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transport/peer_auth.h"
+#include "transport/peer_proto.h"
+#include "transport/wire.h"
+
+struct kvt_fake_owner {
+	int lfd;
+	int port;
+	char addr[64];            /* "127.0.0.1:PORT" */
+	pthread_t th;
+	int stop_pipe[2];
+};
+
+/* Listen on 127.0.0.1 (a free port) and run fn(arg) on a thread. */
+void kvt_fake_owner_start(struct kvt_fake_owner *o, void *(*fn)(void *), void *arg);
+
+/* Accept the first connection (waiting up to 5 s), answer the handshake as
+ * node id with secret s, and read one GET into *h and *q (buf: room for
+ * KVT_PROTO_MAX_PAYLOAD bytes, which q points into). Returns the
+ * connection (the caller closes it), or -1. */
+int kvt_fake_owner_get(struct kvt_fake_owner *o, const struct kvt_peer_secret *s, const char *id,
+		       uint8_t *buf, struct kvt_frame_hdr *h, struct kvt_peer_keys_req *q);
+
+/* Send block `index` of request id: its frame, data[0..len) and the XXH3
+ * trailer of good[0..len) (data itself, or what data should have been). */
+void kvt_fake_owner_send_block(int fd, struct kvt_wr *w, uint64_t id, uint32_t index,
+			       const struct kvt_key *key, const void *data, const void *good,
+			       size_t len);
+
+/* Wait, connected and saying nothing, until kvt_fake_owner_stop. */
+void kvt_fake_owner_idle(struct kvt_fake_owner *o);
+
+/* End the idle wait, join the thread, close the listener. */
+void kvt_fake_owner_stop(struct kvt_fake_owner *o);
+
+#endif /* KVT_TESTS_CLUSTER_FAKE_OWNER_H */
