@@ -18,6 +18,7 @@
 #include <ini.h>
 
 #include "app/daemon_memory.h"
+#include "store/admission.h"
 #include "store/policy.h"
 #include "transport/proto.h"
 #include "util/size.h"
@@ -87,6 +88,19 @@ void kvtd_usage(FILE *f)
 "                          while they hold more than an adaptive share),\n"
 "                          ghost-ends (ghost-lru that also evicts first the\n"
 "                          blocks where requests ended, bar the newest).\n"
+"        --ssd-admission RULE  Which blocks leaving DRAM for room are written to\n"
+"                          the SSD tier; the others are dropped, saving the\n"
+"                          device's bandwidth and wear for blocks that come\n"
+"                          back. always (default: every block), reused (blocks\n"
+"                          used at least twice: looked up, loaded or saved\n"
+"                          again after their first save, or saved again while\n"
+"                          the rule remembers refusing them), useful (blocks\n"
+"                          of a class, used once or more, that the SSD tier is\n"
+"                          seen to read back at least 1 time in 10; one block\n"
+"                          in 16 is always written to measure it). A block\n"
+"                          with a clean copy on SSD moves there whatever the\n"
+"                          rule. Refused blocks are counted (kvtier stats,\n"
+"                          /metrics). No effect with --ssd 0.\n"
 "        --host-copy HOW   How memfd engine memory is copied: direct (default;\n"
 "                          the daemon maps it and copies) or device (through the\n"
 "                          device layer's host backend, as GPU memory is).\n"
@@ -171,11 +185,11 @@ void kvtd_usage(FILE *f)
 "    The file has a [kvtierd] section with the long option names as keys\n"
 "    (socket, socket_mode, socket_group, allow_uids = 1000,1001, data_dir,\n"
 "    dram, ssd, huge_pages = true|false, prefault = true|false, policy,\n"
-"    host_copy = direct|device, gpu = true|false, metrics, workers,\n"
-"    hello_timeout, max_conns_per_uid, max_ns_per_tenant, plan_retry,\n"
-"    drain_timeout, mrc_budget, stats_namespaces, metrics_tenants = true|false,\n"
-"    log_level, cluster, node_id, peer_listen, cluster_secret_file,\n"
-"    rdma_device, peer_timeout)\n"
+"    ssd_admission, host_copy = direct|device, gpu = true|false, metrics,\n"
+"    workers, hello_timeout, max_conns_per_uid, max_ns_per_tenant,\n"
+"    plan_retry, drain_timeout, mrc_budget, stats_namespaces,\n"
+"    metrics_tenants = true|false, log_level, cluster, node_id, peer_listen,\n"
+"    cluster_secret_file, rdma_device, peer_timeout)\n"
 "    and one [tenant NAME] section per tenant:\n"
 "\n"
 "        [kvtierd]\n"
@@ -254,6 +268,7 @@ void kvtd_config_defaults(struct kvtd_config *cfg)
 	cfg->prefault = true;
 	cfg->gpu = true;
 	set_str(cfg->policy, sizeof(cfg->policy), "tail-lru");
+	set_str(cfg->ssd_admission, sizeof(cfg->ssd_admission), "always");
 	set_str(cfg->metrics, sizeof(cfg->metrics), DEFAULT_METRICS);
 	cfg->workers = 4;
 	cfg->drain_timeout_ms = 30000;
@@ -401,6 +416,8 @@ static const char *accepted(const char *key)
 
 	if (!strcmp(key, "policy"))
 		return kvt_policy_names();
+	if (!strcmp(key, "ssd_admission"))
+		return kvt_admission_names();
 	for (size_t i = 0; i < sizeof(hints) / sizeof(hints[0]); i++)
 		if (!strcmp(hints[i].key, key))
 			return hints[i].what;
@@ -498,6 +515,8 @@ static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 	}
 	if (!strcmp(k, "policy"))
 		return kvt_policy_find(v) ? STR(policy) : -EINVAL;
+	if (!strcmp(k, "ssd_admission"))
+		return kvt_admission_find(v) ? STR(ssd_admission) : -EINVAL;
 	if (!strcmp(k, "metrics")) {
 		if (!strcmp(v, "off") || !*v) {
 			cfg->metrics[0] = 0;
@@ -703,6 +722,7 @@ static const struct option long_opts[] = {
 	{ "cluster-secret-file", required_argument, NULL, 23 },
 	{ "rdma-device", required_argument, NULL, 24 },
 	{ "peer-timeout", required_argument, NULL, 25 },
+	{ "ssd-admission", required_argument, NULL, 26 },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -930,6 +950,7 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 		case 23: key = "cluster_secret_file"; break;
 		case 24: key = "rdma_device"; break;
 		case 25: key = "peer_timeout"; break;
+		case 26: key = "ssd_admission"; break;
 		case 't':
 			err = add_cli_tenant(cfg, optarg, &first_tenant);
 			if (err == -ENOSPC)
@@ -1099,13 +1120,14 @@ void kvtd_config_print(const struct kvtd_config *cfg, FILE *f)
 		fputc('\n', f);
 	}
 	fprintf(f, "data_dir = %s\ndram = %s\nssd = %s\nhuge_pages = %s\nprefault = %s\npolicy = %s\n"
-		"host_copy = %s\ngpu = %s\nmetrics = %s\nworkers = %u\nhello_timeout = %ums\n"
-		"max_conns_per_uid = %u\nmax_ns_per_tenant = %u\nplan_retry = %ums\n"
-		"drain_timeout = %ums\nmrc_budget = %s\nstats_namespaces = %u\nmetrics_tenants = %s\n"
-		"log_level = %s\n",
+		"ssd_admission = %s\nhost_copy = %s\ngpu = %s\nmetrics = %s\nworkers = %u\n"
+		"hello_timeout = %ums\nmax_conns_per_uid = %u\nmax_ns_per_tenant = %u\n"
+		"plan_retry = %ums\ndrain_timeout = %ums\nmrc_budget = %s\nstats_namespaces = %u\n"
+		"metrics_tenants = %s\nlog_level = %s\n",
 		cfg->data_dir, cfg->dram_spec,
 		cfg->ssd_spec, cfg->huge_pages ? "true" : "false", cfg->prefault ? "true" : "false",
-		cfg->policy, cfg->host_copy_device ? "device" : "direct", cfg->gpu ? "true" : "false",
+		cfg->policy, cfg->ssd_admission, cfg->host_copy_device ? "device" : "direct",
+		cfg->gpu ? "true" : "false",
 		cfg->metrics[0] ? cfg->metrics : "off", cfg->workers, cfg->hello_timeout_ms,
 		cfg->max_conns_per_uid, cfg->max_ns_per_tenant, cfg->plan_retry_ms,
 		cfg->drain_timeout_ms, cfg->mrc_budget_spec, cfg->stats_namespaces,

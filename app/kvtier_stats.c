@@ -24,8 +24,10 @@ void kvt_stats_usage(FILE *f)
 	      "DESCRIPTION\n"
 	      "    Asks the daemon for its counters over its socket and prints, per tier,\n"
 	      "    capacity, occupancy, blocks, hits, bytes in and out, evictions, errors\n"
-	      "    and whether it is degraded; lookup hits and misses; bytes copied to and\n"
-	      "    from engine memory; and per operation the count, errors and latency\n"
+	      "    and whether it is degraded; lookup hits and misses; with an SSD tier,\n"
+	      "    the blocks its admission rule (kvtierd --ssd-admission) kept off it and\n"
+	      "    the spare copies it let go; bytes copied to and from engine memory;\n"
+	      "    and per operation the count, errors and latency\n"
 	      "    (mean, and p50/p99 as histogram bucket bounds). With a tenant's token,\n"
 	      "    also that tenant's lookups, hits and tokens saved, in total and per\n"
 	      "    namespace. A daemon in a cluster adds its state (Redis reachable,\n"
@@ -176,6 +178,11 @@ static void print_table(json_t *root, const char *socket)
 	printf("\nlookups   %.0f keys: %.0f hits (%.1f%%), %.0f misses; %.0f blocks in %.0f namespaces\n",
 	       keys, hits, keys ? 100 * hits / keys : 0, keys - hits, num(store, "blocks"),
 	       num(store, "namespaces"));
+	if (json_object_get(tiers, "ssd"))
+		printf("ssd       %.0f blocks refused by the admission rule (%s not written), "
+		       "%.0f spare copies dropped for room\n", num(store, "ssd_admission_refused"),
+		       bytes_of(store, "ssd_admission_refused_bytes", a, sizeof(a)),
+		       num(store, "ssd_copies_dropped"));
 	printf("engine    saved %.0f blocks (%s gathered), loaded %.0f (%s scattered), "
 	       "%.0f load misses\n", num(copies, "save_blocks"),
 	       bytes_of(copies, "gather_bytes", a, sizeof(a)), num(copies, "load_blocks"),

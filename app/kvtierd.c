@@ -215,7 +215,8 @@ static void print_summary(const struct kvtd_config *cfg, const struct kvt_server
 	       cfg->huge_pages ? ", huge pages when available" : "",
 	       cfg->prefault ? ", prefaulting in the background" : "", cfg->policy);
 	if (cfg->ssd_bytes)
-		printf("  ssd       %s under %s\n", kvt_fmt_bytes(cfg->ssd_bytes, b, sizeof(b)), ssd_dir);
+		printf("  ssd       %s under %s, admission %s\n", kvt_fmt_bytes(cfg->ssd_bytes, b, sizeof(b)),
+		       ssd_dir, cfg->ssd_admission);
 	else
 		printf("  ssd       off\n");
 	if (gpu) {
@@ -301,6 +302,7 @@ int main(int argc, char **argv)
 	sopts.dram_bytes = cfg.dram_bytes;
 	sopts.dram_huge_pages = cfg.huge_pages;
 	sopts.policy = cfg.policy;
+	sopts.ssd_admission = cfg.ssd_admission;
 	snprintf(ssd_dir, sizeof(ssd_dir), "%s/ssd", cfg.data_dir);
 	if (cfg.ssd_bytes) {
 		sopts.ssd_dir = ssd_dir;

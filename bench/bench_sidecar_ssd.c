@@ -45,6 +45,7 @@ struct e2e_args {
 
 struct e2e_rep {
 	double save_gbps, load_gbps, fio_read_gbps, fio_write_gbps, fio_write_sync_gbps;
+	double load_rest_gbps;    /* the LOADs after the first */
 	uint64_t blocks_from_ssd;
 };
 
@@ -78,8 +79,10 @@ static void usage(FILE *f)
 "\n"
 "JSON: save_gbps, load_gbps, fio_read_gbps, fio_write_gbps (no sync),\n"
 "fio_write_sync_gbps (fdatasync every --xfer-blocks writes, the demoter's\n"
-"group commit), load_vs_fio, save_vs_fio, save_vs_fio_sync, blocks_from_ssd,\n"
-"and runs[] per repetition. GB = 1e9 B. Targets: LOAD >= 0.8x fio read,\n"
+"group commit), load_vs_fio, save_vs_fio, save_vs_fio_sync, load_rest_gbps\n"
+"and load_rest_vs_fio (the LOADs after the first, which runs while the daemon\n"
+"still writes back what the SAVEs left in DRAM), blocks_from_ssd, and runs[]\n"
+"per repetition. GB = 1e9 B. Targets: LOAD >= 0.8x fio read,\n"
 "SAVE >= 0.7x fio write.\n");
 }
 
@@ -350,6 +353,7 @@ static int run_daemon(const struct e2e_args *a, const char *bin, const char *top
 	struct engine e = { .fd = -1 };
 	uint32_t x = a->xfer, *save_pages = NULL, *load_pages = NULL;
 	uint64_t n, block, t_pressure = 0, t0, t_end, ticket, saved = 0, pressured = 0, busy = 0;
+	uint64_t first_ns = 0, first_blocks = 0;
 	struct kvt_key *keys = NULL, *ssd_keys = NULL;
 	uint64_t *ssd_idx = NULL;
 	uint8_t *tiers = NULL;
@@ -435,6 +439,10 @@ static int run_daemon(const struct e2e_args *a, const char *bin, const char *top
 		if (!err && (r = kvt_client_wait(e.c, ticket, -1)) != (int)m)
 			err = r < 0 ? r : -EIO;
 		busy += kvt_now_ns() - t1;
+		if (!i) {
+			first_ns = busy;
+			first_blocks = m;
+		}
 		for (uint32_t j = 0; j < m && !err; j++)
 			if (!page_equal(&e, x + j, (uint32_t)(ssd_idx[i + j] % x))) {
 				fprintf(stderr, "kvtier-bench: block %llu loaded wrong bytes\n",
@@ -444,6 +452,8 @@ static int run_daemon(const struct e2e_args *a, const char *bin, const char *top
 	}
 	if (!err && k)
 		out->load_gbps = (double)(k * block) / (double)busy;
+	if (!err && k > first_blocks)
+		out->load_rest_gbps = (double)((k - first_blocks) * block) / (double)(busy - first_ns);
 out:
 	if (err)
 		fprintf(stderr, "kvtier-bench: sidecar --tier ssd: %s (daemon log: %s)\n",
@@ -504,7 +514,7 @@ int kvt_bench_sidecar_ssd_main(int argc, char **argv)
 {
 	struct e2e_args a;
 	struct e2e_rep reps[MAX_REPS] = { 0 };
-	double v[8][MAX_REPS];
+	double v[10][MAX_REPS];
 	char bin[PATH_MAX + 32], top[4096];
 	uint64_t block, fio_bytes;
 	bool huge;
@@ -558,24 +568,27 @@ int kvt_bench_sidecar_ssd_main(int argc, char **argv)
 		v[5][i] = r->fio_read_gbps > 0 ? r->load_gbps / r->fio_read_gbps : 0;
 		v[6][i] = r->fio_write_gbps > 0 ? r->save_gbps / r->fio_write_gbps : 0;
 		v[7][i] = r->fio_write_sync_gbps > 0 ? r->save_gbps / r->fio_write_sync_gbps : 0;
+		v[8][i] = r->load_rest_gbps;
+		v[9][i] = r->fio_read_gbps > 0 ? r->load_rest_gbps / r->fio_read_gbps : 0;
 	}
 	if (a.json) {
 		json_t *root = json_object(), *runs = json_array();
-		static const char *const names[8] = {
+		static const char *const names[10] = {
 			"save_gbps", "load_gbps", "fio_read_gbps", "fio_write_gbps",
-			"fio_write_sync_gbps", "load_vs_fio", "save_vs_fio", "save_vs_fio_sync" };
+			"fio_write_sync_gbps", "load_vs_fio", "save_vs_fio", "save_vs_fio_sync",
+			"load_rest_gbps", "load_rest_vs_fio" };
 
 		for (int i = 0; i < a.reps; i++) {
 			json_t *r = json_object();
 
-			for (int f = 0; f < 8; f++)
+			for (int f = 0; f < 10; f++)
 				json_object_set_new(r, names[f], json_real(v[f][i]));
 			json_object_set_new(r, "blocks_from_ssd",
 					    json_integer((json_int_t)reps[i].blocks_from_ssd));
 			json_array_append_new(runs, r);
 		}
 		json_object_set_new(root, "bench", json_string("sidecar-ssd"));
-		for (int f = 0; f < 8; f++)
+		for (int f = 0; f < 10; f++)
 			json_object_set_new(root, names[f],
 					    json_real(kvt_bench_median(v[f], (size_t)a.reps)));
 		json_object_set_new(root, "blocks_from_ssd",

@@ -28,7 +28,8 @@ struct kvt_fetch {
 	size_t b_first[KVT_MAX_STORAGE_TIERS]; /* io index of each batch's first */
 	struct kvt_storage_tier *tiers[KVT_MAX_STORAGE_TIERS];
 	bool submitted[KVT_MAX_STORAGE_TIERS];
-	size_t nt, in_flight;
+	size_t nt;
+	size_t in_flight;         /* added and not done yet */
 	kvt_fetch_cb cb;
 	void *arg;
 };
@@ -94,6 +95,7 @@ int kvt_fetch_add(struct kvt_fetch *f, uint32_t i, size_t k)
 	r->flags |= KVT_REC_MOVING;
 	f->items[f->n++] = (struct item){ .rec = i, .k = k, .mem_loc = loc, .from_loc = r->loc,
 					  .from = kvt_tiering_tier(s, r->tier) };
+	f->in_flight++;
 	return KVT_FETCH_QUEUED;
 }
 
@@ -121,6 +123,7 @@ int kvt_fetch_add_key(struct kvt_fetch *f, struct kvt_ns *ns, struct kvt_storage
 					  .from_loc = KVT_LOC_NONE, .from = t,
 					  .parent = parent ? *parent : (struct kvt_key){ { 0 } },
 					  .has_parent = parent != NULL };
+	f->in_flight++;
 	return 0;
 }
 
@@ -227,7 +230,6 @@ void kvt_fetch_submit(struct kvt_fetch *f, kvt_fetch_cb cb, void *arg)
 
 	f->cb = cb;
 	f->arg = arg;
-	f->in_flight = f->n;
 	f->nt = 0;
 	for (size_t j = 0; j < f->n; j++) {
 		size_t t;
@@ -273,5 +275,5 @@ void kvt_fetch_wait(struct kvt_fetch *f)
 		if (f->submitted[t])
 			f->tiers[t]->ops->wait(f->tiers[t], &f->b[t]);
 	f->nt = 0;
-	f->n = 0; /* ready for the next round of adds */
+	f->n = f->in_flight = 0; /* ready for the next round of adds */
 }

@@ -47,14 +47,15 @@ int kvt_fetch_add_key(struct kvt_fetch *f, struct kvt_ns *ns, struct kvt_storage
 
 /* Called as each block is in (res 0: record i is in the memory tier, live,
  * held busy for the caller) or failed (res < 0: nothing is held), with the
- * store's lock not held. in_flight: blocks of the fetch still being read. */
+ * store's lock not held. in_flight: blocks of the fetch still being read
+ * (added and not done yet). */
 typedef void (*kvt_fetch_cb)(void *arg, size_t k, uint32_t i, int res, size_t in_flight);
 
 /* Put everything added in flight (one batch per tier). cb is called once
  * per block, by kvt_fetch_wait (or here, for a batch its tier refused). */
 void kvt_fetch_submit(struct kvt_fetch *f, kvt_fetch_cb cb, void *arg);
 
-/* Blocks submitted and not done yet. */
+/* Blocks added and not done yet (before submit: those added). */
 size_t kvt_fetch_in_flight(const struct kvt_fetch *f);
 
 /* Drive every batch to its end, calling cb as each block is done; the

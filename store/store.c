@@ -44,13 +44,15 @@ int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out)
 {
 	struct kvt_store_opts o = store_defaults;
 	const struct kvt_policy_ops *policy;
+	const struct kvt_admission_ops *admission;
 	struct kvt_store *s;
 	int err;
 
 	if (!out || kvt_opts_load(&o, sizeof(o), opts) || o.dram_bytes == 0)
 		return -EINVAL;
 	policy = kvt_policy_find(o.policy ? o.policy : "tail-lru");
-	if (!policy)
+	admission = kvt_admission_find(o.ssd_admission ? o.ssd_admission : "always");
+	if (!policy || !admission)
 		return -EINVAL;
 	s = calloc(1, sizeof(*s));
 	if (!s)
@@ -58,6 +60,7 @@ int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out)
 	s->opts = o;
 	s->opts.ssd_dir = NULL; /* not kept: the caller owns the string */
 	s->opts.policy = policy->name;
+	s->opts.ssd_admission = admission->name;
 
 	err = kvt_store_open_mem(&o, &s->mem);
 	if (err)
@@ -479,6 +482,7 @@ struct acquire {
 	int *res;
 	kvt_acquire_cb cb;
 	void *arg;
+	struct kvt_fetch *f;    /* this round's reads */
 	int ok;
 	size_t *now, n_now;     /* lent under the lock, reported once it is let go */
 	size_t *later, n_later; /* moving up for another reader: next round */
@@ -496,7 +500,7 @@ static void done(struct acquire *a, size_t k, int res)
 	a->res[k] = res;
 	a->ok += res == 0;
 	if (a->cb)
-		a->cb(a->arg, k, res);
+		a->cb(a->arg, k, res, kvt_fetch_in_flight(a->f) + a->n_later);
 }
 
 /* Lend record i (in the memory tier, held busy for the caller) as slots[k],
@@ -563,7 +567,7 @@ static void fetched(void *arg, size_t k, uint32_t i, int res, size_t in_flight)
 	struct acquire *a = arg;
 	struct kvt_store *s = a->ns->store;
 
-	(void)in_flight;
+	(void)in_flight; /* done() asks the fetch */
 	if (!res) {
 		pthread_mutex_lock(&s->lock);
 		res = lend_locked(a, k, i);
@@ -630,7 +634,7 @@ static int acquire_many(struct kvt_ns *ns, const struct kvt_key *keys, size_t n,
 	if (!n)
 		return 0;
 	s = ns->store;
-	f = kvt_fetch_new(s, n);
+	a.f = f = kvt_fetch_new(s, n);
 	todo = malloc(4 * n * sizeof(*todo));
 	if (!f || !todo) {
 		kvt_fetch_free(f);
@@ -726,10 +730,11 @@ struct get_many {
 	size_t len;
 };
 
-static void got(void *arg, size_t k, int res)
+static void got(void *arg, size_t k, int res, size_t reading)
 {
 	struct get_many *g = arg;
 
+	(void)reading;
 	if (res)
 		return;
 	memcpy(g->bufs[k], g->slots[k].data, g->len);

@@ -1,9 +1,11 @@
 /* The tiers a store's options ask for: the DRAM tier as its memory tier,
- * and an SSD tier when ssd_dir is set; and the public door for a tier made
- * elsewhere (kvt_store_add_tier). The rest of the store core knows tiers
- * only through tiers/tier.h; this file is where a tier configured by
+ * and an SSD tier when ssd_dir is set, with the admission rule of
+ * ssd_admission; and the public door for a tier made elsewhere
+ * (kvt_store_add_tier). The rest of the store core knows tiers only
+ * through tiers/tier.h; this file is where a tier configured by
  * kvt_store_opts is named. */
 #include <errno.h>
+#include <pthread.h>
 
 #include "store/store_impl.h"
 #include "store/tiering.h"
@@ -60,7 +62,16 @@ int kvt_store_add_tiers(struct kvt_store *s, const struct kvt_store_opts *opts)
 	so.queue_depth = opts->ssd_queue_depth;
 	so.force_threads = opts->ssd_force_threads;
 	err = kvt_ssd_tier_open(&so, &t);
-	return err ? err : kvt_tiering_add(s, t);
+	if (!err)
+		err = kvt_tiering_add(s, t);
+	if (err)
+		return err;
+	/* the name was checked at open: what the demoter writes to SSD */
+	pthread_mutex_lock(&s->lock);
+	err = kvt_catalog_set_admission(&s->cat, kvt_admission_find(s->opts.ssd_admission),
+					KVT_TIER_SSD);
+	pthread_mutex_unlock(&s->lock);
+	return err;
 }
 
 int kvt_store_add_tier(struct kvt_store *s, struct kvt_storage_tier *t)

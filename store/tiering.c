@@ -18,8 +18,10 @@
 #define DEMOTE_INFLIGHT 2
 /* Times one allocation waits for the demoter to free room: each wait ends
  * with room freed, so only an allocation that others keep beating to the
- * room gets this far. */
-#define ALLOC_ROUNDS 32
+ * room gets this far. Room can come a block at a time with no write (the
+ * admission rule refusing blocks), and then a saver that is running beats
+ * one being woken often: 32 rounds were lost in a row under load. */
+#define ALLOC_ROUNDS 1024
 /* Tombstones waiting while a tier cannot take them (degraded) are capped:
  * past this, a removal is not logged (the block may come back on reopen). */
 #define MAX_PENDING_TOMBS 65536
@@ -443,6 +445,23 @@ static void hold_for_write(struct kvt_store *s, uint32_t i, struct storage *to,
 	}
 }
 
+/* Drop memory-tier record i (live, not held, no clean copy) if the
+ * admission rule of tier `to` refuses it: it is never written, its slot is
+ * free at once, and it counts as an eviction and as refused. Returns
+ * whether it was dropped. Lock held. */
+static bool refuse(struct kvt_store *s, uint32_t i, struct storage *to)
+{
+	struct kvt_rec *r = rec(s, i);
+
+	if (kvt_catalog_admit(&s->cat, i, to->t->kind))
+		return false;
+	s->counters.tier[s->mem->kind].evictions++;
+	s->counters.ssd_admission_refused++;
+	s->counters.ssd_admission_refused_bytes += r->size;
+	kvt_tiering_discard(s, i);
+	return true;
+}
+
 /* A demotion pass: what it owes waiting allocations, what it has done. */
 struct pass {
 	uint64_t need;      /* bytes allocations asked for when it began */
@@ -467,7 +486,9 @@ static bool want_more(struct kvt_store *s, const struct pass *p)
 
 /* Fill batch b with up to max of the memory policy's coldest blocks for
  * tier `to`. A block with a clean copy moves to it at once, writing
- * nothing. Returns the number to write. Lock held. */
+ * nothing; one the admission rule of `to` refuses is dropped at once (an
+ * eviction, counted as refused). Both free their slot now. Returns the
+ * number to write. Lock held. */
 static size_t pick(struct kvt_store *s, struct wbatch *b, struct storage *to, size_t max,
 		   struct pass *p)
 {
@@ -496,6 +517,10 @@ static size_t pick(struct kvt_store *s, struct wbatch *b, struct storage *to, si
 			r->copy_tier = KVT_TIER_NONE;
 			kvt_tiering_move(s, i, ct, copy);
 			s->counters.tier[s->mem->kind].evictions++;
+			moved++;
+			continue;
+		}
+		if (refuse(s, i, to)) {
 			moved++;
 			continue;
 		}
@@ -857,7 +882,7 @@ int kvt_tiering_alloc(struct kvt_store *s, uint64_t bytes, uint64_t *loc)
 {
 	struct kvt_tiering *t = s->tiering;
 
-	for (int rounds = 0;; rounds++) {
+	for (int rounds = 0;;) {
 		int err = s->mem->ops->alloc(s->mem, bytes, loc);
 		uint32_t victim;
 		struct kvt_rec *r;
@@ -865,18 +890,25 @@ int kvt_tiering_alloc(struct kvt_store *s, uint64_t bytes, uint64_t *loc)
 		if (err != -ENOSPC)
 			return err;
 		/* with a working tier to demote to, overflow demotes and nothing
-		 * is dropped: when no pass frees room (all busy or pinned) or
-		 * others keep taking it, the caller gets -ENOSPC rather than
-		 * wait without end */
+		 * is dropped but what the admission rule refuses: when no pass
+		 * frees room (all busy or pinned) or others keep taking it, the
+		 * caller gets -ENOSPC rather than wait without end */
 		if (target(s) && t->started && !t->stop && !pthread_equal(pthread_self(), t->thread)) {
-			if (rounds < ALLOC_ROUNDS && make_room(s, bytes))
+			/* a victim the rule refuses needs no write: it goes here,
+			 * and its room is this allocation's (left to the demoter,
+			 * the room would go to whoever saves next, time after time) */
+			victim = kvt_catalog_victim(&s->cat, s->mem->kind);
+			if (victim != KVT_NIL && rec(s, victim)->copy_tier == KVT_TIER_NONE &&
+			    refuse(s, victim, target(s)))
+				continue;
+			if (rounds++ < ALLOC_ROUNDS && make_room(s, bytes))
 				continue;
 			/* a tier that failed meanwhile takes nothing: drop */
 			if (target(s))
 				return -ENOSPC;
 		}
 		victim = kvt_catalog_victim(&s->cat, s->mem->kind);
-		if (victim == KVT_NIL && rounds < ALLOC_ROUNDS && wait_pass(s))
+		if (victim == KVT_NIL && rounds++ < ALLOC_ROUNDS && wait_pass(s))
 			continue; /* every block was in the demoter's batches */
 		if (victim == KVT_NIL)
 			return -ENOSPC;

@@ -11,6 +11,9 @@
  * their slots (the region is registered with every storage tier), to the
  * first storage tier that takes demotions and works, and frees each slot
  * once its record is durable, until occupancy is below the low watermark.
+ * A block the catalog's admission rule for that tier refuses
+ * (store/admission.h) is not written: it is dropped, its slot freed at
+ * once; a block with a clean copy there moves down whatever the rule.
  * Two batches are in flight at a time, so the device has the next one
  * while the first is synced. An allocation that finds the memory tier full
  * waits only until the demoter has freed some room (a batch, or blocks with
@@ -71,7 +74,8 @@ size_t kvt_tiering_keyed(struct kvt_store *s, struct kvt_storage_tier **out, siz
 void kvt_tiering_import(struct kvt_store *s, struct kvt_ns *ns);
 
 /* A memory-tier slot for `bytes`: with a storage tier that takes
- * demotions and works, the demoter makes room (never dropping a block) and
+ * demotions and works, the demoter makes room (dropping only blocks the
+ * admission rule refuses) and
  * this waits until it has, a bounded number of times; without one, the
  * policy's coldest blocks are dropped. The lock is released while waiting.
  * Returns 0, -ENOSPC (nothing can move or be evicted, or others took every

@@ -166,6 +166,10 @@ char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
 	json_object_set_new(store, "dram_dropped", json_integer((json_int_t)st.dram_dropped));
 	json_object_set_new(store, "ssd_copies_dropped",
 			    json_integer((json_int_t)st.ssd_copies_dropped));
+	json_object_set_new(store, "ssd_admission_refused",
+			    json_integer((json_int_t)st.ssd_admission_refused));
+	json_object_set_new(store, "ssd_admission_refused_bytes",
+			    json_integer((json_int_t)st.ssd_admission_refused_bytes));
 	json_object_set_new(root, "store", store);
 
 	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
@@ -361,6 +365,12 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 
 		one(&b, "kvtier_ssd_copies_dropped_total", "counter",
 		    "Spare SSD copies of blocks in DRAM let go for room.", st.ssd_copies_dropped);
+		one(&b, "kvtier_ssd_admission_refused_total", "counter",
+		    "Blocks leaving DRAM the SSD admission rule refused: dropped, not written.",
+		    st.ssd_admission_refused);
+		one(&b, "kvtier_ssd_admission_refused_bytes_total", "counter",
+		    "Bytes of the blocks the SSD admission rule refused: SSD writes saved.",
+		    st.ssd_admission_refused_bytes);
 		help(&b, "kvtier_ssd_recovery_records", "gauge",
 		     "What the SSD tier's last open found, by kind.");
 		kvt_textbuf_printf(&b, "kvtier_ssd_recovery_records{kind=\"recovered\"} %llu\n"

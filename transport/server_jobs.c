@@ -1,7 +1,8 @@
 /* The copy workers of the sidecar server: SAVE gathers engine pages into
  * reserved DRAM slots and commits them; LOAD acquires the blocks (bringing
- * them up from SSD when needed) and scatters them into engine pages layer by
- * layer, posting a progress note after each layer. */
+ * them up from SSD when needed) and scatters each into engine pages as it
+ * comes in, the last ones layer by layer, posting a progress note after
+ * each layer. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -332,67 +333,126 @@ static int32_t run_save(struct worker *w, struct kvt_job *job)
 
 /* ---- LOAD --------------------------------------------------------------- */
 
-/* What a LOAD's blocks cost to deliver, by the tier LOOKUP saw them in: a
- * block's time is its acquire (an SSD read, when it was there) and its
- * share of its window's scatter. */
+/* What a LOAD's blocks cost to deliver, by the tier LOOKUP saw them in. A
+ * LOAD's reads overlap, so a block is charged the time from the delivery
+ * before it (or from the LOAD's start) to its own, from acquiring it (an
+ * SSD read, when it was there) to its last layer in engine memory; blocks
+ * delivered together share theirs. What a LOAD charges adds up to the time
+ * it took, so bytes over time is what each tier delivered. */
 struct load_meter {
 	uint64_t bytes[KVT_TIER_COUNT], ns[KVT_TIER_COUNT];
+	uint64_t last_ns;         /* the last delivery, or the LOAD's start */
 };
 
-static void meter_window(struct load_meter *lm, const struct kvt_job *job, uint32_t first,
-			 const uint64_t *acquire_ns, const struct kvt_slot *slots, uint32_t m,
-			 uint64_t scatter_ns)
+static void meter_delivered(struct load_meter *lm, const struct kvt_job *job, uint32_t first,
+			    const struct kvt_slot *slots, uint32_t n)
 {
-	for (uint32_t k = 0; k < m; k++) {
+	uint64_t now = kvt_now_ns(), share = (now - lm->last_ns) / n;
+
+	lm->last_ns = now;
+	for (uint32_t k = 0; k < n; k++) {
 		uint8_t t = job->tiers[first + k];
 
 		if (t <= KVT_TIER_NONE || t >= KVT_TIER_COUNT)
 			continue;
 		lm->bytes[t] += slots[k].len;
-		lm->ns[t] += acquire_ns[k] + scatter_ns / m;
+		lm->ns[t] += share;
 	}
 }
 
-/* When each block of a window landed, from the window's start: a block's
- * acquire time (an SSD read or a fetch from a peer, when it was there,
- * overlapped with the others). */
-struct landed {
-	uint64_t t0;
-	uint64_t *ns;
+/* A window of a LOAD, keys[got..got+want), being acquired. A block goes to
+ * engine memory (and its slot back to the store) as soon as it and every
+ * block before it in the window are in, while the window's other reads
+ * still run; those that come in when nothing is left being read go
+ * together once the acquire returns, layer by layer in the LOAD's last
+ * window, so each layer can be posted. A block after a miss is never
+ * scattered: the LOAD's result is a prefix. */
+struct load_window {
+	struct worker *w;
+	struct kvt_job *job;
+	const struct copy_ops *cp;
+	struct load_meter *lm;
+	uint32_t got, want;
+	uint32_t sent;            /* blocks [0, sent) are in engine memory, let go */
+	int err;                  /* a copy error, or -ECANCELED: nothing more is sent */
+	bool in[WINDOW];          /* came in, not sent yet */
+	int res[WINDOW];
+	struct kvt_slot slots[WINDOW];
 };
 
-static void note_landed(void *arg, size_t k, int res)
+/* Scatter blocks [sent, upto) of the window (every one in), with layer
+ * progress or not, and let them go. A copy error keeps them lent (the
+ * caller lets them go) and ends the window's deliveries. */
+static void deliver(struct load_window *lw, uint32_t upto, bool progress)
 {
-	struct landed *l = arg;
+	struct kvt_job *job = lw->job;
+	struct kvt_server *srv = lw->w->srv;
+	void *blocks[WINDOW];
+	uint32_t first = lw->sent, n = upto - first;
+	int err;
 
-	(void)res;
-	l->ns[k] = kvt_now_ns() - l->t0;
+	if (!n || lw->err)
+		return;
+	for (uint32_t k = 0; k < n; k++)
+		blocks[k] = lw->slots[first + k].data;
+	err = lw->cp->scatter(lw->w, job, job->pages + lw->got + first, blocks, n, progress);
+	if (err) {
+		lw->err = err;
+		return;
+	}
+	meter_delivered(lw->lm, job, lw->got + first, lw->slots + first, n);
+	for (uint32_t k = first; k < upto; k++) {
+		__atomic_add_fetch(&srv->c.scatter_bytes, lw->slots[k].len, __ATOMIC_RELAXED);
+		kvt_release(job->ns, &lw->slots[k]);
+		lw->in[k] = false;
+	}
+	lw->sent = upto;
 }
 
-/* Acquire keys[got..got+want) at once: those on SSD are read together, and
- * those only other nodes hold are fetched by the store's peer tier, with a
- * cluster. Returns m, the leading blocks held in slots[0..m); *err gets the
- * miss that ended the prefix (0 when all came); what came after it goes
- * back. */
-static uint32_t acquire_window(struct kvt_job *job, uint32_t got, uint32_t want,
-			       struct kvt_slot *slots, uint64_t *acquire_ns, int *err)
+/* kvt_acquire_many's report of block k: sent at once when it extends the
+ * window's delivered prefix and reads are still running. */
+static void on_landed(void *arg, size_t k, int res, size_t reading)
 {
-	struct landed landed = { .t0 = kvt_now_ns(), .ns = acquire_ns };
-	int res[WINDOW];
-	uint32_t m = 0;
+	struct load_window *lw = arg;
+	uint32_t upto = lw->sent;
+
+	lw->in[k] = res == 0;
+	if (!reading || lw->err)
+		return;
+	if (cancelled(lw->job)) {
+		lw->err = -ECANCELED;
+		return;
+	}
+	while (upto < lw->want && lw->in[upto])
+		upto++;
+	deliver(lw, upto, false);
+}
+
+/* Acquire the window's keys at once: those on SSD are read together, and
+ * those only other nodes hold are fetched by the store's peer tier, with a
+ * cluster; each is sent on as it lands. Returns m, the leading blocks of the
+ * window that came (those not sent yet still lent in slots[sent..m)); *err
+ * gets the miss that ended the prefix (0 when all came); what came after it
+ * goes back. */
+static uint32_t acquire_window(struct load_window *lw, int *err)
+{
+	struct kvt_job *job = lw->job;
+	uint32_t want = lw->want, m = 0;
 	int rc;
 
-	rc = kvt_acquire_many(job->ns, &job->keys[got], want, slots, res, note_landed, &landed);
+	lw->sent = 0;
+	memset(lw->in, 0, sizeof(lw->in));
+	rc = kvt_acquire_many(job->ns, &job->keys[lw->got], want, lw->slots, lw->res, on_landed,
+			      lw);
 	if (rc < 0) {
 		*err = rc;
 		return 0;
 	}
-	while (m < want && res[m] == 0)
+	while (m < want && lw->res[m] == 0)
 		m++;
-	*err = m < want ? res[m] : 0;
+	*err = m < want ? lw->res[m] : 0;
 	for (uint32_t k = m + 1; k < want; k++)
-		if (res[k] == 0)
-			kvt_release(job->ns, &slots[k]);
+		kvt_release(job->ns, &lw->slots[k]);
 	return m;
 }
 
@@ -403,42 +463,29 @@ static uint32_t acquire_window(struct kvt_job *job, uint32_t got, uint32_t want,
 static int32_t run_load(struct worker *w, struct kvt_job *job)
 {
 	struct kvt_server *srv = w->srv;
-	const struct copy_ops *cp = copy_of(job);
-	struct kvt_slot slots[WINDOW];
-	void *blocks[WINDOW];
-	uint64_t acquire_ns[WINDOW];
-	struct load_meter lm;
+	struct load_meter lm = { .last_ns = kvt_now_ns() };
+	struct load_window window = { .w = w, .job = job, .cp = copy_of(job), .lm = &lm };
+	struct load_window *lw = &window;
 	uint32_t got = 0;
-	int err = 0, xerr = 0;
+	int err = 0;
 	bool last = false;
 
-	memset(&lm, 0, sizeof(lm));
 	while (!last) {
 		uint32_t want = job->n - got < WINDOW ? job->n - got : WINDOW, m = 0;
 
+		lw->got = got;
+		lw->want = want;
 		if (cancelled(job))
 			err = -ECANCELED;
 		else if (!err)
-			m = acquire_window(job, got, want, slots, acquire_ns, &err);
-		/* -ENOSPC with blocks in hand: copy them, let them go, go on */
+			m = acquire_window(lw, &err);
+		/* -ENOSPC with blocks in hand: send them, let them go, go on */
 		last = got + m == job->n || (err && (err != -ENOSPC || !m));
-		if (m && err != -ECANCELED) {
-			uint64_t t0 = kvt_now_ns();
-
-			for (uint32_t k = 0; k < m; k++)
-				blocks[k] = slots[k].data;
-			xerr = cp->scatter(w, job, job->pages + got, blocks, m, last);
-			if (!xerr)
-				meter_window(&lm, job, got, acquire_ns, slots, m, kvt_now_ns() - t0);
-		}
-		for (uint32_t k = 0; k < m; k++) {
-			if (!xerr && err != -ECANCELED)
-				__atomic_add_fetch(&srv->c.scatter_bytes, slots[k].len,
-						   __ATOMIC_RELAXED);
-			kvt_release(job->ns, &slots[k]);
-		}
-		if (xerr)
-			return xerr;
+		deliver(lw, m, last);
+		for (uint32_t k = lw->sent; k < m; k++)
+			kvt_release(job->ns, &lw->slots[k]);
+		if (lw->err)
+			return lw->err;
 		if (err == -ECANCELED)
 			return err;
 		got += m;

@@ -47,16 +47,23 @@ struct kvt_store_opts {
 	bool ssd_force_threads;   /* skip io_uring, use the pread/pwrite pool */
 	double dram_high_watermark; /* demote to SSD above this occupancy (0.90) */
 	double dram_low_watermark;  /* ... until below this one (0.75) */
+	const char *ssd_admission; /* which blocks leaving DRAM are written to the
+	                            * SSD tier, the others being dropped: "always"
+	                            * (NULL, the default: every block), "reused"
+	                            * (blocks used at least twice), "useful"
+	                            * (blocks of a class the SSD tier reads back);
+	                            * no effect without an SSD tier */
 };
 
 /* Fill opts with the defaults as far as size_bytes (sizeof(*opts) for a
  * caller of this version) reaches; see "Versioned structs" in types.h. */
 void kvt_store_opts_init(struct kvt_store_opts *opts, size_t size_bytes);
 
-/* Open a store. Returns 0 and *out, or -EINVAL (bad opts), -ENOMEM (the DRAM
- * region cannot be mapped), -EBUSY (another store has ssd_dir open), or the
- * I/O error of the SSD directory. Blocks found in ssd_dir join the index as
- * their namespace attaches. */
+/* Open a store. Returns 0 and *out, or -EINVAL (bad opts, an unknown policy
+ * or ssd_admission among them), -ENOMEM (the DRAM region cannot be mapped),
+ * -EBUSY (another store has ssd_dir open), or the I/O error of the SSD
+ * directory. Blocks found in ssd_dir join the index as their namespace
+ * attaches. */
 int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out);
 
 /* The DRAM tier's region: one mapping holding every DRAM slot, for the
@@ -199,8 +206,12 @@ void kvt_release(struct kvt_ns *ns, struct kvt_slot *slot);
 /* Called by kvt_acquire_many once per key as its block is lent (res 0:
  * slots[k] holds it) or has failed (res < 0), in the order blocks come in,
  * on the calling thread, with no lock of the store held (it may release the
- * slot at once). */
-typedef void (*kvt_acquire_cb)(void *arg, size_t k, int res);
+ * slot at once). reading: blocks of the call still being read up from a
+ * storage tier (or waited for while another reader brings them up) when
+ * this one is reported; 0 means whatever is still unreported comes at
+ * once, so a caller can use a block while reads run and leave the last
+ * ones to handle together. */
+typedef void (*kvt_acquire_cb)(void *arg, size_t k, int res, size_t reading);
 
 /* Acquire the blocks of keys[0..n) at once, each as kvt_acquire would:
  * those in DRAM are lent at once; every block on SSD is read in one batch
@@ -285,12 +296,18 @@ struct kvt_store_stats {
 	uint64_t checksum_failures;
 	uint64_t index_bytes;  /* memory of the block index */
 	/* Blocks lost for lack of room are tier[SSD].evictions plus
-	 * dram_dropped; tier[DRAM].evictions counts demotions too. */
+	 * dram_dropped plus ssd_admission_refused; tier[DRAM].evictions counts
+	 * demotions too. */
 	uint64_t dram_dropped; /* blocks dropped from DRAM for lack of room, kept
 	                        * nowhere else (no working SSD tier) */
 	uint64_t ssd_copies_dropped; /* spare SSD copies of blocks that are in
 	                        * DRAM, let go for room (the block stays) */
 	struct kvt_ssd_health ssd;
+	/* Blocks the ssd_admission rule kept off the SSD tier: dropped from
+	 * DRAM for room instead of written (counted in tier[DRAM].evictions
+	 * too), and their bytes, the SSD writes saved. */
+	uint64_t ssd_admission_refused;
+	uint64_t ssd_admission_refused_bytes;
 };
 
 /* Snapshot of the counters, as far as stats->size (set by the caller)

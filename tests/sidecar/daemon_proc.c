@@ -321,6 +321,19 @@ fail:
 	return NULL;
 }
 
+bool kvtd_log_has(const struct kvtd_proc *d, const char *what)
+{
+	char line[2048];
+	FILE *f = fopen(d->log, "r");
+	bool found = false;
+
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = strstr(line, what) != NULL;
+	if (f)
+		fclose(f);
+	return found;
+}
+
 double kvtd_metric(const char *text, const char *series)
 {
 	const char *p = strstr(text, series);

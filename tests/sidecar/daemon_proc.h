@@ -3,6 +3,7 @@
 #ifndef KVT_TESTS_SIDECAR_DAEMON_PROC_H
 #define KVT_TESTS_SIDECAR_DAEMON_PROC_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -36,6 +37,9 @@ struct kvt_client *kvtd_connect(const struct kvtd_proc *d, const char *token);
 /* A plain socket connected to the daemon, for tests that speak raw frames;
  * -1 on failure. */
 int kvtd_connect_raw(const struct kvtd_proc *d);
+
+/* Whether a line of d's log holds `what`. */
+bool kvtd_log_has(const struct kvtd_proc *d, const char *what);
 
 /* The metrics endpoint's TCP port on 127.0.0.1, read from the start
  * summary in d's log (it may trail the socket): -1 if none within 2 s. */

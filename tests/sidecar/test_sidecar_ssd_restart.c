@@ -148,19 +148,6 @@ static void assert_present(struct engine *e, uint32_t i)
 		fail_msg("block %u is gone", i);
 }
 
-static bool log_has(const struct kvtd_proc *d, const char *what)
-{
-	char line[2048];
-	FILE *f = fopen(d->log, "r");
-	bool found = false;
-
-	while (f && !found && fgets(line, sizeof(line), f))
-		found = strstr(line, what) != NULL;
-	if (f)
-		fclose(f);
-	return found;
-}
-
 static void meta_path(const struct kvtd_proc *d, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s/data/ssd/kvtier-ssd.meta", d->dir);
@@ -196,7 +183,7 @@ static void lost_meta_file_loses_no_block(void **state)
 		assert_true(recovery_stat(e.c, "recovered") >= n);
 		assert_int_equal(recovery_stat(e.c, "quarantined"), 0);
 		engine_close(&e);
-		assert_true(log_has(&d, "event=ssd.meta_rebuilt"));
+		assert_true(kvtd_log_has(&d, "event=ssd.meta_rebuilt"));
 	}
 	engine_open(&e, &d);
 	for (uint32_t i = 0; i < BLOCKS; i++)
@@ -338,7 +325,7 @@ static void files_named_like_segments_do_not_stop_the_daemon(void **state)
 	assert_false(ssd_stat(e.c, "degraded"));
 	assert_int_equal(recovery_stat(e.c, "foreign"), 2);
 	engine_close(&e);
-	assert_true(log_has(&d, "event=ssd.foreign_file"));
+	assert_true(kvtd_log_has(&d, "event=ssd.foreign_file"));
 	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
 	snprintf(p, sizeof(p), "%s/data/ssd/seg-0000000000000003.kvt", d.dir);
 	assert_int_equal(stat(p, &st), 0);

@@ -1,6 +1,7 @@
 /* Requests larger than the DRAM tier: a SAVE and a LOAD of more blocks than
  * it has slots are served whole, in windows, with per-layer completion that
- * holds for every block. And a LOAD whose blocks need most of its slots,
+ * holds for every block; a LOAD of several windows read from SSD puts every
+ * block intact in its own page, layers reported in order. And a LOAD whose blocks need most of its slots,
  * mostly from SSD,
  * while another client keeps saving (kvtierd --dram 8M --ssd 512M, 56 blocks
  * of 128 KiB): every LOAD finishes with every block byte for byte, a new
@@ -405,12 +406,74 @@ static bool layer_ok(const struct engine_mem *m, uint32_t page, uint32_t layer, 
 	return ok;
 }
 
+/* Keys of a chain of n blocks (n a multiple of 50), told apart by tag. */
+static void long_chain(const struct kvt_client_ns *ns, uint32_t tag, struct kvt_key *keys,
+		       uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i += 50) {
+		struct kvt_key part[50];
+		uint32_t tokens[50 * BLOCK_TOKENS];
+		uint64_t r = seed | 1;
+
+		for (int t = 0; t < 50 * BLOCK_TOKENS; t++)
+			tokens[t] = (uint32_t)kvt_test_rand(&r) + i + tag * 1000003u;
+		assert_int_equal(kvt_client_prefix_keys(ns, i ? &keys[i - 1] : NULL, tokens,
+							50 * BLOCK_TOKENS, part, 50), 50);
+		memcpy(&keys[i], part, sizeof(part));
+	}
+}
+
+/* A daemon with 64 DRAM slots of 128 KiB and an SSD tier, and an engine
+ * of `pages` pages connected to it, for requests of up to `keys` keys. */
+static struct kvt_client *window_daemon(struct kvtd_proc *d, struct kvt_ns_desc *desc,
+					struct kvt_client_ns *ns, struct engine_mem *m,
+					uint32_t pages, uint32_t keys)
+{
+	const char *extra[] = { "--dram", "8M", "--ssd", "512M", NULL };
+	struct kvt_client *c;
+
+	assert_int_equal(kvtd_start(d, NULL, extra), 0);
+	c = kvtd_connect(d, NULL);
+	assert_non_null(c);
+	wedge_desc(desc);
+	assert_int_equal(kvt_client_hello(c, desc, ns), 0);
+	assert_true(ns->max_keys >= keys);
+	assert_int_equal(engine_mem_open(m, c, ns, desc, pages), 0);
+	return c;
+}
+
+/* SAVE keys[i] from pages[i], i < n, and wait for all of them. */
+static void save_all(struct kvt_client *c, const struct kvt_client_ns *ns,
+		     const struct engine_mem *m, const struct kvt_key *keys, const uint32_t *pages,
+		     uint32_t n)
+{
+	uint64_t ticket;
+
+	assert_int_equal(kvt_client_save(c, ns, (uint32_t)m->region, NULL, keys, pages, n,
+					 &ticket), 0);
+	assert_int_equal(kvt_client_wait(c, ticket, 60000), (int)n);
+}
+
+/* How many of keys[0..n) (all stored) LOOKUP finds on SSD. */
+static int blocks_on_ssd(struct kvt_client *c, const struct kvt_client_ns *ns,
+			 const struct kvt_key *keys, uint32_t n)
+{
+	uint8_t *tiers = malloc(n);
+	int on_ssd = 0;
+
+	assert_non_null(tiers);
+	assert_int_equal(kvt_client_lookup(c, ns, keys, n, tiers), (int)n);
+	for (uint32_t i = 0; i < n; i++)
+		on_ssd += tiers[i] == KVT_TIER_SSD;
+	free(tiers);
+	return on_ssd;
+}
+
 /* A LOAD of more blocks than the DRAM tier has slots (100 of 128 KiB through
  * 64 slots, all on SSD) is served whole, in windows; a layer reported done
  * is in place for every block of the request. */
 static void load_larger_than_the_dram_tier_comes_in_windows(void **state)
 {
-	const char *extra[] = { "--dram", "8M", "--ssd", "512M", NULL };
 	enum { N = 100 };
 	struct kvtd_proc d = { 0 };
 	struct kvt_client *c;
@@ -419,43 +482,19 @@ static void load_larger_than_the_dram_tier_comes_in_windows(void **state)
 	struct engine_mem m;
 	struct kvt_key keys[N];
 	uint32_t pages[N];
-	uint8_t tiers[N];
 	uint64_t ticket;
-	int on_ssd = 0;
 
 	(void)state;
-	assert_int_equal(kvtd_start(&d, NULL, extra), 0);
-	c = kvtd_connect(&d, NULL);
-	assert_non_null(c);
-	wedge_desc(&desc);
-	assert_int_equal(kvt_client_hello(c, &desc, &ns), 0);
-	assert_true(ns.max_keys >= N);
-	assert_int_equal(engine_mem_open(&m, c, &ns, &desc, N), 0);
-	for (uint32_t i = 0; i < N; i += 50) {
-		struct kvt_key part[50];
-		uint32_t tokens[50 * BLOCK_TOKENS];
-		uint64_t r = seed | 1;
-
-		for (int t = 0; t < 50 * BLOCK_TOKENS; t++)
-			tokens[t] = (uint32_t)kvt_test_rand(&r) + i;
-		assert_int_equal(kvt_client_prefix_keys(&ns, i ? &keys[i - 1] : NULL, tokens,
-							50 * BLOCK_TOKENS, part, 50), 50);
-		memcpy(&keys[i], part, sizeof(part));
-	}
+	c = window_daemon(&d, &desc, &ns, &m, N, N);
+	long_chain(&ns, 0, keys, N);
 	for (uint32_t i = 0; i < N; i++) {
 		pages[i] = i;
 		engine_page_fill(&m, i, seed + i);
 	}
 	/* saved in parts: a SAVE of more than the tier holds is windowed too */
-	assert_int_equal(kvt_client_save(c, &ns, (uint32_t)m.region, NULL, keys, pages, N,
-					 &ticket), 0);
-	assert_int_equal(kvt_client_wait(c, ticket, 60000), N);
-	/* everything but the newest blocks went down; push those too by
-	 * saving other blocks over them */
-	assert_int_equal(kvt_client_lookup(c, &ns, keys, N, tiers), N);
-	for (int i = 0; i < N; i++)
-		on_ssd += tiers[i] == KVT_TIER_SSD;
-	assert_true(on_ssd >= N - 64);
+	save_all(c, &ns, &m, keys, pages, N);
+	/* everything but the newest blocks went down */
+	assert_true(blocks_on_ssd(c, &ns, keys, N) >= N - 64);
 	for (uint32_t i = 0; i < N; i++)
 		engine_page_fill(&m, i, 0);
 
@@ -474,10 +513,84 @@ static void load_larger_than_the_dram_tier_comes_in_windows(void **state)
 	kvtd_cleanup(&d);
 }
 
+/* A LOAD of 150 blocks, all on SSD (more than two windows), into pages in
+ * another order than they were saved from, with 8 pages of the region left
+ * out: every block lands intact in its own page and nothing else is
+ * written; the layers are reported in order, and each layer reported done
+ * (the watermark, as the client sees it) is in place for every block. */
+static void multi_window_load_from_ssd_lands_in_place_in_order(void **state)
+{
+	enum { N = 150, FILLER = 100, SPARE = 8, PAGES = N + SPARE };
+	struct kvtd_proc d = { 0 };
+	struct kvt_client *c;
+	struct kvt_ns_desc desc;
+	struct kvt_client_ns ns;
+	struct engine_mem m;
+	struct kvt_key keys[N], filler[FILLER];
+	uint32_t pages[N], into[N], layers_seen = 0;
+	bool target[PAGES] = { false };
+	uint64_t ticket;
+	int on_ssd = 0, result = 0, r;
+
+	(void)state;
+	c = window_daemon(&d, &desc, &ns, &m, PAGES, N);
+	long_chain(&ns, 1, keys, N);
+	long_chain(&ns, 2, filler, FILLER);
+	for (uint32_t i = 0; i < N; i++) {
+		pages[i] = i;
+		engine_page_fill(&m, i, seed + i);
+		/* 37 is prime to PAGES: a permutation of the region's pages */
+		into[i] = (i * 37 + 5) % PAGES;
+		target[into[i]] = true;
+	}
+	save_all(c, &ns, &m, keys, pages, N);
+	/* another chain pushes the newest of them down too */
+	save_all(c, &ns, &m, filler, pages, FILLER);
+	on_ssd = blocks_on_ssd(c, &ns, keys, N);
+	if (on_ssd <= 128)
+		fail_msg("only %d of %d blocks on SSD: the LOAD would not read two windows there",
+			 on_ssd, N);
+	for (uint32_t p = 0; p < PAGES; p++)
+		engine_page_fill(&m, p, 0);
+
+	assert_int_equal(kvt_client_load(c, &ns, (uint32_t)m.region, keys, into, N, &ticket), 0);
+	for (uint32_t l = 0; l < desc.layers && !result; l++) {
+		uint32_t done = 0;
+
+		assert_int_equal(kvt_client_wait_layer(c, ticket, l, 60000), 0);
+		r = kvt_client_poll(c, ticket, &result, &done);
+		assert_true(r == 0 || r == 1);
+		if (r == 1)
+			assert_int_equal(result, N);
+		if (done < layers_seen || done <= l)
+			fail_msg("layer %u waited for, then %u layers done after %u", l, done,
+				 layers_seen);
+		layers_seen = done;
+		for (uint32_t k = 0; k < done && k < desc.layers; k++)
+			for (uint32_t i = 0; i < N; i++)
+				if (!layer_ok(&m, into[i], k, seed + i))
+					fail_msg("%u layers reported done, but layer %u of block %u "
+						 "is not in page %u", done, k, i, into[i]);
+	}
+	if (!result)
+		assert_int_equal(kvt_client_wait(c, ticket, 60000), N);
+	for (uint32_t i = 0; i < N; i++)
+		if (engine_page_check(&m, into[i], seed + i))
+			fail_msg("block %u is not intact in page %u", i, into[i]);
+	for (uint32_t p = 0; p < PAGES; p++)
+		if (!target[p] && engine_page_check(&m, p, 0))
+			fail_msg("page %u, no LOAD's target, was written", p);
+	engine_mem_close(&m);
+	kvt_client_close(c);
+	assert_int_equal(stop_within(&d, EXIT_DEADLINE_S), 0);
+	kvtd_cleanup(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(load_larger_than_the_dram_tier_comes_in_windows),
+		cmocka_unit_test(multi_window_load_from_ssd_lands_in_place_in_order),
 		cmocka_unit_test(load_while_saving_never_wedges),
 	};
 

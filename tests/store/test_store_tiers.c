@@ -662,13 +662,15 @@ struct seen {
 	size_t calls;
 	int res[48];
 	size_t order[48];
+	size_t reading[48];
 };
 
-static void seen_cb(void *arg, size_t k, int res)
+static void seen_cb(void *arg, size_t k, int res, size_t reading)
 {
 	struct seen *s = arg;
 
 	s->res[k] = res;
+	s->reading[s->calls] = reading;
 	s->order[s->calls++] = k;
 }
 
@@ -693,6 +695,12 @@ static void acquire_many_and_get_many(void **state)
 	assert_int_equal(kvt_acquire_many(f->ns, keys, 4, NULL, res, NULL, NULL), -EINVAL);
 	ok = kvt_acquire_many(f->ns, keys, 48, slots, res, seen_cb, &s);
 	assert_int_equal(s.calls, 48);
+	/* blocks still being read are among those not reported yet, and none
+	 * is left being read when the last is reported */
+	assert_true(s.reading[0] > 0);
+	for (size_t c = 0; c < 48; c++)
+		assert_true(s.reading[c] <= 47 - c);
+	assert_int_equal(s.reading[47], 0);
 	for (uint32_t n = 0; n < 48; n++) {
 		assert_int_equal(s.res[n], res[n]);
 		if (n == 20) {
