@@ -13,9 +13,12 @@
 #include <jansson.h>
 
 #include "app/daemon_log.h"
+#include "app/daemon_rdma.h"
 #include "cluster/directory.h"
+#include "cluster/lease.h"
 #include "cluster/peer_tier.h"
 #include "transport/peer_client.h"
+#include "transport/peer_rdma.h"
 #include "transport/peer_server.h"
 
 /* Hints kept for republishing at a rejoin: the keys saved last (16 B
@@ -33,6 +36,8 @@ struct kvtd_cluster {
 	struct kvt_peer_client *cli;
 	struct kvt_peer_tier *tier; /* the store's once added */
 	bool tier_added;
+	struct kvt_rdma *rdma;      /* with rdma_device: the store's DRAM region registered */
+	struct kvt_lease_table *leases; /* the blocks lent to peers' RDMA reads */
 
 	/* namespaces clients attached, found by salt for peers */
 	pthread_mutex_t ns_mu;
@@ -340,16 +345,6 @@ int kvtd_cluster_open(const struct kvtd_config *cfg, struct kvt_store *store,
 		err = -ENOMEM;
 		goto fail;
 	}
-	if (cfg->rdma_device[0]) {
-		/* the RDMA transport is built and tested (transport/peer_rdma.h),
-		 * but the daemon's peer tier reads over TCP only so far: say so
-		 * rather than serve TCP to an operator who asked for RDMA */
-		kvtd_log(KVT_LOG_ERROR, "event=cluster.rdma.unsupported device=%s reason=\"RDMA reads "
-			 "are not wired into kvtierd yet; remove rdma_device to run over TCP\"",
-			 cfg->rdma_device);
-		err = -EOPNOTSUPP;
-		goto fail;
-	}
 	err = kvt_peer_secret_load(cfg->cluster_secret_file, &cl->secret);
 	if (err) {
 		kvtd_log(KVT_LOG_ERROR, "event=cluster.secret.failed file=%s err=\"%s\" hint=\"%s\"",
@@ -357,22 +352,6 @@ int kvtd_cluster_open(const struct kvtd_config *cfg, struct kvt_store *store,
 			 err == -EPERM ? "chmod 600 the file" : err == -EINVAL ?
 			 "the secret must be 16 to 1024 bytes" :
 			 "create it: head -c 32 /dev/urandom > FILE; chmod 600 FILE");
-		goto fail;
-	}
-
-	kvt_peer_server_opts_init(&po, sizeof(po));
-	po.listen = cfg->peer_listen;
-	po.node_id = cfg->node_id;
-	po.secret = &cl->secret;
-	po.find_ns_cb = find_ns;
-	po.miss_cb = on_miss;
-	po.find_ns_arg = cl;
-	po.timeout_ms = cfg->peer_timeout_ms > 5000 ? cfg->peer_timeout_ms : 5000;
-	po.log = kvtd_log_cb;
-	err = kvt_peer_server_open(&po, &cl->srv);
-	if (err) {
-		kvtd_log(KVT_LOG_ERROR, "event=peer.listen.failed addr=%s err=\"%s\"", cfg->peer_listen,
-			 kvt_strerror(err));
 		goto fail;
 	}
 
@@ -386,6 +365,31 @@ int kvtd_cluster_open(const struct kvtd_config *cfg, struct kvt_store *store,
 		goto fail;
 
 	kvt_dir_opts_init(&dopt, sizeof(dopt));
+	if (cfg->rdma_device[0] &&
+	    (err = kvtd_rdma_open(cfg->rdma_device, NULL, store, cl->cli, &dopt.self, &cl->rdma,
+				  &cl->leases)))
+		goto fail;
+
+	kvt_peer_server_opts_init(&po, sizeof(po));
+	po.listen = cfg->peer_listen;
+	po.node_id = cfg->node_id;
+	po.secret = &cl->secret;
+	po.find_ns_cb = find_ns;
+	po.miss_cb = on_miss;
+	po.find_ns_arg = cl;
+	po.timeout_ms = cfg->peer_timeout_ms > 5000 ? cfg->peer_timeout_ms : 5000;
+	po.log = kvtd_log_cb;
+	if (cl->rdma) {
+		po.leases = cl->leases;
+		po.rdma = kvt_rdma_owner_hooks(cl->rdma);
+	}
+	err = kvt_peer_server_open(&po, &cl->srv);
+	if (err) {
+		kvtd_log(KVT_LOG_ERROR, "event=peer.listen.failed addr=%s err=\"%s\"", cfg->peer_listen,
+			 kvt_strerror(err));
+		goto fail;
+	}
+
 	dopt.url = cfg->cluster;
 	snprintf(dopt.self.id, sizeof(dopt.self.id), "%s", cfg->node_id);
 	snprintf(dopt.self.addr, sizeof(dopt.self.addr), "%s", cfg->peer_listen);
@@ -404,6 +408,7 @@ int kvtd_cluster_open(const struct kvtd_config *cfg, struct kvt_store *store,
 	to.client = cl->cli;
 	to.fetched_cb = on_fetched;
 	to.fetched_arg = cl;
+	to.rdma = cl->rdma;
 	to.log = kvtd_log_cb;
 	err = kvt_peer_tier_open(&to, &cl->tier);
 	if (err)
@@ -435,8 +440,8 @@ fail:
 
 void kvtd_cluster_describe(struct kvtd_cluster *cl, FILE *f)
 {
-	fprintf(f, "  cluster   node %s, peers at %s (tcp), directory %s\n", cl->node_id,
-		cl->listen, cl->url);
+	fprintf(f, "  cluster   node %s, peers at %s (%s), directory %s\n", cl->node_id,
+		cl->listen, cl->rdma ? "tcp, rdma" : "tcp", cl->url);
 }
 
 void kvtd_cluster_close(struct kvtd_cluster *cl)
@@ -446,10 +451,12 @@ void kvtd_cluster_close(struct kvtd_cluster *cl)
 	/* leave first, so peers stop being sent here */
 	kvt_dir_close(cl->dir);
 	kvt_peer_server_close(cl->srv);
+	kvt_lease_table_close(cl->leases);
 	/* the peer tier, once added, is the store's: closed with it, and not
 	 * called once the sidecar server is closed */
 	if (!cl->tier_added)
 		kvt_peer_tier_close(cl->tier);
+	kvt_rdma_close(cl->rdma); /* its queue pairs' control connections are the client's */
 	kvt_peer_client_close(cl->cli);
 	explicit_bzero(&cl->secret, sizeof(cl->secret));
 	free(cl->keep);

@@ -78,9 +78,10 @@ static void usage(FILE *f)
 "\n"
 "JSON: block_bytes, blocks, conns, reps, remote_gbps, iperf3_gbps, ratio,\n"
 "lookup_keys, lookup_p50_us, lookup_p99_us, redis_get_p50_us, lookup_ratio,\n"
-"lookup_mean_us, lookup_thread_mean_us (of a lookup's mean, the part on the\n"
-"directory's thread: commands built, sent, answered, parsed; the rest is\n"
-"handing the request over and the answer back),\n"
+"lookup_mean_us, lookup_thread_mean_us (of a lookup's mean, the Redis\n"
+"exchange: command built, sent, answered, parsed, on the caller's thread\n"
+"when the directory's connection is idle, else on the directory's thread;\n"
+"the rest is taking the connection or handing the request over),\n"
 "rdma {gbps, ib_read_bw_gbps, ratio} or rdma {skipped: reason}.\n"
 "Targets: ratio >= 0.8; lookup_ratio <= 2; rdma ratio >= 0.9.\n");
 }

@@ -91,21 +91,27 @@ static void flush_queues(struct kvt_rdir *d, bool writes)
 		kvt_rdir_finish_lookups(d, list, -ENOTCONN, 0);
 }
 
-/* Wait on the wake condition until deadline_ns or a signal; false once the
- * directory is closing. */
+/* Wait on the wake condition until deadline_ns or a signal, the connection
+ * left to lookup callers meanwhile; false once the directory is closing. */
 static bool sleep_until(struct kvt_rdir *d, uint64_t deadline_ns, bool idle_only)
 {
 	struct timespec ts = { .tv_sec = (time_t)(deadline_ns / 1000000000ull),
 			       .tv_nsec = (long)(deadline_ns % 1000000000ull) };
 	bool stop;
 
+	pthread_mutex_unlock(&d->io_mu);
 	pthread_mutex_lock(&d->mu);
-	while (!d->stop && (!idle_only || (!d->lk_head && !d->ring_n && !d->self_dirty)) &&
+	while (!d->stop && (!idle_only || (!d->lk_head && !d->ring_n && !d->self_dirty &&
+					   !d->conn_dropped)) &&
 	       kvt_clock_ns() < deadline_ns)
 		if (pthread_cond_timedwait(&d->wake, &d->mu, &ts) == ETIMEDOUT)
 			break;
+	d->conn_dropped = false;
 	stop = d->stop;
 	pthread_mutex_unlock(&d->mu);
+	atomic_store(&d->io_wanted, true);
+	pthread_mutex_lock(&d->io_mu);
+	atomic_store(&d->io_wanted, false);
 	return !stop;
 }
 
@@ -118,6 +124,7 @@ static void *dir_thread(void *arg)
 	char why[200];
 	int err;
 
+	pthread_mutex_lock(&d->io_mu);
 	for (;;) {
 		bool stop, dirty, lookups, writes;
 
@@ -198,6 +205,7 @@ static void *dir_thread(void *arg)
 		kvt_rdir_leave(d);
 	kvt_redis_close(d->conn);
 	d->conn = NULL;
+	pthread_mutex_unlock(&d->io_mu);
 	flush_queues(d, true);
 	return NULL;
 }
@@ -265,6 +273,18 @@ static int rd_lookup(struct kvt_dir *dir, const struct kvt_key *keys, size_t n,
 		return -ENOTCONN;
 	}
 	pthread_mutex_unlock(&d->mu);
+	deadline = kvt_deadline_ms(d->o.lookup_timeout_ms);
+	if (!atomic_load(&d->io_wanted) && pthread_mutex_trylock(&d->io_mu) == 0) {
+		/* the thread sleeps: ask Redis here, without two wake-ups */
+		if (d->conn && !d->scripts_lost) {
+			struct lookup_req now = { .keys = (struct kvt_key *)keys, .n = n, .out = out };
+
+			rc = kvt_rdir_lookup_now(d, &now, deadline);
+			pthread_mutex_unlock(&d->io_mu);
+			return rc;
+		}
+		pthread_mutex_unlock(&d->io_mu);
+	}
 	r = calloc(1, sizeof(*r));
 	if (r) {
 		r->keys = malloc(n * sizeof(*keys));
@@ -281,7 +301,6 @@ static int rd_lookup(struct kvt_dir *dir, const struct kvt_key *keys, size_t n,
 	memcpy(r->keys, keys, n * sizeof(*keys));
 	r->n = n;
 	r->refs = 2;
-	deadline = kvt_deadline_ms(d->o.lookup_timeout_ms);
 	ts.tv_sec = (time_t)(deadline / 1000000000ull);
 	ts.tv_nsec = (long)(deadline % 1000000000ull);
 
@@ -376,6 +395,7 @@ static void rd_close(struct kvt_dir *dir)
 	pthread_join(d->thread, NULL);
 	pthread_cond_destroy(&d->wake);
 	pthread_cond_destroy(&d->done_cv);
+	pthread_mutex_destroy(&d->io_mu);
 	pthread_mutex_destroy(&d->mu);
 	free(d->members);
 	free(d->ring);
@@ -434,6 +454,8 @@ static int rd_open(const struct kvt_dir_opts *o, struct kvt_dir **out)
 		goto fail_free;
 	}
 	pthread_mutex_init(&d->mu, NULL);
+	pthread_mutex_init(&d->io_mu, NULL);
+	atomic_init(&d->io_wanted, false);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&d->wake, &ca);
@@ -447,6 +469,7 @@ static int rd_open(const struct kvt_dir_opts *o, struct kvt_dir **out)
 fail_sync:
 	pthread_cond_destroy(&d->wake);
 	pthread_cond_destroy(&d->done_cv);
+	pthread_mutex_destroy(&d->io_mu);
 	pthread_mutex_destroy(&d->mu);
 fail_free:
 	free(d->ring);

@@ -18,15 +18,21 @@
  * atomically with a small Lua script per key (EVALSHA, pipelined), loaded
  * at each connect.
  *
- * One thread owns the connection and does all the I/O; callers only touch
- * queues and snapshots under the mutex. A lookup waits on a condition
- * variable until its own deadline; if the thread is stuck on a slow Redis
- * the caller still returns on time (-ETIMEDOUT), and the request is freed by
- * whichever side lets go of it last. */
+ * One thread owns the connection: it connects, joins, renews, refreshes the
+ * members and writes the hints; callers only touch queues and snapshots
+ * under the mutex. The one exception is a lookup: when the connection is
+ * up and idle (io_mu free, the thread asleep), the caller does its MGET on
+ * the connection itself, under io_mu and by its own deadline, which saves
+ * two thread wake-ups per lookup; a connection that misses the deadline is
+ * dropped as on the thread. Otherwise the lookup is queued and waits on a
+ * condition variable until its own deadline; if the thread is stuck on a
+ * slow Redis the caller still returns on time (-ETIMEDOUT), and the request
+ * is freed by whichever side lets go of it last. */
 #ifndef KVT_CLUSTER_DIR_REDIS_H
 #define KVT_CLUSTER_DIR_REDIS_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -74,9 +80,15 @@ struct kvt_rdir {
 	struct kvt_node_info *members; /* sorted by id */
 	size_t n_members;
 	struct kvt_dir_stats st;
+	bool conn_dropped; /* a caller dropped the connection: wake the thread */
 
-	/* the thread's own */
-	struct kvt_redis *conn;
+	/* io_mu: held by the thread except while it sleeps, and by a caller
+	 * doing its lookup on the idle connection; it guards conn, the scripts
+	 * and the member array. The thread raises io_wanted before taking it,
+	 * so callers cannot starve it. */
+	pthread_mutex_t io_mu;
+	atomic_bool io_wanted;
+	struct kvt_redis *conn; /* under io_mu, as are the fields below */
 	char sha_publish[41], sha_forget[41]; /* the scripts, loaded per connection */
 	bool scripts_lost;        /* Redis forgot them: reconnect */
 	uint64_t last_epoch; /* the highest epoch this node ever held */
@@ -133,6 +145,11 @@ int kvt_rdir_load_scripts(struct kvt_rdir *d);
 /* Answer the queued lookups; send a batch of queued writes. */
 void kvt_rdir_lookups(struct kvt_rdir *d);
 void kvt_rdir_writes(struct kvt_rdir *d);
+
+/* Answer one lookup on the caller's thread, io_mu held and the connection
+ * up, by deadline_ns; returns the prefix length or a negative errno (the
+ * connection is dropped on failure, as on the thread). */
+int kvt_rdir_lookup_now(struct kvt_rdir *d, struct lookup_req *r, uint64_t deadline_ns);
 
 /* Complete lookups with err (or their results), waking their callers. */
 void kvt_rdir_finish_lookups(struct kvt_rdir *d, struct lookup_req *list, int err, uint64_t stale);

@@ -177,16 +177,66 @@ static int append_mget(struct kvt_rdir *d, const struct lookup_req *r)
 	return err;
 }
 
+/* One MGET per request of list (n_req replies into rep), pipelined, read by
+ * deadline_ns; each request's result and holders set. 0, or a negative
+ * errno after which the connection is not to be used again. */
+static int answer(struct kvt_rdir *d, struct lookup_req *list, size_t n_req, redisReply **rep,
+		  uint64_t deadline_ns, uint64_t *stale)
+{
+	char self[KVT_NODE_ID_MAX + 1];
+	struct lookup_req *r;
+	size_t k = 0;
+	int err = 0;
+
+	pthread_mutex_lock(&d->mu);
+	memcpy(self, d->self.id, sizeof(self));
+	pthread_mutex_unlock(&d->mu);
+	for (r = list; r && !err; r = r->next)
+		err = append_mget(d, r);
+	if (!err)
+		err = kvt_redis_exec(d->conn, rep, n_req, deadline_ns);
+	if (err)
+		return err;
+	for (r = list; r; r = r->next, k++) {
+		bool prefix = true;
+
+		r->result = 0;
+		if (rep[k]->type != REDIS_REPLY_ARRAY || rep[k]->elements != r->n) {
+			r->result = -EPROTO;
+			continue;
+		}
+		for (size_t i = 0; i < r->n; i++) {
+			uint32_t h = holders_of(d, rep[k]->element[i], self, &r->out[i], stale);
+
+			if (prefix && h)
+				r->result++;
+			else
+				prefix = false;
+		}
+	}
+	kvt_redis_free_replies(rep, n_req);
+	return 0;
+}
+
+static void count_batch(struct kvt_rdir *d, uint64_t t0, uint64_t stale, uint64_t hits)
+{
+	pthread_mutex_lock(&d->mu);
+	d->st.lookup_hit_keys += hits;
+	d->st.lookup_batches++;
+	d->st.lookup_batch_ns += kvt_clock_ns() - t0;
+	d->st.stale_hints += stale;
+	pthread_mutex_unlock(&d->mu);
+}
+
 /* Answer every queued lookup (up to MAX_LOOKUP_KEYS keys): one MGET each,
  * pipelined. */
 void kvt_rdir_lookups(struct kvt_rdir *d)
 {
 	struct lookup_req *list, *r, *last = NULL;
-	redisReply **rep = NULL;
-	char self[KVT_NODE_ID_MAX + 1];
+	redisReply **rep;
 	uint64_t stale = 0, t0 = kvt_clock_ns();
-	size_t total = 0, n_req = 0, k = 0;
-	int err = 0;
+	size_t total = 0, n_req = 0;
+	int err;
 
 	pthread_mutex_lock(&d->mu);
 	list = d->lk_head;
@@ -203,7 +253,6 @@ void kvt_rdir_lookups(struct kvt_rdir *d)
 	if (!d->lk_head)
 		d->lk_tail = NULL;
 	last->next = NULL;
-	snprintf(self, sizeof(self), "%s", d->self.id);
 	pthread_mutex_unlock(&d->mu);
 
 	rep = calloc(n_req, sizeof(*rep));
@@ -211,40 +260,35 @@ void kvt_rdir_lookups(struct kvt_rdir *d)
 		kvt_rdir_finish_lookups(d, list, -ENOMEM, 0);
 		return;
 	}
-	for (r = list; r && !err; r = r->next)
-		err = append_mget(d, r);
-	if (!err)
-		err = kvt_rdir_exec(d, rep, n_req);
+	err = answer(d, list, n_req, rep, kvt_rdir_deadline(d), &stale);
+	free(rep);
 	if (err) {
-		free(rep);
 		kvt_rdir_conn_lost(d, err);
 		kvt_rdir_finish_lookups(d, list, err == -ETIMEDOUT ? -ETIMEDOUT : -ENOTCONN, 0);
 		return;
 	}
-	for (r = list; r; r = r->next, k++) {
-		bool prefix = true;
-
-		r->result = 0;
-		if (rep[k]->type != REDIS_REPLY_ARRAY || rep[k]->elements != r->n) {
-			r->result = -EPROTO;
-			continue;
-		}
-		for (size_t i = 0; i < r->n; i++) {
-			uint32_t h = holders_of(d, rep[k]->element[i], self, &r->out[i], &stale);
-
-			if (prefix && h)
-				r->result++;
-			else
-				prefix = false;
-		}
-	}
-	kvt_redis_free_replies(rep, n_req);
-	free(rep);
-	pthread_mutex_lock(&d->mu);
-	d->st.lookup_batches++;
-	d->st.lookup_batch_ns += kvt_clock_ns() - t0;
-	pthread_mutex_unlock(&d->mu);
+	count_batch(d, t0, 0, 0);
 	kvt_rdir_finish_lookups(d, list, 0, stale);
+}
+
+int kvt_rdir_lookup_now(struct kvt_rdir *d, struct lookup_req *r, uint64_t deadline_ns)
+{
+	uint64_t stale = 0, t0 = kvt_clock_ns();
+	redisReply *rep;
+	int err = answer(d, r, 1, &rep, deadline_ns, &stale);
+
+	if (err) {
+		kvt_rdir_conn_lost(d, err);
+		pthread_mutex_lock(&d->mu);
+		d->conn_dropped = true; /* the thread reconnects */
+		if (err == -ETIMEDOUT)
+			d->st.lookups_timed_out++;
+		pthread_cond_signal(&d->wake);
+		pthread_mutex_unlock(&d->mu);
+		return err == -ETIMEDOUT ? -ETIMEDOUT : -ENOTCONN;
+	}
+	count_batch(d, t0, stale, r->result > 0 ? (uint64_t)r->result : 0);
+	return r->result;
 }
 
 void kvt_rdir_writes(struct kvt_rdir *d)
