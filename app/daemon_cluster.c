@@ -231,6 +231,8 @@ static char *on_json(void *arg)
 		json_array_append_new(peers, p);
 	}
 	json_object_set_new(root, "peers", peers);
+	if (cl->rdma)
+		json_object_set_new(root, "rdma", kvtd_rdma_json(cl->rdma, cl->leases));
 	text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(root);
 	return text;
@@ -313,6 +315,8 @@ static char *on_prom(void *arg)
 		fprintf(f, "kvtier_peer_misses_total{peer=\"%s\"} %" PRIu64 "\n", ps[i].node_id,
 			ps[i].misses);
 #undef H
+	if (cl->rdma)
+		kvtd_rdma_prom(f, cl->rdma, cl->leases);
 	if (fclose(f)) {
 		free(text);
 		return NULL;

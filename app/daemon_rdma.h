@@ -4,6 +4,10 @@
 #ifndef KVT_APP_DAEMON_RDMA_H
 #define KVT_APP_DAEMON_RDMA_H
 
+#include <stdio.h>
+
+#include <jansson.h>
+
 #include "cluster/directory.h"
 #include "cluster/lease.h"
 #include "kvtier/store.h"
@@ -23,5 +27,11 @@
 int kvtd_rdma_open(const char *device, const struct kvt_verbs_ops *verbs, struct kvt_store *store,
 		   struct kvt_peer_client *cli, struct kvt_node_info *self, struct kvt_rdma **rdma,
 		   struct kvt_lease_table **leases);
+
+/* The RDMA side's counters: this node's READs of peers' blocks (rdma) and
+ * the leases it lends to peers' READs (leases), as the "rdma" object of
+ * STATS' cluster section (a new reference) and as /metrics lines. */
+json_t *kvtd_rdma_json(struct kvt_rdma *rdma, struct kvt_lease_table *leases);
+void kvtd_rdma_prom(FILE *f, struct kvt_rdma *rdma, struct kvt_lease_table *leases);
 
 #endif /* KVT_APP_DAEMON_RDMA_H */

@@ -121,6 +121,24 @@ static void print_plan(json_t *plan)
 		       i + 1, num(t, "prefill_tokens_per_s"), num(t, "reports"));
 }
 
+/* The RDMA side of a daemon started with --rdma-device. */
+static void print_rdma(json_t *r)
+{
+	json_t *l = json_object_get(r, "leases");
+	char a[32];
+
+	if (!r)
+		return;
+	printf("rdma      %.0f READs (%s) verified, %.0f failed (%.0f checksum, %.0f timeout, %.0f "
+	       "lease expired); lent %.0f leases (%.0f now, holding %.0f blocks), %.0f expired, "
+	       "%.0f refused\n", num(r, "reads"), bytes_of(r, "bytes", a, sizeof(a)),
+	       num(r, "retry_exceeded") + num(r, "remote_access_errors") + num(r, "flushed") +
+	       num(r, "other_errors") + num(r, "checksum_errors") + num(r, "timeouts") +
+	       num(r, "lease_expired"), num(r, "checksum_errors"), num(r, "timeouts"),
+	       num(r, "lease_expired"), num(l, "granted"), num(l, "active"), num(l, "blocks_held"),
+	       num(l, "expired"), num(l, "refused"));
+}
+
 /* The cluster's state and the peer tier, per peer (a daemon in a cluster). */
 static void print_cluster(json_t *cl)
 {
@@ -149,6 +167,7 @@ static void print_cluster(json_t *cl)
 		       json_string_value(json_object_get(p, "addr")), num(p, "hits"),
 		       bytes_of(p, "bytes", a, sizeof(a)), num(p, "misses"), num(p, "errors"),
 		       json_is_true(json_object_get(p, "down")) ? "down" : "ok");
+	print_rdma(json_object_get(cl, "rdma"));
 	printf("\n");
 }
 

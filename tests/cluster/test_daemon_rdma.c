@@ -2,18 +2,21 @@
  * the store's DRAM region registered once, REMOTE_READ only; the node's
  * directory record carries the device, port, GID, LID and the region with
  * its rkeys, and reads back the same; a device that does not exist stops the
- * setup with nothing left registered. */
+ * setup with nothing left registered; STATS and /metrics show the region,
+ * the queue pairs and the leases lent to peers. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 #include "app/daemon_rdma.h"
+#include "cluster/lease.h"
 #include "cluster/dir_record.h"
 #include "cluster/verbs_fake.h"
 
@@ -114,11 +117,98 @@ static void an_absent_device_leaves_nothing_open(void **state)
 	kvt_store_close(s);
 }
 
+static json_int_t field(json_t *o, const char *path1, const char *path2)
+{
+	json_t *v = json_object_get(o, path1);
+
+	if (path2)
+		v = json_object_get(v, path2);
+	assert_true(json_is_integer(v));
+	return json_integer_value(v);
+}
+
+/* What STATS and /metrics say of the RDMA side follows a lease lent. */
+static void stats_and_metrics_show_the_region_and_the_leases(void **state)
+{
+	struct kvt_store *s = open_store();
+	struct kvt_node_info self = { .id = "gpu-a", .transports = KVT_NODE_TCP };
+	struct kvt_lease_table *leases;
+	struct kvt_lease_grant grant;
+	struct kvt_ns_desc d;
+	struct kvt_rdma *rdma;
+	struct kvt_key key = { .bytes = { 7, 9 } };
+	struct kvt_ns *ns;
+	uint64_t lease_id;
+	uint32_t granted_ms;
+	size_t bb, len;
+	char *text;
+	void *buf;
+	FILE *f;
+	json_t *o;
+
+	(void)state;
+	fake_reset(1ull << 30, 256);
+	assert_int_equal(kvtd_rdma_open("fake0", &fake_verbs_ops, s, NULL, &self, &rdma, &leases), 0);
+	kvt_ns_desc_init(&d, sizeof(d));
+	strcpy(d.model_id, "test/rdma-stats");
+	d.layout = KVT_LAYOUT_PAGED_KV;
+	d.dtype = KVT_DTYPE_BF16;
+	d.layers = 2;
+	d.kv_heads = 2;
+	d.head_dim = 64;
+	d.block_tokens = 16;
+	d.tp_size = 1;
+	assert_int_equal(kvt_ns_attach(s, &d, &ns), 0);
+	bb = kvt_ns_block_bytes(ns);
+	buf = calloc(1, bb);
+	assert_non_null(buf);
+	assert_int_equal(kvt_put(ns, &key, NULL, buf, bb), 0);
+
+	o = kvtd_rdma_json(rdma, leases);
+	assert_int_equal(field(o, "registered_regions", NULL), 1);
+	assert_int_equal(field(o, "reads", NULL), 0);
+	assert_int_equal(field(o, "leases", "granted"), 0);
+	assert_int_equal(field(o, "leases", "active"), 0);
+	json_decref(o);
+
+	assert_int_equal(kvt_lease_grant(leases, ns, &key, 1, 1000, 42, &granted_ms, &grant,
+					 &lease_id), 0);
+	o = kvtd_rdma_json(rdma, leases);
+	assert_int_equal(field(o, "leases", "granted"), 1);
+	assert_int_equal(field(o, "leases", "active"), 1);
+	assert_int_equal(field(o, "leases", "blocks_held"), 1);
+	json_decref(o);
+
+	text = NULL;
+	f = open_memstream(&text, &len);
+	assert_non_null(f);
+	kvtd_rdma_prom(f, rdma, leases);
+	assert_int_equal(fclose(f), 0);
+	assert_non_null(strstr(text, "kvtier_rdma_leases_total{op=\"granted\"} 1\n"));
+	assert_non_null(strstr(text, "kvtier_rdma_leases{what=\"blocks\"} 1\n"));
+	assert_non_null(strstr(text, "kvtier_rdma_reads_total 0\n"));
+	assert_non_null(strstr(text, "# TYPE kvtier_rdma_errors_total counter\n"));
+	free(text);
+
+	assert_int_equal(kvt_lease_return(leases, lease_id, 42), 1);
+	o = kvtd_rdma_json(rdma, leases);
+	assert_int_equal(field(o, "leases", "returned"), 1);
+	assert_int_equal(field(o, "leases", "active"), 0);
+	assert_int_equal(field(o, "leases", "blocks_held"), 0);
+	json_decref(o);
+
+	free(buf);
+	kvt_lease_table_close(leases);
+	kvt_rdma_close(rdma);
+	kvt_store_close(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(the_record_carries_the_device_and_the_region),
 		cmocka_unit_test(an_absent_device_leaves_nothing_open),
+		cmocka_unit_test(stats_and_metrics_show_the_region_and_the_leases),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
