@@ -15,15 +15,13 @@
 #include "app/daemon_log.h"
 #include "app/daemon_rdma.h"
 #include "cluster/directory.h"
+#include "cluster/hint_refresh.h"
 #include "cluster/lease.h"
 #include "cluster/peer_tier.h"
 #include "transport/peer_client.h"
 #include "transport/peer_rdma.h"
 #include "transport/peer_server.h"
 
-/* Hints kept for republishing at a rejoin: the keys saved last (16 B
- * each). Older ones come back when their blocks are saved again. */
-#define KEEP_KEYS (1u << 20)
 #define MAX_PEERS 64
 
 struct kvtd_cluster {
@@ -44,20 +42,22 @@ struct kvtd_cluster {
 	struct kvt_ns **ns;
 	size_t n_ns, cap_ns;
 
-	/* the keys saved last, a ring, republished at a rejoin */
-	pthread_mutex_t keep_mu;
-	struct kvt_key *keep;
-	size_t keep_head, keep_n;
+	/* publishes again what the store holds: periodically, before the
+	 * hints' TTL ends, and at every (re)join */
+	struct kvt_hint_refresh *refresh;
 	uint64_t forgotten;        /* hints forgotten: a peer asked, the block was gone */
 };
 
 /* ---- namespaces -------------------------------------------------------- */
 
 /* Holds ns for good (true) the first time a client attaches it, so the
- * server never detaches it while a peer may be reading it. */
+ * server never detaches it while a peer may be reading it. The store
+ * indexes the blocks it recovered from SSD for a namespace when the
+ * namespace is first attached: they are published then. */
 static bool on_ns(void *arg, struct kvt_ns *ns)
 {
 	struct kvtd_cluster *cl = arg;
+	struct kvt_hint_refresh *r;
 	bool added = false;
 
 	pthread_mutex_lock(&cl->ns_mu);
@@ -77,6 +77,9 @@ static bool on_ns(void *arg, struct kvt_ns *ns)
 	added = true;
 out:
 	pthread_mutex_unlock(&cl->ns_mu);
+	r = __atomic_load_n(&cl->refresh, __ATOMIC_ACQUIRE);
+	if (added && r)
+		kvt_hint_refresh_now(r);
 	return added;
 }
 
@@ -102,14 +105,6 @@ static struct kvt_ns *find_ns(void *arg, const struct kvt_key *salt)
 static void held(struct kvtd_cluster *cl, const struct kvt_key *keys, size_t n)
 {
 	kvt_dir_publish(cl->dir, keys, n, KVT_TIER_DRAM);
-	pthread_mutex_lock(&cl->keep_mu);
-	for (size_t i = 0; i < n; i++) {
-		cl->keep[cl->keep_head] = keys[i];
-		cl->keep_head = (cl->keep_head + 1) % KEEP_KEYS;
-		if (cl->keep_n < KEEP_KEYS)
-			cl->keep_n++;
-	}
-	pthread_mutex_unlock(&cl->keep_mu);
 }
 
 static void on_saved(void *arg, struct kvt_ns *ns, const struct kvt_key *keys, size_t n)
@@ -118,23 +113,39 @@ static void on_saved(void *arg, struct kvt_ns *ns, const struct kvt_key *keys, s
 	held(arg, keys, n);
 }
 
-/* A new epoch: hints written under the old one are not believed any more. */
+/* A new epoch: hints written under the old one are not believed any more,
+ * so everything held is published again (at the first join: blocks
+ * recovered from SSD). The first join may come before the refresher
+ * exists; it walks once when it starts. */
 static void on_rejoin(void *arg, uint64_t epoch)
 {
 	struct kvtd_cluster *cl = arg;
-	size_t start;
+	struct kvt_hint_refresh *r = __atomic_load_n(&cl->refresh, __ATOMIC_ACQUIRE);
 
-	pthread_mutex_lock(&cl->keep_mu);
-	start = (cl->keep_head + KEEP_KEYS - cl->keep_n) % KEEP_KEYS;
-	if (start + cl->keep_n <= KEEP_KEYS) {
-		kvt_dir_publish(cl->dir, cl->keep + start, cl->keep_n, KVT_TIER_DRAM);
-	} else {
-		kvt_dir_publish(cl->dir, cl->keep + start, KEEP_KEYS - start, KVT_TIER_DRAM);
-		kvt_dir_publish(cl->dir, cl->keep, cl->keep_head, KVT_TIER_DRAM);
-	}
-	kvtd_log(KVT_LOG_INFO, "event=cluster.republish epoch=%" PRIu64 " keys=%zu", epoch,
-		 cl->keep_n);
-	pthread_mutex_unlock(&cl->keep_mu);
+	if (r)
+		kvt_hint_refresh_now(r);
+	kvtd_log(KVT_LOG_INFO, "event=cluster.republish epoch=%" PRIu64, epoch);
+}
+
+/* The refresher's way to the directory. */
+static void refresh_publish(void *arg, const struct kvt_key *keys, size_t n, uint8_t tier)
+{
+	struct kvtd_cluster *cl = arg;
+	struct kvt_dir_stats ds;
+
+	/* before the first join they would only be dropped: the join walks */
+	kvt_dir_stats(cl->dir, &ds);
+	if (ds.epoch)
+		kvt_dir_publish(cl->dir, keys, n, tier);
+}
+
+static size_t refresh_backlog(void *arg)
+{
+	struct kvtd_cluster *cl = arg;
+	struct kvt_dir_stats ds;
+
+	kvt_dir_stats(cl->dir, &ds);
+	return (size_t)ds.queued_keys;
 }
 
 /* A peer asked for a block evicted since its hint was written. */
@@ -160,6 +171,7 @@ static void on_fetched(void *arg, const struct kvt_key *keys, size_t n)
 static char *on_json(void *arg)
 {
 	struct kvtd_cluster *cl = arg;
+	struct kvt_hint_refresh_stats rs;
 	struct kvt_dir_stats ds;
 	struct kvt_peer_server_stats ss;
 	struct kvt_peer_tier_stats ts;
@@ -170,6 +182,7 @@ static char *on_json(void *arg)
 	int np;
 
 	kvt_dir_stats(cl->dir, &ds);
+	kvt_hint_refresh_stats(cl->refresh, &rs);
 	kvt_peer_server_stats(cl->srv, &ss);
 	kvt_peer_tier_stats(cl->tier, &ts);
 	np = kvt_peer_client_stats(cl->cli, ps, MAX_PEERS);
@@ -186,6 +199,9 @@ static char *on_json(void *arg)
 	JI(dir, "forgotten_keys", ds.forgotten_keys);
 	JI(dir, "dropped_keys", ds.dropped_keys);
 	JI(dir, "stale_hints", ds.stale_hints);
+	JI(dir, "queued_keys", ds.queued_keys);
+	JI(dir, "refresh_walks", rs.walks);
+	JI(dir, "refresh_keys", rs.keys);
 	JI(dir, "errors", ds.errors);
 	JI(dir, "reconnects", ds.reconnects);
 	json_object_set_new(root, "directory", dir);
@@ -333,6 +349,8 @@ int kvtd_cluster_open(const struct kvtd_config *cfg, struct kvt_store *store,
 	struct kvt_peer_client_opts co;
 	struct kvt_peer_tier_opts to;
 	struct kvt_dir_opts dopt;
+	struct kvt_hint_refresh_opts ro;
+	struct kvt_hint_refresh *refresh;
 	struct kvtd_cluster *cl;
 	int err;
 
@@ -340,15 +358,9 @@ int kvtd_cluster_open(const struct kvtd_config *cfg, struct kvt_store *store,
 	if (!cl)
 		return -ENOMEM;
 	pthread_mutex_init(&cl->ns_mu, NULL);
-	pthread_mutex_init(&cl->keep_mu, NULL);
 	snprintf(cl->node_id, sizeof(cl->node_id), "%s", cfg->node_id);
 	snprintf(cl->listen, sizeof(cl->listen), "%s", cfg->peer_listen);
 	snprintf(cl->url, sizeof(cl->url), "%s", cfg->cluster);
-	cl->keep = calloc(KEEP_KEYS, sizeof(*cl->keep));
-	if (!cl->keep) {
-		err = -ENOMEM;
-		goto fail;
-	}
 	err = kvt_peer_secret_load(cfg->cluster_secret_file, &cl->secret);
 	if (err) {
 		kvtd_log(KVT_LOG_ERROR, "event=cluster.secret.failed file=%s err=\"%s\" hint=\"%s\"",
@@ -407,6 +419,18 @@ int kvtd_cluster_open(const struct kvtd_config *cfg, struct kvt_store *store,
 		goto fail;
 	}
 
+	kvt_hint_refresh_opts_init(&ro, sizeof(ro));
+	ro.store = store;
+	ro.every_ms = dopt.hint_ttl_ms / 3;
+	ro.backlog_max = dopt.max_queued_keys / 2;
+	ro.publish_cb = refresh_publish;
+	ro.backlog_cb = refresh_backlog;
+	ro.arg = cl;
+	err = kvt_hint_refresh_start(&ro, &refresh);
+	if (err)
+		goto fail;
+	__atomic_store_n(&cl->refresh, refresh, __ATOMIC_RELEASE);
+
 	kvt_peer_tier_opts_init(&to, sizeof(to));
 	to.dir = cl->dir;
 	to.client = cl->cli;
@@ -452,6 +476,8 @@ void kvtd_cluster_close(struct kvtd_cluster *cl)
 {
 	if (!cl)
 		return;
+	/* it publishes into the directory from the store */
+	kvt_hint_refresh_stop(cl->refresh);
 	/* leave first, so peers stop being sent here */
 	kvt_dir_close(cl->dir);
 	kvt_peer_server_close(cl->srv);
@@ -463,10 +489,8 @@ void kvtd_cluster_close(struct kvtd_cluster *cl)
 	kvt_rdma_close(cl->rdma); /* its queue pairs' control connections are the client's */
 	kvt_peer_client_close(cl->cli);
 	explicit_bzero(&cl->secret, sizeof(cl->secret));
-	free(cl->keep);
 	free(cl->ns);
 	pthread_mutex_destroy(&cl->ns_mu);
-	pthread_mutex_destroy(&cl->keep_mu);
 	kvtd_log(KVT_LOG_INFO, "event=cluster.leave node=%s", cl->node_id);
 	free(cl);
 }

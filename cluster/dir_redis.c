@@ -381,6 +381,7 @@ static void rd_stats(struct kvt_dir *dir, struct kvt_dir_stats *out)
 
 	pthread_mutex_lock(&d->mu);
 	*out = d->st;
+	out->queued_keys = d->ring_n;
 	pthread_mutex_unlock(&d->mu);
 }
 

@@ -117,6 +117,7 @@ struct kvt_dir_stats {
 	                               * sent, answered and parsed */
 	uint64_t published_keys, forgotten_keys;
 	uint64_t dropped_keys;      /* writes dropped: queue full, or not joined yet */
+	uint64_t queued_keys;       /* writes queued now, not yet sent */
 	uint64_t stale_hints;       /* hints of gone nodes or old epochs, ignored */
 	uint64_t errors;            /* failed connects and pipelines */
 	uint64_t reconnects;        /* connections re-established after a loss */

@@ -88,6 +88,18 @@ struct kvt_storage_tier;
  * has as many storage tiers as it takes), -ENOMEM. */
 int kvt_store_add_tier(struct kvt_store *store, struct kvt_storage_tier *tier);
 
+/* Walk the blocks the store holds in its own tiers (DRAM and SSD; not what
+ * only a peer tier reaches): up to max keys into keys[] with their tier in
+ * tiers[], from *cursor on (0 starts a walk), *cursor advanced. Each call
+ * takes the store's lock for a bounded piece of the index, so it may return
+ * 0 before the end; the walk is over when *cursor is KVT_SCAN_END. Blocks
+ * stored or removed during a walk may be seen or not; each block present
+ * throughout is seen once, in the tier it was in when its piece was read.
+ * Returns the number written, or -EINVAL. */
+#define KVT_SCAN_END UINT64_MAX
+int kvt_store_scan(struct kvt_store *store, uint64_t *cursor, struct kvt_key *keys,
+		   uint8_t *tiers, size_t max);
+
 /* Close a store and free everything it owns, namespaces included. Slots still
  * reserved or acquired become invalid. NULL is accepted. */
 void kvt_store_close(struct kvt_store *store);

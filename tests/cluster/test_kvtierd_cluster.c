@@ -6,7 +6,8 @@
  * works once the link is back; a block A lost (removed) is a miss for B,
  * and A forgets its hints; A killed: C loads A's blocks from B; Redis
  * killed: LOOKUP and LOAD answer local-only at once; Redis restarted: the
- * nodes rejoin and republish by themselves; STATS and /metrics carry the
+ * nodes rejoin and republish by themselves; a node restarted over its SSD
+ * tier publishes the blocks it recovered; STATS and /metrics carry the
  * cluster; SIGTERM leaves the cluster and exits 0. The engine (this test)
  * reaches each daemon over its Unix socket, which no network namespace
  * hides. Skips where namespaces cannot be made. */
@@ -69,8 +70,10 @@ static void print_log(const char *path)
 		fclose(f);
 }
 
-/* Start kvtierd `id` in namespace ns and connect an engine to it. */
-static void node_start(int idx, int ns, const char *id, const char *secret)
+/* Start kvtierd `id` in namespace ns with a DRAM and an SSD tier of these
+ * sizes, and connect an engine to it. */
+static void node_start_with(int idx, int ns, const char *id, const char *secret,
+			    const char *dram, const char *ssd)
 {
 	struct node *n = &nodes[idx];
 	char dir[600], data[700], listen[32], tmo[16];
@@ -87,7 +90,7 @@ static void node_start(int idx, int ns, const char *id, const char *secret)
 	snprintf(listen, sizeof(listen), "%s:7400", net.addr[ns]);
 	snprintf(tmo, sizeof(tmo), "%d", TIMEOUT_MS);
 	char *argv[] = { (char *)kvtd_binary(), "--socket", n->d.socket, "--data-dir", data,
-			 "--dram", "32M", "--ssd", "0", "--metrics", "off", "--no-prefault",
+			 "--dram", (char *)dram, "--ssd", (char *)ssd, "--metrics", "off", "--no-prefault",
 			 "--no-gpu", "--log-level", "debug", "--cluster", redis_url, "--node-id",
 			 n->id, "--peer-listen", listen, "--cluster-secret-file", (char *)secret,
 			 "--peer-timeout", tmo, NULL };
@@ -118,6 +121,11 @@ static void node_start(int idx, int ns, const char *id, const char *secret)
 	}
 	assert_int_equal(kvt_client_hello(n->c, &desc, &n->ns), 0);
 	assert_int_equal(engine_mem_open(&n->mem, n->c, &n->ns, &desc, PAGES), 0);
+}
+
+static void node_start(int idx, int ns, const char *id, const char *secret)
+{
+	node_start_with(idx, ns, id, secret, "32M", "0");
 }
 
 /* Stop node idx with sig; returns its exit status (see kvtd_stop). */
@@ -483,6 +491,52 @@ static void a_killed_nodes_blocks_load_from_another_holder(void **state)
 	assert_int_equal(load(0, 3, NULL), N);
 }
 
+/* Whether node idx holds all of prefix tag on SSD. */
+static bool on_ssd(int idx, int tag)
+{
+	struct kvt_key keys[N];
+	uint8_t tiers[N];
+
+	make_keys(tag, keys);
+	if (kvt_client_lookup(nodes[idx].c, &nodes[idx].ns, keys, N, tiers) != N)
+		return false;
+	for (int i = 0; i < N; i++)
+		if (tiers[i] != KVT_TIER_SSD)
+			return false;
+	return true;
+}
+
+/* A node restarted over its SSD tier publishes what it recovered (the old
+ * code published only what was saved or fetched after the start, so other
+ * nodes never found those blocks again). */
+static void a_restarted_nodes_ssd_blocks_are_found_again(void **state)
+{
+	int round, tag = 100;
+
+	(void)state;
+	node_start_with(3, 3, "D", secret_file, "8M", "64M");
+	assert_true(members_are(3, 4));
+	save(3, 7);
+	/* other prefixes push prefix 7 down to D's SSD (no lookup of it in
+	 * between: that would keep it in DRAM) */
+	for (round = 0; round < 8 && !on_ssd(3, 7); round++)
+		for (int i = 0; i < 200; i++)
+			save(3, tag++);
+	assert_true(on_ssd(3, 7));
+	assert_int_equal(node_stop(3, SIGTERM), 0);
+	assert_true(members_are(1, 3));
+
+	node_start_with(3, 3, "D", secret_file, "8M", "64M");
+	assert_true(members_are(1, 4));
+	assert_true(hinted(1, 7));
+	assert_int_equal(load(1, 7, NULL), N);
+	assert_true(stat_of(3, "directory", "refresh_walks") >= 1);
+	assert_true(stat_of(3, "directory", "refresh_keys") >= N);
+	assert_true(stat_of(3, "serving", "blocks_sent") >= N);
+	assert_int_equal(node_stop(3, SIGTERM), 0);
+	assert_true(members_are(0, 3));
+}
+
 static void redis_down_is_local_only_and_back_it_resumes(void **state)
 {
 	uint64_t t0, ms;
@@ -533,6 +587,7 @@ int main(void)
 		cmocka_unit_test(a_cut_link_misses_within_the_timeout_and_heals),
 		cmocka_unit_test(a_block_its_owner_lost_loses_its_hint),
 		cmocka_unit_test(a_killed_nodes_blocks_load_from_another_holder),
+		cmocka_unit_test(a_restarted_nodes_ssd_blocks_are_found_again),
 		cmocka_unit_test(redis_down_is_local_only_and_back_it_resumes),
 		cmocka_unit_test(sigterm_leaves_the_cluster_and_exits_cleanly),
 	};
