@@ -425,6 +425,13 @@ static double median_of(double *v, int n)
 	return kvt_bench_median(v, (size_t)n);
 }
 
+/* The codecs measured, on each tensor. */
+static const enum kvt_codec_id comp_codecs[] = {
+	KVT_CODEC_LZ4, KVT_CODEC_SHUF16_LZ4, KVT_CODEC_BLOSC_BITSHUF16_LZ4,
+	KVT_CODEC_BLOSC_SHUF16_ZSTD,
+};
+#define N_COMP_CODECS (sizeof(comp_codecs) / sizeof(comp_codecs[0]))
+
 /* Compress src in 256 KiB blocks (the smallest block size of the bench). */
 static void run_comp(const struct ssd_args *a, const char *data, const uint16_t *src,
 		     size_t bytes, enum kvt_codec_id id, struct comp_case *out)
@@ -477,7 +484,7 @@ int kvt_bench_ssd_main(int argc, char **argv)
 {
 	struct ssd_args a;
 	struct ssd_case *cases;
-	struct comp_case comp[6];
+	struct comp_case comp[2 * N_COMP_CODECS];
 	int n_cases = 0, n_comp = 0, err = 0;
 	char dir[4096], kdir[4200], ffile[4200];
 	double best[2] = { 0, 0 }; /* the device's ceiling: fio's best write, read */
@@ -565,13 +572,11 @@ int kvt_bench_ssd_main(int argc, char **argv)
 		uint16_t *t = malloc(n * 2);
 
 		fill_normal(t, n);
-		run_comp(&a, "normal-bf16", t, n * 2, KVT_CODEC_LZ4, &comp[n_comp++]);
-		run_comp(&a, "normal-bf16", t, n * 2, KVT_CODEC_SHUF16_LZ4, &comp[n_comp++]);
-		run_comp(&a, "normal-bf16", t, n * 2, KVT_CODEC_BLOSC_BITSHUF16_LZ4, &comp[n_comp++]);
+		for (size_t c = 0; c < N_COMP_CODECS; c++)
+			run_comp(&a, "normal-bf16", t, n * 2, comp_codecs[c], &comp[n_comp++]);
 		fill_attention(t, n);
-		run_comp(&a, "attention-kv-bf16", t, n * 2, KVT_CODEC_LZ4, &comp[n_comp++]);
-		run_comp(&a, "attention-kv-bf16", t, n * 2, KVT_CODEC_SHUF16_LZ4, &comp[n_comp++]);
-		run_comp(&a, "attention-kv-bf16", t, n * 2, KVT_CODEC_BLOSC_BITSHUF16_LZ4, &comp[n_comp++]);
+		for (size_t c = 0; c < N_COMP_CODECS; c++)
+			run_comp(&a, "attention-kv-bf16", t, n * 2, comp_codecs[c], &comp[n_comp++]);
 		free(t);
 	}
 
