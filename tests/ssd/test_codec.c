@@ -1,6 +1,7 @@
-/* Codec round trips: every codec id on structured bf16 data, raw fallback for
- * incompressible data and low ratios, corrupt input rejected, and a record
- * written by the hand-written shuf16-lz4 encoder still decoding. */
+/* Codec round trips: every codec id on structured bf16 data, zstd's Huffman
+ * coding of the exponent bytes beating LZ4 on random mantissas, raw fallback
+ * for incompressible data and low ratios, corrupt input rejected, and records
+ * written by earlier encoders (bytes kept here) still decoding. */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -32,6 +33,18 @@ static void fill_bf16(uint16_t *v, size_t n, uint64_t *s)
 	for (size_t i = 0; i < n; i++) {
 		float noise = (float)(kvt_test_rand(s) % 1000) / 1000.0f - 0.5f;
 		v[i] = to_bf16(sinf((float)(i % 128) * 0.05f) + 0.05f * noise);
+	}
+}
+
+/* bf16 of standard normal values (Box-Muller): an exponent byte of few likely
+ * values beside a mantissa byte of noise, as in K/V tensors. */
+static void fill_normal_bf16(uint16_t *v, size_t n, uint64_t *s)
+{
+	for (size_t i = 0; i < n; i++) {
+		double u1 = ((double)(kvt_test_rand(s) >> 11) + 1.0) / 9007199254740993.0;
+		double u2 = (double)(kvt_test_rand(s) >> 11) / 9007199254740992.0;
+
+		v[i] = to_bf16((float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2)));
 	}
 }
 
@@ -70,13 +83,42 @@ static void structured_bf16_compresses_and_round_trips(void **state)
 	round_trip(KVT_CODEC_BLOSC_BITSHUF16_LZ4, v, n * 2 - 1, &used, &bit);
 	assert_int_equal(used, KVT_CODEC_BLOSC_BITSHUF16_LZ4);
 	assert_true(bit < lz4);
+	round_trip(KVT_CODEC_BLOSC_SHUF16_ZSTD, v, n * 2 - 1, &used, &bit);
+	assert_int_equal(used, KVT_CODEC_BLOSC_SHUF16_ZSTD);
+	assert_true(bit < lz4);
 	/* every id round trips, even-length blocks too; plain LZ4 may fall back
 	 * to raw here (ratio below 1.1), the shuffled codecs must not */
-	for (int id = KVT_CODEC_RAW; id <= KVT_CODEC_BLOSC_BITSHUF16_LZ4; id++) {
+	for (int id = KVT_CODEC_RAW; id <= KVT_CODEC_BLOSC_SHUF16_ZSTD; id++) {
 		round_trip((enum kvt_codec_id)id, v, n * 2 - 2, &used, &shuf);
 		assert_true(used == (enum kvt_codec_id)id ||
 			    (id == KVT_CODEC_LZ4 && used == KVT_CODEC_RAW));
 	}
+	free(v);
+}
+
+/* The mantissa bytes are noise that no codec shrinks; the exponent bytes take
+ * a few values, which Huffman codes in 2 to 3 bits and LZ4, finding few
+ * repeats, hardly shrinks even when bit-shuffled. A block of 256 KiB, the
+ * size at which each byte plane is a zstd block of its own. */
+static void zstd_beats_bit_shuffle_on_random_mantissas(void **state)
+{
+	size_t n = 128 * 1024;
+	uint16_t *v = malloc(n * 2);
+	uint64_t s = seed;
+	enum kvt_codec_id used;
+	long bit, zstd;
+
+	fill_normal_bf16(v, n, &s);
+	round_trip(KVT_CODEC_BLOSC_BITSHUF16_LZ4, v, n * 2, &used, &bit);
+	assert_int_equal(used, KVT_CODEC_BLOSC_BITSHUF16_LZ4);
+	round_trip(KVT_CODEC_BLOSC_SHUF16_ZSTD, v, n * 2, &used, &zstd);
+	assert_int_equal(used, KVT_CODEC_BLOSC_SHUF16_ZSTD);
+	/* the high bytes carry about 2.6 bits each, so Huffman's bound is near
+	 * 1.5 and zstd must reach 1.3; LZ4 after the bit shuffle stays near 1.25 */
+	print_message("bit shuffle + LZ4 %.3f, byte shuffle + zstd %.3f\n", (double)(n * 2) / bit,
+		      (double)(n * 2) / zstd);
+	assert_true(zstd * 13 < (long)(n * 2) * 10);
+	assert_true(zstd < bit);
 	free(v);
 }
 
@@ -106,6 +148,77 @@ static void old_shuf16_lz4_record_decodes(void **state)
 	assert_memory_equal(out, want, sizeof(want));
 }
 
+/* 512 bytes, 256 bf16 words: low byte i * 7, high byte 0x3f then 0x40,
+ * as the c-blosc encoders of this version wrote them (bit shuffle + LZ4 at
+ * blosc level 5; byte shuffle + zstd level 1 in 256 KiB blocks). The frame
+ * records how it was written, so a later change of level or block size
+ * must still read these. */
+static const uint8_t old_blosc_bitshuf16_lz4[] = {
+	0x02, 0x01, 0x24, 0x02, 0x00, 0x02, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00,
+	0xad, 0x00, 0x00, 0x00, 0x14, 0x00, 0x00, 0x00, 0x6e, 0x00, 0x00, 0x00,
+	0x1f, 0xaa, 0x01, 0x00, 0x0c, 0x1f, 0x66, 0x01, 0x00, 0x0c, 0x1f, 0x1e,
+	0x01, 0x00, 0x0c, 0x2f, 0x54, 0xab, 0x02, 0x00, 0x0b, 0xcf, 0x98, 0x33,
+	0x67, 0xcc, 0x98, 0x33, 0x67, 0xcc, 0x98, 0x33, 0x67, 0xcc, 0x0c, 0x00,
+	0x01, 0xfc, 0x01, 0xe0, 0xc3, 0x87, 0x0f, 0x1f, 0x3c, 0x78, 0xf0, 0xe0,
+	0xc3, 0x87, 0x0f, 0x1f, 0x3c, 0x78, 0xf0, 0x10, 0x00, 0xfd, 0x01, 0x00,
+	0xfc, 0x07, 0xf0, 0x1f, 0xc0, 0x7f, 0x00, 0xff, 0x03, 0xf8, 0x0f, 0xe0,
+	0x3f, 0x80, 0xff, 0x10, 0x00, 0xf0, 0x10, 0x00, 0xf8, 0xff, 0x1f, 0x00,
+	0x80, 0xff, 0xff, 0x03, 0x00, 0xf0, 0xff, 0x3f, 0x00, 0x00, 0xff, 0xff,
+	0x07, 0x00, 0xe0, 0xff, 0x7f, 0x00, 0x00, 0xfc, 0xff, 0x0f, 0x00, 0xc0,
+	0xff, 0xff, 0x23, 0x00, 0x00, 0x00, 0x1b, 0xff, 0x01, 0x00, 0x1b, 0x00,
+	0x01, 0x00, 0x0b, 0x1f, 0x00, 0x1b, 0xff, 0x1f, 0x00, 0x0f, 0x20, 0x00,
+	0x6e, 0x0c, 0x02, 0x00, 0x0f, 0x90, 0x00, 0x0d, 0x07, 0x02, 0x00, 0x50,
+	0x00, 0x00, 0x00, 0x00, 0x00,
+};
+
+static const uint8_t old_blosc_shuf16_zstd[] = {
+	0x02, 0x01, 0x91, 0x02, 0x00, 0x02, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00,
+	0x2f, 0x01, 0x00, 0x00, 0x14, 0x00, 0x00, 0x00, 0x17, 0x01, 0x00, 0x00,
+	0x28, 0xb5, 0x2f, 0xfd, 0x60, 0x00, 0x01, 0x6d, 0x08, 0x00, 0x24, 0x10,
+	0x00, 0x07, 0x0e, 0x15, 0x1c, 0x23, 0x2a, 0x31, 0x38, 0x3f, 0x46, 0x4d,
+	0x54, 0x5b, 0x62, 0x69, 0x70, 0x77, 0x7e, 0x85, 0x8c, 0x93, 0x9a, 0xa1,
+	0xa8, 0xaf, 0xb6, 0xbd, 0xc4, 0xcb, 0xd2, 0xd9, 0xe0, 0xe7, 0xee, 0xf5,
+	0xfc, 0x03, 0x0a, 0x11, 0x18, 0x1f, 0x26, 0x2d, 0x34, 0x3b, 0x42, 0x49,
+	0x50, 0x57, 0x5e, 0x65, 0x6c, 0x73, 0x7a, 0x81, 0x88, 0x8f, 0x96, 0x9d,
+	0xa4, 0xab, 0xb2, 0xb9, 0xc0, 0xc7, 0xce, 0xd5, 0xdc, 0xe3, 0xea, 0xf1,
+	0xf8, 0xff, 0x06, 0x0d, 0x14, 0x1b, 0x22, 0x29, 0x30, 0x37, 0x3e, 0x45,
+	0x4c, 0x53, 0x5a, 0x61, 0x68, 0x6f, 0x76, 0x7d, 0x84, 0x8b, 0x92, 0x99,
+	0xa0, 0xa7, 0xae, 0xb5, 0xbc, 0xc3, 0xca, 0xd1, 0xd8, 0xdf, 0xe6, 0xed,
+	0xf4, 0xfb, 0x02, 0x09, 0x10, 0x17, 0x1e, 0x25, 0x2c, 0x33, 0x3a, 0x41,
+	0x48, 0x4f, 0x56, 0x5d, 0x64, 0x6b, 0x72, 0x79, 0x80, 0x87, 0x8e, 0x95,
+	0x9c, 0xa3, 0xaa, 0xb1, 0xb8, 0xbf, 0xc6, 0xcd, 0xd4, 0xdb, 0xe2, 0xe9,
+	0xf0, 0xf7, 0xfe, 0x05, 0x0c, 0x13, 0x1a, 0x21, 0x28, 0x2f, 0x36, 0x3d,
+	0x44, 0x4b, 0x52, 0x59, 0x60, 0x67, 0x6e, 0x75, 0x7c, 0x83, 0x8a, 0x91,
+	0x98, 0x9f, 0xa6, 0xad, 0xb4, 0xbb, 0xc2, 0xc9, 0xd0, 0xd7, 0xde, 0xe5,
+	0xec, 0xf3, 0xfa, 0x01, 0x08, 0x0f, 0x16, 0x1d, 0x24, 0x2b, 0x32, 0x39,
+	0x40, 0x47, 0x4e, 0x55, 0x5c, 0x63, 0x6a, 0x71, 0x78, 0x7f, 0x86, 0x8d,
+	0x94, 0x9b, 0xa2, 0xa9, 0xb0, 0xb7, 0xbe, 0xc5, 0xcc, 0xd3, 0xda, 0xe1,
+	0xe8, 0xef, 0xf6, 0xfd, 0x04, 0x0b, 0x12, 0x19, 0x20, 0x27, 0x2e, 0x35,
+	0x3c, 0x43, 0x4a, 0x51, 0x58, 0x5f, 0x66, 0x6d, 0x74, 0x7b, 0x82, 0x89,
+	0x90, 0x97, 0x9e, 0xa5, 0xac, 0xb3, 0xba, 0xc1, 0xc8, 0xcf, 0xd6, 0xdd,
+	0xe4, 0xeb, 0xf2, 0xf9, 0x3f, 0x40, 0x02, 0x00, 0x1c, 0xa4, 0x42, 0x00,
+	0x4f, 0xc1, 0x14,
+};
+
+static void old_blosc_records_decode(void **state)
+{
+	uint8_t want[512], out[512];
+
+	for (int i = 0; i < 256; i++) {
+		want[2 * i] = (uint8_t)(i * 7);
+		want[2 * i + 1] = i < 128 ? 0x3f : 0x40;
+	}
+	assert_int_equal(kvt_codec_decode(KVT_CODEC_BLOSC_BITSHUF16_LZ4, old_blosc_bitshuf16_lz4,
+					  sizeof(old_blosc_bitshuf16_lz4), out, sizeof(out), NULL),
+			 0);
+	assert_memory_equal(out, want, sizeof(want));
+	memset(out, 0, sizeof(out));
+	assert_int_equal(kvt_codec_decode(KVT_CODEC_BLOSC_SHUF16_ZSTD, old_blosc_shuf16_zstd,
+					  sizeof(old_blosc_shuf16_zstd), out, sizeof(out), NULL),
+			 0);
+	assert_memory_equal(out, want, sizeof(want));
+}
+
 static void corrupt_blosc_frame_is_rejected(void **state)
 {
 	size_t n = 32 * 1024, len = n * 2;
@@ -117,18 +230,23 @@ static void corrupt_blosc_frame_is_rejected(void **state)
 	long stored;
 
 	fill_bf16(v, n, &s);
-	kvt_codec_cfg_init(&cfg);
-	cfg.id = KVT_CODEC_BLOSC_BITSHUF16_LZ4;
-	stored = kvt_codec_encode(&cfg, v, len, dst, kvt_codec_bound(len), NULL, &used);
-	assert_int_equal(used, KVT_CODEC_BLOSC_BITSHUF16_LZ4);
-	assert_int_equal(kvt_codec_decode(used, dst, (size_t)stored, out, len, NULL), 0);
-	assert_memory_equal(out, v, len);
-	assert_int_equal(kvt_codec_decode(used, dst, (size_t)stored - 1, out, len, NULL), -EBADMSG);
-	assert_int_equal(kvt_codec_decode(used, dst, (size_t)stored, out, len - 2, NULL), -EBADMSG);
-	assert_int_equal(kvt_codec_decode(used, dst, 8, out, len, NULL), -EBADMSG);
-	/* a frame that claims more stored bytes than the record holds */
-	dst[12] ^= 0x40;
-	assert_int_equal(kvt_codec_decode(used, dst, (size_t)stored, out, len, NULL), -EBADMSG);
+	for (int id = KVT_CODEC_BLOSC_BITSHUF16_LZ4; id <= KVT_CODEC_BLOSC_SHUF16_ZSTD; id++) {
+		kvt_codec_cfg_init(&cfg);
+		cfg.id = (enum kvt_codec_id)id;
+		stored = kvt_codec_encode(&cfg, v, len, dst, kvt_codec_bound(len), NULL, &used);
+		assert_int_equal(used, id);
+		assert_int_equal(kvt_codec_decode(used, dst, (size_t)stored, out, len, NULL), 0);
+		assert_memory_equal(out, v, len);
+		assert_int_equal(kvt_codec_decode(used, dst, (size_t)stored - 1, out, len, NULL),
+				 -EBADMSG);
+		assert_int_equal(kvt_codec_decode(used, dst, (size_t)stored, out, len - 2, NULL),
+				 -EBADMSG);
+		assert_int_equal(kvt_codec_decode(used, dst, 8, out, len, NULL), -EBADMSG);
+		/* a frame that claims more stored bytes than the record holds */
+		dst[12] ^= 0x40;
+		assert_int_equal(kvt_codec_decode(used, dst, (size_t)stored, out, len, NULL),
+				 -EBADMSG);
+	}
 	free(out);
 	free(dst);
 	free(v);
@@ -148,6 +266,9 @@ static void incompressible_data_is_stored_raw(void **state)
 	round_trip(KVT_CODEC_SHUF16_LZ4, src, len, &used, &stored);
 	assert_int_equal(used, KVT_CODEC_RAW);
 	round_trip(KVT_CODEC_BLOSC_BITSHUF16_LZ4, src, len, &used, &stored);
+	assert_int_equal(used, KVT_CODEC_RAW);
+	assert_int_equal(stored, (long)len);
+	round_trip(KVT_CODEC_BLOSC_SHUF16_ZSTD, src, len, &used, &stored);
 	assert_int_equal(used, KVT_CODEC_RAW);
 	assert_int_equal(stored, (long)len);
 	free(src);
@@ -215,6 +336,9 @@ static void shuffle_inverts(void **state)
 	assert_int_equal(kvt_codec_parse("shuf16-lz4"), KVT_CODEC_SHUF16_LZ4);
 	assert_int_equal(kvt_codec_parse("blosc-bitshuf16-lz4"), KVT_CODEC_BLOSC_BITSHUF16_LZ4);
 	assert_string_equal(kvt_codec_name(KVT_CODEC_BLOSC_BITSHUF16_LZ4), "blosc-bitshuf16-lz4");
+	assert_int_equal(kvt_codec_parse("blosc-shuf16-zstd"), KVT_CODEC_BLOSC_SHUF16_ZSTD);
+	assert_string_equal(kvt_codec_name(KVT_CODEC_BLOSC_SHUF16_ZSTD), "blosc-shuf16-zstd");
+	assert_null(kvt_codec_name((enum kvt_codec_id)5));
 	assert_int_equal(kvt_codec_parse("zstd"), -EINVAL);
 }
 
@@ -228,6 +352,8 @@ int main(void)
 		cmocka_unit_test(shuffle_inverts),
 		cmocka_unit_test(old_shuf16_lz4_record_decodes),
 		cmocka_unit_test(corrupt_blosc_frame_is_rejected),
+		cmocka_unit_test(zstd_beats_bit_shuffle_on_random_mantissas),
+		cmocka_unit_test(old_blosc_records_decode),
 	};
 
 	seed = kvt_test_seed();
