@@ -207,8 +207,8 @@ void kvt_release(struct kvt_ns *ns, struct kvt_slot *slot);
  * slots[k] holds it) or has failed (res < 0), in the order blocks come in,
  * on the calling thread, with no lock of the store held (it may release the
  * slot at once). reading: blocks of the call still being read up from a
- * storage tier (or waited for while another reader brings them up) when
- * this one is reported; 0 means whatever is still unreported comes at
+ * storage tier (or waited for while another reader brings them up, or
+ * still waiting for a DRAM slot) when this one is reported; 0 means whatever is still unreported comes at
  * once, so a caller can use a block while reads run and leave the last
  * ones to handle together. */
 typedef void (*kvt_acquire_cb)(void *arg, size_t k, int res, size_t reading);
