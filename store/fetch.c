@@ -22,13 +22,17 @@ struct kvt_fetch {
 	struct kvt_store *s;
 	size_t max, n;
 	struct item *items;
-	struct kvt_tier_io *io;   /* grouped by tier at run */
+	struct kvt_tier_io *io;   /* grouped by tier at each submit */
 	size_t *item_of_io;
-	struct kvt_tier_batch b[KVT_MAX_STORAGE_TIERS];
-	size_t b_first[KVT_MAX_STORAGE_TIERS]; /* io index of each batch's first */
-	struct kvt_storage_tier *tiers[KVT_MAX_STORAGE_TIERS];
-	bool submitted[KVT_MAX_STORAGE_TIERS];
-	size_t nt;
+	/* batches in flight, in the order submitted: one per tier per submit,
+	 * each with at least one record, so never more than max */
+	struct kvt_tier_batch *b;
+	size_t *b_first;          /* io index of each batch's first */
+	struct kvt_storage_tier **tiers; /* each batch's tier */
+	bool *submitted;
+	size_t nb;
+	size_t nw;                /* batches [0, nw) were driven to their end */
+	size_t n_sub;             /* items [0, n_sub) are in batches */
 	size_t in_flight;         /* added and not done yet */
 	kvt_fetch_cb cb;
 	void *arg;
@@ -39,18 +43,28 @@ static inline struct kvt_rec *rec(struct kvt_store *s, uint32_t i)
 	return kvt_index_rec(s->cat.idx, i);
 }
 
-struct kvt_fetch *kvt_fetch_new(struct kvt_store *s, size_t max)
+static void drive(struct kvt_fetch *f);
+
+struct kvt_fetch *kvt_fetch_new(struct kvt_store *s, size_t max, kvt_fetch_cb cb, void *arg)
 {
 	struct kvt_fetch *f = calloc(1, sizeof(*f));
+	size_t m = max ? max : 1;
 
 	if (!f)
 		return NULL;
 	f->s = s;
 	f->max = max;
-	f->items = calloc(max ? max : 1, sizeof(*f->items));
-	f->io = calloc(max ? max : 1, sizeof(*f->io));
-	f->item_of_io = calloc(max ? max : 1, sizeof(*f->item_of_io));
-	if (!f->items || !f->io || !f->item_of_io) {
+	f->cb = cb;
+	f->arg = arg;
+	f->items = calloc(m, sizeof(*f->items));
+	f->io = calloc(m, sizeof(*f->io));
+	f->item_of_io = calloc(m, sizeof(*f->item_of_io));
+	f->b = calloc(m, sizeof(*f->b));
+	f->b_first = calloc(m, sizeof(*f->b_first));
+	f->tiers = calloc(m, sizeof(*f->tiers));
+	f->submitted = calloc(m, sizeof(*f->submitted));
+	if (!f->items || !f->io || !f->item_of_io || !f->b || !f->b_first || !f->tiers ||
+	    !f->submitted) {
 		kvt_fetch_free(f);
 		return NULL;
 	}
@@ -64,6 +78,10 @@ void kvt_fetch_free(struct kvt_fetch *f)
 	free(f->items);
 	free(f->io);
 	free(f->item_of_io);
+	free(f->b);
+	free(f->b_first);
+	free(f->tiers);
+	free(f->submitted);
 	free(f);
 }
 
@@ -80,7 +98,19 @@ int kvt_fetch_add(struct kvt_fetch *f, uint32_t i, size_t k)
 		return KVT_FETCH_MOVING;
 	if (r->state != KVT_REC_LIVE || r->loc == KVT_LOC_NONE)
 		return -ENOENT;
-	err = kvt_tiering_alloc(s, r->size, &loc);
+	err = kvt_tiering_alloc_now(s, r->size, &loc);
+	if (err == -EAGAIN && f->n > f->n_sub) {
+		/* room comes only as the demoter writes blocks out: the reads
+		 * that have their slots go first and are driven to their end
+		 * (each block handed over as it lands) while it does */
+		pthread_mutex_unlock(&s->lock);
+		kvt_fetch_submit(f);
+		drive(f);
+		pthread_mutex_lock(&s->lock);
+		err = kvt_tiering_alloc_now(s, r->size, &loc);
+	}
+	if (err == -EAGAIN)
+		err = kvt_tiering_alloc(s, r->size, &loc);
 	/* the lock may have been let go: look again */
 	r = rec(s, i);
 	if (err)
@@ -222,32 +252,29 @@ size_t kvt_fetch_in_flight(const struct kvt_fetch *f)
 	return f->in_flight;
 }
 
-void kvt_fetch_submit(struct kvt_fetch *f, kvt_fetch_cb cb, void *arg)
+void kvt_fetch_submit(struct kvt_fetch *f)
 {
 	struct kvt_store *s = f->s;
-	struct kvt_storage_tier **tiers = f->tiers;
-	size_t x = 0;
+	size_t x = f->n_sub, nb0 = f->nb;
 
-	f->cb = cb;
-	f->arg = arg;
-	f->nt = 0;
-	for (size_t j = 0; j < f->n; j++) {
+	/* the items added since the last submit, one batch per tier, each
+	 * batch's records side by side in io[] after those already out */
+	for (size_t j = f->n_sub; j < f->n; j++) {
 		size_t t;
 
-		for (t = 0; t < f->nt && tiers[t] != f->items[j].from; t++)
+		for (t = nb0; t < f->nb && f->tiers[t] != f->items[j].from; t++)
 			;
-		if (t == f->nt)
-			tiers[f->nt++] = f->items[j].from;
+		if (t == f->nb)
+			f->tiers[f->nb++] = f->items[j].from;
 	}
-	/* one batch per tier, its records side by side */
-	for (size_t t = 0; t < f->nt; t++) {
+	for (size_t t = nb0; t < f->nb; t++) {
 		f->b_first[t] = x;
-		for (size_t j = 0; j < f->n; j++) {
+		for (size_t j = f->n_sub; j < f->n; j++) {
 			struct item *it = &f->items[j];
 			struct kvt_rec *r = rec(s, it->rec);
 			struct kvt_ns *ns = s->ns[r->ns - 1];
 
-			if (it->from != tiers[t])
+			if (it->from != f->tiers[t])
 				continue;
 			f->io[x] = (struct kvt_tier_io){
 				.ns_id = kvt_ns_storage_id(ns), .ns_salt = &ns->salt, .key = r->key,
@@ -260,20 +287,28 @@ void kvt_fetch_submit(struct kvt_fetch *f, kvt_fetch_cb cb, void *arg)
 						   .n = x - f->b_first[t], .done_cb = on_done,
 						   .arg = f };
 	}
+	f->n_sub = f->n;
 	/* every tier's reads in flight at once */
-	for (size_t t = 0; t < f->nt; t++) {
-		f->submitted[t] = !tiers[t]->ops->submit(tiers[t], &f->b[t]);
+	for (size_t t = nb0; t < f->nb; t++) {
+		f->submitted[t] = !f->tiers[t]->ops->submit(f->tiers[t], &f->b[t]);
 		if (!f->submitted[t])
 			for (size_t j = 0; j < f->b[t].n; j++)
 				on_done(&f->b[t], j);
 	}
 }
 
+/* Drive the batches submitted and not driven yet to their end. */
+static void drive(struct kvt_fetch *f)
+{
+	for (; f->nw < f->nb; f->nw++)
+		if (f->submitted[f->nw])
+			f->tiers[f->nw]->ops->wait(f->tiers[f->nw], &f->b[f->nw]);
+}
+
 void kvt_fetch_wait(struct kvt_fetch *f)
 {
-	for (size_t t = 0; t < f->nt; t++)
-		if (f->submitted[t])
-			f->tiers[t]->ops->wait(f->tiers[t], &f->b[t]);
-	f->nt = 0;
-	f->n = f->in_flight = 0; /* ready for the next round of adds */
+	kvt_fetch_submit(f);
+	drive(f);
+	f->nb = f->nw = 0;
+	f->n = f->n_sub = f->in_flight = 0; /* ready for the next round of adds */
 }

@@ -489,6 +489,7 @@ struct acquire {
 	size_t *miss, n_miss;   /* not in the index: asked of KEYED tiers */
 	bool local;             /* KEYED tiers are not asked (kvt_acquire_local) */
 	bool full;              /* the memory tier had no slot this round */
+	size_t untaken;         /* keys of this round not taken yet */
 };
 
 /* What take_locked did with a key. */
@@ -500,7 +501,7 @@ static void done(struct acquire *a, size_t k, int res)
 	a->res[k] = res;
 	a->ok += res == 0;
 	if (a->cb)
-		a->cb(a->arg, k, res, kvt_fetch_in_flight(a->f) + a->n_later);
+		a->cb(a->arg, k, res, kvt_fetch_in_flight(a->f) + a->n_later + a->untaken);
 }
 
 /* Lend record i (in the memory tier, held busy for the caller) as slots[k],
@@ -634,7 +635,7 @@ static int acquire_many(struct kvt_ns *ns, const struct kvt_key *keys, size_t n,
 	if (!n)
 		return 0;
 	s = ns->store;
-	a.f = f = kvt_fetch_new(s, n);
+	a.f = f = kvt_fetch_new(s, n, fetched, &a);
 	todo = malloc(4 * n * sizeof(*todo));
 	if (!f || !todo) {
 		kvt_fetch_free(f);
@@ -654,7 +655,11 @@ static int acquire_many(struct kvt_ns *ns, const struct kvt_key *keys, size_t n,
 		pthread_mutex_lock(&s->lock);
 		for (size_t j = 0; j < n_todo; j++) {
 			size_t k = todo[j];
-			int rc = round < ACQUIRE_ROUNDS ? take_locked(&a, f, k, round == 0) : -EBUSY;
+			int rc;
+
+			/* reads may be driven while later keys wait for room */
+			a.untaken = n_todo - j - 1;
+			rc = round < ACQUIRE_ROUNDS ? take_locked(&a, f, k, round == 0) : -EBUSY;
 
 			if (rc == TAKE_LATER) {
 				a.later[a.n_later++] = k;
@@ -667,11 +672,12 @@ static int acquire_many(struct kvt_ns *ns, const struct kvt_key *keys, size_t n,
 				a.now[a.n_now++] = k;
 			}
 		}
+		a.untaken = 0;
 		pthread_mutex_unlock(&s->lock);
 		if (a.n_miss)
 			take_keyed(&a, f);
 		/* reads in flight first, then what was at hand is reported */
-		kvt_fetch_submit(f, fetched, &a);
+		kvt_fetch_submit(f);
 		for (size_t j = 0; j < a.n_now; j++)
 			done(&a, a.now[j], a.res[a.now[j]]);
 		kvt_fetch_wait(f);

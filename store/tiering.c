@@ -863,6 +863,15 @@ static bool make_room(struct kvt_store *s, uint64_t bytes)
 	return t->freed != freed;
 }
 
+/* Whether a demotion pass is under way that this thread may wait for. */
+static bool pass_to_wait(struct kvt_store *s)
+{
+	struct kvt_tiering *t = s->tiering;
+
+	return t->passes_ended < t->passes_started && t->started && !t->stop &&
+	       !pthread_equal(pthread_self(), t->thread);
+}
+
 /* Wait for the demotion pass under way, if any, to end: the blocks its
  * batches hold busy can be taken then. Returns whether there was one. */
 static bool wait_pass(struct kvt_store *s)
@@ -870,25 +879,48 @@ static bool wait_pass(struct kvt_store *s)
 	struct kvt_tiering *t = s->tiering;
 	uint64_t pass = t->passes_started;
 
-	if (t->passes_ended >= pass || !t->started || t->stop ||
-	    pthread_equal(pthread_self(), t->thread))
+	if (!pass_to_wait(s))
 		return false;
 	while (t->passes_ended < pass && !t->stop)
 		pthread_cond_wait(&t->progress, &s->lock);
 	return true;
 }
 
-int kvt_tiering_alloc(struct kvt_store *s, uint64_t bytes, uint64_t *loc)
+/* Let go of memory-tier record `victim`'s slot if it has a clean copy in a
+ * storage tier: it moves down to it, nothing is written. Returns whether it
+ * did. Lock held. */
+static bool drop_to_copy(struct kvt_store *s, uint32_t victim)
+{
+	struct kvt_rec *r = rec(s, victim);
+	uint64_t copy = r->copy_loc;
+	enum kvt_tier ct = r->copy_tier;
+
+	if (ct == KVT_TIER_NONE)
+		return false;
+	s->counters.tier[s->mem->kind].evictions++;
+	s->mem->ops->free(s->mem, r->loc);
+	r->copy_tier = KVT_TIER_NONE;
+	kvt_tiering_move(s, victim, ct, copy);
+	return true;
+}
+
+/* kvt_tiering_alloc, and kvt_tiering_alloc_now when !wait. */
+static int alloc(struct kvt_store *s, uint64_t bytes, uint64_t *loc, bool wait)
 {
 	struct kvt_tiering *t = s->tiering;
 
 	for (int rounds = 0;;) {
 		int err = s->mem->ops->alloc(s->mem, bytes, loc);
 		uint32_t victim;
-		struct kvt_rec *r;
 
 		if (err != -ENOSPC)
 			return err;
+		victim = kvt_catalog_victim(&s->cat, s->mem->kind);
+		/* a victim with a clean copy needs no write: it goes down now,
+		 * and its room is this allocation's (asking the demoter would
+		 * wait for whatever write it is in the middle of) */
+		if (victim != KVT_NIL && drop_to_copy(s, victim))
+			continue;
 		/* with a working tier to demote to, overflow demotes and nothing
 		 * is dropped but what the admission rule refuses: when no pass
 		 * frees room (all busy or pinned) or others keep taking it, the
@@ -897,36 +929,39 @@ int kvt_tiering_alloc(struct kvt_store *s, uint64_t bytes, uint64_t *loc)
 			/* a victim the rule refuses needs no write: it goes here,
 			 * and its room is this allocation's (left to the demoter,
 			 * the room would go to whoever saves next, time after time) */
-			victim = kvt_catalog_victim(&s->cat, s->mem->kind);
-			if (victim != KVT_NIL && rec(s, victim)->copy_tier == KVT_TIER_NONE &&
-			    refuse(s, victim, target(s)))
+			if (victim != KVT_NIL && refuse(s, victim, target(s)))
 				continue;
+			if (!wait)
+				return -EAGAIN;
 			if (rounds++ < ALLOC_ROUNDS && make_room(s, bytes))
 				continue;
 			/* a tier that failed meanwhile takes nothing: drop */
 			if (target(s))
 				return -ENOSPC;
+			victim = kvt_catalog_victim(&s->cat, s->mem->kind);
 		}
-		victim = kvt_catalog_victim(&s->cat, s->mem->kind);
+		if (victim == KVT_NIL && !wait && pass_to_wait(s))
+			return -EAGAIN;
 		if (victim == KVT_NIL && rounds++ < ALLOC_ROUNDS && wait_pass(s))
 			continue; /* every block was in the demoter's batches */
 		if (victim == KVT_NIL)
 			return -ENOSPC;
-		r = rec(s, victim);
-		s->counters.tier[s->mem->kind].evictions++;
-		if (r->copy_tier != KVT_TIER_NONE) {
-			/* it has a copy: down to it, not dropped */
-			uint64_t copy = r->copy_loc;
-			enum kvt_tier ct = r->copy_tier;
-
-			s->mem->ops->free(s->mem, r->loc);
-			r->copy_tier = KVT_TIER_NONE;
-			kvt_tiering_move(s, victim, ct, copy);
+		if (drop_to_copy(s, victim))
 			continue;
-		}
+		s->counters.tier[s->mem->kind].evictions++;
 		s->counters.dram_dropped++;
 		kvt_tiering_discard(s, victim);
 	}
+}
+
+int kvt_tiering_alloc(struct kvt_store *s, uint64_t bytes, uint64_t *loc)
+{
+	return alloc(s, bytes, loc, true);
+}
+
+int kvt_tiering_alloc_now(struct kvt_store *s, uint64_t bytes, uint64_t *loc)
+{
+	return alloc(s, bytes, loc, false);
 }
 
 void kvt_tiering_kick(struct kvt_store *s)

@@ -16,8 +16,9 @@
  * once; a block with a clean copy there moves down whatever the rule.
  * Two batches are in flight at a time, so the device has the next one
  * while the first is synced. An allocation that finds the memory tier full
- * waits only until the demoter has freed some room (a batch, or blocks with
- * a clean copy, freed at once), not for the whole pass. A block being read
+ * takes the slot of a coldest block that has a clean copy at once (it moves
+ * down to it, nothing is written), and otherwise waits only until the
+ * demoter has freed some room (a batch), not for the whole pass. A block being read
  * or pinned is not moved. A block read back (store/fetch.c) keeps its
  * record in the storage tier as a clean copy (kvt_rec.copy_loc), so it
  * stays durable and its next demotion writes nothing; spare copies go only
@@ -81,6 +82,12 @@ void kvt_tiering_import(struct kvt_store *s, struct kvt_ns *ns);
  * Returns 0, -ENOSPC (nothing can move or be evicted, or others took every
  * slot freed), -EINVAL, -ENOBUFS (the tier's errors). */
 int kvt_tiering_alloc(struct kvt_store *s, uint64_t bytes, uint64_t *loc);
+
+/* kvt_tiering_alloc without waiting: -EAGAIN where that would wait for the
+ * demoter (room comes only once it has written blocks out). What needs no
+ * wait is done: a victim with a clean copy goes down to it, one the
+ * admission rule refuses is dropped. */
+int kvt_tiering_alloc_now(struct kvt_store *s, uint64_t bytes, uint64_t *loc);
 
 /* Wake the demoter if the memory tier is above the high watermark (after a
  * block entered it or stopped being busy: it may now be demoted). */

@@ -92,6 +92,8 @@ struct kvt_ssd {
 	struct seg *segs;
 	uint32_t n_slots, max_segs, segs_used;
 	int active;
+	bool creating;              /* a segment file is being made, lock let go */
+	pthread_cond_t create_cv;   /* ... and is made */
 	uint64_t next_seq, next_seg_id;
 	struct kvt_ssd_rec_info *dropped;
 	size_t n_dropped, cap_dropped;
@@ -110,6 +112,25 @@ void kvt_ssd_opts_init(struct kvt_ssd_opts *opts, size_t size_bytes)
 {
 	kvt_opts_init(opts, size_bytes, &ssd_defaults, sizeof(ssd_defaults));
 }
+
+#ifdef KVT_TESTING
+static kvt_ssd_create_hook_cb create_hook;
+static void *create_hook_arg;
+
+void kvt_ssd_set_create_hook(kvt_ssd_create_hook_cb cb, void *arg)
+{
+	create_hook = cb;
+	create_hook_arg = arg;
+}
+
+static void run_create_hook(void)
+{
+	if (create_hook)
+		create_hook(create_hook_arg);
+}
+#else
+static void run_create_hook(void) {}
+#endif
 
 /* ---- segments (lock held) ---------------------------------------------- */
 
@@ -313,19 +334,27 @@ static int rename_new(int dir, const char *from, const char *to)
 
 /* Make a segment file: a temporary name, preallocated, its superblock
  * written (and synced), then renamed, so that a file with a segment's name
- * always has a superblock. Returns 0 and *fd, or -errno (nothing left). */
+ * always has a superblock. Called without the lock. Returns 0 and *fd, or
+ * -errno (nothing left). */
 static int seg_file_create(struct kvt_ssd *ssd, uint64_t id, uint64_t nonce, int *fd_out)
 {
 	char tmp[80], name[64];
 	struct kvt_ssd_sb sb = { .format = KVT_SSD_FORMAT, .salt = ssd->salt, .seg_id = id,
 				 .seg_bytes = (uint64_t)ssd->seg_pages * PAGE, .nonce = nonce };
+	char *page = aligned_alloc(PAGE, PAGE); /* sb_page is the lock's */
 	int fd, rc;
 
+	run_create_hook();
+	if (!page)
+		return -ENOMEM;
 	kvt_ssd_seg_name(id, name, sizeof(name));
 	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
 	fd = openat(ssd->dir_fd, tmp, O_RDWR | O_CREAT | O_EXCL | O_DIRECT | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
+	if (fd < 0) {
+		rc = -errno;
+		free(page);
+		return rc;
+	}
 	/* preallocate so that appends never meet a full disk half way */
 	rc = posix_fallocate(fd, 0, (off_t)ssd->seg_pages * PAGE);
 	if (rc == EOPNOTSUPP || rc == EINVAL)
@@ -334,8 +363,8 @@ static int seg_file_create(struct kvt_ssd *ssd, uint64_t id, uint64_t nonce, int
 		rc = -rc;
 		goto err;
 	}
-	kvt_ssd_sb_encode(&sb, ssd->sb_page);
-	if (pwrite(fd, ssd->sb_page, PAGE, 0) != PAGE) {
+	kvt_ssd_sb_encode(&sb, page);
+	if (pwrite(fd, page, PAGE, 0) != PAGE) {
 		rc = errno ? -errno : -EIO;
 		goto err;
 	}
@@ -343,6 +372,7 @@ static int seg_file_create(struct kvt_ssd *ssd, uint64_t id, uint64_t nonce, int
 		rc = -errno;
 		goto err;
 	}
+	free(page);
 	rc = sync_dir(ssd);
 	if (rc) {
 		unlinkat(ssd->dir_fd, name, 0);
@@ -352,22 +382,33 @@ static int seg_file_create(struct kvt_ssd *ssd, uint64_t id, uint64_t nonce, int
 	*fd_out = fd;
 	return 0;
 err:
+	free(page);
 	close(fd);
 	unlinkat(ssd->dir_fd, tmp, 0);
 	return rc;
 }
 
-/* A new segment in the lowest free slot, made the active one. Returns 0,
- * -ENOSPC (at capacity and nothing can be released), or the -errno of the
- * file (the caller decides whether that degrades the tier). */
+/* A new segment in the lowest free slot, made the active one. Its file is
+ * made with the lock let go: preallocating, syncing it and its directory is
+ * I/O that reads, holds and frees (the store calls the last two under its
+ * own lock) must not wait behind. One is made at a time: a caller that
+ * finds one under way waits for it and returns 0 (look at the active
+ * segment again). Returns 0, -ENOSPC (at capacity and nothing can be
+ * released), or the -errno of the file (the caller decides whether that
+ * degrades the tier). Lock held. */
 static int seg_create(struct kvt_ssd *ssd)
 {
-	uint64_t nonce;
+	uint64_t nonce, id;
 	struct timespec ts;
 	uint32_t slot;
 	struct seg *s;
 	int fd = -1, rc;
 
+	if (ssd->creating) {
+		while (ssd->creating)
+			pthread_cond_wait(&ssd->create_cv, &ssd->lock);
+		return 0;
+	}
 	while (ssd->segs_used >= ssd->max_segs) {
 		rc = reclaim_one(ssd);
 		if (rc)
@@ -377,19 +418,27 @@ static int seg_create(struct kvt_ssd *ssd)
 		;
 	if (slot == ssd->n_slots || ssd->next_seg_id > KVT_SSD_MAX_SEG_ID)
 		return -ENOSPC;
+	/* the slot and the id stay free meanwhile: only this takes them */
+	id = ssd->next_seg_id;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	nonce = XXH3_64bits_withSeed(&ts, sizeof(ts), ssd->salt ^ ssd->next_seg_id);
-	rc = seg_file_create(ssd, ssd->next_seg_id, nonce, &fd);
+	nonce = XXH3_64bits_withSeed(&ts, sizeof(ts), ssd->salt ^ id);
+	ssd->creating = true;
+	pthread_mutex_unlock(&ssd->lock);
+	rc = seg_file_create(ssd, id, nonce, &fd);
+	if (!rc) {
+		rc = kvt_ssd_io_set_file(ssd->io, slot, fd);
+		if (rc) {
+			char name[64];
+			kvt_ssd_seg_name(id, name, sizeof(name));
+			unlinkat(ssd->dir_fd, name, 0);
+			close(fd);
+		}
+	}
+	pthread_mutex_lock(&ssd->lock);
+	ssd->creating = false;
+	pthread_cond_broadcast(&ssd->create_cv);
 	if (rc)
 		return rc;
-	rc = kvt_ssd_io_set_file(ssd->io, slot, fd);
-	if (rc) {
-		char name[64];
-		kvt_ssd_seg_name(ssd->next_seg_id, name, sizeof(name));
-		unlinkat(ssd->dir_fd, name, 0);
-		close(fd);
-		return rc;
-	}
 	s = &ssd->segs[slot];
 	s->gen = s->gen == LOC_MAX_GEN ? 1 : s->gen + 1;
 	s->used = true;
@@ -428,32 +477,35 @@ static void seal_active(struct kvt_ssd *ssd)
 }
 
 /* Room for pages in the active segment. 0 with slot and page set, -ENOSPC (at
- * capacity), -EIO (the device failed; degraded). */
+ * capacity), -EIO (the device failed; degraded), -EROFS (degraded meanwhile).
+ * The lock may be let go while a segment file is made. */
 static int alloc_pages(struct kvt_ssd *ssd, uint32_t pages, uint32_t *slot, uint32_t *page)
 {
-	struct seg *s;
-	int rc;
+	for (;;) {
+		struct seg *s;
+		int rc;
 
-	if (ssd->active >= 0) {
-		s = &ssd->segs[ssd->active];
-		if (s->next_page + pages <= s->n_pages)
-			goto take;
-		seal_active(ssd);
+		if (ssd->st.degraded)
+			return -EROFS;
+		if (ssd->active >= 0) {
+			s = &ssd->segs[ssd->active];
+			if (s->next_page + pages <= s->n_pages) {
+				*slot = (uint32_t)ssd->active;
+				*page = s->next_page;
+				s->next_page += pages;
+				return 0;
+			}
+			seal_active(ssd);
+		}
+		rc = seg_create(ssd);
+		if (rc == -ENOSPC && ssd->segs_used >= ssd->max_segs)
+			return rc;
+		if (rc) {
+			ssd->st.write_errors++;
+			degrade(ssd, rc, "creating a segment file");
+			return -EIO;
+		}
 	}
-	rc = seg_create(ssd);
-	if (rc == -ENOSPC && ssd->segs_used >= ssd->max_segs)
-		return rc;
-	if (rc) {
-		ssd->st.write_errors++;
-		degrade(ssd, rc, "creating a segment file");
-		return -EIO;
-	}
-	s = &ssd->segs[ssd->active];
-take:
-	*slot = (uint32_t)ssd->active;
-	*page = s->next_page;
-	s->next_page += pages;
-	return 0;
 }
 
 /* ---- summaries ----------------------------------------------------------- */
@@ -1788,6 +1840,7 @@ int kvt_ssd_open(const struct kvt_ssd_opts *opts, kvt_ssd_recover_cb recover_cb,
 		goto err_dir;
 	pthread_mutex_init(&ssd->lock, NULL);
 	pthread_cond_init(&ssd->batch_cv, NULL);
+	pthread_cond_init(&ssd->create_cv, NULL);
 
 	if (mkdir(ssd->dir, 0755) && errno != EEXIST) {
 		rc = -errno;
@@ -1869,6 +1922,7 @@ err_meta:
 err_dirfd:
 	close(ssd->dir_fd);
 err_lock:
+	pthread_cond_destroy(&ssd->create_cv);
 	pthread_cond_destroy(&ssd->batch_cv);
 	pthread_mutex_destroy(&ssd->lock);
 err_dir:
@@ -1902,6 +1956,7 @@ void kvt_ssd_close(struct kvt_ssd *ssd)
 	free(ssd->sealed);
 	close(ssd->meta_fd); /* drops the directory lock */
 	close(ssd->dir_fd);
+	pthread_cond_destroy(&ssd->create_cv);
 	pthread_cond_destroy(&ssd->batch_cv);
 	pthread_mutex_destroy(&ssd->lock);
 	free(ssd->dir);

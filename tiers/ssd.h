@@ -43,7 +43,10 @@
  * room (a memory tier's slot: a page before it, padding after) is written
  * with its header in one device write, and read back in one.
  *
- * Thread-safe; frees, stats and dropped lists never wait for I/O. */
+ * Thread-safe; frees, holds, stats and dropped lists never wait for I/O: a
+ * new segment file is made (preallocated, synced, its directory synced)
+ * with the tier's lock let go, one at a time, while reads and writes into
+ * other segments go on. */
 #ifndef KVT_TIERS_SSD_H
 #define KVT_TIERS_SSD_H
 
@@ -253,6 +256,12 @@ int kvt_ssd_tier_open(const struct kvt_ssd_opts *opts, struct kvt_storage_tier *
 /* Tests: inject faults into the I/O engine (see kvt_ssd_io_inject). */
 void kvt_ssd_inject(struct kvt_ssd *ssd, enum kvt_ssd_io_kind kind, uint32_t skip,
 		    uint32_t count, int err);
+
+/* Tests: cb(arg) is called as a tier is about to make a new segment file
+ * (with no lock of the tier held), in every tier of the process. NULL
+ * removes it. Not for production use. */
+typedef void (*kvt_ssd_create_hook_cb)(void *arg);
+void kvt_ssd_set_create_hook(kvt_ssd_create_hook_cb cb, void *arg);
 #endif
 
 #endif /* KVT_TIERS_SSD_H */

@@ -219,8 +219,8 @@ void kvt_release(struct kvt_ns *ns, struct kvt_slot *slot);
  * slots[k] holds it) or has failed (res < 0), in the order blocks come in,
  * on the calling thread, with no lock of the store held (it may release the
  * slot at once). reading: blocks of the call still being read up from a
- * storage tier (or waited for while another reader brings them up) when
- * this one is reported; 0 means whatever is still unreported comes at
+ * storage tier (or waited for while another reader brings them up, or
+ * still waiting for a DRAM slot) when this one is reported; 0 means whatever is still unreported comes at
  * once, so a caller can use a block while reads run and leave the last
  * ones to handle together. */
 typedef void (*kvt_acquire_cb)(void *arg, size_t k, int res, size_t reading);
@@ -229,7 +229,10 @@ typedef void (*kvt_acquire_cb)(void *arg, size_t k, int res, size_t reading);
  * those in DRAM are lent at once; every block on SSD is read in one batch
  * (all of them in flight together, up to the tier's queue depth, each
  * verified as it completes), never behind the demoter's writes, and lent as
- * it lands, while the others are still being read. A key's result goes to
+ * it lands, while the others are still being read. When DRAM slots for some
+ * of them have to wait for the demoter to make room, those that have slots
+ * are read (and lent, as they land) first, in a batch of their own, while
+ * it does. A key's result goes to
  * res[k] (0, or an error of kvt_acquire: -ENOENT, -EIO, -ENOSPC when DRAM
  * has no slot for it, -ENOMEM) and to cb (may be NULL). Keys need not form
  * a prefix: a miss does not stop the others. Returns the number of blocks

@@ -1,6 +1,7 @@
 /* The SSD tier around its I/O engine: frees that empty a segment, stats and
  * dropped lists return while a write batch is held in flight (by the engine's
- * test hook); a ring failing in a write batch costs no record and does not
+ * test hook); reads, holds, frees and stats return while a write batch is
+ * held making a new segment file (the tier's create hook); a ring failing in a write batch costs no record and does not
  * degrade the tier; an allocation failure (-ENOMEM as an op's result) fails
  * its batch without degrading, a device error still degrades. Run with the
  * argument "threads" for the pread/pwrite pool. */
@@ -164,6 +165,95 @@ static void free_and_stats_do_not_wait_for_a_write(void **state)
 	free(r);
 }
 
+/* A gate the create hook stops at until the test opens it. */
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool entered, open;
+} create_gate = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+
+static void create_gate_cb(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&create_gate.mu);
+	create_gate.entered = true;
+	pthread_cond_broadcast(&create_gate.cv);
+	while (!create_gate.open)
+		pthread_cond_wait(&create_gate.cv, &create_gate.mu);
+	pthread_mutex_unlock(&create_gate.mu);
+}
+
+static void reads_holds_frees_do_not_wait_for_a_new_segment(void **state)
+{
+	char *dir = ssd_test_dir("ssd_tier_create");
+	struct kvt_ssd *ssd = open_tier(dir);
+	struct recs *r = calloc(1, sizeof(*r));
+	struct kvt_ssd_stats st;
+	struct kvt_ssd_rec_info dropped[4];
+	struct writer wr = { 0 };
+	uint64_t n = 0, per_seg;
+
+	(void)state;
+	/* a full first segment and a second holding one record ... */
+	do {
+		assert_true(n < MAX_RECS - 1);
+		recs_prepare(r, n);
+		assert_int_equal(kvt_ssd_write(ssd, &r->w[n], 1), 1);
+		n++;
+		kvt_ssd_stats(ssd, &st);
+	} while (st.segments < 2);
+	per_seg = n - 1;
+	/* ... filled, so that the next record needs a third */
+	for (uint64_t k = 1; k < per_seg; k++, n++) {
+		recs_prepare(r, n);
+		assert_int_equal(kvt_ssd_write(ssd, &r->w[n], 1), 1);
+	}
+	kvt_ssd_stats(ssd, &st);
+	assert_int_equal(st.segments, 2);
+
+	/* a write batch stopped while it makes that segment's file */
+	recs_prepare(r, n);
+	wr.ssd = ssd;
+	wr.w = &r->w[n];
+	wr.n = 1;
+	create_gate.entered = create_gate.open = false;
+	kvt_ssd_set_create_hook(create_gate_cb, NULL);
+	assert_int_equal(pthread_create(&wr.t, NULL, writer_main, &wr), 0);
+	pthread_mutex_lock(&create_gate.mu);
+	while (!create_gate.entered)
+		pthread_cond_wait(&create_gate.cv, &create_gate.mu);
+	pthread_mutex_unlock(&create_gate.mu);
+
+	/* none of these may wait for it (the watchdog fails a hang) */
+	assert_int_equal(read_rec(ssd, r, 0), 0);
+	assert_int_equal(read_rec(ssd, r, per_seg), 0);
+	assert_int_equal(kvt_ssd_hold(ssd, r->w[1].loc, +1), 0);
+	assert_int_equal(kvt_ssd_hold(ssd, r->w[1].loc, -1), 0);
+	kvt_ssd_free(ssd, r->w[2].loc);
+	kvt_ssd_stats(ssd, &st);
+	assert_int_equal(st.segments, 2);
+	assert_int_equal(kvt_ssd_take_dropped(ssd, dropped, 4), 0);
+	assert_false(kvt_ssd_degraded(ssd));
+	assert_false(atomic_load(&wr.done));
+
+	pthread_mutex_lock(&create_gate.mu);
+	create_gate.open = true;
+	pthread_cond_broadcast(&create_gate.cv);
+	pthread_mutex_unlock(&create_gate.mu);
+	pthread_join(wr.t, NULL);
+	kvt_ssd_set_create_hook(NULL, NULL);
+	assert_int_equal(r->w[n].res, 0);
+	kvt_ssd_stats(ssd, &st);
+	assert_int_equal(st.segments, 3);
+	for (uint64_t i = 0; i <= n; i++)
+		assert_int_equal(read_rec(ssd, r, i), i == 2 ? -ENOENT : 0);
+	kvt_ssd_close(ssd);
+	kvt_test_rmdir(dir);
+	free(dir);
+	recs_free(r);
+	free(r);
+}
+
 static void ring_failure_in_a_write_keeps_the_tier(void **state)
 {
 	char *dir = ssd_test_dir("ssd_tier_ring");
@@ -262,6 +352,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(free_and_stats_do_not_wait_for_a_write),
+		cmocka_unit_test(reads_holds_frees_do_not_wait_for_a_new_segment),
 		cmocka_unit_test(ring_failure_in_a_write_keeps_the_tier),
 		cmocka_unit_test(enomem_fails_the_batch_without_degrading),
 	};

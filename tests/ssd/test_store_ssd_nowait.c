@@ -2,9 +2,13 @@
  * write batch is held in flight (by the I/O engine's test hook), store stats,
  * puts, gets and removes of DRAM blocks all return; while one is held in its
  * fdatasync, blocks on SSD are read back; a block removed while its write
- * is in flight stays removed after a restart. Run with the argument "threads"
- * for the pread/pwrite pool. */
+ * is in flight stays removed after a restart; with every dirty block either
+ * in that batch or needed, an allocation takes the slot of a block that has
+ * a clean copy on SSD at once, and an acquire of blocks on SSD reads those
+ * it has room for while it waits for room for the rest. Run with the
+ * argument "threads" for the pread/pwrite pool. */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -262,12 +266,191 @@ static void removed_during_a_write_stays_removed(void **state)
 	free(buf);
 }
 
+/* Puts blocks [from, to) into a store of DRAM_BYTES (15 slots) and waits
+ * for the demoter to go quiet below the high watermark; then the coldest
+ * blocks are on SSD. */
+static void fill_and_settle(struct kvt_store *store, struct kvt_ns *ns, uint32_t from,
+			    uint32_t to, char *buf)
+{
+	struct kvt_store_stats st = { .size = sizeof(st) }, prev = { 0 };
+
+	for (uint32_t n = from; n < to; n++)
+		put_block(ns, n, buf);
+	for (int tries = 0; tries < 500; tries++) {
+		assert_int_equal(kvt_store_stats(store, &st), 0);
+		if (st.tier[KVT_TIER_DRAM].blocks <= 7 && tries &&
+		    st.tier[KVT_TIER_DRAM].blocks == prev.tier[KVT_TIER_DRAM].blocks &&
+		    st.tier[KVT_TIER_SSD].blocks == prev.tier[KVT_TIER_SSD].blocks)
+			return;
+		prev = st;
+		usleep(20000);
+	}
+	fail_msg("the demoter did not settle");
+}
+
+static bool on_ssd(struct kvt_ns *ns, uint32_t n)
+{
+	struct kvt_key k = key_n(n);
+	uint8_t tier = 0;
+
+	return kvt_lookup(ns, &k, 1, &tier) == 1 && tier == KVT_TIER_SSD;
+}
+
+/* With DRAM full and the demoter's write batch held in flight, a put takes
+ * the slot of the coldest block that has a clean copy on SSD (read back
+ * earlier): it moves down to the copy, nothing is written. Before, the put
+ * asked the demoter, which was waiting for its batch, and hung. */
+static void allocation_takes_a_clean_slot_while_the_demoter_writes(void **state)
+{
+	char *dir = ssd_test_dir("store_nowait_clean");
+	char *buf = malloc(BLOCK);
+	struct kvt_store *store;
+	struct kvt_store_stats st = { .size = sizeof(st) };
+	struct kvt_ns *ns;
+	struct kvt_key k;
+	uint32_t n = 30, clean = 0;
+
+	(void)state;
+	store = open_store(dir, DRAM_BYTES, &ns);
+	fill_and_settle(store, ns, 0, 30, buf);
+	assert_true(on_ssd(ns, clean));
+
+	/* above the high watermark the demoter's write batch parks */
+	batch_hold_arm_kind(KVT_SSD_IO_WRITE, 0);
+	for (int k2 = 0; k2 < 10 && !held(); k2++)
+		put_block(ns, n++, buf);
+	assert_non_null(batch_hold_wait());
+
+	/* block 0 comes up with its SSD copy kept; the dirty blocks not in
+	 * the batch are used after it, so it is the coldest one free */
+	k = key_n(clean);
+	assert_int_equal(kvt_get(ns, &k, buf, BLOCK), 0);
+	check_block(buf, clean);
+	for (uint32_t m = 30; m < n; m++) {
+		k = key_n(m);
+		kvt_lookup(ns, &k, 1, NULL);
+	}
+	/* fill DRAM: the last puts need the clean block's slot (the
+	 * watchdog fails a hang) */
+	assert_int_equal(kvt_store_stats(store, &st), 0);
+	for (uint64_t b = st.tier[KVT_TIER_DRAM].blocks; b < 16; b++)
+		put_block(ns, n++, buf);
+	assert_true(on_ssd(ns, clean));
+
+	batch_hold_release();
+	kvt_ssd_io_set_test_hook(NULL, NULL);
+	for (uint32_t m = 0; m < n; m++) {
+		k = key_n(m);
+		assert_int_equal(kvt_get(ns, &k, buf, BLOCK), 0);
+		check_block(buf, m);
+	}
+	kvt_store_close(store);
+	kvt_test_rmdir(dir);
+	free(dir);
+	free(buf);
+}
+
+/* What an acquire's callback has seen. */
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int landed;
+} seen = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+
+static void landed_cb(void *arg, size_t k, int res, size_t reading)
+{
+	(void)arg;
+	(void)k;
+	(void)reading;
+	pthread_mutex_lock(&seen.mu);
+	seen.landed += res == 0;
+	pthread_cond_broadcast(&seen.cv);
+	pthread_mutex_unlock(&seen.mu);
+}
+
+struct acquirer {
+	pthread_t t;
+	struct kvt_ns *ns;
+	struct kvt_key keys[3];
+	struct kvt_slot slots[3];
+	int res[3];
+	int rc;
+};
+
+static void *acquirer_main(void *arg)
+{
+	struct acquirer *a = arg;
+
+	a->rc = kvt_acquire_many(a->ns, a->keys, 3, a->slots, a->res, landed_cb, NULL);
+	return NULL;
+}
+
+/* An acquire of blocks on SSD with DRAM room for one of them, while the
+ * demoter's write batch (which would make room for the others) is held:
+ * the block that has room is read and handed over before the acquire waits
+ * for the rest. Before, its read waited until every block had a slot. */
+static void acquire_reads_what_has_room_while_it_waits(void **state)
+{
+	char *dir = ssd_test_dir("store_nowait_acquire");
+	char *buf = malloc(BLOCK);
+	struct kvt_store *store;
+	struct kvt_store_stats st = { .size = sizeof(st) };
+	struct acquirer a = { 0 };
+	uint32_t n = 30, ids[3], found = 0;
+
+	(void)state;
+	store = open_store(dir, DRAM_BYTES, &a.ns);
+	fill_and_settle(store, a.ns, 0, 30, buf);
+	for (uint32_t m = 0; m < 30 && found < 3; m++)
+		if (on_ssd(a.ns, m))
+			ids[found++] = m;
+	assert_int_equal(found, 3);
+
+	/* the demoter's write batch parks; DRAM is then filled to all but
+	 * one slot with dirty blocks */
+	batch_hold_arm_kind(KVT_SSD_IO_WRITE, 0);
+	for (int k = 0; k < 10 && !held(); k++)
+		put_block(a.ns, n++, buf);
+	assert_non_null(batch_hold_wait());
+	assert_int_equal(kvt_store_stats(store, &st), 0);
+	for (uint64_t b = st.tier[KVT_TIER_DRAM].blocks; b < 14; b++)
+		put_block(a.ns, n++, buf);
+
+	/* the block that has a slot lands while the others wait for room
+	 * (the watchdog fails a hang) */
+	for (int k = 0; k < 3; k++)
+		a.keys[k] = key_n(ids[k]);
+	seen.landed = 0;
+	assert_int_equal(pthread_create(&a.t, NULL, acquirer_main, &a), 0);
+	pthread_mutex_lock(&seen.mu);
+	while (!seen.landed)
+		pthread_cond_wait(&seen.cv, &seen.mu);
+	pthread_mutex_unlock(&seen.mu);
+
+	batch_hold_release();
+	pthread_join(a.t, NULL);
+	kvt_ssd_io_set_test_hook(NULL, NULL);
+	assert_int_equal(a.rc, 3);
+	assert_int_equal(seen.landed, 3);
+	for (int k = 0; k < 3; k++) {
+		assert_int_equal(a.res[k], 0);
+		check_block(a.slots[k].data, ids[k]);
+		kvt_release(a.ns, &a.slots[k]);
+	}
+	kvt_store_close(store);
+	kvt_test_rmdir(dir);
+	free(dir);
+	free(buf);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(store_calls_do_not_wait_for_the_demoter),
 		cmocka_unit_test(ssd_reads_do_not_wait_for_a_write_batch),
 		cmocka_unit_test(removed_during_a_write_stays_removed),
+		cmocka_unit_test(allocation_takes_a_clean_slot_while_the_demoter_writes),
+		cmocka_unit_test(acquire_reads_what_has_room_while_it_waits),
 	};
 
 	force_threads = argc > 1 && !strcmp(argv[1], "threads");
