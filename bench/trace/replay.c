@@ -79,6 +79,9 @@ int kvt_replay_open(const struct kvt_replay_opts *opts, struct kvt_replay **out)
 			free(r);
 			return err;
 		}
+		/* rules see a block's place in its chain, as in the store,
+		 * which always links blocks under their parents */
+		r->cas.link = true;
 	}
 	*out = r;
 	return 0;
