@@ -175,24 +175,36 @@ static inline void th_add(const struct kvt_mrc *m, struct thist *th, uint64_t t,
 	th->tot[k] += w;
 }
 
-/* A new bucket starts at every level whose width divides now: the slot it
+/* A new bucket starts at every level whose width divides t: the slot it
  * reuses held the bucket TB older, which moves one level up (or, from the
- * last level, out). */
-static inline void th_advance(uint64_t now, struct thist *th)
+ * last level, out). The times in (from, to] are taken level by level, each
+ * level's moves in time order: a bucket a move puts at level k + 1 is left
+ * there for at least 31 of that level's widths (496 references at level 1),
+ * so within a span shorter than that the order of the levels changes
+ * nothing, and a level whose width no time in the span divides ends the
+ * work. */
+#define SPAN 256
+static void th_advance_span(struct thist *th, uint64_t from, uint64_t to)
 {
-	for (int k = 0; k < TL && !(now & ((1ull << (k + TSHIFT)) - 1)); k++) {
-		uint32_t slot = (uint32_t)((now >> (k + TSHIFT)) & (TB - 1));
-		double c = th->b[k][slot];
+	for (int k = 0; k < TL; k++) {
+		uint64_t w = 1ull << (k + TSHIFT), t = (from | (w - 1)) + 1;
 
-		if (c == 0)
-			continue;
-		th->b[k][slot] = 0;
-		th->tot[k] -= c;
-		if (k + 1 < TL) {
-			uint64_t idx = ((now >> (k + TSHIFT)) - TB) >> 1;
+		if (t > to)
+			break;
+		for (; t <= to; t += w) {
+			uint32_t slot = (uint32_t)((t >> (k + TSHIFT)) & (TB - 1));
+			double c = th->b[k][slot];
 
-			th->b[k + 1][idx & (TB - 1)] += c;
-			th->tot[k + 1] += c;
+			if (c == 0)
+				continue;
+			th->b[k][slot] = 0;
+			th->tot[k] -= c;
+			if (k + 1 < TL) {
+				uint64_t idx = ((t >> (k + TSHIFT)) - TB) >> 1;
+
+				th->b[k + 1][idx & (TB - 1)] += c;
+				th->tot[k + 1] += c;
+			}
 		}
 	}
 }
@@ -201,12 +213,13 @@ static inline void th_advance(uint64_t now, struct thist *th)
  * (one in EVERY, and the sampled ones) bring them up to now. */
 static void catch_up(struct kvt_mrc *m)
 {
-	const uint64_t step = 1ull << TSHIFT;
+	for (uint64_t a = m->advanced; a < m->hot.now;) {
+		uint64_t e = m->hot.now - a > SPAN ? a + SPAN : m->hot.now;
 
-	for (uint64_t t = (m->advanced | (step - 1)) + 1; t <= m->hot.now; t += step) {
-		th_advance(t, &m->th);
+		th_advance_span(&m->th, a, e);
 		if (!m->use_ticks)
-			th_advance(t, &m->ts);
+			th_advance_span(&m->ts, a, e);
+		a = e;
 	}
 	m->advanced = m->hot.now;
 }
