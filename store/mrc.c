@@ -118,6 +118,7 @@ int kvt_mrc_open(const struct kvt_mrc_opts *opts, struct kvt_mrc **out)
 	if (!m)
 		return -ENOMEM;
 	m->hot.seed = o->seed;
+	m->hot.seed32 = (o->seed * 0x9e3779b97f4a7c15ull) >> 32;
 	m->half_life = o->half_life;
 	m->use_ticks = o->use_ticks;
 	/* the table starts small, so that a small sample stays in cache, and

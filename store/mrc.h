@@ -74,7 +74,7 @@ void kvt_mrc_close(struct kvt_mrc *m); /* NULL is accepted */
 #define KVT_MRC_BATCH 64
 /* One reference in 2^KVT_MRC_COUNT_BITS, by a hash of block and time, is
  * counted in detail (see mrc.c). */
-#define KVT_MRC_COUNT_BITS 3
+#define KVT_MRC_COUNT_BITS 4
 #define KVT_MRC_COUNTED(h, now) \
 	((((h) ^ (now)) * 0x9e3779b97f4a7c15ull) >> (64 - KVT_MRC_COUNT_BITS) == 0)
 struct kvt_mrc_hot {
@@ -84,6 +84,7 @@ struct kvt_mrc_hot {
 	                  * skip, a halving due, or a full batch to fold in */
 	uint64_t refs;   /* references counted toward the hit ratio */
 	uint64_t seed;   /* of kvt_mrc_hash */
+	uint64_t seed32; /* of kvt_mrc_hash32: 32 bits of a mix of the seed */
 	void *tab;       /* the sample table and its mask, for kvt_mrc_prefetch */
 	uint64_t mask;
 	uint32_t n_batch;
@@ -108,6 +109,18 @@ static inline uint64_t kvt_mrc_hash(const struct kvt_mrc *m, uint16_t ns,
 	x *= 0x94d049bb133111ebull;
 	x ^= x >> 31;
 	return x ? x : 1; /* 0 marks an empty table slot */
+}
+
+/* The hash m samples on, from a uniform 32-bit hash of the block the caller
+ * has already (the index's), with m's seed mixed in: one multiply, where
+ * kvt_mrc_hash takes three. A caller uses one or the other for every
+ * reference it gives m. */
+static inline uint64_t kvt_mrc_hash32(const struct kvt_mrc *m, uint32_t h32)
+{
+	const struct kvt_mrc_hot *hot = (const struct kvt_mrc_hot *)(const void *)m;
+	uint64_t x = ((uint64_t)h32 ^ hot->seed32) * 0x9e3779b97f4a7c15ull;
+
+	return x ? x : 1;
 }
 
 /* The rest of kvt_mrc_ref. */

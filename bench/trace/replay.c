@@ -216,10 +216,8 @@ int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
 		kvt_replay_key(req->hash_ids[j], &r->keys[j]);
 		r->hashes[j] = kvt_index_hash(0, &r->keys[j]);
 		kvt_index_prefetch_slot(r->cas.cat.idx, r->hashes[j]);
-		if (r->opts.mrc) {
-			r->mrc_hashes[j] = kvt_mrc_hash(r->opts.mrc, 0, &r->keys[j]);
-			kvt_mrc_prefetch(r->opts.mrc, r->mrc_hashes[j]);
-		}
+		if (r->opts.mrc)
+			r->mrc_hashes[j] = kvt_mrc_hash32(r->opts.mrc, r->hashes[j]);
 	}
 	for (j = 0; j < n; j++)
 		kvt_index_prefetch_rec(r->cas.cat.idx, r->hashes[j]);
@@ -282,9 +280,12 @@ int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
 		n_out = total > n ? total - n : 0;
 	}
 	for (j = 0; j < n_out; j++) {
+		uint32_t h;
+
 		output_key(r->st.requests, j, &key);
-		err = use_or_insert(r, &key, kvt_index_hash(0, &key), KVT_NIL, n + j ? &prev : NULL,
-				    r->opts.mrc ? kvt_mrc_hash(r->opts.mrc, 0, &key) : 0, false, 0);
+		h = kvt_index_hash(0, &key);
+		err = use_or_insert(r, &key, h, KVT_NIL, n + j ? &prev : NULL,
+				    r->opts.mrc ? kvt_mrc_hash32(r->opts.mrc, h) : 0, false, 0);
 		if (err)
 			return err;
 		prev = key;
