@@ -18,6 +18,7 @@
 
 #include "bench/bench.h"
 #include "bench/trace/convert.h"
+#include "bench/trace/daemon.h"
 #include "bench/trace/payload.h"
 #include "bench/trace/prefill.h"
 #include "bench/trace/reader.h"
@@ -63,6 +64,7 @@ struct cfg {
 	bool payload;
 	uint64_t payload_block_bytes;
 	const char *ssd_dir;
+	const char *socket, *token; /* --socket: replay through a running kvtierd */
 	char policy_list[128];
 	const char *admissions[MAX_POLICIES]; /* --ssd-admission rules */
 	int n_admissions;
@@ -119,6 +121,11 @@ static void usage(FILE *f)
 "  --payload               real bytes through the store API instead of accounting\n"
 "  --payload-block-bytes N scaled block size of --payload (default 64K)\n"
 "  --ssd-dir DIR           SSD tier directory of --payload (its size: --ssd-blocks)\n"
+"  --socket PATH           replay through the kvtierd at PATH instead (LOOKUP, LOAD\n"
+"                          the hits, SAVE the rest), blocks of --payload-block-bytes\n"
+"                          (default 16K), and report the daemon's counters; its\n"
+"                          tiers, policy and --ssd-admission are the daemon's own\n"
+"  --token TOKEN           tenant token for --socket\n"
 "miss-ratio curve (sampled reuse distances, store/mrc.h):\n"
 "  --mrc                   estimate the LRU hit rate at every capacity while replaying\n"
 "                          (beside the exact LRU hit rates with --sweep), with its\n"
@@ -284,7 +291,7 @@ enum {
 	O_PROMPT_TOKENS, O_CONV_SHARE, O_AGENT_SHARE, O_TURNS, O_AGENT_STEPS, O_AGENT_CTX,
 	O_USER_TOKENS, O_OUTPUT_TOKENS, O_RATE, O_JSON, O_QUIET, O_HELP, O_MODEL, O_GPU, O_MFU,
 	O_REORDER, O_MRC, O_MRC_CAPS, O_MRC_RATE, O_MRC_BUDGET, O_MRC_SEED, O_MRC_PLAIN,
-	O_SSD_ADMISSION,
+	O_SSD_ADMISSION, O_SOCKET, O_TOKEN,
 };
 
 static const struct option options[] = {
@@ -340,6 +347,8 @@ static const struct option options[] = {
 	{ "mrc-seed", required_argument, NULL, O_MRC_SEED },
 	{ "mrc-plain", no_argument, NULL, O_MRC_PLAIN },
 	{ "ssd-admission", required_argument, NULL, O_SSD_ADMISSION },
+	{ "socket", required_argument, NULL, O_SOCKET },
+	{ "token", required_argument, NULL, O_TOKEN },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -425,6 +434,8 @@ static int parse_args(int argc, char **argv, struct cfg *c)
 		case O_PAYLOAD: c->payload = true; break;
 		case O_PAYLOAD_BB: err = kvt_bench_parse_size(optarg, &c->payload_block_bytes); break;
 		case O_SSD_DIR: c->ssd_dir = optarg; break;
+		case O_SOCKET: c->socket = optarg; break;
+		case O_TOKEN: c->token = optarg; break;
 		case O_SWEEP: c->sweep = true; break;
 		case O_SWEEP_TIER:
 			c->sweep_tier = parse_tier(optarg);
@@ -1341,6 +1352,113 @@ out:
 	return err;
 }
 
+/* A counter of the daemon's STATS: root.obj[.sub].key, 0 when absent. */
+static json_int_t stat_of(json_t *root, const char *obj, const char *sub, const char *key)
+{
+	json_t *o = json_object_get(root, obj);
+
+	if (sub)
+		o = json_object_get(o, sub);
+	return json_integer_value(json_object_get(o, key));
+}
+
+/* The trace through a running kvtierd (--socket): what an engine sees, and
+ * what the daemon's tiers did with it. */
+static int run_daemon(struct cfg *c)
+{
+	struct kvt_daemon_replay_opts o;
+	struct kvt_daemon_replay *d = NULL;
+	struct kvt_daemon_replay_stats st;
+	struct kvt_trace_reader *r = NULL;
+	struct kvt_trace_req req;
+	json_t *ds = NULL, *hits, *j;
+	char *text = NULL;
+	uint64_t t0;
+	double s;
+	int err;
+
+	kvt_daemon_replay_opts_init(&o, sizeof(o));
+	o.socket = c->socket;
+	o.token = c->token;
+	if (c->payload_block_bytes)
+		o.block_bytes = c->payload_block_bytes;
+	err = kvt_daemon_replay_open(&o, &d);
+	if (err) {
+		fprintf(stderr, "trace: kvtierd at %s: %s\n", c->socket, kvt_strerror(err));
+		return err;
+	}
+	err = open_reader(c, true, true, &r);
+	if (err)
+		goto out;
+	t0 = kvt_now_ns();
+	while ((err = kvt_trace_reader_next(r, &req)) == 1) {
+		err = kvt_daemon_replay_request(d, &req);
+		if (err < 0)
+			break;
+	}
+	s = (double)(kvt_now_ns() - t0) / 1e9;
+	if (err < 0) {
+		fprintf(stderr, "trace: daemon replay: %s\n", kvt_strerror(err));
+		goto out;
+	}
+	kvt_daemon_replay_stats(d, &st);
+	err = kvt_daemon_replay_settled_stats(d, &text);
+	if (err == -ETIMEDOUT)
+		fprintf(stderr, "trace: the daemon's demoter did not settle; its last counters\n");
+	else if (err)
+		goto out;
+	ds = text ? json_loads(text, 0, NULL) : NULL;
+	if (!ds) {
+		err = -EPROTO;
+		goto out;
+	}
+	hits = json_object();
+	for (int t = KVT_TIER_HBM; hits && t < KVT_TIER_COUNT; t++)
+		if (st.tier_hits[t])
+			json_object_set_new(hits, kvt_tier_name(t),
+					    json_integer((json_int_t)st.tier_hits[t]));
+	j = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:f, s:o, s:I, s:I, s:I, s:I, s:f, "
+		      "s:I, s:I, s:I, s:O, s:O}",
+		      "trace", c->trace, "mode", "daemon", "socket", c->socket,
+		      "block_bytes", (json_int_t)o.block_bytes,
+		      "requests", (json_int_t)st.requests, "blocks", (json_int_t)st.blocks,
+		      "block_hit_rate", kvt_trace_rate(st.hit_blocks, st.blocks), "hits", hits,
+		      "loaded", (json_int_t)st.loaded, "load_short", (json_int_t)st.load_short,
+		      "saved", (json_int_t)st.saved, "save_short", (json_int_t)st.save_short,
+		      "replay_s", s,
+		      "ssd_bytes_in", stat_of(ds, "tiers", "ssd", "bytes_in"),
+		      "ssd_admission_refused", stat_of(ds, "store", NULL, "ssd_admission_refused"),
+		      "ssd_admission_refused_bytes",
+		      stat_of(ds, "store", NULL, "ssd_admission_refused_bytes"),
+		      "tiers", json_object_get(ds, "tiers"), "store", json_object_get(ds, "store"));
+	if (!j) {
+		err = -ENOMEM;
+		goto out;
+	}
+	if (c->json) {
+		err = print_json(j);
+	} else {
+		printf("daemon replay through %s, %" PRIu64 " requests, blocks of %" PRIu64
+		       " bytes, %.1f s\n"
+		       "block hit rate %.4f (dram %" PRIu64 ", ssd %" PRIu64 " blocks); loaded %" PRIu64
+		       " (%" PRIu64 " gone by the LOAD), saved %" PRIu64 " (%" PRIu64 " not stored)\n"
+		       "ssd bytes in %lld, refused by the admission rule %lld blocks, %lld bytes\n",
+		       c->socket, st.requests, o.block_bytes, s,
+		       kvt_trace_rate(st.hit_blocks, st.blocks), st.tier_hits[KVT_TIER_DRAM],
+		       st.tier_hits[KVT_TIER_SSD], st.loaded, st.load_short, st.saved,
+		       st.save_short, (long long)stat_of(ds, "tiers", "ssd", "bytes_in"),
+		       (long long)stat_of(ds, "store", NULL, "ssd_admission_refused"),
+		       (long long)stat_of(ds, "store", NULL, "ssd_admission_refused_bytes"));
+	}
+	json_decref(j);
+out:
+	json_decref(ds);
+	free(text);
+	kvt_trace_reader_close(r);
+	kvt_daemon_replay_close(d);
+	return err;
+}
+
 static int run_generate(struct cfg *c)
 {
 	FILE *f = !strcmp(c->out, "-") ? stdout : fopen(c->out, "we");
@@ -1453,7 +1571,7 @@ int kvt_bench_trace_main(int argc, char **argv)
 		}
 		c.trace = tmp;
 	}
-	err = c.payload ? run_payload(&c) : run_replay(&c);
+	err = c.socket ? run_daemon(&c) : c.payload ? run_payload(&c) : run_replay(&c);
 out:
 	if (made_tmp)
 		unlink(tmp);

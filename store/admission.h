@@ -13,11 +13,14 @@
  *   "reused" — blocks used at least twice: used while cached, or stored
  *              again while a ghost list of the blocks it turned away still
  *              remembers them
- *   "useful" — blocks of a class (fresh or reused) whose sampled blocks
+ *   "useful" — blocks used twice, and blocks used once of a class (ends:
+ *              no block stored under them; inner ones) whose sampled blocks
  *              (one in 16 by key hash, always admitted) are read back from
- *              the tier often enough (at least 1 in 10): the tier's own
- *              reach decides, so a tier too small for fresh blocks to come
- *              back to stops taking them, and a large one keeps them */
+ *              the tier often enough: at least 1 in 10, and 0.7 times the
+ *              fraction of the blocks that left the tier that come back
+ *              soon (what room there is worth); never a block under one it
+ *              refused. A tier too small for what comes back keeps its room
+ *              for the likelier blocks, a large one takes them all */
 #ifndef KVT_STORE_ADMISSION_H
 #define KVT_STORE_ADMISSION_H
 

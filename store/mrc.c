@@ -51,8 +51,8 @@ _Static_assert(sizeof(struct ent) == 16, "kvt_mrc_prefetch assumes 16-byte entri
 
 struct kvt_mrc {
 	struct kvt_mrc_hot hot;   /* first: kvt_mrc_ref reads it inline */
-	uint64_t seed;
 	uint64_t half_life;
+	uint64_t due;             /* hot.refs at which the counts halve */
 	bool use_ticks;
 	double rate;
 	struct ent *scratch;      /* room to rebuild tab when the threshold drops */
@@ -84,24 +84,16 @@ void kvt_mrc_opts_init(struct kvt_mrc_opts *o, size_t size)
 	kvt_opts_init(o, size, &defaults, sizeof(defaults));
 }
 
-static inline uint64_t mix64(uint64_t x)
+/* The next reference kvt_mrc_ref must hand to the slow path: the one whose
+ * tick would be 0, or the earliest that can be due to halve the counts (refs
+ * grows by at most one per reference). The batch is empty here. */
+static void set_limit(struct kvt_mrc *m)
 {
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	x ^= x >> 31;
-	return x;
-}
+	uint64_t wrap = ((m->hot.now >> 32) + 1) << 32;
 
-uint64_t kvt_mrc_hash(const struct kvt_mrc *m, uint16_t ns, const struct kvt_key *key)
-{
-	uint64_t lo, hi, h;
-
-	memcpy(&lo, key->bytes, 8);
-	memcpy(&hi, key->bytes + 8, 8);
-	h = mix64(lo ^ (hi + ((uint64_t)ns << 48) + m->seed) * 0x9e3779b97f4a7c15ull);
-	return h ? h : 1; /* 0 marks an empty table slot */
+	m->hot.limit = wrap;
+	if (m->due != UINT64_MAX && m->due - m->hot.refs < wrap - m->hot.now)
+		m->hot.limit = m->hot.now + (m->due - m->hot.refs);
 }
 
 int kvt_mrc_open(const struct kvt_mrc_opts *opts, struct kvt_mrc **out)
@@ -125,7 +117,8 @@ int kvt_mrc_open(const struct kvt_mrc_opts *opts, struct kvt_mrc **out)
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
-	m->seed = o->seed;
+	m->hot.seed = o->seed;
+	m->hot.seed32 = (o->seed * 0x9e3779b97f4a7c15ull) >> 32;
 	m->half_life = o->half_life;
 	m->use_ticks = o->use_ticks;
 	/* the table starts small, so that a small sample stays in cache, and
@@ -143,7 +136,8 @@ int kvt_mrc_open(const struct kvt_mrc_opts *opts, struct kvt_mrc **out)
 	}
 	m->rate = o->max_rate;
 	m->hot.thresh = o->max_rate >= 1 ? UINT64_MAX : (uint64_t)ldexp(o->max_rate, 64);
-	m->hot.due = o->half_life ? o->half_life : UINT64_MAX;
+	m->due = o->half_life ? o->half_life : UINT64_MAX;
+	set_limit(m);
 	m->memory = sizeof(*m) + cap * sizeof(struct ent) + (m->max_count + 1) * sizeof(*m->scratch);
 	*out = m;
 	return 0;
@@ -182,24 +176,36 @@ static inline void th_add(const struct kvt_mrc *m, struct thist *th, uint64_t t,
 	th->tot[k] += w;
 }
 
-/* A new bucket starts at every level whose width divides now: the slot it
+/* A new bucket starts at every level whose width divides t: the slot it
  * reuses held the bucket TB older, which moves one level up (or, from the
- * last level, out). */
-static inline void th_advance(uint64_t now, struct thist *th)
+ * last level, out). The times in (from, to] are taken level by level, each
+ * level's moves in time order: a bucket a move puts at level k + 1 is left
+ * there for at least 31 of that level's widths (496 references at level 1),
+ * so within a span shorter than that the order of the levels changes
+ * nothing, and a level whose width no time in the span divides ends the
+ * work. */
+#define SPAN 256
+static void th_advance_span(struct thist *th, uint64_t from, uint64_t to)
 {
-	for (int k = 0; k < TL && !(now & ((1ull << (k + TSHIFT)) - 1)); k++) {
-		uint32_t slot = (uint32_t)((now >> (k + TSHIFT)) & (TB - 1));
-		double c = th->b[k][slot];
+	for (int k = 0; k < TL; k++) {
+		uint64_t w = 1ull << (k + TSHIFT), t = (from | (w - 1)) + 1;
 
-		if (c == 0)
-			continue;
-		th->b[k][slot] = 0;
-		th->tot[k] -= c;
-		if (k + 1 < TL) {
-			uint64_t idx = ((now >> (k + TSHIFT)) - TB) >> 1;
+		if (t > to)
+			break;
+		for (; t <= to; t += w) {
+			uint32_t slot = (uint32_t)((t >> (k + TSHIFT)) & (TB - 1));
+			double c = th->b[k][slot];
 
-			th->b[k + 1][idx & (TB - 1)] += c;
-			th->tot[k + 1] += c;
+			if (c == 0)
+				continue;
+			th->b[k][slot] = 0;
+			th->tot[k] -= c;
+			if (k + 1 < TL) {
+				uint64_t idx = ((t >> (k + TSHIFT)) - TB) >> 1;
+
+				th->b[k + 1][idx & (TB - 1)] += c;
+				th->tot[k + 1] += c;
+			}
 		}
 	}
 }
@@ -208,12 +214,13 @@ static inline void th_advance(uint64_t now, struct thist *th)
  * (one in EVERY, and the sampled ones) bring them up to now. */
 static void catch_up(struct kvt_mrc *m)
 {
-	const uint64_t step = 1ull << TSHIFT;
+	for (uint64_t a = m->advanced; a < m->hot.now;) {
+		uint64_t e = m->hot.now - a > SPAN ? a + SPAN : m->hot.now;
 
-	for (uint64_t t = (m->advanced | (step - 1)) + 1; t <= m->hot.now; t += step) {
-		th_advance(t, &m->th);
+		th_advance_span(&m->th, a, e);
 		if (!m->use_ticks)
-			th_advance(t, &m->ts);
+			th_advance_span(&m->ts, a, e);
+		a = e;
 	}
 	m->advanced = m->hot.now;
 }
@@ -467,9 +474,9 @@ static uint32_t reference(struct kvt_mrc *m, uint64_t h, uint32_t prev, bool cou
 
 	flush_batch(m);
 	now32 = tick(m);
-	if (counted && ++m->hot.refs >= m->hot.due) {
+	if (counted && ++m->hot.refs >= m->due) {
 		halve(m);
-		m->hot.due += m->half_life;
+		m->due += m->half_life;
 	}
 	if (h < m->hot.thresh) {
 		catch_up(m);
@@ -479,6 +486,7 @@ static uint32_t reference(struct kvt_mrc *m, uint64_t h, uint32_t prev, bool cou
 		catch_up(m);
 		count_ref(m, now32, prev);
 	}
+	set_limit(m);
 	return now32;
 }
 

@@ -36,6 +36,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kvtier/types.h"
 
@@ -68,29 +69,59 @@ void kvt_mrc_opts_init(struct kvt_mrc_opts *o, size_t size);
 int kvt_mrc_open(const struct kvt_mrc_opts *o, struct kvt_mrc **out);
 void kvt_mrc_close(struct kvt_mrc *m); /* NULL is accepted */
 
-/* The 64-bit hash m samples on (its seed mixed in), of a block key in
- * namespace ns. */
-uint64_t kvt_mrc_hash(const struct kvt_mrc *m, uint16_t ns, const struct kvt_key *key);
-
 /* The first fields of struct kvt_mrc: what every reference touches, so that
  * the common case is a few instructions inline. Not for callers to touch. */
 #define KVT_MRC_BATCH 64
 /* One reference in 2^KVT_MRC_COUNT_BITS, by a hash of block and time, is
  * counted in detail (see mrc.c). */
-#define KVT_MRC_COUNT_BITS 3
+#define KVT_MRC_COUNT_BITS 4
 #define KVT_MRC_COUNTED(h, now) \
 	((((h) ^ (now)) * 0x9e3779b97f4a7c15ull) >> (64 - KVT_MRC_COUNT_BITS) == 0)
 struct kvt_mrc_hot {
 	uint64_t now;    /* references so far; ticks are its low 32 bits */
 	uint64_t thresh; /* a block is sampled when its hash is below */
+	uint64_t limit;  /* now at which the slow path must run: a tick of 0 to
+	                  * skip, a halving due, or a full batch to fold in */
 	uint64_t refs;   /* references counted toward the hit ratio */
-	uint64_t due;    /* refs at which the slow path must run (halving) */
+	uint64_t seed;   /* of kvt_mrc_hash */
+	uint64_t seed32; /* of kvt_mrc_hash32: 32 bits of a mix of the seed */
 	void *tab;       /* the sample table and its mask, for kvt_mrc_prefetch */
 	uint64_t mask;
 	uint32_t n_batch;
 	struct { uint32_t now, prev; } batch[KVT_MRC_BATCH]; /* counted references,
 	                  * folded into the counts by the slow path */
 };
+
+/* The 64-bit hash m samples on (its seed mixed in), of a block key in
+ * namespace ns. Inline: every reference pays for it. */
+static inline uint64_t kvt_mrc_hash(const struct kvt_mrc *m, uint16_t ns,
+				    const struct kvt_key *key)
+{
+	const struct kvt_mrc_hot *hot = (const struct kvt_mrc_hot *)(const void *)m;
+	uint64_t lo, hi, x;
+
+	memcpy(&lo, key->bytes, 8);
+	memcpy(&hi, key->bytes + 8, 8);
+	x = lo ^ (hi + ((uint64_t)ns << 48) + hot->seed) * 0x9e3779b97f4a7c15ull;
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return x ? x : 1; /* 0 marks an empty table slot */
+}
+
+/* The hash m samples on, from a uniform 32-bit hash of the block the caller
+ * has already (the index's), with m's seed mixed in: one multiply, where
+ * kvt_mrc_hash takes three. A caller uses one or the other for every
+ * reference it gives m. */
+static inline uint64_t kvt_mrc_hash32(const struct kvt_mrc *m, uint32_t h32)
+{
+	const struct kvt_mrc_hot *hot = (const struct kvt_mrc_hot *)(const void *)m;
+	uint64_t x = ((uint64_t)h32 ^ hot->seed32) * 0x9e3779b97f4a7c15ull;
+
+	return x ? x : 1;
+}
 
 /* The rest of kvt_mrc_ref. */
 uint32_t kvt_mrc_ref_slow(struct kvt_mrc *m, uint64_t h, uint32_t prev);
@@ -104,17 +135,18 @@ static inline uint32_t kvt_mrc_ref(struct kvt_mrc *m, uint64_t h, uint32_t prev)
 {
 	struct kvt_mrc_hot *hot = (struct kvt_mrc_hot *)(void *)m;
 	uint64_t now = hot->now + 1;
-	/* a counted reference waits in the batch */
-	bool counted = KVT_MRC_COUNTED(h, now);
 
-	if (h < hot->thresh || !(uint32_t)now || hot->refs + 1 >= hot->due ||
-	    (counted && hot->n_batch == KVT_MRC_BATCH))
+	if (h < hot->thresh || now >= hot->limit)
 		return kvt_mrc_ref_slow(m, h, prev);
 	hot->now = now;
 	hot->refs++;
-	if (counted) {
+	if (KVT_MRC_COUNTED(h, now)) {
+		/* a counted reference waits in the batch; a full one is
+		 * folded in by the next reference */
 		hot->batch[hot->n_batch].now = (uint32_t)now;
-		hot->batch[hot->n_batch++].prev = prev;
+		hot->batch[hot->n_batch].prev = prev;
+		if (++hot->n_batch == KVT_MRC_BATCH)
+			hot->limit = now + 1;
 	}
 	return (uint32_t)now;
 }

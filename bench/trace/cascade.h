@@ -6,9 +6,11 @@
  * policy's, as in the store; only the capacities are counted in blocks.
  *
  * Blocks are linked under their parents only for policies that order by it
- * (those with a leaf_changed op: tail-lru, cost). For the others the links
- * change no decision, and unlinking an evicted block from a parent with
- * thousands of children (a shared system prompt) is a scan of its siblings. */
+ * (those with a leaf_changed op: tail-lru, cost) and for SSD admission rules,
+ * which look at a block's place in its chain (the replay sets link after
+ * init). For the others the links change no decision, and unlinking an
+ * evicted block from a parent with thousands of children (a shared system
+ * prompt) is a scan of its siblings. */
 #ifndef KVT_TRACE_CASCADE_H
 #define KVT_TRACE_CASCADE_H
 

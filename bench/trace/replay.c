@@ -14,6 +14,7 @@ struct kvt_replay {
 	uint32_t *recs;          /* record of each leading hit of the request */
 	uint32_t *hashes;        /* index hash of each block's key */
 	uint64_t *mrc_hashes;    /* the estimator's hash of each block's key */
+	uint32_t *mrc_ticks;     /* and the tick it gave each hit */
 	uint8_t *tiers;          /* tier of each leading hit of the request */
 	size_t last_hits;
 	struct kvt_key *keys;    /* each block's key */
@@ -79,6 +80,9 @@ int kvt_replay_open(const struct kvt_replay_opts *opts, struct kvt_replay **out)
 			free(r);
 			return err;
 		}
+		/* rules see a block's place in its chain, as in the store,
+		 * which always links blocks under their parents */
+		r->cas.link = true;
 	}
 	*out = r;
 	return 0;
@@ -93,6 +97,7 @@ void kvt_replay_close(struct kvt_replay *r)
 	free(r->recs);
 	free(r->hashes);
 	free(r->mrc_hashes);
+	free(r->mrc_ticks);
 	free(r->keys);
 	free(r->tiers);
 	free(r);
@@ -132,11 +137,12 @@ static int count_ideal(struct kvt_replay *r, const struct kvt_trace_req *req)
 
 /* Use the block of key (its record: known, or KVT_NIL to look it up by its
  * hash) or store it under parent; with an estimator, mrc_hash is its hash
- * there, and a looked-up block (not an output) a reference. Returns 0 or
+ * there, and a looked-up block (not an output) a reference, unless heard is
+ * the tick the estimator gave this reference already (a hit). Returns 0 or
  * -ENOMEM. */
 static int use_or_insert(struct kvt_replay *r, const struct kvt_key *key, uint32_t hash,
 			 uint32_t known, const struct kvt_key *parent, uint64_t mrc_hash,
-			 bool looked_up)
+			 bool looked_up, uint32_t heard)
 {
 	uint64_t bb = r->opts.block_bytes;
 	struct kvt_mrc *m = r->opts.mrc;
@@ -145,7 +151,7 @@ static int use_or_insert(struct kvt_replay *r, const struct kvt_key *key, uint32
 	if (known == KVT_NIL)
 		known = kvt_index_find_hashed(r->cas.cat.idx, 0, key, hash);
 	if (known != KVT_NIL) {
-		if (m) {
+		if (m && !heard) {
 			struct kvt_rec *rec = kvt_index_rec(r->cas.cat.idx, known);
 
 			rec->mrc_tick = kvt_mrc_ref(m, mrc_hash, rec->mrc_tick);
@@ -154,7 +160,8 @@ static int use_or_insert(struct kvt_replay *r, const struct kvt_key *key, uint32
 		return 0;
 	}
 	if (m)
-		tick = looked_up ? kvt_mrc_ref(m, mrc_hash, 0) : kvt_mrc_insert(m, mrc_hash);
+		tick = heard ? heard : looked_up ? kvt_mrc_ref(m, mrc_hash, 0)
+						 : kvt_mrc_insert(m, mrc_hash);
 	return kvt_cascade_insert(&r->cas, key, parent, bb > UINT32_MAX ? UINT32_MAX : (uint32_t)bb,
 				  tick);
 }
@@ -187,10 +194,15 @@ int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
 		r->hashes = hashes;
 		if (r->opts.mrc) {
 			uint64_t *mh = realloc(r->mrc_hashes, cap * sizeof(*mh));
+			uint32_t *mt;
 
 			if (!mh)
 				return -ENOMEM;
 			r->mrc_hashes = mh;
+			mt = realloc(r->mrc_ticks, cap * sizeof(*mt));
+			if (!mt)
+				return -ENOMEM;
+			r->mrc_ticks = mt;
 		}
 		keys = realloc(r->keys, cap * sizeof(*keys));
 		if (!keys)
@@ -204,10 +216,8 @@ int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
 		kvt_replay_key(req->hash_ids[j], &r->keys[j]);
 		r->hashes[j] = kvt_index_hash(0, &r->keys[j]);
 		kvt_index_prefetch_slot(r->cas.cat.idx, r->hashes[j]);
-		if (r->opts.mrc) {
-			r->mrc_hashes[j] = kvt_mrc_hash(r->opts.mrc, 0, &r->keys[j]);
-			kvt_mrc_prefetch(r->opts.mrc, r->mrc_hashes[j]);
-		}
+		if (r->opts.mrc)
+			r->mrc_hashes[j] = kvt_mrc_hash32(r->opts.mrc, r->hashes[j]);
 	}
 	for (j = 0; j < n; j++)
 		kvt_index_prefetch_rec(r->cas.cat.idx, r->hashes[j]);
@@ -218,13 +228,22 @@ int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
 	/* the longest cached prefix, across tiers */
 	for (hits = 0; hits < n; hits++) {
 		struct kvt_replay_tier_stats *ts;
+		struct kvt_rec *rec;
 		uint64_t tok;
 		uint32_t i;
 
 		i = kvt_index_find_hashed(r->cas.cat.idx, 0, &r->keys[hits], r->hashes[hits]);
 		if (i == KVT_NIL)
 			break;
-		r->tiers[hits] = kvt_index_rec(r->cas.cat.idx, i)->tier;
+		rec = kvt_index_rec(r->cas.cat.idx, i);
+		r->tiers[hits] = rec->tier;
+		/* the estimator hears the hits here, where their records are at
+		 * hand: in the same order as the uses below, and nothing between
+		 * depends on it */
+		if (r->opts.mrc) {
+			rec->mrc_tick = kvt_mrc_ref(r->opts.mrc, r->mrc_hashes[hits], rec->mrc_tick);
+			r->mrc_ticks[hits] = rec->mrc_tick;
+		}
 		ts = &r->st.tier[r->tiers[hits]];
 		tok = block_tokens_of(hits, req->input_length, bt);
 		ts->hit_blocks++;
@@ -248,7 +267,8 @@ int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
 		uint32_t known = j < hits && r->cas.drops == epoch ? r->recs[j] : KVT_NIL;
 
 		err = use_or_insert(r, &r->keys[j], r->hashes[j], known, j ? &r->keys[j - 1] : NULL,
-				    r->opts.mrc ? r->mrc_hashes[j] : 0, true);
+				    r->opts.mrc ? r->mrc_hashes[j] : 0, true,
+				    r->opts.mrc && j < hits ? r->mrc_ticks[j] : 0);
 		if (err)
 			return err;
 	}
@@ -260,9 +280,12 @@ int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
 		n_out = total > n ? total - n : 0;
 	}
 	for (j = 0; j < n_out; j++) {
+		uint32_t h;
+
 		output_key(r->st.requests, j, &key);
-		err = use_or_insert(r, &key, kvt_index_hash(0, &key), KVT_NIL, n + j ? &prev : NULL,
-				    r->opts.mrc ? kvt_mrc_hash(r->opts.mrc, 0, &key) : 0, false);
+		h = kvt_index_hash(0, &key);
+		err = use_or_insert(r, &key, h, KVT_NIL, n + j ? &prev : NULL,
+				    r->opts.mrc ? kvt_mrc_hash32(r->opts.mrc, h) : 0, false, 0);
 		if (err)
 			return err;
 		prev = key;

@@ -325,19 +325,18 @@ static void refused_block_saved_again_is_written(void **state)
 	get_n(f, x);
 }
 
-/* "always" (and no rule given) writes every block, and so does "useful"
- * before it has measured anything (no sampled block has left SSD yet); an
- * unknown rule is not a store. */
+/* "always" (and no rule given) writes every block; an unknown rule is not
+ * a store. */
 static void always_writes_every_block(void **state)
 {
 	struct fixture *f = *state;
 	struct kvt_store_stats st = { .size = sizeof(st) };
 	const uint32_t blocks = 60;
-	const char *rules[] = { "always", NULL, "useful" };
+	const char *rules[] = { "always", NULL };
 
 	assert_int_equal(open_store(f, "no-such-rule"), -EINVAL);
 	assert_int_equal(open_store(f, ""), -EINVAL);
-	for (size_t r = 0; r < 3; r++) {
+	for (size_t r = 0; r < 2; r++) {
 		if (r) { /* a fresh tier: nothing recovered */
 			kvt_test_rmdir(f->dir);
 			free(f->dir);
@@ -355,6 +354,39 @@ static void always_writes_every_block(void **state)
 	}
 }
 
+/* "useful" before it has measured anything (no sampled block has left SSD
+ * yet) writes the blocks another block was saved under, and refuses the
+ * ends (but for its samples): pairs of a block and one under it. */
+static void useful_writes_parents_and_refuses_ends_until_measured(void **state)
+{
+	struct fixture *f = *state;
+	struct kvt_store_stats st = { .size = sizeof(st) };
+	const uint32_t pairs = 30;
+	uint32_t parents_out = 0;
+
+	assert_int_equal(open_store(f, "useful"), 0);
+	for (uint32_t n = 0; n < 2 * pairs; n += 2) {
+		struct kvt_key p = key_n(n), k = key_n(n + 1);
+
+		put_n(f, n);
+		kvt_test_fill(f->buf, BLOCK, seed + n + 1);
+		assert_int_equal(kvt_put(f->ns, &k, &p, f->buf, BLOCK), 0);
+	}
+	settled(f, &st);
+	assert_adds_up(&st, 2 * pairs);
+	assert_true(st.ssd_admission_refused > 0);
+	for (uint32_t n = 0; n < 2 * pairs; n += 2) {
+		uint8_t t = tier_of(f, n);
+
+		if (t != KVT_TIER_DRAM) {
+			assert_int_equal(t, KVT_TIER_SSD);
+			parents_out++;
+		}
+	}
+	assert_true(parents_out > 0);
+	assert_true(st.tier[KVT_TIER_SSD].blocks >= parents_out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -364,6 +396,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(concurrent_puts_with_refusals, setup, teardown),
 		cmocka_unit_test_setup_teardown(refused_block_saved_again_is_written, setup, teardown),
 		cmocka_unit_test_setup_teardown(always_writes_every_block, setup, teardown),
+		cmocka_unit_test_setup_teardown(useful_writes_parents_and_refuses_ends_until_measured,
+						setup, teardown),
 	};
 
 	seed = kvt_test_seed();

@@ -2,7 +2,10 @@
  * tier) admits everything; "reused" refuses blocks used once and admits
  * them when they come back while remembered; "useful" always admits its
  * sampled blocks and refuses a class the tier does not read back, admits
- * one it does. */
+ * one it does; refuses ends and admits inner blocks until it has measured
+ * them, admits blocks used twice, refuses the blocks under one it refused,
+ * and refuses a class read back less than the room it takes is
+ * worth (blocks that left the tier coming back). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -124,12 +127,150 @@ static void useful_follows_what_the_tier_reads_back(void **state)
 	kvt_catalog_fini(&cat);
 }
 
+/* The first id from *next whose block "useful" does not sample, *next past
+ * it. */
+static uint32_t unsampled_id(struct kvt_catalog *cat, uint32_t *next)
+{
+	for (;;) {
+		uint32_t id = (*next)++, i = add(cat, id);
+		bool s = sampled(cat, i);
+
+		kvt_catalog_drop(cat, i);
+		if (!s)
+			return id;
+	}
+}
+
+static void useful_refuses_ends_and_admits_inner_blocks_until_measured(void **state)
+{
+	struct kvt_catalog cat;
+	uint32_t next = 1, end, inner, kid, e, i;
+
+	assert_int_equal(kvt_catalog_init(&cat, kvt_policy_find("lru"), 64), 0);
+	assert_int_equal(kvt_catalog_set_admission(&cat, kvt_admission_find("useful"),
+						   KVT_TIER_SSD), 0);
+	end = unsampled_id(&cat, &next);
+	inner = unsampled_id(&cat, &next);
+	e = add(&cat, end);
+	i = add(&cat, inner);
+	kid = cat_add(&cat, next++, inner, 1); /* stored under inner */
+	assert_false(kvt_catalog_admit(&cat, e, KVT_TIER_SSD));
+	assert_true(kvt_catalog_admit(&cat, i, KVT_TIER_SSD));
+	/* the child leaving first does not make inner an end */
+	kvt_catalog_drop(&cat, kid);
+	assert_true(kvt_catalog_admit(&cat, i, KVT_TIER_SSD));
+	/* an end used twice has shown it returns */
+	kvt_catalog_touch(&cat, e);
+	assert_true(kvt_catalog_admit(&cat, e, KVT_TIER_SSD));
+	kvt_catalog_fini(&cat);
+}
+
+/* A block used once with a block stored under it, through the rule into
+ * SSD: when admitted, moved there, read there when `read`, and dropped;
+ * when `back`, stored again (and dropped) once it left. Returns whether it
+ * was admitted; *was_sampled says whether the rule sampled it. */
+static bool inner_block(struct kvt_catalog *cat, uint32_t *next, bool read, bool back,
+			bool *was_sampled)
+{
+	uint32_t id = (*next)++, i = add(cat, id), kid = cat_add(cat, (*next)++, id, 1);
+	bool in;
+
+	kvt_catalog_drop(cat, kid);
+	*was_sampled = sampled(cat, i);
+	in = kvt_catalog_admit(cat, i, KVT_TIER_SSD);
+	if (in) {
+		kvt_catalog_move(cat, i, KVT_TIER_SSD);
+		if (read)
+			kvt_catalog_touch(cat, i);
+	}
+	kvt_catalog_drop(cat, i);
+	if (in && back)
+		kvt_catalog_drop(cat, add(cat, id));
+	return in;
+}
+
+/* n inner blocks, one in read_every read back from SSD (0: none); blocks
+ * that left come back when back. Returns how many unsampled were refused,
+ * of *unsampled. */
+static int write_inner(struct kvt_catalog *cat, uint32_t *next, int n, int read_every,
+		       bool back, int *unsampled)
+{
+	int refused = 0;
+
+	*unsampled = 0;
+	for (int k = 0; k < n; k++) {
+		bool s;
+
+		if (!inner_block(cat, next, read_every && k % read_every == 0, back, &s)) {
+			assert_false(s);
+			refused++;
+		}
+		*unsampled += !s;
+	}
+	return refused;
+}
+
+static void useful_refuses_the_blocks_under_one_it_refused(void **state)
+{
+	struct kvt_catalog cat;
+	uint32_t next = 1, p, pi, c, ci;
+	int unsampled;
+
+	assert_int_equal(kvt_catalog_init(&cat, kvt_policy_find("lru"), 1024), 0);
+	assert_int_equal(kvt_catalog_set_admission(&cat, kvt_admission_find("useful"),
+						   KVT_TIER_SSD), 0);
+	/* inner blocks are never read back: refused */
+	write_inner(&cat, &next, 2000, 0, false, &unsampled);
+	p = unsampled_id(&cat, &next);
+	pi = add(&cat, p);
+	c = next++;
+	ci = cat_add(&cat, c, p, 1);
+	cat_add(&cat, next++, c, 1); /* c is inner */
+	kvt_catalog_touch(&cat, ci);  /* and used twice: admitted */
+	assert_true(kvt_catalog_admit(&cat, ci, KVT_TIER_SSD));
+	assert_false(kvt_catalog_admit(&cat, pi, KVT_TIER_SSD));
+	kvt_catalog_drop(&cat, pi);
+	/* its prefix is gone: no request can reach it */
+	assert_false(kvt_catalog_admit(&cat, ci, KVT_TIER_SSD));
+	/* stored again, it starts over */
+	kvt_catalog_drop(&cat, ci);
+	ci = add(&cat, c);
+	kvt_catalog_touch(&cat, ci);
+	assert_true(kvt_catalog_admit(&cat, ci, KVT_TIER_SSD));
+	kvt_catalog_fini(&cat);
+}
+
+static void useful_keeps_room_for_blocks_likelier_to_come_back(void **state)
+{
+	struct kvt_catalog cat;
+	uint32_t next = 1;
+	int unsampled, refused;
+
+	assert_int_equal(kvt_catalog_init(&cat, kvt_policy_find("lru"), 1024), 0);
+	assert_int_equal(kvt_catalog_set_admission(&cat, kvt_admission_find("useful"),
+						   KVT_TIER_SSD), 0);
+	/* read back 1 time in 4, and nothing that leaves comes back: room is
+	 * worth nothing more, the class is admitted */
+	write_inner(&cat, &next, 2000, 4, false, &unsampled);
+	refused = write_inner(&cat, &next, 2000, 4, false, &unsampled);
+	assert_int_equal(refused, 0);
+	/* every block that leaves comes back soon: a larger tier would have
+	 * hit each, so blocks read back 1 time in 4 are not worth the room */
+	write_inner(&cat, &next, 8000, 4, true, &unsampled);
+	refused = write_inner(&cat, &next, 2000, 4, true, &unsampled);
+	assert_int_equal(refused, unsampled);
+	kvt_catalog_fini(&cat);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(no_rule_admits_everything),
 		cmocka_unit_test(reused_refuses_single_use_until_it_returns),
 		cmocka_unit_test(useful_follows_what_the_tier_reads_back),
+		cmocka_unit_test(useful_refuses_ends_and_admits_inner_blocks_until_measured),
+		cmocka_unit_test(useful_refuses_the_blocks_under_one_it_refused),
+		cmocka_unit_test(useful_keeps_room_for_blocks_likelier_to_come_back),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "helpers.h"
+#include "store/index.h"
 #include "store/mrc.h"
 
 #define NCAP 6
@@ -112,13 +113,17 @@ static void exact_curve(const struct stream *s, double *hit)
 	free(last);
 }
 
+/* Sample on the index's 32-bit hash (kvt_mrc_hash32, as the replay does)
+ * rather than the key's. */
+static bool use_hash32;
+
 static uint64_t key_hash(const struct kvt_mrc *m, uint32_t k)
 {
 	struct kvt_key key;
 
 	memset(&key, 0, sizeof(key));
 	memcpy(key.bytes, &k, sizeof(k));
-	return kvt_mrc_hash(m, 0, &key);
+	return use_hash32 ? kvt_mrc_hash32(m, kvt_index_hash(0, &key)) : kvt_mrc_hash(m, 0, &key);
 }
 
 /* Feed the stream. hold: how many most recently used blocks keep their tick
@@ -216,6 +221,36 @@ static void with_ticks_close_to_exact_at_one_percent(void **state)
 	assert_true(st.rate <= 0.01);
 	assert_int_equal(st.refs, refs);
 	assert_true(st.sampled_refs > 0 && st.sampled_refs < refs / 20);
+}
+
+/* The same through kvt_mrc_hash32 of the index's hash: as close, and
+ * another seed samples other blocks. */
+static void hash32_of_the_index_hash_close_to_exact(void **state)
+{
+	const struct mrc_case k = { "hash32", true, 0.01, 0, true, SIZE_MAX };
+	struct kvt_mrc_stats st;
+	struct kvt_mrc *a, *b;
+	size_t refs, same = 0, either = 0;
+
+	use_hash32 = true;
+	assert_true(run_case(&k, &st, &refs) <= 0.02);
+	assert_true(st.sampled_refs > 0 && st.sampled_refs < refs / 20);
+	a = open_mrc(0.01, 0, true, 1);
+	b = open_mrc(0.01, 0, true, 2);
+	for (uint32_t i = 0; i < 100000; i++) {
+		bool in_a = key_hash(a, i) < (uint64_t)(0.01 * 0x1p64);
+		bool in_b = key_hash(b, i) < (uint64_t)(0.01 * 0x1p64);
+
+		same += in_a && in_b;
+		either += in_a || in_b;
+	}
+	use_hash32 = false;
+	printf("  hash32: %zu of 100,000 blocks sampled under seed 1 or 2, %zu under both\n",
+	       either, same);
+	assert_true(either > 1500 && either < 2500); /* about 1% each */
+	assert_true(same < 100);                      /* about 1% of 1% */
+	kvt_mrc_close(a);
+	kvt_mrc_close(b);
 }
 
 /* Without ticks the sample alone decides (plain SHARDS): every block
@@ -336,6 +371,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(with_ticks_close_to_exact_at_one_percent),
+		cmocka_unit_test(hash32_of_the_index_hash_close_to_exact),
 		cmocka_unit_test(plain_shards_exact_when_all_sampled),
 		cmocka_unit_test(plain_shards_close_to_exact_at_thirty_percent),
 		cmocka_unit_test(ticks_for_part_of_the_stream),
