@@ -528,6 +528,10 @@ static size_t pick(struct kvt_store *s, struct wbatch *b, struct storage *to, si
 		b->idx[n++] = i;
 		p->in_flight += r->size;
 	}
+	if (n) {
+		s->counters.demote_batches++;
+		s->counters.demote_batch_blocks += n;
+	}
 	if (moved)
 		room_freed(t);
 	b->b = (struct kvt_tier_batch){ .write = true, .io = b->io, .n = n };
