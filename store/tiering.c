@@ -525,6 +525,9 @@ static size_t pick(struct kvt_store *s, struct wbatch *b, struct storage *to, si
 			continue;
 		}
 		hold_for_write(s, i, to, &b->io[n], &b->codec[n]);
+		/* its parent counts it gone now: a chain's next block can be
+		 * this batch's next victim, if it is the coldest tail then */
+		kvt_catalog_leaving(&s->cat, i);
 		b->idx[n++] = i;
 		p->in_flight += r->size;
 	}
@@ -566,6 +569,8 @@ static uint64_t finish(struct kvt_store *s, struct wbatch *b, uint64_t *refused)
 		} else if (io->res == -ENOSPC) {
 			full_bytes += r->size;
 		}
+		/* one that stays is its parent's child here again */
+		kvt_catalog_stayed(&s->cat, i);
 		unhold(s, i);
 	}
 	kvt_tiering_forget_dropped(s);
