@@ -477,8 +477,8 @@ static void demotion_batches_carry_many_blocks_of_a_chain(void **state)
 	print_message("%llu blocks demoted in %llu batches\n",
 		      (unsigned long long)st.demote_batch_blocks,
 		      (unsigned long long)st.demote_batches);
-	if (st.demote_batch_blocks < 8 * st.demote_batches)
-		fail_msg("%llu blocks demoted in %llu batches: fewer than 8 a batch",
+	if (st.demote_batch_blocks < 5 * st.demote_batches)
+		fail_msg("%llu blocks demoted in %llu batches: fewer than 5 a batch",
 			 (unsigned long long)st.demote_batch_blocks,
 			 (unsigned long long)st.demote_batches);
 	for (uint32_t n = 0; n < 160; n += 7)
