@@ -61,18 +61,23 @@ static void parent_gain(struct kvt_catalog *cat, uint32_t i)
 {
 	struct kvt_rec *r = rec(cat, i), *p;
 
-	if (r->parent == KVT_NIL)
+	if (r->parent == KVT_NIL || (r->flags & KVT_REC_LEAVING))
 		return;
 	p = rec(cat, r->parent);
 	if (p->tier == r->tier && p->kids_here++ == 0)
 		policy_leaf(cat, r->parent, false);
 }
 
-/* i is leaving its tier (or its parent): the reverse of parent_gain. */
+/* i is leaving its tier (or its parent): the reverse of parent_gain. One
+ * marked leaving was taken off its parent's count already. */
 static void parent_lose(struct kvt_catalog *cat, uint32_t i)
 {
 	struct kvt_rec *r = rec(cat, i), *p;
 
+	if (r->flags & KVT_REC_LEAVING) {
+		r->flags &= (uint8_t)~KVT_REC_LEAVING;
+		return;
+	}
 	if (r->parent == KVT_NIL)
 		return;
 	p = rec(cat, r->parent);
@@ -85,8 +90,30 @@ static uint32_t count_kids_in(const struct kvt_catalog *cat, uint32_t i, uint8_t
 	uint32_t n = 0;
 
 	for (uint32_t c = rec(cat, i)->first_child; c != KVT_NIL; c = rec(cat, c)->next_sibling)
-		n += rec(cat, c)->tier == tier && rec(cat, c)->state == KVT_REC_LIVE;
+		n += rec(cat, c)->tier == tier && rec(cat, c)->state == KVT_REC_LIVE &&
+		     !(rec(cat, c)->flags & KVT_REC_LEAVING);
 	return n;
+}
+
+void kvt_catalog_leaving(struct kvt_catalog *cat, uint32_t i)
+{
+	struct kvt_rec *r = rec(cat, i);
+
+	if (r->state != KVT_REC_LIVE || (r->flags & KVT_REC_LEAVING) || r->parent == KVT_NIL ||
+	    rec(cat, r->parent)->tier != r->tier)
+		return;
+	parent_lose(cat, i);
+	r->flags |= KVT_REC_LEAVING;
+}
+
+void kvt_catalog_stayed(struct kvt_catalog *cat, uint32_t i)
+{
+	struct kvt_rec *r = rec(cat, i);
+
+	if (!(r->flags & KVT_REC_LEAVING))
+		return;
+	r->flags &= (uint8_t)~KVT_REC_LEAVING;
+	parent_gain(cat, i);
 }
 
 void kvt_catalog_publish(struct kvt_catalog *cat, uint32_t i, enum kvt_tier t,
@@ -97,6 +124,7 @@ void kvt_catalog_publish(struct kvt_catalog *cat, uint32_t i, enum kvt_tier t,
 
 	r->tier = (uint8_t)t;
 	r->state = KVT_REC_LIVE;
+	r->flags &= (uint8_t)~KVT_REC_LEAVING;
 	r->kids_here = 0;
 	r->depth = 0;
 	if (p != KVT_NIL && p != i && rec(cat, p)->state == KVT_REC_LIVE) {

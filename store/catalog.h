@@ -46,6 +46,21 @@ void kvt_catalog_touch(struct kvt_catalog *cat, uint32_t i);
 /* Move live record i to tier `to` (demotion, promotion). */
 void kvt_catalog_move(struct kvt_catalog *cat, uint32_t i, enum kvt_tier to);
 
+/* Live record i (held busy) is being written out of its tier: its parent
+ * stops counting it as a child there now, as if it had left, so that the
+ * parent can become a tail and go in the same batch, in the order its
+ * policy would give once the child had left. Until the write ends, the
+ * record counts in no parent's kids_here (KVT_REC_LEAVING); the move that
+ * follows a write that took, or kvt_catalog_stayed after one that did not,
+ * ends that, and so do retire and drop. A record with no parent in its
+ * tier is left alone. */
+void kvt_catalog_leaving(struct kvt_catalog *cat, uint32_t i);
+
+/* The write of record i, marked by kvt_catalog_leaving, ended and it stays
+ * in its tier (failed, refused, read, pinned meanwhile): its parent counts
+ * it again. No-op for a record not marked. Call before its hold goes. */
+void kvt_catalog_stayed(struct kvt_catalog *cat, uint32_t i);
+
 /* Holds keep a live record out of its policy (never a victim) while > 0:
  * pins (kvt_pin) and busy (a reader or mover has its bytes). When the last
  * hold goes, the record takes the place its last use gives it: a hold is

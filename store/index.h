@@ -30,6 +30,8 @@ enum kvt_rec_state {
 /* kvt_rec.flags */
 enum {
 	KVT_REC_MOVING = 1u << 0, /* being read up from a storage tier */
+	KVT_REC_LEAVING = 1u << 1, /* being written down: already not counted
+	                            * in its parent's kids_here (store/catalog.h) */
 };
 
 struct kvt_rec {

@@ -11,8 +11,8 @@
 #include "util/clock.h"
 
 /* Blocks per demotion batch: enough to keep the device queue full, few
- * enough that a batch's records are acknowledged soon. The first batch of a
- * pass someone waits for is a quarter of that, so the wait is short. */
+ * enough that a batch's records are acknowledged soon. The batches of a
+ * pass someone waits for are a quarter of that, so the wait is short. */
 #define DEMOTE_BATCH 32
 /* Demotion batches in flight: one being synced, the next being written. */
 #define DEMOTE_INFLIGHT 2
@@ -525,8 +525,15 @@ static size_t pick(struct kvt_store *s, struct wbatch *b, struct storage *to, si
 			continue;
 		}
 		hold_for_write(s, i, to, &b->io[n], &b->codec[n]);
+		/* its parent counts it gone now: a chain's next block can be
+		 * this batch's next victim, if it is the coldest tail then */
+		kvt_catalog_leaving(&s->cat, i);
 		b->idx[n++] = i;
 		p->in_flight += r->size;
+	}
+	if (n) {
+		s->counters.demote_batches++;
+		s->counters.demote_batch_blocks += n;
 	}
 	if (moved)
 		room_freed(t);
@@ -562,6 +569,8 @@ static uint64_t finish(struct kvt_store *s, struct wbatch *b, uint64_t *refused)
 		} else if (io->res == -ENOSPC) {
 			full_bytes += r->size;
 		}
+		/* one that stays is its parent's child here again */
+		kvt_catalog_stayed(&s->cat, i);
 		unhold(s, i);
 	}
 	kvt_tiering_forget_dropped(s);
@@ -589,9 +598,10 @@ static void demote_pass(struct kvt_store *s, uint64_t need)
 		while (inflight < DEMOTE_INFLIGHT && !stuck && !t->stop) {
 			struct wbatch *b = &t->wb[(head + inflight) % DEMOTE_INFLIGHT];
 			struct storage *to = target(s);
-			/* the first batch of a pass someone waits for is short:
-			 * its room comes back sooner */
-			size_t max = !inflight && p.got < p.need ? DEMOTE_BATCH / 4 : DEMOTE_BATCH;
+			/* the batches of a pass someone waits for are short: its
+			 * room comes back sooner, and reads (a LOAD waiting for
+			 * slots) queue behind less */
+			size_t max = p.got < p.need ? DEMOTE_BATCH / 4 : DEMOTE_BATCH;
 
 			if (!to || !want_more(s, &p) || !pick(s, b, to, max, &p))
 				break;

@@ -323,6 +323,10 @@ struct kvt_store_stats {
 	 * too), and their bytes, the SSD writes saved. */
 	uint64_t ssd_admission_refused;
 	uint64_t ssd_admission_refused_bytes;
+	/* Demotion batches the demoter wrote (each one group commit: one
+	 * fdatasync per segment it touches), and the blocks they carried. */
+	uint64_t demote_batches;
+	uint64_t demote_batch_blocks;
 };
 
 /* Snapshot of the counters, as far as stats->size (set by the caller)

@@ -395,6 +395,98 @@ static void demotion_stops_at_the_low_watermark(void **state)
 		fail_msg("%u blocks in DRAM after demotion, not 43 to 55", in_dram);
 }
 
+/* Wait until the demoter is quiet: fewer than `below` blocks in DRAM and
+ * none left it in the last 20 ms. */
+static void settle(struct fixture *f, uint32_t below)
+{
+	for (int i = 0; i < 500; i++) {
+		struct kvt_store_stats a = { .size = sizeof(a) }, b = { .size = sizeof(b) };
+
+		assert_int_equal(kvt_store_stats(f->store, &a), 0);
+		usleep(20000);
+		assert_int_equal(kvt_store_stats(f->store, &b), 0);
+		if (b.tier[KVT_TIER_DRAM].blocks < below &&
+		    a.tier[KVT_TIER_DRAM].evictions == b.tier[KVT_TIER_DRAM].evictions)
+			return;
+	}
+	fail_msg("the demoter did not settle");
+}
+
+static uint8_t tier_of(struct fixture *f, uint32_t n)
+{
+	struct kvt_key k = key_n(n);
+	uint8_t tier = KVT_TIER_NONE;
+
+	assert_int_equal(kvt_lookup(f->ns, &k, 1, &tier), 1);
+	return tier;
+}
+
+/* Under tail-lru a chain leaves DRAM from its end, and its blocks are older
+ * than the roots saved after it: the demoter writes the chain's end, then
+ * its parent, and so on, before any root, in one batch. Before, a block's
+ * parent became a candidate only once the block had left DRAM: the
+ * demoter's batch took the chain's end and then the (hotter) roots. */
+static void demotion_takes_a_chain_from_its_end_before_hotter_tails(void **state)
+{
+	struct fixture *f = *state;
+	struct kvt_store_stats st = { .size = sizeof(st) };
+	char *buf = malloc(BLOCK);
+	uint32_t first_down = 40;
+
+	f->dram_bytes = 4 << 20; /* 64 slots: demotes past 57, down to 48 */
+	open_store(f);
+	put_chain(f, 0, 40, buf);
+	for (uint32_t n = 1000; n < 1020; n++)
+		put_root(f->ns, n, buf);
+	settle(f, 58);
+	for (uint32_t n = 1000; n < 1020; n++)
+		if (tier_of(f, n) != KVT_TIER_DRAM)
+			fail_msg("root %u went down before the chain's older blocks", n);
+	while (first_down && tier_of(f, first_down - 1) == KVT_TIER_SSD)
+		first_down--;
+	for (uint32_t n = 0; n < first_down; n++)
+		if (tier_of(f, n) != KVT_TIER_DRAM)
+			fail_msg("chain block %u went down before its child %u", n, first_down);
+	if (first_down > 34)
+		fail_msg("only %u of the chain's blocks went down", 40 - first_down);
+	assert_int_equal(kvt_store_stats(f->store, &st), 0);
+	assert_int_equal(st.tier[KVT_TIER_DRAM].blocks + st.tier[KVT_TIER_SSD].blocks, 60);
+	assert_int_equal(st.demote_batch_blocks, 40 - first_down);
+	free(buf);
+}
+
+/* One long chain saved through a small DRAM tier (what an engine saves):
+ * the demoter's batches carry many of its blocks each, not the one or two
+ * tails DRAM holds at a time; every block is counted once. */
+static void demotion_batches_carry_many_blocks_of_a_chain(void **state)
+{
+	struct fixture *f = *state;
+	struct kvt_store_stats st = { .size = sizeof(st) };
+	char *buf = malloc(BLOCK), *want = malloc(BLOCK);
+
+	f->dram_bytes = 4 << 20; /* 64 slots: demotes past 57, down to 16 */
+	f->low = 0.25;
+	open_store(f);
+	put_chain(f, 0, 160, buf);
+	settle(f, 58);
+	assert_int_equal(kvt_store_stats(f->store, &st), 0);
+	assert_int_equal(st.tier[KVT_TIER_DRAM].blocks + st.tier[KVT_TIER_SSD].blocks, 160);
+	assert_int_equal(st.tier[KVT_TIER_SSD].evictions, 0);
+	assert_int_equal(st.demote_batch_blocks, st.tier[KVT_TIER_SSD].blocks);
+	assert_true(st.demote_batches > 0);
+	print_message("%llu blocks demoted in %llu batches\n",
+		      (unsigned long long)st.demote_batch_blocks,
+		      (unsigned long long)st.demote_batches);
+	if (st.demote_batch_blocks < 5 * st.demote_batches)
+		fail_msg("%llu blocks demoted in %llu batches: fewer than 5 a batch",
+			 (unsigned long long)st.demote_batch_blocks,
+			 (unsigned long long)st.demote_batches);
+	for (uint32_t n = 0; n < 160; n += 7)
+		assert_block(f, n, buf, want);
+	free(buf);
+	free(want);
+}
+
 /* A full SSD tier whose coldest blocks lie spread over its segments still
  * takes writes: a segment goes only once at most 25% of it is live, so the
  * demoter evicts for each block the tier refuses and writes it again, for
@@ -889,6 +981,10 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(reopen_rebuilds_the_index_from_the_log, setup, teardown),
 		cmocka_unit_test_setup_teardown(full_ssd_tier_evicts, setup, teardown),
 		cmocka_unit_test_setup_teardown(demotion_stops_at_the_low_watermark, setup, teardown),
+		cmocka_unit_test_setup_teardown(demotion_takes_a_chain_from_its_end_before_hotter_tails,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(demotion_batches_carry_many_blocks_of_a_chain, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(full_tier_of_spread_cold_blocks_takes_writes, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(every_eviction_is_counted, setup, teardown),

@@ -5,8 +5,9 @@
  * is in flight stays removed after a restart; with every dirty block either
  * in that batch or needed, an allocation takes the slot of a block that has
  * a clean copy on SSD at once, and an acquire of blocks on SSD reads those
- * it has room for while it waits for room for the rest. Run with the
- * argument "threads" for the pread/pwrite pool. */
+ * it has room for while it waits for room for the rest; blocks of a chain
+ * pinned or removed while their batch is written leave the counts right.
+ * Run with the argument "threads" for the pread/pwrite pool. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -296,6 +297,88 @@ static bool on_ssd(struct kvt_ns *ns, uint32_t n)
 	return kvt_lookup(ns, &k, 1, &tier) == 1 && tier == KVT_TIER_SSD;
 }
 
+/* Wait until fewer than `below` blocks are in DRAM and none left it in the
+ * last 20 ms. */
+static void settle(struct kvt_store *store, uint64_t below)
+{
+	for (int tries = 0; tries < 500; tries++) {
+		struct kvt_store_stats a = { .size = sizeof(a) }, b = { .size = sizeof(b) };
+
+		assert_int_equal(kvt_store_stats(store, &a), 0);
+		usleep(20000);
+		assert_int_equal(kvt_store_stats(store, &b), 0);
+		if (b.tier[KVT_TIER_DRAM].blocks < below &&
+		    a.tier[KVT_TIER_DRAM].evictions == b.tier[KVT_TIER_DRAM].evictions)
+			return;
+	}
+	fail_msg("the demoter did not settle");
+}
+
+/* A chain's blocks are written in one batch (its end first, each parent
+ * counted gone once its child is picked); one pinned while that batch is
+ * held in flight stays in DRAM, one removed stays removed, and their
+ * parents count them right after: once unpinned, newer blocks push every
+ * block of the chain down to SSD, none stuck in DRAM as a parent of a child
+ * that is not there, and every block is counted once. */
+static void chain_blocks_kept_or_removed_during_their_write(void **state)
+{
+	char *dir = ssd_test_dir("store_nowait_chain");
+	char *buf = malloc(BLOCK);
+	struct kvt_store_stats st = { .size = sizeof(st) };
+	struct kvt_store *store;
+	struct kvt_ns *ns;
+	struct kvt_key k, pinned, removed;
+	uint32_t n = 0;
+
+	(void)state;
+	/* 60 slots: past 30 the demoter writes the chain's end, 15 blocks */
+	store = open_store(dir, 4 * DRAM_BYTES, &ns);
+	batch_hold_arm_kind(KVT_SSD_IO_WRITE, 0);
+	for (; n < 40 && !held(); n++) {
+		struct kvt_key p = key_n(n - 1);
+
+		k = key_n(n);
+		kvt_test_fill(buf, BLOCK, seed + n);
+		assert_int_equal(kvt_put(ns, &k, n ? &p : NULL, buf, BLOCK), 0);
+		if (n >= 30)
+			usleep(20000);
+	}
+	assert_non_null(batch_hold_wait());
+	/* within the batch: it holds the chain's last 15 or so blocks */
+	pinned = key_n(n - 6);
+	removed = key_n(n - 9);
+	assert_int_equal(kvt_pin(ns, &pinned, 1), 1);
+	assert_int_equal(kvt_remove(ns, &removed), 0);
+	batch_hold_release();
+	kvt_ssd_io_set_test_hook(NULL, NULL);
+	settle(store, 31); /* the batch ends */
+	assert_true(kvt_lookup(ns, &pinned, 1, NULL) == 1);
+	assert_int_equal(kvt_unpin(ns, &pinned, 1), 1);
+	/* 120 newer roots through 60 slots: all of the chain goes first */
+	for (uint32_t r = 1000; r < 1120; r++)
+		put_block(ns, r, buf);
+	settle(store, 31);
+	for (uint32_t c = 0; c < n; c++) {
+		k = key_n(c);
+		if (c == n - 9) {
+			assert_int_equal(kvt_lookup(ns, &k, 1, NULL), 0);
+			continue;
+		}
+		if (!on_ssd(ns, c))
+			fail_msg("chain block %u of %u stayed in DRAM under newer blocks", c, n);
+		assert_int_equal(kvt_get(ns, &k, buf, BLOCK), 0);
+		check_block(buf, c);
+	}
+	assert_int_equal(kvt_store_stats(store, &st), 0);
+	assert_int_equal(st.tier[KVT_TIER_DRAM].blocks + st.tier[KVT_TIER_SSD].blocks,
+			 n - 1 + 120);
+	assert_int_equal(st.tier[KVT_TIER_SSD].evictions, 0);
+	kvt_store_close(store);
+	kvt_test_rmdir(dir);
+	free(dir);
+	free(buf);
+}
+
 /* With DRAM full and the demoter's write batch held in flight, a put takes
  * the slot of the coldest block that has a clean copy on SSD (read back
  * earlier): it moves down to the copy, nothing is written. Before, the put
@@ -451,6 +534,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(removed_during_a_write_stays_removed),
 		cmocka_unit_test(allocation_takes_a_clean_slot_while_the_demoter_writes),
 		cmocka_unit_test(acquire_reads_what_has_room_while_it_waits),
+		cmocka_unit_test(chain_blocks_kept_or_removed_during_their_write),
 	};
 
 	force_threads = argc > 1 && !strcmp(argv[1], "threads");
