@@ -199,9 +199,12 @@ static void print_table(json_t *root, const char *socket)
 	       num(store, "namespaces"));
 	if (json_object_get(tiers, "ssd"))
 		printf("ssd       %.0f blocks refused by the admission rule (%s not written), "
-		       "%.0f spare copies dropped for room\n", num(store, "ssd_admission_refused"),
+		       "%.0f spare copies dropped for room; %.0f write batches of %.1f blocks\n",
+		       num(store, "ssd_admission_refused"),
 		       bytes_of(store, "ssd_admission_refused_bytes", a, sizeof(a)),
-		       num(store, "ssd_copies_dropped"));
+		       num(store, "ssd_copies_dropped"), num(store, "demote_batches"),
+		       num(store, "demote_batches") ?
+		       num(store, "demote_batch_blocks") / num(store, "demote_batches") : 0);
 	printf("engine    saved %.0f blocks (%s gathered), loaded %.0f (%s scattered), "
 	       "%.0f load misses\n", num(copies, "save_blocks"),
 	       bytes_of(copies, "gather_bytes", a, sizeof(a)), num(copies, "load_blocks"),

@@ -170,6 +170,9 @@ char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
 			    json_integer((json_int_t)st.ssd_admission_refused));
 	json_object_set_new(store, "ssd_admission_refused_bytes",
 			    json_integer((json_int_t)st.ssd_admission_refused_bytes));
+	json_object_set_new(store, "demote_batches", json_integer((json_int_t)st.demote_batches));
+	json_object_set_new(store, "demote_batch_blocks",
+			    json_integer((json_int_t)st.demote_batch_blocks));
 	json_object_set_new(root, "store", store);
 
 	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
@@ -371,6 +374,12 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 		one(&b, "kvtier_ssd_admission_refused_bytes_total", "counter",
 		    "Bytes of the blocks the SSD admission rule refused: SSD writes saved.",
 		    st.ssd_admission_refused_bytes);
+		one(&b, "kvtier_demote_batches_total", "counter",
+		    "Write batches the demoter sent to the SSD tier (each one group commit).",
+		    st.demote_batches);
+		one(&b, "kvtier_demote_batch_blocks_total", "counter",
+		    "Blocks those batches carried (divided by the batches: the mean batch).",
+		    st.demote_batch_blocks);
 		help(&b, "kvtier_ssd_recovery_records", "gauge",
 		     "What the SSD tier's last open found, by kind.");
 		kvt_textbuf_printf(&b, "kvtier_ssd_recovery_records{kind=\"recovered\"} %llu\n"

@@ -148,7 +148,7 @@ static void blocks_used_once_are_not_written_to_ssd(void **state)
 				"--metrics", "127.0.0.1:0", NULL };
 	struct kvtd_proc d = { 0 };
 	struct engine e;
-	long long refused, dram_blocks, ssd_blocks, ssd_hits;
+	long long refused, dram_blocks, ssd_blocks, ssd_hits, batches;
 	uint32_t pages[HOT];
 	uint64_t ticket;
 	char *text, *out, args[600];
@@ -184,6 +184,10 @@ static void blocks_used_once_are_not_written_to_ssd(void **state)
 	assert_true(refused >= COLD - 64 && refused < COLD);
 	assert_int_equal(at(st, "tiers", "ssd", "evictions"), 0);
 	assert_int_equal(at(st, "store", NULL, "dram_dropped"), 0);
+	/* the demoter's write batches carried exactly the blocks written */
+	batches = at(st, "store", NULL, "demote_batches");
+	assert_true(batches >= 1 && batches <= HOT);
+	assert_int_equal(at(st, "store", NULL, "demote_batch_blocks"), HOT);
 	ssd_hits = at(st, "tiers", "ssd", "hits");
 	json_decref(st);
 
@@ -192,6 +196,8 @@ static void blocks_used_once_are_not_written_to_ssd(void **state)
 	assert_true(kvtd_metric_checked(text, "kvtier_ssd_admission_refused_total") == (double)refused);
 	assert_true(kvtd_metric_checked(text, "kvtier_ssd_admission_refused_bytes_total") ==
 		    (double)refused * BLOCK);
+	assert_true(kvtd_metric_checked(text, "kvtier_demote_batches_total") == (double)batches);
+	assert_true(kvtd_metric_checked(text, "kvtier_demote_batch_blocks_total") == (double)HOT);
 	free(text);
 
 	/* and so does kvtier stats */
