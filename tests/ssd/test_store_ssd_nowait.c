@@ -154,6 +154,14 @@ static void store_calls_do_not_wait_for_the_demoter(void **state)
 	free(want);
 }
 
+static uint64_t dram_blocks(struct kvt_store *store)
+{
+	struct kvt_store_stats st = { .size = sizeof(st) };
+
+	assert_int_equal(kvt_store_stats(store, &st), 0);
+	return st.tier[KVT_TIER_DRAM].blocks;
+}
+
 /* Readers never wait behind a write batch or its fdatasync: with the
  * demoter's batch held just before its sync, blocks already on SSD are read
  * back (one by one and in a batch). */
@@ -193,14 +201,18 @@ static void ssd_reads_do_not_wait_for_a_write_batch(void **state)
 	assert_int_equal(found, 4);
 
 	/* the demoter's next batch parks just before its fdatasync: puts
-	 * until it does (past the high watermark), so DRAM still has room
-	 * for the reads */
+	 * until it does (past the high watermark), but never into the 4
+	 * slots the reads need (a put that needed room would wait for the
+	 * batch, and so would the reads) */
 	batch_hold_arm_kind(KVT_SSD_IO_SYNC, 0);
-	for (int k = 0; k < 40 && !held(); k++) {
+	for (int k = 0; k < 40 && !held() && dram_blocks(store) < 4 * DRAM_SLOTS - 4; k++) {
 		put_block(ns, n++, buf);
 		usleep(20000);
 	}
 	assert_non_null(batch_hold_wait());
+	if (dram_blocks(store) > 4 * DRAM_SLOTS - 4)
+		fail_msg("DRAM holds %llu blocks: no room for the reads",
+			 (unsigned long long)dram_blocks(store));
 
 	/* none of these may wait for that batch (the watchdog fails a hang) */
 	assert_int_equal(kvt_get(ns, &keys[0], buf, BLOCK), 0);
@@ -267,14 +279,6 @@ static void removed_during_a_write_stays_removed(void **state)
 	kvt_test_rmdir(dir);
 	free(dir);
 	free(buf);
-}
-
-static uint64_t dram_blocks(struct kvt_store *store)
-{
-	struct kvt_store_stats st = { .size = sizeof(st) };
-
-	assert_int_equal(kvt_store_stats(store, &st), 0);
-	return st.tier[KVT_TIER_DRAM].blocks;
 }
 
 /* Arms the hook for the demoter's next write batch and puts blocks from *n
