@@ -24,10 +24,13 @@
 #include "batch_hold.h"
 #include "kvtier/store.h"
 #include "ssd_test.h"
+#include "tiers/tier.h"
 
 /* 4 layers x 2 kv heads x 128 dims x bf16 x 16 tokens x K,V = 64 KiB */
 #define BLOCK (64u << 10)
-#define DRAM_BYTES (1u << 20) /* 16 slots */
+#define DRAM_BYTES (1u << 20)
+/* DRAM's slots: each block has the SSD record's headroom before it (15) */
+#define DRAM_SLOTS (DRAM_BYTES / (BLOCK + KVT_TIER_HEADROOM))
 
 static bool force_threads;
 static uint64_t seed;
@@ -152,6 +155,14 @@ static void store_calls_do_not_wait_for_the_demoter(void **state)
 	free(want);
 }
 
+static uint64_t dram_blocks(struct kvt_store *store)
+{
+	struct kvt_store_stats st = { .size = sizeof(st) };
+
+	assert_int_equal(kvt_store_stats(store, &st), 0);
+	return st.tier[KVT_TIER_DRAM].blocks;
+}
+
 /* Readers never wait behind a write batch or its fdatasync: with the
  * demoter's batch held just before its sync, blocks already on SSD are read
  * back (one by one and in a batch). */
@@ -191,14 +202,18 @@ static void ssd_reads_do_not_wait_for_a_write_batch(void **state)
 	assert_int_equal(found, 4);
 
 	/* the demoter's next batch parks just before its fdatasync: puts
-	 * until it does (past the high watermark), so DRAM still has room
-	 * for the reads */
+	 * until it does (past the high watermark), but never into the 4
+	 * slots the reads need (a put that needed room would wait for the
+	 * batch, and so would the reads) */
 	batch_hold_arm_kind(KVT_SSD_IO_SYNC, 0);
-	for (int k = 0; k < 40 && !held(); k++) {
+	for (int k = 0; k < 40 && !held() && dram_blocks(store) < 4 * DRAM_SLOTS - 4; k++) {
 		put_block(ns, n++, buf);
 		usleep(20000);
 	}
 	assert_non_null(batch_hold_wait());
+	if (dram_blocks(store) > 4 * DRAM_SLOTS - 4)
+		fail_msg("DRAM holds %llu blocks: no room for the reads",
+			 (unsigned long long)dram_blocks(store));
 
 	/* none of these may wait for that batch (the watchdog fails a hang) */
 	assert_int_equal(kvt_get(ns, &keys[0], buf, BLOCK), 0);
@@ -265,6 +280,19 @@ static void removed_during_a_write_stays_removed(void **state)
 	kvt_test_rmdir(dir);
 	free(dir);
 	free(buf);
+}
+
+/* Arms the hook for the demoter's next write batch and puts blocks from *n
+ * on until it holds one. DRAM is never filled before the hold: a put that
+ * needed room then would wait for the batch (how many blocks the demoter
+ * left in DRAM, and how many puts it lets by before its batch reaches the
+ * hook, depend on timing); past the high watermark it is woken anyway. */
+static void hold_next_write(struct kvt_store *store, struct kvt_ns *ns, uint32_t *n, char *buf)
+{
+	batch_hold_arm_kind(KVT_SSD_IO_WRITE, 0);
+	for (int k = 0; k < 10 && !held() && dram_blocks(store) < DRAM_SLOTS - 1; k++)
+		put_block(ns, (*n)++, buf);
+	assert_non_null(batch_hold_wait());
 }
 
 /* Puts blocks [from, to) into a store of DRAM_BYTES (15 slots) and waits
@@ -398,25 +426,27 @@ static void allocation_takes_a_clean_slot_while_the_demoter_writes(void **state)
 	fill_and_settle(store, ns, 0, 30, buf);
 	assert_true(on_ssd(ns, clean));
 
-	/* above the high watermark the demoter's write batch parks */
-	batch_hold_arm_kind(KVT_SSD_IO_WRITE, 0);
-	for (int k2 = 0; k2 < 10 && !held(); k2++)
-		put_block(ns, n++, buf);
-	assert_non_null(batch_hold_wait());
+	/* above the high watermark the demoter's write batch parks, with a
+	 * slot still free */
+	hold_next_write(store, ns, &n, buf);
+	if (dram_blocks(store) >= DRAM_SLOTS)
+		fail_msg("DRAM full (%u slots) when the batch was held", (unsigned)DRAM_SLOTS);
 
-	/* block 0 comes up with its SSD copy kept; the dirty blocks not in
-	 * the batch are used after it, so it is the coldest one free */
+	/* block 0 comes up into that slot with its SSD copy kept; the other
+	 * blocks in DRAM (dirty, unless busy in the batch) are used after it,
+	 * so it is the coldest one free */
 	k = key_n(clean);
 	assert_int_equal(kvt_get(ns, &k, buf, BLOCK), 0);
 	check_block(buf, clean);
-	for (uint32_t m = 30; m < n; m++) {
+	for (uint32_t m = 0; m < n; m++) {
 		k = key_n(m);
-		kvt_lookup(ns, &k, 1, NULL);
+		if (m != clean)
+			kvt_lookup(ns, &k, 1, NULL);
 	}
 	/* fill DRAM: the last puts need the clean block's slot (the
 	 * watchdog fails a hang) */
 	assert_int_equal(kvt_store_stats(store, &st), 0);
-	for (uint64_t b = st.tier[KVT_TIER_DRAM].blocks; b < 16; b++)
+	for (uint64_t b = st.tier[KVT_TIER_DRAM].blocks; b < DRAM_SLOTS + 1; b++)
 		put_block(ns, n++, buf);
 	assert_true(on_ssd(ns, clean));
 
@@ -477,7 +507,6 @@ static void acquire_reads_what_has_room_while_it_waits(void **state)
 	char *dir = ssd_test_dir("store_nowait_acquire");
 	char *buf = malloc(BLOCK);
 	struct kvt_store *store;
-	struct kvt_store_stats st = { .size = sizeof(st) };
 	struct acquirer a = { 0 };
 	uint32_t n = 30, ids[3], found = 0;
 
@@ -490,14 +519,14 @@ static void acquire_reads_what_has_room_while_it_waits(void **state)
 	assert_int_equal(found, 3);
 
 	/* the demoter's write batch parks; DRAM is then filled to all but
-	 * one slot with dirty blocks */
-	batch_hold_arm_kind(KVT_SSD_IO_WRITE, 0);
-	for (int k = 0; k < 10 && !held(); k++)
+	 * one slot with dirty blocks (nothing frees a slot while the batch
+	 * is held) */
+	hold_next_write(store, a.ns, &n, buf);
+	for (uint64_t b = dram_blocks(store); b < DRAM_SLOTS - 1; b++)
 		put_block(a.ns, n++, buf);
-	assert_non_null(batch_hold_wait());
-	assert_int_equal(kvt_store_stats(store, &st), 0);
-	for (uint64_t b = st.tier[KVT_TIER_DRAM].blocks; b < 14; b++)
-		put_block(a.ns, n++, buf);
+	if (dram_blocks(store) != DRAM_SLOTS - 1)
+		fail_msg("DRAM holds %llu blocks, not all but one of its %u slots",
+			 (unsigned long long)dram_blocks(store), (unsigned)DRAM_SLOTS);
 
 	/* the block that has a slot lands while the others wait for room
 	 * (the watchdog fails a hang) */
