@@ -100,17 +100,13 @@ static struct kvt_ns *find_ns(void *arg, const struct kvt_key *salt)
 
 /* ---- hints ------------------------------------------------------------- */
 
-/* This node holds keys[0..n) now (saved, or fetched from a peer: then it
- * is one more holder for the next reader). */
-static void held(struct kvtd_cluster *cl, const struct kvt_key *keys, size_t n)
-{
-	kvt_dir_publish(cl->dir, keys, n, KVT_TIER_DRAM);
-}
-
+/* This node holds keys[0..n) now, in DRAM. */
 static void on_saved(void *arg, struct kvt_ns *ns, const struct kvt_key *keys, size_t n)
 {
+	struct kvtd_cluster *cl = arg;
+
 	(void)ns;
-	held(arg, keys, n);
+	kvt_dir_publish(cl->dir, keys, n, KVT_TIER_DRAM);
 }
 
 /* A new epoch: hints written under the old one are not believed any more,
@@ -158,10 +154,13 @@ static void on_miss(void *arg, struct kvt_ns *ns, const struct kvt_key *key)
 	__atomic_add_fetch(&cl->forgotten, 1, __ATOMIC_RELAXED);
 }
 
-/* The peer tier brought keys[0..n) into the store. */
+/* The peer tier brought keys[0..n) into the store's DRAM: one more holder
+ * for the next reader. */
 static void on_fetched(void *arg, const struct kvt_key *keys, size_t n)
 {
-	held(arg, keys, n);
+	struct kvtd_cluster *cl = arg;
+
+	kvt_dir_publish(cl->dir, keys, n, KVT_TIER_DRAM);
 }
 
 /* ---- counters ---------------------------------------------------------- */

@@ -93,7 +93,7 @@ static void useful_stored(struct kvt_admission *a, uint32_t i)
 	kvt_reuse_stored(&s->reuse, a, i);
 	if (r->parent != KVT_NIL && (pb = kvt_reuse_bits(&s->reuse, r->parent)))
 		*pb |= HAD_CHILD;
-	if (kvt_ghost_take(&s->gone, kvt_ghost_hash(kvt_index_rec(a->idx, i)), &tag, &age))
+	if (kvt_ghost_take(&s->gone, kvt_ghost_hash(r), &tag, &age))
 		s->back += 1;
 }
 

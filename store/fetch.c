@@ -99,18 +99,18 @@ int kvt_fetch_add(struct kvt_fetch *f, uint32_t i, size_t k)
 	if (r->state != KVT_REC_LIVE || r->loc == KVT_LOC_NONE)
 		return -ENOENT;
 	err = kvt_tiering_alloc_now(s, r->size, &loc);
-	if (err == -EAGAIN && f->n > f->n_sub) {
+	if (err == -EAGAIN) {
 		/* room comes only as the demoter writes blocks out: the reads
 		 * that have their slots go first and are driven to their end
 		 * (each block handed over as it lands) while it does */
-		pthread_mutex_unlock(&s->lock);
-		kvt_fetch_submit(f);
-		drive(f);
-		pthread_mutex_lock(&s->lock);
-		err = kvt_tiering_alloc_now(s, r->size, &loc);
-	}
-	if (err == -EAGAIN)
+		if (f->n > f->n_sub) {
+			pthread_mutex_unlock(&s->lock);
+			kvt_fetch_submit(f);
+			drive(f);
+			pthread_mutex_lock(&s->lock);
+		}
 		err = kvt_tiering_alloc(s, r->size, &loc);
+	}
 	/* the lock may have been let go: look again */
 	r = rec(s, i);
 	if (err)

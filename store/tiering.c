@@ -949,6 +949,8 @@ static int alloc(struct kvt_store *s, uint64_t bytes, uint64_t *loc, bool wait)
 			if (target(s))
 				return -ENOSPC;
 			victim = kvt_catalog_victim(&s->cat, s->mem->kind);
+			if (victim != KVT_NIL && drop_to_copy(s, victim))
+				continue;
 		}
 		if (victim == KVT_NIL && !wait && pass_to_wait(s))
 			return -EAGAIN;
@@ -956,8 +958,6 @@ static int alloc(struct kvt_store *s, uint64_t bytes, uint64_t *loc, bool wait)
 			continue; /* every block was in the demoter's batches */
 		if (victim == KVT_NIL)
 			return -ENOSPC;
-		if (drop_to_copy(s, victim))
-			continue;
 		s->counters.tier[s->mem->kind].evictions++;
 		s->counters.dram_dropped++;
 		kvt_tiering_discard(s, victim);

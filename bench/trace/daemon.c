@@ -189,22 +189,8 @@ int kvt_daemon_replay_request(struct kvt_daemon_replay *d, const struct kvt_trac
 	size_t n = req->n_ids;
 	int hits, got;
 
-	if (n > d->cap) {
-		size_t cap = n < 256 ? 256 : n;
-		struct kvt_key *keys = realloc(d->keys, cap * sizeof(*keys));
-		uint8_t *tiers;
-
-		if (!keys)
-			return -ENOMEM;
-		d->keys = keys;
-		tiers = realloc(d->tiers, cap);
-		if (!tiers)
-			return -ENOMEM;
-		d->tiers = tiers;
-		d->cap = cap;
-	}
-	for (size_t j = 0; j < n; j++)
-		kvt_replay_key(req->hash_ids[j], &d->keys[j]);
+	if (kvt_replay_keys(req, &d->keys, &d->tiers, &d->cap))
+		return -ENOMEM;
 	d->st.requests++;
 	d->st.blocks += n;
 	d->st.tokens += req->input_length;

@@ -147,22 +147,8 @@ int kvt_payload_request(struct kvt_payload *p, const struct kvt_trace_req *req)
 	size_t n = req->n_ids;
 	int hits, err;
 
-	if (n > p->cap) {
-		size_t cap = n < 256 ? 256 : n;
-		struct kvt_key *keys = realloc(p->keys, cap * sizeof(*keys));
-		uint8_t *tiers;
-
-		if (!keys)
-			return -ENOMEM;
-		p->keys = keys;
-		tiers = realloc(p->tiers, cap);
-		if (!tiers)
-			return -ENOMEM;
-		p->tiers = tiers;
-		p->cap = cap;
-	}
-	for (size_t j = 0; j < n; j++)
-		kvt_replay_key(req->hash_ids[j], &p->keys[j]);
+	if (kvt_replay_keys(req, &p->keys, &p->tiers, &p->cap))
+		return -ENOMEM;
 	p->st.requests++;
 	p->st.blocks += n;
 	p->st.tokens += req->input_length;

@@ -40,6 +40,30 @@ void kvt_replay_key(uint64_t h, struct kvt_key *key)
 		key->bytes[b] = (uint8_t)(h >> (8 * b));
 }
 
+int kvt_replay_keys(const struct kvt_trace_req *req, struct kvt_key **keys, uint8_t **tiers,
+		    size_t *cap)
+{
+	size_t n = req->n_ids;
+
+	if (n > *cap) {
+		size_t want = n < 256 ? 256 : n;
+		struct kvt_key *k = realloc(*keys, want * sizeof(*k));
+		uint8_t *t;
+
+		if (!k)
+			return -ENOMEM;
+		*keys = k;
+		t = realloc(*tiers, want);
+		if (!t)
+			return -ENOMEM;
+		*tiers = t;
+		*cap = want;
+	}
+	for (size_t j = 0; j < n; j++)
+		kvt_replay_key(req->hash_ids[j], &(*keys)[j]);
+	return 0;
+}
+
 /* Output blocks have no hash id in a trace: they get keys no input id maps
  * to (a non-zero upper half), unique per request and block. */
 static void output_key(uint64_t request, uint64_t block, struct kvt_key *key)

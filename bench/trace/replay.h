@@ -89,4 +89,11 @@ void kvt_replay_close(struct kvt_replay *r);
 /* The key of hash id h. */
 void kvt_replay_key(uint64_t h, struct kvt_key *key);
 
+/* The keys of req's hash ids in (*keys)[0..n_ids), with room for as many
+ * tiers in *tiers: both grown (to 256 at least) past *cap when needed, for
+ * a replay that drives a store or a daemon. Returns 0, or -ENOMEM (the
+ * arrays as they were). */
+int kvt_replay_keys(const struct kvt_trace_req *req, struct kvt_key **keys, uint8_t **tiers,
+		    size_t *cap);
+
 #endif /* KVT_TRACE_REPLAY_H */
