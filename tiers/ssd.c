@@ -675,6 +675,8 @@ struct sbatch {
 	struct wrec *w;
 	struct rrec *r;
 	size_t chunk0, chunk_n;   /* write: the chunk in flight */
+	size_t prepped;           /* write: records [0, prepped) are prepared */
+	int run_err;              /* write: the chunk's run could not start */
 	bool slot;                /* holds one of the tier's write batch slots */
 };
 
@@ -826,18 +828,37 @@ static char *header_page(struct sbatch *sb, size_t i)
 	return sb->arena + i * 2 * PAGE;
 }
 
-/* Give the records of the current chunk pages in the log and pending
- * records, encode their headers, and start their writes. */
-static void write_chunk_start(struct sbatch *sb)
+/* Prepare records up to `end` (encode, checksum: CPU time, outside every
+ * lock). With writes in flight, the queue is topped up after each record,
+ * so the device does not idle while the next records are prepared. */
+static void write_prepare_upto(struct sbatch *sb, size_t end)
+{
+	for (; sb->prepped < end; sb->prepped++) {
+		struct kvt_tier_io *w = &sb->b->io[sb->prepped];
+		struct wrec *c = &sb->w[sb->prepped];
+
+		w->res = write_prepare(sb->ssd, w, c);
+		if (!w->res && !c->stage && (w->tomb || !w->room) && !sb->arena &&
+		    !(sb->arena = aligned_alloc(PAGE, sb->b->n * 2 * PAGE)))
+			w->res = -ENOMEM;
+		if (sb->run)
+			kvt_ssd_io_poll(sb->run);
+	}
+}
+
+/* Give records [from, to) of the chunk pages in the log and pending
+ * records, encode their headers, and issue their writes: the chunk's run
+ * starts with the first of them, later ones join it. */
+static void write_issue(struct sbatch *sb, size_t from, size_t to)
 {
 	struct kvt_ssd *ssd = sb->ssd;
 	struct kvt_tier_io *w = sb->b->io;
 	struct wrec *c = sb->w;
-	size_t end = sb->chunk0 + sb->chunk_n;
+	size_t first = sb->n_ops;
 	int rc;
 
 	pthread_mutex_lock(&ssd->lock);
-	for (size_t i = sb->chunk0; i < end; i++) {
+	for (size_t i = from; i < to; i++) {
 		struct kvt_ssd_hdr h;
 		struct kvt_ssd_rec r;
 
@@ -877,8 +898,7 @@ static void write_chunk_start(struct sbatch *sb)
 	}
 	pthread_mutex_unlock(&ssd->lock);
 
-	sb->n_ops = 0;
-	for (size_t i = sb->chunk0; i < end; i++) {
+	for (size_t i = from; i < to; i++) {
 		uint64_t off = (uint64_t)c[i].page * PAGE;
 		size_t n0 = sb->n_ops;
 
@@ -915,14 +935,42 @@ static void write_chunk_start(struct sbatch *sb)
 		for (size_t j = n0; j < sb->n_ops; j++)
 			sb->rec_of_op[j] = i;
 	}
-	sb->run = NULL;
-	if (!sb->n_ops)
+	if (sb->n_ops == first)
 		return;
-	/* room for one sync per record after the writes */
-	rc = kvt_ssd_io_start(ssd->io, sb->ops, sb->n_ops, sb->n_ops + sb->chunk_n, &sb->run);
+	if (sb->run_err)
+		rc = sb->run_err;
+	else if (sb->run)
+		rc = kvt_ssd_io_add(sb->run, sb->n_ops - first);
+	else /* room for up to three writes and one sync per record */
+		rc = sb->run_err = kvt_ssd_io_start(ssd->io, sb->ops, sb->n_ops,
+						    4 * sb->chunk_n, &sb->run);
 	if (rc)
-		for (size_t j = 0; j < sb->n_ops; j++)
+		for (size_t j = first; j < sb->n_ops; j++)
 			sb->ops[j].res = rc;
+}
+
+/* Start the current chunk: its records are issued as they are prepared, a
+ * group of at least ISSUE_BYTES at a time, so the first writes are in
+ * flight while the rest of the chunk is checksummed or encoded. */
+#define ISSUE_BYTES (1u << 20)
+
+static void write_chunk_start(struct sbatch *sb)
+{
+	size_t end = sb->chunk0 + sb->chunk_n, from = sb->chunk0;
+	uint64_t bytes = 0;
+
+	sb->n_ops = 0;
+	sb->run = NULL;
+	sb->run_err = 0;
+	for (size_t i = sb->chunk0; i < end; i++) {
+		write_prepare_upto(sb, i + 1);
+		bytes += sb->w[i].pages * (uint64_t)PAGE;
+		if (bytes >= ISSUE_BYTES || i + 1 == end) {
+			write_issue(sb, from, i + 1);
+			from = i + 1;
+			bytes = 0;
+		}
+	}
 }
 
 /* Wait for the chunk's writes, sync the segments they touched, ack them. */
@@ -1045,10 +1093,7 @@ static int write_submit(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 	for (size_t i = 0; i < b->n; i++) {
 		b->io[i].lat_ns = 0;
 		b->io[i].loc = 0;
-		b->io[i].res = write_prepare(ssd, &b->io[i], &sb->w[i]);
-		if (!b->io[i].res && !sb->w[i].stage && (b->io[i].tomb || !b->io[i].room) &&
-		    !sb->arena && !(sb->arena = aligned_alloc(PAGE, b->n * 2 * PAGE)))
-			b->io[i].res = -ENOMEM;
+		b->io[i].res = 0;
 	}
 	sb->chunk0 = 0;
 	sb->chunk_n = b->n < ssd->chunk ? b->n : ssd->chunk;
@@ -1062,6 +1107,10 @@ static void write_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 	struct sbatch *sb = b->priv;
 
 	for (;;) {
+		size_t next = sb->chunk0 + sb->chunk_n + ssd->chunk;
+
+		/* the next chunk is prepared while this one's writes are in flight */
+		write_prepare_upto(sb, next < b->n ? next : b->n);
 		write_chunk_finish(sb);
 		sb->chunk0 += sb->chunk_n;
 		if (sb->chunk0 >= b->n)

@@ -853,11 +853,25 @@ int kvt_ssd_io_add(struct kvt_ssd_io_run *run, size_t k)
 	}
 	pthread_mutex_lock(&io->lock);
 	run->n += k;
+	pthread_mutex_unlock(&io->lock);
+	kvt_ssd_io_poll(run);
+	return 0;
+}
+
+void kvt_ssd_io_poll(struct kvt_ssd_io_run *run)
+{
+	struct kvt_ssd_io *io;
+
+	if (!run)
+		return;
+	io = run->io;
+	pthread_mutex_lock(&io->lock);
+	if (run->ring)
+		uring_take(run, false);
 	run_fill(run);
 	pthread_mutex_unlock(&io->lock);
 	if (run->ring && io_uring_sq_ready(&run->ring->ring))
 		io_uring_submit(&run->ring->ring);
-	return 0;
 }
 
 size_t kvt_ssd_io_reap(struct kvt_ssd_io_run *run, size_t *done, size_t max)
@@ -891,7 +905,13 @@ size_t kvt_ssd_io_reap(struct kvt_ssd_io_run *run, size_t *done, size_t max)
 			}
 			pthread_mutex_lock(&io->lock);
 			uring_take(run, false);
+			/* issue the next ops before the caller handles these: at
+			 * a low queue depth the device would idle while it
+			 * verifies or acks them */
+			run_fill(run);
 			pthread_mutex_unlock(&io->lock);
+			if (run->ring && io_uring_sq_ready(&run->ring->ring))
+				io_uring_submit(&run->ring->ring);
 			continue;
 		}
 		/* on the pool: execute an op here when no worker runs */

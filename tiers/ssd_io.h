@@ -110,8 +110,15 @@ int kvt_ssd_io_start(struct kvt_ssd_io *io, struct kvt_ssd_io_op *ops, size_t n,
 		     struct kvt_ssd_io_run **out);
 
 /* Add ops[n..n+k) (filled by the caller) to a run; they are issued as its
- * window allows. Returns 0, or -EINVAL past the run's cap. */
+ * window allows (completions already there are taken first, as
+ * kvt_ssd_io_poll does). Returns 0, or -EINVAL past the run's cap. */
 int kvt_ssd_io_add(struct kvt_ssd_io_run *run, size_t k);
+
+/* Take the completions that are there and issue what the window then
+ * allows, without waiting: a caller with CPU work between its adds and reaps
+ * (checksums, encoding) calls it so that the device does not idle meanwhile.
+ * Completions taken are reported by the next kvt_ssd_io_reap. */
+void kvt_ssd_io_poll(struct kvt_ssd_io_run *run);
 
 /* Wait for operations of the run to complete and write the indexes of those
  * completed since the last call into done[0..max): at least one, unless every

@@ -2,8 +2,9 @@
  * set_file and inject return while a batch is held in flight (by the test
  * hook); a ring that fails mid-batch has every op in flight cancelled and
  * reaped before the batch returns, each op keeps its own result and is counted
- * once, and the engine goes on with the thread pool. Run with the argument
- * "threads" for the pool. */
+ * once, and the engine goes on with the thread pool; at queue depth 1 the
+ * next op is issued before the caller handles a completion, and by a poll.
+ * Run with the argument "threads" for the pool. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -192,11 +193,95 @@ static void ring_failure_reaps_and_falls_back(void **state)
 	rig_close(&rig);
 }
 
+/* At queue depth 1, the next op is on its way before the caller handles a
+ * completion (verifying or acking it), and kvt_ssd_io_poll issues it
+ * without waiting: the device does not idle while the caller computes. */
+static bool uring_or_skip(struct rig *r, const char *what)
+{
+	struct kvt_ssd_io_stats st;
+
+	kvt_ssd_io_stats(r->io, &st);
+	if (st.uring)
+		return true;
+	rig_close(r);
+	print_message("SKIP: io_uring is not in use here (%s): on the thread pool %s\n",
+		      st.uring_error ? strerror(-st.uring_error) : "forced", what);
+	return false;
+}
+
+static void the_next_op_is_issued_before_a_completion_is_handled(void **state)
+{
+	struct rig rig;
+	struct kvt_ssd_io_op ops[3];
+	struct kvt_ssd_io_run *run;
+	size_t done[3], k;
+
+	(void)state;
+	rig_open(&rig, "ssd_io_refill", 1);
+	if (!uring_or_skip(&rig, "every op is queued at once (the workers are the window)")) {
+		skip();
+		return;
+	}
+	fill_ops(ops, 3, KVT_SSD_IO_WRITE, rig.data);
+	assert_int_equal(kvt_ssd_io_start(rig.io, ops, 3, 3, &run), 0);
+	k = kvt_ssd_io_reap(run, done, 3);
+	assert_int_equal(k, 1);
+	assert_int_equal(done[0], 0);
+	/* issued: its start time is set (it is 0 until then) */
+	assert_true(ops[1].lat_ns != 0);
+	assert_true(ops[2].lat_ns == 0);
+	while (kvt_ssd_io_reap(run, done, 3))
+		;
+	kvt_ssd_io_end(run);
+	for (size_t i = 0; i < 3; i++)
+		assert_int_equal(ops[i].res, 0);
+	rig_close(&rig);
+}
+
+static void poll_issues_the_next_op_without_waiting(void **state)
+{
+	struct rig rig;
+	struct kvt_ssd_io_op ops[3];
+	struct kvt_ssd_io_run *run;
+	size_t done[3], k = 0;
+	uint64_t polls = 0;
+
+	(void)state;
+	rig_open(&rig, "ssd_io_poll", 1);
+	if (!uring_or_skip(&rig, "workers issue ops on their own")) {
+		skip();
+		return;
+	}
+	fill_ops(ops, 3, KVT_SSD_IO_WRITE, rig.data);
+	assert_int_equal(kvt_ssd_io_start(rig.io, ops, 3, 3, &run), 0);
+	assert_true(ops[1].lat_ns == 0);
+	/* the first write completes some time; each poll returns at once */
+	while (ops[1].lat_ns == 0) {
+		kvt_ssd_io_poll(run);
+		polls++;
+		if (ops[1].lat_ns == 0)
+			usleep(100);
+	}
+	assert_true(polls >= 1);
+	/* what poll took is reported by the next reap, in order */
+	while (k < 3)
+		k += kvt_ssd_io_reap(run, done + k, 3 - k);
+	assert_int_equal(done[0], 0);
+	assert_int_equal(done[1], 1);
+	assert_int_equal(done[2], 2);
+	kvt_ssd_io_end(run);
+	for (size_t i = 0; i < 3; i++)
+		assert_int_equal(ops[i].res, 0);
+	rig_close(&rig);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(others_do_not_wait_for_a_batch),
 		cmocka_unit_test(ring_failure_reaps_and_falls_back),
+		cmocka_unit_test(the_next_op_is_issued_before_a_completion_is_handled),
+		cmocka_unit_test(poll_issues_the_next_op_without_waiting),
 	};
 
 	force_threads = argc > 1 && !strcmp(argv[1], "threads");
