@@ -440,7 +440,7 @@ static void shuf16_zstd_round_trips_at_every_size(void **state)
 		(512 << 10) + 3, 1 << 20, (4 << 20) + 2,
 	};
 	size_t max = (4 << 20) + 2;
-	uint16_t *v = malloc(max + 1);
+	uint16_t *v = malloc(max + 2);
 	char *dst = malloc(kvt_codec_bound(max));
 	uint64_t s = seed;
 	enum kvt_codec_id used;
