@@ -37,7 +37,9 @@
  * cleanup path the key's destructor at thread exit. The contexts are made on
  * first use and kept, so a block costs no allocation or page fault in zstd
  * (c-blosc 1.x makes a context per call). plane holds one chunk of the high
- * plane, small enough to stay in cache between split and zstd. */
+ * plane, small enough to stay in cache between split and zstd. About 0.75 MiB
+ * for a thread that both encodes and decodes (with libzstd 1.5.4: 520 KiB of
+ * compression context, 94 KiB of decompression context, the 128 KiB plane). */
 struct zstd16_ctx {
 	ZSTD_CCtx *c;
 	ZSTD_DCtx *d;
