@@ -41,6 +41,9 @@ struct ssd_args {
 	int n_qds;
 	uint64_t bytes;
 	uint64_t comp_bytes;
+	uint64_t comp_block;
+	bool comp_only[KVT_CODEC_SHUF16_ZSTD + 1]; /* --codecs: those measured */
+	bool comp_some;                            /* --codecs was given */
 	int reps;
 	bool sync, threads, no_fio, no_comp, json;
 	int pages; /* PAGES_AUTO, PAGES_HUGE, PAGES_4K */
@@ -57,6 +60,7 @@ struct ssd_case {
 struct comp_case {
 	const char *data;
 	const char *codec;
+	uint64_t block;
 	double ratio, enc_gbps, dec_gbps, memcpy_gbps;
 };
 
@@ -90,6 +94,9 @@ static void usage(FILE *f)
 "                     (4 KiB pages; transparent huge pages refused), or auto\n"
 "                     (default: huge when enough are reserved, else 4k)\n"
 "  --comp-bytes SIZE  tensor size for the compression figures (default 4M)\n"
+"  --comp-block SIZE  block size the codecs compress (default 256K; 4K\n"
+"                     multiples up to --comp-bytes)\n"
+"  --codecs LIST      the codecs measured, by name (default: all but raw)\n"
 "  --no-comp          skip the compression figures\n"
 "  --json             print one JSON object instead of a table\n"
 "  -h, --help         this text\n"
@@ -118,6 +125,25 @@ static int parse_list(const char *s, uint64_t *v, int *n, bool sizes)
 	return err || !*n ? -EINVAL : 0;
 }
 
+/* --codecs: names as kvt_codec_name prints them. */
+static int parse_codecs(const char *s, struct ssd_args *a)
+{
+	char *copy = strdup(s), *save = NULL, *tok;
+	int err = copy ? 0 : -ENOMEM;
+
+	for (tok = copy ? strtok_r(copy, ",", &save) : NULL; tok && !err;
+	     tok = strtok_r(NULL, ",", &save)) {
+		int id = kvt_codec_parse(tok);
+
+		if (id < 0)
+			err = id;
+		else
+			a->comp_only[id] = a->comp_some = true;
+	}
+	free(copy);
+	return err || !a->comp_some ? -EINVAL : 0;
+}
+
 static int parse_args(int argc, char **argv, struct ssd_args *a)
 {
 	static const struct option opts[] = {
@@ -130,6 +156,8 @@ static int parse_args(int argc, char **argv, struct ssd_args *a)
 		{ "threads", no_argument, NULL, 't' },
 		{ "no-fio", no_argument, NULL, 'F' },
 		{ "comp-bytes", required_argument, NULL, 'c' },
+		{ "comp-block", required_argument, NULL, 'k' },
+		{ "codecs", required_argument, NULL, 'z' },
 		{ "no-comp", no_argument, NULL, 'C' },
 		{ "pages", required_argument, NULL, 'p' },
 		{ "json", no_argument, NULL, 'j' },
@@ -138,7 +166,8 @@ static int parse_args(int argc, char **argv, struct ssd_args *a)
 	};
 	int c, err = 0;
 
-	*a = (struct ssd_args){ .dir = NULL, .bytes = 1ULL << 30, .comp_bytes = 4 << 20, .reps = 3 };
+	*a = (struct ssd_args){ .dir = NULL, .bytes = 1ULL << 30, .comp_bytes = 4 << 20,
+				.comp_block = 256 << 10, .reps = 3 };
 	parse_list("256K,1M,32M", a->blocks, &a->n_blocks, true);
 	parse_list("1,16", a->qds, &a->n_qds, false);
 	optind = 1;
@@ -154,6 +183,8 @@ static int parse_args(int argc, char **argv, struct ssd_args *a)
 		case 'F': a->no_fio = true; break;
 		case 'c': err = kvt_bench_parse_size(optarg, &a->comp_bytes); break;
 		case 'C': a->no_comp = true; break;
+		case 'k': err = kvt_bench_parse_size(optarg, &a->comp_block); break;
+		case 'z': err = parse_codecs(optarg, a); break;
 		case 'p':
 			if (!strcmp(optarg, "auto"))
 				a->pages = PAGES_AUTO;
@@ -175,9 +206,11 @@ static int parse_args(int argc, char **argv, struct ssd_args *a)
 	for (int i = 0; !err && i < a->n_qds; i++)
 		if (a->qds[i] < 1 || a->qds[i] > 1024)
 			err = -EINVAL;
-	if (err || a->reps < 1 || a->comp_bytes < 4096) {
+	if (err || a->reps < 1 || a->comp_bytes < 4096 || a->comp_block < 4096 ||
+	    a->comp_block % 4096 || a->comp_block > a->comp_bytes) {
 		fprintf(stderr, "kvtier-bench ssd: bad options (blocks: 4K multiples up to 1G; "
-				"qd 1..1024; reps >= 1)\n");
+				"qd 1..1024; reps >= 1; comp-block: 4K multiples up to "
+				"comp-bytes; codecs by name)\n");
 		return -EINVAL;
 	}
 	return 0;
@@ -428,18 +461,19 @@ static double median_of(double *v, int n)
 /* The codecs measured, on each tensor. */
 static const enum kvt_codec_id comp_codecs[] = {
 	KVT_CODEC_LZ4, KVT_CODEC_SHUF16_LZ4, KVT_CODEC_BLOSC_BITSHUF16_LZ4,
-	KVT_CODEC_BLOSC_SHUF16_ZSTD,
+	KVT_CODEC_BLOSC_SHUF16_ZSTD, KVT_CODEC_SHUF16_ZSTD,
 };
 #define N_COMP_CODECS (sizeof(comp_codecs) / sizeof(comp_codecs[0]))
 
-/* Compress src in 256 KiB blocks (the smallest block size of the bench). */
+/* Compress src in blocks of --comp-block bytes (default 256 KiB, the
+ * smallest block size of the bench). */
 static void run_comp(const struct ssd_args *a, const char *data, const uint16_t *src,
 		     size_t bytes, enum kvt_codec_id id, struct comp_case *out)
 {
-	const size_t blk = 256 << 10;
+	const size_t blk = a->comp_block;
 	size_t nblk = bytes / blk;
 	char *dst = malloc(nblk * kvt_codec_bound(blk)), *back = malloc(bytes);
-	char *scratch = malloc(blk);
+	char *scratch = malloc(kvt_codec_scratch_bytes(id, blk) + 1);
 	long *stored = calloc(nblk, sizeof(*stored));
 	enum kvt_codec_id *used = calloc(nblk, sizeof(*used));
 	double enc[64], dec[64], ref[64];
@@ -473,7 +507,7 @@ static void run_comp(const struct ssd_args *a, const char *data, const uint16_t 
 	}
 	if (memcmp(back, src, nblk * blk))
 		fprintf(stderr, "kvtier-bench ssd: round trip mismatch\n");
-	*out = (struct comp_case){ data, kvt_codec_name(id), (double)(nblk * blk) / (double)total,
+	*out = (struct comp_case){ data, kvt_codec_name(id), blk, (double)(nblk * blk) / (double)total,
 				   median_of(enc, reps), median_of(dec, reps), median_of(ref, reps) };
 	free(used), free(stored), free(scratch), free(back), free(dst);
 }
@@ -573,10 +607,13 @@ int kvt_bench_ssd_main(int argc, char **argv)
 
 		fill_normal(t, n);
 		for (size_t c = 0; c < N_COMP_CODECS; c++)
-			run_comp(&a, "normal-bf16", t, n * 2, comp_codecs[c], &comp[n_comp++]);
+			if (!a.comp_some || a.comp_only[comp_codecs[c]])
+				run_comp(&a, "normal-bf16", t, n * 2, comp_codecs[c], &comp[n_comp++]);
 		fill_attention(t, n);
 		for (size_t c = 0; c < N_COMP_CODECS; c++)
-			run_comp(&a, "attention-kv-bf16", t, n * 2, comp_codecs[c], &comp[n_comp++]);
+			if (!a.comp_some || a.comp_only[comp_codecs[c]])
+				run_comp(&a, "attention-kv-bf16", t, n * 2, comp_codecs[c],
+					 &comp[n_comp++]);
 		free(t);
 	}
 
@@ -592,8 +629,9 @@ int kvt_bench_ssd_main(int argc, char **argv)
 				"fio_p50_us", c->fio_p50_us, "fio_p99_us", c->fio_p99_us));
 		}
 		for (int i = 0; i < n_comp; i++)
-			json_array_append_new(jz, json_pack("{s:s,s:s,s:f,s:f,s:f,s:f,s:f,s:f}",
-				"data", comp[i].data, "codec", comp[i].codec, "ratio", comp[i].ratio,
+			json_array_append_new(jz, json_pack("{s:s,s:s,s:I,s:f,s:f,s:f,s:f,s:f,s:f}",
+				"data", comp[i].data, "codec", comp[i].codec,
+				"block_bytes", (json_int_t)comp[i].block, "ratio", comp[i].ratio,
 				"encode_gbps", comp[i].enc_gbps, "decode_gbps", comp[i].dec_gbps,
 				"memcpy_gbps", comp[i].memcpy_gbps,
 				"encode_vs_memcpy", comp[i].enc_gbps / comp[i].memcpy_gbps,
@@ -632,8 +670,9 @@ int kvt_bench_ssd_main(int argc, char **argv)
 			printf("device ceiling (fio's best of the run): write %.1f MB/s, read %.1f MB/s\n",
 			       best[0], best[1]);
 		if (n_comp)
-			printf("\ncompression of 256 KiB blocks, %s of bf16 (GB/s = 1e9 B/s)\n"
+			printf("\ncompression of %s blocks, %s of bf16 (GB/s = 1e9 B/s)\n"
 			       "%-18s %-19s %6s %10s %10s %12s\n",
+			       kvt_fmt_bytes(a.comp_block, ffile, sizeof(ffile)),
 			       kvt_fmt_bytes(a.comp_bytes, kdir, sizeof(kdir)), "data", "codec",
 			       "ratio", "enc GB/s", "dec GB/s", "memcpy GB/s");
 		for (int i = 0; i < n_comp; i++)

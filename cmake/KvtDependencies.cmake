@@ -1,5 +1,5 @@
 # Finds kvtier's dependencies and records why an optional feature is off.
-# Required: liburing, liblz4, libblosc, libxxhash, jansson, OpenSSL libcrypto, threads,
+# Required: liburing, liblz4, libblosc, libzstd, libxxhash, jansson, OpenSSL libcrypto, threads,
 # OpenBLAS (bench; KVT_WITH_OPENBLAS=OFF leaves the recompute bench out).
 # Optional: cmocka (tests), hiredis (the cluster), libibverbs + librdmacm
 # (RDMA), CUDA (kernels).
@@ -29,6 +29,9 @@ kvt_require_pkg(uring   liburing   liburing-dev)
 kvt_require_pkg(lz4     liblz4     liblz4-dev)
 # SIMD byte/bit shuffles + LZ4 of the SSD tier's default block codec
 kvt_require_pkg(blosc   blosc      libblosc-dev)
+# zstd called directly on the exponent byte plane (codec shuf16-zstd): kept
+# contexts per thread and literal settings c-blosc 1.x cannot pass
+kvt_require_pkg(zstd    libzstd    libzstd-dev)
 kvt_require_pkg(xxhash  libxxhash  libxxhash-dev)
 kvt_require_pkg(jansson jansson    libjansson-dev)
 # CPU GEMMs of kvtier-bench recompute (the prefill workload where no GPU exists)

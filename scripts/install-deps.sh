@@ -12,7 +12,7 @@ set -eu
 # package's postinst, setuptools/wheel/pip/venv for `pip install ./python`;
 # python3-torch for the engine connector's tests and the reference engine
 PKGS="build-essential cmake ninja-build pkg-config
-      liburing-dev liblz4-dev libblosc-dev libssl-dev libxxhash-dev libjansson-dev libinih-dev
+      liburing-dev liblz4-dev libblosc-dev libzstd-dev libssl-dev libxxhash-dev libjansson-dev libinih-dev
       libibverbs-dev librdmacm-dev libopenblas-dev
       libcmocka-dev fio iproute2 python3 python3-torch e2fsprogs util-linux
       clang libclang-rt-14-dev

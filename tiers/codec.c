@@ -1,5 +1,6 @@
 /* LZ4, the 16-bit byte shuffle, and c-blosc's shuffled LZ4 and zstd. */
 #include "tiers/codec.h"
+#include "tiers/codec_zstd.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -30,13 +31,14 @@ const char *kvt_codec_name(enum kvt_codec_id id)
 	case KVT_CODEC_SHUF16_LZ4: return "shuf16-lz4";
 	case KVT_CODEC_BLOSC_BITSHUF16_LZ4: return "blosc-bitshuf16-lz4";
 	case KVT_CODEC_BLOSC_SHUF16_ZSTD: return "blosc-shuf16-zstd";
+	case KVT_CODEC_SHUF16_ZSTD: return "shuf16-zstd";
 	}
 	return NULL;
 }
 
 int kvt_codec_parse(const char *name)
 {
-	for (int id = KVT_CODEC_RAW; id <= KVT_CODEC_BLOSC_SHUF16_ZSTD; id++)
+	for (int id = KVT_CODEC_RAW; id <= KVT_CODEC_SHUF16_ZSTD; id++)
 		if (name && !strcmp(name, kvt_codec_name((enum kvt_codec_id)id)))
 			return id;
 	return -EINVAL;
@@ -201,6 +203,16 @@ long kvt_codec_encode(const struct kvt_codec_cfg *cfg, const void *src, size_t l
 		n = b > INT_MAX ? 0 : (int)b;
 		goto check;
 	}
+	if (cfg->id == KVT_CODEC_SHUF16_ZSTD) {
+		long b = kvt_zstd16_encode(src, len, dst, cap);
+
+		if (b < 0)
+			return b;
+		if (b == 0 || (double)len / (double)b < cfg->min_ratio)
+			goto raw;
+		*used = cfg->id;
+		return b;
+	}
 	if (cfg->id != KVT_CODEC_LZ4 && cfg->id != KVT_CODEC_SHUF16_LZ4)
 		return -EINVAL;
 	if (len > (size_t)LZ4_MAX_INPUT_SIZE)
@@ -251,6 +263,8 @@ int kvt_codec_decode(enum kvt_codec_id id, const void *src, size_t stored, void 
 	case KVT_CODEC_BLOSC_BITSHUF16_LZ4:
 	case KVT_CODEC_BLOSC_SHUF16_ZSTD:
 		return blosc_decode(src, stored, dst, raw);
+	case KVT_CODEC_SHUF16_ZSTD:
+		return kvt_zstd16_decode(src, stored, dst, raw);
 	}
 	return -EINVAL;
 }

@@ -131,9 +131,11 @@ uint64_t kvt_ns_block_bytes(const struct kvt_ns *ns);
 
 /* How the namespace's blocks are compressed on the SSD tier: codec "raw"
  * (the default), "lz4", "shuf16-lz4" (the bytes of 16-bit elements
- * grouped by significance, for bf16/fp16, then LZ4) or "blosc-bitshuf16-lz4"
- * (c-blosc: the bits of 16-bit elements grouped, then LZ4; the best ratio
- * and speed of these on bf16 K/V). A block whose ratio
+ * grouped by significance, for bf16/fp16, then LZ4), "blosc-bitshuf16-lz4"
+ * (c-blosc: the bits of 16-bit elements grouped, then LZ4),
+ * "blosc-shuf16-zstd" (c-blosc: byte planes, then zstd) or "shuf16-zstd"
+ * (the low byte plane stored, the high one Huffman-coded by zstd; the best
+ * ratio and speed of these on bf16 K/V). A block whose ratio
  * raw/stored is below min_ratio (0 = 1.1) is stored raw. Applies to blocks
  * written to SSD from now on; reads decode whatever a record holds. Returns
  * 0, or -EINVAL (unknown codec, no SSD tier). */

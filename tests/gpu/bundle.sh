@@ -38,8 +38,9 @@ PKGS="liburing-dev liblz4-dev libxxhash-dev libjansson-dev libssl-dev
       libinih-dev libcmocka-dev libcmocka0 pkgconf-bin libpkgconf3"
 # liburing-dev .. libssl-dev: the kvtier library (io_uring, LZ4, XXH3,
 #   JSON, SHA-256 from libcrypto); libblosc-dev: the SSD codec, with
-#   libzstd-dev, zlib1g-dev and libsnappy-dev because the static libblosc.a
-#   calls them (its blosc.pc names none of them); libinih-dev: configure needs kvtierd's
+#   zlib1g-dev and libsnappy-dev because the static libblosc.a calls them
+#   (its blosc.pc names none of them); libzstd-dev: the shuf16-zstd codec,
+#   and libblosc.a calls it too; libinih-dev: configure needs kvtierd's
 #   INI parser; libcmocka-dev + libcmocka0: the tests; pkgconf-bin +
 #   libpkgconf3: CMake finds all of them through pkg-config.
 
@@ -96,7 +97,7 @@ for f in "$r/lib/$ARCH/"*; do
 	*) if [ -e "$f" ]; then cp -Lp "$f" "$out/lib/"; fi ;;
 	esac
 done
-for pc in liburing liblz4 blosc libxxhash jansson libcrypto inih cmocka; do
+for pc in liburing liblz4 blosc libzstd libxxhash jansson libcrypto inih cmocka; do
 	# shellcheck disable=SC2016 # ${pcfiledir} is pkg-config's, not the shell's
 	sed -e 's|^prefix=/usr$|prefix=${pcfiledir}/../..|' \
 	    -e "s|/usr/lib/$ARCH|\${pcfiledir}/..|g" \
@@ -124,7 +125,7 @@ EOF
 chmod 755 "$out/bin/pkg-config"
 
 # the bundle must answer for every library from where it lies
-for pc in liburing liblz4 blosc libxxhash jansson libcrypto inih cmocka; do
+for pc in liburing liblz4 blosc libzstd libxxhash jansson libcrypto inih cmocka; do
 	libs=$("$out/bin/pkg-config" --libs "$pc") || die "pkg-config --libs $pc fails in the bundle"
 	case "$libs" in
 	*"$out/lib"*) ;;

@@ -30,9 +30,14 @@ static inline size_t crash_len(uint64_t i)
 	return i % 4 == 0 ? (len + 4095) / 4096 * 4096 : len;
 }
 
+/* raw, LZ4, the byte shuffle + LZ4 and shuf16-zstd, each also on the
+ * whole-page blocks (every fourth) */
 static inline enum kvt_codec_id crash_codec(uint64_t i)
 {
-	return (enum kvt_codec_id)(i % 3);
+	static const enum kvt_codec_id ids[] = { KVT_CODEC_RAW, KVT_CODEC_LZ4,
+						 KVT_CODEC_SHUF16_LZ4, KVT_CODEC_SHUF16_ZSTD };
+
+	return ids[(i + i / 4) % 4];
 }
 
 static inline void crash_fill(uint64_t i, void *buf)

@@ -213,9 +213,11 @@ static void compressed_namespace_round_trips(void **state)
 	for (uint32_t n = 0; n < 60; n++) {
 		struct kvt_key p = key_n(n - 1);
 		keys[n] = key_n(n);
-		/* records of both shuffled codecs side by side in the tier */
+		/* records of three shuffled codecs side by side in the tier */
 		if (n == 30)
 			assert_int_equal(kvt_ns_set_ssd_codec(f->ns, "blosc-bitshuf16-lz4", 1.2), 0);
+		if (n == 45)
+			assert_int_equal(kvt_ns_set_ssd_codec(f->ns, "shuf16-zstd", 1.2), 0);
 		/* bf16-like: high bytes repeat, low bytes vary; some blocks noise */
 		kvt_test_fill(buf, BLOCK, seed + n);
 		if (n % 3)
