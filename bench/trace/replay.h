@@ -35,6 +35,9 @@ struct kvt_replay_opts {
 	                                    * default: DRAM infinite, nothing else */
 	bool promote;                      /* move a hit below the first tier up to it */
 	bool store_output;                 /* also store the blocks of the output */
+	bool reuse_class;                  /* store each request's blocks with the
+	                                    * reuse class of its output length,
+	                                    * kvt_reuse_class_of() (default on) */
 	bool ideal;                        /* also count infinite-capacity hits (default on) */
 	uint32_t block_tokens;             /* tokens per hash id (default 512) */
 	uint64_t block_bytes;              /* bytes of a block, for byte counts and
