@@ -53,6 +53,9 @@ enum { N_CLASSES = KVT_REUSE_CLASS_MAX + 1, PROVEN_L = N_CLASSES, END_L, N_LISTS
  * count of ticks earlier than they were. */
 #define AGE_FACTOR 2
 
+/* A class is cold when its rate is under this share of the mean rate. */
+#define COLD_SHARE 0.5
+
 /* A class is judged once this many of its fresh blocks came in. */
 #define MIN_BORN 64
 
@@ -239,7 +242,7 @@ static void judge(struct cl *g)
 	}
 	mean = born > 0 ? back / born : 0;
 	for (unsigned c = 1; c < N_CLASSES; c++)
-		if (g->born[c] >= MIN_BORN && g->back[c] < 0.5 * mean * g->born[c])
+		if (g->born[c] >= MIN_BORN && g->back[c] < COLD_SHARE * mean * g->born[c])
 			cold |= (uint16_t)(1u << c);
 	g->cold = cold;
 	g->dirty = false;
