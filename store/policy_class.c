@@ -59,6 +59,10 @@ enum { N_CLASSES = KVT_REUSE_CLASS_MAX + 1, PROVEN_L = N_CLASSES, END_L, N_LISTS
 /* A class is judged once this many of its fresh blocks came in. */
 #define MIN_BORN 64
 
+/* Which classes are cold is worked out again after this many changes of
+ * the counts (a class's rate moves little with one block). */
+#define JUDGE_EVERY 64
+
 /* Counts are halved once this many times the records tracked were born. */
 #define HALF_LIFE 16
 
@@ -68,7 +72,7 @@ enum { N_CLASSES = KVT_REUSE_CLASS_MAX + 1, PROVEN_L = N_CLASSES, END_L, N_LISTS
 struct cl {
 	uint32_t head[N_LISTS], tail[N_LISTS]; /* most / least recently used */
 	bool ends;              /* class-ends: request ends on their own list */
-	bool dirty;             /* counts changed since `cold` was worked out */
+	uint32_t changes;       /* of the counts since `cold` was worked out */
 	uint16_t cold;          /* bit c: class c is cold */
 	uint64_t tick;
 	uint64_t n;             /* records tracked */
@@ -208,7 +212,7 @@ static void came_back(struct cl *g, unsigned c)
 {
 	if (c) {
 		g->back[c] += 1;
-		g->dirty = true;
+		g->changes++;
 	}
 }
 
@@ -219,7 +223,7 @@ static void was_born(struct cl *g, unsigned c)
 		return;
 	g->born[c] += 1;
 	g->born_all += 1;
-	g->dirty = true;
+	g->changes++;
 	if (g->born_all > (double)HALF_LIFE * (double)(g->n > 1024 ? g->n : 1024)) {
 		for (unsigned k = 1; k < N_CLASSES; k++) {
 			g->born[k] /= 2;
@@ -245,7 +249,7 @@ static void judge(struct cl *g)
 		if (g->born[c] >= MIN_BORN && g->back[c] < COLD_SHARE * mean * g->born[c])
 			cold |= (uint16_t)(1u << c);
 	g->cold = cold;
-	g->dirty = false;
+	g->changes = 0;
 }
 
 static void cl_insert(struct kvt_policy *p, uint32_t i)
@@ -329,7 +333,7 @@ static uint32_t cl_victim(struct kvt_policy *p)
 	uint64_t age = AGE_FACTOR * g->n, best_t = UINT64_MAX;
 	uint32_t e = g->tail[END_L], best = KVT_NIL;
 
-	if (g->dirty)
+	if (g->changes >= JUDGE_EVERY)
 		judge(g);
 	if (e != KVT_NIL && g->tick - used(rec(p, e)) > g->n / END_WINDOW_DIV)
 		return e;
