@@ -27,8 +27,8 @@
 
 struct kvt_replay_opts {
 	size_t size;                       /* sizeof(struct kvt_replay_opts), set by _init */
-	const char *policy;                /* "lru" (default), "tail-lru", "lfu", "cost",
-	                                    * "ghost-lru" */
+	const char *policy;                /* a policy of store/policy.c's registry:
+	                                    * "lru" (default), "tail-lru", ... */
 	const char *ssd_admission;         /* admission rule for demotions into SSD
 	                                    * (store/admission.h; default "always") */
 	uint64_t capacity[KVT_TIER_COUNT]; /* blocks per tier; 0 = absent;
