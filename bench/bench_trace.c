@@ -30,7 +30,7 @@
 #include "store/mrc.h"
 #include "util/size.h"
 
-#define MAX_POLICIES 8
+#define MAX_POLICIES 16
 #define MAX_CAPS 48
 
 struct cfg {
@@ -109,14 +109,16 @@ static void usage(FILE *f)
 "  --mfu F                 fraction of peak FLOP/s a prefill sustains (default 0.5)\n"
 "replay:\n"
 "  --policy P[,P...]       lru (default), tail-lru, lfu, cost, ghost-lru, ghost-ends,\n"
-"                          or 'all'; a list replays each (policies[] in the JSON),\n"
-"                          or is swept\n"
+"                          class-lru, class-ends, or 'all'; a list replays each\n"
+"                          (policies[] in the JSON), or is swept\n"
 "  --ssd-admission R[,R...] which blocks evicted into the SSD tier are written there:\n"
 "                          always (default), reused (used twice), useful (classes the\n"
 "                          tier reads back), or 'all'; a list replays each\n"
 "                          (admissions[] in the JSON, with SSD bytes written)\n"
 "  --promote               move a hit below the first tier up to it\n"
 "  --store-output          also store each request's output blocks\n"
+"  --no-reuse-class        store blocks without the reuse class of their request's\n"
+"                          output length (its bit length; what class-lru learns from)\n"
 "  --reps N                replays timed, median reported (default 3; 1 for stdin)\n"
 "  --payload               real bytes through the store API instead of accounting\n"
 "  --payload-block-bytes N scaled block size of --payload (default 64K)\n"
@@ -291,7 +293,7 @@ enum {
 	O_PROMPT_TOKENS, O_CONV_SHARE, O_AGENT_SHARE, O_TURNS, O_AGENT_STEPS, O_AGENT_CTX,
 	O_USER_TOKENS, O_OUTPUT_TOKENS, O_RATE, O_JSON, O_QUIET, O_HELP, O_MODEL, O_GPU, O_MFU,
 	O_REORDER, O_MRC, O_MRC_CAPS, O_MRC_RATE, O_MRC_BUDGET, O_MRC_SEED, O_MRC_PLAIN,
-	O_SSD_ADMISSION, O_SOCKET, O_TOKEN,
+	O_SSD_ADMISSION, O_SOCKET, O_TOKEN, O_NO_REUSE_CLASS,
 };
 
 static const struct option options[] = {
@@ -313,6 +315,7 @@ static const struct option options[] = {
 	{ "policy", required_argument, NULL, O_POLICY },
 	{ "promote", no_argument, NULL, O_PROMOTE },
 	{ "store-output", no_argument, NULL, O_STORE_OUTPUT },
+	{ "no-reuse-class", no_argument, NULL, O_NO_REUSE_CLASS },
 	{ "reps", required_argument, NULL, O_REPS },
 	{ "payload", no_argument, NULL, O_PAYLOAD },
 	{ "payload-block-bytes", required_argument, NULL, O_PAYLOAD_BB },
@@ -426,6 +429,7 @@ static int parse_args(int argc, char **argv, struct cfg *c)
 		case O_POLICY: err = split_policies(c, optarg); break;
 		case O_PROMOTE: c->ro.promote = true; break;
 		case O_STORE_OUTPUT: c->ro.store_output = true; break;
+		case O_NO_REUSE_CLASS: c->ro.reuse_class = false; break;
 		case O_REPS:
 			err = parse_u64(optarg, &v);
 			c->reps = v >= 1 && v <= 100 ? (int)v : 0;
@@ -1253,6 +1257,7 @@ static int run_payload(struct cfg *c)
 	kvt_payload_opts_init(&o, sizeof(o));
 	o.policy = c->policies[0];
 	o.block_tokens = c->ro.block_tokens;
+	o.reuse_class = c->ro.reuse_class;
 	if (c->payload_block_bytes)
 		o.block_bytes = c->payload_block_bytes;
 	if (c->ro.capacity[KVT_TIER_DRAM] && c->ro.capacity[KVT_TIER_DRAM] != KVT_REPLAY_INFINITE)
@@ -1380,6 +1385,7 @@ static int run_daemon(struct cfg *c)
 	kvt_daemon_replay_opts_init(&o, sizeof(o));
 	o.socket = c->socket;
 	o.token = c->token;
+	o.reuse_class = c->ro.reuse_class;
 	if (c->payload_block_bytes)
 		o.block_bytes = c->payload_block_bytes;
 	err = kvt_daemon_replay_open(&o, &d);

@@ -16,7 +16,13 @@ uint64_t kvt_ghost_hash(const struct kvt_rec *r)
 
 static inline uint64_t key_of(uint64_t h)
 {
-	return h & ~1ull;
+	return h & ~(uint64_t)KVT_GHOST_TAG_MASK;
+}
+
+/* The key bits of h, never 0 (0 marks a taken ring slot). */
+static inline uint64_t key_nz(uint64_t h)
+{
+	return key_of(h) ? key_of(h) : KVT_GHOST_TAG_MASK + 1ull;
 }
 
 static inline uint32_t tmask(const struct kvt_ghost *g)
@@ -108,9 +114,7 @@ void kvt_ghost_add(struct kvt_ghost *g, uint64_t h, unsigned tag)
 {
 	uint32_t pos = ring_pos(g, g->added), slot;
 
-	h = key_of(h) | (tag & 1);
-	if (!h)
-		h = 2; /* 0 marks a taken ring slot */
+	h = key_nz(h) | (tag & KVT_GHOST_TAG_MASK);
 	drop_pos(g, pos); /* the oldest entry makes room */
 	slot = find_slot(g, h, UINT32_MAX);
 	if (g->table[slot]) { /* there already: it moves to the new end */
@@ -125,15 +129,15 @@ void kvt_ghost_add(struct kvt_ghost *g, uint64_t h, unsigned tag)
 
 bool kvt_ghost_take(struct kvt_ghost *g, uint64_t h, unsigned *tag, uint64_t *age)
 {
-	uint32_t slot = find_slot(g, h ? h : 2, UINT32_MAX), pos;
+	uint32_t slot = find_slot(g, key_nz(h), UINT32_MAX), pos;
 
 	if (!g->table[slot])
 		return false;
 	pos = g->table[slot] - 1;
-	*tag = (unsigned)(g->ring[pos] & 1);
+	*tag = (unsigned)(g->ring[pos] & KVT_GHOST_TAG_MASK);
 	/* positions count up from added - cap, oldest first */
 	*age = (uint64_t)((ring_pos(g, g->added) - pos - 1) & (g->cap - 1));
-	g->count[*tag]--;
+	g->count[*tag & 1]--;
 	g->ring[pos] = 0;
 	table_delete(g, slot);
 	return true;
@@ -154,7 +158,7 @@ int kvt_ghost_resize(struct kvt_ghost *g, uint32_t cap)
 		uint64_t h = g->ring[ring_pos(g, s)];
 
 		if (h)
-			kvt_ghost_add(&n, h, (unsigned)(h & 1));
+			kvt_ghost_add(&n, h, (unsigned)(h & KVT_GHOST_TAG_MASK));
 	}
 	kvt_ghost_fini(g);
 	*g = n;

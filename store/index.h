@@ -56,6 +56,10 @@ struct kvt_rec {
 	uint16_t busy;         /* readers/movers holding the slot */
 	uint8_t copy_tier;     /* enum kvt_tier of copy_loc; KVT_TIER_NONE: no copy */
 	uint8_t flags;         /* KVT_REC_* flags */
+	uint8_t reuse_class;   /* the engine's reuse-class hint when the block
+	                        * was first stored (0 = none, up to
+	                        * KVT_REUSE_CLASS_MAX; include/kvtier/store.h);
+	                        * fills padding */
 	uint32_t mrc_tick;     /* the MRC estimator's tick at the last reference,
 	                        * 0 = none (store/mrc.h); fills the padding */
 };

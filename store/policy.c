@@ -11,6 +11,8 @@ extern const struct kvt_policy_ops kvt_policy_lfu_ops;
 extern const struct kvt_policy_ops kvt_policy_cost_ops;
 extern const struct kvt_policy_ops kvt_policy_ghost_lru_ops;
 extern const struct kvt_policy_ops kvt_policy_ghost_ends_ops;
+extern const struct kvt_policy_ops kvt_policy_class_lru_ops;
+extern const struct kvt_policy_ops kvt_policy_class_ends_ops;
 
 static const struct kvt_policy_ops *const policies[] = {
 	&kvt_policy_tail_lru_ops,
@@ -19,6 +21,8 @@ static const struct kvt_policy_ops *const policies[] = {
 	&kvt_policy_cost_ops,
 	&kvt_policy_ghost_lru_ops,
 	&kvt_policy_ghost_ends_ops,
+	&kvt_policy_class_lru_ops,
+	&kvt_policy_class_ends_ops,
 };
 
 const struct kvt_policy_ops *kvt_policy_find(const char *name)

@@ -19,7 +19,15 @@
  *                remembered by a ghost list of recent evictions) go first
  *                while over an adaptive share (store/policy_ghost.c)
  *   "ghost-ends" — ghost-lru whose request ends (blocks that never had a
- *                child: mostly partial last blocks) go first, bar the newest */
+ *                child: mostly partial last blocks) go first, bar the newest
+ *   "class-lru" — tail-lru that learns, per reuse class (kvt_rec's
+ *                reuse_class, the engine's hint), how often fresh blocks
+ *                come back, and sends first the fresh blocks of classes that
+ *                rarely do; with no class it is tail-lru (store/policy_class.c)
+ *   "class-ends" — class-lru whose request ends go first, as in ghost-ends
+ *
+ * A policy reads what it needs of a record at insert: its kids_here, its
+ * reuse_class, its pval when it comes back from another tier. */
 #ifndef KVT_STORE_POLICY_H
 #define KVT_STORE_POLICY_H
 

@@ -372,8 +372,9 @@ static void slot_lend(struct kvt_slot *slot, uint64_t handle, const struct kvt_k
 	memcpy(slot->priv, &p, sizeof(p));
 }
 
-/* Reserve record + slot for a new block; lock held. */
-static int reserve_locked(struct kvt_ns *ns, const struct kvt_key *key, uint32_t *out)
+/* Reserve record + slot for a new block of reuse class cls; lock held. */
+static int reserve_locked(struct kvt_ns *ns, const struct kvt_key *key, unsigned cls,
+			  uint32_t *out)
 {
 	struct kvt_store *s = ns->store;
 	uint32_t i;
@@ -390,6 +391,7 @@ static int reserve_locked(struct kvt_ns *ns, const struct kvt_key *key, uint32_t
 	if (err)
 		return err;
 	rec(s, i)->size = (uint32_t)ns->block_bytes;
+	rec(s, i)->reuse_class = (uint8_t)cls;
 	/* the lock may be let go meanwhile: the pending record keeps the key */
 	err = kvt_tiering_alloc(s, ns->block_bytes, &rec(s, i)->loc);
 	if (err) {
@@ -414,17 +416,23 @@ static void publish_locked(struct kvt_ns *ns, uint32_t i, const struct kvt_key *
 int kvt_put(struct kvt_ns *ns, const struct kvt_key *key, const struct kvt_key *parent,
 	    const void *data, size_t len)
 {
+	return kvt_put_class(ns, key, parent, data, len, 0);
+}
+
+int kvt_put_class(struct kvt_ns *ns, const struct kvt_key *key, const struct kvt_key *parent,
+		  const void *data, size_t len, unsigned reuse_class)
+{
 	struct kvt_store *s;
 	uint64_t sum = 0;
 	uint32_t i;
 	void *dst;
 	int err;
 
-	if (!ns || !key || !data || len != ns->block_bytes)
+	if (!ns || !key || !data || len != ns->block_bytes || reuse_class > KVT_REUSE_CLASS_MAX)
 		return -EINVAL;
 	s = ns->store;
 	pthread_mutex_lock(&s->lock);
-	err = reserve_locked(ns, key, &i);
+	err = reserve_locked(ns, key, reuse_class, &i);
 	dst = err ? NULL : s->mem->ops->slot_ptr(s->mem, rec(s, i)->loc);
 	pthread_mutex_unlock(&s->lock);
 	if (err)
@@ -823,15 +831,21 @@ int kvt_get(struct kvt_ns *ns, const struct kvt_key *key, void *buf, size_t len)
 int kvt_reserve(struct kvt_ns *ns, const struct kvt_key *key, const struct kvt_key *parent,
 		struct kvt_slot *slot)
 {
+	return kvt_reserve_class(ns, key, parent, 0, slot);
+}
+
+int kvt_reserve_class(struct kvt_ns *ns, const struct kvt_key *key,
+		      const struct kvt_key *parent, unsigned reuse_class, struct kvt_slot *slot)
+{
 	struct kvt_store *s;
 	uint32_t i;
 	int err;
 
-	if (!ns || !key || !slot)
+	if (!ns || !key || !slot || reuse_class > KVT_REUSE_CLASS_MAX)
 		return -EINVAL;
 	s = ns->store;
 	pthread_mutex_lock(&s->lock);
-	err = reserve_locked(ns, key, &i);
+	err = reserve_locked(ns, key, reuse_class, &i);
 	if (!err) {
 		/* the parent is resolved at commit: it may come or go meanwhile */
 		slot_lend(slot, i, parent);

@@ -588,7 +588,7 @@ int kvt_client_remove(struct kvt_client *c, const struct kvt_client_ns *ns,
 
 static int xfer(struct kvt_client *c, uint16_t op, const struct kvt_client_ns *ns,
 		uint32_t region, const struct kvt_key *parent, const struct kvt_key *keys,
-		const uint32_t *pages, uint32_t n, uint64_t *ticket)
+		const uint32_t *pages, uint32_t n, unsigned reuse_class, uint64_t *ticket)
 {
 	struct kvt_wr w;
 	struct call k = { 0 };
@@ -596,8 +596,11 @@ static int xfer(struct kvt_client *c, uint16_t op, const struct kvt_client_ns *n
 	uint32_t layers, flags = 0;
 	int err;
 
-	if (!c || !ns || !keys || !pages || !ticket || n == 0)
+	if (!c || !ns || !keys || !pages || !ticket || n == 0 || reuse_class > KVT_REUSE_CLASS_MAX)
 		return -EINVAL;
+	/* a hint: a daemon older than version 3 is not told */
+	if (op == KVT_OP_SAVE && c->version >= 3)
+		flags |= (uint32_t)reuse_class << KVT_SAVE_CLASS_SHIFT;
 	if (n > KVT_PROTO_MAX_KEYS)
 		return -E2BIG;
 	kvt_wr_init(&w);
@@ -610,7 +613,7 @@ static int xfer(struct kvt_client *c, uint16_t op, const struct kvt_client_ns *n
 			return -ENOMEM;
 		}
 		p->req_id = k.id;
-		flags = KVT_XFER_PUSH | (op == KVT_OP_LOAD ? KVT_XFER_PUSH_LAYERS : 0);
+		flags |= KVT_XFER_PUSH | (op == KVT_OP_LOAD ? KVT_XFER_PUSH_LAYERS : 0);
 		pthread_mutex_lock(&c->lock);
 		p->next = c->pushed;
 		c->pushed = p;
@@ -639,14 +642,22 @@ int kvt_client_save(struct kvt_client *c, const struct kvt_client_ns *ns, uint32
 		    const struct kvt_key *parent, const struct kvt_key *keys,
 		    const uint32_t *pages, uint32_t n, uint64_t *ticket)
 {
-	return xfer(c, KVT_OP_SAVE, ns, region, parent, keys, pages, n, ticket);
+	return xfer(c, KVT_OP_SAVE, ns, region, parent, keys, pages, n, 0, ticket);
+}
+
+int kvt_client_save_class(struct kvt_client *c, const struct kvt_client_ns *ns,
+			  uint32_t region, const struct kvt_key *parent,
+			  const struct kvt_key *keys, const uint32_t *pages, uint32_t n,
+			  unsigned reuse_class, uint64_t *ticket)
+{
+	return xfer(c, KVT_OP_SAVE, ns, region, parent, keys, pages, n, reuse_class, ticket);
 }
 
 int kvt_client_load(struct kvt_client *c, const struct kvt_client_ns *ns, uint32_t region,
 		    const struct kvt_key *keys, const uint32_t *pages, uint32_t n,
 		    uint64_t *ticket)
 {
-	return xfer(c, KVT_OP_LOAD, ns, region, NULL, keys, pages, n, ticket);
+	return xfer(c, KVT_OP_LOAD, ns, region, NULL, keys, pages, n, 0, ticket);
 }
 
 static int wait_op(struct kvt_client *c, uint16_t op, uint64_t ticket, uint32_t layer,

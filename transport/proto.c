@@ -186,7 +186,7 @@ static int dec_xfer(struct kvt_rd *r, uint16_t op, struct kvt_req_xfer *m)
 		kvt_rd_zero(r, KVT_KEY_BYTES);
 		memset(&m->parent, 0, sizeof(m->parent));
 	} else {
-		if (m->flags & ~(KVT_SAVE_HAS_PARENT | KVT_XFER_PUSH))
+		if (m->flags & ~(KVT_SAVE_HAS_PARENT | KVT_XFER_PUSH | KVT_SAVE_CLASS_MASK))
 			return -EBADMSG;
 		parent = kvt_rd_take(r, KVT_KEY_BYTES);
 		if (parent)

@@ -13,8 +13,9 @@
  *
  * Many requests may be in flight on one connection; replies come in any order
  * and are matched by id. The header's version is the framing's and stays 1;
- * HELLO agrees on the version of the ops (1 or 2, see KVT_PROTO_VERSION_MAX):
- * version 2 adds pushed completions (DONE frames), PREFILL and LOOKUP's plan. Payloads are decoded field by field with bounds checks
+ * HELLO agrees on the version of the ops (1 to 3, see KVT_PROTO_VERSION_MAX):
+ * version 2 adds pushed completions (DONE frames), PREFILL and LOOKUP's plan;
+ * version 3 the reuse class of SAVE's blocks (in its flags). Payloads are decoded field by field with bounds checks
  * (never cast onto structs), and strictly: a payload must have exactly the size
  * its counts imply, reserved fields must be zero, enums must be known. The
  * decoders only read the buffer; decoded keys and page ids point into it.
@@ -32,7 +33,7 @@
 
 #define KVT_PROTO_MAGIC 0x3154564bu
 #define KVT_PROTO_VERSION 1     /* of the frames (the header's field) */
-#define KVT_PROTO_VERSION_MAX 2 /* of the ops, the newest HELLO agrees on */
+#define KVT_PROTO_VERSION_MAX 3 /* of the ops, the newest HELLO agrees on */
 #define KVT_PROTO_HDR_BYTES 24
 #define KVT_PROTO_MAX_PAYLOAD (1u << 20)
 #define KVT_PROTO_MAX_KEYS 16384u
@@ -65,8 +66,11 @@ enum kvt_mem_kind {
 	KVT_MEM_CUDA_IPC = 2,   /* a cudaIpcMemHandle_t in the payload */
 };
 
-/* SAVE and LOAD flags. The PUSH flags need version 2. */
+/* SAVE and LOAD flags. The PUSH flags need version 2, the class version 3. */
 #define KVT_SAVE_HAS_PARENT 0x1u
+#define KVT_SAVE_CLASS_SHIFT 8    /* SAVE: bits 8-11, the blocks' reuse class */
+#define KVT_SAVE_CLASS_MASK (0xfu << KVT_SAVE_CLASS_SHIFT) /* (kvtier/types.h;
+                                   * 0 = none) */
 #define KVT_XFER_PUSH 0x2u        /* push a DONE frame when the ticket finishes;
                                    * it carries the result, and the ticket is gone */
 #define KVT_XFER_PUSH_LAYERS 0x4u /* LOAD: a DONE frame as layers land, too */

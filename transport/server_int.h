@@ -69,6 +69,7 @@ struct kvt_job {
 	struct kvt_engine_mem *mem; /* a reference */
 	uint32_t n;
 	bool has_parent;
+	uint8_t reuse_class;        /* SAVE: its blocks' reuse class (0 = none) */
 	struct kvt_key parent;
 	struct kvt_key *keys;
 	uint32_t *pages;

@@ -287,7 +287,8 @@ static int32_t run_save(struct worker *w, struct kvt_job *job)
 		}
 		if (!m)
 			first = i;
-		err = kvt_reserve(job->ns, &job->keys[i], parent, &slots[m]);
+		err = kvt_reserve_class(job->ns, &job->keys[i], parent, job->reuse_class,
+					&slots[m]);
 		if (err == -EEXIST) {
 			__atomic_add_fetch(&w->srv->c.save_present, 1, __ATOMIC_RELAXED);
 			err = 0;

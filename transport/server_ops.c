@@ -257,6 +257,8 @@ static int op_xfer(struct kvt_conn *c, const struct kvt_req *req)
 		return -EBADF;
 	if ((x->flags & (KVT_XFER_PUSH | KVT_XFER_PUSH_LAYERS)) && c->version < 2)
 		return -EINVAL; /* pushed completions are version 2's */
+	if ((x->flags & KVT_SAVE_CLASS_MASK) && c->version < 3)
+		return -EINVAL; /* the reuse class is version 3's */
 	if (x->region < 1 || x->region > KVT_CONN_MAX_REGIONS || !c->regions[x->region - 1])
 		return -EBADF;
 	m = c->regions[x->region - 1];
@@ -294,6 +296,7 @@ static int op_xfer(struct kvt_conn *c, const struct kvt_req *req)
 	kvt_engine_mem_get(m);
 	job->n = x->n;
 	job->has_parent = x->flags & KVT_SAVE_HAS_PARENT;
+	job->reuse_class = (uint8_t)((x->flags & KVT_SAVE_CLASS_MASK) >> KVT_SAVE_CLASS_SHIFT);
 	job->parent = x->parent;
 	job->start_ns = kvt_now_ns();
 	job->bytes = bytes;

@@ -81,7 +81,8 @@ static void make_room(struct kvt_cascade *c, uint8_t t)
 }
 
 int kvt_cascade_insert(struct kvt_cascade *c, const struct kvt_key *key,
-		       const struct kvt_key *parent, uint32_t size, uint32_t mrc_tick)
+		       const struct kvt_key *parent, uint32_t size, uint32_t mrc_tick,
+		       unsigned reuse_class)
 {
 	uint8_t top = c->order[0];
 	uint32_t i;
@@ -91,6 +92,8 @@ int kvt_cascade_insert(struct kvt_cascade *c, const struct kvt_key *key,
 		return err;
 	kvt_index_rec(c->cat.idx, i)->size = size;
 	kvt_index_rec(c->cat.idx, i)->mrc_tick = mrc_tick;
+	kvt_index_rec(c->cat.idx, i)->reuse_class =
+		(uint8_t)(reuse_class <= KVT_REUSE_CLASS_MAX ? reuse_class : 0);
 	kvt_catalog_publish(&c->cat, i, top, c->link ? parent : NULL);
 	c->st[top].inserted++;
 	make_room(c, top);

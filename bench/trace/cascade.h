@@ -55,10 +55,12 @@ void kvt_cascade_fini(struct kvt_cascade *c);
 
 /* Store a new block under the stored block whose key is parent (NULL: none)
  * in the first tier, its record stamped with mrc_tick (store/mrc.h; 0 for
- * none), then evict down the cascade as needed. Returns 0 or -ENOMEM;
+ * none) and reuse_class (kvtier/types.h; 0 = none, one out of range taken
+ * as 0), then evict down the cascade as needed. Returns 0 or -ENOMEM;
  * -EEXIST if key is stored already. */
 int kvt_cascade_insert(struct kvt_cascade *c, const struct kvt_key *key,
-		       const struct kvt_key *parent, uint32_t size, uint32_t mrc_tick);
+		       const struct kvt_key *parent, uint32_t size, uint32_t mrc_tick,
+		       unsigned reuse_class);
 
 /* Record i was used: touched in its tier, or with promote moved to the first
  * tier (evicting down the cascade as needed). */

@@ -36,6 +36,7 @@ void kvt_daemon_replay_opts_init(struct kvt_daemon_replay_opts *opts, size_t siz
 	opts->block_tokens = 16;
 	opts->block_bytes = 16 << 10;
 	opts->pages = 1024;
+	opts->reuse_class = true;
 }
 
 int kvt_daemon_replay_open(const struct kvt_daemon_replay_opts *o,
@@ -157,18 +158,19 @@ static int lookup(struct kvt_daemon_replay *d, size_t n)
 	return (int)hits;
 }
 
-/* LOAD (or SAVE under parent) keys[from..to), a chunk at a time, each waited
- * for. Returns the leading blocks done or -errno. */
-static int transfer(struct kvt_daemon_replay *d, bool save, size_t from, size_t to)
+/* LOAD (or SAVE under parent, with reuse class cls) keys[from..to), a chunk
+ * at a time, each waited for. Returns the leading blocks done or -errno. */
+static int transfer(struct kvt_daemon_replay *d, bool save, size_t from, size_t to,
+		    unsigned cls)
 {
 	size_t done = from;
 
 	while (done < to) {
 		uint32_t m = (uint32_t)(to - done < chunk(d) ? to - done : chunk(d));
 		uint64_t ticket;
-		int err = save ? kvt_client_save(d->c, &d->ns, d->region,
-						 done ? &d->keys[done - 1] : NULL, &d->keys[done],
-						 d->pages, m, &ticket)
+		int err = save ? kvt_client_save_class(d->c, &d->ns, d->region,
+						       done ? &d->keys[done - 1] : NULL,
+						       &d->keys[done], d->pages, m, cls, &ticket)
 			       : kvt_client_load(d->c, &d->ns, d->region, &d->keys[done], d->pages,
 						 m, &ticket);
 
@@ -205,12 +207,15 @@ int kvt_daemon_replay_request(struct kvt_daemon_replay *d, const struct kvt_trac
 			d->st.tier_hits[d->tiers[j]]++;
 	/* an engine loads what it found and computes and saves the rest; a
 	 * block evicted between the LOOKUP and the LOAD is computed again */
-	got = hits ? transfer(d, false, 0, (size_t)hits) : 0;
+	got = hits ? transfer(d, false, 0, (size_t)hits, 0) : 0;
 	if (got < 0)
 		return got;
 	d->st.loaded += (uint64_t)got;
 	d->st.load_short += (uint64_t)(hits - got);
-	got = transfer(d, true, (size_t)hits, n);
+	/* the reuse class an engine saving a finished request knows: that of
+	 * its output length, as in the accounting replay */
+	got = transfer(d, true, (size_t)hits, n,
+		       d->opts.reuse_class ? kvt_reuse_class_of(req->output_length) : 0);
 	if (got < 0)
 		return got;
 	d->st.saved += (uint64_t)got;

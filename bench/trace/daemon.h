@@ -1,13 +1,15 @@
 /* Daemon replay: the requests of a trace through a running kvtierd, over its
  * socket with libkvtier-client, as an engine would send them: LOOKUP of the
  * request's keys, LOAD of the stored leading blocks into engine memory, SAVE
- * of the rest under the last one loaded, each waited for. So the daemon's
+ * of the rest under the last one loaded (with the reuse class of the
+ * request's output length, kvt_reuse_class_of), each waited for. So the daemon's
  * own store, demoter and admission rule decide what lands on SSD, and its
  * STATS say what it cost. Keys as in replay.h; block bytes are not checked
  * (the daemon checks its own). */
 #ifndef KVT_TRACE_DAEMON_H
 #define KVT_TRACE_DAEMON_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,6 +25,8 @@ struct kvt_daemon_replay_opts {
 	                        * (default 16 KiB: one layer, one bf16 head) */
 	uint32_t pages;        /* engine pages, the most blocks one LOAD or SAVE
 	                        * carries (default 1,024) */
+	bool reuse_class;      /* SAVE with the reuse class of the request's
+	                        * output length (default on) */
 };
 
 struct kvt_daemon_replay_stats {

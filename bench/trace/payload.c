@@ -29,6 +29,7 @@ void kvt_payload_opts_init(struct kvt_payload_opts *opts, size_t size_bytes)
 	opts->block_tokens = 512;
 	opts->block_bytes = 64 << 10;
 	opts->dram_blocks = 4096;
+	opts->reuse_class = true;
 }
 
 int kvt_payload_open(const struct kvt_payload_opts *o, struct kvt_payload **out)
@@ -181,7 +182,8 @@ int kvt_payload_request(struct kvt_payload *p, const struct kvt_trace_req *req)
 	}
 	for (size_t j = (size_t)hits; j < n; j++) {
 		fill(p->block, bb, req->hash_ids[j]);
-		err = kvt_put(p->ns, &p->keys[j], j ? &p->keys[j - 1] : NULL, p->block, bb);
+		err = kvt_put_class(p->ns, &p->keys[j], j ? &p->keys[j - 1] : NULL, p->block, bb,
+				    p->opts.reuse_class ? kvt_reuse_class_of(req->output_length) : 0);
 		if (err == -EEXIST) {
 			p->st.put_exists++;
 			/* stored already, past the first miss: still a use */

@@ -7,6 +7,7 @@
 #ifndef KVT_TRACE_PAYLOAD_H
 #define KVT_TRACE_PAYLOAD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,6 +23,9 @@ struct kvt_payload_opts {
 	uint64_t dram_blocks;   /* DRAM tier capacity in blocks (default 4,096) */
 	const char *ssd_dir;    /* SSD tier directory, NULL for none */
 	uint64_t ssd_blocks;    /* SSD tier capacity in blocks */
+	bool reuse_class;       /* store blocks with the reuse class of their
+	                         * request's output length (kvt_put_class;
+	                         * default on) */
 };
 
 struct kvt_payload_stats {

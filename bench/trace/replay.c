@@ -29,6 +29,7 @@ void kvt_replay_opts_init(struct kvt_replay_opts *opts, size_t size_bytes)
 	opts->policy = "lru";
 	opts->capacity[KVT_TIER_DRAM] = KVT_REPLAY_INFINITE;
 	opts->ideal = true;
+	opts->reuse_class = true;
 	opts->block_tokens = 512;
 	opts->block_bytes = 512ull * 147456; /* Qwen3-8B, bf16 */
 }
@@ -166,7 +167,7 @@ static int count_ideal(struct kvt_replay *r, const struct kvt_trace_req *req)
  * -ENOMEM. */
 static int use_or_insert(struct kvt_replay *r, const struct kvt_key *key, uint32_t hash,
 			 uint32_t known, const struct kvt_key *parent, uint64_t mrc_hash,
-			 bool looked_up, uint32_t heard)
+			 bool looked_up, uint32_t heard, unsigned reuse_class)
 {
 	uint64_t bb = r->opts.block_bytes;
 	struct kvt_mrc *m = r->opts.mrc;
@@ -187,7 +188,7 @@ static int use_or_insert(struct kvt_replay *r, const struct kvt_key *key, uint32
 		tick = heard ? heard : looked_up ? kvt_mrc_ref(m, mrc_hash, 0)
 						 : kvt_mrc_insert(m, mrc_hash);
 	return kvt_cascade_insert(&r->cas, key, parent, bb > UINT32_MAX ? UINT32_MAX : (uint32_t)bb,
-				  tick);
+				  tick, reuse_class);
 }
 
 int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
@@ -196,6 +197,7 @@ int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
 	uint32_t bt = r->opts.block_tokens;
 	struct kvt_key key, prev;
 	uint64_t epoch;
+	unsigned cls;
 	int err;
 
 	if (n > r->recs_cap) {
@@ -287,12 +289,13 @@ int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
 	/* then every block, in order, used or stored under the one before;
 	 * record numbers found above stay valid while no record is freed */
 	epoch = r->cas.drops;
+	cls = r->opts.reuse_class ? kvt_reuse_class_of(req->output_length) : 0;
 	for (j = 0; j < n; j++) {
 		uint32_t known = j < hits && r->cas.drops == epoch ? r->recs[j] : KVT_NIL;
 
 		err = use_or_insert(r, &r->keys[j], r->hashes[j], known, j ? &r->keys[j - 1] : NULL,
 				    r->opts.mrc ? r->mrc_hashes[j] : 0, true,
-				    r->opts.mrc && j < hits ? r->mrc_ticks[j] : 0);
+				    r->opts.mrc && j < hits ? r->mrc_ticks[j] : 0, cls);
 		if (err)
 			return err;
 	}
@@ -309,7 +312,7 @@ int kvt_replay_request(struct kvt_replay *r, const struct kvt_trace_req *req)
 		output_key(r->st.requests, j, &key);
 		h = kvt_index_hash(0, &key);
 		err = use_or_insert(r, &key, h, KVT_NIL, n + j ? &prev : NULL,
-				    r->opts.mrc ? kvt_mrc_hash32(r->opts.mrc, h) : 0, false, 0);
+				    r->opts.mrc ? kvt_mrc_hash32(r->opts.mrc, h) : 0, false, 0, cls);
 		if (err)
 			return err;
 		prev = key;

@@ -27,14 +27,17 @@
 
 struct kvt_replay_opts {
 	size_t size;                       /* sizeof(struct kvt_replay_opts), set by _init */
-	const char *policy;                /* "lru" (default), "tail-lru", "lfu", "cost",
-	                                    * "ghost-lru" */
+	const char *policy;                /* a policy of store/policy.c's registry:
+	                                    * "lru" (default), "tail-lru", ... */
 	const char *ssd_admission;         /* admission rule for demotions into SSD
 	                                    * (store/admission.h; default "always") */
 	uint64_t capacity[KVT_TIER_COUNT]; /* blocks per tier; 0 = absent;
 	                                    * default: DRAM infinite, nothing else */
 	bool promote;                      /* move a hit below the first tier up to it */
 	bool store_output;                 /* also store the blocks of the output */
+	bool reuse_class;                  /* store each request's blocks with the
+	                                    * reuse class of its output length,
+	                                    * kvt_reuse_class_of() (default on) */
 	bool ideal;                        /* also count infinite-capacity hits (default on) */
 	uint32_t block_tokens;             /* tokens per hash id (default 512) */
 	uint64_t block_bytes;              /* bytes of a block, for byte counts and

@@ -37,6 +37,11 @@ BLOCK_TOKENS = 16
 
 
 class Request:
+    """A prompt and the number of tokens to generate (exactly max_tokens:
+    no stop token), which the connector saves the prompt's blocks with as
+    their reuse class (kvtier.reuse_class_of(max_tokens)), a hint for the
+    daemon's class-lru policy."""
+
     def __init__(self, request_id, prompt_token_ids, max_tokens):
         self.request_id = request_id
         self.prompt_token_ids = list(prompt_token_ids)

@@ -149,7 +149,7 @@ int kvt_client_lookup_plan(struct kvt_client *c, const struct kvt_client_ns *ns,
 int kvt_client_prefill(struct kvt_client *c, const struct kvt_client_ns *ns, uint32_t tokens,
 		       uint64_t ns_elapsed);
 
-/* The protocol version the daemon agreed on at the last HELLO (1 or 2), 0
+/* The protocol version the daemon agreed on at the last HELLO (1 to 3), 0
  * before one. */
 int kvt_client_version(const struct kvt_client *c);
 
@@ -161,6 +161,18 @@ int kvt_client_version(const struct kvt_client *c);
 int kvt_client_save(struct kvt_client *c, const struct kvt_client_ns *ns, uint32_t region,
 		    const struct kvt_key *parent, const struct kvt_key *keys,
 		    const uint32_t *pages, uint32_t n, uint64_t *ticket);
+
+/* kvt_client_save with a reuse-class hint for the blocks (kvtier/types.h:
+ * 0 = none, up to KVT_REUSE_CLASS_MAX; the reference one is
+ * kvt_reuse_class_of(the request's output tokens)), which the daemon's
+ * eviction policy may learn from ("class-lru"). A block already stored
+ * keeps its class. A daemon of protocol 1 or 2 is not told the class (it
+ * is a hint): the save goes on without it. Errors as kvt_client_save, and
+ * -EINVAL for a class over KVT_REUSE_CLASS_MAX. */
+int kvt_client_save_class(struct kvt_client *c, const struct kvt_client_ns *ns,
+			  uint32_t region, const struct kvt_key *parent,
+			  const struct kvt_key *keys, const uint32_t *pages, uint32_t n,
+			  unsigned reuse_class, uint64_t *ticket);
 
 /* Start loading blocks keys[i] into engine pages[i]. Returns 0 and *ticket;
  * kvt_client_wait gives the number of leading blocks loaded (a miss ends

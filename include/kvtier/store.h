@@ -37,7 +37,10 @@ struct kvt_store_opts {
 	                           * pages (default true); false: 4 KiB pages only */
 	bool checksum_on_put;     /* XXH3 at put too, verified at get (default off) */
 	const char *policy;       /* eviction policy: "tail-lru" (default), "lru",
-	                           * "lfu", "cost", "ghost-lru" */
+	                           * "lfu", "cost", "ghost-lru", "ghost-ends",
+	                           * "class-lru", "class-ends" (these two learn
+	                           * from the reuse class of kvt_put_class and
+	                           * kvt_reserve_class) */
 	const char *ssd_dir;      /* SSD tier directory (O_DIRECT-capable file
 	                           * system); NULL = no SSD tier */
 	uint64_t ssd_bytes;       /* SSD tier capacity (required with ssd_dir) */
@@ -171,6 +174,14 @@ int kvt_ns_prefix_keys(const struct kvt_ns *ns, const uint32_t *tokens, size_t n
 int kvt_put(struct kvt_ns *ns, const struct kvt_key *key, const struct kvt_key *parent,
 	    const void *data, size_t len);
 
+/* kvt_put of a block with a reuse-class hint (kvtier/types.h: 0 = none,
+ * up to KVT_REUSE_CLASS_MAX), which the eviction policy may learn from
+ * ("class-lru"); a block already stored keeps the class it was first
+ * stored with. kvt_put is this with class 0. Returns as kvt_put, and
+ * -EINVAL for a class over KVT_REUSE_CLASS_MAX. */
+int kvt_put_class(struct kvt_ns *ns, const struct kvt_key *key, const struct kvt_key *parent,
+		  const void *data, size_t len, unsigned reuse_class);
+
 /* Copy a block out into buf (len = block size). A block on SSD is read back
  * (and may be promoted). Returns 0, -ENOENT if absent, -EIO if its stored
  * checksum does not match (the block is then dropped and counted), and when
@@ -195,6 +206,12 @@ struct kvt_slot {
  * reservation of the key is open. */
 int kvt_reserve(struct kvt_ns *ns, const struct kvt_key *key, const struct kvt_key *parent,
 		struct kvt_slot *slot);
+
+/* kvt_reserve of a block with a reuse-class hint, as kvt_put_class: the
+ * block is committed with it. Returns as kvt_reserve, and -EINVAL for a
+ * class over KVT_REUSE_CLASS_MAX. */
+int kvt_reserve_class(struct kvt_ns *ns, const struct kvt_key *key,
+		      const struct kvt_key *parent, unsigned reuse_class, struct kvt_slot *slot);
 
 /* Publish a reserved block. Returns 0 or -EINVAL for a slot not reserved. */
 int kvt_commit(struct kvt_ns *ns, struct kvt_slot *slot);

@@ -30,6 +30,28 @@ struct kvt_key {
 	uint8_t bytes[KVT_KEY_BYTES];
 };
 
+/* A reuse class: a hint an engine may attach to the blocks it stores, saying
+ * which kind of request they came from, so that an eviction policy can learn
+ * how often blocks of each kind come back (the "class-lru" policy does).
+ * 0 = no hint; 1..KVT_REUSE_CLASS_MAX are the engine's to define. kvtier's
+ * own replay and connector use kvt_reuse_class_of(output tokens): the bit
+ * length of the request's output token count, capped. */
+#define KVT_REUSE_CLASS_MAX 15
+
+/* The reference reuse class of a request with `output_tokens` output
+ * tokens: their bit length (0 for none, 1 for 1, 2 for 2-3, 3 for 4-7, ...),
+ * at most KVT_REUSE_CLASS_MAX. */
+static inline unsigned kvt_reuse_class_of(uint64_t output_tokens)
+{
+	unsigned c = 0;
+
+	while (output_tokens && c < KVT_REUSE_CLASS_MAX) {
+		c++;
+		output_tokens >>= 1;
+	}
+	return c;
+}
+
 /* The tiers, fastest first. KVT_TIER_NONE marks a block that is not stored. */
 enum kvt_tier {
 	KVT_TIER_NONE = 0,

@@ -36,9 +36,20 @@ import json
 import mmap
 import os
 
-__all__ = ["Client", "Namespace", "Ticket", "EngineMemory", "TIER_NAMES", "KEY_BYTES"]
+__all__ = ["Client", "Namespace", "Ticket", "EngineMemory", "TIER_NAMES", "KEY_BYTES",
+           "REUSE_CLASS_MAX", "reuse_class_of"]
 
 KEY_BYTES = 16
+
+# A block's reuse class: a hint for the daemon's eviction policy (0 = none);
+# see KVT_REUSE_CLASS_MAX and kvt_reuse_class_of in kvtier/types.h.
+REUSE_CLASS_MAX = 15
+
+
+def reuse_class_of(output_tokens):
+    """The reference reuse class of a request with output_tokens output
+    tokens: their bit length, at most REUSE_CLASS_MAX (0 for none)."""
+    return min(max(int(output_tokens), 0).bit_length(), REUSE_CLASS_MAX)
 TIER_NAMES = {0: "none", 1: "hbm", 2: "dram", 3: "ssd", 4: "remote"}
 _LAYOUTS = {"paged": 1, "paged_kv": 1, "split": 2, "split_kv": 2, "mla": 3}
 _DTYPES = {"bf16": 1, "bfloat16": 1, "fp16": 2, "float16": 2, "fp32": 3, "float32": 3,
@@ -146,6 +157,9 @@ _sigs = {
     "kvt_client_version": (ctypes.c_int, [_vp]),
     "kvt_client_save": (ctypes.c_int, [_vp, _P(_ClientNs), ctypes.c_uint32, _P(_Key), _P(_Key),
                                        _P(ctypes.c_uint32), ctypes.c_uint32, _P(ctypes.c_uint64)]),
+    "kvt_client_save_class": (ctypes.c_int, [_vp, _P(_ClientNs), ctypes.c_uint32, _P(_Key),
+                                             _P(_Key), _P(ctypes.c_uint32), ctypes.c_uint32,
+                                             ctypes.c_uint, _P(ctypes.c_uint64)]),
     "kvt_client_load": (ctypes.c_int, [_vp, _P(_ClientNs), ctypes.c_uint32, _P(_Key),
                                        _P(ctypes.c_uint32), ctypes.c_uint32, _P(ctypes.c_uint64)]),
     "kvt_client_wait": (ctypes.c_int, [_vp, ctypes.c_uint64, ctypes.c_int]),
@@ -404,10 +418,15 @@ class Client:
 
     @property
     def version(self):
-        """The protocol version agreed at HELLO (1 or 2; 0 before one)."""
+        """The protocol version agreed at HELLO (1 to 3; 0 before one)."""
         return _lib.kvt_client_version(self._c)
 
-    def save(self, ns, region, keys, pages, parent=None):
+    def save(self, ns, region, keys, pages, parent=None, reuse_class=0):
+        """SAVE pages[i] as block keys[i] under parent. reuse_class (0 = none,
+        up to REUSE_CLASS_MAX) is a hint the daemon's eviction policy may
+        learn from (class-lru): the reference one is
+        reuse_class_of(the request's output tokens). A daemon of protocol 1
+        or 2 is not told it."""
         arr, n = _keys_array(keys)
         pg, m = _u32_array(pages)
         if n != m:
@@ -418,8 +437,8 @@ class Client:
             ctypes.memmove(par.bytes, bytes(parent), KEY_BYTES)
             par = ctypes.byref(par)
         t = ctypes.c_uint64()
-        _check(_lib.kvt_client_save(self._c, ctypes.byref(ns._raw), region, par, arr, pg, n,
-                                    ctypes.byref(t)), "save")
+        _check(_lib.kvt_client_save_class(self._c, ctypes.byref(ns._raw), region, par, arr, pg,
+                                          n, int(reuse_class), ctypes.byref(t)), "save")
         return Ticket(self, t.value, "save")
 
     def load(self, ns, region, keys, pages):

@@ -45,7 +45,11 @@ recomputes them. The connector reconnects (HELLO and REGISTER again) on a
 later lookup, at most every reconnect_s seconds.
 
 Requests are read through two attributes, request_id and prompt_token_ids
-(vLLM's Request has both).
+(vLLM's Request has both), and, for the reuse class their blocks are saved
+with (a hint the daemon's class-lru policy learns from; reuse_classes=False
+saves without), an optional third: reuse_class if the request has it, else
+the class of max_tokens (vLLM: sampling_params.max_tokens), the output it
+asks for, by kvtier.reuse_class_of (the bit length of the count).
 """
 
 import errno
@@ -87,6 +91,7 @@ class SaveSpec:
     req_id: str
     keys: list
     pages: list
+    reuse_class: int = 0
 
 
 @dataclass
@@ -114,7 +119,7 @@ class KVTierConnector:
 
     def __init__(self, model_id, layers, kv_heads, head_dim, block_tokens, kv_dtype="bf16",
                  socket=None, token=None, load_timeout_s=30.0, reconnect_s=5.0, use_plan=True,
-                 completions="push"):
+                 completions="push", reuse_classes=True):
         if kv_dtype not in _TORCH_DTYPES:
             raise ValueError("kv_dtype: one of %s" % ", ".join(_TORCH_DTYPES))
         self.model_id = model_id
@@ -128,6 +133,7 @@ class KVTierConnector:
         self.reconnect_s = reconnect_s
         self.use_plan = use_plan    # False: load every stored block (benches)
         self.completions = completions  # "push", or "wait": a WAIT per layer
+        self.reuse_classes = reuse_classes  # save with each request's reuse class
         self._socket = socket
         self._token = token
         self._client = None
@@ -278,10 +284,25 @@ class KVTierConnector:
             if done and not st.saved and n:
                 st.saved = True
                 if self._ns is not None or self._ensure():
-                    meta.saves.append(SaveSpec(rid, self._keys(st)[:n], list(s.block_ids[:n])))
+                    meta.saves.append(SaveSpec(rid, self._keys(st)[:n], list(s.block_ids[:n]),
+                                               self._reuse_class(s.request)))
                 else:
                     self.stats["save_failures"] += 1
         return meta
+
+    def _reuse_class(self, request):
+        """The reuse class a request's blocks are saved with: its
+        reuse_class attribute, else that of the output it asks for
+        (max_tokens, or sampling_params.max_tokens), else 0 (none)."""
+        if not self.reuse_classes:
+            return 0
+        cls = getattr(request, "reuse_class", None)
+        if cls is not None:
+            return min(max(int(cls), 0), kvtier.REUSE_CLASS_MAX)
+        out = getattr(request, "max_tokens", None)
+        if out is None:
+            out = getattr(getattr(request, "sampling_params", None), "max_tokens", None)
+        return kvtier.reuse_class_of(out) if out else 0
 
     def request_finished(self, request, block_ids=None):
         """The engine is done with the request: forget its state. Saves are
@@ -453,7 +474,8 @@ class KVTierConnector:
                 if hit < len(spec.keys):
                     t = self._client.save(self._ns, self._region, spec.keys[hit:],
                                           spec.pages[hit:],
-                                          parent=spec.keys[hit - 1] if hit else None)
+                                          parent=spec.keys[hit - 1] if hit else None,
+                                          reuse_class=spec.reuse_class)
                     n = t.wait(timeout=self.load_timeout_s)
                     self.stats["saves"] += 1
                     self.stats["saved_blocks"] += n

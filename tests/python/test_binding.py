@@ -88,6 +88,24 @@ class BindingTest(unittest.TestCase):
                     c.save(ns, region, [bytes(16)], [5])
                 self.assertEqual(cm.exception.errno, 34)  # ERANGE: page outside the region
 
+    def test_save_with_a_reuse_class(self):
+        self.assertEqual([kvtier.reuse_class_of(n) for n in (0, 1, 3, 19, 400, 1 << 40)],
+                         [0, 1, 2, 5, 9, kvtier.REUSE_CLASS_MAX])
+        with self.client() as c:
+            ns = self.hello(c)
+            self.assertEqual(c.version, 3)
+            with kvtier.EngineMemory.paged(ns, pages=4) as mem:
+                region = c.register(ns, mem)
+                keys = ns.prefix_keys(list(range(500, 516)))
+                self.assertEqual(c.save(ns, region, keys[:2], [0, 1],
+                                        reuse_class=kvtier.reuse_class_of(12)).wait(), 2)
+                self.assertEqual(c.save(ns, region, keys[2:], [2, 3], parent=keys[1],
+                                        reuse_class=kvtier.REUSE_CLASS_MAX).wait(), 2)
+                self.assertEqual(c.lookup(ns, keys)[0], 4)
+                with self.assertRaises(OSError) as cm:
+                    c.save(ns, region, keys[:1], [0], reuse_class=kvtier.REUSE_CLASS_MAX + 1)
+                self.assertEqual(cm.exception.errno, 22)  # EINVAL
+
     def test_tenants_do_not_share(self):
         toks = list(range(100, 116))
         with self.client("tok-a") as a, self.client("tok-b") as b:

@@ -76,7 +76,7 @@ static void eng_open(struct fx *f, struct eng *e, enum kvt_client_completions ho
 	o.completions = how;
 	assert_int_equal(kvt_client_connect(&o, &e->c), 0);
 	assert_int_equal(kvt_client_hello(e->c, &f->desc, &e->ns), 0);
-	assert_int_equal(kvt_client_version(e->c), 2);
+	assert_int_equal(kvt_client_version(e->c), KVT_PROTO_VERSION_MAX);
 	assert_int_equal(engine_mem_open(&e->mem, e->c, &e->ns, &f->desc, PAGES), 0);
 }
 

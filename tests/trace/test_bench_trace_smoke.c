@@ -202,16 +202,17 @@ static void every_policy_in_turn(void **state)
 			     "--json --model none");
 	json_t *a = json_object_get(j, "policies"), *p;
 	size_t i;
-	bool ghost = false, ends = false;
+	bool ghost = false, ends = false, cls = false;
 
-	assert_true(json_array_size(a) >= 6);
+	assert_true(json_array_size(a) >= 8);
 	json_array_foreach(a, i, p) {
 		rate_ok(p, "block_hit_rate");
 		assert_true(num(p, "lookups_per_s") > 0);
 		ghost |= !strcmp(json_string_value(json_object_get(p, "name")), "ghost-lru");
 		ends |= !strcmp(json_string_value(json_object_get(p, "name")), "ghost-ends");
+		cls |= !strcmp(json_string_value(json_object_get(p, "name")), "class-lru");
 	}
-	assert_true(ghost && ends);
+	assert_true(ghost && ends && cls);
 	/* the first one is the main replay */
 	assert_true(num(json_array_get(a, 0), "block_hit_rate") == num(j, "block_hit_rate"));
 	json_decref(j);
