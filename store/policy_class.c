@@ -33,6 +33,7 @@
 
 #include "store/ghost.h"
 #include "store/policy.h"
+#include "store/policy_list.h"
 
 /* Lists: the fresh blocks of class c are list c; then proven, then ends. */
 enum { N_CLASSES = KVT_REUSE_CLASS_MAX + 1, PROVEN_L = N_CLASSES, END_L, N_LISTS };
@@ -70,7 +71,7 @@ enum { N_CLASSES = KVT_REUSE_CLASS_MAX + 1, PROVEN_L = N_CLASSES, END_L, N_LISTS
 #define END_WINDOW_DIV 4
 
 struct cl {
-	uint32_t head[N_LISTS], tail[N_LISTS]; /* most / least recently used */
+	struct kvt_plist list[N_LISTS]; /* each class's fresh blocks, proven, ends */
 	bool ends;              /* class-ends: request ends on their own list */
 	uint32_t changes;       /* of the counts since `cold` was worked out */
 	uint16_t cold;          /* bit c: class c is cold */
@@ -109,63 +110,35 @@ static inline unsigned list_of(const struct cl *g, const struct kvt_rec *r)
 	return proven(r) ? PROVEN_L : class_of(r);
 }
 
+/* The list record i is on (or goes on), by its class. */
+static inline struct kvt_plist *list_for(const struct kvt_policy *p, uint32_t i)
+{
+	struct cl *g = p->state;
+
+	return &g->list[list_of(g, rec(p, i))];
+}
+
 static bool on_list(const struct kvt_policy *p, uint32_t i)
 {
-	const struct cl *g = p->state;
-	const struct kvt_rec *r = rec(p, i);
-
-	return r->pprev != KVT_NIL || r->pnext != KVT_NIL || g->head[list_of(g, r)] == i;
+	return kvt_plist_has(p->idx, list_for(p, i), i);
 }
 
 static void list_unlink(struct kvt_policy *p, uint32_t i)
 {
-	struct cl *g = p->state;
-	struct kvt_rec *r = rec(p, i);
-	unsigned l = list_of(g, r);
-
-	if (r->pprev != KVT_NIL)
-		rec(p, r->pprev)->pnext = r->pnext;
-	else
-		g->head[l] = r->pnext;
-	if (r->pnext != KVT_NIL)
-		rec(p, r->pnext)->pprev = r->pprev;
-	else
-		g->tail[l] = r->pprev;
-	r->pprev = r->pnext = KVT_NIL;
+	kvt_plist_unlink(p->idx, list_for(p, i), i);
 }
 
 /* Insert i into its list after prev (toward the cold end); prev KVT_NIL =
  * at the head. */
 static void list_insert_after(struct kvt_policy *p, uint32_t prev, uint32_t i)
 {
-	struct cl *g = p->state;
-	struct kvt_rec *r = rec(p, i);
-	unsigned l = list_of(g, r);
-	uint32_t next = prev == KVT_NIL ? g->head[l] : rec(p, prev)->pnext;
-
-	r->pprev = prev;
-	r->pnext = next;
-	if (prev != KVT_NIL)
-		rec(p, prev)->pnext = i;
-	else
-		g->head[l] = i;
-	if (next != KVT_NIL)
-		rec(p, next)->pprev = i;
-	else
-		g->tail[l] = i;
+	kvt_plist_insert_after(p->idx, list_for(p, i), prev, i);
 }
 
-/* Place tail i by its last use: after the last record of its list, from the
- * cold end, used more recently. */
+/* Place tail i by its last use (store/policy_list.h). */
 static void place_by_use(struct kvt_policy *p, uint32_t i)
 {
-	struct cl *g = p->state;
-	uint64_t u = used(rec(p, i));
-	uint32_t cur = g->tail[list_of(g, rec(p, i))];
-
-	while (cur != KVT_NIL && used(rec(p, cur)) < u)
-		cur = rec(p, cur)->pprev;
-	list_insert_after(p, cur, i);
+	kvt_plist_place_by_use(p->idx, list_for(p, i), i, PVAL_SHIFT);
 }
 
 static int cl_open(struct kvt_policy *p, bool ends)
@@ -176,7 +149,7 @@ static int cl_open(struct kvt_policy *p, bool ends)
 	if (!g)
 		return -ENOMEM;
 	for (int l = 0; l < N_LISTS; l++)
-		g->head[l] = g->tail[l] = KVT_NIL;
+		kvt_plist_init(&g->list[l]);
 	g->ends = ends;
 	err = kvt_ghost_init(&g->ghost, 1024);
 	if (err) {
@@ -331,7 +304,7 @@ static uint32_t cl_victim(struct kvt_policy *p)
 {
 	struct cl *g = p->state;
 	uint64_t age = AGE_FACTOR * g->n, best_t = UINT64_MAX;
-	uint32_t e = g->tail[END_L], best = KVT_NIL;
+	uint32_t e = g->list[END_L].tail, best = KVT_NIL;
 
 	if (g->changes >= JUDGE_EVERY)
 		judge(g);
@@ -340,7 +313,7 @@ static uint32_t cl_victim(struct kvt_policy *p)
 	/* the smallest last use, counted `age` later for all but cold classes'
 	 * fresh blocks */
 	for (unsigned l = 0; l < END_L; l++) {
-		uint32_t t = g->tail[l];
+		uint32_t t = g->list[l].tail;
 		uint64_t u;
 
 		if (t == KVT_NIL)

@@ -34,6 +34,7 @@
 
 #include "store/ghost.h"
 #include "store/policy.h"
+#include "store/policy_list.h"
 
 enum { FRESH = 0, PROVEN = 1, END = 2 };
 
@@ -44,7 +45,7 @@ enum { FRESH = 0, PROVEN = 1, END = 2 };
 #define PVAL_SHIFT 2
 
 struct gl {
-	uint32_t head[3], tail[3]; /* per list: most / least recently used */
+	struct kvt_plist list[3];  /* per list: fresh, proven, ends */
 	bool ends;                 /* ghost-ends: request ends on their own list */
 	uint64_t tick;
 	uint64_t n, n_fresh;       /* records tracked, of them fresh */
@@ -80,63 +81,35 @@ static inline unsigned list_of(const struct gl *g, const struct kvt_rec *r)
 	return g->ends && !(r->pval & INNER_BIT) ? END : cls(r);
 }
 
+/* The list record i is on (or goes on), by its class. */
+static inline struct kvt_plist *list_for(const struct kvt_policy *p, uint32_t i)
+{
+	struct gl *g = p->state;
+
+	return &g->list[list_of(g, rec(p, i))];
+}
+
 static bool on_list(const struct kvt_policy *p, uint32_t i)
 {
-	const struct gl *g = p->state;
-	const struct kvt_rec *r = rec(p, i);
-
-	return r->pprev != KVT_NIL || r->pnext != KVT_NIL || g->head[list_of(g, r)] == i;
+	return kvt_plist_has(p->idx, list_for(p, i), i);
 }
 
 static void list_unlink(struct kvt_policy *p, uint32_t i)
 {
-	struct gl *g = p->state;
-	struct kvt_rec *r = rec(p, i);
-	unsigned c = list_of(g, r);
-
-	if (r->pprev != KVT_NIL)
-		rec(p, r->pprev)->pnext = r->pnext;
-	else
-		g->head[c] = r->pnext;
-	if (r->pnext != KVT_NIL)
-		rec(p, r->pnext)->pprev = r->pprev;
-	else
-		g->tail[c] = r->pprev;
-	r->pprev = r->pnext = KVT_NIL;
+	kvt_plist_unlink(p->idx, list_for(p, i), i);
 }
 
-/* Insert i into its class's list after prev (toward the cold end); prev
- * KVT_NIL = at the head. */
+/* Insert i into its list after prev (toward the cold end); prev KVT_NIL =
+ * at the head. */
 static void list_insert_after(struct kvt_policy *p, uint32_t prev, uint32_t i)
 {
-	struct gl *g = p->state;
-	struct kvt_rec *r = rec(p, i);
-	unsigned c = list_of(g, r);
-	uint32_t next = prev == KVT_NIL ? g->head[c] : rec(p, prev)->pnext;
-
-	r->pprev = prev;
-	r->pnext = next;
-	if (prev != KVT_NIL)
-		rec(p, prev)->pnext = i;
-	else
-		g->head[c] = i;
-	if (next != KVT_NIL)
-		rec(p, next)->pprev = i;
-	else
-		g->tail[c] = i;
+	kvt_plist_insert_after(p->idx, list_for(p, i), prev, i);
 }
 
-/* Place tail i by its last use: after the last record of its list, from the
- * cold end, used more recently. */
+/* Place tail i by its last use (store/policy_list.h). */
 static void place_by_use(struct kvt_policy *p, uint32_t i)
 {
-	struct gl *g = p->state;
-	uint64_t u = used(rec(p, i));
-	uint32_t cur = g->tail[list_of(g, rec(p, i))];
-
-	while (cur != KVT_NIL && used(rec(p, cur)) < u)
-		cur = rec(p, cur)->pprev;
-	list_insert_after(p, cur, i);
+	kvt_plist_place_by_use(p->idx, list_for(p, i), i, PVAL_SHIFT);
 }
 
 static int gl_open(struct kvt_policy *p, bool ends)
@@ -147,7 +120,7 @@ static int gl_open(struct kvt_policy *p, bool ends)
 	if (!g)
 		return -ENOMEM;
 	for (int l = 0; l < 3; l++)
-		g->head[l] = g->tail[l] = KVT_NIL;
+		kvt_plist_init(&g->list[l]);
 	g->ends = ends;
 	g->share = 0.5;
 	err = kvt_ghost_init(&g->ghost, 1024);
@@ -269,7 +242,7 @@ static bool end_is_old(const struct gl *g, const struct kvt_rec *r)
 static uint32_t gl_victim(struct kvt_policy *p)
 {
 	struct gl *g = p->state;
-	uint32_t f = g->tail[FRESH], o = g->tail[PROVEN], e = g->tail[END];
+	uint32_t f = g->list[FRESH].tail, o = g->list[PROVEN].tail, e = g->list[END].tail;
 
 	if (e != KVT_NIL && ((f == KVT_NIL && o == KVT_NIL) ||
 			     end_is_old(g, rec(p, e))))

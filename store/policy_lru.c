@@ -10,9 +10,10 @@
 #include <stdlib.h>
 
 #include "store/policy.h"
+#include "store/policy_list.h"
 
 struct lru {
-	uint32_t head, tail; /* most / least recently used */
+	struct kvt_plist list;
 	uint64_t tick;
 };
 
@@ -21,47 +22,9 @@ static inline struct kvt_rec *rec(const struct kvt_policy *p, uint32_t i)
 	return kvt_index_rec(p->idx, i);
 }
 
-static bool on_list(const struct kvt_policy *p, uint32_t i)
+static inline struct kvt_plist *list(const struct kvt_policy *p)
 {
-	const struct lru *l = p->state;
-	const struct kvt_rec *r = rec(p, i);
-
-	return r->pprev != KVT_NIL || r->pnext != KVT_NIL || l->head == i;
-}
-
-static void list_unlink(struct kvt_policy *p, uint32_t i)
-{
-	struct lru *l = p->state;
-	struct kvt_rec *r = rec(p, i);
-
-	if (r->pprev != KVT_NIL)
-		rec(p, r->pprev)->pnext = r->pnext;
-	else
-		l->head = r->pnext;
-	if (r->pnext != KVT_NIL)
-		rec(p, r->pnext)->pprev = r->pprev;
-	else
-		l->tail = r->pprev;
-	r->pprev = r->pnext = KVT_NIL;
-}
-
-/* Insert i after `prev` (toward the cold end); prev KVT_NIL = at the head. */
-static void list_insert_after(struct kvt_policy *p, uint32_t prev, uint32_t i)
-{
-	struct lru *l = p->state;
-	struct kvt_rec *r = rec(p, i);
-	uint32_t next = prev == KVT_NIL ? l->head : rec(p, prev)->pnext;
-
-	r->pprev = prev;
-	r->pnext = next;
-	if (prev != KVT_NIL)
-		rec(p, prev)->pnext = i;
-	else
-		l->head = i;
-	if (next != KVT_NIL)
-		rec(p, next)->pprev = i;
-	else
-		l->tail = i;
+	return &((struct lru *)p->state)->list;
 }
 
 static int lru_init(struct kvt_policy *p)
@@ -70,7 +33,7 @@ static int lru_init(struct kvt_policy *p)
 
 	if (!l)
 		return -ENOMEM;
-	l->head = l->tail = KVT_NIL;
+	kvt_plist_init(&l->list);
 	l->tick = 0;
 	p->state = l;
 	return 0;
@@ -87,7 +50,7 @@ static void lru_insert(struct kvt_policy *p, uint32_t i)
 	struct lru *l = p->state;
 
 	rec(p, i)->pval = ++l->tick;
-	list_insert_after(p, KVT_NIL, i);
+	kvt_plist_insert_after(p->idx, &l->list, KVT_NIL, i);
 }
 
 static void lru_touch(struct kvt_policy *p, uint32_t i)
@@ -95,47 +58,28 @@ static void lru_touch(struct kvt_policy *p, uint32_t i)
 	struct lru *l = p->state;
 
 	rec(p, i)->pval = ++l->tick;
-	if (on_list(p, i) && l->head != i) {
-		list_unlink(p, i);
-		list_insert_after(p, KVT_NIL, i);
+	if (kvt_plist_has(p->idx, &l->list, i) && l->list.head != i) {
+		kvt_plist_unlink(p->idx, &l->list, i);
+		kvt_plist_insert_after(p->idx, &l->list, KVT_NIL, i);
 	}
 }
 
 static void lru_remove(struct kvt_policy *p, uint32_t i)
 {
-	if (on_list(p, i))
-		list_unlink(p, i);
+	if (kvt_plist_has(p->idx, list(p), i))
+		kvt_plist_unlink(p->idx, list(p), i);
 }
 
 static uint32_t lru_victim(struct kvt_policy *p)
 {
-	return ((struct lru *)p->state)->tail;
+	return list(p)->tail;
 }
 
 /* ---- tail-lru ----------------------------------------------------------- */
 
-/* Place i by its last use: after the last record (from the cold end) used
- * more recently than it. The list is in order of use, so one used last
- * (back from a read) goes to the head at once, and a cold one is found from
- * the tail in a few steps. */
-static void place_by_use(struct kvt_policy *p, uint32_t i)
-{
-	struct lru *l = p->state;
-	uint64_t use = rec(p, i)->pval;
-	uint32_t cur = l->tail;
-
-	if (l->head != KVT_NIL && rec(p, l->head)->pval <= use) {
-		list_insert_after(p, KVT_NIL, i);
-		return;
-	}
-	while (cur != KVT_NIL && rec(p, cur)->pval < use)
-		cur = rec(p, cur)->pprev;
-	list_insert_after(p, cur, i);
-}
-
 static void lru_restore(struct kvt_policy *p, uint32_t i)
 {
-	place_by_use(p, i);
+	kvt_plist_place_by_use(p->idx, list(p), i, 0);
 }
 
 const struct kvt_policy_ops kvt_policy_lru_ops = {
@@ -157,21 +101,21 @@ static void tail_insert(struct kvt_policy *p, uint32_t i)
 
 	r->pval = ++l->tick;
 	if (r->kids_here == 0)
-		list_insert_after(p, KVT_NIL, i);
+		kvt_plist_insert_after(p->idx, &l->list, KVT_NIL, i);
 }
 
 static void tail_restore(struct kvt_policy *p, uint32_t i)
 {
 	if (rec(p, i)->kids_here == 0)
-		place_by_use(p, i);
+		kvt_plist_place_by_use(p->idx, list(p), i, 0);
 }
 
 static void tail_leaf_changed(struct kvt_policy *p, uint32_t i, bool is_leaf)
 {
-	if (is_leaf && !on_list(p, i))
-		place_by_use(p, i);
-	else if (!is_leaf && on_list(p, i))
-		list_unlink(p, i);
+	if (is_leaf && !kvt_plist_has(p->idx, list(p), i))
+		kvt_plist_place_by_use(p->idx, list(p), i, 0);
+	else if (!is_leaf && kvt_plist_has(p->idx, list(p), i))
+		kvt_plist_unlink(p->idx, list(p), i);
 }
 
 const struct kvt_policy_ops kvt_policy_tail_lru_ops = {
