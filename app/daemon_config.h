@@ -40,6 +40,7 @@ struct kvtd_config {
 	bool gpu;                     /* serve CUDA IPC registrations when a GPU is there */
 	char policy[16];
 	char ssd_admission[16];       /* rule for writes to SSD (store/admission.h) */
+	char ssd_codec[24];           /* encoding of SSD records (tiers/codec.h) */
 	char metrics[64];             /* "HOST:PORT" or "" = off */
 	unsigned workers;
 	unsigned drain_timeout_ms;    /* SIGTERM ends the process within this */

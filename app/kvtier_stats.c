@@ -205,6 +205,13 @@ static void print_table(json_t *root, const char *socket)
 		       num(store, "ssd_copies_dropped"), num(store, "demote_batches"),
 		       num(store, "demote_batches") ?
 		       num(store, "demote_batch_blocks") / num(store, "demote_batches") : 0);
+	if (json_object_get(tiers, "ssd") && num(store, "ssd_compressed_writes"))
+		printf("codec     %.0f written encoded: %s as %s (%.2fx smaller)\n",
+		       num(store, "ssd_compressed_writes"),
+		       bytes_of(store, "ssd_write_raw_bytes", a, sizeof(a)),
+		       bytes_of(store, "ssd_write_stored_bytes", b, sizeof(b)),
+		       num(store, "ssd_write_stored_bytes") ?
+		       num(store, "ssd_write_raw_bytes") / num(store, "ssd_write_stored_bytes") : 0);
 	printf("engine    saved %.0f blocks (%s gathered), loaded %.0f (%s scattered), "
 	       "%.0f load misses\n", num(copies, "save_blocks"),
 	       bytes_of(copies, "gather_bytes", a, sizeof(a)), num(copies, "load_blocks"),

@@ -215,8 +215,9 @@ static void print_summary(const struct kvtd_config *cfg, const struct kvt_server
 	       cfg->huge_pages ? ", huge pages when available" : "",
 	       cfg->prefault ? ", prefaulting in the background" : "", cfg->policy);
 	if (cfg->ssd_bytes)
-		printf("  ssd       %s under %s, admission %s\n", kvt_fmt_bytes(cfg->ssd_bytes, b, sizeof(b)),
-		       ssd_dir, cfg->ssd_admission);
+		printf("  ssd       %s under %s, admission %s, codec %s\n",
+		       kvt_fmt_bytes(cfg->ssd_bytes, b, sizeof(b)), ssd_dir, cfg->ssd_admission,
+		       cfg->ssd_codec);
 	else
 		printf("  ssd       off\n");
 	if (gpu) {
@@ -303,6 +304,7 @@ int main(int argc, char **argv)
 	sopts.dram_huge_pages = cfg.huge_pages;
 	sopts.policy = cfg.policy;
 	sopts.ssd_admission = cfg.ssd_admission;
+	sopts.ssd_codec = cfg.ssd_codec;
 	snprintf(ssd_dir, sizeof(ssd_dir), "%s/ssd", cfg.data_dir);
 	if (cfg.ssd_bytes) {
 		sopts.ssd_dir = ssd_dir;

@@ -46,13 +46,14 @@ int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out)
 	const struct kvt_policy_ops *policy;
 	const struct kvt_admission_ops *admission;
 	struct kvt_store *s;
-	int err;
+	int codec, err;
 
 	if (!out || kvt_opts_load(&o, sizeof(o), opts) || o.dram_bytes == 0)
 		return -EINVAL;
 	policy = kvt_policy_find(o.policy ? o.policy : "tail-lru");
 	admission = kvt_admission_find(o.ssd_admission ? o.ssd_admission : "always");
-	if (!policy || !admission)
+	codec = kvt_codec_parse(o.ssd_codec ? o.ssd_codec : "raw");
+	if (!policy || !admission || codec < 0 || o.ssd_codec_min_ratio < 0)
 		return -EINVAL;
 	s = calloc(1, sizeof(*s));
 	if (!s)
@@ -61,6 +62,7 @@ int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out)
 	s->opts.ssd_dir = NULL; /* not kept: the caller owns the string */
 	s->opts.policy = policy->name;
 	s->opts.ssd_admission = admission->name;
+	s->opts.ssd_codec = kvt_codec_name((enum kvt_codec_id)codec);
 
 	err = kvt_store_open_mem(&o, &s->mem);
 	if (err)
@@ -256,6 +258,12 @@ int kvt_ns_attach(struct kvt_store *s, const struct kvt_ns_desc *desc, struct kv
 	ns->block_bytes = bytes;
 	ns->salt = salt;
 	kvt_codec_cfg_init(&ns->codec);
+	/* the store's codec, where there is a tier to write to */
+	if (kvt_tiering_has(s, KVT_TIER_CAP_DEMOTE)) {
+		ns->codec.id = (enum kvt_codec_id)kvt_codec_parse(s->opts.ssd_codec);
+		if (s->opts.ssd_codec_min_ratio > 0)
+			ns->codec.min_ratio = s->opts.ssd_codec_min_ratio;
+	}
 	s->ns[ns->id - 1] = ns;
 	s->live_ns++;
 	kvt_tiering_import(s, ns);

@@ -125,6 +125,9 @@ static void op_stats(struct kvt_storage_tier *t, struct kvt_store_stats *st)
 		.quarantined = ss.quarantined, .foreign = ss.foreign, .scanned = ss.recovery_scanned,
 		.open_ms = ss.open_ns / 1000000, .tombstones = ss.tombstones, .probes = ss.probes,
 		.resumed = ss.resumed };
+	st->ssd_compressed_writes = ss.compressed_writes;
+	st->ssd_write_raw_bytes = ss.write_raw_bytes;
+	st->ssd_write_stored_bytes = ss.write_stored_bytes;
 }
 
 static void op_close(struct kvt_storage_tier *t)

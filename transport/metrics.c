@@ -173,6 +173,12 @@ char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
 	json_object_set_new(store, "demote_batches", json_integer((json_int_t)st.demote_batches));
 	json_object_set_new(store, "demote_batch_blocks",
 			    json_integer((json_int_t)st.demote_batch_blocks));
+	json_object_set_new(store, "ssd_compressed_writes",
+			    json_integer((json_int_t)st.ssd_compressed_writes));
+	json_object_set_new(store, "ssd_write_raw_bytes",
+			    json_integer((json_int_t)st.ssd_write_raw_bytes));
+	json_object_set_new(store, "ssd_write_stored_bytes",
+			    json_integer((json_int_t)st.ssd_write_stored_bytes));
 	json_object_set_new(root, "store", store);
 
 	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
@@ -380,6 +386,15 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 		one(&b, "kvtier_demote_batch_blocks_total", "counter",
 		    "Blocks those batches carried (divided by the batches: the mean batch).",
 		    st.demote_batch_blocks);
+		one(&b, "kvtier_ssd_compressed_writes_total", "counter",
+		    "SSD records written encoded by the codec (the others raw).",
+		    st.ssd_compressed_writes);
+		help(&b, "kvtier_ssd_write_bytes_total", "counter",
+		     "Bytes of the SSD records written: raw (the blocks) and stored (encoded).");
+		kvt_textbuf_printf(&b, "kvtier_ssd_write_bytes_total{kind=\"raw\"} %llu\n"
+			"kvtier_ssd_write_bytes_total{kind=\"stored\"} %llu\n",
+			(unsigned long long)st.ssd_write_raw_bytes,
+			(unsigned long long)st.ssd_write_stored_bytes);
 		help(&b, "kvtier_ssd_recovery_records", "gauge",
 		     "What the SSD tier's last open found, by kind.");
 		kvt_textbuf_printf(&b, "kvtier_ssd_recovery_records{kind=\"recovered\"} %llu\n"

@@ -56,14 +56,20 @@ struct kvt_store_opts {
 	                            * (blocks used at least twice), "useful"
 	                            * (blocks of a class the SSD tier reads back);
 	                            * no effect without an SSD tier */
+	const char *ssd_codec;    /* how every namespace's blocks are encoded on
+	                           * the SSD tier until kvt_ns_set_ssd_codec says
+	                           * otherwise: a name kvt_ns_set_ssd_codec takes;
+	                           * NULL = "raw" */
+	double ssd_codec_min_ratio; /* with ssd_codec: a block that shrinks less
+	                             * than this is stored raw; 0 = 1.1 */
 };
 
 /* Fill opts with the defaults as far as size_bytes (sizeof(*opts) for a
  * caller of this version) reaches; see "Versioned structs" in types.h. */
 void kvt_store_opts_init(struct kvt_store_opts *opts, size_t size_bytes);
 
-/* Open a store. Returns 0 and *out, or -EINVAL (bad opts, an unknown policy
- * or ssd_admission among them), -ENOMEM (the DRAM region cannot be mapped),
+/* Open a store. Returns 0 and *out, or -EINVAL (bad opts, an unknown policy,
+ * ssd_admission or ssd_codec among them), -ENOMEM (the DRAM region cannot be mapped),
  * -EBUSY (another store has ssd_dir open), or the I/O error of the SSD
  * directory. Blocks found in ssd_dir join the index as their namespace
  * attaches. */
@@ -346,6 +352,11 @@ struct kvt_store_stats {
 	 * fdatasync per segment it touches), and the blocks they carried. */
 	uint64_t demote_batches;
 	uint64_t demote_batch_blocks;
+	/* SSD records written encoded by a codec (kvt_store_opts.ssd_codec,
+	 * kvt_ns_set_ssd_codec), and the bytes of all records written, before
+	 * and after encoding: the codec's ratio is raw / stored. */
+	uint64_t ssd_compressed_writes;
+	uint64_t ssd_write_raw_bytes, ssd_write_stored_bytes;
 };
 
 /* Snapshot of the counters, as far as stats->size (set by the caller)

@@ -88,7 +88,7 @@ static void help_documents_every_option(void **state)
 	static const char *const opts[] = {
 		"--config", "--socket", "--socket-mode", "--socket-group", "--allow-uid",
 		"--data-dir", "--dram", "--ssd", "--no-huge-pages", "--no-prefault", "--policy",
-		"--ssd-admission", "--metrics", "--workers", "--drain-timeout", "--hello-timeout",
+		"--ssd-admission", "--ssd-codec", "--metrics", "--workers", "--drain-timeout", "--hello-timeout",
 		"--max-conns-per-uid", "--max-ns-per-tenant", "--tenant", "--log-level",
 		"--print-config", "--help", "--cluster", "--node-id", "--peer-listen",
 		"--cluster-secret-file", "--rdma-device", "--peer-timeout", "CLUSTER",
@@ -135,7 +135,7 @@ static void file_then_command_line(void **state)
 	snprintf(ini, sizeof(ini), "%s/a.ini", dir);
 	write_file(ini, "; a comment\n[kvtierd]\nsocket = /tmp/from-file.sock\ndram = 3G\n"
 			"ssd = 0\nworkers = 7\nmetrics = off\nlog_level = warn\nallow_uids = 1000, 1001\n"
-			"ssd_admission = useful\n"
+			"ssd_admission = useful\nssd_codec = shuf16-zstd\n"
 			"\n[tenant alice]\ntoken = tok\nsalt = shared\nmodels = Qwen/*\n\n"
 			"[tenant bob]\ntoken = tok-b\n");
 	snprintf(args, sizeof(args), "--config %s --dram 5G --workers 2 --drain-timeout 2.5 "
@@ -146,6 +146,7 @@ static void file_then_command_line(void **state)
 	assert_non_null(strstr(out, "dram = 5G"));
 	assert_non_null(strstr(out, "workers = 2"));
 	assert_non_null(strstr(out, "ssd_admission = useful\n"));
+	assert_non_null(strstr(out, "ssd_codec = shuf16-zstd\n"));
 	assert_non_null(strstr(out, "drain_timeout = 2500ms"));
 	assert_non_null(strstr(out, "metrics = off"));
 	assert_non_null(strstr(out, "log_level = warn"));
@@ -207,6 +208,7 @@ static void defaults_without_a_file(void **state)
 	assert_non_null(strstr(out, "metrics = 127.0.0.1:9464"));
 	assert_non_null(strstr(out, "drain_timeout = 30000ms"));
 	assert_non_null(strstr(out, "ssd_admission = always\n"));
+	assert_non_null(strstr(out, "ssd_codec = raw\n"));
 	assert_non_null(strstr(out, "[tenant default]"));
 	free(out);
 }
@@ -352,6 +354,7 @@ static void usage_errors_name_the_option_and_what_it_takes(void **state)
 	static const struct { const char *args, *names, *accepts; } cases[] = {
 		{ "--policy nope", "--policy", "tail-lru" },
 		{ "--ssd-admission all", "--ssd-admission", "always, reused, useful" },
+		{ "--ssd-codec zstd", "--ssd-codec", "shuf16-zstd" },
 		{ "--ssd 1K", "--ssd", "4 MiB" },
 		{ "--ssd 100T", "--ssd", "free" },
 		{ "--metrics 127.0.0.1:99999", "--metrics", "65535" },

@@ -37,6 +37,7 @@ struct fixture {
 	uint64_t segment_bytes;      /* 0: 1 MiB */
 	uint64_t dram_bytes;         /* 0: DRAM_BYTES */
 	double high, low;            /* DRAM watermarks; 0: the defaults */
+	const char *codec;           /* the store's SSD codec; NULL: raw */
 	struct loopfs *loop; /* torn down after the store, even on failure */
 };
 
@@ -83,6 +84,7 @@ static void open_store_ns(struct fixture *f, bool with_ns)
 	if (f->low)
 		o.dram_low_watermark = f->low;
 	o.ssd_force_threads = force_threads;
+	o.ssd_codec = f->codec;
 	assert_int_equal(kvt_store_open(&o, &f->store), 0);
 	f->ns = with_ns ? attach(f, "test/ssd-model") : NULL;
 }
@@ -236,6 +238,65 @@ static void compressed_namespace_round_trips(void **state)
 		if (n % 3)
 			for (size_t j = 1; j < BLOCK; j += 2)
 				want[j] = (char)(0x3f + (j / 2) % 3);
+		assert_memory_equal(buf, want, BLOCK);
+	}
+	free(want);
+	free(buf);
+}
+
+/* The store's codec (kvt_store_opts.ssd_codec, what kvtierd --ssd-codec
+ * sets) encodes the SSD records of every namespace attached, and the stats
+ * count them; an unknown one is refused at open. */
+static void store_codec_encodes_every_namespace(void **state)
+{
+	struct fixture *f = *state;
+	struct kvt_store_opts o;
+	struct kvt_store *bad = NULL;
+	struct kvt_store_stats st = { .size = sizeof(st) };
+	char *buf = malloc(BLOCK), *want = malloc(BLOCK);
+	struct kvt_ns *ns[2];
+	uint64_t on_ssd = 0;
+
+	kvt_store_opts_init(&o, sizeof(o));
+	o.dram_bytes = DRAM_BYTES;
+	o.ssd_codec = "zstd";
+	assert_int_equal(kvt_store_open(&o, &bad), -EINVAL);
+	f->codec = "shuf16-zstd";
+	open_store(f);
+	ns[0] = f->ns;
+	ns[1] = attach(f, "test/ssd-model-2");
+	for (uint32_t n = 0; n < 60; n++) {
+		struct kvt_key k = key_n(n);
+
+		/* bf16-like: the high bytes take three values */
+		kvt_test_fill(buf, BLOCK, seed + n);
+		for (size_t j = 1; j < BLOCK; j += 2)
+			buf[j] = (char)(0x3f + (j / 2) % 3);
+		assert_int_equal(kvt_put(ns[n % 2], &k, NULL, buf, BLOCK), 0);
+	}
+	settle(f, 60);
+	for (uint32_t n = 0; n < 60; n++) {
+		struct kvt_key k = key_n(n);
+		uint8_t tier = KVT_TIER_NONE;
+
+		assert_int_equal(kvt_lookup(ns[n % 2], &k, 1, &tier), 1);
+		on_ssd += tier == KVT_TIER_SSD;
+	}
+	assert_int_equal(kvt_store_stats(f->store, &st), 0);
+	assert_true(on_ssd >= 60 - DRAM_BYTES / BLOCK);
+	assert_true(st.ssd_compressed_writes >= on_ssd);
+	assert_int_equal(st.ssd_write_raw_bytes, st.ssd_compressed_writes * BLOCK);
+	if (st.ssd_write_stored_bytes * 5 > st.ssd_write_raw_bytes * 4)
+		fail_msg("%llu bytes stored as %llu: not 1.25x smaller",
+			 (unsigned long long)st.ssd_write_raw_bytes,
+			 (unsigned long long)st.ssd_write_stored_bytes);
+	for (uint32_t n = 0; n < 60; n++) {
+		struct kvt_key k = key_n(n);
+
+		assert_int_equal(kvt_get(ns[n % 2], &k, buf, BLOCK), 0);
+		kvt_test_fill(want, BLOCK, seed + n);
+		for (size_t j = 1; j < BLOCK; j += 2)
+			want[j] = (char)(0x3f + (j / 2) % 3);
 		assert_memory_equal(buf, want, BLOCK);
 	}
 	free(want);
@@ -1010,6 +1071,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(dram_overflow_demotes_and_get_promotes, setup, teardown),
 		cmocka_unit_test_setup_teardown(compressed_namespace_round_trips, setup, teardown),
+		cmocka_unit_test_setup_teardown(store_codec_encodes_every_namespace, setup, teardown),
 		cmocka_unit_test_setup_teardown(reopen_rebuilds_the_index_from_the_log, setup, teardown),
 		cmocka_unit_test_setup_teardown(full_ssd_tier_evicts, setup, teardown),
 		cmocka_unit_test_setup_teardown(demotion_stops_at_the_low_watermark, setup, teardown),
