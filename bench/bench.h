@@ -50,6 +50,17 @@ uint64_t kvt_bench_huge_free(void);
  * refused, as fio's malloc'd buffers have none). NULL on failure; munmap. */
 void *kvt_bench_region(size_t len, bool huge);
 
+/* A standard normal value from the xorshift state *rng (Box-Muller). */
+double kvt_bench_rand_normal(uint64_t *rng);
+
+/* f rounded to bfloat16 (to nearest, ties to even). */
+uint16_t kvt_bench_bf16(float f);
+
+/* v[0..n) = bf16 values of a standard normal: what K/V of one scale look
+ * like to a codec (the bytes of the sign and exponent repeat, the mantissa
+ * bytes are noise). */
+void kvt_bench_fill_bf16_normal(uint16_t *v, size_t n, uint64_t *rng);
+
 /* One fio job: io_uring, O_DIRECT, fixed buffers, registered files. */
 struct kvt_bench_fio_job {
 	const char *file;

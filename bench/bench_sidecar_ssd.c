@@ -36,6 +36,7 @@
 struct e2e_args {
 	const char *dir;
 	const char *kvtierd;
+	const char *codec; /* kvtierd --ssd-codec; NULL: raw */
 	uint64_t dram, ws;
 	uint32_t layers, xfer, workers;
 	int reps;
@@ -46,6 +47,7 @@ struct e2e_args {
 struct e2e_rep {
 	double save_gbps, load_gbps, fio_read_gbps, fio_write_gbps, fio_write_sync_gbps;
 	double load_rest_gbps;    /* the LOADs after the first */
+	double ssd_ratio;         /* bytes written to SSD raw / stored (the codec) */
 	uint64_t blocks_from_ssd;
 };
 
@@ -68,6 +70,9 @@ static void usage(FILE *f)
 "                     head_dim 128, bf16, 16 tokens): default 32, 2 MiB blocks\n"
 "  --xfer-blocks N    blocks per SAVE and LOAD request (default 32)\n"
 "  --workers N        the daemon's copy threads (default 4)\n"
+"  --ssd-codec CODEC  the daemon's SSD codec (kvtierd --ssd-codec); the\n"
+"                     engine's K/V are then bf16 values of a normal, which\n"
+"                     codecs for bf16 shrink, instead of bytes none does\n"
 "  --reps N           repetitions, each with a fresh daemon (default 3)\n"
 "  --pages KIND       huge (the daemon's DRAM tier and fio's buffers in\n"
 "                     explicit huge pages), 4k (both in 4 KiB pages), auto\n"
@@ -82,7 +87,8 @@ static void usage(FILE *f)
 "group commit), load_vs_fio, save_vs_fio, save_vs_fio_sync, load_rest_gbps\n"
 "and load_rest_vs_fio (the LOADs after the first, which runs while the daemon\n"
 "still writes back what the SAVEs left in DRAM), blocks_from_ssd, and runs[]\n"
-"per repetition. GB = 1e9 B. Targets: LOAD >= 0.8x fio read,\n"
+"per repetition; ssd_stored_ratio (bytes written to SSD before / after the\n"
+"codec, from the daemon's STATS). GB = 1e9 B. Targets: LOAD >= 0.8x fio read,\n"
 "SAVE >= 0.7x fio write.\n");
 }
 
@@ -95,7 +101,7 @@ static int parse_args(int argc, char **argv, struct e2e_args *a)
 		{ "workers", required_argument, NULL, 'w' }, { "reps", required_argument, NULL, 'r' },
 		{ "pages", required_argument, NULL, 'p' }, { "kvtierd", required_argument, NULL, 'k' },
 		{ "json", no_argument, NULL, 'j' }, { "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		{ "ssd-codec", required_argument, NULL, 'c' }, { NULL, 0, NULL, 0 },
 	};
 	int opt;
 
@@ -132,6 +138,7 @@ static int parse_args(int argc, char **argv, struct e2e_args *a)
 				return -EINVAL;
 			break;
 		case 'k': a->kvtierd = optarg; break;
+		case 'c': a->codec = optarg; break;
 		case 'j': a->json = true; break;
 		case 'h': usage(stdout); exit(0);
 		default: return -EINVAL;
@@ -212,6 +219,10 @@ static int daemon_start(struct daemon *d, const char *bin, const char *top,
 	argv[n++] = "--no-gpu";
 	if (!huge)
 		argv[n++] = "--no-huge-pages";
+	if (a->codec) {
+		argv[n++] = "--ssd-codec";
+		argv[n++] = a->codec;
+	}
 	argv[n] = NULL;
 
 	d->pid = fork();
@@ -273,7 +284,8 @@ struct engine {
 	uint32_t pages, layers;
 };
 
-static int engine_open(struct engine *e, const char *socket, uint32_t layers, uint32_t pages)
+static int engine_open(struct engine *e, const char *socket, uint32_t layers, uint32_t pages,
+		       bool bf16)
 {
 	struct kvt_client_opts o;
 	struct kvt_client_region r = { .size = sizeof(r) };
@@ -306,8 +318,14 @@ static int engine_open(struct engine *e, const char *socket, uint32_t layers, ui
 	e->fd = kvt_client_memfd_create("bench-e2e", e->bytes, (void **)&e->kv);
 	if (e->fd < 0)
 		return e->fd;
-	for (uint64_t i = 0; i < e->bytes / 8; i++) /* no codec would shrink it */
-		((uint64_t *)e->kv)[i] = (i + 1) * 0x9e3779b97f4a7c15ULL;
+	if (bf16) {
+		uint64_t rng = 0x9e3779b97f4a7c15ULL;
+
+		kvt_bench_fill_bf16_normal((uint16_t *)(void *)e->kv, e->bytes / 2, &rng);
+	} else {
+		for (uint64_t i = 0; i < e->bytes / 8; i++) /* no codec would shrink it */
+			((uint64_t *)e->kv)[i] = (i + 1) * 0x9e3779b97f4a7c15ULL;
+	}
 	r.memfd = e->fd;
 	r.bytes = e->bytes;
 	r.layers = layers;
@@ -343,6 +361,24 @@ static bool page_equal(const struct engine *e, uint32_t got, uint32_t want)
 	return true;
 }
 
+/* Bytes the daemon wrote to SSD before / after its codec (0: none written). */
+static double stored_ratio(struct kvt_client *c)
+{
+	char *text = NULL;
+	json_t *root, *store;
+	double raw = 0, stored = 0;
+
+	if (kvt_client_stats(c, &text))
+		return 0;
+	root = json_loads(text, 0, NULL);
+	free(text);
+	store = json_object_get(root, "store");
+	raw = json_number_value(json_object_get(store, "ssd_write_raw_bytes"));
+	stored = json_number_value(json_object_get(store, "ssd_write_stored_bytes"));
+	json_decref(root);
+	return stored > 0 ? raw / stored : 0;
+}
+
 /* One repetition's kvtierd side: save the working set, then load back what
  * went down to SSD, checking the bytes of every loaded block (outside the
  * timing). */
@@ -363,7 +399,7 @@ static int run_daemon(const struct e2e_args *a, const char *bin, const char *top
 	err = daemon_start(&d, bin, top, a, huge);
 	if (err)
 		goto out;
-	err = engine_open(&e, d.socket, a->layers, 2 * x);
+	err = engine_open(&e, d.socket, a->layers, 2 * x, a->codec != NULL);
 	if (err)
 		goto out;
 	block = e.ns.block_bytes;
@@ -454,6 +490,8 @@ static int run_daemon(const struct e2e_args *a, const char *bin, const char *top
 		out->load_gbps = (double)(k * block) / (double)busy;
 	if (!err && k > first_blocks)
 		out->load_rest_gbps = (double)((k - first_blocks) * block) / (double)(busy - first_ns);
+	if (!err)
+		out->ssd_ratio = stored_ratio(e.c);
 out:
 	if (err)
 		fprintf(stderr, "kvtier-bench: sidecar --tier ssd: %s (daemon log: %s)\n",
@@ -514,7 +552,7 @@ int kvt_bench_sidecar_ssd_main(int argc, char **argv)
 {
 	struct e2e_args a;
 	struct e2e_rep reps[MAX_REPS] = { 0 };
-	double v[10][MAX_REPS];
+	double v[11][MAX_REPS];
 	char bin[PATH_MAX + 32], top[4096];
 	uint64_t block, fio_bytes;
 	bool huge;
@@ -570,27 +608,29 @@ int kvt_bench_sidecar_ssd_main(int argc, char **argv)
 		v[7][i] = r->fio_write_sync_gbps > 0 ? r->save_gbps / r->fio_write_sync_gbps : 0;
 		v[8][i] = r->load_rest_gbps;
 		v[9][i] = r->fio_read_gbps > 0 ? r->load_rest_gbps / r->fio_read_gbps : 0;
+		v[10][i] = r->ssd_ratio;
 	}
 	if (a.json) {
 		json_t *root = json_object(), *runs = json_array();
-		static const char *const names[10] = {
+		static const char *const names[11] = {
 			"save_gbps", "load_gbps", "fio_read_gbps", "fio_write_gbps",
 			"fio_write_sync_gbps", "load_vs_fio", "save_vs_fio", "save_vs_fio_sync",
-			"load_rest_gbps", "load_rest_vs_fio" };
+			"load_rest_gbps", "load_rest_vs_fio", "ssd_stored_ratio" };
 
 		for (int i = 0; i < a.reps; i++) {
 			json_t *r = json_object();
 
-			for (int f = 0; f < 10; f++)
+			for (int f = 0; f < 11; f++)
 				json_object_set_new(r, names[f], json_real(v[f][i]));
 			json_object_set_new(r, "blocks_from_ssd",
 					    json_integer((json_int_t)reps[i].blocks_from_ssd));
 			json_array_append_new(runs, r);
 		}
 		json_object_set_new(root, "bench", json_string("sidecar-ssd"));
-		for (int f = 0; f < 10; f++)
+		for (int f = 0; f < 11; f++)
 			json_object_set_new(root, names[f],
 					    json_real(kvt_bench_median(v[f], (size_t)a.reps)));
+		json_object_set_new(root, "ssd_codec", json_string(a.codec ? a.codec : "raw"));
 		json_object_set_new(root, "blocks_from_ssd",
 				    json_integer((json_int_t)reps[0].blocks_from_ssd));
 		json_object_set_new(root, "block_bytes", json_integer((json_int_t)block));
@@ -621,6 +661,9 @@ int kvt_bench_sidecar_ssd_main(int argc, char **argv)
 	       kvt_bench_median(v[2], (size_t)a.reps), kvt_bench_median(v[3], (size_t)a.reps),
 	       kvt_bench_median(v[4], (size_t)a.reps), kvt_bench_median(v[5], (size_t)a.reps),
 	       kvt_bench_median(v[6], (size_t)a.reps), kvt_bench_median(v[7], (size_t)a.reps));
+	if (a.codec)
+		printf("ssd codec %s: %.2fx fewer bytes written to SSD (median)\n", a.codec,
+		       kvt_bench_median(v[10], (size_t)a.reps));
 	printf("targets: load/fio >= 0.8, save/fio >= 0.7\n");
 	return 0;
 }

@@ -333,27 +333,12 @@ static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 
 static double rand_normal(void)
 {
-	double u1, u2;
-
-	rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
-	u1 = ((double)((rng * 0x2545F4914F6CDD1DULL) >> 11) + 1.0) / 9007199254740993.0;
-	rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
-	u2 = (double)((rng * 0x2545F4914F6CDD1DULL) >> 11) / 9007199254740992.0;
-	return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
-}
-
-static uint16_t bf16(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, 4);
-	return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+	return kvt_bench_rand_normal(&rng);
 }
 
 static void fill_normal(uint16_t *v, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		v[i] = bf16((float)rand_normal());
+	kvt_bench_fill_bf16_normal(v, n, &rng);
 }
 
 /* c[m][n] = a[m][k] . b[k][n], row by row so that the inner loop runs along
@@ -430,9 +415,9 @@ static size_t attention_pass(uint16_t *out, size_t n)
 		}
 		/* the KV cache of this layer: K then V, bf16 */
 		for (int i = 0; i < T * H && w < n; i++)
-			out[w++] = bf16(k[i]);
+			out[w++] = kvt_bench_bf16(k[i]);
 		for (int i = 0; i < T * H && w < n; i++)
-			out[w++] = bf16(v[i]);
+			out[w++] = kvt_bench_bf16(v[i]);
 		matmul(o, wo, xo, T, H, D);
 		for (int i = 0; i < T * D; i++)
 			x[i] += xo[i];

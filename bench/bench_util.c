@@ -1,6 +1,7 @@
 #include "bench/bench.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,4 +57,29 @@ void kvt_bench_free(void *buf, size_t len)
 {
 	if (buf)
 		munmap(buf, len);
+}
+
+double kvt_bench_rand_normal(uint64_t *rng)
+{
+	double u1, u2;
+
+	*rng ^= *rng >> 12, *rng ^= *rng << 25, *rng ^= *rng >> 27;
+	u1 = ((double)((*rng * 0x2545F4914F6CDD1DULL) >> 11) + 1.0) / 9007199254740993.0;
+	*rng ^= *rng >> 12, *rng ^= *rng << 25, *rng ^= *rng >> 27;
+	u2 = (double)((*rng * 0x2545F4914F6CDD1DULL) >> 11) / 9007199254740992.0;
+	return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+
+uint16_t kvt_bench_bf16(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+void kvt_bench_fill_bf16_normal(uint16_t *v, size_t n, uint64_t *rng)
+{
+	for (size_t i = 0; i < n; i++)
+		v[i] = kvt_bench_bf16((float)kvt_bench_rand_normal(rng));
 }
