@@ -262,6 +262,89 @@ static void useful_keeps_room_for_blocks_likelier_to_come_back(void **state)
 	kvt_catalog_fini(&cat);
 }
 
+/* An inner block of reuse class cls (a block stored under it, gone again)
+ * through the rule into SSD: when admitted, moved there, read there when
+ * `read`, and dropped unless `stays`. Returns whether it was admitted;
+ * *was_sampled says whether the rule sampled it. */
+static bool class_block(struct kvt_catalog *cat, uint32_t *next, unsigned cls, bool read,
+			bool stays, bool *was_sampled)
+{
+	uint32_t id = (*next)++, i = add(cat, id), kid = cat_add(cat, (*next)++, id, 1);
+	bool in;
+
+	kvt_index_rec(cat->idx, i)->reuse_class = (uint8_t)cls;
+	kvt_catalog_drop(cat, kid);
+	*was_sampled = sampled(cat, i);
+	in = kvt_catalog_admit(cat, i, KVT_TIER_SSD);
+	if (in) {
+		kvt_catalog_move(cat, i, KVT_TIER_SSD);
+		if (read)
+			kvt_catalog_touch(cat, i);
+	}
+	if (!in || !stays)
+		kvt_catalog_drop(cat, i);
+	return in;
+}
+
+/* n rounds of one block of class 3, read back from SSD, and one of class
+ * 9, never read; they stay in SSD when `stay`. Counts, per class, the
+ * unsampled blocks and those of them refused. */
+static void warm_and_cold(struct kvt_catalog *cat, uint32_t *next, int n, bool stay,
+			  int unsampled[2], int refused[2])
+{
+	static const unsigned cls[2] = { 3, 9 };
+
+	memset(unsampled, 0, 2 * sizeof(int));
+	memset(refused, 0, 2 * sizeof(int));
+	for (int k = 0; k < n; k++)
+		for (int w = 0; w < 2; w++) {
+			bool s, in = class_block(cat, next, cls[w], w == 0, stay, &s);
+
+			if (!in)
+				assert_false(s);
+			unsampled[w] += !s;
+			refused[w] += !in;
+		}
+}
+
+static void useful_tells_a_cold_reuse_class_from_a_warm_one(void **state)
+{
+	struct kvt_catalog cat;
+	uint32_t next = 1;
+	int unsampled[2], refused[2];
+
+	assert_int_equal(kvt_catalog_init(&cat, kvt_policy_find("lru"), 1024), 0);
+	assert_int_equal(kvt_catalog_set_admission(&cat, kvt_admission_find("useful"),
+						   KVT_TIER_SSD), 0);
+	/* half the inner blocks are read back: blocks without a class would
+	 * all be admitted; the class of those never read is refused, the
+	 * other admitted */
+	warm_and_cold(&cat, &next, 2000, false, unsampled, refused);
+	warm_and_cold(&cat, &next, 2000, false, unsampled, refused);
+	assert_int_equal(refused[0], 0);
+	assert_int_equal(refused[1], unsampled[1]);
+	kvt_catalog_fini(&cat);
+}
+
+static void useful_judges_hinted_blocks_that_stay_in_the_tier(void **state)
+{
+	struct kvt_catalog cat;
+	uint32_t next = 1;
+	int unsampled[2], refused[2];
+
+	assert_int_equal(kvt_catalog_init(&cat, kvt_policy_find("lru"), 1024), 0);
+	assert_int_equal(kvt_catalog_set_admission(&cat, kvt_admission_find("useful"),
+						   KVT_TIER_SSD), 0);
+	/* an SSD that lets nothing go: what a sampled block did is known once
+	 * half as many blocks as the tier holds were admitted after it, and
+	 * the class never read is refused then */
+	warm_and_cold(&cat, &next, 4000, true, unsampled, refused);
+	warm_and_cold(&cat, &next, 1000, true, unsampled, refused);
+	assert_int_equal(refused[0], 0);
+	assert_int_equal(refused[1], unsampled[1]);
+	kvt_catalog_fini(&cat);
+}
+
 /* A small DRAM + SSD cascade through the catalog, as the trace replay
  * runs one: requests walk chains of blocks (a shared document prefix, then
  * blocks of their own), a block found is used, one missing is stored under
@@ -393,6 +476,8 @@ int main(void)
 		cmocka_unit_test(useful_refuses_the_blocks_under_one_it_refused),
 		cmocka_unit_test(useful_keeps_room_for_blocks_likelier_to_come_back),
 		cmocka_unit_test(useful_decides_hintless_blocks_as_before),
+		cmocka_unit_test(useful_tells_a_cold_reuse_class_from_a_warm_one),
+		cmocka_unit_test(useful_judges_hinted_blocks_that_stay_in_the_tier),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
