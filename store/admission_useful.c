@@ -52,8 +52,12 @@
 
 /* More bits of the per-record byte, beside KVT_REUSED: sampled when
  * admitted, read since, an end then; whether a block was ever stored under
- * it, and whether the rule refused its parent. */
-enum { SAMPLED = 2, READ = 4, WAS_END = 8, HAD_CHILD = 16, PARENT_REFUSED = 32, JUDGED = 64 };
+ * it, and whether the rule refused its parent; judged (a sampled block of
+ * a reuse class); admitted and not left the tier since. */
+enum {
+	SAMPLED = 2, READ = 4, WAS_END = 8, HAD_CHILD = 16, PARENT_REFUSED = 32, JUDGED = 64,
+	ADMITTED = 128
+};
 
 enum { INNER, END, CLASSES };
 
@@ -83,7 +87,8 @@ struct useful {
 	struct kvt_ghost gone;      /* the blocks that left the tier last */
 	double left, back;          /* weighted: blocks that left; of them,
 	                             * stored again while gone remembered them */
-	uint64_t in_tier;           /* admitted and not left: gone's size */
+	uint64_t in_tier;           /* admitted and not left (each once, by
+	                             * ADMITTED): gone's size */
 };
 
 static int useful_init(struct kvt_admission *a)
@@ -126,8 +131,12 @@ static void useful_stored(struct kvt_admission *a, uint32_t i)
 	unsigned tag;
 	uint64_t age;
 	const struct kvt_rec *r = kvt_index_rec(a->idx, i);
-	uint8_t *pb;
+	uint8_t *pb = kvt_reuse_bits(&s->reuse, i);
 
+	/* admitted, then dropped before it reached the tier: the record
+	 * number is taken again */
+	if (pb && (*pb & ADMITTED) && s->in_tier)
+		s->in_tier--;
 	kvt_reuse_stored(&s->reuse, a, i);
 	if (r->parent != KVT_NIL && (pb = kvt_reuse_bits(&s->reuse, r->parent)))
 		*pb |= HAD_CHILD;
@@ -244,6 +253,10 @@ static bool useful_admit(struct kvt_admission *a, uint32_t i)
 		return true; /* out of memory: admit, as with no rule */
 	if (*b & PARENT_REFUSED)
 		goto refuse; /* its prefix is stored nowhere */
+	/* asked again while it stays (its write failed, or it was let
+	 * through before): the same answer, counted once */
+	if (*b & ADMITTED)
+		return true;
 	if (*b & KVT_REUSED)
 		goto admit;
 	c = *b & HAD_CHILD ? INNER : END;
@@ -258,12 +271,16 @@ static bool useful_admit(struct kvt_admission *a, uint32_t i)
 	if (m->written < MIN_SAMPLES ? c != END : reads(m, rc) >= bar(s) * m->written)
 		goto admit;
 refuse:
+	if ((*b & ADMITTED) && s->in_tier)
+		s->in_tier--; /* admitted before its parent was refused */
+	*b &= (uint8_t)~ADMITTED;
 	kvt_reuse_refuse(&s->reuse, a, i);
 	for (uint32_t k = r->first_child; k != KVT_NIL; k = kvt_index_rec(a->idx, k)->next_sibling)
 		if ((b = kvt_reuse_bits(&s->reuse, k)))
 			*b |= PARENT_REFUSED;
 	return false;
 admit:
+	*b |= ADMITTED;
 	s->in_tier++;
 	s->seq++;
 	return true;
@@ -275,8 +292,11 @@ static void useful_left(struct kvt_admission *a, uint32_t i)
 	uint8_t *b = kvt_reuse_bits(&s->reuse, i);
 	int c;
 
-	if (s->in_tier)
+	/* counted when admitted (a block found in the tier at start was not) */
+	if (s->in_tier && (!b || (*b & ADMITTED)))
 		s->in_tier--;
+	if (b)
+		*b &= (uint8_t)~ADMITTED;
 	if (s->gone.cap < s->in_tier)
 		(void)kvt_ghost_resize(&s->gone, s->gone.cap * 2); /* -ENOMEM: smaller */
 	kvt_ghost_add(&s->gone, kvt_ghost_hash(kvt_index_rec(a->idx, i)), 0);

@@ -345,6 +345,44 @@ static void useful_judges_hinted_blocks_that_stay_in_the_tier(void **state)
 	kvt_catalog_fini(&cat);
 }
 
+static void useful_counts_a_block_asked_again_once(void **state)
+{
+	struct kvt_catalog cat;
+	uint32_t next = 1, x, first;
+	int refused = 0, unsampled = 0;
+
+	assert_int_equal(kvt_catalog_init(&cat, kvt_policy_find("lru"), 1024), 0);
+	assert_int_equal(kvt_catalog_set_admission(&cat, kvt_admission_find("useful"),
+						   KVT_TIER_SSD), 0);
+	/* the store may ask about a block again while it stays in DRAM (its
+	 * write failed, or the demoter picks a block an allocation let
+	 * through): it is still one block on its way to the tier */
+	x = cat_add(&cat, next++, 0, 1);
+	cat_add(&cat, next++, cat_id(&cat, x), 1); /* x is inner */
+	for (int k = 0; k < 20000; k++)
+		assert_true(kvt_catalog_admit(&cat, x, KVT_TIER_SSD));
+	kvt_catalog_move(&cat, x, KVT_TIER_SSD);
+	kvt_catalog_drop(&cat, x);
+	/* inner blocks read back 1 time in 4, each stored again 3,000 blocks
+	 * after it left: with a tier of one block, that is long forgotten, and
+	 * room is worth nothing more; a list of the blocks that left sized for
+	 * 20,000 blocks in the tier would remember them all and refuse */
+	first = next;
+	for (int k = 0; k < 8000; k++) {
+		bool s, in = inner_block(&cat, &next, k % 4 == 0, false, &s);
+
+		if (k >= 3000)
+			kvt_catalog_drop(&cat, cat_add(&cat, first + 2 * (k - 3000), 0, 1));
+		if (k >= 6000) {
+			refused += !in;
+			unsampled += !s;
+		}
+	}
+	assert_true(unsampled > 0);
+	assert_int_equal(refused, 0);
+	kvt_catalog_fini(&cat);
+}
+
 /* A small DRAM + SSD cascade through the catalog, as the trace replay
  * runs one: requests walk chains of blocks (a shared document prefix, then
  * blocks of their own), a block found is used, one missing is stored under
@@ -475,6 +513,7 @@ int main(void)
 		cmocka_unit_test(useful_refuses_ends_and_admits_inner_blocks_until_measured),
 		cmocka_unit_test(useful_refuses_the_blocks_under_one_it_refused),
 		cmocka_unit_test(useful_keeps_room_for_blocks_likelier_to_come_back),
+		cmocka_unit_test(useful_counts_a_block_asked_again_once),
 		cmocka_unit_test(useful_decides_hintless_blocks_as_before),
 		cmocka_unit_test(useful_tells_a_cold_reuse_class_from_a_warm_one),
 		cmocka_unit_test(useful_judges_hinted_blocks_that_stay_in_the_tier),
