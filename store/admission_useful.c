@@ -177,8 +177,9 @@ static void judge_due(struct kvt_admission *a, uint64_t horizon)
 		s->due_head = (s->due_head + 1) % s->due_cap;
 		s->due_n--;
 		if (!kvt_index_valid(a->idx, d->i) ||
+		    kvt_index_rec(a->idx, d->i)->state == KVT_REC_FREE ||
 		    kvt_ghost_hash(kvt_index_rec(a->idx, d->i)) != d->hash)
-			continue; /* gone, its number taken by another */
+			continue; /* gone, or its number taken by another */
 		b = kvt_reuse_bits(&s->reuse, d->i);
 		if (b && (*b & (SAMPLED | JUDGED)) == SAMPLED)
 			judge(s, b, reuse_class(kvt_index_rec(a->idx, d->i)));
