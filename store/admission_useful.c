@@ -45,10 +45,10 @@
 #define MIN_SAMPLES 20
 #define DECAY 0.999       /* weight of the past per sampled block that left */
 #define GONE_DECAY 0.9999 /* per block that left */
-#define HORIZON 0.5       /* sampled hinted blocks are judged this many times
+#define HORIZON 0.4       /* sampled hinted blocks are judged this many times
                            * the blocks in the tier admissions later */
 #define MIN_HORIZON 1024  /* blocks in the tier, at least, for HORIZON */
-#define MARGIN 4          /* square roots of its reads a class gets */
+#define MARGIN 4.5        /* square roots of its reads a class gets */
 
 /* More bits of the per-record byte, beside KVT_REUSED: sampled when
  * admitted, read since, an end then; whether a block was ever stored under
