@@ -20,7 +20,9 @@
  *              fraction of the blocks that left the tier that come back
  *              soon (what room there is worth); never a block under one it
  *              refused. A tier too small for what comes back keeps its room
- *              for the likelier blocks, a large one takes them all */
+ *              for the likelier blocks, a large one takes them all. A block
+ *              with a reuse class is judged within that class (ends and
+ *              inner blocks of each); one without, as above */
 #ifndef KVT_STORE_ADMISSION_H
 #define KVT_STORE_ADMISSION_H
 

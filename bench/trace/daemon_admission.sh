@@ -5,11 +5,12 @@
 # rate, the SSD bytes written and the bytes the rule refused, from the
 # daemon's own STATS, with the blocks its DRAM and SSD tiers hold at the end.
 #
-#   bench/trace/daemon_admission.sh BUILD_DIR TRACE DRAM SSD [RULES] [BLOCK_BYTES]
+#   bench/trace/daemon_admission.sh BUILD_DIR TRACE DRAM SSD [RULES] [BLOCK_BYTES] [FLAGS]
 #   e.g. bench/trace/daemon_admission.sh build/release tests/data/synthetic_trace.jsonl 16M 80M
 #
 # DRAM and SSD are kvtierd sizes; RULES defaults to "always reused useful",
-# BLOCK_BYTES to 16K. Exit status: 0, or 1 when a run failed.
+# BLOCK_BYTES to 16K; FLAGS are more options of the replay (e.g.
+# --no-reuse-class). Exit status: 0, or 1 when a run failed.
 set -eu
 
 build=$1
@@ -18,6 +19,7 @@ dram=$3
 ssd=$4
 rules=${5:-always reused useful}
 bb=${6:-16K}
+flags=${7:-}
 work=$(mktemp -d "${TMPDIR:-/tmp}/kvtier-admission.XXXXXX")
 pid=
 
@@ -44,7 +46,7 @@ for rule in $rules; do
 		i=$((i + 1))
 	done
 	"$build/bench/kvtier-bench" trace --trace "$trace" --socket "$work/s.sock" \
-		--payload-block-bytes "$bb" --quiet --json >"$work/out.json"
+		--payload-block-bytes "$bb" $flags --quiet --json >"$work/out.json"
 	kill "$pid"
 	wait "$pid" || true
 	pid=
