@@ -18,6 +18,7 @@
 #include "daemon_proc.h"
 #include "helpers.h"
 #include "metrics_checked.h"
+#include "stats_checked.h"
 
 #define BLOCK (128u << 10) /* kvtd_test_desc_128k: 64 fill the 8 MiB DRAM tier */
 #define BLOCK_TOKENS 16
@@ -81,41 +82,18 @@ static uint8_t tier_of(struct engine *e, uint32_t i)
 	return kvt_client_lookup(e->c, &e->ns, &e->keys[i], 1, &t) == 1 ? t : KVT_TIER_NONE;
 }
 
-static json_t *stats(struct kvt_client *c)
-{
-	char *text = NULL;
-	json_t *root;
-
-	assert_int_equal(kvt_client_stats(c, &text), 0);
-	root = json_loads(text, 0, NULL);
-	assert_non_null(root);
-	free(text);
-	return root;
-}
-
-static long long at(json_t *root, const char *obj, const char *sub, const char *key)
-{
-	json_t *o = json_object_get(root, obj), *v;
-
-	if (sub)
-		o = json_object_get(o, sub);
-	v = json_object_get(o, key);
-	if (!json_is_integer(v))
-		fail_msg("STATS has no integer %s%s%s.%s", obj, sub ? "." : "", sub ? sub : "", key);
-	return json_integer_value(v);
-}
-
 /* STATS once the demoter is still: DRAM's evictions and SSD's blocks the
  * same twice, 100 ms apart. */
 static json_t *settled_stats(struct kvt_client *c)
 {
 	for (int i = 0; i < 200; i++) {
-		json_t *a = stats(c), *b;
+		json_t *a = kvtd_stats(c), *b;
 
 		kvt_test_sleep_ms(100);
-		b = stats(c);
-		if (at(a, "tiers", "dram", "evictions") == at(b, "tiers", "dram", "evictions") &&
-		    at(a, "tiers", "ssd", "blocks") == at(b, "tiers", "ssd", "blocks")) {
+		b = kvtd_stats(c);
+		if (kvtd_stat(a, "tiers", "dram", "evictions") ==
+			    kvtd_stat(b, "tiers", "dram", "evictions") &&
+		    kvtd_stat(a, "tiers", "ssd", "blocks") == kvtd_stat(b, "tiers", "ssd", "blocks")) {
 			json_decref(a);
 			return b;
 		}
@@ -170,25 +148,25 @@ static void blocks_used_once_are_not_written_to_ssd(void **state)
 		save(&e, i);
 
 	st = settled_stats(e.c);
-	refused = at(st, "store", NULL, "ssd_admission_refused");
-	dram_blocks = at(st, "tiers", "dram", "blocks");
-	ssd_blocks = at(st, "tiers", "ssd", "blocks");
+	refused = kvtd_stat(st, "store", NULL, "ssd_admission_refused");
+	dram_blocks = kvtd_stat(st, "tiers", "dram", "blocks");
+	ssd_blocks = kvtd_stat(st, "tiers", "ssd", "blocks");
 	/* every block saved is in DRAM, on SSD, or was refused */
 	assert_int_equal(dram_blocks + ssd_blocks + refused, HOT + COLD);
-	assert_int_equal(at(st, "tiers", "dram", "evictions"), ssd_blocks + refused);
-	assert_int_equal(at(st, "store", NULL, "ssd_admission_refused_bytes"), refused * BLOCK);
+	assert_int_equal(kvtd_stat(st, "tiers", "dram", "evictions"), ssd_blocks + refused);
+	assert_int_equal(kvtd_stat(st, "store", NULL, "ssd_admission_refused_bytes"), refused * BLOCK);
 	/* the hot blocks, the oldest, went down first and were written; of the
 	 * cold ones only those still in DRAM were not refused */
 	assert_int_equal(ssd_blocks, HOT);
-	assert_int_equal(at(st, "tiers", "ssd", "bytes_in"), HOT * BLOCK);
+	assert_int_equal(kvtd_stat(st, "tiers", "ssd", "bytes_in"), HOT * BLOCK);
 	assert_true(refused >= COLD - 64 && refused < COLD);
-	assert_int_equal(at(st, "tiers", "ssd", "evictions"), 0);
-	assert_int_equal(at(st, "store", NULL, "dram_dropped"), 0);
+	assert_int_equal(kvtd_stat(st, "tiers", "ssd", "evictions"), 0);
+	assert_int_equal(kvtd_stat(st, "store", NULL, "dram_dropped"), 0);
 	/* the demoter's write batches carried exactly the blocks written */
-	batches = at(st, "store", NULL, "demote_batches");
+	batches = kvtd_stat(st, "store", NULL, "demote_batches");
 	assert_true(batches >= 1 && batches <= HOT);
-	assert_int_equal(at(st, "store", NULL, "demote_batch_blocks"), HOT);
-	ssd_hits = at(st, "tiers", "ssd", "hits");
+	assert_int_equal(kvtd_stat(st, "store", NULL, "demote_batch_blocks"), HOT);
+	ssd_hits = kvtd_stat(st, "tiers", "ssd", "hits");
 	json_decref(st);
 
 	/* /metrics says the same */
@@ -225,10 +203,10 @@ static void blocks_used_once_are_not_written_to_ssd(void **state)
 	for (uint32_t i = 0; i < HOT; i++)
 		if (engine_page_check(&e.m, i, seed + i))
 			fail_msg("hot block %u loaded wrong bytes", i);
-	st = stats(e.c);
-	assert_true(at(st, "tiers", "ssd", "hits") >= ssd_hits + HOT);
-	assert_true(at(st, "tiers", "ssd", "bytes_out") >= HOT * BLOCK);
-	assert_int_equal(at(st, "store", NULL, "checksum_failures"), 0);
+	st = kvtd_stats(e.c);
+	assert_true(kvtd_stat(st, "tiers", "ssd", "hits") >= ssd_hits + HOT);
+	assert_true(kvtd_stat(st, "tiers", "ssd", "bytes_out") >= HOT * BLOCK);
+	assert_int_equal(kvtd_stat(st, "store", NULL, "checksum_failures"), 0);
 	json_decref(st);
 
 	/* no block saved once ever reached SSD */

@@ -17,6 +17,7 @@
 #include "daemon_proc.h"
 #include "helpers.h"
 #include "metrics_checked.h"
+#include "stats_checked.h"
 
 #define BLOCK (128u << 10) /* kvtd_test_desc_128k: 64 fill the 8 MiB DRAM tier */
 #define BLOCK_TOKENS 16
@@ -61,42 +62,18 @@ static bool page_holds(const struct engine_mem *m, uint32_t page, uint64_t n)
 	return same;
 }
 
-static json_t *stats(struct kvt_client *c)
-{
-	char *text = NULL;
-	json_t *root;
-
-	assert_int_equal(kvt_client_stats(c, &text), 0);
-	root = json_loads(text, 0, NULL);
-	assert_non_null(root);
-	free(text);
-	return root;
-}
-
-static long long at(json_t *root, const char *obj, const char *sub, const char *key)
-{
-	json_t *o = json_object_get(root, obj), *v;
-
-	if (sub)
-		o = json_object_get(o, sub);
-	v = json_object_get(o, key);
-	if (!json_is_integer(v))
-		fail_msg("STATS has no integer %s%s%s.%s", obj, sub ? "." : "", sub ? sub : "", key);
-	return json_integer_value(v);
-}
-
 /* STATS once the demoter is still: SSD's blocks and bytes written the same
  * twice, 100 ms apart. */
 static json_t *settled_stats(struct kvt_client *c)
 {
 	for (int i = 0; i < 200; i++) {
-		json_t *a = stats(c), *b;
+		json_t *a = kvtd_stats(c), *b;
 
 		kvt_test_sleep_ms(100);
-		b = stats(c);
-		if (at(a, "tiers", "ssd", "blocks") == at(b, "tiers", "ssd", "blocks") &&
-		    at(a, "store", NULL, "ssd_write_raw_bytes") ==
-			    at(b, "store", NULL, "ssd_write_raw_bytes")) {
+		b = kvtd_stats(c);
+		if (kvtd_stat(a, "tiers", "ssd", "blocks") == kvtd_stat(b, "tiers", "ssd", "blocks") &&
+		    kvtd_stat(a, "store", NULL, "ssd_write_raw_bytes") ==
+			    kvtd_stat(b, "store", NULL, "ssd_write_raw_bytes")) {
 			json_decref(a);
 			return b;
 		}
@@ -152,10 +129,10 @@ static void blocks_go_to_ssd_encoded_and_come_back_whole(void **state)
 
 	/* what went down went encoded: about 16 bits in 11 here */
 	st = settled_stats(c);
-	ssd_blocks = at(st, "tiers", "ssd", "blocks");
-	encoded = at(st, "store", NULL, "ssd_compressed_writes");
-	raw = at(st, "store", NULL, "ssd_write_raw_bytes");
-	stored = at(st, "store", NULL, "ssd_write_stored_bytes");
+	ssd_blocks = kvtd_stat(st, "tiers", "ssd", "blocks");
+	encoded = kvtd_stat(st, "store", NULL, "ssd_compressed_writes");
+	raw = kvtd_stat(st, "store", NULL, "ssd_write_raw_bytes");
+	stored = kvtd_stat(st, "store", NULL, "ssd_write_stored_bytes");
 	print_message("%lld blocks on SSD, %lld written encoded: %lld bytes as %lld\n",
 		      ssd_blocks, encoded, raw, stored);
 	assert_true(ssd_blocks >= BLOCKS - 64);
@@ -205,9 +182,9 @@ static void blocks_go_to_ssd_encoded_and_come_back_whole(void **state)
 			if (!page_holds(&m, k, i0 + k))
 				fail_msg("block %u loaded wrong bytes", i0 + k);
 	}
-	st = stats(c);
-	assert_true(at(st, "tiers", "ssd", "hits") >= ssd_blocks);
-	assert_int_equal(at(st, "store", NULL, "checksum_failures"), 0);
+	st = kvtd_stats(c);
+	assert_true(kvtd_stat(st, "tiers", "ssd", "hits") >= ssd_blocks);
+	assert_int_equal(kvtd_stat(st, "store", NULL, "checksum_failures"), 0);
 	json_decref(st);
 
 	engine_mem_close(&m);
