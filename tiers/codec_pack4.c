@@ -31,22 +31,6 @@
 /* One element in 8 is sampled to place a chunk's window. */
 #define SAMPLE_STEP 8
 
-static void put_le32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16);
-	p[3] = (uint8_t)(v >> 24);
-}
-
-static uint32_t get_le32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static size_t chunks_of(size_t n, unsigned log2c)
-{
-	return (n >> log2c) + ((n & (((size_t)1 << log2c) - 1)) != 0);
-}
-
 /* Escapes a packed chunk of m elements may hold: its payload must be shorter
  * than the m raw bytes it replaces. */
 static size_t esc_max_of(size_t m)
@@ -56,7 +40,7 @@ static size_t esc_max_of(size_t m)
 
 size_t kvt_pack4_bound(size_t len)
 {
-	return 4 + 4 * chunks_of(len / 2, LOG2C_MIN) + len;
+	return 4 + 4 * kvt_planes16_chunks(len / 2, LOG2C_MIN) + len;
 }
 
 /* The window of 7 exponent values (sign aside) that holds most sampled
@@ -196,7 +180,7 @@ long kvt_pack4_encode(const void *src, size_t len, void *dst, size_t cap)
 
 	if (!src || !dst || cap < kvt_pack4_bound(len) || len > (size_t)LONG_MAX / 2)
 		return -EINVAL;
-	nc = chunks_of(n, LOG2C);
+	nc = kvt_planes16_chunks(n, LOG2C);
 	out[0] = VERSION, out[1] = LOG2C, out[2] = (uint8_t)len, out[3] = (uint8_t)(len >> 8);
 	lo = out + 4 + 4 * nc;
 	p = lo + n;
@@ -208,10 +192,10 @@ long kvt_pack4_encode(const void *src, size_t len, void *dst, size_t cap)
 		if (m >= 4)
 			r = pack_chunk(sk, m, base, lo + k * c, p, &e);
 		if (r) {
-			put_le32(out + 4 + 4 * k, (uint32_t)base | (uint32_t)e << 7);
+			kvt_planes16_put_le32(out + 4 + 4 * k, (uint32_t)base | (uint32_t)e << 7);
 		} else {
 			kvt_planes16_split(sk, lo + k * c, p, m);
-			put_le32(out + 4 + 4 * k, (uint32_t)m | RAW_BIT);
+			kvt_planes16_put_le32(out + 4 + 4 * k, (uint32_t)m | RAW_BIT);
 			r = m;
 		}
 		p += r;
@@ -334,12 +318,12 @@ int kvt_pack4_decode(const void *src, size_t stored, void *dst, size_t raw)
 	    (in[2] | (size_t)in[3] << 8) != (raw & 0xffff))
 		return -EBADMSG;
 	c = (size_t)1 << in[1];
-	nc = chunks_of(n, in[1]);
+	nc = kvt_planes16_chunks(n, in[1]);
 	if (nc > (stored - 4) / 4)
 		return -EBADMSG;
 	head = 4 + 4 * nc;
 	for (size_t k = 0; k < nc; k++) {
-		uint32_t w = get_le32(in + 4 + 4 * k);
+		uint32_t w = kvt_planes16_get_le32(in + 4 + 4 * k);
 		size_t m = n - k * c < c ? n - k * c : c, e = (w & ~RAW_BIT) >> 7;
 
 		if (w & RAW_BIT) {
@@ -357,7 +341,7 @@ int kvt_pack4_decode(const void *src, size_t stored, void *dst, size_t raw)
 	lo = in + head;
 	p = lo + n;
 	for (size_t k = 0; k < nc; k++) {
-		uint32_t w = get_le32(in + 4 + 4 * k);
+		uint32_t w = kvt_planes16_get_le32(in + 4 + 4 * k);
 		size_t m = n - k * c < c ? n - k * c : c, e = (w & ~RAW_BIT) >> 7;
 
 		if (w & RAW_BIT) {

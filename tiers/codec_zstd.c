@@ -112,25 +112,9 @@ static ZSTD_DCtx *dctx_get(struct zstd16_ctx *z)
 	return z->d;
 }
 
-static void put_le32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16);
-	p[3] = (uint8_t)(v >> 24);
-}
-
-static uint32_t get_le32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static size_t chunks_of(size_t n, unsigned log2c)
-{
-	return (n >> log2c) + ((n & (((size_t)1 << log2c) - 1)) != 0);
-}
-
 size_t kvt_zstd16_bound(size_t len)
 {
-	return 4 + 4 * chunks_of(len / 2, LOG2C_MIN) + len;
+	return 4 + 4 * kvt_planes16_chunks(len / 2, LOG2C_MIN) + len;
 }
 
 long kvt_zstd16_encode(const void *src, size_t len, void *dst, size_t cap)
@@ -148,7 +132,7 @@ long kvt_zstd16_encode(const void *src, size_t len, void *dst, size_t cap)
 		return 0;
 	log2c = LOG2C;
 	c = (size_t)1 << log2c;
-	nc = chunks_of(n, log2c);
+	nc = kvt_planes16_chunks(n, log2c);
 	out[0] = VERSION, out[1] = (uint8_t)log2c, out[2] = 0, out[3] = 0;
 	lo = out + 4 + 4 * nc;
 	p = lo + n;
@@ -161,10 +145,10 @@ long kvt_zstd16_encode(const void *src, size_t len, void *dst, size_t cap)
 		r = ZSTD_compress2(z->c, p, m - 1, z->plane, m);
 		if (ZSTD_isError(r)) {
 			memcpy(p, z->plane, m);
-			put_le32(out + 4 + 4 * k, (uint32_t)m | 1u << 31);
+			kvt_planes16_put_le32(out + 4 + 4 * k, (uint32_t)m | 1u << 31);
 			p += m;
 		} else {
-			put_le32(out + 4 + 4 * k, (uint32_t)r);
+			kvt_planes16_put_le32(out + 4 + 4 * k, (uint32_t)r);
 			p += r;
 		}
 	}
@@ -188,12 +172,12 @@ int kvt_zstd16_decode(const void *src, size_t stored, void *dst, size_t raw)
 		return -EBADMSG;
 	log2c = in[1];
 	c = (size_t)1 << log2c;
-	nc = chunks_of(n, log2c);
+	nc = kvt_planes16_chunks(n, log2c);
 	if (nc > (stored - 4) / 4)
 		return -EBADMSG;
 	head = 4 + 4 * nc;
 	for (size_t k = 0; k < nc; k++) {
-		uint32_t w = get_le32(in + 4 + 4 * k), len = w & ~(1u << 31);
+		uint32_t w = kvt_planes16_get_le32(in + 4 + 4 * k), len = w & ~(1u << 31);
 		size_t m = n - k * c < c ? n - k * c : c;
 
 		if ((w >> 31) ? len != m : (len == 0 || len >= m))
@@ -208,7 +192,7 @@ int kvt_zstd16_decode(const void *src, size_t stored, void *dst, size_t raw)
 	lo = in + head;
 	p = lo + n;
 	for (size_t k = 0; k < nc; k++) {
-		uint32_t w = get_le32(in + 4 + 4 * k), len = w & ~(1u << 31);
+		uint32_t w = kvt_planes16_get_le32(in + 4 + 4 * k), len = w & ~(1u << 31);
 		size_t m = n - k * c < c ? n - k * c : c;
 
 		if (w >> 31) {

@@ -19,4 +19,23 @@ void kvt_planes16_merge(const uint8_t *lo, const uint8_t *hi, uint8_t *d, size_t
 /* Whether this CPU runs the AVX2 paths (here and in the codecs built on it). */
 bool kvt_planes16_avx2(void);
 
+/* The frames of the codecs built on the planes (tiers/codec_zstd.h,
+ * tiers/codec_pack4.h) share these: little-endian words, and the chunks of
+ * 2^log2c elements that n elements make (the last one shorter). */
+static inline void kvt_planes16_put_le32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16);
+	p[3] = (uint8_t)(v >> 24);
+}
+
+static inline uint32_t kvt_planes16_get_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline size_t kvt_planes16_chunks(size_t n, unsigned log2c)
+{
+	return (n >> log2c) + ((n & (((size_t)1 << log2c) - 1)) != 0);
+}
+
 #endif /* KVT_TIERS_PLANES16_H */

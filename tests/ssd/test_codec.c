@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "bf16_data.h"
+#include "codec_test.h"
 #include "helpers.h"
 #include "tiers/codec.h"
 
@@ -400,23 +400,9 @@ static void old_shuf16_zstd_record_decodes(void **state)
 	assert_memory_equal(out, want, sizeof(want));
 }
 
-/* Encode with min_ratio 1 (the frame kept unless it grows) and decode. */
 static long zstd16_round_trip(const void *src, size_t len, char *dst, enum kvt_codec_id *used)
 {
-	struct kvt_codec_cfg cfg;
-	char *out = malloc(len + 1);
-	long stored;
-
-	kvt_codec_cfg_init(&cfg);
-	cfg.id = KVT_CODEC_SHUF16_ZSTD;
-	cfg.min_ratio = 1.0;
-	stored = kvt_codec_encode(&cfg, src, len, dst, kvt_codec_bound(len), NULL, used);
-	assert_true(stored > 0);
-	assert_true((size_t)stored <= kvt_codec_bound(len));
-	assert_int_equal(kvt_codec_decode(*used, dst, (size_t)stored, out, len, NULL), 0);
-	assert_memory_equal(out, src, len);
-	free(out);
-	return stored;
+	return codec_round_trip_min1(KVT_CODEC_SHUF16_ZSTD, src, len, dst, used);
 }
 
 /* Sizes around the SIMD widths (16 and 32 elements), the chunk (2^17

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "bf16_data.h"
+#include "codec_test.h"
 #include "helpers.h"
 #include "tiers/codec.h"
 
@@ -31,23 +31,9 @@ static uint32_t get32(const uint8_t *p)
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* Encode with min_ratio 1 (the frame kept unless it grows), decode, compare. */
 static long pack4_round_trip(const void *src, size_t len, uint8_t *dst, enum kvt_codec_id *used)
 {
-	struct kvt_codec_cfg cfg;
-	char *out = malloc(len + 1);
-	long stored;
-
-	kvt_codec_cfg_init(&cfg);
-	cfg.id = KVT_CODEC_SHUF16_PACK4;
-	cfg.min_ratio = 1.0;
-	stored = kvt_codec_encode(&cfg, src, len, dst, kvt_codec_bound(len), NULL, used);
-	assert_true(stored > 0);
-	assert_true((size_t)stored <= kvt_codec_bound(len));
-	assert_int_equal(kvt_codec_decode(*used, dst, (size_t)stored, out, len, NULL), 0);
-	assert_memory_equal(out, src, len);
-	free(out);
-	return stored;
+	return codec_round_trip_min1(KVT_CODEC_SHUF16_PACK4, src, len, dst, used);
 }
 
 /* A frame as the header file describes it, written here without the codec:
