@@ -109,17 +109,20 @@ void kvtd_usage(FILE *f)
 "                          rule. Refused blocks are counted (kvtier stats,\n"
 "                          /metrics). No effect with --ssd 0.\n"
 "        --ssd-codec CODEC  How blocks are encoded on the SSD tier, for every\n"
-"                          namespace: raw (default: as they are), shuf16-zstd\n"
-"                          (bf16 or fp16 K/V: the low byte of each value kept,\n"
-"                          the high byte (sign and exponent) Huffman-coded by\n"
-"                          zstd; about 1.5x smaller on bf16 K/V, encoding at\n"
-"                          about a quarter of memcpy's speed on one core),\n"
-"                          blosc-bitshuf16-lz4, blosc-shuf16-zstd, shuf16-lz4,\n"
-"                          lz4. A block that shrinks less than 1.1x is stored\n"
-"                          raw; blocks come back as they were saved. Costs CPU\n"
-"                          on every write to and read from SSD: worth it where\n"
-"                          the SSD, not the CPU, limits (kvtier-bench ssd\n"
-"                          measures both). No effect with --ssd 0.\n"
+"                          namespace: raw (default: as they are),\n"
+"                          shuf16-pack4 (bf16 K/V: the low byte of each value\n"
+"                          kept, the high byte (sign and exponent) as a 4-bit\n"
+"                          code; 1.33x smaller, encoding at about half and\n"
+"                          decoding near memcpy's speed on one core),\n"
+"                          shuf16-zstd (the high byte Huffman-coded by zstd:\n"
+"                          about 1.5x smaller on bf16 K/V, encoding at about a\n"
+"                          quarter of memcpy's speed), blosc-bitshuf16-lz4,\n"
+"                          blosc-shuf16-zstd, shuf16-lz4, lz4. A block that\n"
+"                          shrinks less than 1.1x is stored raw; blocks come\n"
+"                          back as they were saved. Costs CPU on every write\n"
+"                          to and read from SSD: worth it where the SSD, not\n"
+"                          the CPU, limits (kvtier-bench ssd measures both).\n"
+"                          No effect with --ssd 0.\n"
 "        --host-copy HOW   How memfd engine memory is copied: direct (default;\n"
 "                          the daemon maps it and copies) or device (through the\n"
 "                          device layer's host backend, as GPU memory is).\n"
@@ -413,8 +416,8 @@ static const char *accepted(const char *key)
 		{ "prefault", "true or false" },
 		{ "gpu", "true or false" },
 		{ "host_copy", "direct or device" },
-		{ "ssd_codec", "raw, lz4, shuf16-lz4, blosc-bitshuf16-lz4, blosc-shuf16-zstd "
-			       "or shuf16-zstd" },
+		{ "ssd_codec", "raw, lz4, shuf16-lz4, blosc-bitshuf16-lz4, blosc-shuf16-zstd, "
+			       "shuf16-zstd or shuf16-pack4" },
 		{ "metrics", "HOST:PORT with an IPv4 address or localhost and a port from 0 to "
 			     "65535 (0: any free one), or off" },
 		{ "workers", "1 to 256" },

@@ -42,7 +42,7 @@ struct ssd_args {
 	uint64_t bytes;
 	uint64_t comp_bytes;
 	uint64_t comp_block;
-	bool comp_only[KVT_CODEC_SHUF16_ZSTD + 1]; /* --codecs: those measured */
+	bool comp_only[KVT_CODEC_LAST + 1]; /* --codecs: those measured */
 	bool comp_some;                            /* --codecs was given */
 	int reps;
 	bool sync, threads, no_fio, no_comp, json;
@@ -446,7 +446,7 @@ static double median_of(double *v, int n)
 /* The codecs measured, on each tensor. */
 static const enum kvt_codec_id comp_codecs[] = {
 	KVT_CODEC_LZ4, KVT_CODEC_SHUF16_LZ4, KVT_CODEC_BLOSC_BITSHUF16_LZ4,
-	KVT_CODEC_BLOSC_SHUF16_ZSTD, KVT_CODEC_SHUF16_ZSTD,
+	KVT_CODEC_BLOSC_SHUF16_ZSTD, KVT_CODEC_SHUF16_ZSTD, KVT_CODEC_SHUF16_PACK4,
 };
 #define N_COMP_CODECS (sizeof(comp_codecs) / sizeof(comp_codecs[0]))
 

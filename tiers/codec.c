@@ -1,6 +1,9 @@
-/* LZ4, the 16-bit byte shuffle, and c-blosc's shuffled LZ4 and zstd. */
+/* LZ4, the 16-bit byte shuffle, c-blosc's shuffled LZ4 and zstd, and the two
+ * codecs of byte planes (tiers/codec_zstd.h, tiers/codec_pack4.h). */
 #include "tiers/codec.h"
+#include "tiers/codec_pack4.h"
 #include "tiers/codec_zstd.h"
+#include "tiers/planes16.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -32,13 +35,14 @@ const char *kvt_codec_name(enum kvt_codec_id id)
 	case KVT_CODEC_BLOSC_BITSHUF16_LZ4: return "blosc-bitshuf16-lz4";
 	case KVT_CODEC_BLOSC_SHUF16_ZSTD: return "blosc-shuf16-zstd";
 	case KVT_CODEC_SHUF16_ZSTD: return "shuf16-zstd";
+	case KVT_CODEC_SHUF16_PACK4: return "shuf16-pack4";
 	}
 	return NULL;
 }
 
 int kvt_codec_parse(const char *name)
 {
-	for (int id = KVT_CODEC_RAW; id <= KVT_CODEC_SHUF16_ZSTD; id++)
+	for (int id = KVT_CODEC_RAW; id <= KVT_CODEC_LAST; id++)
 		if (name && !strcmp(name, kvt_codec_name((enum kvt_codec_id)id)))
 			return id;
 	return -EINVAL;
@@ -55,71 +59,18 @@ size_t kvt_codec_scratch_bytes(enum kvt_codec_id id, size_t len)
 	return id == KVT_CODEC_SHUF16_LZ4 ? len : 0;
 }
 
-/* The low bytes of the four 16-bit elements of x, packed (little-endian). */
-static inline uint64_t pack_lo(uint64_t x)
-{
-	x &= 0x00ff00ff00ff00ffULL;
-	x = (x | (x >> 8)) & 0x0000ffff0000ffffULL;
-	return (x | (x >> 16)) & 0x00000000ffffffffULL;
-}
-
-/* The inverse: four bytes spread into the low bytes of four elements. */
-static inline uint64_t spread(uint64_t x)
-{
-	x = (x | (x << 16)) & 0x0000ffff0000ffffULL;
-	return (x | (x << 8)) & 0x00ff00ff00ff00ffULL;
-}
-
-/* Eight elements per step with 64-bit words: a byte loop runs at memory
- * speed only when the compiler vectorises it, which -O2 does not. */
 void kvt_shuffle16(const void *src, void *dst, size_t len)
 {
-	const uint8_t *s = src;
-	uint8_t *lo = dst, *hi = (uint8_t *)dst + len / 2;
-	size_t n = len / 2, i = 0;
-
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-	for (; i + 8 <= n; i += 8) {
-		uint64_t a, b, l, h;
-		memcpy(&a, s + 2 * i, 8);
-		memcpy(&b, s + 2 * i + 8, 8);
-		l = pack_lo(a) | pack_lo(b) << 32;
-		h = pack_lo(a >> 8) | pack_lo(b >> 8) << 32;
-		memcpy(lo + i, &l, 8);
-		memcpy(hi + i, &h, 8);
-	}
-#endif
-	for (; i < n; i++) {
-		lo[i] = s[2 * i];
-		hi[i] = s[2 * i + 1];
-	}
+	kvt_planes16_split(src, dst, (uint8_t *)dst + len / 2, len / 2);
 	if (len & 1)
-		((uint8_t *)dst)[len - 1] = s[len - 1];
+		((uint8_t *)dst)[len - 1] = ((const uint8_t *)src)[len - 1];
 }
 
 void kvt_unshuffle16(const void *src, void *dst, size_t len)
 {
-	const uint8_t *lo = src, *hi = (const uint8_t *)src + len / 2;
-	uint8_t *d = dst;
-	size_t n = len / 2, i = 0;
-
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-	for (; i + 8 <= n; i += 8) {
-		uint64_t l, h, a, b;
-		memcpy(&l, lo + i, 8);
-		memcpy(&h, hi + i, 8);
-		a = spread(l & 0xffffffffULL) | spread(h & 0xffffffffULL) << 8;
-		b = spread(l >> 32) | spread(h >> 32) << 8;
-		memcpy(d + 2 * i, &a, 8);
-		memcpy(d + 2 * i + 8, &b, 8);
-	}
-#endif
-	for (; i < n; i++) {
-		d[2 * i] = lo[i];
-		d[2 * i + 1] = hi[i];
-	}
+	kvt_planes16_merge(src, (const uint8_t *)src + len / 2, dst, len / 2);
 	if (len & 1)
-		d[len - 1] = ((const uint8_t *)src)[len - 1];
+		((uint8_t *)dst)[len - 1] = ((const uint8_t *)src)[len - 1];
 }
 
 /* How each c-blosc codec calls blosc. The frame records the filter, the
@@ -203,8 +154,9 @@ long kvt_codec_encode(const struct kvt_codec_cfg *cfg, const void *src, size_t l
 		n = b > INT_MAX ? 0 : (int)b;
 		goto check;
 	}
-	if (cfg->id == KVT_CODEC_SHUF16_ZSTD) {
-		long b = kvt_zstd16_encode(src, len, dst, cap);
+	if (cfg->id == KVT_CODEC_SHUF16_ZSTD || cfg->id == KVT_CODEC_SHUF16_PACK4) {
+		long b = cfg->id == KVT_CODEC_SHUF16_ZSTD ? kvt_zstd16_encode(src, len, dst, cap)
+							  : kvt_pack4_encode(src, len, dst, cap);
 
 		if (b < 0)
 			return b;
@@ -265,6 +217,8 @@ int kvt_codec_decode(enum kvt_codec_id id, const void *src, size_t stored, void 
 		return blosc_decode(src, stored, dst, raw);
 	case KVT_CODEC_SHUF16_ZSTD:
 		return kvt_zstd16_decode(src, stored, dst, raw);
+	case KVT_CODEC_SHUF16_PACK4:
+		return kvt_pack4_decode(src, stored, dst, raw);
 	}
 	return -EINVAL;
 }

@@ -30,6 +30,8 @@ enum kvt_codec_id {
 	KVT_CODEC_BLOSC_BITSHUF16_LZ4 = 3, /* c-blosc frame: 16-bit bit shuffle, LZ4 */
 	KVT_CODEC_BLOSC_SHUF16_ZSTD = 4,   /* c-blosc frame: 16-bit byte shuffle, zstd */
 	KVT_CODEC_SHUF16_ZSTD = 5, /* low byte plane raw, high plane zstd (tiers/codec_zstd.h) */
+	KVT_CODEC_SHUF16_PACK4 = 6, /* low plane raw, high plane 4-bit codes (tiers/codec_pack4.h) */
+	KVT_CODEC_LAST = KVT_CODEC_SHUF16_PACK4,
 };
 
 /* A namespace's choice of codec. */
@@ -43,7 +45,7 @@ struct kvt_codec_cfg {
 void kvt_codec_cfg_init(struct kvt_codec_cfg *cfg);
 
 /* "raw", "lz4", "shuf16-lz4", "blosc-bitshuf16-lz4", "blosc-shuf16-zstd",
- * "shuf16-zstd", or NULL for an unknown id. */
+ * "shuf16-zstd", "shuf16-pack4", or NULL for an unknown id. */
 const char *kvt_codec_name(enum kvt_codec_id id);
 
 /* Parse a codec name as kvt_codec_name prints it. Returns the id or -EINVAL. */

@@ -1,6 +1,8 @@
-/* The shuf16-zstd codec: byte planes split by SIMD, the high plane coded by
- * zstd with contexts kept per thread. Frame layout in tiers/codec_zstd.h. */
+/* The shuf16-zstd codec: byte planes split (tiers/planes16.h), the high
+ * plane coded by zstd with contexts kept per thread. Frame layout in
+ * tiers/codec_zstd.h. */
 #include "tiers/codec_zstd.h"
+#include "tiers/planes16.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -16,13 +18,6 @@
 #define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define HAVE_AVX2_PATH 1
-#endif
 
 #define VERSION 1
 #define LOG2C_MIN 10
@@ -46,7 +41,6 @@ struct zstd16_ctx {
 	uint8_t *plane; /* 2^LOG2C_MAX bytes */
 };
 
-static bool use_avx2; /* set once, with the key */
 static pthread_key_t ctx_key;
 static pthread_once_t ctx_once = PTHREAD_ONCE_INIT;
 static int ctx_key_err;
@@ -66,9 +60,6 @@ static void ctx_free(void *p)
 static void ctx_key_make(void)
 {
 	ctx_key_err = pthread_key_create(&ctx_key, ctx_free);
-#ifdef HAVE_AVX2_PATH
-	use_avx2 = __builtin_cpu_supports("avx2");
-#endif
 }
 
 static struct zstd16_ctx *ctx_get(void)
@@ -121,131 +112,9 @@ static ZSTD_DCtx *dctx_get(struct zstd16_ctx *z)
 	return z->d;
 }
 
-static void put_le32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16);
-	p[3] = (uint8_t)(v >> 24);
-}
-
-static uint32_t get_le32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-/* n elements of s into their low bytes lo[] and high bytes hi[]. SSE2 is
- * x86-64's baseline; elsewhere the plain loop. */
-static void split16(const uint8_t *s, uint8_t *lo, uint8_t *hi, size_t n)
-{
-	size_t i = 0;
-
-#ifdef __SSE2__
-	const __m128i m = _mm_set1_epi16(0xff);
-
-	for (; i + 16 <= n; i += 16) {
-		__m128i a = _mm_loadu_si128((const __m128i *)(const void *)(s + 2 * i));
-		__m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + 2 * i + 16));
-
-		_mm_storeu_si128((__m128i *)(void *)(lo + i),
-				 _mm_packus_epi16(_mm_and_si128(a, m), _mm_and_si128(b, m)));
-		_mm_storeu_si128((__m128i *)(void *)(hi + i),
-				 _mm_packus_epi16(_mm_srli_epi16(a, 8), _mm_srli_epi16(b, 8)));
-	}
-#endif
-	for (; i < n; i++) {
-		lo[i] = s[2 * i];
-		hi[i] = s[2 * i + 1];
-	}
-}
-
-/* The inverse: lo[i] and hi[i] into element i of d. */
-static void merge16(const uint8_t *lo, const uint8_t *hi, uint8_t *d, size_t n)
-{
-	size_t i = 0;
-
-#ifdef __SSE2__
-	for (; i + 16 <= n; i += 16) {
-		__m128i l = _mm_loadu_si128((const __m128i *)(const void *)(lo + i));
-		__m128i h = _mm_loadu_si128((const __m128i *)(const void *)(hi + i));
-
-		_mm_storeu_si128((__m128i *)(void *)(d + 2 * i), _mm_unpacklo_epi8(l, h));
-		_mm_storeu_si128((__m128i *)(void *)(d + 2 * i + 16), _mm_unpackhi_epi8(l, h));
-	}
-#endif
-	for (; i < n; i++) {
-		d[2 * i] = lo[i];
-		d[2 * i + 1] = hi[i];
-	}
-}
-
-#ifdef HAVE_AVX2_PATH
-/* The same with AVX2, where the CPU has it (checked once): the 256-bit packs
- * and unpacks work within 128-bit lanes, hence the qword permutes. */
-__attribute__((target("avx2"))) static void split16_avx2(const uint8_t *s, uint8_t *lo,
-							 uint8_t *hi, size_t n)
-{
-	const __m256i m = _mm256_set1_epi16(0xff);
-	size_t i = 0;
-
-	for (; i + 32 <= n; i += 32) {
-		__m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(s + 2 * i));
-		__m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(s + 2 * i + 32));
-		__m256i l = _mm256_packus_epi16(_mm256_and_si256(a, m), _mm256_and_si256(b, m));
-		__m256i h = _mm256_packus_epi16(_mm256_srli_epi16(a, 8), _mm256_srli_epi16(b, 8));
-
-		_mm256_storeu_si256((__m256i *)(void *)(lo + i), _mm256_permute4x64_epi64(l, 0xd8));
-		_mm256_storeu_si256((__m256i *)(void *)(hi + i), _mm256_permute4x64_epi64(h, 0xd8));
-	}
-	split16(s + 2 * i, lo + i, hi + i, n - i);
-}
-
-__attribute__((target("avx2"))) static void merge16_avx2(const uint8_t *lo, const uint8_t *hi,
-							 uint8_t *d, size_t n)
-{
-	size_t i = 0;
-
-	for (; i + 32 <= n; i += 32) {
-		__m256i l = _mm256_loadu_si256((const __m256i *)(const void *)(lo + i));
-		__m256i h = _mm256_loadu_si256((const __m256i *)(const void *)(hi + i));
-
-		l = _mm256_permute4x64_epi64(l, 0xd8);
-		h = _mm256_permute4x64_epi64(h, 0xd8);
-		_mm256_storeu_si256((__m256i *)(void *)(d + 2 * i), _mm256_unpacklo_epi8(l, h));
-		_mm256_storeu_si256((__m256i *)(void *)(d + 2 * i + 32), _mm256_unpackhi_epi8(l, h));
-	}
-	merge16(lo + i, hi + i, d + 2 * i, n - i);
-}
-#endif
-
-static void split(const uint8_t *s, uint8_t *lo, uint8_t *hi, size_t n)
-{
-#ifdef HAVE_AVX2_PATH
-	if (use_avx2) {
-		split16_avx2(s, lo, hi, n);
-		return;
-	}
-#endif
-	split16(s, lo, hi, n);
-}
-
-static void merge(const uint8_t *lo, const uint8_t *hi, uint8_t *d, size_t n)
-{
-#ifdef HAVE_AVX2_PATH
-	if (use_avx2) {
-		merge16_avx2(lo, hi, d, n);
-		return;
-	}
-#endif
-	merge16(lo, hi, d, n);
-}
-
-static size_t chunks_of(size_t n, unsigned log2c)
-{
-	return (n >> log2c) + ((n & (((size_t)1 << log2c) - 1)) != 0);
-}
-
 size_t kvt_zstd16_bound(size_t len)
 {
-	return 4 + 4 * chunks_of(len / 2, LOG2C_MIN) + len;
+	return 4 + 4 * kvt_planes16_chunks(len / 2, LOG2C_MIN) + len;
 }
 
 long kvt_zstd16_encode(const void *src, size_t len, void *dst, size_t cap)
@@ -263,7 +132,7 @@ long kvt_zstd16_encode(const void *src, size_t len, void *dst, size_t cap)
 		return 0;
 	log2c = LOG2C;
 	c = (size_t)1 << log2c;
-	nc = chunks_of(n, log2c);
+	nc = kvt_planes16_chunks(n, log2c);
 	out[0] = VERSION, out[1] = (uint8_t)log2c, out[2] = 0, out[3] = 0;
 	lo = out + 4 + 4 * nc;
 	p = lo + n;
@@ -271,15 +140,15 @@ long kvt_zstd16_encode(const void *src, size_t len, void *dst, size_t cap)
 		size_t m = n - k * c < c ? n - k * c : c;
 		size_t r;
 
-		split(s + 2 * k * c, lo + k * c, z->plane, m);
+		kvt_planes16_split(s + 2 * k * c, lo + k * c, z->plane, m);
 		/* a frame not shorter than its chunk does not fit: stored raw */
 		r = ZSTD_compress2(z->c, p, m - 1, z->plane, m);
 		if (ZSTD_isError(r)) {
 			memcpy(p, z->plane, m);
-			put_le32(out + 4 + 4 * k, (uint32_t)m | 1u << 31);
+			kvt_planes16_put_le32(out + 4 + 4 * k, (uint32_t)m | 1u << 31);
 			p += m;
 		} else {
-			put_le32(out + 4 + 4 * k, (uint32_t)r);
+			kvt_planes16_put_le32(out + 4 + 4 * k, (uint32_t)r);
 			p += r;
 		}
 	}
@@ -303,12 +172,12 @@ int kvt_zstd16_decode(const void *src, size_t stored, void *dst, size_t raw)
 		return -EBADMSG;
 	log2c = in[1];
 	c = (size_t)1 << log2c;
-	nc = chunks_of(n, log2c);
+	nc = kvt_planes16_chunks(n, log2c);
 	if (nc > (stored - 4) / 4)
 		return -EBADMSG;
 	head = 4 + 4 * nc;
 	for (size_t k = 0; k < nc; k++) {
-		uint32_t w = get_le32(in + 4 + 4 * k), len = w & ~(1u << 31);
+		uint32_t w = kvt_planes16_get_le32(in + 4 + 4 * k), len = w & ~(1u << 31);
 		size_t m = n - k * c < c ? n - k * c : c;
 
 		if ((w >> 31) ? len != m : (len == 0 || len >= m))
@@ -323,17 +192,17 @@ int kvt_zstd16_decode(const void *src, size_t stored, void *dst, size_t raw)
 	lo = in + head;
 	p = lo + n;
 	for (size_t k = 0; k < nc; k++) {
-		uint32_t w = get_le32(in + 4 + 4 * k), len = w & ~(1u << 31);
+		uint32_t w = kvt_planes16_get_le32(in + 4 + 4 * k), len = w & ~(1u << 31);
 		size_t m = n - k * c < c ? n - k * c : c;
 
 		if (w >> 31) {
-			merge(lo + k * c, p, d + 2 * k * c, m);
+			kvt_planes16_merge(lo + k * c, p, d + 2 * k * c, m);
 		} else {
 			size_t r = ZSTD_decompressDCtx(z->d, z->plane, m, p, len);
 
 			if (ZSTD_isError(r) || r != m)
 				return -EBADMSG;
-			merge(lo + k * c, z->plane, d + 2 * k * c, m);
+			kvt_planes16_merge(lo + k * c, z->plane, d + 2 * k * c, m);
 		}
 		p += len;
 	}

@@ -21,6 +21,7 @@
 #include "store/log.h"
 #include "tiers/ssd_format.h"
 #include "tiers/ssd_recover.h"
+#include "tiers/ssd_stage.h"
 #include "util/clock.h"
 #include "util/opts.h"
 
@@ -100,7 +101,12 @@ struct kvt_ssd {
 	struct sealed_seg *sealed;  /* their summaries are due */
 	size_t n_sealed, cap_sealed;
 	struct kvt_ssd_stats st;
+	struct kvt_ssd_stages stages; /* its own lock */
 };
+
+/* Stages kept for reuse: a LOAD of 32 encoded blocks of 2 MiB holds 32 at
+ * once. */
+#define STAGE_KEEP_BYTES (80ull << 20)
 
 static const struct kvt_ssd_opts ssd_defaults = {
 	.size = sizeof(struct kvt_ssd_opts),
@@ -634,7 +640,7 @@ static void summaries_due(struct kvt_ssd *ssd)
 /* A record of a write batch. */
 struct wrec {
 	char *stage;      /* staged: header + payload, else NULL */
-	size_t stage_len;
+	size_t stage_len, stage_cap;
 	uint64_t stored;
 	enum kvt_codec_id codec;
 	uint64_t sum;
@@ -648,6 +654,7 @@ struct wrec {
 /* A record of a read batch. */
 struct rrec {
 	char *stage;      /* staged: the stored payload, else NULL */
+	size_t stage_cap;
 	uint64_t stored;  /* from the tier's memory of the record */
 	uint64_t sum;
 	uint8_t codec;
@@ -697,9 +704,9 @@ static void sbatch_free(struct sbatch *sb)
 
 	for (size_t i = 0; i < sb->b->n; i++) {
 		if (sb->w)
-			free(sb->w[i].stage);
+			kvt_ssd_stage_put(&ssd->stages, sb->w[i].stage, sb->w[i].stage_cap);
 		if (sb->r)
-			free(sb->r[i].stage);
+			kvt_ssd_stage_put(&ssd->stages, sb->r[i].stage, sb->r[i].stage_cap);
 	}
 	if (sb->slot) {
 		pthread_mutex_lock(&ssd->lock);
@@ -784,7 +791,7 @@ static int write_prepare(struct kvt_ssd *ssd, struct kvt_tier_io *w, struct wrec
 		long n;
 
 		c->stage_len = PAGE + pages_of(cap) * PAGE;
-		c->stage = aligned_alloc(PAGE, c->stage_len);
+		c->stage = kvt_ssd_stage_get(&ssd->stages, c->stage_len, &c->stage_cap);
 		if (!c->stage)
 			return -ENOMEM;
 		if (!raw && kvt_codec_scratch_bytes(w->codec->id, w->len)) {
@@ -1201,7 +1208,8 @@ static int read_submit(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 			size_t sc = kvt_codec_scratch_bytes((enum kvt_codec_id)rec->codec, r[i].len);
 
 			scratch = sc > scratch ? sc : scratch;
-			c[i].stage = aligned_alloc(PAGE, pages_of(rec->stored_len) * PAGE);
+			c[i].stage = kvt_ssd_stage_get(&ssd->stages, pages_of(rec->stored_len) * PAGE,
+						       &c[i].stage_cap);
 			if (!c[i].stage)
 				r[i].res = -ENOMEM;
 		}
@@ -1511,6 +1519,10 @@ void kvt_ssd_stats(struct kvt_ssd *ssd, struct kvt_ssd_stats *out)
 	for (uint32_t i = 0; i < ssd->n_slots; i++)
 		out->used_bytes += ssd->segs[i].live_pages * PAGE;
 	pthread_mutex_unlock(&ssd->lock);
+	pthread_mutex_lock(&ssd->stages.lock);
+	out->stages_made = ssd->stages.made;
+	out->stages_reused = ssd->stages.reused;
+	pthread_mutex_unlock(&ssd->stages.lock);
 	kvt_ssd_io_stats(ssd->io, &out->io);
 }
 
@@ -1890,6 +1902,7 @@ int kvt_ssd_open(const struct kvt_ssd_opts *opts, kvt_ssd_recover_cb recover_cb,
 	pthread_mutex_init(&ssd->lock, NULL);
 	pthread_cond_init(&ssd->batch_cv, NULL);
 	pthread_cond_init(&ssd->create_cv, NULL);
+	kvt_ssd_stages_init(&ssd->stages, STAGE_KEEP_BYTES);
 
 	if (mkdir(ssd->dir, 0755) && errno != EEXIST) {
 		rc = -errno;
@@ -1971,6 +1984,7 @@ err_meta:
 err_dirfd:
 	close(ssd->dir_fd);
 err_lock:
+	kvt_ssd_stages_fini(&ssd->stages);
 	pthread_cond_destroy(&ssd->create_cv);
 	pthread_cond_destroy(&ssd->batch_cv);
 	pthread_mutex_destroy(&ssd->lock);
@@ -2005,6 +2019,7 @@ void kvt_ssd_close(struct kvt_ssd *ssd)
 	free(ssd->sealed);
 	close(ssd->meta_fd); /* drops the directory lock */
 	close(ssd->dir_fd);
+	kvt_ssd_stages_fini(&ssd->stages);
 	pthread_cond_destroy(&ssd->create_cv);
 	pthread_cond_destroy(&ssd->batch_cv);
 	pthread_mutex_destroy(&ssd->lock);

@@ -231,6 +231,8 @@ struct kvt_ssd_stats {
 	int degraded_error;           /* the -errno that degraded the tier */
 	uint64_t probes;              /* kvt_ssd_probe calls on a degraded tier */
 	uint64_t resumed;             /* of which brought it back */
+	uint64_t stages_made;         /* staging buffers allocated (tiers/ssd_stage.h) */
+	uint64_t stages_reused;       /* ... and handed out again */
 	struct kvt_ssd_io_stats io;
 };
 

@@ -1,4 +1,5 @@
-/* kvtierd started with --ssd-codec shuf16-zstd, through its socket: the
+/* kvtierd started with --ssd-codec shuf16-zstd, then shuf16-pack4, through
+ * its socket: the
  * blocks an engine saves past DRAM go to SSD encoded (bf16-like K/V, whose
  * sign-and-exponent bytes compress), STATS, /metrics and `kvtier stats`
  * count the encoded writes and the bytes before and after, and LOAD brings
@@ -86,7 +87,8 @@ static json_t *settled_stats(struct kvt_client *c)
 
 static void blocks_go_to_ssd_encoded_and_come_back_whole(void **state)
 {
-	const char *extra[] = { "--dram", "8M", "--ssd", "64M", "--ssd-codec", "shuf16-zstd",
+	const char *codec = *state;
+	const char *extra[] = { "--dram", "8M", "--ssd", "64M", "--ssd-codec", codec,
 				"--metrics", "127.0.0.1:0", NULL };
 	struct kvtd_proc d = { 0 };
 	struct kvt_client *c;
@@ -97,15 +99,15 @@ static void blocks_go_to_ssd_encoded_and_come_back_whole(void **state)
 	uint32_t tokens[BLOCK_TOKENS], pages[LOAD_BATCH];
 	long long ssd_blocks, encoded, raw, stored;
 	uint64_t s = seed | 1, ticket;
-	char *text;
+	char *text, line[64];
 	json_t *st;
 	int port;
 
-	(void)state;
 	assert_int_equal(kvtd_start(&d, NULL, extra), 0);
 	port = kvtd_metrics_port(&d);
 	assert_true(port > 0);
-	assert_true(kvtd_log_has(&d, ", codec shuf16-zstd"));
+	snprintf(line, sizeof(line), ", codec %s", codec);
+	assert_true(kvtd_log_has(&d, line));
 	c = kvtd_connect(&d, NULL);
 	assert_non_null(c);
 	kvtd_test_desc_128k(&desc, "test/codec");
@@ -127,7 +129,8 @@ static void blocks_go_to_ssd_encoded_and_come_back_whole(void **state)
 		assert_int_equal(kvt_client_wait(c, ticket, 60000), 1);
 	}
 
-	/* what went down went encoded: about 16 bits in 11 here */
+	/* what went down went encoded: about 16 bits in 11 here with zstd, 12
+	 * with the 4-bit codes */
 	st = settled_stats(c);
 	ssd_blocks = kvtd_stat(st, "tiers", "ssd", "blocks");
 	encoded = kvtd_stat(st, "store", NULL, "ssd_compressed_writes");
@@ -196,7 +199,10 @@ static void blocks_go_to_ssd_encoded_and_come_back_whole(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(blocks_go_to_ssd_encoded_and_come_back_whole),
+		cmocka_unit_test_prestate(blocks_go_to_ssd_encoded_and_come_back_whole,
+					  "shuf16-zstd"),
+		cmocka_unit_test_prestate(blocks_go_to_ssd_encoded_and_come_back_whole,
+					  "shuf16-pack4"),
 	};
 
 	seed = kvt_test_seed();

@@ -30,14 +30,15 @@ static inline size_t crash_len(uint64_t i)
 	return i % 4 == 0 ? (len + 4095) / 4096 * 4096 : len;
 }
 
-/* raw, LZ4, the byte shuffle + LZ4 and shuf16-zstd, each also on the
- * whole-page blocks (every fourth) */
+/* raw, LZ4, the byte shuffle + LZ4, shuf16-zstd and shuf16-pack4, each also
+ * on the whole-page blocks (every fourth: i = 4k takes ids[k % 5]) */
 static inline enum kvt_codec_id crash_codec(uint64_t i)
 {
 	static const enum kvt_codec_id ids[] = { KVT_CODEC_RAW, KVT_CODEC_LZ4,
-						 KVT_CODEC_SHUF16_LZ4, KVT_CODEC_SHUF16_ZSTD };
+						 KVT_CODEC_SHUF16_LZ4, KVT_CODEC_SHUF16_ZSTD,
+						 KVT_CODEC_SHUF16_PACK4 };
 
-	return ids[(i + i / 4) % 4];
+	return ids[(i + i / 4 * 2) % 5];
 }
 
 static inline void crash_fill(uint64_t i, void *buf)

@@ -14,7 +14,7 @@
 int main(int argc, char **argv)
 {
 	struct kvt_ssd_opts opts;
-	struct kvt_codec_cfg codecs[KVT_CODEC_SHUF16_ZSTD + 1];
+	struct kvt_codec_cfg codecs[KVT_CODEC_LAST + 1];
 	struct kvt_ssd *ssd;
 	uint64_t next, s;
 	char *bufs[8];
@@ -35,7 +35,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "writer: open: %s\n", strerror(-rc));
 		return 1;
 	}
-	for (int c = 0; c <= KVT_CODEC_SHUF16_ZSTD; c++) {
+	for (int c = 0; c <= KVT_CODEC_LAST; c++) {
 		kvt_codec_cfg_init(&codecs[c]);
 		codecs[c].id = (enum kvt_codec_id)c;
 	}

@@ -16,18 +16,11 @@
 
 #include <cmocka.h>
 
+#include "codec_test.h"
 #include "helpers.h"
 #include "tiers/codec.h"
 
 static uint64_t seed;
-
-static uint16_t to_bf16(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, 4);
-	return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-}
 
 /* bf16 values of a smooth signal with small noise: what K/V projections look
  * like more than uniform bytes do. */
@@ -36,18 +29,6 @@ static void fill_bf16(uint16_t *v, size_t n, uint64_t *s)
 	for (size_t i = 0; i < n; i++) {
 		float noise = (float)(kvt_test_rand(s) % 1000) / 1000.0f - 0.5f;
 		v[i] = to_bf16(sinf((float)(i % 128) * 0.05f) + 0.05f * noise);
-	}
-}
-
-/* bf16 of standard normal values (Box-Muller): an exponent byte of few likely
- * values beside a mantissa byte of noise, as in K/V tensors. */
-static void fill_normal_bf16(uint16_t *v, size_t n, uint64_t *s)
-{
-	for (size_t i = 0; i < n; i++) {
-		double u1 = ((double)(kvt_test_rand(s) >> 11) + 1.0) / 9007199254740993.0;
-		double u2 = (double)(kvt_test_rand(s) >> 11) / 9007199254740992.0;
-
-		v[i] = to_bf16((float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2)));
 	}
 }
 
@@ -92,9 +73,12 @@ static void structured_bf16_compresses_and_round_trips(void **state)
 	round_trip(KVT_CODEC_SHUF16_ZSTD, v, n * 2 - 1, &used, &bit);
 	assert_int_equal(used, KVT_CODEC_SHUF16_ZSTD);
 	assert_true(bit < lz4);
+	round_trip(KVT_CODEC_SHUF16_PACK4, v, n * 2 - 1, &used, &bit);
+	assert_int_equal(used, KVT_CODEC_SHUF16_PACK4);
+	assert_true(bit < lz4);
 	/* every id round trips, even-length blocks too; plain LZ4 may fall back
 	 * to raw here (ratio below 1.1), the shuffled codecs must not */
-	for (int id = KVT_CODEC_RAW; id <= KVT_CODEC_SHUF16_ZSTD; id++) {
+	for (int id = KVT_CODEC_RAW; id <= KVT_CODEC_LAST; id++) {
 		round_trip((enum kvt_codec_id)id, v, n * 2 - 2, &used, &shuf);
 		assert_true(used == (enum kvt_codec_id)id ||
 			    (id == KVT_CODEC_LZ4 && used == KVT_CODEC_RAW));
@@ -286,6 +270,9 @@ static void incompressible_data_is_stored_raw(void **state)
 	round_trip(KVT_CODEC_SHUF16_ZSTD, src, len, &used, &stored);
 	assert_int_equal(used, KVT_CODEC_RAW);
 	assert_int_equal(stored, (long)len);
+	round_trip(KVT_CODEC_SHUF16_PACK4, src, len, &used, &stored);
+	assert_int_equal(used, KVT_CODEC_RAW);
+	assert_int_equal(stored, (long)len);
 	free(src);
 }
 
@@ -355,7 +342,9 @@ static void shuffle_inverts(void **state)
 	assert_string_equal(kvt_codec_name(KVT_CODEC_BLOSC_SHUF16_ZSTD), "blosc-shuf16-zstd");
 	assert_int_equal(kvt_codec_parse("shuf16-zstd"), KVT_CODEC_SHUF16_ZSTD);
 	assert_string_equal(kvt_codec_name(KVT_CODEC_SHUF16_ZSTD), "shuf16-zstd");
-	assert_null(kvt_codec_name((enum kvt_codec_id)6));
+	assert_int_equal(kvt_codec_parse("shuf16-pack4"), KVT_CODEC_SHUF16_PACK4);
+	assert_string_equal(kvt_codec_name(KVT_CODEC_SHUF16_PACK4), "shuf16-pack4");
+	assert_null(kvt_codec_name((enum kvt_codec_id)(KVT_CODEC_LAST + 1)));
 	assert_int_equal(kvt_codec_parse("zstd"), -EINVAL);
 }
 
@@ -411,23 +400,9 @@ static void old_shuf16_zstd_record_decodes(void **state)
 	assert_memory_equal(out, want, sizeof(want));
 }
 
-/* Encode with min_ratio 1 (the frame kept unless it grows) and decode. */
 static long zstd16_round_trip(const void *src, size_t len, char *dst, enum kvt_codec_id *used)
 {
-	struct kvt_codec_cfg cfg;
-	char *out = malloc(len + 1);
-	long stored;
-
-	kvt_codec_cfg_init(&cfg);
-	cfg.id = KVT_CODEC_SHUF16_ZSTD;
-	cfg.min_ratio = 1.0;
-	stored = kvt_codec_encode(&cfg, src, len, dst, kvt_codec_bound(len), NULL, used);
-	assert_true(stored > 0);
-	assert_true((size_t)stored <= kvt_codec_bound(len));
-	assert_int_equal(kvt_codec_decode(*used, dst, (size_t)stored, out, len, NULL), 0);
-	assert_memory_equal(out, src, len);
-	free(out);
-	return stored;
+	return codec_round_trip_min1(KVT_CODEC_SHUF16_ZSTD, src, len, dst, used);
 }
 
 /* Sizes around the SIMD widths (16 and 32 elements), the chunk (2^17
