@@ -676,6 +676,8 @@ struct sbatch {
 	struct rrec *r;
 	size_t chunk0, chunk_n;   /* write: the chunk in flight */
 	size_t prepped;           /* write: records [0, prepped) are prepared */
+	size_t prep_goal;         /* write: ... and [prepped, prep_goal) are to be
+	                           * while the chunk's writes are in flight */
 	int run_err;              /* write: the chunk's run could not start */
 	bool slot;                /* holds one of the tier's write batch slots */
 };
@@ -973,6 +975,24 @@ static void write_chunk_start(struct sbatch *sb)
 	}
 }
 
+/* Reap the chunk's run until every operation added so far is reported,
+ * preparing records towards prep_goal meanwhile at the pace they complete:
+ * one ahead, then as many as completed. Not all at once: on a machine with
+ * few cores, the kernel's share of a direct write (its completion, the
+ * conversion of preallocated extents) waits for a core, and a thread that
+ * checksums a whole chunk in one go holds one for milliseconds while a
+ * write at queue depth 1 waits behind it. */
+static void write_reap_all(struct sbatch *sb)
+{
+	size_t k = 1;
+
+	do {
+		size_t end = sb->prepped + k < sb->prep_goal ? sb->prepped + k : sb->prep_goal;
+
+		write_prepare_upto(sb, end);
+	} while ((k = kvt_ssd_io_reap(sb->run, sb->done, sb->cap_ops)));
+}
+
 /* Wait for the chunk's writes, sync the segments they touched, ack them. */
 static void write_chunk_finish(struct sbatch *sb)
 {
@@ -982,8 +1002,7 @@ static void write_chunk_finish(struct sbatch *sb)
 	size_t end = sb->chunk0 + sb->chunk_n, first_sync = sb->n_ops;
 
 	if (sb->run) {
-		while (kvt_ssd_io_reap(sb->run, sb->done, sb->cap_ops))
-			;
+		write_reap_all(sb);
 		/* group commit: one fdatasync per segment touched by the chunk */
 		for (size_t i = sb->chunk0; i < end && ssd->opts.sync; i++) {
 			bool ok = !w[i].res;
@@ -1002,8 +1021,7 @@ static void write_chunk_finish(struct sbatch *sb)
 		}
 		if (sb->n_ops > first_sync) {
 			kvt_ssd_io_add(sb->run, sb->n_ops - first_sync);
-			while (kvt_ssd_io_reap(sb->run, sb->done, sb->cap_ops))
-				;
+			write_reap_all(sb);
 		}
 		kvt_ssd_io_end(sb->run);
 		sb->run = NULL;
@@ -1110,7 +1128,7 @@ static void write_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 		size_t next = sb->chunk0 + sb->chunk_n + ssd->chunk;
 
 		/* the next chunk is prepared while this one's writes are in flight */
-		write_prepare_upto(sb, next < b->n ? next : b->n);
+		sb->prep_goal = next < b->n ? next : b->n;
 		write_chunk_finish(sb);
 		sb->chunk0 += sb->chunk_n;
 		if (sb->chunk0 >= b->n)
