@@ -3,7 +3,8 @@
  * test hook); reads, holds, frees and stats return while a write batch is
  * held making a new segment file (the tier's create hook); a ring failing in a write batch costs no record and does not
  * degrade the tier; an allocation failure (-ENOMEM as an op's result) fails
- * its batch without degrading, a device error still degrades. Run with the
+ * its batch without degrading, a device error still degrades; a write
+ * batch prepares the next chunk's records as its writes complete. Run with the
  * argument "threads" for the pread/pwrite pool. */
 #include <errno.h>
 #include <pthread.h>
@@ -348,6 +349,93 @@ static void enomem_fails_the_batch_without_degrading(void **state)
 	free(r);
 }
 
+/* A write batch prepares (checksums, encodes) the next chunk's records as
+ * the writes of the chunk in flight complete, one ahead and then one per
+ * completion, not the whole next chunk at once: at queue depth 1 a thread
+ * busy with a chunk of checksums holds a core the kernel needs to complete
+ * the write in flight. Seen from outside: a record with room has its
+ * padding zeroed when it is prepared, and each time a chunk's run first
+ * waits for its writes, the records prepared exceed the operations
+ * completed by at most one chunk (16 records at queue depth 1) and one. */
+#define PACE_RECS 64
+#define PACE_LEN (4096u + 100)
+#define PACE_STRIDE (3 * 4096u) /* header page, block, padding */
+
+static struct {
+	char *region;
+	uint64_t ops0;
+	int waits;
+	long max_ahead;
+} pace;
+
+static void pace_hook_cb(struct kvt_ssd_io *io, enum kvt_ssd_io_kind kind, void *arg)
+{
+	struct kvt_ssd_io_stats st;
+	long prepared = 0;
+
+	(void)arg;
+	if (kind != KVT_SSD_IO_WRITE)
+		return;
+	for (int i = 0; i < PACE_RECS; i++)
+		prepared += pace.region[(size_t)i * PACE_STRIDE + 4096 + PACE_LEN] == 0;
+	kvt_ssd_io_stats(io, &st);
+	if (prepared - (long)(st.ops - pace.ops0) > pace.max_ahead)
+		pace.max_ahead = prepared - (long)(st.ops - pace.ops0);
+	pace.waits++;
+}
+
+static void a_batch_prepares_the_next_chunk_as_its_writes_complete(void **state)
+{
+	char *dir = ssd_test_dir("ssd_tier_pace");
+	struct kvt_ssd_write w[PACE_RECS];
+	struct kvt_ssd_stats st;
+	struct kvt_ssd_opts o;
+	struct kvt_ssd *ssd;
+
+	(void)state;
+	kvt_ssd_opts_init(&o, sizeof(o));
+	o.dir = dir;
+	o.capacity_bytes = CAPACITY;
+	o.segment_bytes = SEGMENT;
+	o.queue_depth = 1; /* chunks of 16 records */
+	o.force_threads = force_threads;
+	assert_int_equal(kvt_ssd_open(&o, NULL, NULL, &ssd), 0);
+	pace.region = aligned_alloc(4096, PACE_RECS * PACE_STRIDE);
+	assert_non_null(pace.region);
+	memset(pace.region, 0xaa, PACE_RECS * PACE_STRIDE);
+	for (int i = 0; i < PACE_RECS; i++) {
+		char *data = pace.region + (size_t)i * PACE_STRIDE + 4096;
+
+		kvt_test_fill(data, PACE_LEN, seed + (uint64_t)i);
+		w[i] = (struct kvt_ssd_write){ .ns_id = 5, .key = key_of((uint64_t)i),
+					       .data = data, .len = PACE_LEN, .room = true };
+	}
+	kvt_ssd_stats(ssd, &st);
+	pace.ops0 = st.io.ops;
+	pace.waits = 0;
+	pace.max_ahead = 0;
+	kvt_ssd_io_set_test_hook(pace_hook_cb, NULL);
+	assert_int_equal(kvt_ssd_write(ssd, w, PACE_RECS), PACE_RECS);
+	kvt_ssd_io_set_test_hook(NULL, NULL);
+	print_message("chunk runs waited on: %d, most records prepared ahead of completed "
+		      "operations: %ld\n", pace.waits, pace.max_ahead);
+	assert_true(pace.waits >= 2);
+	assert_true(pace.max_ahead <= 16 + 1);
+	for (int i = 0; i < PACE_RECS; i++) {
+		char buf[PACE_LEN];
+		struct kvt_ssd_read rd = { .loc = w[i].loc, .ns_id = 5, .key = key_of((uint64_t)i),
+					   .buf = buf, .len = PACE_LEN };
+
+		assert_int_equal(kvt_ssd_read(ssd, &rd, 1), 1);
+		assert_int_equal(rd.res, 0);
+		assert_memory_equal(buf, w[i].data, PACE_LEN);
+	}
+	kvt_ssd_close(ssd);
+	free(pace.region);
+	kvt_test_rmdir(dir);
+	free(dir);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -355,6 +443,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(reads_holds_frees_do_not_wait_for_a_new_segment),
 		cmocka_unit_test(ring_failure_in_a_write_keeps_the_tier),
 		cmocka_unit_test(enomem_fails_the_batch_without_degrading),
+		cmocka_unit_test(a_batch_prepares_the_next_chunk_as_its_writes_complete),
 	};
 
 	force_threads = argc > 1 && !strcmp(argv[1], "threads");
