@@ -1,11 +1,13 @@
 /* The SSD tier around its I/O engine: frees that empty a segment, stats and
  * dropped lists return while a write batch is held in flight (by the engine's
  * test hook); reads, holds, frees and stats return while a write batch is
- * held making a new segment file (the tier's create hook); a ring failing in a write batch costs no record and does not
- * degrade the tier; an allocation failure (-ENOMEM as an op's result) fails
- * its batch without degrading, a device error still degrades; a write
- * batch prepares the next chunk's records as its writes complete. Run with the
- * argument "threads" for the pread/pwrite pool. */
+ * held making a new segment file (the tier's create hook); the next
+ * segment's file is made before the active one fills; a ring failing in a
+ * write batch costs no record and does not degrade the tier; an allocation
+ * failure (-ENOMEM as an op's result) fails its batch without degrading, a
+ * device error still degrades; a write batch prepares the next chunk's
+ * records as its writes complete. Run with the argument "threads" for the
+ * pread/pwrite pool. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -184,6 +186,21 @@ static void create_gate_cb(void *arg)
 	pthread_mutex_unlock(&create_gate.mu);
 }
 
+/* A writer that tells the gate when its write has returned. */
+static bool gate_writer_done;
+
+static void *gate_writer_main(void *arg)
+{
+	struct writer *wr = arg;
+
+	kvt_ssd_write(wr->ssd, wr->w, wr->n);
+	pthread_mutex_lock(&create_gate.mu);
+	gate_writer_done = true;
+	pthread_cond_broadcast(&create_gate.cv);
+	pthread_mutex_unlock(&create_gate.mu);
+	return NULL;
+}
+
 static void reads_holds_frees_do_not_wait_for_a_new_segment(void **state)
 {
 	char *dir = ssd_test_dir("ssd_tier_create");
@@ -193,9 +210,10 @@ static void reads_holds_frees_do_not_wait_for_a_new_segment(void **state)
 	struct kvt_ssd_rec_info dropped[4];
 	struct writer wr = { 0 };
 	uint64_t n = 0, per_seg;
+	bool entered = false;
 
 	(void)state;
-	/* a full first segment and a second holding one record ... */
+	/* a full first segment and a second holding one record */
 	do {
 		assert_true(n < MAX_RECS - 1);
 		recs_prepare(r, n);
@@ -204,26 +222,30 @@ static void reads_holds_frees_do_not_wait_for_a_new_segment(void **state)
 		kvt_ssd_stats(ssd, &st);
 	} while (st.segments < 2);
 	per_seg = n - 1;
-	/* ... filled, so that the next record needs a third */
-	for (uint64_t k = 1; k < per_seg; k++, n++) {
-		recs_prepare(r, n);
-		assert_int_equal(kvt_ssd_write(ssd, &r->w[n], 1), 1);
-	}
-	kvt_ssd_stats(ssd, &st);
-	assert_int_equal(st.segments, 2);
 
-	/* a write batch stopped while it makes that segment's file */
-	recs_prepare(r, n);
-	wr.ssd = ssd;
-	wr.w = &r->w[n];
-	wr.n = 1;
+	/* a write batch stopped while it makes a segment file: the next one,
+	 * made ahead once the second is half full */
 	create_gate.entered = create_gate.open = false;
 	kvt_ssd_set_create_hook(create_gate_cb, NULL);
-	assert_int_equal(pthread_create(&wr.t, NULL, writer_main, &wr), 0);
-	pthread_mutex_lock(&create_gate.mu);
-	while (!create_gate.entered)
-		pthread_cond_wait(&create_gate.cv, &create_gate.mu);
-	pthread_mutex_unlock(&create_gate.mu);
+	wr.ssd = ssd;
+	wr.n = 1;
+	while (!entered) {
+		assert_true(n < 2 * per_seg);
+		recs_prepare(r, n);
+		wr.w = &r->w[n];
+		gate_writer_done = false;
+		assert_int_equal(pthread_create(&wr.t, NULL, gate_writer_main, &wr), 0);
+		pthread_mutex_lock(&create_gate.mu);
+		while (!create_gate.entered && !gate_writer_done)
+			pthread_cond_wait(&create_gate.cv, &create_gate.mu);
+		entered = create_gate.entered;
+		pthread_mutex_unlock(&create_gate.mu);
+		if (!entered) {
+			pthread_join(wr.t, NULL);
+			assert_int_equal(r->w[n].res, 0);
+			n++;
+		}
+	}
 
 	/* none of these may wait for it (the watchdog fails a hang) */
 	assert_int_equal(read_rec(ssd, r, 0), 0);
@@ -233,11 +255,11 @@ static void reads_holds_frees_do_not_wait_for_a_new_segment(void **state)
 	kvt_ssd_free(ssd, r->w[2].loc);
 	kvt_ssd_stats(ssd, &st);
 	assert_int_equal(st.segments, 2);
+	assert_int_equal(st.segments_spare, 0);
 	assert_int_equal(kvt_ssd_take_dropped(ssd, dropped, 4), 0);
 	assert_false(kvt_ssd_degraded(ssd));
-	assert_false(atomic_load(&wr.done));
-
 	pthread_mutex_lock(&create_gate.mu);
+	assert_false(gate_writer_done);
 	create_gate.open = true;
 	pthread_cond_broadcast(&create_gate.cv);
 	pthread_mutex_unlock(&create_gate.mu);
@@ -245,9 +267,75 @@ static void reads_holds_frees_do_not_wait_for_a_new_segment(void **state)
 	kvt_ssd_set_create_hook(NULL, NULL);
 	assert_int_equal(r->w[n].res, 0);
 	kvt_ssd_stats(ssd, &st);
-	assert_int_equal(st.segments, 3);
+	assert_int_equal(st.segments, 2);
+	assert_int_equal(st.segments_spare, 1);
 	for (uint64_t i = 0; i <= n; i++)
 		assert_int_equal(read_rec(ssd, r, i), i == 2 ? -ENOENT : 0);
+	kvt_ssd_close(ssd);
+	kvt_test_rmdir(dir);
+	free(dir);
+	recs_free(r);
+	free(r);
+}
+
+/* The next segment's file is made ahead of need, while the active segment
+ * is half full: the write that fills the active segment and goes on into
+ * the next makes no file (making it there left the device idle, its queue
+ * waiting behind the preallocation, superblock and syncs). A spare never
+ * used is deleted at close. */
+static int creates;
+
+static void count_create_cb(void *arg)
+{
+	(void)arg;
+	creates++;
+}
+
+static void the_next_segment_is_made_before_the_active_one_fills(void **state)
+{
+	char *dir = ssd_test_dir("ssd_tier_spare");
+	struct kvt_ssd *ssd = open_tier(dir);
+	struct recs *r = calloc(1, sizeof(*r));
+	struct kvt_ssd_stats st;
+	uint64_t n = 0, moves = 0, segs = 0;
+
+	(void)state;
+	kvt_ssd_set_create_hook(count_create_cb, NULL);
+	for (; n < 3 * 7 + 2; n++) { /* 7 records of 128 KiB a 1 MiB segment */
+		int before = creates;
+
+		recs_prepare(r, n);
+		assert_int_equal(kvt_ssd_write(ssd, &r->w[n], 1), 1);
+		kvt_ssd_stats(ssd, &st);
+		if (n && st.segments > segs) {
+			/* a record went into a new segment: it was made before */
+			assert_int_equal(creates, before);
+			moves++;
+		}
+		if (st.segments == segs && creates > before)
+			assert_int_equal(st.segments_spare, 1);
+		segs = st.segments;
+	}
+	kvt_ssd_set_create_hook(NULL, NULL);
+	assert_int_equal(moves, 3);
+	assert_int_equal(st.segments, 4);
+	assert_int_equal(st.segments_spare, 0);
+	assert_int_equal(st.segments_created, (uint64_t)creates);
+	/* half full again: the fifth is made, and close deletes it unused */
+	for (; n < 3 * 7 + 5; n++) {
+		recs_prepare(r, n);
+		assert_int_equal(kvt_ssd_write(ssd, &r->w[n], 1), 1);
+	}
+	kvt_ssd_stats(ssd, &st);
+	assert_int_equal(st.segments_spare, 1);
+	assert_int_equal(ssd_test_count(dir, "seg-", ".kvt"), 5);
+	kvt_ssd_close(ssd);
+	assert_int_equal(ssd_test_count(dir, "seg-", ".kvt"), 4);
+	ssd = open_tier(dir);
+	kvt_ssd_stats(ssd, &st);
+	assert_int_equal(st.recovered, n);
+	assert_int_equal(st.segments, 4);
+	assert_int_equal(st.recovery_scanned, 0);
 	kvt_ssd_close(ssd);
 	kvt_test_rmdir(dir);
 	free(dir);
@@ -441,6 +529,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(free_and_stats_do_not_wait_for_a_write),
 		cmocka_unit_test(reads_holds_frees_do_not_wait_for_a_new_segment),
+		cmocka_unit_test(the_next_segment_is_made_before_the_active_one_fills),
 		cmocka_unit_test(ring_failure_in_a_write_keeps_the_tier),
 		cmocka_unit_test(enomem_fails_the_batch_without_degrading),
 		cmocka_unit_test(a_batch_prepares_the_next_chunk_as_its_writes_complete),
