@@ -731,6 +731,7 @@ struct sbatch {
 	size_t prepped;           /* write: records [0, prepped) are prepared */
 	size_t prep_goal;         /* write: ... and [prepped, prep_goal) are to be
 	                           * while the chunk's writes are in flight */
+	size_t reaped;            /* write: operations of the chunk's run reported */
 	int run_err;              /* write: the chunk's run could not start */
 	bool slot;                /* holds one of the tier's write batch slots */
 };
@@ -1014,7 +1015,7 @@ static void write_chunk_start(struct sbatch *sb)
 	size_t end = sb->chunk0 + sb->chunk_n, from = sb->chunk0;
 	uint64_t bytes = 0;
 
-	sb->n_ops = 0;
+	sb->n_ops = sb->reaped = 0;
 	sb->run = NULL;
 	sb->run_err = 0;
 	for (size_t i = sb->chunk0; i < end; i++) {
@@ -1029,20 +1030,27 @@ static void write_chunk_start(struct sbatch *sb)
 }
 
 /* Reap the chunk's run until every operation added so far is reported,
- * preparing records towards prep_goal meanwhile at the pace they complete:
- * one ahead, then as many as completed. Not all at once: on a machine with
- * few cores, the kernel's share of a direct write (its completion, the
+ * preparing records towards prep_goal meanwhile at the pace operations
+ * complete: with n operations outstanding, all but n - queue_depth of them
+ * are prepared (at queue depth 1: one ahead, then one per completion; all
+ * by the time the window alone is left). Not all at once: on a machine
+ * with few cores, the kernel's share of a direct write (its completion, the
  * conversion of preallocated extents) waits for a core, and a thread that
- * checksums a whole chunk in one go holds one for milliseconds while a
- * write at queue depth 1 waits behind it. */
+ * checksums a whole chunk in one go holds one for milliseconds while the
+ * write in flight at queue depth 1 waits behind it. Nor later: the device
+ * would idle while the last ones are prepared. */
 static void write_reap_all(struct sbatch *sb)
 {
-	size_t k = 1;
+	size_t qd = sb->ssd->opts.queue_depth, k = 0;
 
 	do {
-		size_t end = sb->prepped + k < sb->prep_goal ? sb->prepped + k : sb->prep_goal;
+		size_t left, keep;
 
-		write_prepare_upto(sb, end);
+		sb->reaped += k;
+		left = sb->n_ops - sb->reaped;
+		keep = left > qd ? left - qd : 0; /* records that may wait */
+		if (sb->prep_goal > keep)
+			write_prepare_upto(sb, sb->prep_goal - keep);
 	} while ((k = kvt_ssd_io_reap(sb->run, sb->done, sb->cap_ops)));
 }
 
