@@ -93,6 +93,10 @@ struct kvt_ssd {
 	struct seg *segs;
 	uint32_t n_slots, max_segs, segs_used;
 	int active;
+	int spare;                  /* a segment made ahead, empty: the next active
+	                             * one; or -1 (see spare_due) */
+	int spare_err;              /* making a spare failed: none until a segment
+	                             * is made when needed again */
 	bool creating;              /* a segment file is being made, lock let go */
 	pthread_cond_t create_cv;   /* ... and is made */
 	uint64_t next_seq, next_seg_id;
@@ -190,6 +194,8 @@ static void seg_drop(struct kvt_ssd *ssd, uint32_t slot)
 	s->gen = gen; /* the next segment here bumps it: old locs go stale */
 	if ((int)slot == ssd->active)
 		ssd->active = -1;
+	if ((int)slot == ssd->spare)
+		ssd->spare = -1;
 	ssd->segs_used--;
 }
 
@@ -394,15 +400,17 @@ err:
 	return rc;
 }
 
-/* A new segment in the lowest free slot, made the active one. Its file is
- * made with the lock let go: preallocating, syncing it and its directory is
- * I/O that reads, holds and frees (the store calls the last two under its
- * own lock) must not wait behind. One is made at a time: a caller that
- * finds one under way waits for it and returns 0 (look at the active
- * segment again). Returns 0, -ENOSPC (at capacity and nothing can be
- * released), or the -errno of the file (the caller decides whether that
- * degrades the tier). Lock held. */
-static int seg_create(struct kvt_ssd *ssd)
+/* A new segment in the lowest free slot: the active one, or with `spare`
+ * the one made ahead (ssd->spare), which becomes the active one when that
+ * is full. Its file is made with the lock let go: preallocating, syncing it
+ * and its directory is I/O that reads, holds and frees (the store calls the
+ * last two under its own lock) must not wait behind. One is made at a time:
+ * a caller that finds one under way waits for it and returns 0 (look at the
+ * active segment again), or returns 0 at once for a spare. A spare takes
+ * only a free slot: making one ahead never releases a segment. Returns 0,
+ * -ENOSPC (at capacity and nothing can be released), or the -errno of the
+ * file (the caller decides whether that degrades the tier). Lock held. */
+static int seg_make(struct kvt_ssd *ssd, bool spare)
 {
 	uint64_t nonce, id;
 	struct timespec ts;
@@ -411,10 +419,12 @@ static int seg_create(struct kvt_ssd *ssd)
 	int fd = -1, rc;
 
 	if (ssd->creating) {
-		while (ssd->creating)
+		while (ssd->creating && !spare)
 			pthread_cond_wait(&ssd->create_cv, &ssd->lock);
 		return 0;
 	}
+	if (spare && ssd->segs_used >= ssd->max_segs)
+		return -ENOSPC;
 	while (ssd->segs_used >= ssd->max_segs) {
 		rc = reclaim_one(ssd);
 		if (rc)
@@ -454,9 +464,26 @@ static int seg_create(struct kvt_ssd *ssd)
 	s->n_pages = ssd->seg_pages;
 	s->next_page = 1; /* after the superblock */
 	ssd->segs_used++;
-	ssd->active = (int)slot;
 	ssd->st.segments_created++;
+	if (spare) {
+		ssd->spare = (int)slot;
+	} else {
+		ssd->active = (int)slot;
+		ssd->spare_err = 0;
+	}
 	return 0;
+}
+
+/* The next active segment: the spare if one was made, else a new one (see
+ * seg_make). Lock held. */
+static int seg_next(struct kvt_ssd *ssd)
+{
+	if (ssd->spare >= 0) {
+		ssd->active = ssd->spare;
+		ssd->spare = -1;
+		return 0;
+	}
+	return seg_make(ssd, false);
 }
 
 /* The active segment takes no more records: its summary is due. */
@@ -503,7 +530,7 @@ static int alloc_pages(struct kvt_ssd *ssd, uint32_t pages, uint32_t *slot, uint
 			}
 			seal_active(ssd);
 		}
-		rc = seg_create(ssd);
+		rc = seg_next(ssd);
 		if (rc == -ENOSPC && ssd->segs_used >= ssd->max_segs)
 			return rc;
 		if (rc) {
@@ -512,6 +539,32 @@ static int alloc_pages(struct kvt_ssd *ssd, uint32_t pages, uint32_t *slot, uint
 			return -EIO;
 		}
 	}
+}
+
+/* Make the next segment's file ahead of need, once the active segment is
+ * half full, so that the write that fills it finds the next one made: made
+ * when needed, the file (preallocated, its superblock written and synced,
+ * renamed, its directory synced) is I/O the device's queue waits for. A
+ * write batch calls it while its writes are in flight. Only into a free
+ * slot; a failure is logged and leaves segments to be made when needed.
+ * Tier lock not held. */
+static void spare_due(struct kvt_ssd *ssd)
+{
+	struct seg *a;
+	int rc;
+
+	pthread_mutex_lock(&ssd->lock);
+	a = ssd->active >= 0 ? &ssd->segs[ssd->active] : NULL;
+	if (a && ssd->spare < 0 && !ssd->creating && !ssd->spare_err && !ssd->st.degraded &&
+	    2 * (uint64_t)a->next_page >= a->n_pages && ssd->segs_used < ssd->max_segs) {
+		rc = seg_make(ssd, true);
+		if (rc && rc != -ENOSPC) {
+			ssd->spare_err = rc;
+			kvt_log(KVT_LOG_WARN, "event=ssd.spare_failed dir=%s err=\"%s\" "
+				"action=\"segments made when needed\"", ssd->dir, strerror(-rc));
+		}
+	}
+	pthread_mutex_unlock(&ssd->lock);
 }
 
 /* ---- summaries ----------------------------------------------------------- */
@@ -683,6 +736,9 @@ struct sbatch {
 	struct rrec *r;
 	size_t chunk0, chunk_n;   /* write: the chunk in flight */
 	size_t prepped;           /* write: records [0, prepped) are prepared */
+	size_t prep_goal;         /* write: ... and [prepped, prep_goal) are to be
+	                           * while the chunk's writes are in flight */
+	size_t reaped;            /* write: operations of the chunk's run reported */
 	int run_err;              /* write: the chunk's run could not start */
 	bool slot;                /* holds one of the tier's write batch slots */
 };
@@ -966,7 +1022,7 @@ static void write_chunk_start(struct sbatch *sb)
 	size_t end = sb->chunk0 + sb->chunk_n, from = sb->chunk0;
 	uint64_t bytes = 0;
 
-	sb->n_ops = 0;
+	sb->n_ops = sb->reaped = 0;
 	sb->run = NULL;
 	sb->run_err = 0;
 	for (size_t i = sb->chunk0; i < end; i++) {
@@ -980,6 +1036,31 @@ static void write_chunk_start(struct sbatch *sb)
 	}
 }
 
+/* Reap the chunk's run until every operation added so far is reported,
+ * preparing records towards prep_goal meanwhile at the pace operations
+ * complete: with n operations outstanding, all but n - queue_depth of them
+ * are prepared (at queue depth 1: one ahead, then one per completion; all
+ * by the time the window alone is left). Not all at once: on a machine
+ * with few cores, the kernel's share of a direct write (its completion, the
+ * conversion of preallocated extents) waits for a core, and a thread that
+ * checksums a whole chunk in one go holds one for milliseconds while the
+ * write in flight at queue depth 1 waits behind it. Nor later: the device
+ * would idle while the last ones are prepared. */
+static void write_reap_all(struct sbatch *sb)
+{
+	size_t qd = sb->ssd->opts.queue_depth, k = 0;
+
+	do {
+		size_t left, keep;
+
+		sb->reaped += k;
+		left = sb->n_ops - sb->reaped;
+		keep = left > qd ? left - qd : 0; /* records that may wait */
+		if (sb->prep_goal > keep)
+			write_prepare_upto(sb, sb->prep_goal - keep);
+	} while ((k = kvt_ssd_io_reap(sb->run, sb->done, sb->cap_ops)));
+}
+
 /* Wait for the chunk's writes, sync the segments they touched, ack them. */
 static void write_chunk_finish(struct sbatch *sb)
 {
@@ -989,8 +1070,7 @@ static void write_chunk_finish(struct sbatch *sb)
 	size_t end = sb->chunk0 + sb->chunk_n, first_sync = sb->n_ops;
 
 	if (sb->run) {
-		while (kvt_ssd_io_reap(sb->run, sb->done, sb->cap_ops))
-			;
+		write_reap_all(sb);
 		/* group commit: one fdatasync per segment touched by the chunk */
 		for (size_t i = sb->chunk0; i < end && ssd->opts.sync; i++) {
 			bool ok = !w[i].res;
@@ -1009,8 +1089,7 @@ static void write_chunk_finish(struct sbatch *sb)
 		}
 		if (sb->n_ops > first_sync) {
 			kvt_ssd_io_add(sb->run, sb->n_ops - first_sync);
-			while (kvt_ssd_io_reap(sb->run, sb->done, sb->cap_ops))
-				;
+			write_reap_all(sb);
 		}
 		kvt_ssd_io_end(sb->run);
 		sb->run = NULL;
@@ -1070,7 +1149,6 @@ static void write_chunk_finish(struct sbatch *sb)
 		seg_maybe_release(ssd, c[i].slot);
 	}
 	pthread_mutex_unlock(&ssd->lock);
-	summaries_due(ssd);
 	for (size_t i = sb->chunk0; i < end && sb->b->done_cb; i++)
 		sb->b->done_cb(sb->b, i);
 }
@@ -1116,8 +1194,12 @@ static void write_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 	for (;;) {
 		size_t next = sb->chunk0 + sb->chunk_n + ssd->chunk;
 
-		/* the next chunk is prepared while this one's writes are in flight */
-		write_prepare_upto(sb, next < b->n ? next : b->n);
+		/* while this chunk's writes are in flight: the summaries of
+		 * segments sealed, the next segment's file, then the next
+		 * chunk's records */
+		summaries_due(ssd);
+		spare_due(ssd);
+		sb->prep_goal = next < b->n ? next : b->n;
 		write_chunk_finish(sb);
 		sb->chunk0 += sb->chunk_n;
 		if (sb->chunk0 >= b->n)
@@ -1127,6 +1209,7 @@ static void write_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 	}
 	b->priv = NULL;
 	sbatch_free(sb);
+	summaries_due(ssd);
 }
 
 /* ---- reads ------------------------------------------------------------- */
@@ -1514,7 +1597,8 @@ void kvt_ssd_stats(struct kvt_ssd *ssd, struct kvt_ssd_stats *out)
 	pthread_mutex_lock(&ssd->lock);
 	*out = ssd->st;
 	out->capacity_bytes = (uint64_t)ssd->max_segs * ssd->seg_pages * PAGE;
-	out->segments = ssd->segs_used;
+	out->segments = ssd->segs_used - (ssd->spare >= 0);
+	out->segments_spare = ssd->spare >= 0;
 	out->used_bytes = 0;
 	for (uint32_t i = 0; i < ssd->n_slots; i++)
 		out->used_bytes += ssd->segs[i].live_pages * PAGE;
@@ -1590,7 +1674,7 @@ int kvt_ssd_probe(struct kvt_ssd *ssd)
 		 * segment: start clean in a new one */
 		if (ssd->active >= 0)
 			seal_active(ssd);
-		rc = seg_create(ssd);
+		rc = seg_next(ssd);
 		if (rc == -ENOSPC && ssd->segs_used >= ssd->max_segs)
 			rc = 0; /* the device writes; the next write reclaims */
 	}
@@ -1878,7 +1962,7 @@ int kvt_ssd_open(const struct kvt_ssd_opts *opts, kvt_ssd_recover_cb recover_cb,
 	if (!ssd)
 		return -ENOMEM;
 	ssd->opts = *opts;
-	ssd->active = -1;
+	ssd->active = ssd->spare = -1;
 	ssd->dir_fd = ssd->meta_fd = -1;
 	if (!ssd->opts.segment_bytes)
 		ssd->opts.segment_bytes = 256ULL << 20;
@@ -2000,6 +2084,17 @@ void kvt_ssd_close(struct kvt_ssd *ssd)
 {
 	if (!ssd)
 		return;
+	/* a spare made ahead goes: the next open would continue it, empty,
+	 * rather than the segment the records went to */
+	if (ssd->spare >= 0) {
+		char name[64];
+
+		kvt_ssd_seg_name(ssd->segs[ssd->spare].id, name, sizeof(name));
+		if (unlinkat(ssd->dir_fd, name, 0))
+			kvt_log(KVT_LOG_WARN, "event=ssd.unlink_failed dir=%s file=%s err=\"%s\"",
+				ssd->dir, name, strerror(errno));
+		seg_drop(ssd, (uint32_t)ssd->spare);
+	}
 	/* summaries of every segment that lacks one, the open one included,
 	 * so the next open reads them rather than the segments */
 	summaries_due(ssd);

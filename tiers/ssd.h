@@ -46,7 +46,10 @@
  * Thread-safe; frees, holds, stats and dropped lists never wait for I/O: a
  * new segment file is made (preallocated, synced, its directory synced)
  * with the tier's lock let go, one at a time, while reads and writes into
- * other segments go on. */
+ * other segments go on. A write batch makes the next one ahead (a spare),
+ * once the active segment is half full, while its writes are in flight,
+ * so that the device's queue does not wait for it; close deletes a spare
+ * never used. */
 #ifndef KVT_TIERS_SSD_H
 #define KVT_TIERS_SSD_H
 
@@ -206,6 +209,7 @@ struct kvt_ssd_stats {
 	uint64_t live_raw_bytes;      /* block bytes of live records */
 	uint64_t blocks;              /* live records */
 	uint64_t segments;            /* segment files in use */
+	uint64_t segments_spare;      /* ... and made ahead, empty (0 or 1) */
 	uint64_t segments_created, segments_released;
 	uint64_t reclaim_dropped;     /* live records dropped by segment release */
 	uint64_t writes, write_raw_bytes, write_stored_bytes, compressed_writes;

@@ -6,8 +6,10 @@
  * left in place and reported, and never make the tier wrap its segment ids;
  * a reopened tier goes on appending to its last segment; tombstones keep
  * removed records removed and are themselves let go; summaries spare the
- * scan and are checked before they are trusted; a degraded tier comes back
+ * scan and are checked before they are trusted; a segment made ahead and
+ * left empty by a crash is continued; a degraded tier comes back
  * after a probe. Run with the argument "threads" for the thread pool. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -468,6 +470,82 @@ static void summaries_spare_the_scan_and_are_checked(void **state)
 		assert_there(f, i);
 }
 
+/* Copy the regular files of src into dst: what a crash would leave of a
+ * tier whose writes have all returned (they went to the device O_DIRECT). */
+static void copy_files(const char *src, const char *dst)
+{
+	DIR *d = opendir(src);
+	struct dirent *e;
+	char from[4096], to[4096], buf[1 << 16];
+
+	assert_non_null(d);
+	while ((e = readdir(d))) {
+		struct stat sb;
+		ssize_t k;
+		int in, out;
+
+		snprintf(from, sizeof(from), "%s/%s", src, e->d_name);
+		if (lstat(from, &sb) || !S_ISREG(sb.st_mode))
+			continue;
+		snprintf(to, sizeof(to), "%s/%s", dst, e->d_name);
+		in = open(from, O_RDONLY);
+		out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		assert_true(in >= 0 && out >= 0);
+		while ((k = read(in, buf, sizeof(buf))) > 0)
+			assert_int_equal(write(out, buf, (size_t)k), k);
+		assert_int_equal(k, 0);
+		close(in);
+		close(out);
+	}
+	closedir(d);
+}
+
+/* A crash leaves the segment made ahead (the spare: empty, superblock only)
+ * beside the one the records went to, which has no summary yet: the next
+ * open finds every record, and appends to the spare. */
+static void a_spare_left_by_a_crash_is_continued(void **state)
+{
+	struct fixture *f = *state;
+	struct kvt_ssd_stats st;
+	char *copy = ssd_test_dir("ssd_recovery_spare");
+	uint64_t n = 0, more;
+
+	do {
+		assert_true(n < 23);
+		put(f, n++);
+		kvt_ssd_stats(f->ssd, &st);
+	} while (!st.segments_spare);
+	assert_int_equal(st.segments, 1);
+	copy_files(f->dir, copy);
+	kvt_ssd_close(f->ssd);
+	f->ssd = NULL;
+	kvt_test_rmdir(f->dir);
+	free(f->dir);
+	f->dir = copy;
+	f->opts.dir = copy;
+	assert_int_equal(ssd_test_count(copy, "seg-", ".kvt"), 2);
+	assert_int_equal(ssd_test_count(copy, "seg-", ".sum"), 0);
+
+	assert_int_equal(tier_open(f), 0);
+	assert_int_equal(f->n_seen, n);
+	for (uint64_t i = 0; i < n; i++)
+		assert_there(f, i);
+	kvt_ssd_stats(f->ssd, &st);
+	assert_int_equal(st.segments, 2);
+	assert_int_equal(st.segments_spare, 0);
+	assert_int_equal(st.recovery_torn, 0);
+	assert_int_equal(st.recovery_corrupt, 0);
+	/* the spare takes the records now: 23 fill it, the rest go on */
+	for (more = n + 30; n < more; n++)
+		put(f, n);
+	kvt_ssd_stats(f->ssd, &st);
+	assert_int_equal(st.segments, 3);
+	reopen(f);
+	assert_int_equal(f->n_seen, n);
+	for (uint64_t i = 0; i < n; i++)
+		assert_there(f, i);
+}
+
 #ifdef KVT_TESTING
 /* A degraded tier is written again once a probe succeeds. */
 static void degraded_tier_resumes_after_a_probe(void **state)
@@ -513,6 +591,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(tombstones_hide_older_records_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(tombstones_are_reclaimed, setup, teardown),
 		cmocka_unit_test_setup_teardown(summaries_spare_the_scan_and_are_checked, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(a_spare_left_by_a_crash_is_continued, setup,
 						teardown),
 #ifdef KVT_TESTING
 		cmocka_unit_test_setup_teardown(degraded_tier_resumes_after_a_probe, setup, teardown),

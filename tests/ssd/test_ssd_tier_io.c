@@ -1,10 +1,13 @@
 /* The SSD tier around its I/O engine: frees that empty a segment, stats and
  * dropped lists return while a write batch is held in flight (by the engine's
  * test hook); reads, holds, frees and stats return while a write batch is
- * held making a new segment file (the tier's create hook); a ring failing in a write batch costs no record and does not
- * degrade the tier; an allocation failure (-ENOMEM as an op's result) fails
- * its batch without degrading, a device error still degrades. Run with the
- * argument "threads" for the pread/pwrite pool. */
+ * held making a new segment file (the tier's create hook); the next
+ * segment's file is made before the active one fills; a ring failing in a
+ * write batch costs no record and does not degrade the tier; an allocation
+ * failure (-ENOMEM as an op's result) fails its batch without degrading, a
+ * device error still degrades; a write batch prepares the next chunk's
+ * records as its writes complete. Run with the argument "threads" for the
+ * pread/pwrite pool. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -183,6 +186,21 @@ static void create_gate_cb(void *arg)
 	pthread_mutex_unlock(&create_gate.mu);
 }
 
+/* A writer that tells the gate when its write has returned. */
+static bool gate_writer_done;
+
+static void *gate_writer_main(void *arg)
+{
+	struct writer *wr = arg;
+
+	kvt_ssd_write(wr->ssd, wr->w, wr->n);
+	pthread_mutex_lock(&create_gate.mu);
+	gate_writer_done = true;
+	pthread_cond_broadcast(&create_gate.cv);
+	pthread_mutex_unlock(&create_gate.mu);
+	return NULL;
+}
+
 static void reads_holds_frees_do_not_wait_for_a_new_segment(void **state)
 {
 	char *dir = ssd_test_dir("ssd_tier_create");
@@ -192,9 +210,10 @@ static void reads_holds_frees_do_not_wait_for_a_new_segment(void **state)
 	struct kvt_ssd_rec_info dropped[4];
 	struct writer wr = { 0 };
 	uint64_t n = 0, per_seg;
+	bool entered = false;
 
 	(void)state;
-	/* a full first segment and a second holding one record ... */
+	/* a full first segment and a second holding one record */
 	do {
 		assert_true(n < MAX_RECS - 1);
 		recs_prepare(r, n);
@@ -203,26 +222,30 @@ static void reads_holds_frees_do_not_wait_for_a_new_segment(void **state)
 		kvt_ssd_stats(ssd, &st);
 	} while (st.segments < 2);
 	per_seg = n - 1;
-	/* ... filled, so that the next record needs a third */
-	for (uint64_t k = 1; k < per_seg; k++, n++) {
-		recs_prepare(r, n);
-		assert_int_equal(kvt_ssd_write(ssd, &r->w[n], 1), 1);
-	}
-	kvt_ssd_stats(ssd, &st);
-	assert_int_equal(st.segments, 2);
 
-	/* a write batch stopped while it makes that segment's file */
-	recs_prepare(r, n);
-	wr.ssd = ssd;
-	wr.w = &r->w[n];
-	wr.n = 1;
+	/* a write batch stopped while it makes a segment file: the next one,
+	 * made ahead once the second is half full */
 	create_gate.entered = create_gate.open = false;
 	kvt_ssd_set_create_hook(create_gate_cb, NULL);
-	assert_int_equal(pthread_create(&wr.t, NULL, writer_main, &wr), 0);
-	pthread_mutex_lock(&create_gate.mu);
-	while (!create_gate.entered)
-		pthread_cond_wait(&create_gate.cv, &create_gate.mu);
-	pthread_mutex_unlock(&create_gate.mu);
+	wr.ssd = ssd;
+	wr.n = 1;
+	while (!entered) {
+		assert_true(n < 2 * per_seg);
+		recs_prepare(r, n);
+		wr.w = &r->w[n];
+		gate_writer_done = false;
+		assert_int_equal(pthread_create(&wr.t, NULL, gate_writer_main, &wr), 0);
+		pthread_mutex_lock(&create_gate.mu);
+		while (!create_gate.entered && !gate_writer_done)
+			pthread_cond_wait(&create_gate.cv, &create_gate.mu);
+		entered = create_gate.entered;
+		pthread_mutex_unlock(&create_gate.mu);
+		if (!entered) {
+			pthread_join(wr.t, NULL);
+			assert_int_equal(r->w[n].res, 0);
+			n++;
+		}
+	}
 
 	/* none of these may wait for it (the watchdog fails a hang) */
 	assert_int_equal(read_rec(ssd, r, 0), 0);
@@ -232,11 +255,11 @@ static void reads_holds_frees_do_not_wait_for_a_new_segment(void **state)
 	kvt_ssd_free(ssd, r->w[2].loc);
 	kvt_ssd_stats(ssd, &st);
 	assert_int_equal(st.segments, 2);
+	assert_int_equal(st.segments_spare, 0);
 	assert_int_equal(kvt_ssd_take_dropped(ssd, dropped, 4), 0);
 	assert_false(kvt_ssd_degraded(ssd));
-	assert_false(atomic_load(&wr.done));
-
 	pthread_mutex_lock(&create_gate.mu);
+	assert_false(gate_writer_done);
 	create_gate.open = true;
 	pthread_cond_broadcast(&create_gate.cv);
 	pthread_mutex_unlock(&create_gate.mu);
@@ -244,9 +267,75 @@ static void reads_holds_frees_do_not_wait_for_a_new_segment(void **state)
 	kvt_ssd_set_create_hook(NULL, NULL);
 	assert_int_equal(r->w[n].res, 0);
 	kvt_ssd_stats(ssd, &st);
-	assert_int_equal(st.segments, 3);
+	assert_int_equal(st.segments, 2);
+	assert_int_equal(st.segments_spare, 1);
 	for (uint64_t i = 0; i <= n; i++)
 		assert_int_equal(read_rec(ssd, r, i), i == 2 ? -ENOENT : 0);
+	kvt_ssd_close(ssd);
+	kvt_test_rmdir(dir);
+	free(dir);
+	recs_free(r);
+	free(r);
+}
+
+/* The next segment's file is made ahead of need, while the active segment
+ * is half full: the write that fills the active segment and goes on into
+ * the next makes no file (making it there left the device idle, its queue
+ * waiting behind the preallocation, superblock and syncs). A spare never
+ * used is deleted at close. */
+static int creates;
+
+static void count_create_cb(void *arg)
+{
+	(void)arg;
+	creates++;
+}
+
+static void the_next_segment_is_made_before_the_active_one_fills(void **state)
+{
+	char *dir = ssd_test_dir("ssd_tier_spare");
+	struct kvt_ssd *ssd = open_tier(dir);
+	struct recs *r = calloc(1, sizeof(*r));
+	struct kvt_ssd_stats st;
+	uint64_t n = 0, moves = 0, segs = 0;
+
+	(void)state;
+	kvt_ssd_set_create_hook(count_create_cb, NULL);
+	for (; n < 3 * 7 + 2; n++) { /* 7 records of 128 KiB a 1 MiB segment */
+		int before = creates;
+
+		recs_prepare(r, n);
+		assert_int_equal(kvt_ssd_write(ssd, &r->w[n], 1), 1);
+		kvt_ssd_stats(ssd, &st);
+		if (n && st.segments > segs) {
+			/* a record went into a new segment: it was made before */
+			assert_int_equal(creates, before);
+			moves++;
+		}
+		if (st.segments == segs && creates > before)
+			assert_int_equal(st.segments_spare, 1);
+		segs = st.segments;
+	}
+	kvt_ssd_set_create_hook(NULL, NULL);
+	assert_int_equal(moves, 3);
+	assert_int_equal(st.segments, 4);
+	assert_int_equal(st.segments_spare, 0);
+	assert_int_equal(st.segments_created, (uint64_t)creates);
+	/* half full again: the fifth is made, and close deletes it unused */
+	for (; n < 3 * 7 + 5; n++) {
+		recs_prepare(r, n);
+		assert_int_equal(kvt_ssd_write(ssd, &r->w[n], 1), 1);
+	}
+	kvt_ssd_stats(ssd, &st);
+	assert_int_equal(st.segments_spare, 1);
+	assert_int_equal(ssd_test_count(dir, "seg-", ".kvt"), 5);
+	kvt_ssd_close(ssd);
+	assert_int_equal(ssd_test_count(dir, "seg-", ".kvt"), 4);
+	ssd = open_tier(dir);
+	kvt_ssd_stats(ssd, &st);
+	assert_int_equal(st.recovered, n);
+	assert_int_equal(st.segments, 4);
+	assert_int_equal(st.recovery_scanned, 0);
 	kvt_ssd_close(ssd);
 	kvt_test_rmdir(dir);
 	free(dir);
@@ -348,13 +437,102 @@ static void enomem_fails_the_batch_without_degrading(void **state)
 	free(r);
 }
 
+/* A write batch prepares (checksums, encodes) the next chunk's records as
+ * the writes of the chunk in flight complete, one ahead and then one per
+ * completion, not the whole next chunk at once: at queue depth 1 a thread
+ * busy with a chunk of checksums holds a core the kernel needs to complete
+ * the write in flight. Seen from outside: a record with room has its
+ * padding zeroed when it is prepared, and each time a chunk's run first
+ * waits for its writes, the records prepared exceed the operations
+ * completed by at most one chunk (16 records at queue depth 1) and one. */
+#define PACE_RECS 64
+#define PACE_LEN (4096u + 100)
+#define PACE_STRIDE (3 * 4096u) /* header page, block, padding */
+
+static struct {
+	char *region;
+	uint64_t ops0;
+	int waits;
+	long max_ahead;
+} pace;
+
+static void pace_hook_cb(struct kvt_ssd_io *io, enum kvt_ssd_io_kind kind, void *arg)
+{
+	struct kvt_ssd_io_stats st;
+	long prepared = 0;
+
+	(void)arg;
+	if (kind != KVT_SSD_IO_WRITE)
+		return;
+	for (int i = 0; i < PACE_RECS; i++)
+		prepared += pace.region[(size_t)i * PACE_STRIDE + 4096 + PACE_LEN] == 0;
+	kvt_ssd_io_stats(io, &st);
+	if (prepared - (long)(st.ops - pace.ops0) > pace.max_ahead)
+		pace.max_ahead = prepared - (long)(st.ops - pace.ops0);
+	pace.waits++;
+}
+
+static void a_batch_prepares_the_next_chunk_as_its_writes_complete(void **state)
+{
+	char *dir = ssd_test_dir("ssd_tier_pace");
+	struct kvt_ssd_write w[PACE_RECS];
+	struct kvt_ssd_stats st;
+	struct kvt_ssd_opts o;
+	struct kvt_ssd *ssd;
+
+	(void)state;
+	kvt_ssd_opts_init(&o, sizeof(o));
+	o.dir = dir;
+	o.capacity_bytes = CAPACITY;
+	o.segment_bytes = SEGMENT;
+	o.queue_depth = 1; /* chunks of 16 records */
+	o.force_threads = force_threads;
+	assert_int_equal(kvt_ssd_open(&o, NULL, NULL, &ssd), 0);
+	pace.region = aligned_alloc(4096, PACE_RECS * PACE_STRIDE);
+	assert_non_null(pace.region);
+	memset(pace.region, 0xaa, PACE_RECS * PACE_STRIDE);
+	for (int i = 0; i < PACE_RECS; i++) {
+		char *data = pace.region + (size_t)i * PACE_STRIDE + 4096;
+
+		kvt_test_fill(data, PACE_LEN, seed + (uint64_t)i);
+		w[i] = (struct kvt_ssd_write){ .ns_id = 5, .key = key_of((uint64_t)i),
+					       .data = data, .len = PACE_LEN, .room = true };
+	}
+	kvt_ssd_stats(ssd, &st);
+	pace.ops0 = st.io.ops;
+	pace.waits = 0;
+	pace.max_ahead = 0;
+	kvt_ssd_io_set_test_hook(pace_hook_cb, NULL);
+	assert_int_equal(kvt_ssd_write(ssd, w, PACE_RECS), PACE_RECS);
+	kvt_ssd_io_set_test_hook(NULL, NULL);
+	print_message("chunk runs waited on: %d, most records prepared ahead of completed "
+		      "operations: %ld\n", pace.waits, pace.max_ahead);
+	assert_true(pace.waits >= 2);
+	assert_true(pace.max_ahead <= 16 + 1);
+	for (int i = 0; i < PACE_RECS; i++) {
+		char buf[PACE_LEN];
+		struct kvt_ssd_read rd = { .loc = w[i].loc, .ns_id = 5, .key = key_of((uint64_t)i),
+					   .buf = buf, .len = PACE_LEN };
+
+		assert_int_equal(kvt_ssd_read(ssd, &rd, 1), 1);
+		assert_int_equal(rd.res, 0);
+		assert_memory_equal(buf, w[i].data, PACE_LEN);
+	}
+	kvt_ssd_close(ssd);
+	free(pace.region);
+	kvt_test_rmdir(dir);
+	free(dir);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(free_and_stats_do_not_wait_for_a_write),
 		cmocka_unit_test(reads_holds_frees_do_not_wait_for_a_new_segment),
+		cmocka_unit_test(the_next_segment_is_made_before_the_active_one_fills),
 		cmocka_unit_test(ring_failure_in_a_write_keeps_the_tier),
 		cmocka_unit_test(enomem_fails_the_batch_without_degrading),
+		cmocka_unit_test(a_batch_prepares_the_next_chunk_as_its_writes_complete),
 	};
 
 	force_threads = argc > 1 && !strcmp(argv[1], "threads");
