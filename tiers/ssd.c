@@ -21,6 +21,7 @@
 #include "store/log.h"
 #include "tiers/ssd_format.h"
 #include "tiers/ssd_recover.h"
+#include "tiers/ssd_helper.h"
 #include "tiers/ssd_stage.h"
 #include "util/clock.h"
 #include "util/opts.h"
@@ -106,6 +107,7 @@ struct kvt_ssd {
 	size_t n_sealed, cap_sealed;
 	struct kvt_ssd_stats st;
 	struct kvt_ssd_stages stages; /* its own lock */
+	struct kvt_ssd_helper *helper; /* shares the checks of reads; NULL: none */
 };
 
 /* Stages kept for reuse: a LOAD of 32 encoded blocks of 2 MiB holds 32 at
@@ -731,7 +733,8 @@ struct sbatch {
 	struct kvt_ssd_io_run *run;
 	char *arena;              /* 2 pages per record (header, tail) when a
 	                           * record's buffer has no room for them */
-	void *scratch;            /* read: codec scratch, one (records decode in turn) */
+	void *scratch[2];         /* read: codec scratch, one per thread that
+	                           * verifies (the caller's, the helper's) */
 	struct wrec *w;
 	struct rrec *r;
 	size_t chunk0, chunk_n;   /* write: the chunk in flight */
@@ -777,7 +780,8 @@ static void sbatch_free(struct sbatch *sb)
 	free(sb->left);
 	free(sb->done);
 	free(sb->arena);
-	free(sb->scratch);
+	free(sb->scratch[0]);
+	free(sb->scratch[1]);
 	free(sb);
 	sb = NULL;
 }
@@ -1298,7 +1302,7 @@ static int read_submit(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 		}
 	}
 	pthread_mutex_unlock(&ssd->lock);
-	if (scratch && !(sb->scratch = malloc(scratch)))
+	if (scratch && (!(sb->scratch[0] = malloc(scratch)) || !(sb->scratch[1] = malloc(scratch))))
 		for (size_t i = 0; i < b->n; i++)
 			if (c[i].stage && !r[i].res)
 				r[i].res = -ENOMEM;
@@ -1350,8 +1354,8 @@ static int read_submit(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 }
 
 /* Record i of a read batch is done: its result, from its ops and its
- * checksum. Counts into the batch's tallies. */
-static void read_finish(struct sbatch *sb, size_t i, uint64_t t[4])
+ * checksum. Counts into the tallies t. */
+static void read_finish(struct sbatch *sb, size_t i, uint64_t t[4], void *scratch)
 {
 	struct kvt_tier_io *r = &sb->b->io[i];
 	int err = 0;
@@ -1371,18 +1375,58 @@ static void read_finish(struct sbatch *sb, size_t i, uint64_t t[4])
 		r->res = dev ? -EIO : err;
 		return;
 	}
-	r->res = read_verify(r, &sb->r[i], sb->scratch);
+	r->res = read_verify(r, &sb->r[i], scratch);
 	if (r->res == -EBADMSG)
 		t[0]++;
 	if (!r->res)
 		t[3] += r->len;
 }
 
+/* The records of a read batch whose I/O completed together, to check. */
+struct read_checks {
+	struct sbatch *sb;
+	size_t *recs, n;
+	uint64_t t[2][4]; /* tallies of read_finish, per thread */
+};
+
+static void read_check_one(void *arg, size_t k, unsigned who)
+{
+	struct read_checks *rc = arg;
+
+	read_finish(rc->sb, rc->recs[k], rc->t[who], rc->sb->scratch[who]);
+}
+
+/* Bytes below which checking records costs less than waking the helper. */
+#define HELP_MIN_BYTES (2u << 20)
+
+/* Check the records in rc (their checksums, their decoding), with the
+ * tier's helper when there are several and enough bytes, then hand them
+ * over in order. Returns how many the helper checked. */
+static size_t read_check(struct kvt_ssd *ssd, struct read_checks *rc)
+{
+	struct kvt_tier_batch *b = rc->sb->b;
+	uint64_t bytes = 0;
+	size_t helped = 0;
+
+	for (size_t j = 0; j < rc->n; j++)
+		bytes += b->io[rc->recs[j]].len;
+	if (rc->n > 1 && bytes >= HELP_MIN_BYTES)
+		helped = kvt_ssd_helper_run(ssd->helper, rc->n, read_check_one, rc);
+	else
+		for (size_t j = 0; j < rc->n; j++)
+			read_check_one(rc, j, 0);
+	for (size_t j = 0; j < rc->n && b->done_cb; j++)
+		b->done_cb(b, rc->recs[j]);
+	rc->n = 0;
+	return helped;
+}
+
 static void read_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 {
 	struct sbatch *sb = b->priv;
+	struct read_checks rc = { .sb = sb, .recs = malloc(b->n * sizeof(size_t) + 1) };
 	uint64_t t[4] = { 0 }; /* checksum failures, errors, device errors, bytes */
-	uint64_t ok = 0;
+	uint64_t ok = 0, helped = 0;
 	size_t k;
 
 	/* records that failed before any I/O are reported first */
@@ -1390,26 +1434,36 @@ static void read_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 		if (b->io[i].res)
 			b->done_cb(b, i);
 	if (sb->run) {
-		while ((k = kvt_ssd_io_reap(sb->run, sb->done, sb->cap_ops)) > 0)
+		while ((k = kvt_ssd_io_reap(sb->run, sb->done, sb->cap_ops)) > 0) {
 			for (size_t d = 0; d < k; d++) {
 				size_t i = sb->rec_of_op[sb->done[d]];
 
 				if (--sb->left[i])
 					continue;
-				read_finish(sb, i, t);
+				if (rc.recs) {
+					rc.recs[rc.n++] = i;
+					continue;
+				}
+				read_finish(sb, i, t, sb->scratch[0]);
 				if (b->done_cb)
 					b->done_cb(b, i);
 			}
+			helped += read_check(ssd, &rc);
+		}
 		kvt_ssd_io_end(sb->run);
 	} else {
 		/* the engine could not start: every op carries its error */
 		for (size_t i = 0; i < b->n; i++)
 			if (!b->io[i].res && sb->left[i]) {
-				read_finish(sb, i, t);
+				read_finish(sb, i, t, sb->scratch[0]);
 				if (b->done_cb)
 					b->done_cb(b, i);
 			}
 	}
+	for (int w = 0; w < 2; w++)
+		for (int j = 0; j < 4; j++)
+			t[j] += rc.t[w][j];
+	free(rc.recs);
 	for (size_t i = 0; i < b->n; i++)
 		ok += !b->io[i].res;
 
@@ -1420,6 +1474,7 @@ static void read_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 			seg_maybe_release(ssd, loc_slot(b->io[i].loc));
 		}
 	ssd->st.reads += ok;
+	ssd->st.reads_helped += helped;
 	ssd->st.read_bytes += t[3];
 	ssd->st.checksum_failures += t[0];
 	ssd->st.read_errors += t[1];
@@ -1987,6 +2042,9 @@ int kvt_ssd_open(const struct kvt_ssd_opts *opts, kvt_ssd_recover_cb recover_cb,
 	pthread_cond_init(&ssd->batch_cv, NULL);
 	pthread_cond_init(&ssd->create_cv, NULL);
 	kvt_ssd_stages_init(&ssd->stages, STAGE_KEEP_BYTES);
+	if (kvt_ssd_helper_start(&ssd->helper))
+		kvt_log(KVT_LOG_WARN, "event=ssd.no_helper dir=%s action=\"reads checked on "
+			"one thread\"", ssd->dir);
 
 	if (mkdir(ssd->dir, 0755) && errno != EEXIST) {
 		rc = -errno;
@@ -2068,6 +2126,7 @@ err_meta:
 err_dirfd:
 	close(ssd->dir_fd);
 err_lock:
+	kvt_ssd_helper_stop(ssd->helper);
 	kvt_ssd_stages_fini(&ssd->stages);
 	pthread_cond_destroy(&ssd->create_cv);
 	pthread_cond_destroy(&ssd->batch_cv);
@@ -2114,6 +2173,7 @@ void kvt_ssd_close(struct kvt_ssd *ssd)
 	free(ssd->sealed);
 	close(ssd->meta_fd); /* drops the directory lock */
 	close(ssd->dir_fd);
+	kvt_ssd_helper_stop(ssd->helper);
 	kvt_ssd_stages_fini(&ssd->stages);
 	pthread_cond_destroy(&ssd->create_cv);
 	pthread_cond_destroy(&ssd->batch_cv);

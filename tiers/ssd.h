@@ -214,6 +214,7 @@ struct kvt_ssd_stats {
 	uint64_t reclaim_dropped;     /* live records dropped by segment release */
 	uint64_t writes, write_raw_bytes, write_stored_bytes, compressed_writes;
 	uint64_t reads, read_bytes;
+	uint64_t reads_helped;        /* reads checked by the tier's helper thread */
 	uint64_t checksum_failures;   /* reads whose record did not verify */
 	uint64_t stale_reads;         /* reads of a loc that no longer holds the key */
 	uint64_t write_errors, read_errors, sync_errors;

@@ -6,8 +6,8 @@
  * write batch costs no record and does not degrade the tier; an allocation
  * failure (-ENOMEM as an op's result) fails its batch without degrading, a
  * device error still degrades; a write batch prepares the next chunk's
- * records as its writes complete. Run with the argument "threads" for the
- * pread/pwrite pool. */
+ * records as its writes complete; reads completed together are checked on
+ * two threads. Run with the argument "threads" for the pread/pwrite pool. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -43,7 +43,7 @@ static struct kvt_key key_of(uint64_t i)
 	return k;
 }
 
-static struct kvt_ssd *open_tier(const char *dir)
+static struct kvt_ssd *open_tier_qd(const char *dir, uint32_t qd)
 {
 	struct kvt_ssd_opts o;
 	struct kvt_ssd *ssd;
@@ -52,10 +52,15 @@ static struct kvt_ssd *open_tier(const char *dir)
 	o.dir = dir;
 	o.capacity_bytes = CAPACITY;
 	o.segment_bytes = SEGMENT;
-	o.queue_depth = 8;
+	o.queue_depth = qd;
 	o.force_threads = force_threads;
 	assert_int_equal(kvt_ssd_open(&o, NULL, NULL, &ssd), 0);
 	return ssd;
+}
+
+static struct kvt_ssd *open_tier(const char *dir)
+{
+	return open_tier_qd(dir, 8);
 }
 
 /* Record i holds BLOCK bytes of seed + i. */
@@ -524,6 +529,59 @@ static void a_batch_prepares_the_next_chunk_as_its_writes_complete(void **state)
 	free(dir);
 }
 
+/* Reads the device completes together are checked (XXH3) on two threads,
+ * the caller's and the tier's helper: 16 records of 128 KiB read in one
+ * batch, the engine's hook holding the batch before its first wait until
+ * every read has landed (io_uring; the pool runs no hook), so that one reap
+ * returns them all. Every record still reads back whole. */
+static void sleep_on_reads_cb(struct kvt_ssd_io *io, enum kvt_ssd_io_kind kind, void *arg)
+{
+	(void)io;
+	(void)arg;
+	if (kind == KVT_SSD_IO_READ)
+		usleep(300 * 1000);
+}
+
+static void reads_completed_together_are_checked_on_two_threads(void **state)
+{
+	char *dir = ssd_test_dir("ssd_tier_helper");
+	struct kvt_ssd *ssd = open_tier_qd(dir, 16); /* all 16 in flight at once */
+	struct kvt_ssd_read rd[16];
+	struct kvt_ssd_stats st;
+	struct recs r = { 0 };
+	char *bufs[16];
+
+	(void)state;
+	for (int i = 0; i < 16; i++)
+		recs_prepare(&r, (uint64_t)i);
+	assert_int_equal(kvt_ssd_write(ssd, r.w, 16), 16);
+	for (int i = 0; i < 16; i++) {
+		bufs[i] = aligned_alloc(4096, BLOCK);
+		memset(bufs[i], 0, BLOCK);
+		rd[i] = (struct kvt_ssd_read){ .loc = r.w[i].loc, .ns_id = 5,
+					       .key = key_of((uint64_t)i), .buf = bufs[i],
+					       .len = BLOCK };
+	}
+	kvt_ssd_io_set_test_hook(sleep_on_reads_cb, NULL);
+	assert_int_equal(kvt_ssd_read(ssd, rd, 16), 16);
+	kvt_ssd_io_set_test_hook(NULL, NULL);
+	for (int i = 0; i < 16; i++) {
+		assert_int_equal(rd[i].res, 0);
+		assert_memory_equal(bufs[i], r.data[i], BLOCK);
+		free(bufs[i]);
+	}
+	kvt_ssd_stats(ssd, &st);
+	print_message("%s: %llu of 16 reads checked by the helper\n",
+		      st.io.uring ? "io_uring" : "pool", (unsigned long long)st.reads_helped);
+	assert_int_equal(st.checksum_failures, 0);
+	if (st.io.uring)
+		assert_true(st.reads_helped >= 1);
+	kvt_ssd_close(ssd);
+	recs_free(&r);
+	kvt_test_rmdir(dir);
+	free(dir);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -533,6 +591,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(ring_failure_in_a_write_keeps_the_tier),
 		cmocka_unit_test(enomem_fails_the_batch_without_degrading),
 		cmocka_unit_test(a_batch_prepares_the_next_chunk_as_its_writes_complete),
+		cmocka_unit_test(reads_completed_together_are_checked_on_two_threads),
 	};
 
 	force_threads = argc > 1 && !strcmp(argv[1], "threads");
