@@ -229,6 +229,8 @@ def main(argv=None):
     ap.add_argument("--socket", metavar="PATH", help="kvtierd socket (default $KVTIER_SOCKET or kvtierd's)")
     ap.add_argument("--token", metavar="TOKEN", help="tenant token (default $KVTIER_TOKEN)")
     ap.add_argument("--no-kvtier", action="store_true", help="recompute, no connector")
+    ap.add_argument("--no-plan", action="store_true",
+                    help="load every stored block, whatever kvtierd's plan says (tests)")
     ap.add_argument("--chunk-tokens", type=int, default=256, metavar="N",
                     help="prefill chunk, a multiple of 16 (default 256)")
     ap.add_argument("--boundary", type=int, action="append", default=[], metavar="N",
@@ -253,7 +255,8 @@ def main(argv=None):
     if any(not 0 <= t < cfg.vocab for t in prompt):
         ap.error("prompt tokens must be in [0, %d)" % cfg.vocab)
     pages = args.pages or 2 * ((len(prompt) + args.generate) // BLOCK_TOKENS + 1)
-    conn = None if args.no_kvtier else make_connector(cfg, args.seed, args.socket, args.token)
+    conn = None if args.no_kvtier else make_connector(cfg, args.seed, args.socket, args.token,
+                                                      use_plan=not args.no_plan)
     eng = Engine(cfg, Weights(cfg, args.seed), pages, conn, chunk_tokens=args.chunk_tokens)
     res = eng.generate(Request("req-0", prompt, args.generate), boundaries=args.boundary)
     if args.out:
