@@ -1401,24 +1401,24 @@ static void read_check_one(void *arg, size_t k, unsigned who)
 
 /* Check the records in rc (their checksums, their decoding), with the
  * tier's helper when there are several and enough bytes, then hand them
- * over in order. Returns how many the helper checked. */
-static size_t read_check(struct kvt_ssd *ssd, struct read_checks *rc)
+ * over in order. Counts into h: sets offered to the helper, records it
+ * checked. */
+static void read_check(struct kvt_ssd *ssd, struct read_checks *rc, uint64_t h[2])
 {
 	struct kvt_tier_batch *b = rc->sb->b;
 	uint64_t bytes = 0;
-	size_t helped = 0;
 
 	for (size_t j = 0; j < rc->n; j++)
 		bytes += b->io[rc->recs[j]].len;
-	if (rc->n > 1 && bytes >= HELP_MIN_BYTES)
-		helped = kvt_ssd_helper_run(ssd->helper, rc->n, read_check_one, rc);
-	else
+	if (rc->n > 1 && bytes >= HELP_MIN_BYTES) {
+		h[0]++;
+		h[1] += kvt_ssd_helper_run(ssd->helper, rc->n, read_check_one, rc);
+	} else
 		for (size_t j = 0; j < rc->n; j++)
 			read_check_one(rc, j, 0);
 	for (size_t j = 0; j < rc->n && b->done_cb; j++)
 		b->done_cb(b, rc->recs[j]);
 	rc->n = 0;
-	return helped;
 }
 
 static void read_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
@@ -1426,7 +1426,7 @@ static void read_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 	struct sbatch *sb = b->priv;
 	struct read_checks rc = { .sb = sb, .recs = malloc(b->n * sizeof(size_t) + 1) };
 	uint64_t t[4] = { 0 }; /* checksum failures, errors, device errors, bytes */
-	uint64_t ok = 0, helped = 0;
+	uint64_t ok = 0, helped[2] = { 0, 0 }; /* sets offered, records checked */
 	size_t k;
 
 	/* records that failed before any I/O are reported first */
@@ -1448,7 +1448,7 @@ static void read_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 				if (b->done_cb)
 					b->done_cb(b, i);
 			}
-			helped += read_check(ssd, &rc);
+			read_check(ssd, &rc, helped);
 		}
 		kvt_ssd_io_end(sb->run);
 	} else {
@@ -1474,7 +1474,8 @@ static void read_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 			seg_maybe_release(ssd, loc_slot(b->io[i].loc));
 		}
 	ssd->st.reads += ok;
-	ssd->st.reads_helped += helped;
+	ssd->st.read_sets_shared += helped[0];
+	ssd->st.reads_helped += helped[1];
 	ssd->st.read_bytes += t[3];
 	ssd->st.checksum_failures += t[0];
 	ssd->st.read_errors += t[1];

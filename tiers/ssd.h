@@ -214,7 +214,9 @@ struct kvt_ssd_stats {
 	uint64_t reclaim_dropped;     /* live records dropped by segment release */
 	uint64_t writes, write_raw_bytes, write_stored_bytes, compressed_writes;
 	uint64_t reads, read_bytes;
-	uint64_t reads_helped;        /* reads checked by the tier's helper thread */
+	uint64_t read_sets_shared;    /* sets of reads completed together offered
+	                               * to the tier's helper thread */
+	uint64_t reads_helped;        /* ... and the reads it checked */
 	uint64_t checksum_failures;   /* reads whose record did not verify */
 	uint64_t stale_reads;         /* reads of a loc that no longer holds the key */
 	uint64_t write_errors, read_errors, sync_errors;

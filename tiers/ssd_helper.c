@@ -91,11 +91,12 @@ size_t kvt_ssd_helper_run(struct kvt_ssd_helper *h, size_t n, kvt_ssd_helper_fn 
 {
 	size_t ran;
 
-	if (!h || n < 2 || pthread_mutex_trylock(&h->lock)) {
+	if (!h || n < 2) {
 		for (size_t k = 0; k < n; k++)
 			fn(arg, k, 0);
 		return 0;
 	}
+	pthread_mutex_lock(&h->lock);
 	if (h->busy) {
 		pthread_mutex_unlock(&h->lock);
 		for (size_t k = 0; k < n; k++)
