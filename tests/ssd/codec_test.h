@@ -74,6 +74,24 @@ static inline void codec_rejects_wrong_lengths(enum kvt_codec_id id, const void 
 	free(out);
 }
 
+/* Each edit {offset, value} alone on a copy of the frame: each must make
+ * it -EBADMSG (a header field no reader may take). */
+static inline void codec_rejects_edits(enum kvt_codec_id id, const void *frame, size_t stored,
+				       size_t raw, const size_t edits[][2], size_t n_edits)
+{
+	uint8_t *bad = malloc(stored), *out = malloc(raw);
+
+	for (size_t e = 0; e < n_edits; e++) {
+		memcpy(bad, frame, stored);
+		bad[edits[e][0]] = (uint8_t)edits[e][1];
+		if (kvt_codec_decode(id, bad, stored, out, raw, NULL) != -EBADMSG)
+			fail_msg("%s: byte %zu set to %zu decoded", kvt_codec_name(id), edits[e][0],
+				 edits[e][1]);
+	}
+	free(out);
+	free(bad);
+}
+
 /* 2000 times, 1 to 4 bytes of a copy of the frame flipped: on odd rounds
  * anywhere, on even ones within [hot[k][0], hot[k][1]) for a k taken at
  * random (the header and what a decoder trusts first). Each decode gives 0

@@ -487,19 +487,12 @@ static void corrupt_shuf16_zstd_frame_is_rejected(void **state)
 			 -EBADMSG)
 #define RESET() memcpy(bad, dst, stored)
 	codec_rejects_wrong_lengths(KVT_CODEC_SHUF16_ZSTD, dst, stored, len);
-	RESET();
-	bad[0] = 2;               /* unknown version */
-	BAD(stored, len);
-	RESET();
-	bad[1] = 9;               /* chunk size below the minimum */
-	BAD(stored, len);
-	bad[1] = 18;              /* above the maximum */
-	BAD(stored, len);
-	bad[1] = 16;              /* another chunk size: the words no longer add up */
-	BAD(stored, len);
-	RESET();
-	bad[2] = 1;               /* reserved */
-	BAD(stored, len);
+	/* an unknown version; chunk sizes below the minimum, above the
+	 * maximum, and another (the words no longer add up); reserved bytes */
+	codec_rejects_edits(KVT_CODEC_SHUF16_ZSTD, dst, stored, len,
+			    (const size_t[][2]){ { 0, 2 }, { 1, 9 }, { 1, 18 }, { 1, 16 }, { 2, 1 },
+						 { 3, 1 } },
+			    6);
 	RESET();
 	put32(bad + 4, w0 + 1);   /* a chunk longer than written */
 	BAD(stored, len);

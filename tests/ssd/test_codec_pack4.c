@@ -249,19 +249,12 @@ static void corrupt_pack4_frame_is_rejected(void **state)
 			 -EBADMSG)
 #define RESET() memcpy(bad, dst, stored)
 	codec_rejects_wrong_lengths(KVT_CODEC_SHUF16_PACK4, dst, stored, len);
-	RESET();
-	bad[0] = 2;           /* unknown version */
-	BAD(stored, len);
-	RESET();
-	bad[1] = 9;           /* chunk size below the minimum */
-	BAD(stored, len);
-	bad[1] = 18;          /* above the maximum */
-	BAD(stored, len);
-	bad[1] = 15;          /* another chunk size: the words no longer add up */
-	BAD(stored, len);
-	RESET();
-	bad[3] ^= 1;          /* the length's check */
-	BAD(stored, len);
+	/* an unknown version; chunk sizes below the minimum, above the
+	 * maximum, and another (the words no longer add up); the length's check */
+	codec_rejects_edits(KVT_CODEC_SHUF16_PACK4, dst, stored, len,
+			    (const size_t[][2]){ { 0, 2 }, { 1, 9 }, { 1, 18 }, { 1, 15 },
+						 { 3, dst[3] ^ 1u } },
+			    5);
 	RESET();
 	put32(bad + 4, w0 + (1u << 7)); /* an escape more than the chunk holds */
 	BAD(stored, len);
