@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "transport/server_int.h"
+#include "transport/stats_json.h"
 #include "transport/textbuf.h"
 
 const double kvt_lat_bounds_us[KVT_LAT_BUCKETS] = {
@@ -65,7 +66,7 @@ static json_t *plan_json(struct kvt_server *srv, const struct kvt_store_stats *s
 			continue;
 		e = json_object();
 		json_object_set_new(e, "bytes_per_s", json_real(kvt_rate_value(&r)));
-		json_object_set_new(e, "samples", json_integer((json_int_t)r.samples));
+		kvt_json_set_count(e, "samples", r.samples);
 		json_object_set_new(e, "age_s", r.samples ? json_real((double)(now - r.last_ns) / 1e9)
 							 : json_null());
 		json_object_set_new(tiers, kvt_tier_name(t), e);
@@ -79,19 +80,33 @@ static json_t *plan_json(struct kvt_server *srv, const struct kvt_store_stats *s
 			e = json_object();
 			json_object_set_new(e, "prefill_tokens_per_s",
 					    json_real(kvt_rate_value(&u->prefill)));
-			json_object_set_new(e, "reports", json_integer((json_int_t)u->prefill.samples));
+			kvt_json_set_count(e, "reports", u->prefill.samples);
 			json_array_append_new(engines, e);
 		}
 	}
+	const struct kvt_json_count counts[] = {
+		{ "namespaces_reporting", reporting },
+		{ "lookups", c->plan_lookups },
+		{ "load_blocks", c->plan_load_blocks },
+		{ "recompute_blocks", c->plan_recompute_blocks },
+		{ "retries", c->plan_retries },
+		{ "prefill_reports", c->prefill_reports },
+	};
+
 	json_object_set_new(o, "tiers", tiers);
 	json_object_set_new(o, "engines", engines);
-	json_object_set_new(o, "namespaces_reporting", json_integer((json_int_t)reporting));
-	json_object_set_new(o, "lookups", json_integer((json_int_t)c->plan_lookups));
-	json_object_set_new(o, "load_blocks", json_integer((json_int_t)c->plan_load_blocks));
-	json_object_set_new(o, "recompute_blocks", json_integer((json_int_t)c->plan_recompute_blocks));
-	json_object_set_new(o, "retries", json_integer((json_int_t)c->plan_retries));
-	json_object_set_new(o, "prefill_reports", json_integer((json_int_t)c->prefill_reports));
+	KVT_JSON_SET_COUNTS(o, counts);
 	return o;
+}
+
+/* WAITs parked on all connections, for their jobs to end. */
+static uint64_t waits_parked(const struct kvt_server *srv)
+{
+	uint64_t parked = 0;
+
+	for (const struct kvt_conn *cn = srv->conns; cn; cn = cn->next)
+		parked += cn->n_waits;
+	return parked;
 }
 
 char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
@@ -112,110 +127,113 @@ char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
 		return NULL;
 	}
 	kvt_store_stats(srv->opts.store, &st);
+	const struct kvt_json_count server_counts[] = {
+		{ "connections_open", c->conns_open },
+		{ "connections_accepted", c->conns_accepted },
+		{ "connections_refused", c->conns_refused },
+		{ "connections_refused_uid_limit", c->conns_uid_refused },
+		{ "hello_timeouts", c->hello_timeouts },
+		{ "hello_delayed", c->hello_delayed },
+		{ "namespaces_reclaimed", c->ns_reclaimed },
+		{ "hello_refused", c->hello_refused },
+		{ "bad_frames", c->bad_frames },
+		{ "jobs_in_flight", (uint64_t)__atomic_load_n(&srv->busy_jobs, __ATOMIC_RELAXED) },
+		{ "waits_parked", waits_parked(srv) },
+		{ "jobs_cancelled", c->jobs_cancelled },
+		{ "workers", srv->n_threads },
+	};
+	const struct kvt_json_count copy_counts[] = {
+		{ "gather_bytes", ld(&c->gather_bytes) },
+		{ "scatter_bytes", ld(&c->scatter_bytes) },
+		{ "save_blocks", ld(&c->save_blocks) },
+		{ "save_already_present", ld(&c->save_present) },
+		{ "load_blocks", ld(&c->load_blocks) },
+		{ "load_misses", ld(&c->load_misses) },
+		/* only LOAD reads through the store's peer tier */
+		{ "load_remote_blocks", st.tier[KVT_TIER_REMOTE].hits },
+		{ "lookup_remote_keys", c->lookup_remote },
+	};
+	const struct kvt_json_count store_counts[] = {
+		{ "namespaces", st.namespaces },
+		{ "blocks", st.blocks },
+		{ "puts", st.puts },
+		{ "gets", st.gets },
+		{ "get_misses", st.get_misses },
+		{ "removes", st.removes },
+		{ "lookups", st.lookups },
+		{ "lookup_keys", st.lookup_keys },
+		{ "lookup_hit_keys", st.lookup_hit_keys },
+		{ "lookup_miss_keys", st.lookup_keys - st.lookup_hit_keys },
+		{ "checksum_failures", st.checksum_failures },
+		{ "index_bytes", st.index_bytes },
+		{ "dram_dropped", st.dram_dropped },
+		{ "ssd_copies_dropped", st.ssd_copies_dropped },
+		{ "ssd_admission_refused", st.ssd_admission_refused },
+		{ "ssd_admission_refused_bytes", st.ssd_admission_refused_bytes },
+		{ "demote_batches", st.demote_batches },
+		{ "demote_batch_blocks", st.demote_batch_blocks },
+		{ "ssd_compressed_writes", st.ssd_compressed_writes },
+		{ "ssd_write_raw_bytes", st.ssd_write_raw_bytes },
+		{ "ssd_write_stored_bytes", st.ssd_write_stored_bytes },
+	};
+
 	json_object_set_new(server, "uptime_s", json_real((double)(kvt_now_ns() - srv->start_ns) / 1e9));
-	json_object_set_new(server, "connections_open", json_integer((json_int_t)c->conns_open));
-	json_object_set_new(server, "connections_accepted", json_integer((json_int_t)c->conns_accepted));
-	json_object_set_new(server, "connections_refused", json_integer((json_int_t)c->conns_refused));
-	json_object_set_new(server, "connections_refused_uid_limit",
-			    json_integer((json_int_t)c->conns_uid_refused));
-	json_object_set_new(server, "hello_timeouts", json_integer((json_int_t)c->hello_timeouts));
-	json_object_set_new(server, "hello_delayed", json_integer((json_int_t)c->hello_delayed));
-	json_object_set_new(server, "namespaces_reclaimed", json_integer((json_int_t)c->ns_reclaimed));
-	json_object_set_new(server, "hello_refused", json_integer((json_int_t)c->hello_refused));
-	json_object_set_new(server, "bad_frames", json_integer((json_int_t)c->bad_frames));
-	json_object_set_new(server, "jobs_in_flight",
-			    json_integer(__atomic_load_n(&srv->busy_jobs, __ATOMIC_RELAXED)));
-	{
-		json_int_t parked = 0;
-		for (struct kvt_conn *cn = srv->conns; cn; cn = cn->next)
-			parked += cn->n_waits;
-		json_object_set_new(server, "waits_parked", json_integer(parked));
-	}
-	json_object_set_new(server, "jobs_cancelled", json_integer((json_int_t)c->jobs_cancelled));
-	json_object_set_new(server, "workers", json_integer(srv->n_threads));
+	KVT_JSON_SET_COUNTS(server, server_counts);
 	json_object_set_new(server, "gpu", json_boolean(srv->opts.dev_cuda != NULL));
 	json_object_set_new(server, "host_copy",
 			    json_string(srv->opts.dev_host ? "device" : "direct"));
 	json_object_set_new(root, "server", server);
 
-	json_object_set_new(copies, "gather_bytes", json_integer((json_int_t)ld(&c->gather_bytes)));
-	json_object_set_new(copies, "scatter_bytes", json_integer((json_int_t)ld(&c->scatter_bytes)));
-	json_object_set_new(copies, "save_blocks", json_integer((json_int_t)ld(&c->save_blocks)));
-	json_object_set_new(copies, "save_already_present", json_integer((json_int_t)ld(&c->save_present)));
-	json_object_set_new(copies, "load_blocks", json_integer((json_int_t)ld(&c->load_blocks)));
-	json_object_set_new(copies, "load_misses", json_integer((json_int_t)ld(&c->load_misses)));
-	/* only LOAD reads through the store's peer tier */
-	json_object_set_new(copies, "load_remote_blocks",
-			    json_integer((json_int_t)st.tier[KVT_TIER_REMOTE].hits));
-	json_object_set_new(copies, "lookup_remote_keys", json_integer((json_int_t)c->lookup_remote));
+	KVT_JSON_SET_COUNTS(copies, copy_counts);
 	json_object_set_new(root, "copies", copies);
 
-	json_object_set_new(store, "namespaces", json_integer((json_int_t)st.namespaces));
-	json_object_set_new(store, "blocks", json_integer((json_int_t)st.blocks));
-	json_object_set_new(store, "puts", json_integer((json_int_t)st.puts));
-	json_object_set_new(store, "gets", json_integer((json_int_t)st.gets));
-	json_object_set_new(store, "get_misses", json_integer((json_int_t)st.get_misses));
-	json_object_set_new(store, "removes", json_integer((json_int_t)st.removes));
-	json_object_set_new(store, "lookups", json_integer((json_int_t)st.lookups));
-	json_object_set_new(store, "lookup_keys", json_integer((json_int_t)st.lookup_keys));
-	json_object_set_new(store, "lookup_hit_keys", json_integer((json_int_t)st.lookup_hit_keys));
-	json_object_set_new(store, "lookup_miss_keys",
-			    json_integer((json_int_t)(st.lookup_keys - st.lookup_hit_keys)));
-	json_object_set_new(store, "checksum_failures", json_integer((json_int_t)st.checksum_failures));
-	json_object_set_new(store, "index_bytes", json_integer((json_int_t)st.index_bytes));
-	json_object_set_new(store, "dram_dropped", json_integer((json_int_t)st.dram_dropped));
-	json_object_set_new(store, "ssd_copies_dropped",
-			    json_integer((json_int_t)st.ssd_copies_dropped));
-	json_object_set_new(store, "ssd_admission_refused",
-			    json_integer((json_int_t)st.ssd_admission_refused));
-	json_object_set_new(store, "ssd_admission_refused_bytes",
-			    json_integer((json_int_t)st.ssd_admission_refused_bytes));
-	json_object_set_new(store, "demote_batches", json_integer((json_int_t)st.demote_batches));
-	json_object_set_new(store, "demote_batch_blocks",
-			    json_integer((json_int_t)st.demote_batch_blocks));
-	json_object_set_new(store, "ssd_compressed_writes",
-			    json_integer((json_int_t)st.ssd_compressed_writes));
-	json_object_set_new(store, "ssd_write_raw_bytes",
-			    json_integer((json_int_t)st.ssd_write_raw_bytes));
-	json_object_set_new(store, "ssd_write_stored_bytes",
-			    json_integer((json_int_t)st.ssd_write_stored_bytes));
+	KVT_JSON_SET_COUNTS(store, store_counts);
 	json_object_set_new(root, "store", store);
 
 	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
 		const struct kvt_tier_stats *ts = &st.tier[t];
+		const struct kvt_json_count tier_counts[] = {
+			{ "capacity_bytes", ts->capacity_bytes },
+			{ "used_bytes", ts->used_bytes },
+			{ "blocks", ts->blocks },
+			{ "hits", ts->hits },
+			{ "bytes_in", ts->bytes_in },
+			{ "bytes_out", ts->bytes_out },
+			{ "evictions", ts->evictions },
+			{ "errors", ts->errors },
+		};
 		json_t *o;
 
 		if (!ts->present)
 			continue;
 		o = json_object();
-		json_object_set_new(o, "capacity_bytes", json_integer((json_int_t)ts->capacity_bytes));
-		json_object_set_new(o, "used_bytes", json_integer((json_int_t)ts->used_bytes));
+		KVT_JSON_SET_COUNTS(o, tier_counts);
 		json_object_set_new(o, "occupancy", json_real(ts->capacity_bytes ?
 			(double)ts->used_bytes / (double)ts->capacity_bytes : 0));
-		json_object_set_new(o, "blocks", json_integer((json_int_t)ts->blocks));
-		json_object_set_new(o, "hits", json_integer((json_int_t)ts->hits));
-		json_object_set_new(o, "bytes_in", json_integer((json_int_t)ts->bytes_in));
-		json_object_set_new(o, "bytes_out", json_integer((json_int_t)ts->bytes_out));
-		json_object_set_new(o, "evictions", json_integer((json_int_t)ts->evictions));
-		json_object_set_new(o, "errors", json_integer((json_int_t)ts->errors));
 		json_object_set_new(o, "degraded", json_boolean(ts->degraded));
 		if (t == KVT_TIER_SSD) {
 			const struct kvt_ssd_health *h = &st.ssd;
+			const struct kvt_json_count recovery_counts[] = {
+				{ "recovered", h->recovered },
+				{ "torn", h->torn },
+				{ "corrupt", h->corrupt },
+				{ "superseded", h->superseded },
+				{ "removed", h->removed },
+				{ "quarantined", h->quarantined },
+				{ "foreign", h->foreign },
+				{ "scanned", h->scanned },
+				{ "open_ms", h->open_ms },
+			};
+			const struct kvt_json_count health_counts[] = {
+				{ "tombstones", h->tombstones },
+				{ "probes", h->probes },
+				{ "resumed", h->resumed },
+			};
 			json_t *rec = json_object();
 
-			json_object_set_new(rec, "recovered", json_integer((json_int_t)h->recovered));
-			json_object_set_new(rec, "torn", json_integer((json_int_t)h->torn));
-			json_object_set_new(rec, "corrupt", json_integer((json_int_t)h->corrupt));
-			json_object_set_new(rec, "superseded", json_integer((json_int_t)h->superseded));
-			json_object_set_new(rec, "removed", json_integer((json_int_t)h->removed));
-			json_object_set_new(rec, "quarantined", json_integer((json_int_t)h->quarantined));
-			json_object_set_new(rec, "foreign", json_integer((json_int_t)h->foreign));
-			json_object_set_new(rec, "scanned", json_integer((json_int_t)h->scanned));
-			json_object_set_new(rec, "open_ms", json_integer((json_int_t)h->open_ms));
+			KVT_JSON_SET_COUNTS(rec, recovery_counts);
 			json_object_set_new(o, "recovery", rec);
-			json_object_set_new(o, "tombstones", json_integer((json_int_t)h->tombstones));
-			json_object_set_new(o, "probes", json_integer((json_int_t)h->probes));
-			json_object_set_new(o, "resumed", json_integer((json_int_t)h->resumed));
+			KVT_JSON_SET_COUNTS(o, health_counts);
 		}
 		json_object_set_new(tiers, kvt_tier_name(t), o);
 	}
@@ -231,8 +249,8 @@ char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
 			timed += s->bucket[b];
 			json_array_append_new(h, json_integer((json_int_t)s->bucket[b]));
 		}
-		json_object_set_new(o, "count", json_integer((json_int_t)s->count));
-		json_object_set_new(o, "errors", json_integer((json_int_t)s->errors));
+		kvt_json_set_count(o, "count", s->count);
+		kvt_json_set_count(o, "errors", s->errors);
 		json_object_set_new(o, "mean_us", json_real(timed ? s->sum_us / (double)timed : 0));
 		json_object_set_new(o, "latency_buckets", h);
 		json_object_set_new(ops, kvt_op_name(op), o);
