@@ -3,6 +3,7 @@
  * come from one snapshot of the server's and the store's counters, so a
  * person and a scraper see the same numbers. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -300,160 +301,247 @@ static void one(struct kvt_textbuf *b, const char *name, const char *type, const
 	kvt_textbuf_printf(b, "%s %llu\n", name, (unsigned long long)value);
 }
 
+/* Families of one unlabelled sample each, the values read from one snapshot. */
+struct prom_count {
+	const char *name, *type, *help;
+	uint64_t value;
+};
+
+static void counts(struct kvt_textbuf *b, const struct prom_count *table, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		one(b, table[i].name, table[i].type, table[i].help, table[i].value);
+}
+
+/* A family whose samples differ by one label: label="value of each". */
+struct prom_sample {
+	const char *label_value;
+	uint64_t value;
+};
+
+static void labelled(struct kvt_textbuf *b, const char *name, const char *type, const char *text,
+		     const char *label, const struct prom_sample *samples, size_t n)
+{
+	help(b, name, type, text);
+	for (size_t i = 0; i < n; i++)
+		kvt_textbuf_printf(b, "%s{%s=\"%s\"} %llu\n", name, label, samples[i].label_value,
+				   (unsigned long long)samples[i].value);
+}
+
+#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The per-tier families, one sample for each tier present. */
+enum tier_sample {
+	TIER_FIELD,     /* the uint64_t at `field` in struct kvt_tier_stats */
+	TIER_OCCUPANCY, /* used / capacity */
+	TIER_IN_OUT,    /* bytes_in and bytes_out, as direction="in" and "out" */
+	TIER_DEGRADED,  /* 0 or 1 */
+};
+
+#define TIER_STAT(member) offsetof(struct kvt_tier_stats, member)
+
+static const struct tier_family {
+	const char *name, *type, *help;
+	enum tier_sample sample;
+	size_t field;
+} tier_families[] = {
+	{ "kvtier_tier_capacity_bytes", "gauge", "Capacity of each tier.",
+	  TIER_FIELD, TIER_STAT(capacity_bytes) },
+	{ "kvtier_tier_used_bytes", "gauge", "Bytes of the blocks stored in each tier.",
+	  TIER_FIELD, TIER_STAT(used_bytes) },
+	{ "kvtier_tier_occupancy_ratio", "gauge", "used / capacity of each tier.",
+	  TIER_OCCUPANCY, 0 },
+	{ "kvtier_tier_blocks", "gauge", "Blocks stored in each tier.",
+	  TIER_FIELD, TIER_STAT(blocks) },
+	{ "kvtier_tier_hits_total", "counter", "Lookups and reads served from each tier.",
+	  TIER_FIELD, TIER_STAT(hits) },
+	{ "kvtier_tier_bytes_total", "counter", "Bytes moved into (in) and out of (out) each tier.",
+	  TIER_IN_OUT, 0 },
+	{ "kvtier_tier_evictions_total", "counter", "Blocks that left each tier for lack of room.",
+	  TIER_FIELD, TIER_STAT(evictions) },
+	{ "kvtier_tier_errors_total", "counter", "I/O errors and checksum mismatches of each tier.",
+	  TIER_FIELD, TIER_STAT(errors) },
+	{ "kvtier_tier_degraded", "gauge", "1 when a tier is failing and no longer written to.",
+	  TIER_DEGRADED, 0 },
+};
+
+static void tier_sample(struct kvt_textbuf *b, const struct tier_family *f, const char *tier,
+			const struct kvt_tier_stats *ts)
+{
+	switch (f->sample) {
+	case TIER_FIELD: {
+		uint64_t v;
+
+		memcpy(&v, (const char *)ts + f->field, sizeof(v));
+		kvt_textbuf_printf(b, "%s{tier=\"%s\"} %llu\n", f->name, tier, (unsigned long long)v);
+		break;
+	}
+	case TIER_OCCUPANCY:
+		kvt_textbuf_printf(b, "%s{tier=\"%s\"} %.6f\n", f->name, tier, ts->capacity_bytes ?
+				   (double)ts->used_bytes / (double)ts->capacity_bytes : 0.0);
+		break;
+	case TIER_IN_OUT:
+		kvt_textbuf_printf(b, "%s{tier=\"%s\",direction=\"in\"} %llu\n", f->name, tier,
+				   (unsigned long long)ts->bytes_in);
+		kvt_textbuf_printf(b, "%s{tier=\"%s\",direction=\"out\"} %llu\n", f->name, tier,
+				   (unsigned long long)ts->bytes_out);
+		break;
+	case TIER_DEGRADED:
+		kvt_textbuf_printf(b, "%s{tier=\"%s\"} %d\n", f->name, tier, ts->degraded ? 1 : 0);
+		break;
+	}
+}
+
+/* What the SSD tier reports beside the per-tier families. */
+static void ssd_prom(struct kvt_textbuf *b, const struct kvt_store_stats *st)
+{
+	const struct kvt_ssd_health *h = &st->ssd;
+	const struct prom_count written[] = {
+		{ "kvtier_ssd_copies_dropped_total", "counter",
+		  "Spare SSD copies of blocks in DRAM let go for room.", st->ssd_copies_dropped },
+		{ "kvtier_ssd_admission_refused_total", "counter",
+		  "Blocks leaving DRAM the SSD admission rule refused: dropped, not written.",
+		  st->ssd_admission_refused },
+		{ "kvtier_ssd_admission_refused_bytes_total", "counter",
+		  "Bytes of the blocks the SSD admission rule refused: SSD writes saved.",
+		  st->ssd_admission_refused_bytes },
+		{ "kvtier_demote_batches_total", "counter",
+		  "Write batches the demoter sent to the SSD tier (each one group commit).",
+		  st->demote_batches },
+		{ "kvtier_demote_batch_blocks_total", "counter",
+		  "Blocks those batches carried (divided by the batches: the mean batch).",
+		  st->demote_batch_blocks },
+		{ "kvtier_ssd_compressed_writes_total", "counter",
+		  "SSD records written encoded by the codec (the others raw).",
+		  st->ssd_compressed_writes },
+	};
+	const struct prom_sample write_bytes[] = {
+		{ "raw", st->ssd_write_raw_bytes },
+		{ "stored", st->ssd_write_stored_bytes },
+	};
+	const struct prom_sample records[] = {
+		{ "recovered", h->recovered },
+		{ "torn", h->torn },
+		{ "corrupt", h->corrupt },
+		{ "superseded", h->superseded },
+		{ "removed", h->removed },
+	};
+	const struct prom_sample files[] = {
+		{ "quarantined", h->quarantined },
+		{ "foreign", h->foreign },
+	};
+	const struct prom_count health[] = {
+		{ "kvtier_ssd_tombstones", "gauge", "Removals logged in the SSD tier, on disk.",
+		  h->tombstones },
+		{ "kvtier_ssd_probes_total", "counter", "Write probes of a degraded SSD tier.",
+		  h->probes },
+		{ "kvtier_ssd_resumed_total", "counter", "Times a degraded SSD tier came back.",
+		  h->resumed },
+	};
+
+	counts(b, written, COUNT_OF(written));
+	labelled(b, "kvtier_ssd_write_bytes_total", "counter",
+		 "Bytes of the SSD records written: raw (the blocks) and stored (encoded).",
+		 "kind", write_bytes, COUNT_OF(write_bytes));
+	labelled(b, "kvtier_ssd_recovery_records", "gauge",
+		 "What the SSD tier's last open found, by kind.", "kind", records, COUNT_OF(records));
+	labelled(b, "kvtier_ssd_recovery_files", "gauge",
+		 "Files the SSD tier's last open moved to quarantine/ or left in place.",
+		 "fate", files, COUNT_OF(files));
+	one(b, "kvtier_ssd_recovery_scanned_segments", "gauge",
+	    "Segments the last open read whole (no valid summary).", h->scanned);
+	help(b, "kvtier_ssd_open_seconds", "gauge", "How long the SSD tier took to open.");
+	kvt_textbuf_printf(b, "kvtier_ssd_open_seconds %.3f\n", (double)h->open_ms / 1e3);
+	counts(b, health, COUNT_OF(health));
+}
+
 char *kvt_metrics_prom(struct kvt_server *srv)
 {
 	struct kvt_store_stats st = { .size = sizeof(st) };
 	const struct kvt_server_counters *c = &srv->c;
 	struct kvt_textbuf b = { 0 };
-	int t;
 
 	kvt_store_stats(srv->opts.store, &st);
-#define TIERS for (t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) if (st.tier[t].present)
-	help(&b, "kvtier_tier_capacity_bytes", "gauge", "Capacity of each tier.");
-	TIERS kvt_textbuf_printf(&b, "kvtier_tier_capacity_bytes{tier=\"%s\"} %llu\n", kvt_tier_name(t),
-		      (unsigned long long)st.tier[t].capacity_bytes);
-	help(&b, "kvtier_tier_used_bytes", "gauge", "Bytes of the blocks stored in each tier.");
-	TIERS kvt_textbuf_printf(&b, "kvtier_tier_used_bytes{tier=\"%s\"} %llu\n", kvt_tier_name(t),
-		      (unsigned long long)st.tier[t].used_bytes);
-	help(&b, "kvtier_tier_occupancy_ratio", "gauge", "used / capacity of each tier.");
-	TIERS kvt_textbuf_printf(&b, "kvtier_tier_occupancy_ratio{tier=\"%s\"} %.6f\n", kvt_tier_name(t),
-		      st.tier[t].capacity_bytes ? (double)st.tier[t].used_bytes /
-		      (double)st.tier[t].capacity_bytes : 0.0);
-	help(&b, "kvtier_tier_blocks", "gauge", "Blocks stored in each tier.");
-	TIERS kvt_textbuf_printf(&b, "kvtier_tier_blocks{tier=\"%s\"} %llu\n", kvt_tier_name(t),
-		      (unsigned long long)st.tier[t].blocks);
-	help(&b, "kvtier_tier_hits_total", "counter", "Lookups and reads served from each tier.");
-	TIERS kvt_textbuf_printf(&b, "kvtier_tier_hits_total{tier=\"%s\"} %llu\n", kvt_tier_name(t),
-		      (unsigned long long)st.tier[t].hits);
-	help(&b, "kvtier_tier_bytes_total", "counter", "Bytes moved into (in) and out of (out) each tier.");
-	TIERS {
-		kvt_textbuf_printf(&b, "kvtier_tier_bytes_total{tier=\"%s\",direction=\"in\"} %llu\n",
-			kvt_tier_name(t), (unsigned long long)st.tier[t].bytes_in);
-		kvt_textbuf_printf(&b, "kvtier_tier_bytes_total{tier=\"%s\",direction=\"out\"} %llu\n",
-			kvt_tier_name(t), (unsigned long long)st.tier[t].bytes_out);
+	const struct prom_sample lookup_keys[] = {
+		{ "hit", st.lookup_hit_keys },
+		{ "miss", st.lookup_keys - st.lookup_hit_keys },
+	};
+	const struct prom_sample plan_blocks[] = {
+		{ "load", c->plan_load_blocks },
+		{ "recompute", c->plan_recompute_blocks },
+	};
+	const struct prom_count plan[] = {
+		{ "kvtier_plan_retries_total", "counter",
+		  "LOOKUPs that took a tier's default rate again, its measurement being stale.",
+		  c->plan_retries },
+		{ "kvtier_prefill_reports_total", "counter",
+		  "Prefill speeds reported by engines (PREFILL).", c->prefill_reports },
+		/* only LOAD reads through the store's peer tier (peers are
+		 * served local blocks alone) */
+		{ "kvtier_load_remote_blocks_total", "counter",
+		  "Blocks LOAD brought from other nodes of the cluster.", st.tier[KVT_TIER_REMOTE].hits },
+		{ "kvtier_lookup_remote_keys_total", "counter",
+		  "Keys LOOKUP reported held by other nodes (tier remote).", c->lookup_remote },
+	};
+	const struct prom_sample engine_bytes[] = {
+		{ "gather", ld(&c->gather_bytes) },
+		{ "scatter", ld(&c->scatter_bytes) },
+	};
+	const struct prom_count stored[] = {
+		{ "kvtier_blocks", "gauge", "Blocks stored in all tiers.", st.blocks },
+		{ "kvtier_checksum_failures_total", "counter",
+		  "Blocks dropped for a checksum mismatch.", st.checksum_failures },
+		{ "kvtier_dram_dropped_total", "counter",
+		  "Blocks DRAM let go for lack of room with no copy below (no working SSD tier).",
+		  st.dram_dropped },
+	};
+	const struct prom_count server[] = {
+		{ "kvtier_connections", "gauge", "Client connections open.", c->conns_open },
+		{ "kvtier_connections_refused_total", "counter",
+		  "Connections refused (peer credentials, client limit, per-uid limit).",
+		  c->conns_refused },
+		{ "kvtier_hello_timeouts_total", "counter",
+		  "Connections closed for not saying HELLO in time.", c->hello_timeouts },
+		{ "kvtier_namespaces_reclaimed_total", "counter",
+		  "Namespaces detached once no block and no connection was left in them.",
+		  c->ns_reclaimed },
+		{ "kvtier_hello_delayed_total", "counter",
+		  "HELLOs held back because their uid failed too many recently.", c->hello_delayed },
+		{ "kvtier_hello_refused_total", "counter",
+		  "HELLOs refused (token, model not allowed, namespace quota).", c->hello_refused },
+		{ "kvtier_bad_frames_total", "counter", "Frames refused by the parser.", c->bad_frames },
+	};
+
+	for (size_t i = 0; i < COUNT_OF(tier_families); i++) {
+		help(&b, tier_families[i].name, tier_families[i].type, tier_families[i].help);
+		for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++)
+			if (st.tier[t].present)
+				tier_sample(&b, &tier_families[i], kvt_tier_name(t), &st.tier[t]);
 	}
-	help(&b, "kvtier_tier_evictions_total", "counter", "Blocks that left each tier for lack of room.");
-	TIERS kvt_textbuf_printf(&b, "kvtier_tier_evictions_total{tier=\"%s\"} %llu\n", kvt_tier_name(t),
-		      (unsigned long long)st.tier[t].evictions);
-	help(&b, "kvtier_tier_errors_total", "counter", "I/O errors and checksum mismatches of each tier.");
-	TIERS kvt_textbuf_printf(&b, "kvtier_tier_errors_total{tier=\"%s\"} %llu\n", kvt_tier_name(t),
-		      (unsigned long long)st.tier[t].errors);
-	help(&b, "kvtier_tier_degraded", "gauge", "1 when a tier is failing and no longer written to.");
-	TIERS kvt_textbuf_printf(&b, "kvtier_tier_degraded{tier=\"%s\"} %d\n", kvt_tier_name(t),
-		      st.tier[t].degraded ? 1 : 0);
-#undef TIERS
-	help(&b, "kvtier_lookup_keys_total", "counter", "Keys looked up, by result.");
-	kvt_textbuf_printf(&b, "kvtier_lookup_keys_total{result=\"hit\"} %llu\n",
-		(unsigned long long)st.lookup_hit_keys);
-	kvt_textbuf_printf(&b, "kvtier_lookup_keys_total{result=\"miss\"} %llu\n",
-		(unsigned long long)(st.lookup_keys - st.lookup_hit_keys));
+	labelled(&b, "kvtier_lookup_keys_total", "counter", "Keys looked up, by result.",
+		 "result", lookup_keys, COUNT_OF(lookup_keys));
 	one(&b, "kvtier_load_misses_total", "counter", "Blocks asked for by LOAD and not found.",
 	    ld(&c->load_misses));
 	help(&b, "kvtier_tier_delivered_bytes_per_second", "gauge",
 	     "What each tier delivers to engines (LOAD, acquire to engine memory), moving average.");
-	for (t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
+	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
 		struct kvt_rate r = kvt_tier_rates_get(&srv->rates, (unsigned)t);
 
 		if (r.samples)
 			kvt_textbuf_printf(&b, "kvtier_tier_delivered_bytes_per_second{tier=\"%s\"} "
 					   "%.0f\n", kvt_tier_name(t), kvt_rate_value(&r));
 	}
-	help(&b, "kvtier_plan_blocks_total", "counter",
-	     "Stored blocks LOOKUP's plan had engines load or recompute.");
-	kvt_textbuf_printf(&b, "kvtier_plan_blocks_total{action=\"load\"} %llu\n"
-			   "kvtier_plan_blocks_total{action=\"recompute\"} %llu\n",
-			   (unsigned long long)c->plan_load_blocks,
-			   (unsigned long long)c->plan_recompute_blocks);
-	one(&b, "kvtier_plan_retries_total", "counter",
-	    "LOOKUPs that took a tier's default rate again, its measurement being stale.",
-	    c->plan_retries);
-	one(&b, "kvtier_prefill_reports_total", "counter",
-	    "Prefill speeds reported by engines (PREFILL).", c->prefill_reports);
-	/* only LOAD reads through the store's peer tier (peers are served
-	 * local blocks alone) */
-	one(&b, "kvtier_load_remote_blocks_total", "counter",
-	    "Blocks LOAD brought from other nodes of the cluster.", st.tier[KVT_TIER_REMOTE].hits);
-	one(&b, "kvtier_lookup_remote_keys_total", "counter",
-	    "Keys LOOKUP reported held by other nodes (tier remote).", c->lookup_remote);
-	help(&b, "kvtier_engine_bytes_total", "counter",
-	     "Bytes copied between engine memory and kvtier (gather = save, scatter = load).");
-	kvt_textbuf_printf(&b, "kvtier_engine_bytes_total{direction=\"gather\"} %llu\n",
-		(unsigned long long)ld(&c->gather_bytes));
-	kvt_textbuf_printf(&b, "kvtier_engine_bytes_total{direction=\"scatter\"} %llu\n",
-		(unsigned long long)ld(&c->scatter_bytes));
-	one(&b, "kvtier_blocks", "gauge", "Blocks stored in all tiers.", st.blocks);
-	one(&b, "kvtier_checksum_failures_total", "counter",
-	    "Blocks dropped for a checksum mismatch.", st.checksum_failures);
-	one(&b, "kvtier_dram_dropped_total", "counter",
-	    "Blocks DRAM let go for lack of room with no copy below (no working SSD tier).",
-	    st.dram_dropped);
-	if (st.tier[KVT_TIER_SSD].present) {
-		const struct kvt_ssd_health *h = &st.ssd;
-
-		one(&b, "kvtier_ssd_copies_dropped_total", "counter",
-		    "Spare SSD copies of blocks in DRAM let go for room.", st.ssd_copies_dropped);
-		one(&b, "kvtier_ssd_admission_refused_total", "counter",
-		    "Blocks leaving DRAM the SSD admission rule refused: dropped, not written.",
-		    st.ssd_admission_refused);
-		one(&b, "kvtier_ssd_admission_refused_bytes_total", "counter",
-		    "Bytes of the blocks the SSD admission rule refused: SSD writes saved.",
-		    st.ssd_admission_refused_bytes);
-		one(&b, "kvtier_demote_batches_total", "counter",
-		    "Write batches the demoter sent to the SSD tier (each one group commit).",
-		    st.demote_batches);
-		one(&b, "kvtier_demote_batch_blocks_total", "counter",
-		    "Blocks those batches carried (divided by the batches: the mean batch).",
-		    st.demote_batch_blocks);
-		one(&b, "kvtier_ssd_compressed_writes_total", "counter",
-		    "SSD records written encoded by the codec (the others raw).",
-		    st.ssd_compressed_writes);
-		help(&b, "kvtier_ssd_write_bytes_total", "counter",
-		     "Bytes of the SSD records written: raw (the blocks) and stored (encoded).");
-		kvt_textbuf_printf(&b, "kvtier_ssd_write_bytes_total{kind=\"raw\"} %llu\n"
-			"kvtier_ssd_write_bytes_total{kind=\"stored\"} %llu\n",
-			(unsigned long long)st.ssd_write_raw_bytes,
-			(unsigned long long)st.ssd_write_stored_bytes);
-		help(&b, "kvtier_ssd_recovery_records", "gauge",
-		     "What the SSD tier's last open found, by kind.");
-		kvt_textbuf_printf(&b, "kvtier_ssd_recovery_records{kind=\"recovered\"} %llu\n"
-			"kvtier_ssd_recovery_records{kind=\"torn\"} %llu\n"
-			"kvtier_ssd_recovery_records{kind=\"corrupt\"} %llu\n"
-			"kvtier_ssd_recovery_records{kind=\"superseded\"} %llu\n"
-			"kvtier_ssd_recovery_records{kind=\"removed\"} %llu\n",
-			(unsigned long long)h->recovered, (unsigned long long)h->torn,
-			(unsigned long long)h->corrupt, (unsigned long long)h->superseded,
-			(unsigned long long)h->removed);
-		help(&b, "kvtier_ssd_recovery_files", "gauge",
-		     "Files the SSD tier's last open moved to quarantine/ or left in place.");
-		kvt_textbuf_printf(&b, "kvtier_ssd_recovery_files{fate=\"quarantined\"} %llu\n"
-			"kvtier_ssd_recovery_files{fate=\"foreign\"} %llu\n",
-			(unsigned long long)h->quarantined, (unsigned long long)h->foreign);
-		one(&b, "kvtier_ssd_recovery_scanned_segments", "gauge",
-		    "Segments the last open read whole (no valid summary).", h->scanned);
-		help(&b, "kvtier_ssd_open_seconds", "gauge", "How long the SSD tier took to open.");
-		kvt_textbuf_printf(&b, "kvtier_ssd_open_seconds %.3f\n", (double)h->open_ms / 1e3);
-		one(&b, "kvtier_ssd_tombstones", "gauge", "Removals logged in the SSD tier, on disk.",
-		    h->tombstones);
-		one(&b, "kvtier_ssd_probes_total", "counter", "Write probes of a degraded SSD tier.",
-		    h->probes);
-		one(&b, "kvtier_ssd_resumed_total", "counter", "Times a degraded SSD tier came back.",
-		    h->resumed);
-	}
-	one(&b, "kvtier_connections", "gauge", "Client connections open.", c->conns_open);
-	one(&b, "kvtier_connections_refused_total", "counter",
-	    "Connections refused (peer credentials, client limit, per-uid limit).",
-	    c->conns_refused);
-	one(&b, "kvtier_hello_timeouts_total", "counter",
-	    "Connections closed for not saying HELLO in time.", c->hello_timeouts);
-	one(&b, "kvtier_namespaces_reclaimed_total", "counter",
-	    "Namespaces detached once no block and no connection was left in them.",
-	    c->ns_reclaimed);
-	one(&b, "kvtier_hello_delayed_total", "counter",
-	    "HELLOs held back because their uid failed too many recently.", c->hello_delayed);
-	one(&b, "kvtier_hello_refused_total", "counter",
-	    "HELLOs refused (token, model not allowed, namespace quota).", c->hello_refused);
-	one(&b, "kvtier_bad_frames_total", "counter", "Frames refused by the parser.",
-	    c->bad_frames);
+	labelled(&b, "kvtier_plan_blocks_total", "counter",
+		 "Stored blocks LOOKUP's plan had engines load or recompute.", "action",
+		 plan_blocks, COUNT_OF(plan_blocks));
+	counts(&b, plan, COUNT_OF(plan));
+	labelled(&b, "kvtier_engine_bytes_total", "counter",
+		 "Bytes copied between engine memory and kvtier (gather = save, scatter = load).",
+		 "direction", engine_bytes, COUNT_OF(engine_bytes));
+	counts(&b, stored, COUNT_OF(stored));
+	if (st.tier[KVT_TIER_SSD].present)
+		ssd_prom(&b, &st);
+	counts(&b, server, COUNT_OF(server));
 	help(&b, "kvtier_ops_total", "counter", "Requests handled, by op and result.");
 	for (unsigned op = 1; op < KVT_OP_COUNT; op++) {
 		kvt_textbuf_printf(&b, "kvtier_ops_total{op=\"%s\",result=\"ok\"} %llu\n", kvt_op_name(op),
