@@ -12,6 +12,7 @@
 
 #include "transport/server_int.h"
 #include "transport/stats_json.h"
+#include "transport/prom_text.h"
 #include "transport/textbuf.h"
 
 const double kvt_lat_bounds_us[KVT_LAT_BUCKETS] = {
@@ -288,48 +289,6 @@ char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
 
 /* ---- Prometheus text --------------------------------------------------- */
 
-static void help(struct kvt_textbuf *b, const char *name, const char *type, const char *text)
-{
-	kvt_textbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
-}
-
-/* A family of one unlabelled sample. */
-static void one(struct kvt_textbuf *b, const char *name, const char *type, const char *text,
-		uint64_t value)
-{
-	help(b, name, type, text);
-	kvt_textbuf_printf(b, "%s %llu\n", name, (unsigned long long)value);
-}
-
-/* Families of one unlabelled sample each, the values read from one snapshot. */
-struct prom_count {
-	const char *name, *type, *help;
-	uint64_t value;
-};
-
-static void counts(struct kvt_textbuf *b, const struct prom_count *table, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		one(b, table[i].name, table[i].type, table[i].help, table[i].value);
-}
-
-/* A family whose samples differ by one label: label="value of each". */
-struct prom_sample {
-	const char *label_value;
-	uint64_t value;
-};
-
-static void labelled(struct kvt_textbuf *b, const char *name, const char *type, const char *text,
-		     const char *label, const struct prom_sample *samples, size_t n)
-{
-	help(b, name, type, text);
-	for (size_t i = 0; i < n; i++)
-		kvt_textbuf_printf(b, "%s{%s=\"%s\"} %llu\n", name, label, samples[i].label_value,
-				   (unsigned long long)samples[i].value);
-}
-
-#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
-
 /* The per-tier families, one sample for each tier present. */
 enum tier_sample {
 	TIER_FIELD,     /* the uint64_t at `field` in struct kvt_tier_stats */
@@ -396,7 +355,7 @@ static void tier_sample(struct kvt_textbuf *b, const struct tier_family *f, cons
 static void ssd_prom(struct kvt_textbuf *b, const struct kvt_store_stats *st)
 {
 	const struct kvt_ssd_health *h = &st->ssd;
-	const struct prom_count written[] = {
+	const struct kvt_prom_count written[] = {
 		{ "kvtier_ssd_copies_dropped_total", "counter",
 		  "Spare SSD copies of blocks in DRAM let go for room.", st->ssd_copies_dropped },
 		{ "kvtier_ssd_admission_refused_total", "counter",
@@ -415,22 +374,22 @@ static void ssd_prom(struct kvt_textbuf *b, const struct kvt_store_stats *st)
 		  "SSD records written encoded by the codec (the others raw).",
 		  st->ssd_compressed_writes },
 	};
-	const struct prom_sample write_bytes[] = {
+	const struct kvt_prom_sample write_bytes[] = {
 		{ "raw", st->ssd_write_raw_bytes },
 		{ "stored", st->ssd_write_stored_bytes },
 	};
-	const struct prom_sample records[] = {
+	const struct kvt_prom_sample records[] = {
 		{ "recovered", h->recovered },
 		{ "torn", h->torn },
 		{ "corrupt", h->corrupt },
 		{ "superseded", h->superseded },
 		{ "removed", h->removed },
 	};
-	const struct prom_sample files[] = {
+	const struct kvt_prom_sample files[] = {
 		{ "quarantined", h->quarantined },
 		{ "foreign", h->foreign },
 	};
-	const struct prom_count health[] = {
+	const struct kvt_prom_count health[] = {
 		{ "kvtier_ssd_tombstones", "gauge", "Removals logged in the SSD tier, on disk.",
 		  h->tombstones },
 		{ "kvtier_ssd_probes_total", "counter", "Write probes of a degraded SSD tier.",
@@ -439,20 +398,20 @@ static void ssd_prom(struct kvt_textbuf *b, const struct kvt_store_stats *st)
 		  h->resumed },
 	};
 
-	counts(b, written, COUNT_OF(written));
-	labelled(b, "kvtier_ssd_write_bytes_total", "counter",
+	kvt_prom_counts(b, written, KVT_COUNT_OF(written));
+	kvt_prom_labelled(b, "kvtier_ssd_write_bytes_total", "counter",
 		 "Bytes of the SSD records written: raw (the blocks) and stored (encoded).",
-		 "kind", write_bytes, COUNT_OF(write_bytes));
-	labelled(b, "kvtier_ssd_recovery_records", "gauge",
-		 "What the SSD tier's last open found, by kind.", "kind", records, COUNT_OF(records));
-	labelled(b, "kvtier_ssd_recovery_files", "gauge",
+		 "kind", write_bytes, KVT_COUNT_OF(write_bytes));
+	kvt_prom_labelled(b, "kvtier_ssd_recovery_records", "gauge",
+		 "What the SSD tier's last open found, by kind.", "kind", records, KVT_COUNT_OF(records));
+	kvt_prom_labelled(b, "kvtier_ssd_recovery_files", "gauge",
 		 "Files the SSD tier's last open moved to quarantine/ or left in place.",
-		 "fate", files, COUNT_OF(files));
-	one(b, "kvtier_ssd_recovery_scanned_segments", "gauge",
+		 "fate", files, KVT_COUNT_OF(files));
+	kvt_prom_count(b, "kvtier_ssd_recovery_scanned_segments", "gauge",
 	    "Segments the last open read whole (no valid summary).", h->scanned);
-	help(b, "kvtier_ssd_open_seconds", "gauge", "How long the SSD tier took to open.");
+	kvt_prom_help(b, "kvtier_ssd_open_seconds", "gauge", "How long the SSD tier took to open.");
 	kvt_textbuf_printf(b, "kvtier_ssd_open_seconds %.3f\n", (double)h->open_ms / 1e3);
-	counts(b, health, COUNT_OF(health));
+	kvt_prom_counts(b, health, KVT_COUNT_OF(health));
 }
 
 char *kvt_metrics_prom(struct kvt_server *srv)
@@ -462,15 +421,15 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 	struct kvt_textbuf b = { 0 };
 
 	kvt_store_stats(srv->opts.store, &st);
-	const struct prom_sample lookup_keys[] = {
+	const struct kvt_prom_sample lookup_keys[] = {
 		{ "hit", st.lookup_hit_keys },
 		{ "miss", st.lookup_keys - st.lookup_hit_keys },
 	};
-	const struct prom_sample plan_blocks[] = {
+	const struct kvt_prom_sample plan_blocks[] = {
 		{ "load", c->plan_load_blocks },
 		{ "recompute", c->plan_recompute_blocks },
 	};
-	const struct prom_count plan[] = {
+	const struct kvt_prom_count plan[] = {
 		{ "kvtier_plan_retries_total", "counter",
 		  "LOOKUPs that took a tier's default rate again, its measurement being stale.",
 		  c->plan_retries },
@@ -483,11 +442,11 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 		{ "kvtier_lookup_remote_keys_total", "counter",
 		  "Keys LOOKUP reported held by other nodes (tier remote).", c->lookup_remote },
 	};
-	const struct prom_sample engine_bytes[] = {
+	const struct kvt_prom_sample engine_bytes[] = {
 		{ "gather", ld(&c->gather_bytes) },
 		{ "scatter", ld(&c->scatter_bytes) },
 	};
-	const struct prom_count stored[] = {
+	const struct kvt_prom_count stored[] = {
 		{ "kvtier_blocks", "gauge", "Blocks stored in all tiers.", st.blocks },
 		{ "kvtier_checksum_failures_total", "counter",
 		  "Blocks dropped for a checksum mismatch.", st.checksum_failures },
@@ -495,7 +454,7 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 		  "Blocks DRAM let go for lack of room with no copy below (no working SSD tier).",
 		  st.dram_dropped },
 	};
-	const struct prom_count server[] = {
+	const struct kvt_prom_count server[] = {
 		{ "kvtier_connections", "gauge", "Client connections open.", c->conns_open },
 		{ "kvtier_connections_refused_total", "counter",
 		  "Connections refused (peer credentials, client limit, per-uid limit).",
@@ -512,17 +471,17 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 		{ "kvtier_bad_frames_total", "counter", "Frames refused by the parser.", c->bad_frames },
 	};
 
-	for (size_t i = 0; i < COUNT_OF(tier_families); i++) {
-		help(&b, tier_families[i].name, tier_families[i].type, tier_families[i].help);
+	for (size_t i = 0; i < KVT_COUNT_OF(tier_families); i++) {
+		kvt_prom_help(&b, tier_families[i].name, tier_families[i].type, tier_families[i].help);
 		for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++)
 			if (st.tier[t].present)
 				tier_sample(&b, &tier_families[i], kvt_tier_name(t), &st.tier[t]);
 	}
-	labelled(&b, "kvtier_lookup_keys_total", "counter", "Keys looked up, by result.",
-		 "result", lookup_keys, COUNT_OF(lookup_keys));
-	one(&b, "kvtier_load_misses_total", "counter", "Blocks asked for by LOAD and not found.",
+	kvt_prom_labelled(&b, "kvtier_lookup_keys_total", "counter", "Keys looked up, by result.",
+		 "result", lookup_keys, KVT_COUNT_OF(lookup_keys));
+	kvt_prom_count(&b, "kvtier_load_misses_total", "counter", "Blocks asked for by LOAD and not found.",
 	    ld(&c->load_misses));
-	help(&b, "kvtier_tier_delivered_bytes_per_second", "gauge",
+	kvt_prom_help(&b, "kvtier_tier_delivered_bytes_per_second", "gauge",
 	     "What each tier delivers to engines (LOAD, acquire to engine memory), moving average.");
 	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
 		struct kvt_rate r = kvt_tier_rates_get(&srv->rates, (unsigned)t);
@@ -531,25 +490,25 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 			kvt_textbuf_printf(&b, "kvtier_tier_delivered_bytes_per_second{tier=\"%s\"} "
 					   "%.0f\n", kvt_tier_name(t), kvt_rate_value(&r));
 	}
-	labelled(&b, "kvtier_plan_blocks_total", "counter",
+	kvt_prom_labelled(&b, "kvtier_plan_blocks_total", "counter",
 		 "Stored blocks LOOKUP's plan had engines load or recompute.", "action",
-		 plan_blocks, COUNT_OF(plan_blocks));
-	counts(&b, plan, COUNT_OF(plan));
-	labelled(&b, "kvtier_engine_bytes_total", "counter",
+		 plan_blocks, KVT_COUNT_OF(plan_blocks));
+	kvt_prom_counts(&b, plan, KVT_COUNT_OF(plan));
+	kvt_prom_labelled(&b, "kvtier_engine_bytes_total", "counter",
 		 "Bytes copied between engine memory and kvtier (gather = save, scatter = load).",
-		 "direction", engine_bytes, COUNT_OF(engine_bytes));
-	counts(&b, stored, COUNT_OF(stored));
+		 "direction", engine_bytes, KVT_COUNT_OF(engine_bytes));
+	kvt_prom_counts(&b, stored, KVT_COUNT_OF(stored));
 	if (st.tier[KVT_TIER_SSD].present)
 		ssd_prom(&b, &st);
-	counts(&b, server, COUNT_OF(server));
-	help(&b, "kvtier_ops_total", "counter", "Requests handled, by op and result.");
+	kvt_prom_counts(&b, server, KVT_COUNT_OF(server));
+	kvt_prom_help(&b, "kvtier_ops_total", "counter", "Requests handled, by op and result.");
 	for (unsigned op = 1; op < KVT_OP_COUNT; op++) {
 		kvt_textbuf_printf(&b, "kvtier_ops_total{op=\"%s\",result=\"ok\"} %llu\n", kvt_op_name(op),
 			(unsigned long long)(c->op[op].count - c->op[op].errors));
 		kvt_textbuf_printf(&b, "kvtier_ops_total{op=\"%s\",result=\"error\"} %llu\n", kvt_op_name(op),
 			(unsigned long long)c->op[op].errors);
 	}
-	help(&b, "kvtier_op_latency_seconds", "histogram",
+	kvt_prom_help(&b, "kvtier_op_latency_seconds", "histogram",
 	     "Time from a request's arrival to its reply (SAVE/LOAD: to completion).");
 	for (unsigned op = 1; op < KVT_OP_COUNT; op++) {
 		uint64_t cum = 0;
