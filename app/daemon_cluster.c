@@ -4,6 +4,7 @@
 #include "app/daemon_cluster.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -21,6 +22,9 @@
 #include "transport/peer_client.h"
 #include "transport/peer_rdma.h"
 #include "transport/peer_server.h"
+#include "transport/prom_text.h"
+#include "transport/stats_json.h"
+#include "transport/textbuf.h"
 
 #define MAX_PEERS 64
 
@@ -165,8 +169,6 @@ static void on_fetched(void *arg, const struct kvt_key *keys, size_t n)
 
 /* ---- counters ---------------------------------------------------------- */
 
-#define JI(o, k, v) json_object_set_new(o, k, json_integer((json_int_t)(v)))
-
 static char *on_json(void *arg)
 {
 	struct kvtd_cluster *cl = arg;
@@ -185,64 +187,78 @@ static char *on_json(void *arg)
 	kvt_peer_server_stats(cl->srv, &ss);
 	kvt_peer_tier_stats(cl->tier, &ts);
 	np = kvt_peer_client_stats(cl->cli, ps, MAX_PEERS);
+	const struct kvt_json_count dir_counts[] = {
+		{ "epoch", ds.epoch },
+		{ "members", ds.members },
+		{ "joins", ds.joins },
+		{ "lookups", ds.lookups },
+		{ "lookups_unreachable", ds.lookups_unreachable },
+		{ "lookups_timed_out", ds.lookups_timed_out },
+		{ "published_keys", ds.published_keys },
+		{ "forgotten_keys", ds.forgotten_keys },
+		{ "dropped_keys", ds.dropped_keys },
+		{ "stale_hints", ds.stale_hints },
+		{ "queued_keys", ds.queued_keys },
+		{ "refresh_walks", rs.walks },
+		{ "refresh_keys", rs.keys },
+		{ "errors", ds.errors },
+		{ "reconnects", ds.reconnects },
+	};
+	const struct kvt_json_count serving_counts[] = {
+		{ "connections", ss.conns },
+		{ "accepted", ss.accepted },
+		{ "refused", ss.refused },
+		{ "auth_failures", ss.auth_failures },
+		{ "requests", ss.requests },
+		{ "bad_requests", ss.bad_requests },
+		{ "blocks_sent", ss.blocks_sent },
+		{ "bytes_sent", ss.bytes_sent },
+		{ "misses", ss.misses },
+		{ "send_errors", ss.send_errors },
+		{ "hints_forgotten", __atomic_load_n(&cl->forgotten, __ATOMIC_RELAXED) },
+	};
+	const struct kvt_json_count tier_counts[] = {
+		{ "lookups", ts.lookups },
+		{ "lookup_keys", ts.lookup_keys },
+		{ "lookup_remote_keys", ts.lookup_remote_keys },
+		{ "lookup_unanswered", ts.lookup_unanswered },
+		{ "fetches", ts.fetches },
+		{ "blocks", ts.blocks },
+		{ "bytes", ts.bytes },
+		{ "retries", ts.retries },
+		{ "misses", ts.misses },
+		{ "errors", ts.errors },
+	};
+
 	json_object_set_new(root, "node_id", json_string(cl->node_id));
 	json_object_set_new(root, "peer_addr", json_string(cl->listen));
 	json_object_set_new(dir, "reachable", json_boolean(ds.reachable));
-	JI(dir, "epoch", ds.epoch);
-	JI(dir, "members", ds.members);
-	JI(dir, "joins", ds.joins);
-	JI(dir, "lookups", ds.lookups);
-	JI(dir, "lookups_unreachable", ds.lookups_unreachable);
-	JI(dir, "lookups_timed_out", ds.lookups_timed_out);
-	JI(dir, "published_keys", ds.published_keys);
-	JI(dir, "forgotten_keys", ds.forgotten_keys);
-	JI(dir, "dropped_keys", ds.dropped_keys);
-	JI(dir, "stale_hints", ds.stale_hints);
-	JI(dir, "queued_keys", ds.queued_keys);
-	JI(dir, "refresh_walks", rs.walks);
-	JI(dir, "refresh_keys", rs.keys);
-	JI(dir, "errors", ds.errors);
-	JI(dir, "reconnects", ds.reconnects);
+	KVT_JSON_SET_COUNTS(dir, dir_counts);
 	json_object_set_new(root, "directory", dir);
-	JI(srv, "connections", ss.conns);
-	JI(srv, "accepted", ss.accepted);
-	JI(srv, "refused", ss.refused);
-	JI(srv, "auth_failures", ss.auth_failures);
-	JI(srv, "requests", ss.requests);
-	JI(srv, "bad_requests", ss.bad_requests);
-	JI(srv, "blocks_sent", ss.blocks_sent);
-	JI(srv, "bytes_sent", ss.bytes_sent);
-	JI(srv, "misses", ss.misses);
-	JI(srv, "send_errors", ss.send_errors);
-	JI(srv, "hints_forgotten", __atomic_load_n(&cl->forgotten, __ATOMIC_RELAXED));
+	KVT_JSON_SET_COUNTS(srv, serving_counts);
 	json_object_set_new(root, "serving", srv);
-	JI(tier, "lookups", ts.lookups);
-	JI(tier, "lookup_keys", ts.lookup_keys);
-	JI(tier, "lookup_remote_keys", ts.lookup_remote_keys);
-	JI(tier, "lookup_unanswered", ts.lookup_unanswered);
-	JI(tier, "fetches", ts.fetches);
-	JI(tier, "blocks", ts.blocks);
-	JI(tier, "bytes", ts.bytes);
-	JI(tier, "retries", ts.retries);
-	JI(tier, "misses", ts.misses);
-	JI(tier, "errors", ts.errors);
+	KVT_JSON_SET_COUNTS(tier, tier_counts);
 	json_object_set_new(root, "peer_tier", tier);
 	for (int i = 0; i < np && i < MAX_PEERS; i++) {
+		const struct kvt_peer_stats *peer = &ps[i];
+		const struct kvt_json_count peer_counts[] = {
+			{ "hits", peer->blocks },
+			{ "bytes", peer->bytes },
+			{ "misses", peer->misses },
+			{ "errors", peer->checksum_errors + peer->timeouts + peer->conn_errors +
+				    peer->auth_errors },
+			{ "checksum_errors", peer->checksum_errors },
+			{ "timeouts", peer->timeouts },
+			{ "conn_errors", peer->conn_errors },
+			{ "auth_errors", peer->auth_errors },
+			{ "connects", peer->connects },
+		};
 		json_t *p = json_object();
 
-		json_object_set_new(p, "node", json_string(ps[i].node_id));
-		json_object_set_new(p, "addr", json_string(ps[i].addr));
-		JI(p, "hits", ps[i].blocks);
-		JI(p, "bytes", ps[i].bytes);
-		JI(p, "misses", ps[i].misses);
-		JI(p, "errors", ps[i].checksum_errors + ps[i].timeouts + ps[i].conn_errors +
-		   ps[i].auth_errors);
-		JI(p, "checksum_errors", ps[i].checksum_errors);
-		JI(p, "timeouts", ps[i].timeouts);
-		JI(p, "conn_errors", ps[i].conn_errors);
-		JI(p, "auth_errors", ps[i].auth_errors);
-		JI(p, "connects", ps[i].connects);
-		json_object_set_new(p, "down", json_boolean(ps[i].down));
+		json_object_set_new(p, "node", json_string(peer->node_id));
+		json_object_set_new(p, "addr", json_string(peer->addr));
+		KVT_JSON_SET_COUNTS(p, peer_counts);
+		json_object_set_new(p, "down", json_boolean(peer->down));
 		json_array_append_new(peers, p);
 	}
 	json_object_set_new(root, "peers", peers);
@@ -253,6 +269,20 @@ static char *on_json(void *arg)
 	return text;
 }
 
+/* A family with one sample per peer, labelled by the peer's node id. */
+static void per_peer(struct kvt_textbuf *b, const char *name, const char *help,
+		     const struct kvt_peer_stats *ps, int np, size_t field)
+{
+	kvt_prom_help(b, name, "counter", help);
+	for (int i = 0; i < np && i < MAX_PEERS; i++) {
+		uint64_t v;
+
+		memcpy(&v, (const char *)&ps[i] + field, sizeof(v));
+		kvt_textbuf_printf(b, "%s{peer=\"%s\"} %llu\n", name, ps[i].node_id,
+				   (unsigned long long)v);
+	}
+}
+
 static char *on_prom(void *arg)
 {
 	struct kvtd_cluster *cl = arg;
@@ -260,83 +290,88 @@ static char *on_prom(void *arg)
 	struct kvt_peer_server_stats ss;
 	struct kvt_peer_tier_stats ts;
 	struct kvt_peer_stats ps[MAX_PEERS];
-	char *text = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&text, &len);
+	struct kvt_textbuf b = { 0 };
 	int np;
 
-	if (!f)
-		return NULL;
 	kvt_dir_stats(cl->dir, &ds);
 	kvt_peer_server_stats(cl->srv, &ss);
 	kvt_peer_tier_stats(cl->tier, &ts);
 	np = kvt_peer_client_stats(cl->cli, ps, MAX_PEERS);
-#define H(name, type, help) fprintf(f, "# HELP " name " " help "\n# TYPE " name " " type "\n")
-	H("kvtier_cluster_redis_reachable", "gauge", "1 when the last exchange with Redis worked.");
-	fprintf(f, "kvtier_cluster_redis_reachable %d\n", ds.reachable ? 1 : 0);
-	H("kvtier_cluster_members", "gauge", "Live members of the cluster, this node included.");
-	fprintf(f, "kvtier_cluster_members %u\n", ds.members);
-	H("kvtier_cluster_epoch", "gauge", "This node's epoch (fencing token), 0 before it joined.");
-	fprintf(f, "kvtier_cluster_epoch %" PRIu64 "\n", ds.epoch);
-	H("kvtier_cluster_joins_total", "counter", "Times this node took an epoch.");
-	fprintf(f, "kvtier_cluster_joins_total %" PRIu64 "\n", ds.joins);
-	H("kvtier_cluster_hints_total", "counter", "Block hints written and removed.");
-	fprintf(f, "kvtier_cluster_hints_total{op=\"publish\"} %" PRIu64 "\n", ds.published_keys);
-	fprintf(f, "kvtier_cluster_hints_total{op=\"forget\"} %" PRIu64 "\n", ds.forgotten_keys);
-	fprintf(f, "kvtier_cluster_hints_total{op=\"dropped\"} %" PRIu64 "\n", ds.dropped_keys);
-	H("kvtier_cluster_directory_lookups_total", "counter",
-	  "Directory lookups, by result (unreachable and timed_out: answered local-only).");
-	fprintf(f, "kvtier_cluster_directory_lookups_total{result=\"answered\"} %" PRIu64 "\n",
-		ds.lookups - ds.lookups_unreachable - ds.lookups_timed_out);
-	fprintf(f, "kvtier_cluster_directory_lookups_total{result=\"unreachable\"} %" PRIu64 "\n",
-		ds.lookups_unreachable);
-	fprintf(f, "kvtier_cluster_directory_lookups_total{result=\"timed_out\"} %" PRIu64 "\n",
-		ds.lookups_timed_out);
-	H("kvtier_cluster_directory_errors_total", "counter", "Failed connects and pipelines to Redis.");
-	fprintf(f, "kvtier_cluster_directory_errors_total %" PRIu64 "\n", ds.errors);
-	H("kvtier_peer_served_blocks_total", "counter", "Blocks this node sent to peers.");
-	fprintf(f, "kvtier_peer_served_blocks_total %" PRIu64 "\n", ss.blocks_sent);
-	H("kvtier_peer_served_bytes_total", "counter", "Bytes this node sent to peers.");
-	fprintf(f, "kvtier_peer_served_bytes_total %" PRIu64 "\n", ss.bytes_sent);
-	H("kvtier_peer_served_misses_total", "counter", "Blocks peers asked for that this node lacked.");
-	fprintf(f, "kvtier_peer_served_misses_total %" PRIu64 "\n", ss.misses);
-	H("kvtier_peer_auth_failures_total", "counter", "Peer handshakes refused (wrong secret, garbage).");
-	fprintf(f, "kvtier_peer_auth_failures_total %" PRIu64 "\n", ss.auth_failures);
-	H("kvtier_peer_tier_blocks_total", "counter", "Blocks the peer tier brought in, by result.");
-	fprintf(f, "kvtier_peer_tier_blocks_total{result=\"fetched\"} %" PRIu64 "\n", ts.blocks);
-	fprintf(f, "kvtier_peer_tier_blocks_total{result=\"retried\"} %" PRIu64 "\n", ts.retries);
-	fprintf(f, "kvtier_peer_tier_blocks_total{result=\"miss\"} %" PRIu64 "\n", ts.misses);
-	H("kvtier_peer_hits_total", "counter", "Blocks fetched from each peer and verified.");
-	for (int i = 0; i < np && i < MAX_PEERS; i++)
-		fprintf(f, "kvtier_peer_hits_total{peer=\"%s\"} %" PRIu64 "\n", ps[i].node_id,
-			ps[i].blocks);
-	H("kvtier_peer_bytes_total", "counter", "Bytes fetched from each peer and verified.");
-	for (int i = 0; i < np && i < MAX_PEERS; i++)
-		fprintf(f, "kvtier_peer_bytes_total{peer=\"%s\"} %" PRIu64 "\n", ps[i].node_id,
-			ps[i].bytes);
-	H("kvtier_peer_errors_total", "counter", "Failures fetching from each peer, by kind.");
+	const struct kvt_prom_count membership[] = {
+		{ "kvtier_cluster_redis_reachable", "gauge",
+		  "1 when the last exchange with Redis worked.", ds.reachable ? 1 : 0 },
+		{ "kvtier_cluster_members", "gauge",
+		  "Live members of the cluster, this node included.", ds.members },
+		{ "kvtier_cluster_epoch", "gauge",
+		  "This node's epoch (fencing token), 0 before it joined.", ds.epoch },
+		{ "kvtier_cluster_joins_total", "counter", "Times this node took an epoch.", ds.joins },
+	};
+	const struct kvt_prom_sample hints[] = {
+		{ "publish", ds.published_keys },
+		{ "forget", ds.forgotten_keys },
+		{ "dropped", ds.dropped_keys },
+	};
+	const struct kvt_prom_sample lookups[] = {
+		{ "answered", ds.lookups - ds.lookups_unreachable - ds.lookups_timed_out },
+		{ "unreachable", ds.lookups_unreachable },
+		{ "timed_out", ds.lookups_timed_out },
+	};
+	const struct kvt_prom_count serving[] = {
+		{ "kvtier_cluster_directory_errors_total", "counter",
+		  "Failed connects and pipelines to Redis.", ds.errors },
+		{ "kvtier_peer_served_blocks_total", "counter", "Blocks this node sent to peers.",
+		  ss.blocks_sent },
+		{ "kvtier_peer_served_bytes_total", "counter", "Bytes this node sent to peers.",
+		  ss.bytes_sent },
+		{ "kvtier_peer_served_misses_total", "counter",
+		  "Blocks peers asked for that this node lacked.", ss.misses },
+		{ "kvtier_peer_auth_failures_total", "counter",
+		  "Peer handshakes refused (wrong secret, garbage).", ss.auth_failures },
+	};
+	const struct kvt_prom_sample fetched[] = {
+		{ "fetched", ts.blocks },
+		{ "retried", ts.retries },
+		{ "miss", ts.misses },
+	};
+
+	kvt_prom_counts(&b, membership, KVT_COUNT_OF(membership));
+	kvt_prom_labelled(&b, "kvtier_cluster_hints_total", "counter", "Block hints written and removed.",
+			  "op", hints, KVT_COUNT_OF(hints));
+	kvt_prom_labelled(&b, "kvtier_cluster_directory_lookups_total", "counter",
+			  "Directory lookups, by result (unreachable and timed_out: answered local-only).",
+			  "result", lookups, KVT_COUNT_OF(lookups));
+	kvt_prom_counts(&b, serving, KVT_COUNT_OF(serving));
+	kvt_prom_labelled(&b, "kvtier_peer_tier_blocks_total", "counter",
+			  "Blocks the peer tier brought in, by result.", "result", fetched,
+			  KVT_COUNT_OF(fetched));
+	per_peer(&b, "kvtier_peer_hits_total", "Blocks fetched from each peer and verified.", ps, np,
+		 offsetof(struct kvt_peer_stats, blocks));
+	per_peer(&b, "kvtier_peer_bytes_total", "Bytes fetched from each peer and verified.", ps, np,
+		 offsetof(struct kvt_peer_stats, bytes));
+	kvt_prom_help(&b, "kvtier_peer_errors_total", "counter",
+		      "Failures fetching from each peer, by kind.");
 	for (int i = 0; i < np && i < MAX_PEERS; i++) {
-		fprintf(f, "kvtier_peer_errors_total{peer=\"%s\",kind=\"timeout\"} %" PRIu64 "\n",
-			ps[i].node_id, ps[i].timeouts);
-		fprintf(f, "kvtier_peer_errors_total{peer=\"%s\",kind=\"connection\"} %" PRIu64 "\n",
-			ps[i].node_id, ps[i].conn_errors);
-		fprintf(f, "kvtier_peer_errors_total{peer=\"%s\",kind=\"auth\"} %" PRIu64 "\n",
-			ps[i].node_id, ps[i].auth_errors);
-		fprintf(f, "kvtier_peer_errors_total{peer=\"%s\",kind=\"checksum\"} %" PRIu64 "\n",
-			ps[i].node_id, ps[i].checksum_errors);
+		const struct kvt_prom_sample kinds[] = {
+			{ "timeout", ps[i].timeouts },
+			{ "connection", ps[i].conn_errors },
+			{ "auth", ps[i].auth_errors },
+			{ "checksum", ps[i].checksum_errors },
+		};
+
+		for (size_t k = 0; k < KVT_COUNT_OF(kinds); k++)
+			kvt_textbuf_printf(&b, "kvtier_peer_errors_total{peer=\"%s\",kind=\"%s\"} %llu\n",
+					   ps[i].node_id, kinds[k].label_value,
+					   (unsigned long long)kinds[k].value);
 	}
-	H("kvtier_peer_misses_total", "counter", "Blocks a peer named by a hint no longer held.");
-	for (int i = 0; i < np && i < MAX_PEERS; i++)
-		fprintf(f, "kvtier_peer_misses_total{peer=\"%s\"} %" PRIu64 "\n", ps[i].node_id,
-			ps[i].misses);
-#undef H
+	per_peer(&b, "kvtier_peer_misses_total", "Blocks a peer named by a hint no longer held.", ps,
+		 np, offsetof(struct kvt_peer_stats, misses));
 	if (cl->rdma)
-		kvtd_rdma_prom(f, cl->rdma, cl->leases);
-	if (fclose(f)) {
-		free(text);
+		kvtd_rdma_prom(&b, cl->rdma, cl->leases);
+	if (b.bad) {
+		free(b.p);
 		return NULL;
 	}
-	return text;
+	return b.p;
 }
 
 /* ---- lifecycle --------------------------------------------------------- */

@@ -716,6 +716,9 @@ static int ini_cb(void *user, const char *section, const char *key, const char *
 	return 1;
 }
 
+/* An option with a value sets the config file's key of its name, '-' read
+ * as '_' (see kvtd_config_load); the codes of long-only options need only
+ * differ from each other and from the letters. */
 static const struct option long_opts[] = {
 	{ "config", required_argument, NULL, 'c' },
 	{ "socket", required_argument, NULL, 's' },
@@ -757,6 +760,28 @@ static const struct option long_opts[] = {
 };
 
 static const char short_opts[] = "c:s:d:m:w:t:l:hV";
+
+/* The entry of long_opts for c (a short option's letter or a long-only
+ * code), NULL for none ('?': an unknown option). */
+static const struct option *long_opt(int c)
+{
+	for (const struct option *o = long_opts; o->name; o++)
+		if (o->val == c)
+			return o;
+	return NULL;
+}
+
+/* The config file's key an option with a value sets: the option's name with
+ * '_' for '-' (--socket-mode sets socket_mode). */
+static const char *option_key(const struct option *o, char *key, size_t size)
+{
+	size_t i;
+
+	for (i = 0; o->name[i] && i + 1 < size; i++)
+		key[i] = o->name[i] == '-' ? '_' : o->name[i];
+	key[i] = 0;
+	return key;
+}
 
 /* --tenant NAME:TOKEN[:SALT] */
 static int add_cli_tenant(struct kvtd_config *cfg, const char *arg, bool *first)
@@ -943,43 +968,18 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 	opterr = 1;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, short_opts, long_opts, NULL)) != -1) {
-		const char *key = NULL;
+		const struct option *opt;
+		const char *key;
+		char key_buf[32];
 
 		switch (c) {
 		case 'c': case 'h': case 'V':
 			continue;
-		case 's': key = "socket"; break;
-		case 1: key = "socket_mode"; break;
-		case 2: key = "socket_group"; break;
-		case 3: key = "allow_uid"; break;
-		case 'd': key = "data_dir"; break;
-		case 4: key = "dram"; break;
-		case 5: key = "ssd"; break;
 		case 6: cfg->huge_pages = false; continue;
-		case 7: key = "policy"; break;
-		case 'm': key = "metrics"; break;
-		case 'w': key = "workers"; break;
-		case 12: key = "drain_timeout"; break;
-		case 13: key = "hello_timeout"; break;
-		case 14: key = "max_conns_per_uid"; break;
-		case 15: key = "max_ns_per_tenant"; break;
-		case 16: key = "mrc_budget"; break;
-		case 17: key = "stats_namespaces"; break;
 		case 18: cfg->metrics_tenants = true; continue;
-		case 19: key = "plan_retry"; break;
-		case 'l': key = "log_level"; break;
 		case 8: cfg->print_config = true; continue;
 		case 9: cfg->prefault = false; continue;
-		case 10: key = "host_copy"; break;
 		case 11: cfg->gpu = false; continue;
-		case 20: key = "cluster"; break;
-		case 21: key = "node_id"; break;
-		case 22: key = "peer_listen"; break;
-		case 23: key = "cluster_secret_file"; break;
-		case 24: key = "rdma_device"; break;
-		case 25: key = "peer_timeout"; break;
-		case 26: key = "ssd_admission"; break;
-		case 27: key = "ssd_codec"; break;
 		case 't':
 			err = add_cli_tenant(cfg, optarg, &first_tenant);
 			if (err == -ENOSPC)
@@ -993,17 +993,18 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 				return -EINVAL;
 			continue;
 		default:
-			fprintf(stderr, "Try 'kvtierd --help'.\n");
-			return -EINVAL;
+			/* every other option with a value sets the key of its name */
+			opt = long_opt(c);
+			if (!opt || opt->has_arg != required_argument) {
+				fprintf(stderr, "Try 'kvtierd --help'.\n");
+				return -EINVAL;
+			}
+			break;
 		}
+		key = option_key(opt, key_buf, sizeof(key_buf));
 		err = apply(cfg, key, optarg);
 		if (err) {
-			const char *opt = NULL;
-
-			for (const struct option *o = long_opts; o->name && !opt; o++)
-				if (o->val == c)
-					opt = o->name;
-			fprintf(stderr, "kvtierd: --%s %s: expected %s\n", opt ? opt : key, optarg,
+			fprintf(stderr, "kvtierd: --%s %s: expected %s\n", opt->name, optarg,
 				accepted(key));
 			return -EINVAL;
 		}

@@ -9,6 +9,8 @@
 
 #include "app/daemon_log.h"
 #include "cluster/peer_tier.h"
+#include "transport/prom_text.h"
+#include "transport/stats_json.h"
 
 /* Log why `device` did not open, naming the devices libibverbs does find;
  * returns the error to stop the start with (-ENODEV: no such device). */
@@ -104,8 +106,6 @@ fail:
 
 /* ---- counters ---------------------------------------------------------- */
 
-#define JI(o, k, v) json_object_set_new(o, k, json_integer((json_int_t)(v)))
-
 json_t *kvtd_rdma_json(struct kvt_rdma *rdma, struct kvt_lease_table *leases)
 {
 	json_t *o = json_object(), *l = json_object();
@@ -114,60 +114,79 @@ json_t *kvtd_rdma_json(struct kvt_rdma *rdma, struct kvt_lease_table *leases)
 
 	kvt_rdma_stats(rdma, &rs);
 	kvt_lease_stats(leases, &ls);
-	JI(o, "reads", rs.reads);
-	JI(o, "bytes", rs.bytes);
-	JI(o, "posted", rs.posted);
-	JI(o, "registered_regions", rs.mrs);
-	JI(o, "qps_created", rs.qps_created);
-	JI(o, "qps_accepted", rs.qps_accepted);
-	JI(o, "qps_destroyed", rs.qps_destroyed);
-	JI(o, "retry_exceeded", rs.retry_exceeded);
-	JI(o, "remote_access_errors", rs.remote_access);
-	JI(o, "flushed", rs.flushed);
-	JI(o, "other_errors", rs.other_errors);
-	JI(o, "lease_expired", rs.lease_expired);
-	JI(o, "checksum_errors", rs.checksum_errors);
-	JI(o, "timeouts", rs.timeouts);
-	JI(l, "active", ls.active);
-	JI(l, "blocks_held", ls.blocks_held);
-	JI(l, "granted", ls.granted);
-	JI(l, "returned", ls.returned);
-	JI(l, "expired", ls.expired);
-	JI(l, "refused", ls.refused);
+	const struct kvt_json_count reads[] = {
+		{ "reads", rs.reads },
+		{ "bytes", rs.bytes },
+		{ "posted", rs.posted },
+		{ "registered_regions", rs.mrs },
+		{ "qps_created", rs.qps_created },
+		{ "qps_accepted", rs.qps_accepted },
+		{ "qps_destroyed", rs.qps_destroyed },
+		{ "retry_exceeded", rs.retry_exceeded },
+		{ "remote_access_errors", rs.remote_access },
+		{ "flushed", rs.flushed },
+		{ "other_errors", rs.other_errors },
+		{ "lease_expired", rs.lease_expired },
+		{ "checksum_errors", rs.checksum_errors },
+		{ "timeouts", rs.timeouts },
+	};
+	const struct kvt_json_count lent[] = {
+		{ "active", ls.active },
+		{ "blocks_held", ls.blocks_held },
+		{ "granted", ls.granted },
+		{ "returned", ls.returned },
+		{ "expired", ls.expired },
+		{ "refused", ls.refused },
+	};
+
+	KVT_JSON_SET_COUNTS(o, reads);
+	KVT_JSON_SET_COUNTS(l, lent);
 	json_object_set_new(o, "leases", l);
 	return o;
 }
 
-void kvtd_rdma_prom(FILE *f, struct kvt_rdma *rdma, struct kvt_lease_table *leases)
+void kvtd_rdma_prom(struct kvt_textbuf *b, struct kvt_rdma *rdma, struct kvt_lease_table *leases)
 {
 	struct kvt_rdma_stats rs;
 	struct kvt_lease_stats ls;
 
 	kvt_rdma_stats(rdma, &rs);
 	kvt_lease_stats(leases, &ls);
-#define H(name, type, help) fprintf(f, "# HELP " name " " help "\n# TYPE " name " " type "\n")
-	H("kvtier_rdma_reads_total", "counter", "RDMA READs of peers' blocks that completed and verified.");
-	fprintf(f, "kvtier_rdma_reads_total %" PRIu64 "\n", rs.reads);
-	H("kvtier_rdma_read_bytes_total", "counter", "Bytes of those READs.");
-	fprintf(f, "kvtier_rdma_read_bytes_total %" PRIu64 "\n", rs.bytes);
-	H("kvtier_rdma_errors_total", "counter", "RDMA READs that failed, by kind.");
-	fprintf(f, "kvtier_rdma_errors_total{kind=\"retry_exceeded\"} %" PRIu64 "\n", rs.retry_exceeded);
-	fprintf(f, "kvtier_rdma_errors_total{kind=\"remote_access\"} %" PRIu64 "\n", rs.remote_access);
-	fprintf(f, "kvtier_rdma_errors_total{kind=\"flushed\"} %" PRIu64 "\n", rs.flushed);
-	fprintf(f, "kvtier_rdma_errors_total{kind=\"lease_expired\"} %" PRIu64 "\n", rs.lease_expired);
-	fprintf(f, "kvtier_rdma_errors_total{kind=\"checksum\"} %" PRIu64 "\n", rs.checksum_errors);
-	fprintf(f, "kvtier_rdma_errors_total{kind=\"timeout\"} %" PRIu64 "\n", rs.timeouts);
-	fprintf(f, "kvtier_rdma_errors_total{kind=\"other\"} %" PRIu64 "\n", rs.other_errors);
-	H("kvtier_rdma_queue_pairs", "gauge", "Queue pairs open (created and accepted, less destroyed).");
-	fprintf(f, "kvtier_rdma_queue_pairs %" PRIu64 "\n",
-		rs.qps_created + rs.qps_accepted - rs.qps_destroyed);
-	H("kvtier_rdma_leases", "gauge", "Leases lent to peers' READs now, and the blocks they hold.");
-	fprintf(f, "kvtier_rdma_leases{what=\"leases\"} %" PRIu64 "\n", ls.active);
-	fprintf(f, "kvtier_rdma_leases{what=\"blocks\"} %" PRIu64 "\n", ls.blocks_held);
-	H("kvtier_rdma_leases_total", "counter", "Leases lent to peers, by how they ended.");
-	fprintf(f, "kvtier_rdma_leases_total{op=\"granted\"} %" PRIu64 "\n", ls.granted);
-	fprintf(f, "kvtier_rdma_leases_total{op=\"returned\"} %" PRIu64 "\n", ls.returned);
-	fprintf(f, "kvtier_rdma_leases_total{op=\"expired\"} %" PRIu64 "\n", ls.expired);
-	fprintf(f, "kvtier_rdma_leases_total{op=\"refused\"} %" PRIu64 "\n", ls.refused);
-#undef H
+	const struct kvt_prom_count reads[] = {
+		{ "kvtier_rdma_reads_total", "counter",
+		  "RDMA READs of peers' blocks that completed and verified.", rs.reads },
+		{ "kvtier_rdma_read_bytes_total", "counter", "Bytes of those READs.", rs.bytes },
+	};
+	const struct kvt_prom_sample errors[] = {
+		{ "retry_exceeded", rs.retry_exceeded },
+		{ "remote_access", rs.remote_access },
+		{ "flushed", rs.flushed },
+		{ "lease_expired", rs.lease_expired },
+		{ "checksum", rs.checksum_errors },
+		{ "timeout", rs.timeouts },
+		{ "other", rs.other_errors },
+	};
+	const struct kvt_prom_sample lent_now[] = {
+		{ "leases", ls.active },
+		{ "blocks", ls.blocks_held },
+	};
+	const struct kvt_prom_sample lent_ended[] = {
+		{ "granted", ls.granted },
+		{ "returned", ls.returned },
+		{ "expired", ls.expired },
+		{ "refused", ls.refused },
+	};
+
+	kvt_prom_counts(b, reads, KVT_COUNT_OF(reads));
+	kvt_prom_labelled(b, "kvtier_rdma_errors_total", "counter", "RDMA READs that failed, by kind.",
+			  "kind", errors, KVT_COUNT_OF(errors));
+	kvt_prom_count(b, "kvtier_rdma_queue_pairs", "gauge",
+		       "Queue pairs open (created and accepted, less destroyed).",
+		       rs.qps_created + rs.qps_accepted - rs.qps_destroyed);
+	kvt_prom_labelled(b, "kvtier_rdma_leases", "gauge",
+			  "Leases lent to peers' READs now, and the blocks they hold.", "what",
+			  lent_now, KVT_COUNT_OF(lent_now));
+	kvt_prom_labelled(b, "kvtier_rdma_leases_total", "counter",
+			  "Leases lent to peers, by how they ended.", "op", lent_ended,
+			  KVT_COUNT_OF(lent_ended));
 }

@@ -4,8 +4,6 @@
 #ifndef KVT_APP_DAEMON_RDMA_H
 #define KVT_APP_DAEMON_RDMA_H
 
-#include <stdio.h>
-
 #include <jansson.h>
 
 #include "cluster/directory.h"
@@ -13,6 +11,7 @@
 #include "kvtier/store.h"
 #include "transport/peer_client.h"
 #include "transport/peer_rdma.h"
+#include "transport/textbuf.h"
 
 /* Open `device` through verbs (NULL: libibverbs), register the store's DRAM
  * region REMOTE_READ only (the peer tier registers it LOCAL_WRITE for its
@@ -30,8 +29,8 @@ int kvtd_rdma_open(const char *device, const struct kvt_verbs_ops *verbs, struct
 
 /* The RDMA side's counters: this node's READs of peers' blocks (rdma) and
  * the leases it lends to peers' READs (leases), as the "rdma" object of
- * STATS' cluster section (a new reference) and as /metrics lines. */
+ * STATS' cluster section (a new reference) and as /metrics lines appended to b. */
 json_t *kvtd_rdma_json(struct kvt_rdma *rdma, struct kvt_lease_table *leases);
-void kvtd_rdma_prom(FILE *f, struct kvt_rdma *rdma, struct kvt_lease_table *leases);
+void kvtd_rdma_prom(struct kvt_textbuf *b, struct kvt_rdma *rdma, struct kvt_lease_table *leases);
 
 #endif /* KVT_APP_DAEMON_RDMA_H */

@@ -3,6 +3,7 @@
  * come from one snapshot of the server's and the store's counters, so a
  * person and a scraper see the same numbers. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,8 @@
 #include <jansson.h>
 
 #include "transport/server_int.h"
+#include "transport/stats_json.h"
+#include "transport/prom_text.h"
 #include "transport/textbuf.h"
 
 const double kvt_lat_bounds_us[KVT_LAT_BUCKETS] = {
@@ -65,7 +68,7 @@ static json_t *plan_json(struct kvt_server *srv, const struct kvt_store_stats *s
 			continue;
 		e = json_object();
 		json_object_set_new(e, "bytes_per_s", json_real(kvt_rate_value(&r)));
-		json_object_set_new(e, "samples", json_integer((json_int_t)r.samples));
+		kvt_json_set_count(e, "samples", r.samples);
 		json_object_set_new(e, "age_s", r.samples ? json_real((double)(now - r.last_ns) / 1e9)
 							 : json_null());
 		json_object_set_new(tiers, kvt_tier_name(t), e);
@@ -79,19 +82,33 @@ static json_t *plan_json(struct kvt_server *srv, const struct kvt_store_stats *s
 			e = json_object();
 			json_object_set_new(e, "prefill_tokens_per_s",
 					    json_real(kvt_rate_value(&u->prefill)));
-			json_object_set_new(e, "reports", json_integer((json_int_t)u->prefill.samples));
+			kvt_json_set_count(e, "reports", u->prefill.samples);
 			json_array_append_new(engines, e);
 		}
 	}
+	const struct kvt_json_count counts[] = {
+		{ "namespaces_reporting", reporting },
+		{ "lookups", c->plan_lookups },
+		{ "load_blocks", c->plan_load_blocks },
+		{ "recompute_blocks", c->plan_recompute_blocks },
+		{ "retries", c->plan_retries },
+		{ "prefill_reports", c->prefill_reports },
+	};
+
 	json_object_set_new(o, "tiers", tiers);
 	json_object_set_new(o, "engines", engines);
-	json_object_set_new(o, "namespaces_reporting", json_integer((json_int_t)reporting));
-	json_object_set_new(o, "lookups", json_integer((json_int_t)c->plan_lookups));
-	json_object_set_new(o, "load_blocks", json_integer((json_int_t)c->plan_load_blocks));
-	json_object_set_new(o, "recompute_blocks", json_integer((json_int_t)c->plan_recompute_blocks));
-	json_object_set_new(o, "retries", json_integer((json_int_t)c->plan_retries));
-	json_object_set_new(o, "prefill_reports", json_integer((json_int_t)c->prefill_reports));
+	KVT_JSON_SET_COUNTS(o, counts);
 	return o;
+}
+
+/* WAITs parked on all connections, for their jobs to end. */
+static uint64_t waits_parked(const struct kvt_server *srv)
+{
+	uint64_t parked = 0;
+
+	for (const struct kvt_conn *cn = srv->conns; cn; cn = cn->next)
+		parked += cn->n_waits;
+	return parked;
 }
 
 char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
@@ -112,110 +129,113 @@ char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
 		return NULL;
 	}
 	kvt_store_stats(srv->opts.store, &st);
+	const struct kvt_json_count server_counts[] = {
+		{ "connections_open", c->conns_open },
+		{ "connections_accepted", c->conns_accepted },
+		{ "connections_refused", c->conns_refused },
+		{ "connections_refused_uid_limit", c->conns_uid_refused },
+		{ "hello_timeouts", c->hello_timeouts },
+		{ "hello_delayed", c->hello_delayed },
+		{ "namespaces_reclaimed", c->ns_reclaimed },
+		{ "hello_refused", c->hello_refused },
+		{ "bad_frames", c->bad_frames },
+		{ "jobs_in_flight", (uint64_t)__atomic_load_n(&srv->busy_jobs, __ATOMIC_RELAXED) },
+		{ "waits_parked", waits_parked(srv) },
+		{ "jobs_cancelled", c->jobs_cancelled },
+		{ "workers", srv->n_threads },
+	};
+	const struct kvt_json_count copy_counts[] = {
+		{ "gather_bytes", ld(&c->gather_bytes) },
+		{ "scatter_bytes", ld(&c->scatter_bytes) },
+		{ "save_blocks", ld(&c->save_blocks) },
+		{ "save_already_present", ld(&c->save_present) },
+		{ "load_blocks", ld(&c->load_blocks) },
+		{ "load_misses", ld(&c->load_misses) },
+		/* only LOAD reads through the store's peer tier */
+		{ "load_remote_blocks", st.tier[KVT_TIER_REMOTE].hits },
+		{ "lookup_remote_keys", c->lookup_remote },
+	};
+	const struct kvt_json_count store_counts[] = {
+		{ "namespaces", st.namespaces },
+		{ "blocks", st.blocks },
+		{ "puts", st.puts },
+		{ "gets", st.gets },
+		{ "get_misses", st.get_misses },
+		{ "removes", st.removes },
+		{ "lookups", st.lookups },
+		{ "lookup_keys", st.lookup_keys },
+		{ "lookup_hit_keys", st.lookup_hit_keys },
+		{ "lookup_miss_keys", st.lookup_keys - st.lookup_hit_keys },
+		{ "checksum_failures", st.checksum_failures },
+		{ "index_bytes", st.index_bytes },
+		{ "dram_dropped", st.dram_dropped },
+		{ "ssd_copies_dropped", st.ssd_copies_dropped },
+		{ "ssd_admission_refused", st.ssd_admission_refused },
+		{ "ssd_admission_refused_bytes", st.ssd_admission_refused_bytes },
+		{ "demote_batches", st.demote_batches },
+		{ "demote_batch_blocks", st.demote_batch_blocks },
+		{ "ssd_compressed_writes", st.ssd_compressed_writes },
+		{ "ssd_write_raw_bytes", st.ssd_write_raw_bytes },
+		{ "ssd_write_stored_bytes", st.ssd_write_stored_bytes },
+	};
+
 	json_object_set_new(server, "uptime_s", json_real((double)(kvt_now_ns() - srv->start_ns) / 1e9));
-	json_object_set_new(server, "connections_open", json_integer((json_int_t)c->conns_open));
-	json_object_set_new(server, "connections_accepted", json_integer((json_int_t)c->conns_accepted));
-	json_object_set_new(server, "connections_refused", json_integer((json_int_t)c->conns_refused));
-	json_object_set_new(server, "connections_refused_uid_limit",
-			    json_integer((json_int_t)c->conns_uid_refused));
-	json_object_set_new(server, "hello_timeouts", json_integer((json_int_t)c->hello_timeouts));
-	json_object_set_new(server, "hello_delayed", json_integer((json_int_t)c->hello_delayed));
-	json_object_set_new(server, "namespaces_reclaimed", json_integer((json_int_t)c->ns_reclaimed));
-	json_object_set_new(server, "hello_refused", json_integer((json_int_t)c->hello_refused));
-	json_object_set_new(server, "bad_frames", json_integer((json_int_t)c->bad_frames));
-	json_object_set_new(server, "jobs_in_flight",
-			    json_integer(__atomic_load_n(&srv->busy_jobs, __ATOMIC_RELAXED)));
-	{
-		json_int_t parked = 0;
-		for (struct kvt_conn *cn = srv->conns; cn; cn = cn->next)
-			parked += cn->n_waits;
-		json_object_set_new(server, "waits_parked", json_integer(parked));
-	}
-	json_object_set_new(server, "jobs_cancelled", json_integer((json_int_t)c->jobs_cancelled));
-	json_object_set_new(server, "workers", json_integer(srv->n_threads));
+	KVT_JSON_SET_COUNTS(server, server_counts);
 	json_object_set_new(server, "gpu", json_boolean(srv->opts.dev_cuda != NULL));
 	json_object_set_new(server, "host_copy",
 			    json_string(srv->opts.dev_host ? "device" : "direct"));
 	json_object_set_new(root, "server", server);
 
-	json_object_set_new(copies, "gather_bytes", json_integer((json_int_t)ld(&c->gather_bytes)));
-	json_object_set_new(copies, "scatter_bytes", json_integer((json_int_t)ld(&c->scatter_bytes)));
-	json_object_set_new(copies, "save_blocks", json_integer((json_int_t)ld(&c->save_blocks)));
-	json_object_set_new(copies, "save_already_present", json_integer((json_int_t)ld(&c->save_present)));
-	json_object_set_new(copies, "load_blocks", json_integer((json_int_t)ld(&c->load_blocks)));
-	json_object_set_new(copies, "load_misses", json_integer((json_int_t)ld(&c->load_misses)));
-	/* only LOAD reads through the store's peer tier */
-	json_object_set_new(copies, "load_remote_blocks",
-			    json_integer((json_int_t)st.tier[KVT_TIER_REMOTE].hits));
-	json_object_set_new(copies, "lookup_remote_keys", json_integer((json_int_t)c->lookup_remote));
+	KVT_JSON_SET_COUNTS(copies, copy_counts);
 	json_object_set_new(root, "copies", copies);
 
-	json_object_set_new(store, "namespaces", json_integer((json_int_t)st.namespaces));
-	json_object_set_new(store, "blocks", json_integer((json_int_t)st.blocks));
-	json_object_set_new(store, "puts", json_integer((json_int_t)st.puts));
-	json_object_set_new(store, "gets", json_integer((json_int_t)st.gets));
-	json_object_set_new(store, "get_misses", json_integer((json_int_t)st.get_misses));
-	json_object_set_new(store, "removes", json_integer((json_int_t)st.removes));
-	json_object_set_new(store, "lookups", json_integer((json_int_t)st.lookups));
-	json_object_set_new(store, "lookup_keys", json_integer((json_int_t)st.lookup_keys));
-	json_object_set_new(store, "lookup_hit_keys", json_integer((json_int_t)st.lookup_hit_keys));
-	json_object_set_new(store, "lookup_miss_keys",
-			    json_integer((json_int_t)(st.lookup_keys - st.lookup_hit_keys)));
-	json_object_set_new(store, "checksum_failures", json_integer((json_int_t)st.checksum_failures));
-	json_object_set_new(store, "index_bytes", json_integer((json_int_t)st.index_bytes));
-	json_object_set_new(store, "dram_dropped", json_integer((json_int_t)st.dram_dropped));
-	json_object_set_new(store, "ssd_copies_dropped",
-			    json_integer((json_int_t)st.ssd_copies_dropped));
-	json_object_set_new(store, "ssd_admission_refused",
-			    json_integer((json_int_t)st.ssd_admission_refused));
-	json_object_set_new(store, "ssd_admission_refused_bytes",
-			    json_integer((json_int_t)st.ssd_admission_refused_bytes));
-	json_object_set_new(store, "demote_batches", json_integer((json_int_t)st.demote_batches));
-	json_object_set_new(store, "demote_batch_blocks",
-			    json_integer((json_int_t)st.demote_batch_blocks));
-	json_object_set_new(store, "ssd_compressed_writes",
-			    json_integer((json_int_t)st.ssd_compressed_writes));
-	json_object_set_new(store, "ssd_write_raw_bytes",
-			    json_integer((json_int_t)st.ssd_write_raw_bytes));
-	json_object_set_new(store, "ssd_write_stored_bytes",
-			    json_integer((json_int_t)st.ssd_write_stored_bytes));
+	KVT_JSON_SET_COUNTS(store, store_counts);
 	json_object_set_new(root, "store", store);
 
 	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
 		const struct kvt_tier_stats *ts = &st.tier[t];
+		const struct kvt_json_count tier_counts[] = {
+			{ "capacity_bytes", ts->capacity_bytes },
+			{ "used_bytes", ts->used_bytes },
+			{ "blocks", ts->blocks },
+			{ "hits", ts->hits },
+			{ "bytes_in", ts->bytes_in },
+			{ "bytes_out", ts->bytes_out },
+			{ "evictions", ts->evictions },
+			{ "errors", ts->errors },
+		};
 		json_t *o;
 
 		if (!ts->present)
 			continue;
 		o = json_object();
-		json_object_set_new(o, "capacity_bytes", json_integer((json_int_t)ts->capacity_bytes));
-		json_object_set_new(o, "used_bytes", json_integer((json_int_t)ts->used_bytes));
+		KVT_JSON_SET_COUNTS(o, tier_counts);
 		json_object_set_new(o, "occupancy", json_real(ts->capacity_bytes ?
 			(double)ts->used_bytes / (double)ts->capacity_bytes : 0));
-		json_object_set_new(o, "blocks", json_integer((json_int_t)ts->blocks));
-		json_object_set_new(o, "hits", json_integer((json_int_t)ts->hits));
-		json_object_set_new(o, "bytes_in", json_integer((json_int_t)ts->bytes_in));
-		json_object_set_new(o, "bytes_out", json_integer((json_int_t)ts->bytes_out));
-		json_object_set_new(o, "evictions", json_integer((json_int_t)ts->evictions));
-		json_object_set_new(o, "errors", json_integer((json_int_t)ts->errors));
 		json_object_set_new(o, "degraded", json_boolean(ts->degraded));
 		if (t == KVT_TIER_SSD) {
 			const struct kvt_ssd_health *h = &st.ssd;
+			const struct kvt_json_count recovery_counts[] = {
+				{ "recovered", h->recovered },
+				{ "torn", h->torn },
+				{ "corrupt", h->corrupt },
+				{ "superseded", h->superseded },
+				{ "removed", h->removed },
+				{ "quarantined", h->quarantined },
+				{ "foreign", h->foreign },
+				{ "scanned", h->scanned },
+				{ "open_ms", h->open_ms },
+			};
+			const struct kvt_json_count health_counts[] = {
+				{ "tombstones", h->tombstones },
+				{ "probes", h->probes },
+				{ "resumed", h->resumed },
+			};
 			json_t *rec = json_object();
 
-			json_object_set_new(rec, "recovered", json_integer((json_int_t)h->recovered));
-			json_object_set_new(rec, "torn", json_integer((json_int_t)h->torn));
-			json_object_set_new(rec, "corrupt", json_integer((json_int_t)h->corrupt));
-			json_object_set_new(rec, "superseded", json_integer((json_int_t)h->superseded));
-			json_object_set_new(rec, "removed", json_integer((json_int_t)h->removed));
-			json_object_set_new(rec, "quarantined", json_integer((json_int_t)h->quarantined));
-			json_object_set_new(rec, "foreign", json_integer((json_int_t)h->foreign));
-			json_object_set_new(rec, "scanned", json_integer((json_int_t)h->scanned));
-			json_object_set_new(rec, "open_ms", json_integer((json_int_t)h->open_ms));
+			KVT_JSON_SET_COUNTS(rec, recovery_counts);
 			json_object_set_new(o, "recovery", rec);
-			json_object_set_new(o, "tombstones", json_integer((json_int_t)h->tombstones));
-			json_object_set_new(o, "probes", json_integer((json_int_t)h->probes));
-			json_object_set_new(o, "resumed", json_integer((json_int_t)h->resumed));
+			KVT_JSON_SET_COUNTS(o, health_counts);
 		}
 		json_object_set_new(tiers, kvt_tier_name(t), o);
 	}
@@ -231,8 +251,8 @@ char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
 			timed += s->bucket[b];
 			json_array_append_new(h, json_integer((json_int_t)s->bucket[b]));
 		}
-		json_object_set_new(o, "count", json_integer((json_int_t)s->count));
-		json_object_set_new(o, "errors", json_integer((json_int_t)s->errors));
+		kvt_json_set_count(o, "count", s->count);
+		kvt_json_set_count(o, "errors", s->errors);
 		json_object_set_new(o, "mean_us", json_real(timed ? s->sum_us / (double)timed : 0));
 		json_object_set_new(o, "latency_buckets", h);
 		json_object_set_new(ops, kvt_op_name(op), o);
@@ -269,17 +289,129 @@ char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
 
 /* ---- Prometheus text --------------------------------------------------- */
 
-static void help(struct kvt_textbuf *b, const char *name, const char *type, const char *text)
+/* The per-tier families, one sample for each tier present. */
+enum tier_sample {
+	TIER_FIELD,     /* the uint64_t at `field` in struct kvt_tier_stats */
+	TIER_OCCUPANCY, /* used / capacity */
+	TIER_IN_OUT,    /* bytes_in and bytes_out, as direction="in" and "out" */
+	TIER_DEGRADED,  /* 0 or 1 */
+};
+
+#define TIER_STAT(member) offsetof(struct kvt_tier_stats, member)
+
+static const struct tier_family {
+	const char *name, *type, *help;
+	enum tier_sample sample;
+	size_t field;
+} tier_families[] = {
+	{ "kvtier_tier_capacity_bytes", "gauge", "Capacity of each tier.",
+	  TIER_FIELD, TIER_STAT(capacity_bytes) },
+	{ "kvtier_tier_used_bytes", "gauge", "Bytes of the blocks stored in each tier.",
+	  TIER_FIELD, TIER_STAT(used_bytes) },
+	{ "kvtier_tier_occupancy_ratio", "gauge", "used / capacity of each tier.",
+	  TIER_OCCUPANCY, 0 },
+	{ "kvtier_tier_blocks", "gauge", "Blocks stored in each tier.",
+	  TIER_FIELD, TIER_STAT(blocks) },
+	{ "kvtier_tier_hits_total", "counter", "Lookups and reads served from each tier.",
+	  TIER_FIELD, TIER_STAT(hits) },
+	{ "kvtier_tier_bytes_total", "counter", "Bytes moved into (in) and out of (out) each tier.",
+	  TIER_IN_OUT, 0 },
+	{ "kvtier_tier_evictions_total", "counter", "Blocks that left each tier for lack of room.",
+	  TIER_FIELD, TIER_STAT(evictions) },
+	{ "kvtier_tier_errors_total", "counter", "I/O errors and checksum mismatches of each tier.",
+	  TIER_FIELD, TIER_STAT(errors) },
+	{ "kvtier_tier_degraded", "gauge", "1 when a tier is failing and no longer written to.",
+	  TIER_DEGRADED, 0 },
+};
+
+static void tier_sample(struct kvt_textbuf *b, const struct tier_family *f, const char *tier,
+			const struct kvt_tier_stats *ts)
 {
-	kvt_textbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
+	switch (f->sample) {
+	case TIER_FIELD: {
+		uint64_t v;
+
+		memcpy(&v, (const char *)ts + f->field, sizeof(v));
+		kvt_textbuf_printf(b, "%s{tier=\"%s\"} %llu\n", f->name, tier, (unsigned long long)v);
+		break;
+	}
+	case TIER_OCCUPANCY:
+		kvt_textbuf_printf(b, "%s{tier=\"%s\"} %.6f\n", f->name, tier, ts->capacity_bytes ?
+				   (double)ts->used_bytes / (double)ts->capacity_bytes : 0.0);
+		break;
+	case TIER_IN_OUT:
+		kvt_textbuf_printf(b, "%s{tier=\"%s\",direction=\"in\"} %llu\n", f->name, tier,
+				   (unsigned long long)ts->bytes_in);
+		kvt_textbuf_printf(b, "%s{tier=\"%s\",direction=\"out\"} %llu\n", f->name, tier,
+				   (unsigned long long)ts->bytes_out);
+		break;
+	case TIER_DEGRADED:
+		kvt_textbuf_printf(b, "%s{tier=\"%s\"} %d\n", f->name, tier, ts->degraded ? 1 : 0);
+		break;
+	}
 }
 
-/* A family of one unlabelled sample. */
-static void one(struct kvt_textbuf *b, const char *name, const char *type, const char *text,
-		uint64_t value)
+/* What the SSD tier reports beside the per-tier families. */
+static void ssd_prom(struct kvt_textbuf *b, const struct kvt_store_stats *st)
 {
-	help(b, name, type, text);
-	kvt_textbuf_printf(b, "%s %llu\n", name, (unsigned long long)value);
+	const struct kvt_ssd_health *h = &st->ssd;
+	const struct kvt_prom_count written[] = {
+		{ "kvtier_ssd_copies_dropped_total", "counter",
+		  "Spare SSD copies of blocks in DRAM let go for room.", st->ssd_copies_dropped },
+		{ "kvtier_ssd_admission_refused_total", "counter",
+		  "Blocks leaving DRAM the SSD admission rule refused: dropped, not written.",
+		  st->ssd_admission_refused },
+		{ "kvtier_ssd_admission_refused_bytes_total", "counter",
+		  "Bytes of the blocks the SSD admission rule refused: SSD writes saved.",
+		  st->ssd_admission_refused_bytes },
+		{ "kvtier_demote_batches_total", "counter",
+		  "Write batches the demoter sent to the SSD tier (each one group commit).",
+		  st->demote_batches },
+		{ "kvtier_demote_batch_blocks_total", "counter",
+		  "Blocks those batches carried (divided by the batches: the mean batch).",
+		  st->demote_batch_blocks },
+		{ "kvtier_ssd_compressed_writes_total", "counter",
+		  "SSD records written encoded by the codec (the others raw).",
+		  st->ssd_compressed_writes },
+	};
+	const struct kvt_prom_sample write_bytes[] = {
+		{ "raw", st->ssd_write_raw_bytes },
+		{ "stored", st->ssd_write_stored_bytes },
+	};
+	const struct kvt_prom_sample records[] = {
+		{ "recovered", h->recovered },
+		{ "torn", h->torn },
+		{ "corrupt", h->corrupt },
+		{ "superseded", h->superseded },
+		{ "removed", h->removed },
+	};
+	const struct kvt_prom_sample files[] = {
+		{ "quarantined", h->quarantined },
+		{ "foreign", h->foreign },
+	};
+	const struct kvt_prom_count health[] = {
+		{ "kvtier_ssd_tombstones", "gauge", "Removals logged in the SSD tier, on disk.",
+		  h->tombstones },
+		{ "kvtier_ssd_probes_total", "counter", "Write probes of a degraded SSD tier.",
+		  h->probes },
+		{ "kvtier_ssd_resumed_total", "counter", "Times a degraded SSD tier came back.",
+		  h->resumed },
+	};
+
+	kvt_prom_counts(b, written, KVT_COUNT_OF(written));
+	kvt_prom_labelled(b, "kvtier_ssd_write_bytes_total", "counter",
+		 "Bytes of the SSD records written: raw (the blocks) and stored (encoded).",
+		 "kind", write_bytes, KVT_COUNT_OF(write_bytes));
+	kvt_prom_labelled(b, "kvtier_ssd_recovery_records", "gauge",
+		 "What the SSD tier's last open found, by kind.", "kind", records, KVT_COUNT_OF(records));
+	kvt_prom_labelled(b, "kvtier_ssd_recovery_files", "gauge",
+		 "Files the SSD tier's last open moved to quarantine/ or left in place.",
+		 "fate", files, KVT_COUNT_OF(files));
+	kvt_prom_count(b, "kvtier_ssd_recovery_scanned_segments", "gauge",
+	    "Segments the last open read whole (no valid summary).", h->scanned);
+	kvt_prom_help(b, "kvtier_ssd_open_seconds", "gauge", "How long the SSD tier took to open.");
+	kvt_textbuf_printf(b, "kvtier_ssd_open_seconds %.3f\n", (double)h->open_ms / 1e3);
+	kvt_prom_counts(b, health, KVT_COUNT_OF(health));
 }
 
 char *kvt_metrics_prom(struct kvt_server *srv)
@@ -287,163 +419,96 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 	struct kvt_store_stats st = { .size = sizeof(st) };
 	const struct kvt_server_counters *c = &srv->c;
 	struct kvt_textbuf b = { 0 };
-	int t;
 
 	kvt_store_stats(srv->opts.store, &st);
-#define TIERS for (t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) if (st.tier[t].present)
-	help(&b, "kvtier_tier_capacity_bytes", "gauge", "Capacity of each tier.");
-	TIERS kvt_textbuf_printf(&b, "kvtier_tier_capacity_bytes{tier=\"%s\"} %llu\n", kvt_tier_name(t),
-		      (unsigned long long)st.tier[t].capacity_bytes);
-	help(&b, "kvtier_tier_used_bytes", "gauge", "Bytes of the blocks stored in each tier.");
-	TIERS kvt_textbuf_printf(&b, "kvtier_tier_used_bytes{tier=\"%s\"} %llu\n", kvt_tier_name(t),
-		      (unsigned long long)st.tier[t].used_bytes);
-	help(&b, "kvtier_tier_occupancy_ratio", "gauge", "used / capacity of each tier.");
-	TIERS kvt_textbuf_printf(&b, "kvtier_tier_occupancy_ratio{tier=\"%s\"} %.6f\n", kvt_tier_name(t),
-		      st.tier[t].capacity_bytes ? (double)st.tier[t].used_bytes /
-		      (double)st.tier[t].capacity_bytes : 0.0);
-	help(&b, "kvtier_tier_blocks", "gauge", "Blocks stored in each tier.");
-	TIERS kvt_textbuf_printf(&b, "kvtier_tier_blocks{tier=\"%s\"} %llu\n", kvt_tier_name(t),
-		      (unsigned long long)st.tier[t].blocks);
-	help(&b, "kvtier_tier_hits_total", "counter", "Lookups and reads served from each tier.");
-	TIERS kvt_textbuf_printf(&b, "kvtier_tier_hits_total{tier=\"%s\"} %llu\n", kvt_tier_name(t),
-		      (unsigned long long)st.tier[t].hits);
-	help(&b, "kvtier_tier_bytes_total", "counter", "Bytes moved into (in) and out of (out) each tier.");
-	TIERS {
-		kvt_textbuf_printf(&b, "kvtier_tier_bytes_total{tier=\"%s\",direction=\"in\"} %llu\n",
-			kvt_tier_name(t), (unsigned long long)st.tier[t].bytes_in);
-		kvt_textbuf_printf(&b, "kvtier_tier_bytes_total{tier=\"%s\",direction=\"out\"} %llu\n",
-			kvt_tier_name(t), (unsigned long long)st.tier[t].bytes_out);
+	const struct kvt_prom_sample lookup_keys[] = {
+		{ "hit", st.lookup_hit_keys },
+		{ "miss", st.lookup_keys - st.lookup_hit_keys },
+	};
+	const struct kvt_prom_sample plan_blocks[] = {
+		{ "load", c->plan_load_blocks },
+		{ "recompute", c->plan_recompute_blocks },
+	};
+	const struct kvt_prom_count plan[] = {
+		{ "kvtier_plan_retries_total", "counter",
+		  "LOOKUPs that took a tier's default rate again, its measurement being stale.",
+		  c->plan_retries },
+		{ "kvtier_prefill_reports_total", "counter",
+		  "Prefill speeds reported by engines (PREFILL).", c->prefill_reports },
+		/* only LOAD reads through the store's peer tier (peers are
+		 * served local blocks alone) */
+		{ "kvtier_load_remote_blocks_total", "counter",
+		  "Blocks LOAD brought from other nodes of the cluster.", st.tier[KVT_TIER_REMOTE].hits },
+		{ "kvtier_lookup_remote_keys_total", "counter",
+		  "Keys LOOKUP reported held by other nodes (tier remote).", c->lookup_remote },
+	};
+	const struct kvt_prom_sample engine_bytes[] = {
+		{ "gather", ld(&c->gather_bytes) },
+		{ "scatter", ld(&c->scatter_bytes) },
+	};
+	const struct kvt_prom_count stored[] = {
+		{ "kvtier_blocks", "gauge", "Blocks stored in all tiers.", st.blocks },
+		{ "kvtier_checksum_failures_total", "counter",
+		  "Blocks dropped for a checksum mismatch.", st.checksum_failures },
+		{ "kvtier_dram_dropped_total", "counter",
+		  "Blocks DRAM let go for lack of room with no copy below (no working SSD tier).",
+		  st.dram_dropped },
+	};
+	const struct kvt_prom_count server[] = {
+		{ "kvtier_connections", "gauge", "Client connections open.", c->conns_open },
+		{ "kvtier_connections_refused_total", "counter",
+		  "Connections refused (peer credentials, client limit, per-uid limit).",
+		  c->conns_refused },
+		{ "kvtier_hello_timeouts_total", "counter",
+		  "Connections closed for not saying HELLO in time.", c->hello_timeouts },
+		{ "kvtier_namespaces_reclaimed_total", "counter",
+		  "Namespaces detached once no block and no connection was left in them.",
+		  c->ns_reclaimed },
+		{ "kvtier_hello_delayed_total", "counter",
+		  "HELLOs held back because their uid failed too many recently.", c->hello_delayed },
+		{ "kvtier_hello_refused_total", "counter",
+		  "HELLOs refused (token, model not allowed, namespace quota).", c->hello_refused },
+		{ "kvtier_bad_frames_total", "counter", "Frames refused by the parser.", c->bad_frames },
+	};
+
+	for (size_t i = 0; i < KVT_COUNT_OF(tier_families); i++) {
+		kvt_prom_help(&b, tier_families[i].name, tier_families[i].type, tier_families[i].help);
+		for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++)
+			if (st.tier[t].present)
+				tier_sample(&b, &tier_families[i], kvt_tier_name(t), &st.tier[t]);
 	}
-	help(&b, "kvtier_tier_evictions_total", "counter", "Blocks that left each tier for lack of room.");
-	TIERS kvt_textbuf_printf(&b, "kvtier_tier_evictions_total{tier=\"%s\"} %llu\n", kvt_tier_name(t),
-		      (unsigned long long)st.tier[t].evictions);
-	help(&b, "kvtier_tier_errors_total", "counter", "I/O errors and checksum mismatches of each tier.");
-	TIERS kvt_textbuf_printf(&b, "kvtier_tier_errors_total{tier=\"%s\"} %llu\n", kvt_tier_name(t),
-		      (unsigned long long)st.tier[t].errors);
-	help(&b, "kvtier_tier_degraded", "gauge", "1 when a tier is failing and no longer written to.");
-	TIERS kvt_textbuf_printf(&b, "kvtier_tier_degraded{tier=\"%s\"} %d\n", kvt_tier_name(t),
-		      st.tier[t].degraded ? 1 : 0);
-#undef TIERS
-	help(&b, "kvtier_lookup_keys_total", "counter", "Keys looked up, by result.");
-	kvt_textbuf_printf(&b, "kvtier_lookup_keys_total{result=\"hit\"} %llu\n",
-		(unsigned long long)st.lookup_hit_keys);
-	kvt_textbuf_printf(&b, "kvtier_lookup_keys_total{result=\"miss\"} %llu\n",
-		(unsigned long long)(st.lookup_keys - st.lookup_hit_keys));
-	one(&b, "kvtier_load_misses_total", "counter", "Blocks asked for by LOAD and not found.",
+	kvt_prom_labelled(&b, "kvtier_lookup_keys_total", "counter", "Keys looked up, by result.",
+		 "result", lookup_keys, KVT_COUNT_OF(lookup_keys));
+	kvt_prom_count(&b, "kvtier_load_misses_total", "counter", "Blocks asked for by LOAD and not found.",
 	    ld(&c->load_misses));
-	help(&b, "kvtier_tier_delivered_bytes_per_second", "gauge",
+	kvt_prom_help(&b, "kvtier_tier_delivered_bytes_per_second", "gauge",
 	     "What each tier delivers to engines (LOAD, acquire to engine memory), moving average.");
-	for (t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
+	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
 		struct kvt_rate r = kvt_tier_rates_get(&srv->rates, (unsigned)t);
 
 		if (r.samples)
 			kvt_textbuf_printf(&b, "kvtier_tier_delivered_bytes_per_second{tier=\"%s\"} "
 					   "%.0f\n", kvt_tier_name(t), kvt_rate_value(&r));
 	}
-	help(&b, "kvtier_plan_blocks_total", "counter",
-	     "Stored blocks LOOKUP's plan had engines load or recompute.");
-	kvt_textbuf_printf(&b, "kvtier_plan_blocks_total{action=\"load\"} %llu\n"
-			   "kvtier_plan_blocks_total{action=\"recompute\"} %llu\n",
-			   (unsigned long long)c->plan_load_blocks,
-			   (unsigned long long)c->plan_recompute_blocks);
-	one(&b, "kvtier_plan_retries_total", "counter",
-	    "LOOKUPs that took a tier's default rate again, its measurement being stale.",
-	    c->plan_retries);
-	one(&b, "kvtier_prefill_reports_total", "counter",
-	    "Prefill speeds reported by engines (PREFILL).", c->prefill_reports);
-	/* only LOAD reads through the store's peer tier (peers are served
-	 * local blocks alone) */
-	one(&b, "kvtier_load_remote_blocks_total", "counter",
-	    "Blocks LOAD brought from other nodes of the cluster.", st.tier[KVT_TIER_REMOTE].hits);
-	one(&b, "kvtier_lookup_remote_keys_total", "counter",
-	    "Keys LOOKUP reported held by other nodes (tier remote).", c->lookup_remote);
-	help(&b, "kvtier_engine_bytes_total", "counter",
-	     "Bytes copied between engine memory and kvtier (gather = save, scatter = load).");
-	kvt_textbuf_printf(&b, "kvtier_engine_bytes_total{direction=\"gather\"} %llu\n",
-		(unsigned long long)ld(&c->gather_bytes));
-	kvt_textbuf_printf(&b, "kvtier_engine_bytes_total{direction=\"scatter\"} %llu\n",
-		(unsigned long long)ld(&c->scatter_bytes));
-	one(&b, "kvtier_blocks", "gauge", "Blocks stored in all tiers.", st.blocks);
-	one(&b, "kvtier_checksum_failures_total", "counter",
-	    "Blocks dropped for a checksum mismatch.", st.checksum_failures);
-	one(&b, "kvtier_dram_dropped_total", "counter",
-	    "Blocks DRAM let go for lack of room with no copy below (no working SSD tier).",
-	    st.dram_dropped);
-	if (st.tier[KVT_TIER_SSD].present) {
-		const struct kvt_ssd_health *h = &st.ssd;
-
-		one(&b, "kvtier_ssd_copies_dropped_total", "counter",
-		    "Spare SSD copies of blocks in DRAM let go for room.", st.ssd_copies_dropped);
-		one(&b, "kvtier_ssd_admission_refused_total", "counter",
-		    "Blocks leaving DRAM the SSD admission rule refused: dropped, not written.",
-		    st.ssd_admission_refused);
-		one(&b, "kvtier_ssd_admission_refused_bytes_total", "counter",
-		    "Bytes of the blocks the SSD admission rule refused: SSD writes saved.",
-		    st.ssd_admission_refused_bytes);
-		one(&b, "kvtier_demote_batches_total", "counter",
-		    "Write batches the demoter sent to the SSD tier (each one group commit).",
-		    st.demote_batches);
-		one(&b, "kvtier_demote_batch_blocks_total", "counter",
-		    "Blocks those batches carried (divided by the batches: the mean batch).",
-		    st.demote_batch_blocks);
-		one(&b, "kvtier_ssd_compressed_writes_total", "counter",
-		    "SSD records written encoded by the codec (the others raw).",
-		    st.ssd_compressed_writes);
-		help(&b, "kvtier_ssd_write_bytes_total", "counter",
-		     "Bytes of the SSD records written: raw (the blocks) and stored (encoded).");
-		kvt_textbuf_printf(&b, "kvtier_ssd_write_bytes_total{kind=\"raw\"} %llu\n"
-			"kvtier_ssd_write_bytes_total{kind=\"stored\"} %llu\n",
-			(unsigned long long)st.ssd_write_raw_bytes,
-			(unsigned long long)st.ssd_write_stored_bytes);
-		help(&b, "kvtier_ssd_recovery_records", "gauge",
-		     "What the SSD tier's last open found, by kind.");
-		kvt_textbuf_printf(&b, "kvtier_ssd_recovery_records{kind=\"recovered\"} %llu\n"
-			"kvtier_ssd_recovery_records{kind=\"torn\"} %llu\n"
-			"kvtier_ssd_recovery_records{kind=\"corrupt\"} %llu\n"
-			"kvtier_ssd_recovery_records{kind=\"superseded\"} %llu\n"
-			"kvtier_ssd_recovery_records{kind=\"removed\"} %llu\n",
-			(unsigned long long)h->recovered, (unsigned long long)h->torn,
-			(unsigned long long)h->corrupt, (unsigned long long)h->superseded,
-			(unsigned long long)h->removed);
-		help(&b, "kvtier_ssd_recovery_files", "gauge",
-		     "Files the SSD tier's last open moved to quarantine/ or left in place.");
-		kvt_textbuf_printf(&b, "kvtier_ssd_recovery_files{fate=\"quarantined\"} %llu\n"
-			"kvtier_ssd_recovery_files{fate=\"foreign\"} %llu\n",
-			(unsigned long long)h->quarantined, (unsigned long long)h->foreign);
-		one(&b, "kvtier_ssd_recovery_scanned_segments", "gauge",
-		    "Segments the last open read whole (no valid summary).", h->scanned);
-		help(&b, "kvtier_ssd_open_seconds", "gauge", "How long the SSD tier took to open.");
-		kvt_textbuf_printf(&b, "kvtier_ssd_open_seconds %.3f\n", (double)h->open_ms / 1e3);
-		one(&b, "kvtier_ssd_tombstones", "gauge", "Removals logged in the SSD tier, on disk.",
-		    h->tombstones);
-		one(&b, "kvtier_ssd_probes_total", "counter", "Write probes of a degraded SSD tier.",
-		    h->probes);
-		one(&b, "kvtier_ssd_resumed_total", "counter", "Times a degraded SSD tier came back.",
-		    h->resumed);
-	}
-	one(&b, "kvtier_connections", "gauge", "Client connections open.", c->conns_open);
-	one(&b, "kvtier_connections_refused_total", "counter",
-	    "Connections refused (peer credentials, client limit, per-uid limit).",
-	    c->conns_refused);
-	one(&b, "kvtier_hello_timeouts_total", "counter",
-	    "Connections closed for not saying HELLO in time.", c->hello_timeouts);
-	one(&b, "kvtier_namespaces_reclaimed_total", "counter",
-	    "Namespaces detached once no block and no connection was left in them.",
-	    c->ns_reclaimed);
-	one(&b, "kvtier_hello_delayed_total", "counter",
-	    "HELLOs held back because their uid failed too many recently.", c->hello_delayed);
-	one(&b, "kvtier_hello_refused_total", "counter",
-	    "HELLOs refused (token, model not allowed, namespace quota).", c->hello_refused);
-	one(&b, "kvtier_bad_frames_total", "counter", "Frames refused by the parser.",
-	    c->bad_frames);
-	help(&b, "kvtier_ops_total", "counter", "Requests handled, by op and result.");
+	kvt_prom_labelled(&b, "kvtier_plan_blocks_total", "counter",
+		 "Stored blocks LOOKUP's plan had engines load or recompute.", "action",
+		 plan_blocks, KVT_COUNT_OF(plan_blocks));
+	kvt_prom_counts(&b, plan, KVT_COUNT_OF(plan));
+	kvt_prom_labelled(&b, "kvtier_engine_bytes_total", "counter",
+		 "Bytes copied between engine memory and kvtier (gather = save, scatter = load).",
+		 "direction", engine_bytes, KVT_COUNT_OF(engine_bytes));
+	kvt_prom_counts(&b, stored, KVT_COUNT_OF(stored));
+	if (st.tier[KVT_TIER_SSD].present)
+		ssd_prom(&b, &st);
+	kvt_prom_counts(&b, server, KVT_COUNT_OF(server));
+	kvt_prom_help(&b, "kvtier_ops_total", "counter", "Requests handled, by op and result.");
 	for (unsigned op = 1; op < KVT_OP_COUNT; op++) {
 		kvt_textbuf_printf(&b, "kvtier_ops_total{op=\"%s\",result=\"ok\"} %llu\n", kvt_op_name(op),
 			(unsigned long long)(c->op[op].count - c->op[op].errors));
 		kvt_textbuf_printf(&b, "kvtier_ops_total{op=\"%s\",result=\"error\"} %llu\n", kvt_op_name(op),
 			(unsigned long long)c->op[op].errors);
 	}
-	help(&b, "kvtier_op_latency_seconds", "histogram",
+	kvt_prom_help(&b, "kvtier_op_latency_seconds", "histogram",
 	     "Time from a request's arrival to its reply (SAVE/LOAD: to completion).");
 	for (unsigned op = 1; op < KVT_OP_COUNT; op++) {
 		uint64_t cum = 0;
