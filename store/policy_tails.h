@@ -143,7 +143,8 @@ static inline uint32_t kvt_ptails_old_end(const struct kvt_policy *p)
 	const struct kvt_ptails *t = p->state;
 	uint32_t e = t->list[kvt_ptails_end_list(t)].tail;
 
-	if (e != KVT_NIL && t->tick - kvt_ptails_used(kvt_ptails_rec(p, e)) > t->n / KVT_PTAILS_END_WINDOW_DIV)
+	if (e != KVT_NIL &&
+	    t->tick - kvt_ptails_used(kvt_ptails_rec(p, e)) > t->n / KVT_PTAILS_END_WINDOW_DIV)
 		return e;
 	return KVT_NIL;
 }
