@@ -28,27 +28,16 @@
  * in the tier is most often a partial last block, which the next turn does
  * not share; the oldest end goes before any other tail once it is not among
  * the newest (used in the last quarter of the tier's count of ticks). */
-#include <errno.h>
 #include <stdlib.h>
 
-#include "store/ghost.h"
-#include "store/policy.h"
-#include "store/policy_list.h"
+#include "store/policy_tails.h"
 
-/* Lists: the fresh blocks of class c are list c; then proven, then ends. */
+/* Lists (store/policy_tails.h): the fresh blocks of class c are list c;
+ * then proven, then ends. */
 enum { N_CLASSES = KVT_REUSE_CLASS_MAX + 1, PROVEN_L = N_CLASSES, END_L, N_LISTS };
-
-/* pval: the last use tick above two bits, INNER (the block has had a child
- * in a tier) and PROVEN. */
-#define PROVEN_BIT 1u
-#define INNER_BIT 2u
-#define PVAL_SHIFT 2
 
 /* Ghost tags: the class a block left as, and whether it left proven. */
 #define TAG_PROVEN (1u << 4)
-
-/* The ghost list remembers this many times the records tracked. */
-#define GHOST_FACTOR 4
 
 /* Fresh blocks of a cold class count as used this many times the tier's
  * count of ticks earlier than they were. */
@@ -67,117 +56,30 @@ enum { N_CLASSES = KVT_REUSE_CLASS_MAX + 1, PROVEN_L = N_CLASSES, END_L, N_LISTS
 /* Counts are halved once this many times the records tracked were born. */
 #define HALF_LIFE 16
 
-/* class-ends: request ends used in the last n / this many ticks stay. */
-#define END_WINDOW_DIV 4
-
 struct cl {
-	struct kvt_plist list[N_LISTS]; /* each class's fresh blocks, proven, ends */
-	bool ends;              /* class-ends: request ends on their own list */
+	struct kvt_ptails t;    /* first: p->state points at it */
 	uint32_t changes;       /* of the counts since `cold` was worked out */
 	uint16_t cold;          /* bit c: class c is cold */
-	uint64_t tick;
-	uint64_t n;             /* records tracked */
 	double born[N_CLASSES]; /* fresh blocks that came in, per class */
 	double back[N_CLASSES]; /* of them, those that came back */
 	double born_all;        /* born since the last halving */
-	struct kvt_ghost ghost; /* tag: class | TAG_PROVEN */
 };
 
-static inline struct kvt_rec *rec(const struct kvt_policy *p, uint32_t i)
+_Static_assert(N_LISTS <= KVT_PTAILS_LISTS, "a list per class, proven and ends");
+
+static inline unsigned class_of(const struct cl *g, const struct kvt_rec *r)
 {
-	return kvt_index_rec(p->idx, i);
-}
-
-static inline bool proven(const struct kvt_rec *r)
-{
-	return r->pval & PROVEN_BIT;
-}
-
-static inline uint64_t used(const struct kvt_rec *r)
-{
-	return r->pval >> PVAL_SHIFT;
-}
-
-static inline unsigned class_of(const struct kvt_rec *r)
-{
-	return r->reuse_class < N_CLASSES ? r->reuse_class : 0;
-}
-
-static inline unsigned list_of(const struct cl *g, const struct kvt_rec *r)
-{
-	if (g->ends && !(r->pval & INNER_BIT))
-		return END_L;
-	return proven(r) ? PROVEN_L : class_of(r);
-}
-
-/* The list record i is on (or goes on), by its class. */
-static inline struct kvt_plist *list_for(const struct kvt_policy *p, uint32_t i)
-{
-	struct cl *g = p->state;
-
-	return &g->list[list_of(g, rec(p, i))];
-}
-
-static bool on_list(const struct kvt_policy *p, uint32_t i)
-{
-	return kvt_plist_has(p->idx, list_for(p, i), i);
-}
-
-static void list_unlink(struct kvt_policy *p, uint32_t i)
-{
-	kvt_plist_unlink(p->idx, list_for(p, i), i);
-}
-
-/* Insert i into its list after prev (toward the cold end); prev KVT_NIL =
- * at the head. */
-static void list_insert_after(struct kvt_policy *p, uint32_t prev, uint32_t i)
-{
-	kvt_plist_insert_after(p->idx, list_for(p, i), prev, i);
-}
-
-/* Place tail i by its last use (store/policy_list.h). */
-static void place_by_use(struct kvt_policy *p, uint32_t i)
-{
-	kvt_plist_place_by_use(p->idx, list_for(p, i), i, PVAL_SHIFT);
-}
-
-static int cl_open(struct kvt_policy *p, bool ends)
-{
-	struct cl *g = calloc(1, sizeof(*g));
-	int err;
-
-	if (!g)
-		return -ENOMEM;
-	for (int l = 0; l < N_LISTS; l++)
-		kvt_plist_init(&g->list[l]);
-	g->ends = ends;
-	err = kvt_ghost_init(&g->ghost, 1024);
-	if (err) {
-		free(g);
-		return err;
-	}
-	p->state = g;
-	return 0;
+	return kvt_ptails_fresh_list(&g->t, r);
 }
 
 static int cl_init(struct kvt_policy *p)
 {
-	return cl_open(p, false);
+	return kvt_ptails_open(p, sizeof(struct cl), N_CLASSES, false);
 }
 
 static int ce_init(struct kvt_policy *p)
 {
-	return cl_open(p, true);
-}
-
-static void cl_fini(struct kvt_policy *p)
-{
-	struct cl *g = p->state;
-
-	if (g)
-		kvt_ghost_fini(&g->ghost);
-	free(g);
-	p->state = NULL;
+	return kvt_ptails_open(p, sizeof(struct cl), N_CLASSES, true);
 }
 
 /* A fresh block of class c came back (used, or back from the ghost list). */
@@ -197,7 +99,7 @@ static void was_born(struct cl *g, unsigned c)
 	g->born[c] += 1;
 	g->born_all += 1;
 	g->changes++;
-	if (g->born_all > (double)HALF_LIFE * (double)(g->n > 1024 ? g->n : 1024)) {
+	if (g->born_all > (double)HALF_LIFE * (double)(g->t.n > 1024 ? g->t.n : 1024)) {
 		for (unsigned k = 1; k < N_CLASSES; k++) {
 			g->born[k] /= 2;
 			g->back[k] /= 2;
@@ -228,26 +130,21 @@ static void judge(struct cl *g)
 static void cl_insert(struct kvt_policy *p, uint32_t i)
 {
 	struct cl *g = p->state;
-	struct kvt_rec *r = rec(p, i);
-	uint64_t inner = (r->pval & INNER_BIT) | (r->kids_here ? INNER_BIT : 0), age;
-	unsigned pr = proven(r), tag;
+	struct kvt_rec *r = kvt_ptails_rec(p, i);
+	bool proven = kvt_ptails_proven(r);
+	unsigned tag;
+	uint64_t age;
 
 	/* a new record's pval is 0 (fresh); one coming back from another tier
 	 * keeps its state */
-	if (!pr && kvt_ghost_take(&g->ghost, kvt_ghost_hash(r), &tag, &age)) {
+	if (!proven && kvt_ghost_take(&g->t.ghost, kvt_ghost_hash(r), &tag, &age)) {
 		if (!(tag & TAG_PROVEN))
 			came_back(g, tag & (N_CLASSES - 1));
-		pr = 1;
-	} else if (!pr) {
-		was_born(g, class_of(r));
+		proven = true;
+	} else if (!proven) {
+		was_born(g, class_of(g, r));
 	}
-	r->pval = ++g->tick << PVAL_SHIFT | inner | pr;
-	r->pprev = r->pnext = KVT_NIL;
-	g->n++;
-	if ((uint64_t)g->ghost.cap < GHOST_FACTOR * g->n && g->ghost.cap < (1u << 30))
-		(void)kvt_ghost_resize(&g->ghost, g->ghost.cap * 2); /* on -ENOMEM: smaller */
-	if (r->kids_here == 0)
-		list_insert_after(p, KVT_NIL, i);
+	kvt_ptails_insert(p, i, proven);
 }
 
 /* Back from a hold that was not a use: tracked again, in the place its last
@@ -256,69 +153,49 @@ static void cl_restore(struct kvt_policy *p, uint32_t i)
 {
 	struct cl *g = p->state;
 
-	g->n++;
-	if (rec(p, i)->kids_here == 0)
-		place_by_use(p, i);
+	g->t.n++;
+	if (kvt_ptails_rec(p, i)->kids_here == 0)
+		kvt_plist_place_by_use(p->idx, kvt_ptails_list_for(p, i), i, KVT_PTAILS_SHIFT);
 }
 
 static void cl_touch(struct kvt_policy *p, uint32_t i)
 {
 	struct cl *g = p->state;
-	struct kvt_rec *r = rec(p, i);
-	bool listed = on_list(p, i);
+	const struct kvt_rec *r = kvt_ptails_rec(p, i);
 
-	if (listed)
-		list_unlink(p, i);
-	if (!proven(r))
-		came_back(g, class_of(r));
-	r->pval = ++g->tick << PVAL_SHIFT | (r->pval & INNER_BIT) | PROVEN_BIT;
-	if (listed)
-		list_insert_after(p, KVT_NIL, i);
+	if (!kvt_ptails_proven(r))
+		came_back(g, class_of(g, r));
+	kvt_ptails_touch(p, i);
 }
 
 static void cl_remove(struct kvt_policy *p, uint32_t i)
 {
 	struct cl *g = p->state;
-	struct kvt_rec *r = rec(p, i);
+	const struct kvt_rec *r = kvt_ptails_rec(p, i);
 
-	if (on_list(p, i))
-		list_unlink(p, i);
-	g->n--;
-	/* held blocks stay in the tier: only those leaving it are ghosts */
-	if (!r->pins && !r->busy)
-		kvt_ghost_add(&g->ghost, kvt_ghost_hash(r),
-			      proven(r) ? TAG_PROVEN : class_of(r));
-}
-
-static void cl_leaf_changed(struct kvt_policy *p, uint32_t i, bool is_leaf)
-{
-	if (is_leaf && !on_list(p, i))
-		place_by_use(p, i);
-	else if (!is_leaf && on_list(p, i))
-		list_unlink(p, i);
-	if (!is_leaf)
-		rec(p, i)->pval |= INNER_BIT; /* after the unlink: it names the list */
+	kvt_ptails_remove(p, i, kvt_ptails_proven(r) ? TAG_PROVEN : class_of(g, r));
 }
 
 static uint32_t cl_victim(struct kvt_policy *p)
 {
 	struct cl *g = p->state;
-	uint64_t age = AGE_FACTOR * g->n, best_t = UINT64_MAX;
-	uint32_t e = g->list[END_L].tail, best = KVT_NIL;
+	uint64_t age = AGE_FACTOR * g->t.n, best_t = UINT64_MAX;
+	uint32_t e = g->t.list[END_L].tail, best = KVT_NIL;
 
 	if (g->changes >= JUDGE_EVERY)
 		judge(g);
-	if (e != KVT_NIL && g->tick - used(rec(p, e)) > g->n / END_WINDOW_DIV)
+	if (kvt_ptails_old_end(p) != KVT_NIL)
 		return e;
 	/* the smallest last use, counted `age` later for all but cold classes'
 	 * fresh blocks */
 	for (unsigned l = 0; l < END_L; l++) {
-		uint32_t t = g->list[l].tail;
+		uint32_t t = g->t.list[l].tail;
 		uint64_t u;
 
 		if (t == KVT_NIL)
 			continue;
-		u = used(rec(p, t)) + (l < N_CLASSES && (g->cold >> l & 1) ? 0 : age);
+		u = kvt_ptails_used(kvt_ptails_rec(p, t)) +
+		    (l < N_CLASSES && (g->cold >> l & 1) ? 0 : age);
 		if (u < best_t) {
 			best_t = u;
 			best = t;
@@ -330,23 +207,23 @@ static uint32_t cl_victim(struct kvt_policy *p)
 const struct kvt_policy_ops kvt_policy_class_lru_ops = {
 	.name = "class-lru",
 	.init = cl_init,
-	.fini = cl_fini,
+	.fini = kvt_ptails_close,
 	.insert = cl_insert,
 	.touch = cl_touch,
 	.remove = cl_remove,
 	.restore = cl_restore,
-	.leaf_changed = cl_leaf_changed,
+	.leaf_changed = kvt_ptails_leaf_changed,
 	.victim = cl_victim,
 };
 
 const struct kvt_policy_ops kvt_policy_class_ends_ops = {
 	.name = "class-ends",
 	.init = ce_init,
-	.fini = cl_fini,
+	.fini = kvt_ptails_close,
 	.insert = cl_insert,
 	.touch = cl_touch,
 	.remove = cl_remove,
 	.restore = cl_restore,
-	.leaf_changed = cl_leaf_changed,
+	.leaf_changed = kvt_ptails_leaf_changed,
 	.victim = cl_victim,
 };

@@ -29,107 +29,26 @@
  * it is no longer among the newest (the chain being stored must keep its
  * last block until the next one links to it). A block that gains a child
  * leaves that list for good. */
-#include <errno.h>
 #include <stdlib.h>
 
-#include "store/ghost.h"
-#include "store/policy.h"
-#include "store/policy_list.h"
+#include "store/policy_tails.h"
 
+/* Lists (store/policy_tails.h): all fresh tails on one, proven, ends. */
 enum { FRESH = 0, PROVEN = 1, END = 2 };
 
-/* pval: the last use tick above two bits, INNER (the block has had a child
- * in a tier: it is not where a request ended) and its class (PROVEN). */
-#define PROVEN_BIT 1u
-#define INNER_BIT 2u
-#define PVAL_SHIFT 2
-
 struct gl {
-	struct kvt_plist list[3];  /* per list: fresh, proven, ends */
-	bool ends;                 /* ghost-ends: request ends on their own list */
-	uint64_t tick;
-	uint64_t n, n_fresh;       /* records tracked, of them fresh */
+	struct kvt_ptails t;       /* first: p->state points at it */
+	uint64_t n_fresh;          /* records tracked that are fresh */
 	double share;              /* target share of fresh records, 0..1 */
-	struct kvt_ghost ghost;    /* tag: the class the block left as */
 };
-
-/* The ghost list remembers this many times the records tracked. */
-#define GHOST_FACTOR 4
-
-/* ghost-ends: request ends used in the last n / this many ticks stay. */
-#define END_WINDOW_DIV 4
-
-static inline struct kvt_rec *rec(const struct kvt_policy *p, uint32_t i)
-{
-	return kvt_index_rec(p->idx, i);
-}
-
-static inline unsigned cls(const struct kvt_rec *r)
-{
-	return (unsigned)(r->pval & PROVEN_BIT);
-}
-
-static inline uint64_t used(const struct kvt_rec *r)
-{
-	return r->pval >> PVAL_SHIFT;
-}
-
-/* The list a tail is kept on: its class, or END for a request's end under
- * ghost-ends. */
-static inline unsigned list_of(const struct gl *g, const struct kvt_rec *r)
-{
-	return g->ends && !(r->pval & INNER_BIT) ? END : cls(r);
-}
-
-/* The list record i is on (or goes on), by its class. */
-static inline struct kvt_plist *list_for(const struct kvt_policy *p, uint32_t i)
-{
-	struct gl *g = p->state;
-
-	return &g->list[list_of(g, rec(p, i))];
-}
-
-static bool on_list(const struct kvt_policy *p, uint32_t i)
-{
-	return kvt_plist_has(p->idx, list_for(p, i), i);
-}
-
-static void list_unlink(struct kvt_policy *p, uint32_t i)
-{
-	kvt_plist_unlink(p->idx, list_for(p, i), i);
-}
-
-/* Insert i into its list after prev (toward the cold end); prev KVT_NIL =
- * at the head. */
-static void list_insert_after(struct kvt_policy *p, uint32_t prev, uint32_t i)
-{
-	kvt_plist_insert_after(p->idx, list_for(p, i), prev, i);
-}
-
-/* Place tail i by its last use (store/policy_list.h). */
-static void place_by_use(struct kvt_policy *p, uint32_t i)
-{
-	kvt_plist_place_by_use(p->idx, list_for(p, i), i, PVAL_SHIFT);
-}
 
 static int gl_open(struct kvt_policy *p, bool ends)
 {
-	struct gl *g = calloc(1, sizeof(*g));
-	int err;
+	int err = kvt_ptails_open(p, sizeof(struct gl), 1, ends);
 
-	if (!g)
-		return -ENOMEM;
-	for (int l = 0; l < 3; l++)
-		kvt_plist_init(&g->list[l]);
-	g->ends = ends;
-	g->share = 0.5;
-	err = kvt_ghost_init(&g->ghost, 1024);
-	if (err) {
-		free(g);
-		return err;
-	}
-	p->state = g;
-	return 0;
+	if (!err)
+		((struct gl *)p->state)->share = 0.5;
+	return err;
 }
 
 static int gl_init(struct kvt_policy *p)
@@ -142,24 +61,14 @@ static int ge_init(struct kvt_policy *p)
 	return gl_open(p, true);
 }
 
-static void gl_fini(struct kvt_policy *p)
-{
-	struct gl *g = p->state;
-
-	if (g)
-		kvt_ghost_fini(&g->ghost);
-	free(g);
-	p->state = NULL;
-}
-
 /* A block came back that left as class `was`, `age` evictions ago: as in
  * ARC, the step is larger when the other class's ghosts outnumber its own. */
 static void adapt(struct gl *g, unsigned was, uint64_t age)
 {
-	double mine = g->ghost.count[was] + 1.0, other = g->ghost.count[!was];
-	double step = (other > mine ? other / mine : 1.0) / (double)(g->n ? g->n : 1);
+	double mine = g->t.ghost.count[was] + 1.0, other = g->t.ghost.count[!was];
+	double step = (other > mine ? other / mine : 1.0) / (double)(g->t.n ? g->t.n : 1);
 
-	if (age > g->n)
+	if (age > g->t.n)
 		return; /* too long ago to say anything about the margin */
 	g->share += was == FRESH ? step : -step;
 	if (g->share < 0)
@@ -171,86 +80,50 @@ static void adapt(struct gl *g, unsigned was, uint64_t age)
 static void gl_insert(struct kvt_policy *p, uint32_t i)
 {
 	struct gl *g = p->state;
-	struct kvt_rec *r = rec(p, i);
-	unsigned c = cls(r), was;
-	uint64_t inner = (r->pval & INNER_BIT) | (r->kids_here ? INNER_BIT : 0), age;
+	struct kvt_rec *r = kvt_ptails_rec(p, i);
+	bool proven = kvt_ptails_proven(r);
+	unsigned was;
+	uint64_t age;
 
 	/* a new record's pval is 0 (fresh); one coming back from a hold or
 	 * another tier keeps its class */
-	if (c == FRESH && kvt_ghost_take(&g->ghost, kvt_ghost_hash(r), &was, &age)) {
+	if (!proven && kvt_ghost_take(&g->t.ghost, kvt_ghost_hash(r), &was, &age)) {
 		adapt(g, was, age);
-		c = PROVEN;
+		proven = true;
 	}
-	r->pval = ++g->tick << PVAL_SHIFT | inner | c;
-	r->pprev = r->pnext = KVT_NIL;
-	g->n++;
-	g->n_fresh += c == FRESH;
-	if ((uint64_t)g->ghost.cap < GHOST_FACTOR * g->n && g->ghost.cap < (1u << 30))
-		(void)kvt_ghost_resize(&g->ghost, g->ghost.cap * 2); /* on -ENOMEM: smaller */
-	if (r->kids_here == 0)
-		list_insert_after(p, KVT_NIL, i);
+	g->n_fresh += !proven;
+	kvt_ptails_insert(p, i, proven);
 }
 
 static void gl_touch(struct kvt_policy *p, uint32_t i)
 {
 	struct gl *g = p->state;
-	struct kvt_rec *r = rec(p, i);
-	bool listed = on_list(p, i);
 
-	if (listed)
-		list_unlink(p, i);
-	if (cls(r) == FRESH)
+	if (!kvt_ptails_proven(kvt_ptails_rec(p, i)))
 		g->n_fresh--;
-	r->pval = ++g->tick << PVAL_SHIFT | (r->pval & INNER_BIT) | PROVEN;
-	if (listed)
-		list_insert_after(p, KVT_NIL, i);
+	kvt_ptails_touch(p, i);
 }
 
 static void gl_remove(struct kvt_policy *p, uint32_t i)
 {
 	struct gl *g = p->state;
-	struct kvt_rec *r = rec(p, i);
+	bool proven = kvt_ptails_proven(kvt_ptails_rec(p, i));
 
-	if (on_list(p, i))
-		list_unlink(p, i);
-	g->n--;
-	g->n_fresh -= cls(r) == FRESH;
-	/* held blocks stay in the tier: only those leaving it are ghosts */
-	if (!r->pins && !r->busy)
-		kvt_ghost_add(&g->ghost, kvt_ghost_hash(r), cls(r));
-}
-
-static void gl_leaf_changed(struct kvt_policy *p, uint32_t i, bool is_leaf)
-{
-	if (is_leaf && !on_list(p, i))
-		place_by_use(p, i);
-	else if (!is_leaf && on_list(p, i))
-		list_unlink(p, i);
-	if (!is_leaf)
-		rec(p, i)->pval |= INNER_BIT; /* after the unlink: it names the list */
-}
-
-/* Whether the oldest request end may go before every other tail: not when
- * it was used in the last quarter of the tier's count of ticks, so that the
- * newest block of a chain being stored (or of requests stored side by side)
- * is not evicted before its next block links to it. */
-static bool end_is_old(const struct gl *g, const struct kvt_rec *r)
-{
-	return g->tick - used(r) > g->n / END_WINDOW_DIV;
+	g->n_fresh -= !proven;
+	kvt_ptails_remove(p, i, proven ? PROVEN : FRESH); /* ghost tag: the class */
 }
 
 static uint32_t gl_victim(struct kvt_policy *p)
 {
 	struct gl *g = p->state;
-	uint32_t f = g->list[FRESH].tail, o = g->list[PROVEN].tail, e = g->list[END].tail;
+	uint32_t f = g->t.list[FRESH].tail, o = g->t.list[PROVEN].tail, e = g->t.list[END].tail;
 
-	if (e != KVT_NIL && ((f == KVT_NIL && o == KVT_NIL) ||
-			     end_is_old(g, rec(p, e))))
+	if (kvt_ptails_old_end(p) != KVT_NIL || (f == KVT_NIL && o == KVT_NIL))
 		return e;
 	if (f == KVT_NIL)
 		return o;
-	if (o == KVT_NIL || (double)g->n_fresh > g->share * (double)g->n ||
-	    used(rec(p, f)) < used(rec(p, o)))
+	if (o == KVT_NIL || (double)g->n_fresh > g->share * (double)g->t.n ||
+	    kvt_ptails_used(kvt_ptails_rec(p, f)) < kvt_ptails_used(kvt_ptails_rec(p, o)))
 		return f;
 	return o;
 }
@@ -258,21 +131,21 @@ static uint32_t gl_victim(struct kvt_policy *p)
 const struct kvt_policy_ops kvt_policy_ghost_lru_ops = {
 	.name = "ghost-lru",
 	.init = gl_init,
-	.fini = gl_fini,
+	.fini = kvt_ptails_close,
 	.insert = gl_insert,
 	.touch = gl_touch,
 	.remove = gl_remove,
-	.leaf_changed = gl_leaf_changed,
+	.leaf_changed = kvt_ptails_leaf_changed,
 	.victim = gl_victim,
 };
 
 const struct kvt_policy_ops kvt_policy_ghost_ends_ops = {
 	.name = "ghost-ends",
 	.init = ge_init,
-	.fini = gl_fini,
+	.fini = kvt_ptails_close,
 	.insert = gl_insert,
 	.touch = gl_touch,
 	.remove = gl_remove,
-	.leaf_changed = gl_leaf_changed,
+	.leaf_changed = kvt_ptails_leaf_changed,
 	.victim = gl_victim,
 };

@@ -17,31 +17,11 @@
 
 #include <cmocka.h>
 
-#include "catalog_helpers.h"
-#include "helpers.h"
 #include "kvtier/store.h"
+#include "policy_helpers.h"
 #include "store/ghost.h"
 
 enum { WARM = 3, COLD = 9 };
-
-/* Publish block id in DRAM under parent (0 = none) with reuse class cls. */
-static uint32_t add(struct kvt_catalog *cat, uint32_t id, uint32_t parent, unsigned cls)
-{
-	struct kvt_key k = cat_key(id), p = cat_key(parent);
-	uint32_t i;
-
-	assert_int_equal(kvt_index_insert(cat->idx, 0, &k, &i), 0);
-	kvt_index_rec(cat->idx, i)->size = 1;
-	kvt_index_rec(cat->idx, i)->reuse_class = (uint8_t)cls;
-	kvt_catalog_publish(cat, i, KVT_TIER_DRAM, parent ? &p : NULL);
-	return i;
-}
-
-static void open_policy(struct kvt_catalog *cat, const char *name)
-{
-	assert_non_null(kvt_policy_find(name));
-	assert_int_equal(kvt_catalog_init(cat, kvt_policy_find(name), 64), 0);
-}
 
 /* Evict everything, tails first. */
 static void drain(struct kvt_catalog *cat)
@@ -55,10 +35,10 @@ static void drain(struct kvt_catalog *cat)
  * newest. */
 static void scene(struct kvt_catalog *cat)
 {
-	add(cat, 1, 0, WARM);
+	add_class(cat, 1, 0, WARM);
 	for (uint32_t id = 2; id <= 21; id++)
-		kvt_catalog_touch(cat, add(cat, id, 0, WARM));
-	add(cat, 30, 0, COLD);
+		kvt_catalog_touch(cat, add_class(cat, id, 0, WARM));
+	add_class(cat, 30, 0, COLD);
 }
 
 static void a_class_that_never_comes_back_goes_first(void **state)
@@ -80,8 +60,8 @@ static void a_class_that_never_comes_back_goes_first(void **state)
 	 * block 1, which keeps its LRU place */
 	open_policy(&cat, "class-lru");
 	for (uint32_t id = 1000; id < 1100; id++) {
-		kvt_catalog_touch(&cat, add(&cat, id, 0, WARM));
-		add(&cat, id + 1000, 0, COLD);
+		kvt_catalog_touch(&cat, add_class(&cat, id, 0, WARM));
+		add_class(&cat, id + 1000, 0, COLD);
 	}
 	drain(&cat);
 	scene(&cat);
@@ -100,12 +80,12 @@ static void a_class_is_learnt_from_blocks_coming_back_after_eviction(void **stat
 	 * the COLD ones did not */
 	open_policy(&cat, "class-lru");
 	for (uint32_t id = 1000; id < 1100; id++) {
-		add(&cat, id, 0, WARM);
-		add(&cat, id + 1000, 0, COLD);
+		add_class(&cat, id, 0, WARM);
+		add_class(&cat, id + 1000, 0, COLD);
 	}
 	drain(&cat);
 	for (uint32_t id = 1000; id < 1100; id++)
-		add(&cat, id, 0, WARM);
+		add_class(&cat, id, 0, WARM);
 	drain(&cat);
 	scene(&cat);
 	assert_int_equal(cat_evict(&cat), 30);
@@ -121,13 +101,13 @@ static void a_tail_goes_before_its_parent_whatever_its_class(void **state)
 	 * first, then the chain from its end */
 	open_policy(&cat, "class-lru");
 	for (uint32_t id = 1000; id < 1100; id++) {
-		kvt_catalog_touch(&cat, add(&cat, id, 0, WARM));
-		add(&cat, id + 1000, 0, COLD);
+		kvt_catalog_touch(&cat, add_class(&cat, id, 0, WARM));
+		add_class(&cat, id + 1000, 0, COLD);
 	}
 	drain(&cat);
-	add(&cat, 1, 0, COLD);
-	add(&cat, 2, 1, COLD);
-	kvt_catalog_touch(&cat, add(&cat, 3, 0, WARM));
+	add_class(&cat, 1, 0, COLD);
+	add_class(&cat, 2, 1, COLD);
+	kvt_catalog_touch(&cat, add_class(&cat, 3, 0, WARM));
 	assert_int_equal(cat_evict(&cat), 2);
 	assert_int_equal(cat_evict(&cat), 1);
 	assert_int_equal(cat_evict(&cat), 3);
@@ -155,8 +135,8 @@ static void class_0_evicts_as_tail_lru_does(void **state)
 		if (!live[x] && op < 5) {
 			uint32_t parent = x % 8 && live[x - 1] ? x : 0;
 
-			ra[x] = add(&a, x + 1, parent, 0);
-			rb[x] = add(&b, x + 1, parent, 0);
+			ra[x] = add_class(&a, x + 1, parent, 0);
+			rb[x] = add_class(&b, x + 1, parent, 0);
 			live[x] = true;
 			n_live++;
 		} else if (live[x] && op < 7) {
@@ -185,87 +165,36 @@ static void class_0_evicts_as_tail_lru_does(void **state)
 	free(live);
 }
 
+/* Classes by chain; those of classes 0, 3, 6, ... never used again. */
+static unsigned class_by_chain(uint32_t x)
+{
+	return (x / 8) % (KVT_REUSE_CLASS_MAX + 1);
+}
+
+static bool reused_unless_multiple_of_3(unsigned cls)
+{
+	return cls % 3;
+}
+
 static void every_record_comes_out_once(void **state)
 {
-	uint64_t seed = kvt_test_seed();
-	const char *name = *state;
-	struct kvt_catalog cat;
-	enum { N = 3000 };
-	uint32_t *recs = calloc(N, sizeof(*recs));
-	bool *live = calloc(N, sizeof(*live)), *out = calloc(N, sizeof(*out));
-	int pinned[N] = { 0 }, n_live = 0;
+	struct churn c = {
+		.policy = *state,
+		.steps = 60000,
+		.class_of = class_by_chain,
+		.used_again = reused_unless_multiple_of_3,
+	};
 
-	assert_true(recs && live && out);
-	print_message("policy %s\n", name);
-	open_policy(&cat, name);
-	/* classes by chain (some never used again, some often), random uses,
-	 * pins, evictions and returns */
-	for (int step = 0; step < 60000; step++) {
-		uint32_t x = (uint32_t)(kvt_test_rand(&seed) % N), op = kvt_test_rand(&seed) % 10;
-		unsigned cls = (x / 8) % (KVT_REUSE_CLASS_MAX + 1);
-
-		if (!live[x] && op < 5) {
-			uint32_t parent = x % 8 && live[x - 1] ? x : 0;
-
-			recs[x] = add(&cat, x + 1, parent, cls);
-			live[x] = true;
-			n_live++;
-		} else if (live[x] && op < 7 && cls % 3) {
-			kvt_catalog_touch(&cat, recs[x]);
-		} else if (live[x] && op == 7) {
-			pinned[x] = !pinned[x];
-			kvt_catalog_pin(&cat, recs[x], pinned[x] ? 1 : -1);
-		} else if (n_live > 200) {
-			uint32_t v = kvt_catalog_victim(&cat, KVT_TIER_DRAM), id;
-			const struct kvt_rec *r;
-
-			assert_true(v != KVT_NIL);
-			r = kvt_index_rec(cat.idx, v);
-			assert_int_equal(r->pins, 0);
-			assert_int_equal(r->kids_here, 0);
-			id = cat_id(&cat, v) - 1;
-			assert_true(live[id]);
-			kvt_catalog_drop(&cat, v);
-			live[id] = false;
-			n_live--;
-		}
-	}
-	for (uint32_t x = 0; x < N; x++)
-		if (live[x] && pinned[x])
-			kvt_catalog_pin(&cat, recs[x], -1);
-	for (int k = 0; k < n_live; k++) {
-		uint32_t v = kvt_catalog_victim(&cat, KVT_TIER_DRAM), id;
-
-		assert_true(v != KVT_NIL);
-		assert_int_equal(kvt_index_rec(cat.idx, v)->kids_here, 0);
-		id = cat_id(&cat, v) - 1;
-		assert_true(live[id] && !out[id]);
-		out[id] = true;
-		kvt_catalog_drop(&cat, v);
-	}
-	assert_int_equal(kvt_catalog_victim(&cat, KVT_TIER_DRAM), KVT_NIL);
-	kvt_catalog_fini(&cat);
-	free(recs);
-	free(live);
-	free(out);
+	every_record_comes_out_once_under(&c);
 }
 
 static void class_ends_sends_request_ends_first_but_the_newest(void **state)
 {
 	struct kvt_catalog cat;
 
-	/* 1-2-3 stored and 3 evicted (2 a tail that had a child), 50 a request
-	 * of one block (an end), 100..139 a request ending in 139: 50 goes
-	 * before the older 2, and 139, the newest end, stays while other
-	 * tails can go */
-	open_policy(&cat, "class-ends");
-	add(&cat, 1, 0, 0);
-	add(&cat, 2, 1, 0);
-	add(&cat, 3, 2, 0);
-	assert_int_equal(cat_evict(&cat), 3);
-	add(&cat, 50, 0, 0);
-	for (uint32_t id = 100; id <= 139; id++)
-		add(&cat, id, id > 100 ? id - 1 : 0, 0);
+	/* 50 goes before the older 2, and 139, the newest end, stays while
+	 * other tails can go */
+	ends_scene(&cat, "class-ends");
 	assert_int_equal(cat_evict(&cat), 50);
 	assert_int_equal(cat_evict(&cat), 2);
 	assert_int_equal(cat_evict(&cat), 1);

@@ -15,20 +15,13 @@
 
 #include <cmocka.h>
 
-#include "catalog_helpers.h"
-#include "helpers.h"
+#include "policy_helpers.h"
 #include "store/ghost.h"
 
 /* Publish block id in DRAM under parent (0 = none). */
 static uint32_t add(struct kvt_catalog *cat, uint32_t id, uint32_t parent)
 {
 	return cat_add(cat, id, parent, 1);
-}
-
-static void open_policy(struct kvt_catalog *cat, const char *name)
-{
-	assert_non_null(kvt_policy_find(name));
-	assert_int_equal(kvt_catalog_init(cat, kvt_policy_find(name), 64), 0);
 }
 
 static void open_cat(struct kvt_catalog *cat)
@@ -44,14 +37,6 @@ static void cat_drop_id(struct kvt_catalog *cat, uint32_t id)
 
 	assert_true(i != KVT_NIL);
 	kvt_catalog_drop(cat, i);
-}
-
-/* A chain of blocks first..last, each under the one before; first under
- * parent (0 = none). */
-static void add_chain(struct kvt_catalog *cat, uint32_t parent, uint32_t first, uint32_t last)
-{
-	for (uint32_t id = first; id <= last; id++, parent = id - 1)
-		add(cat, id, parent);
 }
 
 static void fresh_blocks_go_first_over_their_share(void **state)
@@ -140,18 +125,6 @@ static void held_blocks_are_never_victims_nor_ghosts(void **state)
 	kvt_catalog_fini(&cat);
 }
 
-/* Under policy `name`: 1-2-3 stored, 3 evicted, so 2 is a tail that had a
- * child; 50 a request of one block (an end); then 100..139 a request whose
- * end is 139. All fresh. */
-static void ends_scene(struct kvt_catalog *cat, const char *name)
-{
-	open_policy(cat, name);
-	add_chain(cat, 0, 1, 3);
-	assert_int_equal(cat_evict(cat), 3); /* the only tail */
-	add(cat, 50, 0);
-	add_chain(cat, 0, 100, 139);
-}
-
 static void request_ends_go_first_but_the_newest(void **state)
 {
 	struct kvt_catalog cat;
@@ -197,67 +170,9 @@ static void a_block_that_gained_a_child_is_no_end(void **state)
 
 static void every_record_comes_out_once(void **state)
 {
-	uint64_t seed = kvt_test_seed();
-	const char *name = *state ? *state : "ghost-lru";
-	struct kvt_catalog cat;
-	enum { N = 3000 };
-	uint32_t *recs = calloc(N, sizeof(*recs));
-	bool *live = calloc(N, sizeof(*live)), *out = calloc(N, sizeof(*out));
-	int pinned[N] = { 0 }, n_live = 0;
+	struct churn c = { .policy = *state ? *state : "ghost-lru", .steps = 40000 };
 
-	assert_non_null(recs);
-	print_message("policy %s\n", name);
-	open_policy(&cat, name);
-	/* chains of up to 8 blocks (ids 8c+1 ... 8c+8), random uses, pins,
-	 * evictions and returns */
-	for (int step = 0; step < 40000; step++) {
-		uint32_t x = (uint32_t)(kvt_test_rand(&seed) % N), op = kvt_test_rand(&seed) % 10;
-
-		if (!live[x] && op < 5) {
-			uint32_t parent = x % 8 && live[x - 1] ? x : 0; /* id x+1's parent is id x */
-
-			recs[x] = add(&cat, x + 1, parent);
-			live[x] = true;
-			n_live++;
-		} else if (live[x] && op < 7) {
-			kvt_catalog_touch(&cat, recs[x]);
-		} else if (live[x] && op == 7) {
-			pinned[x] = !pinned[x];
-			kvt_catalog_pin(&cat, recs[x], pinned[x] ? 1 : -1);
-		} else if (n_live > 200) {
-			uint32_t v = kvt_catalog_victim(&cat, KVT_TIER_DRAM), id;
-			const struct kvt_rec *r;
-
-			assert_true(v != KVT_NIL);
-			r = kvt_index_rec(cat.idx, v);
-			assert_int_equal(r->pins, 0);
-			assert_int_equal(r->kids_here, 0); /* a tail */
-			id = cat_id(&cat, v) - 1;
-			assert_true(live[id]);
-			kvt_catalog_drop(&cat, v);
-			live[id] = false;
-			n_live--;
-		}
-	}
-	for (uint32_t x = 0; x < N; x++)
-		if (live[x] && pinned[x])
-			kvt_catalog_pin(&cat, recs[x], -1);
-	/* drain: every live record once, tails first */
-	for (int k = 0; k < n_live; k++) {
-		uint32_t v = kvt_catalog_victim(&cat, KVT_TIER_DRAM), id;
-
-		assert_true(v != KVT_NIL);
-		assert_int_equal(kvt_index_rec(cat.idx, v)->kids_here, 0);
-		id = cat_id(&cat, v) - 1;
-		assert_true(live[id] && !out[id]);
-		out[id] = true;
-		kvt_catalog_drop(&cat, v);
-	}
-	assert_int_equal(kvt_catalog_victim(&cat, KVT_TIER_DRAM), KVT_NIL);
-	kvt_catalog_fini(&cat);
-	free(recs);
-	free(live);
-	free(out);
+	every_record_comes_out_once_under(&c);
 }
 
 static void ghost_list_forgets_the_oldest(void **state)
