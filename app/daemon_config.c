@@ -109,7 +109,8 @@ void kvtd_usage(FILE *f)
 "                          rule. Refused blocks are counted (kvtier stats,\n"
 "                          /metrics). No effect with --ssd 0.\n"
 "        --ssd-codec CODEC  How blocks are encoded on the SSD tier, for every\n"
-"                          namespace: raw (default: as they are),\n"
+"                          namespace: raw (default: as they are), auto\n"
+"                          (shuf16-pack4 for bf16 namespaces, raw for others),\n"
 "                          shuf16-pack4 (bf16 K/V: the low byte of each value\n"
 "                          kept, the high byte (sign and exponent) as a 4-bit\n"
 "                          code; 1.33x smaller, encoding at about half and\n"
@@ -416,7 +417,7 @@ static const char *accepted(const char *key)
 		{ "prefault", "true or false" },
 		{ "gpu", "true or false" },
 		{ "host_copy", "direct or device" },
-		{ "ssd_codec", "raw, lz4, shuf16-lz4, blosc-bitshuf16-lz4, blosc-shuf16-zstd, "
+		{ "ssd_codec", "raw, auto, lz4, shuf16-lz4, blosc-bitshuf16-lz4, blosc-shuf16-zstd, "
 			       "shuf16-zstd or shuf16-pack4" },
 		{ "metrics", "HOST:PORT with an IPv4 address or localhost and a port from 0 to "
 			     "65535 (0: any free one), or off" },
@@ -543,7 +544,8 @@ static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 	if (!strcmp(k, "ssd_admission"))
 		return kvt_admission_find(v) ? STR(ssd_admission) : -EINVAL;
 	if (!strcmp(k, "ssd_codec"))
-		return kvt_codec_parse(v) >= 0 ? STR(ssd_codec) : -EINVAL;
+		return kvt_codec_parse(v) >= 0 || !strcmp(v, KVT_SSD_CODEC_AUTO) ? STR(ssd_codec)
+									     : -EINVAL;
 	if (!strcmp(k, "metrics")) {
 		if (!strcmp(v, "off") || !*v) {
 			cfg->metrics[0] = 0;

@@ -52,7 +52,8 @@ int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out)
 		return -EINVAL;
 	policy = kvt_policy_find(o.policy ? o.policy : "tail-lru");
 	admission = kvt_admission_find(o.ssd_admission ? o.ssd_admission : "always");
-	codec = kvt_codec_parse(o.ssd_codec ? o.ssd_codec : "raw");
+	codec = o.ssd_codec && !strcmp(o.ssd_codec, KVT_SSD_CODEC_AUTO) ?
+			0 : kvt_codec_parse(o.ssd_codec ? o.ssd_codec : "raw");
 	if (!policy || !admission || codec < 0 || o.ssd_codec_min_ratio < 0)
 		return -EINVAL;
 	s = calloc(1, sizeof(*s));
@@ -62,7 +63,8 @@ int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out)
 	s->opts.ssd_dir = NULL; /* not kept: the caller owns the string */
 	s->opts.policy = policy->name;
 	s->opts.ssd_admission = admission->name;
-	s->opts.ssd_codec = kvt_codec_name((enum kvt_codec_id)codec);
+	s->opts.ssd_codec = o.ssd_codec && !strcmp(o.ssd_codec, KVT_SSD_CODEC_AUTO) ?
+				    KVT_SSD_CODEC_AUTO : kvt_codec_name((enum kvt_codec_id)codec);
 
 	err = kvt_store_open_mem(&o, &s->mem);
 	if (err)
@@ -133,6 +135,16 @@ int kvt_store_dram_region(struct kvt_store *s, void **base, uint64_t *len)
 
 /* The caller's descriptor as a whole one (fields it lacks at their
  * defaults). Returns 0 or -EINVAL. */
+/* The codec of a namespace of dtype under the store's ssd_codec: "auto"
+ * packs bf16's exponent bytes (shuf16-pack4: 1.33x fewer bytes at about
+ * memcpy's speed) and leaves other dtypes raw, where it does not pay. */
+static enum kvt_codec_id codec_of(const char *ssd_codec, enum kvt_dtype dtype)
+{
+	if (!strcmp(ssd_codec, KVT_SSD_CODEC_AUTO))
+		return dtype == KVT_DTYPE_BF16 ? KVT_CODEC_SHUF16_PACK4 : KVT_CODEC_RAW;
+	return (enum kvt_codec_id)kvt_codec_parse(ssd_codec);
+}
+
 static int ns_desc_load(const struct kvt_ns_desc *desc, struct kvt_ns_desc *d)
 {
 	kvt_ns_desc_init(d, sizeof(*d));
@@ -260,7 +272,7 @@ int kvt_ns_attach(struct kvt_store *s, const struct kvt_ns_desc *desc, struct kv
 	kvt_codec_cfg_init(&ns->codec);
 	/* the store's codec, where there is a tier to write to */
 	if (kvt_tiering_has(s, KVT_TIER_CAP_DEMOTE)) {
-		ns->codec.id = (enum kvt_codec_id)kvt_codec_parse(s->opts.ssd_codec);
+		ns->codec.id = codec_of(s->opts.ssd_codec, d.dtype);
 		if (s->opts.ssd_codec_min_ratio > 0)
 			ns->codec.min_ratio = s->opts.ssd_codec_min_ratio;
 	}

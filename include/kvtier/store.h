@@ -28,6 +28,10 @@ struct kvt_ns;
 
 /* ---- opening a store --------------------------------------------------- */
 
+/* kvt_store_opts.ssd_codec "auto": shuf16-pack4 for bf16 namespaces (their
+ * exponent bytes as 4-bit codes, 1.33x fewer bytes), raw for the others. */
+#define KVT_SSD_CODEC_AUTO "auto"
+
 struct kvt_store_opts {
 	size_t size;              /* sizeof(struct kvt_store_opts), set by _init */
 	uint64_t dram_bytes;      /* DRAM tier capacity (required, > 0) */
@@ -58,8 +62,8 @@ struct kvt_store_opts {
 	                            * no effect without an SSD tier */
 	const char *ssd_codec;    /* how every namespace's blocks are encoded on
 	                           * the SSD tier until kvt_ns_set_ssd_codec says
-	                           * otherwise: a name kvt_ns_set_ssd_codec takes;
-	                           * NULL = "raw" */
+	                           * otherwise: a name kvt_ns_set_ssd_codec takes,
+	                           * or KVT_SSD_CODEC_AUTO; NULL = "raw" */
 	double ssd_codec_min_ratio; /* with ssd_codec: a block that shrinks less
 	                             * than this is stored raw; 0 = 1.1 */
 };

@@ -197,6 +197,18 @@ static void cluster_settings_print_back(void **state)
 	free(out);
 }
 
+/* --ssd-codec auto (bf16 namespaces packed, others raw) is taken and
+ * prints back. */
+static void ssd_codec_auto_is_taken(void **state)
+{
+	char *out;
+
+	(void)state;
+	assert_int_equal(run("--ssd-codec auto --print-config", &out), 0);
+	assert_non_null(strstr(out, "ssd_codec = auto\n"));
+	free(out);
+}
+
 static void defaults_without_a_file(void **state)
 {
 	char *out;
@@ -537,6 +549,7 @@ int main(void)
 		cmocka_unit_test(file_then_command_line),
 		cmocka_unit_test(defaults_without_a_file),
 		cmocka_unit_test(cluster_settings_print_back),
+		cmocka_unit_test(ssd_codec_auto_is_taken),
 		cmocka_unit_test(bad_input_is_a_usage_error),
 		cmocka_unit_test(config_must_be_a_small_regular_file),
 		cmocka_unit_test(dram_is_sized_from_the_cgroup_limit),

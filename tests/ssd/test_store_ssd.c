@@ -50,13 +50,14 @@ static struct kvt_key key_n(uint32_t n)
 	return k;
 }
 
-static struct kvt_ns *attach(struct fixture *f, const char *model)
+static struct kvt_ns *attach_dtype(struct fixture *f, const char *model, enum kvt_dtype dtype)
 {
 	struct kvt_ns_desc d;
 	struct kvt_ns *ns;
 
 	kvt_ns_desc_init(&d, sizeof(d));
 	snprintf(d.model_id, sizeof(d.model_id), "%s", model);
+	d.dtype = dtype;
 	d.layers = 4;
 	d.kv_heads = 2;
 	d.head_dim = 128;
@@ -64,6 +65,11 @@ static struct kvt_ns *attach(struct fixture *f, const char *model)
 	assert_int_equal(kvt_ns_attach(f->store, &d, &ns), 0);
 	assert_int_equal(kvt_ns_block_bytes(ns), BLOCK);
 	return ns;
+}
+
+static struct kvt_ns *attach(struct fixture *f, const char *model)
+{
+	return attach_dtype(f, model, KVT_DTYPE_BF16);
 }
 
 /* Open the store, namespace "test/ssd-model" attached as f->ns unless
@@ -300,6 +306,52 @@ static void store_codec_encodes_every_namespace(void **state)
 		assert_memory_equal(buf, want, BLOCK);
 	}
 	free(want);
+	free(buf);
+}
+
+/* ssd_codec "auto" (kvtierd --ssd-codec auto) packs the SSD records of a
+ * bf16 namespace (shuf16-pack4) and leaves an fp16 one's raw, though the
+ * same bytes would pack. */
+static void store_codec_auto_packs_bf16_only(void **state)
+{
+	struct fixture *f = *state;
+	struct kvt_store_stats st = { .size = sizeof(st) };
+	char *buf = malloc(BLOCK);
+	struct kvt_ns *ns[2];
+	uint64_t on_ssd[2] = { 0, 0 };
+
+	f->codec = KVT_SSD_CODEC_AUTO;
+	open_store(f);
+	ns[0] = f->ns;
+	ns[1] = attach_dtype(f, "test/ssd-model-fp16", KVT_DTYPE_FP16);
+	for (uint32_t n = 0; n < 60; n++) {
+		struct kvt_key k = key_n(n);
+
+		kvt_test_fill(buf, BLOCK, seed + n);
+		for (size_t j = 1; j < BLOCK; j += 2)
+			buf[j] = (char)(0x3f + (j / 2) % 3);
+		assert_int_equal(kvt_put(ns[n % 2], &k, NULL, buf, BLOCK), 0);
+	}
+	settle(f, 60);
+	for (uint32_t n = 0; n < 60; n++) {
+		struct kvt_key k = key_n(n);
+		uint8_t tier = KVT_TIER_NONE;
+
+		assert_int_equal(kvt_lookup(ns[n % 2], &k, 1, &tier), 1);
+		on_ssd[n % 2] += tier == KVT_TIER_SSD;
+	}
+	assert_int_equal(kvt_store_stats(f->store, &st), 0);
+	print_message("on SSD: %llu bf16, %llu fp16 blocks; %llu written encoded\n",
+		      (unsigned long long)on_ssd[0], (unsigned long long)on_ssd[1],
+		      (unsigned long long)st.ssd_compressed_writes);
+	assert_true(on_ssd[0] >= 1 && on_ssd[1] >= 1);
+	/* every bf16 block that went down went encoded, no fp16 one did */
+	assert_true(st.ssd_compressed_writes >= on_ssd[0]);
+	assert_true(st.ssd_compressed_writes <= 30);
+	assert_true(st.ssd_write_raw_bytes >= (st.ssd_compressed_writes + on_ssd[1]) * BLOCK);
+	assert_true(st.ssd_write_stored_bytes < st.ssd_write_raw_bytes);
+	assert_true(st.ssd_write_stored_bytes >=
+		    st.ssd_write_raw_bytes - st.ssd_compressed_writes * (BLOCK / 4));
 	free(buf);
 }
 
@@ -1072,6 +1124,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(dram_overflow_demotes_and_get_promotes, setup, teardown),
 		cmocka_unit_test_setup_teardown(compressed_namespace_round_trips, setup, teardown),
 		cmocka_unit_test_setup_teardown(store_codec_encodes_every_namespace, setup, teardown),
+		cmocka_unit_test_setup_teardown(store_codec_auto_packs_bf16_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(reopen_rebuilds_the_index_from_the_log, setup, teardown),
 		cmocka_unit_test_setup_teardown(full_ssd_tier_evicts, setup, teardown),
 		cmocka_unit_test_setup_teardown(demotion_stops_at_the_low_watermark, setup, teardown),
