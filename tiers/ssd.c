@@ -737,6 +737,7 @@ struct sbatch {
 	                           * verifies (the caller's, the helper's) */
 	struct wrec *w;
 	struct rrec *r;
+	size_t *checks;           /* read: records whose I/O completed, to check */
 	size_t chunk0, chunk_n;   /* write: the chunk in flight */
 	size_t prepped;           /* write: records [0, prepped) are prepared */
 	size_t prep_goal;         /* write: ... and [prepped, prep_goal) are to be
@@ -780,6 +781,7 @@ static void sbatch_free(struct sbatch *sb)
 	free(sb->left);
 	free(sb->done);
 	free(sb->arena);
+	free(sb->checks);
 	free(sb->scratch[0]);
 	free(sb->scratch[1]);
 	free(sb);
@@ -1255,7 +1257,8 @@ static int read_submit(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 	struct rrec *c;
 	int rc;
 
-	if (!sb || !(sb->r = calloc(b->n ? b->n : 1, sizeof(*sb->r)))) {
+	if (!sb || !(sb->r = calloc(b->n ? b->n : 1, sizeof(*sb->r))) ||
+	    !(sb->checks = calloc(b->n ? b->n : 1, sizeof(*sb->checks)))) {
 		if (sb)
 			sbatch_free(sb);
 		fail_all(b, -ENOMEM);
@@ -1424,8 +1427,8 @@ static void read_check(struct kvt_ssd *ssd, struct read_checks *rc, uint64_t h[2
 static void read_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 {
 	struct sbatch *sb = b->priv;
-	struct read_checks rc = { .sb = sb, .recs = malloc(b->n * sizeof(size_t) + 1) };
-	uint64_t t[4] = { 0 }; /* checksum failures, errors, device errors, bytes */
+	struct read_checks rc = { .sb = sb, .recs = sb->checks };
+	uint64_t t[4]; /* checksum failures, errors, device errors, bytes */
 	uint64_t ok = 0, helped[2] = { 0, 0 }; /* sets offered, records checked */
 	size_t k;
 
@@ -1438,15 +1441,8 @@ static void read_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 			for (size_t d = 0; d < k; d++) {
 				size_t i = sb->rec_of_op[sb->done[d]];
 
-				if (--sb->left[i])
-					continue;
-				if (rc.recs) {
+				if (!--sb->left[i])
 					rc.recs[rc.n++] = i;
-					continue;
-				}
-				read_finish(sb, i, t, sb->scratch[0]);
-				if (b->done_cb)
-					b->done_cb(b, i);
 			}
 			read_check(ssd, &rc, helped);
 		}
@@ -1454,16 +1450,12 @@ static void read_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 	} else {
 		/* the engine could not start: every op carries its error */
 		for (size_t i = 0; i < b->n; i++)
-			if (!b->io[i].res && sb->left[i]) {
-				read_finish(sb, i, t, sb->scratch[0]);
-				if (b->done_cb)
-					b->done_cb(b, i);
-			}
+			if (!b->io[i].res && sb->left[i])
+				rc.recs[rc.n++] = i;
+		read_check(ssd, &rc, helped);
 	}
-	for (int w = 0; w < 2; w++)
-		for (int j = 0; j < 4; j++)
-			t[j] += rc.t[w][j];
-	free(rc.recs);
+	for (int j = 0; j < 4; j++)
+		t[j] = rc.t[0][j] + rc.t[1][j];
 	for (size_t i = 0; i < b->n; i++)
 		ok += !b->io[i].res;
 

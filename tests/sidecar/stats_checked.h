@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 
+#include "helpers.h"
 #include "kvtier/client.h"
 
 /* The daemon's STATS as JSON (the caller json_decref()s it). */
@@ -34,6 +35,34 @@ static inline long long kvtd_stat(json_t *root, const char *obj, const char *sub
 	if (!json_is_integer(v))
 		fail_msg("STATS has no integer %s%s%s.%s", obj, sub ? "." : "", sub ? sub : "", key);
 	return json_integer_value(v);
+}
+
+/* A STATS counter: root.obj[.sub].key. */
+struct kvtd_stat_path {
+	const char *obj, *sub, *key;
+};
+
+/* STATS once the daemon is still: each counter of paths[0..n) the same
+ * twice, 100 ms apart (20 s at most, else the test fails). */
+static inline json_t *kvtd_settled_stats(struct kvt_client *c, const struct kvtd_stat_path *paths,
+					 size_t n)
+{
+	for (int i = 0; i < 200; i++) {
+		json_t *a = kvtd_stats(c), *b;
+		size_t k = 0;
+
+		kvt_test_sleep_ms(100);
+		b = kvtd_stats(c);
+		while (k < n && kvtd_stat(a, paths[k].obj, paths[k].sub, paths[k].key) ==
+					kvtd_stat(b, paths[k].obj, paths[k].sub, paths[k].key))
+			k++;
+		json_decref(a);
+		if (k == n)
+			return b;
+		json_decref(b);
+	}
+	fail_msg("the daemon's counters did not settle in 20 s");
+	return NULL;
 }
 
 #endif

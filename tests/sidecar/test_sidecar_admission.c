@@ -83,25 +83,15 @@ static uint8_t tier_of(struct engine *e, uint32_t i)
 }
 
 /* STATS once the demoter is still: DRAM's evictions and SSD's blocks the
- * same twice, 100 ms apart. */
+ * same twice. */
 static json_t *settled_stats(struct kvt_client *c)
 {
-	for (int i = 0; i < 200; i++) {
-		json_t *a = kvtd_stats(c), *b;
+	static const struct kvtd_stat_path paths[] = {
+		{ "tiers", "dram", "evictions" },
+		{ "tiers", "ssd", "blocks" },
+	};
 
-		kvt_test_sleep_ms(100);
-		b = kvtd_stats(c);
-		if (kvtd_stat(a, "tiers", "dram", "evictions") ==
-			    kvtd_stat(b, "tiers", "dram", "evictions") &&
-		    kvtd_stat(a, "tiers", "ssd", "blocks") == kvtd_stat(b, "tiers", "ssd", "blocks")) {
-			json_decref(a);
-			return b;
-		}
-		json_decref(a);
-		json_decref(b);
-	}
-	fail_msg("the demoter did not settle in 20 s");
-	return NULL;
+	return kvtd_settled_stats(c, paths, 2);
 }
 
 static char *run_cli(const char *args)

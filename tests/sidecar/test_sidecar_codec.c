@@ -63,26 +63,16 @@ static bool page_holds(const struct engine_mem *m, uint32_t page, uint64_t n)
 	return same;
 }
 
-/* STATS once the demoter is still: SSD's blocks and bytes written the same
- * twice, 100 ms apart. */
+/* STATS once the demoter is still: SSD's blocks and bytes written the
+ * same twice. */
 static json_t *settled_stats(struct kvt_client *c)
 {
-	for (int i = 0; i < 200; i++) {
-		json_t *a = kvtd_stats(c), *b;
+	static const struct kvtd_stat_path paths[] = {
+		{ "tiers", "ssd", "blocks" },
+		{ "store", NULL, "ssd_write_raw_bytes" },
+	};
 
-		kvt_test_sleep_ms(100);
-		b = kvtd_stats(c);
-		if (kvtd_stat(a, "tiers", "ssd", "blocks") == kvtd_stat(b, "tiers", "ssd", "blocks") &&
-		    kvtd_stat(a, "store", NULL, "ssd_write_raw_bytes") ==
-			    kvtd_stat(b, "store", NULL, "ssd_write_raw_bytes")) {
-			json_decref(a);
-			return b;
-		}
-		json_decref(a);
-		json_decref(b);
-	}
-	fail_msg("the demoter did not settle in 20 s");
-	return NULL;
+	return kvtd_settled_stats(c, paths, 2);
 }
 
 static void blocks_go_to_ssd_encoded_and_come_back_whole(void **state)

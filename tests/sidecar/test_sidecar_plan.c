@@ -21,6 +21,7 @@
 
 #include "daemon_proc.h"
 #include "helpers.h"
+#include "raw_frames.h"
 #include "transport/proto.h"
 
 #define PAGES 32
@@ -201,24 +202,6 @@ static void a_pushed_ticket_can_be_polled(void **state)
 	assert_int_equal(layers, f->desc.layers);
 	assert_int_equal(kvt_client_poll(e.c, t, &result, &layers), -ENOENT);
 	eng_close(&e);
-}
-
-/* Read one frame from a raw socket: header and payload (malloc'd). */
-static void raw_read(int fd, struct kvt_frame_hdr *h, uint8_t **payload)
-{
-	uint8_t hb[KVT_PROTO_HDR_BYTES];
-
-	assert_int_equal(recv(fd, hb, sizeof(hb), MSG_WAITALL), (ssize_t)sizeof(hb));
-	assert_int_equal(kvt_proto_hdr_decode(hb, sizeof(hb), h), 0);
-	*payload = malloc(h->len + 1);
-	if (h->len)
-		assert_int_equal(recv(fd, *payload, h->len, MSG_WAITALL), (ssize_t)h->len);
-}
-
-static void raw_send(int fd, struct kvt_wr *w)
-{
-	assert_int_equal(send(fd, w->buf, w->len, MSG_NOSIGNAL), (ssize_t)w->len);
-	w->len = 0;
 }
 
 /* A client of version 1 (its HELLO offers 1 only) gets version 1's replies

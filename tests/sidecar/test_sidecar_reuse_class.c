@@ -20,6 +20,7 @@
 
 #include "daemon_proc.h"
 #include "helpers.h"
+#include "raw_frames.h"
 #include "transport/proto.h"
 
 #define BLOCK_TOKENS 16
@@ -145,23 +146,6 @@ static void saves_without_a_class_are_evicted_in_lru_order(void **state)
 {
 	(void)state;
 	assert_false(cold_block_went_first(false));
-}
-
-static void raw_read(int fd, struct kvt_frame_hdr *h, uint8_t **payload)
-{
-	uint8_t hb[KVT_PROTO_HDR_BYTES];
-
-	assert_int_equal(recv(fd, hb, sizeof(hb), MSG_WAITALL), (ssize_t)sizeof(hb));
-	assert_int_equal(kvt_proto_hdr_decode(hb, sizeof(hb), h), 0);
-	*payload = malloc(h->len + 1);
-	if (h->len)
-		assert_int_equal(recv(fd, *payload, h->len, MSG_WAITALL), (ssize_t)h->len);
-}
-
-static void raw_send(int fd, struct kvt_wr *w)
-{
-	assert_int_equal(send(fd, w->buf, w->len, MSG_NOSIGNAL), (ssize_t)w->len);
-	w->len = 0;
 }
 
 /* A raw connection whose HELLO offers versions 1..max: its namespace. */

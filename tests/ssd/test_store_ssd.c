@@ -250,6 +250,39 @@ static void compressed_namespace_round_trips(void **state)
 	free(buf);
 }
 
+/* Blocks 0..n-1 put alternately into ns[0] and ns[1], bf16-like (their
+ * high bytes take three values: every codec for bf16 shrinks them), and the
+ * demoter let settle. */
+static void put_bf16_like_and_settle(struct fixture *f, struct kvt_ns *ns[2], uint32_t n)
+{
+	char *buf = malloc(BLOCK);
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct kvt_key k = key_n(i);
+
+		kvt_test_fill(buf, BLOCK, seed + i);
+		for (size_t j = 1; j < BLOCK; j += 2)
+			buf[j] = (char)(0x3f + (j / 2) % 3);
+		assert_int_equal(kvt_put(ns[i % 2], &k, NULL, buf, BLOCK), 0);
+	}
+	settle(f, n);
+	free(buf);
+}
+
+/* How many of blocks 0..n-1 (alternately in ns[0] and ns[1]) each
+ * namespace has on SSD. */
+static void count_on_ssd(struct kvt_ns *ns[2], uint32_t n, uint64_t on_ssd[2])
+{
+	on_ssd[0] = on_ssd[1] = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct kvt_key k = key_n(i);
+		uint8_t tier = KVT_TIER_NONE;
+
+		assert_int_equal(kvt_lookup(ns[i % 2], &k, 1, &tier), 1);
+		on_ssd[i % 2] += tier == KVT_TIER_SSD;
+	}
+}
+
 /* The store's codec (kvt_store_opts.ssd_codec, what kvtierd --ssd-codec
  * sets) encodes the SSD records of every namespace attached, and the stats
  * count them; an unknown one is refused at open. */
@@ -261,7 +294,7 @@ static void store_codec_encodes_every_namespace(void **state)
 	struct kvt_store_stats st = { .size = sizeof(st) };
 	char *buf = malloc(BLOCK), *want = malloc(BLOCK);
 	struct kvt_ns *ns[2];
-	uint64_t on_ssd = 0;
+	uint64_t on_ssd, per_ns[2];
 
 	kvt_store_opts_init(&o, sizeof(o));
 	o.dram_bytes = DRAM_BYTES;
@@ -271,23 +304,9 @@ static void store_codec_encodes_every_namespace(void **state)
 	open_store(f);
 	ns[0] = f->ns;
 	ns[1] = attach(f, "test/ssd-model-2");
-	for (uint32_t n = 0; n < 60; n++) {
-		struct kvt_key k = key_n(n);
-
-		/* bf16-like: the high bytes take three values */
-		kvt_test_fill(buf, BLOCK, seed + n);
-		for (size_t j = 1; j < BLOCK; j += 2)
-			buf[j] = (char)(0x3f + (j / 2) % 3);
-		assert_int_equal(kvt_put(ns[n % 2], &k, NULL, buf, BLOCK), 0);
-	}
-	settle(f, 60);
-	for (uint32_t n = 0; n < 60; n++) {
-		struct kvt_key k = key_n(n);
-		uint8_t tier = KVT_TIER_NONE;
-
-		assert_int_equal(kvt_lookup(ns[n % 2], &k, 1, &tier), 1);
-		on_ssd += tier == KVT_TIER_SSD;
-	}
+	put_bf16_like_and_settle(f, ns, 60);
+	count_on_ssd(ns, 60, per_ns);
+	on_ssd = per_ns[0] + per_ns[1];
 	assert_int_equal(kvt_store_stats(f->store, &st), 0);
 	assert_true(on_ssd >= 60 - DRAM_BYTES / BLOCK);
 	assert_true(st.ssd_compressed_writes >= on_ssd);
@@ -316,30 +335,15 @@ static void store_codec_auto_packs_bf16_only(void **state)
 {
 	struct fixture *f = *state;
 	struct kvt_store_stats st = { .size = sizeof(st) };
-	char *buf = malloc(BLOCK);
 	struct kvt_ns *ns[2];
-	uint64_t on_ssd[2] = { 0, 0 };
+	uint64_t on_ssd[2];
 
 	f->codec = KVT_SSD_CODEC_AUTO;
 	open_store(f);
 	ns[0] = f->ns;
 	ns[1] = attach_dtype(f, "test/ssd-model-fp16", KVT_DTYPE_FP16);
-	for (uint32_t n = 0; n < 60; n++) {
-		struct kvt_key k = key_n(n);
-
-		kvt_test_fill(buf, BLOCK, seed + n);
-		for (size_t j = 1; j < BLOCK; j += 2)
-			buf[j] = (char)(0x3f + (j / 2) % 3);
-		assert_int_equal(kvt_put(ns[n % 2], &k, NULL, buf, BLOCK), 0);
-	}
-	settle(f, 60);
-	for (uint32_t n = 0; n < 60; n++) {
-		struct kvt_key k = key_n(n);
-		uint8_t tier = KVT_TIER_NONE;
-
-		assert_int_equal(kvt_lookup(ns[n % 2], &k, 1, &tier), 1);
-		on_ssd[n % 2] += tier == KVT_TIER_SSD;
-	}
+	put_bf16_like_and_settle(f, ns, 60);
+	count_on_ssd(ns, 60, on_ssd);
 	assert_int_equal(kvt_store_stats(f->store, &st), 0);
 	print_message("on SSD: %llu bf16, %llu fp16 blocks; %llu written encoded\n",
 		      (unsigned long long)on_ssd[0], (unsigned long long)on_ssd[1],
@@ -352,7 +356,6 @@ static void store_codec_auto_packs_bf16_only(void **state)
 	assert_true(st.ssd_write_stored_bytes < st.ssd_write_raw_bytes);
 	assert_true(st.ssd_write_stored_bytes >=
 		    st.ssd_write_raw_bytes - st.ssd_compressed_writes * (BLOCK / 4));
-	free(buf);
 }
 
 static void reopen_rebuilds_the_index_from_the_log(void **state)

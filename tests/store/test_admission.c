@@ -25,6 +25,13 @@ static uint32_t add(struct kvt_catalog *cat, uint32_t id)
 	return cat_add(cat, id, 0, 1);
 }
 
+/* cat: an LRU catalog of slots records, rule deciding what enters the SSD. */
+static void open_lru(struct kvt_catalog *cat, uint32_t slots, const char *rule)
+{
+	assert_int_equal(kvt_catalog_init(cat, kvt_policy_find("lru"), slots), 0);
+	assert_int_equal(kvt_catalog_set_admission(cat, kvt_admission_find(rule), KVT_TIER_SSD), 0);
+}
+
 /* Whether the "useful" rule samples block id (one in 16 by key hash). */
 static bool sampled(struct kvt_catalog *cat, uint32_t i)
 {
@@ -54,9 +61,7 @@ static void reused_refuses_single_use_until_it_returns(void **state)
 	struct kvt_catalog cat;
 	uint32_t a, b;
 
-	assert_int_equal(kvt_catalog_init(&cat, kvt_policy_find("lru"), 16), 0);
-	assert_int_equal(kvt_catalog_set_admission(&cat, kvt_admission_find("reused"),
-						   KVT_TIER_SSD), 0);
+	open_lru(&cat, 16, "reused");
 	a = add(&cat, 1);
 	b = add(&cat, 2);
 	kvt_catalog_touch(&cat, b);
@@ -112,9 +117,7 @@ static void useful_follows_what_the_tier_reads_back(void **state)
 	uint32_t next = 1;
 	int unsampled, refused;
 
-	assert_int_equal(kvt_catalog_init(&cat, kvt_policy_find("lru"), 1024), 0);
-	assert_int_equal(kvt_catalog_set_admission(&cat, kvt_admission_find("useful"),
-						   KVT_TIER_SSD), 0);
+	open_lru(&cat, 1024, "useful");
 	/* fresh blocks never read back from SSD: once enough sampled ones left
 	 * unread, the class is refused */
 	write_fresh(&cat, &next, 2000, false, &unsampled);
@@ -146,9 +149,7 @@ static void useful_refuses_ends_and_admits_inner_blocks_until_measured(void **st
 	struct kvt_catalog cat;
 	uint32_t next = 1, end, inner, kid, e, i;
 
-	assert_int_equal(kvt_catalog_init(&cat, kvt_policy_find("lru"), 64), 0);
-	assert_int_equal(kvt_catalog_set_admission(&cat, kvt_admission_find("useful"),
-						   KVT_TIER_SSD), 0);
+	open_lru(&cat, 64, "useful");
 	end = unsampled_id(&cat, &next);
 	inner = unsampled_id(&cat, &next);
 	e = add(&cat, end);
@@ -216,9 +217,7 @@ static void useful_refuses_the_blocks_under_one_it_refused(void **state)
 	uint32_t next = 1, p, pi, c, ci;
 	int unsampled;
 
-	assert_int_equal(kvt_catalog_init(&cat, kvt_policy_find("lru"), 1024), 0);
-	assert_int_equal(kvt_catalog_set_admission(&cat, kvt_admission_find("useful"),
-						   KVT_TIER_SSD), 0);
+	open_lru(&cat, 1024, "useful");
 	/* inner blocks are never read back: refused */
 	write_inner(&cat, &next, 2000, 0, false, &unsampled);
 	p = unsampled_id(&cat, &next);
@@ -246,9 +245,7 @@ static void useful_keeps_room_for_blocks_likelier_to_come_back(void **state)
 	uint32_t next = 1;
 	int unsampled, refused;
 
-	assert_int_equal(kvt_catalog_init(&cat, kvt_policy_find("lru"), 1024), 0);
-	assert_int_equal(kvt_catalog_set_admission(&cat, kvt_admission_find("useful"),
-						   KVT_TIER_SSD), 0);
+	open_lru(&cat, 1024, "useful");
 	/* read back 1 time in 4, and nothing that leaves comes back: room is
 	 * worth nothing more, the class is admitted */
 	write_inner(&cat, &next, 2000, 4, false, &unsampled);
@@ -313,9 +310,7 @@ static void useful_tells_a_cold_reuse_class_from_a_warm_one(void **state)
 	uint32_t next = 1;
 	int unsampled[2], refused[2];
 
-	assert_int_equal(kvt_catalog_init(&cat, kvt_policy_find("lru"), 1024), 0);
-	assert_int_equal(kvt_catalog_set_admission(&cat, kvt_admission_find("useful"),
-						   KVT_TIER_SSD), 0);
+	open_lru(&cat, 1024, "useful");
 	/* half the inner blocks are read back: blocks without a class would
 	 * all be admitted; the class of those never read is refused, the
 	 * other admitted */
@@ -332,9 +327,7 @@ static void useful_judges_hinted_blocks_that_stay_in_the_tier(void **state)
 	uint32_t next = 1;
 	int unsampled[2], refused[2];
 
-	assert_int_equal(kvt_catalog_init(&cat, kvt_policy_find("lru"), 1024), 0);
-	assert_int_equal(kvt_catalog_set_admission(&cat, kvt_admission_find("useful"),
-						   KVT_TIER_SSD), 0);
+	open_lru(&cat, 1024, "useful");
 	/* an SSD that lets nothing go: what a sampled block did is known once
 	 * half as many blocks as the tier holds were admitted after it, and
 	 * the class never read is refused then */
@@ -351,9 +344,7 @@ static void useful_counts_a_block_asked_again_once(void **state)
 	uint32_t next = 1, x, first;
 	int refused = 0, unsampled = 0;
 
-	assert_int_equal(kvt_catalog_init(&cat, kvt_policy_find("lru"), 1024), 0);
-	assert_int_equal(kvt_catalog_set_admission(&cat, kvt_admission_find("useful"),
-						   KVT_TIER_SSD), 0);
+	open_lru(&cat, 1024, "useful");
 	/* the store may ask about a block again while it stays in DRAM (its
 	 * write failed, or the demoter picks a block an allocation let
 	 * through): it is still one block on its way to the tier */
