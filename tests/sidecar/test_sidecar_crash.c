@@ -361,8 +361,9 @@ static void sigterm_ends_a_stuck_daemon(bool main_too)
 	if (status < 0)
 		fail_msg("kvtierd still ran 12 s after SIGTERM with a drain timeout of 2 s");
 	assert_int_equal(status, 1);
-	/* 2 s, plus what a loaded test machine adds to a process exit */
-	if (took > 3.5)
+	/* 2 s, plus what a loaded test machine adds to a process exit (ASan's
+	 * included); the default drain timeout (30 s) or a hang would take 12 s */
+	if (took > 6.0)
 		fail_msg("kvtierd took %.2f s to exit with a drain timeout of 2 s", took);
 	f = fopen(d.log, "r");
 	assert_non_null(f);
