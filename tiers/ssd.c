@@ -1,6 +1,8 @@
 /* The SSD tier: segment files, record placement, reclaim, tombstones,
- * summaries, probing a degraded tier. Recovery is ssd_recover.c. */
-#include "tiers/ssd.h"
+ * summaries, probing a degraded tier; the batches' memory and
+ * kvt_ssd_submit / kvt_ssd_wait, which hand a write batch to ssd_write.c.
+ * Recovery is ssd_recover.c; ssd_internal.h says which file owns what. */
+#include "tiers/ssd_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,96 +21,12 @@
 #include <xxhash.h>
 
 #include "store/log.h"
-#include "tiers/ssd_format.h"
-#include "tiers/ssd_recover.h"
 #include "tiers/ssd_helper.h"
-#include "tiers/ssd_stage.h"
 #include "util/clock.h"
 #include "util/opts.h"
 
-#define PAGE KVT_SSD_PAGE
 #define META_NAME "kvtier-ssd.meta"
 #define QUARANTINE_DIR "quarantine"
-
-/* loc = generation:24 | slot:16 | header page:24. Slots are reused (the
- * lowest free one), so a record's loc carries its segment's generation, a
- * per-slot counter bumped each time the slot gets a segment: a loc kept past
- * its segment's release never names the record that later sits at the same
- * slot and page (it would take 2^24 reuses of the slot in between). The
- * generation is never 0, so neither is a loc. */
-#define LOC_GEN_SHIFT 40
-#define LOC_SLOT_SHIFT 24
-#define LOC_MAX_GEN ((1u << 24) - 1)
-#define LOC_MAX_SLOTS (1u << 16)
-#define LOC_MAX_PAGE ((1u << 24) - 1)
-#define LOC_MAX_PPAGES LOC_MAX_PAGE
-
-static uint64_t loc_make(uint32_t gen, uint32_t slot, uint32_t page)
-{
-	return (uint64_t)gen << LOC_GEN_SHIFT | (uint64_t)slot << LOC_SLOT_SHIFT | page;
-}
-
-static uint32_t loc_gen(uint64_t loc) { return (uint32_t)(loc >> LOC_GEN_SHIFT) & LOC_MAX_GEN; }
-static uint32_t loc_slot(uint64_t loc) { return (uint32_t)(loc >> LOC_SLOT_SHIFT) & 0xffff; }
-static uint32_t loc_page(uint64_t loc) { return (uint32_t)loc & LOC_MAX_PAGE; }
-
-static uint64_t pages_of(uint64_t bytes) { return (bytes + PAGE - 1) / PAGE; }
-
-struct seg {
-	bool used;
-	bool sealed;     /* no more appends */
-	bool summary;    /* its summary file is on disk and whole */
-	int fd;
-	uint64_t id;     /* file number */
-	uint64_t nonce;  /* of its superblock */
-	uint32_t n_pages, next_page;
-	uint64_t live_pages;
-	uint32_t users;  /* records of batches with I/O on this file */
-	uint32_t writers; /* of which writes: its summary waits for them */
-	uint32_t gen;    /* of the slot: bumped each time it gets a segment */
-	uint32_t held;   /* live records with a hold: reclaim passes it by */
-	uint32_t tombs;  /* tombstones on disk in it */
-	struct kvt_ssd_rec *recs; /* sorted by page */
-	size_t n_recs, cap_recs;
-};
-
-/* A segment sealed since the last summaries were written. */
-struct sealed_seg {
-	uint32_t slot, gen;
-};
-
-struct kvt_ssd {
-	struct kvt_ssd_opts opts;
-	char *dir;
-	int dir_fd, meta_fd;
-	uint64_t salt;
-	struct kvt_ssd_io *io;
-	uint32_t seg_pages;
-
-	uint32_t chunk;             /* records per write chunk */
-
-	pthread_mutex_t lock;       /* guards everything below */
-	uint32_t write_batches;     /* in flight, at most KVT_SSD_WRITE_BATCHES */
-	pthread_cond_t batch_cv;
-	char *sb_page;              /* a page for superblocks and probes */
-	struct seg *segs;
-	uint32_t n_slots, max_segs, segs_used;
-	int active;
-	int spare;                  /* a segment made ahead, empty: the next active
-	                             * one; or -1 (see spare_due) */
-	int spare_err;              /* making a spare failed: none until a segment
-	                             * is made when needed again */
-	bool creating;              /* a segment file is being made, lock let go */
-	pthread_cond_t create_cv;   /* ... and is made */
-	uint64_t next_seq, next_seg_id;
-	struct kvt_ssd_rec_info *dropped;
-	size_t n_dropped, cap_dropped;
-	struct sealed_seg *sealed;  /* their summaries are due */
-	size_t n_sealed, cap_sealed;
-	struct kvt_ssd_stats st;
-	struct kvt_ssd_stages stages; /* its own lock */
-	struct kvt_ssd_helper *helper; /* shares the checks of reads; NULL: none */
-};
 
 /* Stages kept for reuse: a LOAD of 32 encoded blocks of 2 MiB holds 32 at
  * once. */
@@ -146,7 +64,7 @@ static void run_create_hook(void) {}
 
 /* ---- segments (lock held) ---------------------------------------------- */
 
-static void degrade(struct kvt_ssd *ssd, int err, const char *what)
+void kvt_ssd_degrade(struct kvt_ssd *ssd, int err, const char *what)
 {
 	if (ssd->st.degraded)
 		return;
@@ -155,15 +73,6 @@ static void degrade(struct kvt_ssd *ssd, int err, const char *what)
 	kvt_log(KVT_LOG_ERROR, "event=ssd.degraded dir=%s what=\"%s\" err=\"%s\" "
 		"action=\"no writes until a probe succeeds; durable records stay readable\"",
 		ssd->dir, what, strerror(-err));
-}
-
-/* Whether an operation's result says the device failed (it degrades the
- * tier), rather than a lack of memory or an interrupted request (the batch
- * fails, the tier stays as it was). Errors of the engine itself, not of an
- * operation, never degrade. */
-static bool device_error(int err)
-{
-	return err && err != -ENOMEM && err != -EAGAIN && err != -EINTR && err != -ECANCELED;
 }
 
 static bool is_oldest(const struct kvt_ssd *ssd, const struct seg *s)
@@ -225,7 +134,7 @@ static bool releasable(const struct kvt_ssd *ssd, const struct seg *s)
 
 /* Release the segment in slot if nothing in it is needed any more; then the
  * oldest segment too, while that frees tombstones that kept it. */
-static void seg_maybe_release(struct kvt_ssd *ssd, uint32_t slot)
+void kvt_ssd_seg_maybe_release(struct kvt_ssd *ssd, uint32_t slot)
 {
 	if (!releasable(ssd, &ssd->segs[slot]))
 		return;
@@ -243,7 +152,7 @@ static void seg_maybe_release(struct kvt_ssd *ssd, uint32_t slot)
 	}
 }
 
-static struct kvt_ssd_rec *seg_find(struct seg *s, uint32_t page)
+struct kvt_ssd_rec *kvt_ssd_seg_find(struct seg *s, uint32_t page)
 {
 	size_t lo = 0, hi = s->n_recs;
 
@@ -257,7 +166,7 @@ static struct kvt_ssd_rec *seg_find(struct seg *s, uint32_t page)
 	return lo < s->n_recs && s->recs[lo].page == page ? &s->recs[lo] : NULL;
 }
 
-static int seg_add_rec(struct seg *s, const struct kvt_ssd_rec *r)
+int kvt_ssd_seg_add_rec(struct seg *s, const struct kvt_ssd_rec *r)
 {
 	if (s->n_recs == s->cap_recs) {
 		size_t cap = s->cap_recs ? 2 * s->cap_recs : 64;
@@ -321,7 +230,7 @@ static int reclaim_one(struct kvt_ssd *ssd)
 		rec_kill(ssd, s, r);
 	}
 	s->live_pages = 0;
-	seg_maybe_release(ssd, best);
+	kvt_ssd_seg_maybe_release(ssd, best);
 	return 0;
 }
 
@@ -508,13 +417,13 @@ static void seal_active(struct kvt_ssd *ssd)
 	 * next open scans the segment: slower, never wrong */
 	if (ssd->n_sealed < ssd->cap_sealed)
 		ssd->sealed[ssd->n_sealed++] = (struct sealed_seg){ slot, s->gen };
-	seg_maybe_release(ssd, slot);
+	kvt_ssd_seg_maybe_release(ssd, slot);
 }
 
 /* Room for pages in the active segment. 0 with slot and page set, -ENOSPC (at
  * capacity), -EIO (the device failed; degraded), -EROFS (degraded meanwhile).
  * The lock may be let go while a segment file is made. */
-static int alloc_pages(struct kvt_ssd *ssd, uint32_t pages, uint32_t *slot, uint32_t *page)
+int kvt_ssd_alloc_pages(struct kvt_ssd *ssd, uint32_t pages, uint32_t *slot, uint32_t *page)
 {
 	for (;;) {
 		struct seg *s;
@@ -537,7 +446,7 @@ static int alloc_pages(struct kvt_ssd *ssd, uint32_t pages, uint32_t *slot, uint
 			return rc;
 		if (rc) {
 			ssd->st.write_errors++;
-			degrade(ssd, rc, "creating a segment file");
+			kvt_ssd_degrade(ssd, rc, "creating a segment file");
 			return -EIO;
 		}
 	}
@@ -550,7 +459,7 @@ static int alloc_pages(struct kvt_ssd *ssd, uint32_t pages, uint32_t *slot, uint
  * write batch calls it while its writes are in flight. Only into a free
  * slot; a failure is logged and leaves segments to be made when needed.
  * Tier lock not held. */
-static void spare_due(struct kvt_ssd *ssd)
+void kvt_ssd_spare_due(struct kvt_ssd *ssd)
 {
 	struct seg *a;
 	int rc;
@@ -667,7 +576,7 @@ static int summary_write(struct kvt_ssd *ssd, uint32_t slot, uint32_t gen)
  * writes have all completed (a summary lists the records whole on disk;
  * one written before a write in flight lands would miss it). The others
  * stay due. Tier lock not held. */
-static void summaries_due(struct kvt_ssd *ssd)
+void kvt_ssd_summaries_due(struct kvt_ssd *ssd)
 {
 	for (size_t k = 0;;) {
 		struct sealed_seg z;
@@ -692,73 +601,7 @@ static void summaries_due(struct kvt_ssd *ssd)
 
 /* ---- batches ------------------------------------------------------------ */
 
-/* A record of a write batch. */
-struct wrec {
-	char *stage;      /* staged: header + payload, else NULL */
-	size_t stage_len, stage_cap;
-	uint64_t stored;
-	enum kvt_codec_id codec;
-	uint64_t sum;
-	uint32_t pages;   /* header included */
-	uint32_t slot, page;
-	size_t op0, n_ops;
-	size_t sync_op;
-	bool placed;      /* has pages, a pending record, a user count */
-};
-
-/* A record of a read batch. */
-struct rrec {
-	char *stage;      /* staged: the stored payload, else NULL */
-	size_t stage_cap;
-	uint64_t stored;  /* from the tier's memory of the record */
-	uint64_t sum;
-	uint8_t codec;
-	bool pinned;      /* its segment's user count is taken */
-	char *tail;       /* the tail page when the buffer has no room */
-	size_t op0, n_ops;
-};
-
-/* A batch between submit and the end of wait (kvt_tier_batch.priv). Write
- * batches go in chunks of at most ssd->chunk records: pages, writes, one
- * fdatasync per segment touched (group commit), acks; reads all at once,
- * each record verified and handed over as its I/O completes. */
-struct sbatch {
-	struct kvt_ssd *ssd;
-	struct kvt_tier_batch *b;
-	struct kvt_ssd_io_op *ops;
-	size_t n_ops, cap_ops;
-	size_t *rec_of_op;        /* the record of each op */
-	uint32_t *left;           /* per record: ops not completed yet */
-	size_t *done;             /* reap buffer */
-	struct kvt_ssd_io_run *run;
-	char *arena;              /* 2 pages per record (header, tail) when a
-	                           * record's buffer has no room for them */
-	void *scratch[2];         /* read: codec scratch, one per thread that
-	                           * verifies (the caller's, the helper's) */
-	struct wrec *w;
-	struct rrec *r;
-	size_t *checks;           /* read: records whose I/O completed, to check */
-	size_t chunk0, chunk_n;   /* write: the chunk in flight */
-	size_t prepped;           /* write: records [0, prepped) are prepared */
-	size_t prep_goal;         /* write: ... and [prepped, prep_goal) are to be
-	                           * while the chunk's writes are in flight */
-	size_t reaped;            /* write: operations of the chunk's run reported */
-	int run_err;              /* write: the chunk's run could not start */
-	bool slot;                /* holds one of the tier's write batch slots */
-};
-
-static struct kvt_ssd_io_op io_op(enum kvt_ssd_io_kind kind, uint32_t file, uint64_t off,
-				  void *buf, size_t len)
-{
-	return (struct kvt_ssd_io_op){ .kind = kind, .file = file, .off = off, .buf = buf, .len = len };
-}
-
-static bool aligned(const void *p)
-{
-	return ((uintptr_t)p & (PAGE - 1)) == 0;
-}
-
-static void sbatch_free(struct sbatch *sb)
+void kvt_ssd_sbatch_free(struct sbatch *sb)
 {
 	struct kvt_ssd *ssd = sb->ssd;
 
@@ -788,7 +631,7 @@ static void sbatch_free(struct sbatch *sb)
 	sb = NULL;
 }
 
-static struct sbatch *sbatch_new(struct kvt_ssd *ssd, struct kvt_tier_batch *b, size_t ops_per_rec)
+struct sbatch *kvt_ssd_sbatch_new(struct kvt_ssd *ssd, struct kvt_tier_batch *b, size_t ops_per_rec)
 {
 	struct sbatch *sb = calloc(1, sizeof(*sb));
 	size_t n = b->n;
@@ -803,419 +646,19 @@ static struct sbatch *sbatch_new(struct kvt_ssd *ssd, struct kvt_tier_batch *b, 
 	sb->left = calloc(n ? n : 1, sizeof(*sb->left));
 	sb->done = calloc(sb->cap_ops, sizeof(*sb->done));
 	if (!sb->ops || !sb->rec_of_op || !sb->left || !sb->done) {
-		sbatch_free(sb);
+		kvt_ssd_sbatch_free(sb);
 		return NULL;
 	}
 	return sb;
 }
 
 /* Every record of b fails with err (nothing was issued). */
-static void fail_all(struct kvt_tier_batch *b, int err)
+void kvt_ssd_fail_all(struct kvt_tier_batch *b, int err)
 {
 	for (size_t i = 0; i < b->n; i++) {
 		b->io[i].res = err;
 		b->io[i].lat_ns = 0;
 	}
-}
-
-/* ---- writes ------------------------------------------------------------ */
-
-/* Encode the payload (outside every lock: compression is CPU time). A raw
- * block in a slot with room is written from the slot: its header goes in
- * the page before it, its padding is zeroed, and one write carries both. */
-static int write_prepare(struct kvt_ssd *ssd, struct kvt_tier_io *w, struct wrec *c)
-{
-	bool raw = !w->codec || w->codec->id == KVT_CODEC_RAW;
-
-	memset(c, 0, sizeof(*c));
-	if (w->tomb) {
-		/* a header alone */
-		c->codec = KVT_CODEC_RAW;
-		c->sum = XXH3_64bits(NULL, 0);
-		c->pages = 1;
-		return 0;
-	}
-	if (!w->buf || !w->len)
-		return -EINVAL;
-	if (pages_of(kvt_codec_bound(w->len)) + 1 > ssd->seg_pages &&
-	    pages_of(w->len) + 1 > ssd->seg_pages)
-		return -EFBIG;
-	if (raw && aligned(w->buf)) {
-		c->stored = w->len;
-		c->codec = KVT_CODEC_RAW;
-		c->sum = XXH3_64bits(w->buf, w->len);
-		/* the padding leaves with the block: zeros, not a neighbour's bytes */
-		if (w->room && w->len % PAGE)
-			memset((char *)w->buf + w->len, 0, PAGE - w->len % PAGE);
-	} else {
-		size_t cap = kvt_codec_bound(w->len);
-		void *scratch = NULL;
-		long n;
-
-		c->stage_len = PAGE + pages_of(cap) * PAGE;
-		c->stage = kvt_ssd_stage_get(&ssd->stages, c->stage_len, &c->stage_cap);
-		if (!c->stage)
-			return -ENOMEM;
-		if (!raw && kvt_codec_scratch_bytes(w->codec->id, w->len)) {
-			scratch = malloc(kvt_codec_scratch_bytes(w->codec->id, w->len));
-			if (!scratch)
-				return -ENOMEM;
-		}
-		if (raw) {
-			memcpy(c->stage + PAGE, w->buf, w->len);
-			n = (long)w->len;
-			c->codec = KVT_CODEC_RAW;
-		} else {
-			n = kvt_codec_encode(w->codec, w->buf, w->len, c->stage + PAGE, cap,
-					     scratch, &c->codec);
-		}
-		free(scratch);
-		if (n < 0)
-			return (int)n;
-		c->stored = (uint64_t)n;
-		memset(c->stage + PAGE + n, 0, pages_of((uint64_t)n) * PAGE - (uint64_t)n);
-		c->stage_len = PAGE + pages_of((uint64_t)n) * PAGE;
-		c->sum = XXH3_64bits(c->stage + PAGE, (size_t)n);
-	}
-	c->pages = (uint32_t)(1 + pages_of(c->stored));
-	if (c->pages > ssd->seg_pages || pages_of(c->stored) > LOC_MAX_PPAGES)
-		return -EFBIG;
-	return 0;
-}
-
-/* Where record i's header is encoded: its stage, the page before its slot,
- * or an arena page. */
-static char *header_page(struct sbatch *sb, size_t i)
-{
-	struct kvt_tier_io *w = &sb->b->io[i];
-	struct wrec *c = &sb->w[i];
-
-	if (c->stage)
-		return c->stage;
-	if (w->room && !w->tomb)
-		return (char *)w->buf - PAGE;
-	return sb->arena + i * 2 * PAGE;
-}
-
-/* Prepare records up to `end` (encode, checksum: CPU time, outside every
- * lock). With writes in flight, the queue is topped up after each record,
- * so the device does not idle while the next records are prepared. */
-static void write_prepare_upto(struct sbatch *sb, size_t end)
-{
-	for (; sb->prepped < end; sb->prepped++) {
-		struct kvt_tier_io *w = &sb->b->io[sb->prepped];
-		struct wrec *c = &sb->w[sb->prepped];
-
-		w->res = write_prepare(sb->ssd, w, c);
-		if (!w->res && !c->stage && (w->tomb || !w->room) && !sb->arena &&
-		    !(sb->arena = aligned_alloc(PAGE, sb->b->n * 2 * PAGE)))
-			w->res = -ENOMEM;
-		if (sb->run)
-			kvt_ssd_io_poll(sb->run);
-	}
-}
-
-/* Give records [from, to) of the chunk pages in the log and pending
- * records, encode their headers, and issue their writes: the chunk's run
- * starts with the first of them, later ones join it. */
-static void write_issue(struct sbatch *sb, size_t from, size_t to)
-{
-	struct kvt_ssd *ssd = sb->ssd;
-	struct kvt_tier_io *w = sb->b->io;
-	struct wrec *c = sb->w;
-	size_t first = sb->n_ops;
-	int rc;
-
-	pthread_mutex_lock(&ssd->lock);
-	for (size_t i = from; i < to; i++) {
-		struct kvt_ssd_hdr h;
-		struct kvt_ssd_rec r;
-
-		if (w[i].res)
-			continue;
-		if (ssd->st.degraded) {
-			w[i].res = -EROFS;
-			continue;
-		}
-		w[i].res = alloc_pages(ssd, c[i].pages, &c[i].slot, &c[i].page);
-		if (w[i].res)
-			continue;
-		h = (struct kvt_ssd_hdr){
-			.seq = w[i].seq ? w[i].seq : ssd->next_seq++, .ns_id = w[i].ns_id,
-			.key = w[i].key, .codec = (uint8_t)c[i].codec,
-			.raw_len = w[i].tomb ? 0 : w[i].len, .stored_len = c[i].stored,
-			.payload_sum = c[i].sum };
-		if (w[i].tomb)
-			h.flags = KVT_SSD_F_TOMB;
-		else if (w[i].has_parent)
-			h.flags = KVT_SSD_F_PARENT;
-		if (h.flags & KVT_SSD_F_PARENT)
-			h.parent = w[i].parent;
-		r = (struct kvt_ssd_rec){ .ns_id = h.ns_id, .key = h.key, .parent = h.parent,
-					  .seq = h.seq, .raw_len = h.raw_len,
-					  .stored_len = c[i].stored, .sum = c[i].sum,
-					  .page = c[i].page, .pages = c[i].pages,
-					  .state = KVT_SSD_REC_PENDING, .codec = (uint8_t)c[i].codec,
-					  .hflags = (uint8_t)h.flags };
-		w[i].res = seg_add_rec(&ssd->segs[c[i].slot], &r);
-		if (w[i].res)
-			continue;
-		ssd->segs[c[i].slot].users++;
-		ssd->segs[c[i].slot].writers++;
-		c[i].placed = true;
-		kvt_ssd_hdr_encode(&h, ssd->salt, header_page(sb, i));
-	}
-	pthread_mutex_unlock(&ssd->lock);
-
-	for (size_t i = from; i < to; i++) {
-		uint64_t off = (uint64_t)c[i].page * PAGE;
-		size_t n0 = sb->n_ops;
-
-		if (w[i].res)
-			continue;
-		c[i].op0 = n0;
-		if (c[i].stage) {
-			sb->ops[sb->n_ops++] = io_op(KVT_SSD_IO_WRITE, c[i].slot, off, c[i].stage,
-						     c[i].stage_len);
-		} else if (w[i].tomb) {
-			sb->ops[sb->n_ops++] = io_op(KVT_SSD_IO_WRITE, c[i].slot, off,
-						     header_page(sb, i), PAGE);
-		} else if (w[i].room) {
-			/* header and block, one write from the slot */
-			sb->ops[sb->n_ops++] = io_op(KVT_SSD_IO_WRITE, c[i].slot, off,
-						     (char *)w[i].buf - PAGE,
-						     PAGE + pages_of(w[i].len) * PAGE);
-		} else {
-			size_t body = w[i].len & ~(size_t)(PAGE - 1), tail = w[i].len - body;
-			char *hp = header_page(sb, i);
-
-			sb->ops[sb->n_ops++] = io_op(KVT_SSD_IO_WRITE, c[i].slot, off, hp, PAGE);
-			if (body)
-				sb->ops[sb->n_ops++] = io_op(KVT_SSD_IO_WRITE, c[i].slot, off + PAGE,
-							     w[i].buf, body);
-			if (tail) {
-				memcpy(hp + PAGE, (const char *)w[i].buf + body, tail);
-				memset(hp + PAGE + tail, 0, PAGE - tail);
-				sb->ops[sb->n_ops++] = io_op(KVT_SSD_IO_WRITE, c[i].slot,
-							     off + PAGE + body, hp + PAGE, PAGE);
-			}
-		}
-		c[i].n_ops = sb->n_ops - n0;
-		for (size_t j = n0; j < sb->n_ops; j++)
-			sb->rec_of_op[j] = i;
-	}
-	if (sb->n_ops == first)
-		return;
-	if (sb->run_err)
-		rc = sb->run_err;
-	else if (sb->run)
-		rc = kvt_ssd_io_add(sb->run, sb->n_ops - first);
-	else /* room for up to three writes and one sync per record */
-		rc = sb->run_err = kvt_ssd_io_start(ssd->io, sb->ops, sb->n_ops,
-						    4 * sb->chunk_n, &sb->run);
-	if (rc)
-		for (size_t j = first; j < sb->n_ops; j++)
-			sb->ops[j].res = rc;
-}
-
-/* Start the current chunk: its records are issued as they are prepared, a
- * group of at least ISSUE_BYTES at a time, so the first writes are in
- * flight while the rest of the chunk is checksummed or encoded. */
-#define ISSUE_BYTES (1u << 20)
-
-static void write_chunk_start(struct sbatch *sb)
-{
-	size_t end = sb->chunk0 + sb->chunk_n, from = sb->chunk0;
-	uint64_t bytes = 0;
-
-	sb->n_ops = sb->reaped = 0;
-	sb->run = NULL;
-	sb->run_err = 0;
-	for (size_t i = sb->chunk0; i < end; i++) {
-		write_prepare_upto(sb, i + 1);
-		bytes += sb->w[i].pages * (uint64_t)PAGE;
-		if (bytes >= ISSUE_BYTES || i + 1 == end) {
-			write_issue(sb, from, i + 1);
-			from = i + 1;
-			bytes = 0;
-		}
-	}
-}
-
-/* Reap the chunk's run until every operation added so far is reported,
- * preparing records towards prep_goal meanwhile at the pace operations
- * complete: with n operations outstanding, all but n - queue_depth of them
- * are prepared (at queue depth 1: one ahead, then one per completion; all
- * by the time the window alone is left). Not all at once: on a machine
- * with few cores, the kernel's share of a direct write (its completion, the
- * conversion of preallocated extents) waits for a core, and a thread that
- * checksums a whole chunk in one go holds one for milliseconds while the
- * write in flight at queue depth 1 waits behind it. Nor later: the device
- * would idle while the last ones are prepared. */
-static void write_reap_all(struct sbatch *sb)
-{
-	size_t qd = sb->ssd->opts.queue_depth, k = 0;
-
-	do {
-		size_t left, keep;
-
-		sb->reaped += k;
-		left = sb->n_ops - sb->reaped;
-		keep = left > qd ? left - qd : 0; /* records that may wait */
-		if (sb->prep_goal > keep)
-			write_prepare_upto(sb, sb->prep_goal - keep);
-	} while ((k = kvt_ssd_io_reap(sb->run, sb->done, sb->cap_ops)));
-}
-
-/* Wait for the chunk's writes, sync the segments they touched, ack them. */
-static void write_chunk_finish(struct sbatch *sb)
-{
-	struct kvt_ssd *ssd = sb->ssd;
-	struct kvt_tier_io *w = sb->b->io;
-	struct wrec *c = sb->w;
-	size_t end = sb->chunk0 + sb->chunk_n, first_sync = sb->n_ops;
-
-	if (sb->run) {
-		write_reap_all(sb);
-		/* group commit: one fdatasync per segment touched by the chunk */
-		for (size_t i = sb->chunk0; i < end && ssd->opts.sync; i++) {
-			bool ok = !w[i].res;
-			size_t j;
-
-			for (size_t k = c[i].op0; ok && k < c[i].op0 + c[i].n_ops; k++)
-				ok = !sb->ops[k].res;
-			if (!ok)
-				continue;
-			for (j = first_sync; j < sb->n_ops && sb->ops[j].file != c[i].slot; j++)
-				;
-			if (j == sb->n_ops)
-				sb->ops[sb->n_ops++] = (struct kvt_ssd_io_op){ .kind = KVT_SSD_IO_SYNC,
-									       .file = c[i].slot };
-			c[i].sync_op = j;
-		}
-		if (sb->n_ops > first_sync) {
-			kvt_ssd_io_add(sb->run, sb->n_ops - first_sync);
-			write_reap_all(sb);
-		}
-		kvt_ssd_io_end(sb->run);
-		sb->run = NULL;
-	}
-
-	pthread_mutex_lock(&ssd->lock);
-	for (size_t i = sb->chunk0; i < end; i++) {
-		struct seg *s;
-		struct kvt_ssd_rec *r;
-		int err = 0;
-		bool dev = false;
-
-		if (!c[i].placed)
-			continue;
-		s = &ssd->segs[c[i].slot];
-		r = seg_find(s, c[i].page);
-		for (size_t j = c[i].op0; j < c[i].op0 + c[i].n_ops && !err; j++) {
-			err = sb->ops[j].res;
-			dev = device_error(err);
-			if (sb->ops[j].lat_ns > w[i].lat_ns)
-				w[i].lat_ns = sb->ops[j].lat_ns;
-		}
-		if (!err && ssd->opts.sync) {
-			err = sb->ops[c[i].sync_op].res;
-			dev = device_error(err);
-			if (err)
-				ssd->st.sync_errors++;
-		}
-		if (err) {
-			ssd->st.write_errors++;
-			r->state = KVT_SSD_REC_DEAD;
-			w[i].res = dev ? -EIO : err;
-			if (dev)
-				degrade(ssd, err, "writing a record");
-		} else if (w[i].tomb) {
-			r->state = KVT_SSD_REC_TOMB;
-			r->flags |= KVT_SSD_REC_ONDISK;
-			s->tombs++;
-			ssd->st.tombstones++;
-			ssd->st.tombstones_written++;
-			w[i].loc = 0;
-		} else {
-			r->state = KVT_SSD_REC_LIVE;
-			r->flags |= KVT_SSD_REC_ONDISK;
-			s->live_pages += r->pages;
-			w[i].loc = loc_make(s->gen, c[i].slot, c[i].page);
-			ssd->st.blocks++;
-			ssd->st.live_raw_bytes += w[i].len;
-			ssd->st.writes++;
-			ssd->st.write_raw_bytes += w[i].len;
-			ssd->st.write_stored_bytes += c[i].stored;
-			if (c[i].codec != KVT_CODEC_RAW)
-				ssd->st.compressed_writes++;
-		}
-		s->users--;
-		s->writers--;
-		seg_maybe_release(ssd, c[i].slot);
-	}
-	pthread_mutex_unlock(&ssd->lock);
-	for (size_t i = sb->chunk0; i < end && sb->b->done_cb; i++)
-		sb->b->done_cb(sb->b, i);
-}
-
-static int write_submit(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
-{
-	struct sbatch *sb = sbatch_new(ssd, b, 4);
-
-	if (!sb) {
-		fail_all(b, -ENOMEM);
-		return -ENOMEM;
-	}
-	sb->w = calloc(b->n ? b->n : 1, sizeof(*sb->w));
-	if (!sb->w) {
-		sbatch_free(sb);
-		fail_all(b, -ENOMEM);
-		return -ENOMEM;
-	}
-	/* a bounded number of write batches at once, so that recovery knows
-	 * how many records a crash can have cut (ssd->chunk of each) */
-	pthread_mutex_lock(&ssd->lock);
-	while (ssd->write_batches >= KVT_SSD_WRITE_BATCHES)
-		pthread_cond_wait(&ssd->batch_cv, &ssd->lock);
-	ssd->write_batches++;
-	pthread_mutex_unlock(&ssd->lock);
-	sb->slot = true;
-	for (size_t i = 0; i < b->n; i++) {
-		b->io[i].lat_ns = 0;
-		b->io[i].loc = 0;
-		b->io[i].res = 0;
-	}
-	sb->chunk0 = 0;
-	sb->chunk_n = b->n < ssd->chunk ? b->n : ssd->chunk;
-	write_chunk_start(sb);
-	b->priv = sb;
-	return 0;
-}
-
-static void write_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
-{
-	struct sbatch *sb = b->priv;
-
-	for (;;) {
-		size_t next = sb->chunk0 + sb->chunk_n + ssd->chunk;
-
-		/* while this chunk's writes are in flight: the summaries of
-		 * segments sealed, the next segment's file, then the next
-		 * chunk's records */
-		summaries_due(ssd);
-		spare_due(ssd);
-		sb->prep_goal = next < b->n ? next : b->n;
-		write_chunk_finish(sb);
-		sb->chunk0 += sb->chunk_n;
-		if (sb->chunk0 >= b->n)
-			break;
-		sb->chunk_n = b->n - sb->chunk0 < ssd->chunk ? b->n - sb->chunk0 : ssd->chunk;
-		write_chunk_start(sb);
-	}
-	b->priv = NULL;
-	sbatch_free(sb);
-	summaries_due(ssd);
 }
 
 /* ---- reads ------------------------------------------------------------- */
@@ -1251,7 +694,7 @@ static int read_verify(struct kvt_tier_io *io, struct rrec *c, void *scratch)
  * it completes. */
 static int read_submit(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 {
-	struct sbatch *sb = sbatch_new(ssd, b, 2);
+	struct sbatch *sb = kvt_ssd_sbatch_new(ssd, b, 2);
 	struct kvt_tier_io *r = b->io;
 	size_t scratch = 0;
 	struct rrec *c;
@@ -1260,8 +703,8 @@ static int read_submit(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 	if (!sb || !(sb->r = calloc(b->n ? b->n : 1, sizeof(*sb->r))) ||
 	    !(sb->checks = calloc(b->n ? b->n : 1, sizeof(*sb->checks)))) {
 		if (sb)
-			sbatch_free(sb);
-		fail_all(b, -ENOMEM);
+			kvt_ssd_sbatch_free(sb);
+		kvt_ssd_fail_all(b, -ENOMEM);
 		return -ENOMEM;
 	}
 	c = sb->r;
@@ -1281,7 +724,7 @@ static int read_submit(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 		 * is another's, is stale: a miss, never a read of what lies there */
 		if (slot < ssd->n_slots && (s = &ssd->segs[slot])->used &&
 		    s->gen == loc_gen(r[i].loc))
-			rec = seg_find(s, page);
+			rec = kvt_ssd_seg_find(s, page);
 		if (!rec || rec->state != KVT_SSD_REC_LIVE ||
 		    rec->ns_id != r[i].ns_id || memcmp(&rec->key, &r[i].key, sizeof(rec->key)) ||
 		    rec->raw_len != r[i].len) {
@@ -1463,7 +906,7 @@ static void read_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 	for (size_t i = 0; i < b->n; i++)
 		if (sb->r[i].pinned) {
 			ssd->segs[loc_slot(b->io[i].loc)].users--;
-			seg_maybe_release(ssd, loc_slot(b->io[i].loc));
+			kvt_ssd_seg_maybe_release(ssd, loc_slot(b->io[i].loc));
 		}
 	ssd->st.reads += ok;
 	ssd->st.read_sets_shared += helped[0];
@@ -1475,10 +918,10 @@ static void read_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 		kvt_log(KVT_LOG_WARN, "event=ssd.read_verify_failed dir=%s records=%" PRIu64
 			" action=\"treated as misses\"", ssd->dir, t[0]);
 	if (t[2])
-		degrade(ssd, -EIO, "reading a record");
+		kvt_ssd_degrade(ssd, -EIO, "reading a record");
 	pthread_mutex_unlock(&ssd->lock);
 	b->priv = NULL;
-	sbatch_free(sb);
+	kvt_ssd_sbatch_free(sb);
 }
 
 int kvt_ssd_submit(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
@@ -1486,7 +929,7 @@ int kvt_ssd_submit(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 	if (!ssd || !b || (b->n && !b->io))
 		return -EINVAL;
 	b->priv = NULL;
-	return b->write ? write_submit(ssd, b) : read_submit(ssd, b);
+	return b->write ? kvt_ssd_write_submit(ssd, b) : read_submit(ssd, b);
 }
 
 void kvt_ssd_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
@@ -1494,47 +937,12 @@ void kvt_ssd_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 	if (!ssd || !b || !b->priv)
 		return;
 	if (b->write)
-		write_wait(ssd, b);
+		kvt_ssd_write_wait(ssd, b);
 	else
 		read_wait(ssd, b);
 }
 
 /* ---- one-call batches ------------------------------------------------------ */
-
-int kvt_ssd_write(struct kvt_ssd *ssd, struct kvt_ssd_write *w, size_t n)
-{
-	struct kvt_tier_io *io;
-	struct kvt_tier_batch b = { .write = true, .n = n };
-	int ok = 0;
-
-	if (!ssd || (n && !w))
-		return -EINVAL;
-	if (!n)
-		return 0;
-	io = calloc(n, sizeof(*io));
-	if (!io) {
-		for (size_t i = 0; i < n; i++)
-			w[i].res = -ENOMEM;
-		return 0;
-	}
-	for (size_t i = 0; i < n; i++)
-		io[i] = (struct kvt_tier_io){ .ns_id = w[i].ns_id, .key = w[i].key,
-					      .parent = w[i].parent, .has_parent = w[i].has_parent,
-					      .tomb = w[i].tomb, .room = w[i].room, .seq = w[i].seq,
-					      .codec = w[i].codec, .buf = (void *)w[i].data,
-					      .len = w[i].len };
-	b.io = io;
-	if (!kvt_ssd_submit(ssd, &b))
-		kvt_ssd_wait(ssd, &b);
-	for (size_t i = 0; i < n; i++) {
-		w[i].res = io[i].res;
-		w[i].loc = io[i].loc;
-		w[i].lat_ns = io[i].lat_ns;
-		ok += !io[i].res;
-	}
-	free(io);
-	return ok;
-}
 
 int kvt_ssd_read(struct kvt_ssd *ssd, struct kvt_ssd_read *r, size_t n)
 {
@@ -1576,7 +984,7 @@ static struct kvt_ssd_rec *loc_rec(struct kvt_ssd *ssd, uint64_t loc)
 
 	if (slot >= ssd->n_slots || !(s = &ssd->segs[slot])->used || s->gen != loc_gen(loc))
 		return NULL;
-	return seg_find(s, loc_page(loc));
+	return kvt_ssd_seg_find(s, loc_page(loc));
 }
 
 void kvt_ssd_free(struct kvt_ssd *ssd, uint64_t loc)
@@ -1588,7 +996,7 @@ void kvt_ssd_free(struct kvt_ssd *ssd, uint64_t loc)
 	pthread_mutex_lock(&ssd->lock);
 	if ((r = loc_rec(ssd, loc))) {
 		rec_kill(ssd, &ssd->segs[loc_slot(loc)], r);
-		seg_maybe_release(ssd, loc_slot(loc));
+		kvt_ssd_seg_maybe_release(ssd, loc_slot(loc));
 	}
 	pthread_mutex_unlock(&ssd->lock);
 }
@@ -1738,7 +1146,7 @@ int kvt_ssd_probe(struct kvt_ssd *ssd)
 	ssd->st.resumed++;
 out:
 	pthread_mutex_unlock(&ssd->lock);
-	summaries_due(ssd);
+	kvt_ssd_summaries_due(ssd);
 	return rc;
 }
 
@@ -1930,7 +1338,7 @@ static int apply_segments(struct kvt_ssd *ssd, struct kvt_ssd_recovery *r,
 		unlinkat(ssd->dir_fd, name, 0);
 	}
 	for (uint32_t i = 0; i < ssd->n_slots; i++)
-		seg_maybe_release(ssd, i);
+		kvt_ssd_seg_maybe_release(ssd, i);
 	/* sealed segments that were scanned get their summary now, so that no
 	 * later open scans them again (and takes old torn writes for damage) */
 	for (uint32_t i = 0; i < ssd->n_slots; i++)
@@ -2149,7 +1557,7 @@ void kvt_ssd_close(struct kvt_ssd *ssd)
 	}
 	/* summaries of every segment that lacks one, the open one included,
 	 * so the next open reads them rather than the segments */
-	summaries_due(ssd);
+	kvt_ssd_summaries_due(ssd);
 	for (uint32_t i = 0; i < ssd->n_slots; i++)
 		if (ssd->segs[i].used && !ssd->segs[i].summary)
 			summary_write(ssd, i, ssd->segs[i].gen);
