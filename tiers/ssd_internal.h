@@ -1,11 +1,14 @@
 /* Internals of the SSD tier, shared by its files; its API is ssd.h.
  *   ssd.c        segments: files, record placement, reclaim, tombstones,
- *                summaries; holds, frees, stats, probing a degraded tier,
- *                the read batch path; open and close; a batch's memory and
- *                kvt_ssd_submit / kvt_ssd_wait
+ *                summaries; holds, frees, stats, probing a degraded tier;
+ *                open and close; a batch's memory and kvt_ssd_submit /
+ *                kvt_ssd_wait
  *   ssd_write.c  the write batch path: records prepared, issued in chunks,
  *                synced once per segment (group commit), completed;
  *                kvt_ssd_write
+ *   ssd_read.c   the read batch path: submitted at once, each record
+ *                checked (checksum, decoding; with the helper thread) as
+ *                its I/O completes; kvt_ssd_read
  * Beside them: ssd_recover.c (recovery, at open), ssd_format.c (what is on
  * disk), ssd_io.c (the I/O engine), ssd_stage.c (staging buffers),
  * ssd_helper.c (the thread that shares reads' checks) and ssd_tier.c (the
@@ -210,5 +213,11 @@ void kvt_ssd_fail_all(struct kvt_tier_batch *b, int err);
 /* The two halves of kvt_ssd_submit / kvt_ssd_wait for a write batch. */
 int kvt_ssd_write_submit(struct kvt_ssd *ssd, struct kvt_tier_batch *b);
 void kvt_ssd_write_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b);
+
+/* ---- ssd_read.c ----------------------------------------------------------- */
+
+/* ... and for a read batch. */
+int kvt_ssd_read_submit(struct kvt_ssd *ssd, struct kvt_tier_batch *b);
+void kvt_ssd_read_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b);
 
 #endif
