@@ -1,14 +1,15 @@
 /* Internals of the SSD tier, shared by its files; its API is ssd.h.
  *   ssd.c        segments: files, record placement, reclaim, tombstones,
  *                summaries; holds, frees, stats, probing a degraded tier;
- *                open and close; a batch's memory and kvt_ssd_submit /
- *                kvt_ssd_wait
+ *                a batch's memory and kvt_ssd_submit / kvt_ssd_wait
  *   ssd_write.c  the write batch path: records prepared, issued in chunks,
  *                synced once per segment (group commit), completed;
  *                kvt_ssd_write
  *   ssd_read.c   the read batch path: submitted at once, each record
  *                checked (checksum, decoding; with the helper thread) as
  *                its I/O completes; kvt_ssd_read
+ *   ssd_open.c   options, open (the meta file, what recovery found applied:
+ *                files moved aside, segments taken in) and close
  * Beside them: ssd_recover.c (recovery, at open), ssd_format.c (what is on
  * disk), ssd_io.c (the I/O engine), ssd_stage.c (staging buffers),
  * ssd_helper.c (the thread that shares reads' checks) and ssd_tier.c (the
@@ -191,13 +192,17 @@ static inline bool device_error(int err)
 
 /* ---- ssd.c ---------------------------------------------------------------- */
 
-/* Segments and records; the tier's lock held unless said. */
+/* Segments and records; the tier's lock held. */
 void kvt_ssd_degrade(struct kvt_ssd *ssd, int err, const char *what);
+void kvt_ssd_seg_drop(struct kvt_ssd *ssd, uint32_t slot);
 void kvt_ssd_seg_maybe_release(struct kvt_ssd *ssd, uint32_t slot);
 struct kvt_ssd_rec *kvt_ssd_seg_find(struct seg *s, uint32_t page);
 int kvt_ssd_seg_add_rec(struct seg *s, const struct kvt_ssd_rec *r);
 int kvt_ssd_alloc_pages(struct kvt_ssd *ssd, uint32_t pages, uint32_t *slot, uint32_t *page);
-/* Lock not held: work a write batch does while its writes are in flight. */
+/* Files; called without the lock (they take it where they need it). The
+ * last two are work a write batch does while its writes are in flight. */
+int kvt_ssd_sync_dir(struct kvt_ssd *ssd);
+int kvt_ssd_summary_write(struct kvt_ssd *ssd, uint32_t slot, uint32_t gen);
 void kvt_ssd_spare_due(struct kvt_ssd *ssd);
 void kvt_ssd_summaries_due(struct kvt_ssd *ssd);
 
