@@ -606,7 +606,6 @@ void kvt_ssd_sbatch_free(struct sbatch *sb)
 	free(sb->scratch[0]);
 	free(sb->scratch[1]);
 	free(sb);
-	sb = NULL;
 }
 
 struct sbatch *kvt_ssd_sbatch_new(struct kvt_ssd *ssd, struct kvt_tier_batch *b, size_t ops_per_rec)

@@ -51,7 +51,10 @@ static inline uint64_t loc_make(uint32_t gen, uint32_t slot, uint32_t page)
 	return (uint64_t)gen << LOC_GEN_SHIFT | (uint64_t)slot << LOC_SLOT_SHIFT | page;
 }
 
-static inline uint32_t loc_gen(uint64_t loc) { return (uint32_t)(loc >> LOC_GEN_SHIFT) & LOC_MAX_GEN; }
+static inline uint32_t loc_gen(uint64_t loc)
+{
+	return (uint32_t)(loc >> LOC_GEN_SHIFT) & LOC_MAX_GEN;
+}
 static inline uint32_t loc_slot(uint64_t loc) { return (uint32_t)(loc >> LOC_SLOT_SHIFT) & 0xffff; }
 static inline uint32_t loc_page(uint64_t loc) { return (uint32_t)loc & LOC_MAX_PAGE; }
 
