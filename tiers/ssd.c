@@ -1,6 +1,10 @@
 /* The SSD tier: segment files, record placement, reclaim, tombstones,
- * summaries, probing a degraded tier. Recovery is ssd_recover.c. */
-#include "tiers/ssd.h"
+ * summaries, holds and frees, stats, probing a degraded tier; the batches'
+ * memory and kvt_ssd_submit / kvt_ssd_wait, which hand a batch to the write
+ * path (ssd_write.c) or the read path (ssd_read.c). Open and close are
+ * ssd_open.c, recovery ssd_recover.c; ssd_internal.h says which file owns
+ * what. */
+#include "tiers/ssd_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,9 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/random.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,111 +20,6 @@
 #include <xxhash.h>
 
 #include "store/log.h"
-#include "tiers/ssd_format.h"
-#include "tiers/ssd_recover.h"
-#include "tiers/ssd_helper.h"
-#include "tiers/ssd_stage.h"
-#include "util/clock.h"
-#include "util/opts.h"
-
-#define PAGE KVT_SSD_PAGE
-#define META_NAME "kvtier-ssd.meta"
-#define QUARANTINE_DIR "quarantine"
-
-/* loc = generation:24 | slot:16 | header page:24. Slots are reused (the
- * lowest free one), so a record's loc carries its segment's generation, a
- * per-slot counter bumped each time the slot gets a segment: a loc kept past
- * its segment's release never names the record that later sits at the same
- * slot and page (it would take 2^24 reuses of the slot in between). The
- * generation is never 0, so neither is a loc. */
-#define LOC_GEN_SHIFT 40
-#define LOC_SLOT_SHIFT 24
-#define LOC_MAX_GEN ((1u << 24) - 1)
-#define LOC_MAX_SLOTS (1u << 16)
-#define LOC_MAX_PAGE ((1u << 24) - 1)
-#define LOC_MAX_PPAGES LOC_MAX_PAGE
-
-static uint64_t loc_make(uint32_t gen, uint32_t slot, uint32_t page)
-{
-	return (uint64_t)gen << LOC_GEN_SHIFT | (uint64_t)slot << LOC_SLOT_SHIFT | page;
-}
-
-static uint32_t loc_gen(uint64_t loc) { return (uint32_t)(loc >> LOC_GEN_SHIFT) & LOC_MAX_GEN; }
-static uint32_t loc_slot(uint64_t loc) { return (uint32_t)(loc >> LOC_SLOT_SHIFT) & 0xffff; }
-static uint32_t loc_page(uint64_t loc) { return (uint32_t)loc & LOC_MAX_PAGE; }
-
-static uint64_t pages_of(uint64_t bytes) { return (bytes + PAGE - 1) / PAGE; }
-
-struct seg {
-	bool used;
-	bool sealed;     /* no more appends */
-	bool summary;    /* its summary file is on disk and whole */
-	int fd;
-	uint64_t id;     /* file number */
-	uint64_t nonce;  /* of its superblock */
-	uint32_t n_pages, next_page;
-	uint64_t live_pages;
-	uint32_t users;  /* records of batches with I/O on this file */
-	uint32_t writers; /* of which writes: its summary waits for them */
-	uint32_t gen;    /* of the slot: bumped each time it gets a segment */
-	uint32_t held;   /* live records with a hold: reclaim passes it by */
-	uint32_t tombs;  /* tombstones on disk in it */
-	struct kvt_ssd_rec *recs; /* sorted by page */
-	size_t n_recs, cap_recs;
-};
-
-/* A segment sealed since the last summaries were written. */
-struct sealed_seg {
-	uint32_t slot, gen;
-};
-
-struct kvt_ssd {
-	struct kvt_ssd_opts opts;
-	char *dir;
-	int dir_fd, meta_fd;
-	uint64_t salt;
-	struct kvt_ssd_io *io;
-	uint32_t seg_pages;
-
-	uint32_t chunk;             /* records per write chunk */
-
-	pthread_mutex_t lock;       /* guards everything below */
-	uint32_t write_batches;     /* in flight, at most KVT_SSD_WRITE_BATCHES */
-	pthread_cond_t batch_cv;
-	char *sb_page;              /* a page for superblocks and probes */
-	struct seg *segs;
-	uint32_t n_slots, max_segs, segs_used;
-	int active;
-	int spare;                  /* a segment made ahead, empty: the next active
-	                             * one; or -1 (see spare_due) */
-	int spare_err;              /* making a spare failed: none until a segment
-	                             * is made when needed again */
-	bool creating;              /* a segment file is being made, lock let go */
-	pthread_cond_t create_cv;   /* ... and is made */
-	uint64_t next_seq, next_seg_id;
-	struct kvt_ssd_rec_info *dropped;
-	size_t n_dropped, cap_dropped;
-	struct sealed_seg *sealed;  /* their summaries are due */
-	size_t n_sealed, cap_sealed;
-	struct kvt_ssd_stats st;
-	struct kvt_ssd_stages stages; /* its own lock */
-	struct kvt_ssd_helper *helper; /* shares the checks of reads; NULL: none */
-};
-
-/* Stages kept for reuse: a LOAD of 32 encoded blocks of 2 MiB holds 32 at
- * once. */
-#define STAGE_KEEP_BYTES (80ull << 20)
-
-static const struct kvt_ssd_opts ssd_defaults = {
-	.size = sizeof(struct kvt_ssd_opts),
-	.sync = true,
-	.reclaim_live_fraction = 0.25,
-};
-
-void kvt_ssd_opts_init(struct kvt_ssd_opts *opts, size_t size_bytes)
-{
-	kvt_opts_init(opts, size_bytes, &ssd_defaults, sizeof(ssd_defaults));
-}
 
 #ifdef KVT_TESTING
 static kvt_ssd_create_hook_cb create_hook;
@@ -146,7 +42,7 @@ static void run_create_hook(void) {}
 
 /* ---- segments (lock held) ---------------------------------------------- */
 
-static void degrade(struct kvt_ssd *ssd, int err, const char *what)
+void kvt_ssd_degrade(struct kvt_ssd *ssd, int err, const char *what)
 {
 	if (ssd->st.degraded)
 		return;
@@ -155,15 +51,6 @@ static void degrade(struct kvt_ssd *ssd, int err, const char *what)
 	kvt_log(KVT_LOG_ERROR, "event=ssd.degraded dir=%s what=\"%s\" err=\"%s\" "
 		"action=\"no writes until a probe succeeds; durable records stay readable\"",
 		ssd->dir, what, strerror(-err));
-}
-
-/* Whether an operation's result says the device failed (it degrades the
- * tier), rather than a lack of memory or an interrupted request (the batch
- * fails, the tier stays as it was). Errors of the engine itself, not of an
- * operation, never degrade. */
-static bool device_error(int err)
-{
-	return err && err != -ENOMEM && err != -EAGAIN && err != -EINTR && err != -ECANCELED;
 }
 
 static bool is_oldest(const struct kvt_ssd *ssd, const struct seg *s)
@@ -182,7 +69,7 @@ static bool tombs_needed(const struct kvt_ssd *ssd, const struct seg *s)
 }
 
 /* Close a segment's file and clear its slot (its records are forgotten). */
-static void seg_drop(struct kvt_ssd *ssd, uint32_t slot)
+void kvt_ssd_seg_drop(struct kvt_ssd *ssd, uint32_t slot)
 {
 	struct seg *s = &ssd->segs[slot];
 	uint32_t gen = s->gen;
@@ -214,7 +101,7 @@ static void seg_release(struct kvt_ssd *ssd, uint32_t slot)
 	if (unlinkat(ssd->dir_fd, name, 0))
 		kvt_log(KVT_LOG_WARN, "event=ssd.unlink_failed dir=%s file=%s err=\"%s\"", ssd->dir,
 			name, strerror(errno));
-	seg_drop(ssd, slot);
+	kvt_ssd_seg_drop(ssd, slot);
 	ssd->st.segments_released++;
 }
 
@@ -225,7 +112,7 @@ static bool releasable(const struct kvt_ssd *ssd, const struct seg *s)
 
 /* Release the segment in slot if nothing in it is needed any more; then the
  * oldest segment too, while that frees tombstones that kept it. */
-static void seg_maybe_release(struct kvt_ssd *ssd, uint32_t slot)
+void kvt_ssd_seg_maybe_release(struct kvt_ssd *ssd, uint32_t slot)
 {
 	if (!releasable(ssd, &ssd->segs[slot]))
 		return;
@@ -243,7 +130,7 @@ static void seg_maybe_release(struct kvt_ssd *ssd, uint32_t slot)
 	}
 }
 
-static struct kvt_ssd_rec *seg_find(struct seg *s, uint32_t page)
+struct kvt_ssd_rec *kvt_ssd_seg_find(struct seg *s, uint32_t page)
 {
 	size_t lo = 0, hi = s->n_recs;
 
@@ -257,7 +144,7 @@ static struct kvt_ssd_rec *seg_find(struct seg *s, uint32_t page)
 	return lo < s->n_recs && s->recs[lo].page == page ? &s->recs[lo] : NULL;
 }
 
-static int seg_add_rec(struct seg *s, const struct kvt_ssd_rec *r)
+int kvt_ssd_seg_add_rec(struct seg *s, const struct kvt_ssd_rec *r)
 {
 	if (s->n_recs == s->cap_recs) {
 		size_t cap = s->cap_recs ? 2 * s->cap_recs : 64;
@@ -321,12 +208,12 @@ static int reclaim_one(struct kvt_ssd *ssd)
 		rec_kill(ssd, s, r);
 	}
 	s->live_pages = 0;
-	seg_maybe_release(ssd, best);
+	kvt_ssd_seg_maybe_release(ssd, best);
 	return 0;
 }
 
 /* Fsync the directory (new or renamed entries), when the tier syncs. */
-static int sync_dir(struct kvt_ssd *ssd)
+int kvt_ssd_sync_dir(struct kvt_ssd *ssd)
 {
 	return ssd->opts.sync && fsync(ssd->dir_fd) ? -errno : 0;
 }
@@ -387,7 +274,7 @@ static int seg_file_create(struct kvt_ssd *ssd, uint64_t id, uint64_t nonce, int
 		goto err;
 	}
 	free(page);
-	rc = sync_dir(ssd);
+	rc = kvt_ssd_sync_dir(ssd);
 	if (rc) {
 		unlinkat(ssd->dir_fd, name, 0);
 		close(fd);
@@ -508,13 +395,13 @@ static void seal_active(struct kvt_ssd *ssd)
 	 * next open scans the segment: slower, never wrong */
 	if (ssd->n_sealed < ssd->cap_sealed)
 		ssd->sealed[ssd->n_sealed++] = (struct sealed_seg){ slot, s->gen };
-	seg_maybe_release(ssd, slot);
+	kvt_ssd_seg_maybe_release(ssd, slot);
 }
 
 /* Room for pages in the active segment. 0 with slot and page set, -ENOSPC (at
  * capacity), -EIO (the device failed; degraded), -EROFS (degraded meanwhile).
  * The lock may be let go while a segment file is made. */
-static int alloc_pages(struct kvt_ssd *ssd, uint32_t pages, uint32_t *slot, uint32_t *page)
+int kvt_ssd_alloc_pages(struct kvt_ssd *ssd, uint32_t pages, uint32_t *slot, uint32_t *page)
 {
 	for (;;) {
 		struct seg *s;
@@ -537,7 +424,7 @@ static int alloc_pages(struct kvt_ssd *ssd, uint32_t pages, uint32_t *slot, uint
 			return rc;
 		if (rc) {
 			ssd->st.write_errors++;
-			degrade(ssd, rc, "creating a segment file");
+			kvt_ssd_degrade(ssd, rc, "creating a segment file");
 			return -EIO;
 		}
 	}
@@ -550,7 +437,7 @@ static int alloc_pages(struct kvt_ssd *ssd, uint32_t pages, uint32_t *slot, uint
  * write batch calls it while its writes are in flight. Only into a free
  * slot; a failure is logged and leaves segments to be made when needed.
  * Tier lock not held. */
-static void spare_due(struct kvt_ssd *ssd)
+void kvt_ssd_spare_due(struct kvt_ssd *ssd)
 {
 	struct seg *a;
 	int rc;
@@ -599,14 +486,14 @@ static int summary_file_write(struct kvt_ssd *ssd, uint64_t id, const void *buf,
 	if (rc)
 		unlinkat(ssd->dir_fd, tmp, 0);
 	else
-		rc = sync_dir(ssd);
+		rc = kvt_ssd_sync_dir(ssd);
 	return rc;
 }
 
 /* Write the summary of the segment in slot (of generation gen): the records
  * whole on disk in pages [1, next_page). No batch may be writing to it.
  * Called without the lock. Returns 0 or -errno. */
-static int summary_write(struct kvt_ssd *ssd, uint32_t slot, uint32_t gen)
+int kvt_ssd_summary_write(struct kvt_ssd *ssd, uint32_t slot, uint32_t gen)
 {
 	struct kvt_ssd_sum_entry *e = NULL;
 	struct kvt_ssd_sum_info info;
@@ -667,7 +554,7 @@ static int summary_write(struct kvt_ssd *ssd, uint32_t slot, uint32_t gen)
  * writes have all completed (a summary lists the records whole on disk;
  * one written before a write in flight lands would miss it). The others
  * stay due. Tier lock not held. */
-static void summaries_due(struct kvt_ssd *ssd)
+void kvt_ssd_summaries_due(struct kvt_ssd *ssd)
 {
 	for (size_t k = 0;;) {
 		struct sealed_seg z;
@@ -686,79 +573,13 @@ static void summaries_due(struct kvt_ssd *ssd)
 		z = ssd->sealed[k];
 		ssd->sealed[k] = ssd->sealed[--ssd->n_sealed];
 		pthread_mutex_unlock(&ssd->lock);
-		summary_write(ssd, z.slot, z.gen);
+		kvt_ssd_summary_write(ssd, z.slot, z.gen);
 	}
 }
 
 /* ---- batches ------------------------------------------------------------ */
 
-/* A record of a write batch. */
-struct wrec {
-	char *stage;      /* staged: header + payload, else NULL */
-	size_t stage_len, stage_cap;
-	uint64_t stored;
-	enum kvt_codec_id codec;
-	uint64_t sum;
-	uint32_t pages;   /* header included */
-	uint32_t slot, page;
-	size_t op0, n_ops;
-	size_t sync_op;
-	bool placed;      /* has pages, a pending record, a user count */
-};
-
-/* A record of a read batch. */
-struct rrec {
-	char *stage;      /* staged: the stored payload, else NULL */
-	size_t stage_cap;
-	uint64_t stored;  /* from the tier's memory of the record */
-	uint64_t sum;
-	uint8_t codec;
-	bool pinned;      /* its segment's user count is taken */
-	char *tail;       /* the tail page when the buffer has no room */
-	size_t op0, n_ops;
-};
-
-/* A batch between submit and the end of wait (kvt_tier_batch.priv). Write
- * batches go in chunks of at most ssd->chunk records: pages, writes, one
- * fdatasync per segment touched (group commit), acks; reads all at once,
- * each record verified and handed over as its I/O completes. */
-struct sbatch {
-	struct kvt_ssd *ssd;
-	struct kvt_tier_batch *b;
-	struct kvt_ssd_io_op *ops;
-	size_t n_ops, cap_ops;
-	size_t *rec_of_op;        /* the record of each op */
-	uint32_t *left;           /* per record: ops not completed yet */
-	size_t *done;             /* reap buffer */
-	struct kvt_ssd_io_run *run;
-	char *arena;              /* 2 pages per record (header, tail) when a
-	                           * record's buffer has no room for them */
-	void *scratch[2];         /* read: codec scratch, one per thread that
-	                           * verifies (the caller's, the helper's) */
-	struct wrec *w;
-	struct rrec *r;
-	size_t *checks;           /* read: records whose I/O completed, to check */
-	size_t chunk0, chunk_n;   /* write: the chunk in flight */
-	size_t prepped;           /* write: records [0, prepped) are prepared */
-	size_t prep_goal;         /* write: ... and [prepped, prep_goal) are to be
-	                           * while the chunk's writes are in flight */
-	size_t reaped;            /* write: operations of the chunk's run reported */
-	int run_err;              /* write: the chunk's run could not start */
-	bool slot;                /* holds one of the tier's write batch slots */
-};
-
-static struct kvt_ssd_io_op io_op(enum kvt_ssd_io_kind kind, uint32_t file, uint64_t off,
-				  void *buf, size_t len)
-{
-	return (struct kvt_ssd_io_op){ .kind = kind, .file = file, .off = off, .buf = buf, .len = len };
-}
-
-static bool aligned(const void *p)
-{
-	return ((uintptr_t)p & (PAGE - 1)) == 0;
-}
-
-static void sbatch_free(struct sbatch *sb)
+void kvt_ssd_sbatch_free(struct sbatch *sb)
 {
 	struct kvt_ssd *ssd = sb->ssd;
 
@@ -785,10 +606,9 @@ static void sbatch_free(struct sbatch *sb)
 	free(sb->scratch[0]);
 	free(sb->scratch[1]);
 	free(sb);
-	sb = NULL;
 }
 
-static struct sbatch *sbatch_new(struct kvt_ssd *ssd, struct kvt_tier_batch *b, size_t ops_per_rec)
+struct sbatch *kvt_ssd_sbatch_new(struct kvt_ssd *ssd, struct kvt_tier_batch *b, size_t ops_per_rec)
 {
 	struct sbatch *sb = calloc(1, sizeof(*sb));
 	size_t n = b->n;
@@ -803,14 +623,14 @@ static struct sbatch *sbatch_new(struct kvt_ssd *ssd, struct kvt_tier_batch *b, 
 	sb->left = calloc(n ? n : 1, sizeof(*sb->left));
 	sb->done = calloc(sb->cap_ops, sizeof(*sb->done));
 	if (!sb->ops || !sb->rec_of_op || !sb->left || !sb->done) {
-		sbatch_free(sb);
+		kvt_ssd_sbatch_free(sb);
 		return NULL;
 	}
 	return sb;
 }
 
 /* Every record of b fails with err (nothing was issued). */
-static void fail_all(struct kvt_tier_batch *b, int err)
+void kvt_ssd_fail_all(struct kvt_tier_batch *b, int err)
 {
 	for (size_t i = 0; i < b->n; i++) {
 		b->io[i].res = err;
@@ -818,675 +638,12 @@ static void fail_all(struct kvt_tier_batch *b, int err)
 	}
 }
 
-/* ---- writes ------------------------------------------------------------ */
-
-/* Encode the payload (outside every lock: compression is CPU time). A raw
- * block in a slot with room is written from the slot: its header goes in
- * the page before it, its padding is zeroed, and one write carries both. */
-static int write_prepare(struct kvt_ssd *ssd, struct kvt_tier_io *w, struct wrec *c)
-{
-	bool raw = !w->codec || w->codec->id == KVT_CODEC_RAW;
-
-	memset(c, 0, sizeof(*c));
-	if (w->tomb) {
-		/* a header alone */
-		c->codec = KVT_CODEC_RAW;
-		c->sum = XXH3_64bits(NULL, 0);
-		c->pages = 1;
-		return 0;
-	}
-	if (!w->buf || !w->len)
-		return -EINVAL;
-	if (pages_of(kvt_codec_bound(w->len)) + 1 > ssd->seg_pages &&
-	    pages_of(w->len) + 1 > ssd->seg_pages)
-		return -EFBIG;
-	if (raw && aligned(w->buf)) {
-		c->stored = w->len;
-		c->codec = KVT_CODEC_RAW;
-		c->sum = XXH3_64bits(w->buf, w->len);
-		/* the padding leaves with the block: zeros, not a neighbour's bytes */
-		if (w->room && w->len % PAGE)
-			memset((char *)w->buf + w->len, 0, PAGE - w->len % PAGE);
-	} else {
-		size_t cap = kvt_codec_bound(w->len);
-		void *scratch = NULL;
-		long n;
-
-		c->stage_len = PAGE + pages_of(cap) * PAGE;
-		c->stage = kvt_ssd_stage_get(&ssd->stages, c->stage_len, &c->stage_cap);
-		if (!c->stage)
-			return -ENOMEM;
-		if (!raw && kvt_codec_scratch_bytes(w->codec->id, w->len)) {
-			scratch = malloc(kvt_codec_scratch_bytes(w->codec->id, w->len));
-			if (!scratch)
-				return -ENOMEM;
-		}
-		if (raw) {
-			memcpy(c->stage + PAGE, w->buf, w->len);
-			n = (long)w->len;
-			c->codec = KVT_CODEC_RAW;
-		} else {
-			n = kvt_codec_encode(w->codec, w->buf, w->len, c->stage + PAGE, cap,
-					     scratch, &c->codec);
-		}
-		free(scratch);
-		if (n < 0)
-			return (int)n;
-		c->stored = (uint64_t)n;
-		memset(c->stage + PAGE + n, 0, pages_of((uint64_t)n) * PAGE - (uint64_t)n);
-		c->stage_len = PAGE + pages_of((uint64_t)n) * PAGE;
-		c->sum = XXH3_64bits(c->stage + PAGE, (size_t)n);
-	}
-	c->pages = (uint32_t)(1 + pages_of(c->stored));
-	if (c->pages > ssd->seg_pages || pages_of(c->stored) > LOC_MAX_PPAGES)
-		return -EFBIG;
-	return 0;
-}
-
-/* Where record i's header is encoded: its stage, the page before its slot,
- * or an arena page. */
-static char *header_page(struct sbatch *sb, size_t i)
-{
-	struct kvt_tier_io *w = &sb->b->io[i];
-	struct wrec *c = &sb->w[i];
-
-	if (c->stage)
-		return c->stage;
-	if (w->room && !w->tomb)
-		return (char *)w->buf - PAGE;
-	return sb->arena + i * 2 * PAGE;
-}
-
-/* Prepare records up to `end` (encode, checksum: CPU time, outside every
- * lock). With writes in flight, the queue is topped up after each record,
- * so the device does not idle while the next records are prepared. */
-static void write_prepare_upto(struct sbatch *sb, size_t end)
-{
-	for (; sb->prepped < end; sb->prepped++) {
-		struct kvt_tier_io *w = &sb->b->io[sb->prepped];
-		struct wrec *c = &sb->w[sb->prepped];
-
-		w->res = write_prepare(sb->ssd, w, c);
-		if (!w->res && !c->stage && (w->tomb || !w->room) && !sb->arena &&
-		    !(sb->arena = aligned_alloc(PAGE, sb->b->n * 2 * PAGE)))
-			w->res = -ENOMEM;
-		if (sb->run)
-			kvt_ssd_io_poll(sb->run);
-	}
-}
-
-/* Give records [from, to) of the chunk pages in the log and pending
- * records, encode their headers, and issue their writes: the chunk's run
- * starts with the first of them, later ones join it. */
-static void write_issue(struct sbatch *sb, size_t from, size_t to)
-{
-	struct kvt_ssd *ssd = sb->ssd;
-	struct kvt_tier_io *w = sb->b->io;
-	struct wrec *c = sb->w;
-	size_t first = sb->n_ops;
-	int rc;
-
-	pthread_mutex_lock(&ssd->lock);
-	for (size_t i = from; i < to; i++) {
-		struct kvt_ssd_hdr h;
-		struct kvt_ssd_rec r;
-
-		if (w[i].res)
-			continue;
-		if (ssd->st.degraded) {
-			w[i].res = -EROFS;
-			continue;
-		}
-		w[i].res = alloc_pages(ssd, c[i].pages, &c[i].slot, &c[i].page);
-		if (w[i].res)
-			continue;
-		h = (struct kvt_ssd_hdr){
-			.seq = w[i].seq ? w[i].seq : ssd->next_seq++, .ns_id = w[i].ns_id,
-			.key = w[i].key, .codec = (uint8_t)c[i].codec,
-			.raw_len = w[i].tomb ? 0 : w[i].len, .stored_len = c[i].stored,
-			.payload_sum = c[i].sum };
-		if (w[i].tomb)
-			h.flags = KVT_SSD_F_TOMB;
-		else if (w[i].has_parent)
-			h.flags = KVT_SSD_F_PARENT;
-		if (h.flags & KVT_SSD_F_PARENT)
-			h.parent = w[i].parent;
-		r = (struct kvt_ssd_rec){ .ns_id = h.ns_id, .key = h.key, .parent = h.parent,
-					  .seq = h.seq, .raw_len = h.raw_len,
-					  .stored_len = c[i].stored, .sum = c[i].sum,
-					  .page = c[i].page, .pages = c[i].pages,
-					  .state = KVT_SSD_REC_PENDING, .codec = (uint8_t)c[i].codec,
-					  .hflags = (uint8_t)h.flags };
-		w[i].res = seg_add_rec(&ssd->segs[c[i].slot], &r);
-		if (w[i].res)
-			continue;
-		ssd->segs[c[i].slot].users++;
-		ssd->segs[c[i].slot].writers++;
-		c[i].placed = true;
-		kvt_ssd_hdr_encode(&h, ssd->salt, header_page(sb, i));
-	}
-	pthread_mutex_unlock(&ssd->lock);
-
-	for (size_t i = from; i < to; i++) {
-		uint64_t off = (uint64_t)c[i].page * PAGE;
-		size_t n0 = sb->n_ops;
-
-		if (w[i].res)
-			continue;
-		c[i].op0 = n0;
-		if (c[i].stage) {
-			sb->ops[sb->n_ops++] = io_op(KVT_SSD_IO_WRITE, c[i].slot, off, c[i].stage,
-						     c[i].stage_len);
-		} else if (w[i].tomb) {
-			sb->ops[sb->n_ops++] = io_op(KVT_SSD_IO_WRITE, c[i].slot, off,
-						     header_page(sb, i), PAGE);
-		} else if (w[i].room) {
-			/* header and block, one write from the slot */
-			sb->ops[sb->n_ops++] = io_op(KVT_SSD_IO_WRITE, c[i].slot, off,
-						     (char *)w[i].buf - PAGE,
-						     PAGE + pages_of(w[i].len) * PAGE);
-		} else {
-			size_t body = w[i].len & ~(size_t)(PAGE - 1), tail = w[i].len - body;
-			char *hp = header_page(sb, i);
-
-			sb->ops[sb->n_ops++] = io_op(KVT_SSD_IO_WRITE, c[i].slot, off, hp, PAGE);
-			if (body)
-				sb->ops[sb->n_ops++] = io_op(KVT_SSD_IO_WRITE, c[i].slot, off + PAGE,
-							     w[i].buf, body);
-			if (tail) {
-				memcpy(hp + PAGE, (const char *)w[i].buf + body, tail);
-				memset(hp + PAGE + tail, 0, PAGE - tail);
-				sb->ops[sb->n_ops++] = io_op(KVT_SSD_IO_WRITE, c[i].slot,
-							     off + PAGE + body, hp + PAGE, PAGE);
-			}
-		}
-		c[i].n_ops = sb->n_ops - n0;
-		for (size_t j = n0; j < sb->n_ops; j++)
-			sb->rec_of_op[j] = i;
-	}
-	if (sb->n_ops == first)
-		return;
-	if (sb->run_err)
-		rc = sb->run_err;
-	else if (sb->run)
-		rc = kvt_ssd_io_add(sb->run, sb->n_ops - first);
-	else /* room for up to three writes and one sync per record */
-		rc = sb->run_err = kvt_ssd_io_start(ssd->io, sb->ops, sb->n_ops,
-						    4 * sb->chunk_n, &sb->run);
-	if (rc)
-		for (size_t j = first; j < sb->n_ops; j++)
-			sb->ops[j].res = rc;
-}
-
-/* Start the current chunk: its records are issued as they are prepared, a
- * group of at least ISSUE_BYTES at a time, so the first writes are in
- * flight while the rest of the chunk is checksummed or encoded. */
-#define ISSUE_BYTES (1u << 20)
-
-static void write_chunk_start(struct sbatch *sb)
-{
-	size_t end = sb->chunk0 + sb->chunk_n, from = sb->chunk0;
-	uint64_t bytes = 0;
-
-	sb->n_ops = sb->reaped = 0;
-	sb->run = NULL;
-	sb->run_err = 0;
-	for (size_t i = sb->chunk0; i < end; i++) {
-		write_prepare_upto(sb, i + 1);
-		bytes += sb->w[i].pages * (uint64_t)PAGE;
-		if (bytes >= ISSUE_BYTES || i + 1 == end) {
-			write_issue(sb, from, i + 1);
-			from = i + 1;
-			bytes = 0;
-		}
-	}
-}
-
-/* Reap the chunk's run until every operation added so far is reported,
- * preparing records towards prep_goal meanwhile at the pace operations
- * complete: with n operations outstanding, all but n - queue_depth of them
- * are prepared (at queue depth 1: one ahead, then one per completion; all
- * by the time the window alone is left). Not all at once: on a machine
- * with few cores, the kernel's share of a direct write (its completion, the
- * conversion of preallocated extents) waits for a core, and a thread that
- * checksums a whole chunk in one go holds one for milliseconds while the
- * write in flight at queue depth 1 waits behind it. Nor later: the device
- * would idle while the last ones are prepared. */
-static void write_reap_all(struct sbatch *sb)
-{
-	size_t qd = sb->ssd->opts.queue_depth, k = 0;
-
-	do {
-		size_t left, keep;
-
-		sb->reaped += k;
-		left = sb->n_ops - sb->reaped;
-		keep = left > qd ? left - qd : 0; /* records that may wait */
-		if (sb->prep_goal > keep)
-			write_prepare_upto(sb, sb->prep_goal - keep);
-	} while ((k = kvt_ssd_io_reap(sb->run, sb->done, sb->cap_ops)));
-}
-
-/* Wait for the chunk's writes, sync the segments they touched, ack them. */
-static void write_chunk_finish(struct sbatch *sb)
-{
-	struct kvt_ssd *ssd = sb->ssd;
-	struct kvt_tier_io *w = sb->b->io;
-	struct wrec *c = sb->w;
-	size_t end = sb->chunk0 + sb->chunk_n, first_sync = sb->n_ops;
-
-	if (sb->run) {
-		write_reap_all(sb);
-		/* group commit: one fdatasync per segment touched by the chunk */
-		for (size_t i = sb->chunk0; i < end && ssd->opts.sync; i++) {
-			bool ok = !w[i].res;
-			size_t j;
-
-			for (size_t k = c[i].op0; ok && k < c[i].op0 + c[i].n_ops; k++)
-				ok = !sb->ops[k].res;
-			if (!ok)
-				continue;
-			for (j = first_sync; j < sb->n_ops && sb->ops[j].file != c[i].slot; j++)
-				;
-			if (j == sb->n_ops)
-				sb->ops[sb->n_ops++] = (struct kvt_ssd_io_op){ .kind = KVT_SSD_IO_SYNC,
-									       .file = c[i].slot };
-			c[i].sync_op = j;
-		}
-		if (sb->n_ops > first_sync) {
-			kvt_ssd_io_add(sb->run, sb->n_ops - first_sync);
-			write_reap_all(sb);
-		}
-		kvt_ssd_io_end(sb->run);
-		sb->run = NULL;
-	}
-
-	pthread_mutex_lock(&ssd->lock);
-	for (size_t i = sb->chunk0; i < end; i++) {
-		struct seg *s;
-		struct kvt_ssd_rec *r;
-		int err = 0;
-		bool dev = false;
-
-		if (!c[i].placed)
-			continue;
-		s = &ssd->segs[c[i].slot];
-		r = seg_find(s, c[i].page);
-		for (size_t j = c[i].op0; j < c[i].op0 + c[i].n_ops && !err; j++) {
-			err = sb->ops[j].res;
-			dev = device_error(err);
-			if (sb->ops[j].lat_ns > w[i].lat_ns)
-				w[i].lat_ns = sb->ops[j].lat_ns;
-		}
-		if (!err && ssd->opts.sync) {
-			err = sb->ops[c[i].sync_op].res;
-			dev = device_error(err);
-			if (err)
-				ssd->st.sync_errors++;
-		}
-		if (err) {
-			ssd->st.write_errors++;
-			r->state = KVT_SSD_REC_DEAD;
-			w[i].res = dev ? -EIO : err;
-			if (dev)
-				degrade(ssd, err, "writing a record");
-		} else if (w[i].tomb) {
-			r->state = KVT_SSD_REC_TOMB;
-			r->flags |= KVT_SSD_REC_ONDISK;
-			s->tombs++;
-			ssd->st.tombstones++;
-			ssd->st.tombstones_written++;
-			w[i].loc = 0;
-		} else {
-			r->state = KVT_SSD_REC_LIVE;
-			r->flags |= KVT_SSD_REC_ONDISK;
-			s->live_pages += r->pages;
-			w[i].loc = loc_make(s->gen, c[i].slot, c[i].page);
-			ssd->st.blocks++;
-			ssd->st.live_raw_bytes += w[i].len;
-			ssd->st.writes++;
-			ssd->st.write_raw_bytes += w[i].len;
-			ssd->st.write_stored_bytes += c[i].stored;
-			if (c[i].codec != KVT_CODEC_RAW)
-				ssd->st.compressed_writes++;
-		}
-		s->users--;
-		s->writers--;
-		seg_maybe_release(ssd, c[i].slot);
-	}
-	pthread_mutex_unlock(&ssd->lock);
-	for (size_t i = sb->chunk0; i < end && sb->b->done_cb; i++)
-		sb->b->done_cb(sb->b, i);
-}
-
-static int write_submit(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
-{
-	struct sbatch *sb = sbatch_new(ssd, b, 4);
-
-	if (!sb) {
-		fail_all(b, -ENOMEM);
-		return -ENOMEM;
-	}
-	sb->w = calloc(b->n ? b->n : 1, sizeof(*sb->w));
-	if (!sb->w) {
-		sbatch_free(sb);
-		fail_all(b, -ENOMEM);
-		return -ENOMEM;
-	}
-	/* a bounded number of write batches at once, so that recovery knows
-	 * how many records a crash can have cut (ssd->chunk of each) */
-	pthread_mutex_lock(&ssd->lock);
-	while (ssd->write_batches >= KVT_SSD_WRITE_BATCHES)
-		pthread_cond_wait(&ssd->batch_cv, &ssd->lock);
-	ssd->write_batches++;
-	pthread_mutex_unlock(&ssd->lock);
-	sb->slot = true;
-	for (size_t i = 0; i < b->n; i++) {
-		b->io[i].lat_ns = 0;
-		b->io[i].loc = 0;
-		b->io[i].res = 0;
-	}
-	sb->chunk0 = 0;
-	sb->chunk_n = b->n < ssd->chunk ? b->n : ssd->chunk;
-	write_chunk_start(sb);
-	b->priv = sb;
-	return 0;
-}
-
-static void write_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
-{
-	struct sbatch *sb = b->priv;
-
-	for (;;) {
-		size_t next = sb->chunk0 + sb->chunk_n + ssd->chunk;
-
-		/* while this chunk's writes are in flight: the summaries of
-		 * segments sealed, the next segment's file, then the next
-		 * chunk's records */
-		summaries_due(ssd);
-		spare_due(ssd);
-		sb->prep_goal = next < b->n ? next : b->n;
-		write_chunk_finish(sb);
-		sb->chunk0 += sb->chunk_n;
-		if (sb->chunk0 >= b->n)
-			break;
-		sb->chunk_n = b->n - sb->chunk0 < ssd->chunk ? b->n - sb->chunk0 : ssd->chunk;
-		write_chunk_start(sb);
-	}
-	b->priv = NULL;
-	sbatch_free(sb);
-	summaries_due(ssd);
-}
-
-/* ---- reads ------------------------------------------------------------- */
-
-/* Check a payload that landed in io->buf (and tail page tp) or in the stage
- * against the checksum the header carried, and decode it. */
-static int read_verify(struct kvt_tier_io *io, struct rrec *c, void *scratch)
-{
-	if (c->stage) {
-		if (XXH3_64bits(c->stage, c->stored) != c->sum)
-			return -EBADMSG;
-		return kvt_codec_decode((enum kvt_codec_id)c->codec, c->stage, c->stored, io->buf,
-					io->len, scratch);
-	}
-	if (!c->tail)
-		return XXH3_64bits(io->buf, io->len) == c->sum ? 0 : -EBADMSG;
-
-	size_t body = io->len & ~(size_t)(PAGE - 1), tail = io->len - body;
-	XXH3_state_t st;
-
-	XXH3_64bits_reset(&st);
-	XXH3_64bits_update(&st, io->buf, body);
-	XXH3_64bits_update(&st, c->tail, tail);
-	if (XXH3_64bits_digest(&st) != c->sum)
-		return -EBADMSG;
-	memcpy((char *)io->buf + body, c->tail, tail);
-	return 0;
-}
-
-/* Reads fetch the payload only: the header was verified when the record was
- * written or recovered, and what it vouches for (key, lengths, codec, the
- * payload's checksum) is in memory. One I/O per block, checksum verified as
- * it completes. */
-static int read_submit(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
-{
-	struct sbatch *sb = sbatch_new(ssd, b, 2);
-	struct kvt_tier_io *r = b->io;
-	size_t scratch = 0;
-	struct rrec *c;
-	int rc;
-
-	if (!sb || !(sb->r = calloc(b->n ? b->n : 1, sizeof(*sb->r))) ||
-	    !(sb->checks = calloc(b->n ? b->n : 1, sizeof(*sb->checks)))) {
-		if (sb)
-			sbatch_free(sb);
-		fail_all(b, -ENOMEM);
-		return -ENOMEM;
-	}
-	c = sb->r;
-	pthread_mutex_lock(&ssd->lock);
-	for (size_t i = 0; i < b->n; i++) {
-		uint32_t slot = loc_slot(r[i].loc), page = loc_page(r[i].loc);
-		struct kvt_ssd_rec *rec = NULL;
-		struct seg *s;
-
-		r[i].lat_ns = 0;
-		r[i].res = 0;
-		if (!r[i].buf || !r[i].len || r[i].by_key) {
-			r[i].res = -EINVAL;
-			continue;
-		}
-		/* a loc whose segment was released, or whose record was freed or
-		 * is another's, is stale: a miss, never a read of what lies there */
-		if (slot < ssd->n_slots && (s = &ssd->segs[slot])->used &&
-		    s->gen == loc_gen(r[i].loc))
-			rec = seg_find(s, page);
-		if (!rec || rec->state != KVT_SSD_REC_LIVE ||
-		    rec->ns_id != r[i].ns_id || memcmp(&rec->key, &r[i].key, sizeof(rec->key)) ||
-		    rec->raw_len != r[i].len) {
-			ssd->st.stale_reads++;
-			r[i].res = -ENOENT;
-			continue;
-		}
-		s->users++;
-		c[i].pinned = true;
-		c[i].stored = rec->stored_len;
-		c[i].sum = rec->sum;
-		c[i].codec = rec->codec;
-		if (rec->codec != KVT_CODEC_RAW || !aligned(r[i].buf)) {
-			size_t sc = kvt_codec_scratch_bytes((enum kvt_codec_id)rec->codec, r[i].len);
-
-			scratch = sc > scratch ? sc : scratch;
-			c[i].stage = kvt_ssd_stage_get(&ssd->stages, pages_of(rec->stored_len) * PAGE,
-						       &c[i].stage_cap);
-			if (!c[i].stage)
-				r[i].res = -ENOMEM;
-		}
-	}
-	pthread_mutex_unlock(&ssd->lock);
-	if (scratch && (!(sb->scratch[0] = malloc(scratch)) || !(sb->scratch[1] = malloc(scratch))))
-		for (size_t i = 0; i < b->n; i++)
-			if (c[i].stage && !r[i].res)
-				r[i].res = -ENOMEM;
-
-	for (size_t i = 0; i < b->n; i++) {
-		uint64_t off = (uint64_t)(loc_page(r[i].loc) + 1) * PAGE;
-		uint32_t slot = loc_slot(r[i].loc);
-		size_t n0 = sb->n_ops;
-
-		if (r[i].res)
-			continue;
-		if (c[i].stage) {
-			sb->ops[sb->n_ops++] = io_op(KVT_SSD_IO_READ, slot, off, c[i].stage,
-						     pages_of(c[i].stored) * PAGE);
-		} else if (r[i].room) {
-			sb->ops[sb->n_ops++] = io_op(KVT_SSD_IO_READ, slot, off, r[i].buf,
-						     pages_of(r[i].len) * PAGE);
-		} else {
-			size_t body = r[i].len & ~(size_t)(PAGE - 1), tail = r[i].len - body;
-
-			if (body)
-				sb->ops[sb->n_ops++] = io_op(KVT_SSD_IO_READ, slot, off, r[i].buf, body);
-			if (tail && !sb->arena &&
-			    !(sb->arena = aligned_alloc(PAGE, b->n * 2 * PAGE))) {
-				r[i].res = -ENOMEM;
-				sb->n_ops = n0;
-				continue;
-			}
-			if (tail) {
-				c[i].tail = sb->arena + i * 2 * PAGE + PAGE;
-				sb->ops[sb->n_ops++] = io_op(KVT_SSD_IO_READ, slot, off + body,
-							     c[i].tail, PAGE);
-			}
-		}
-		sb->left[i] = (uint32_t)(sb->n_ops - n0);
-		c[i].op0 = n0;
-		c[i].n_ops = sb->n_ops - n0;
-		for (size_t j = n0; j < sb->n_ops; j++)
-			sb->rec_of_op[j] = i;
-	}
-	if (sb->n_ops) {
-		rc = kvt_ssd_io_start(ssd->io, sb->ops, sb->n_ops, sb->n_ops, &sb->run);
-		if (rc)
-			for (size_t j = 0; j < sb->n_ops; j++)
-				sb->ops[j].res = rc;
-	}
-	b->priv = sb;
-	return 0;
-}
-
-/* Record i of a read batch is done: its result, from its ops and its
- * checksum. Counts into the tallies t. */
-static void read_finish(struct sbatch *sb, size_t i, uint64_t t[4], void *scratch)
-{
-	struct kvt_tier_io *r = &sb->b->io[i];
-	int err = 0;
-	bool dev = false;
-
-	for (size_t j = sb->r[i].op0; j < sb->r[i].op0 + sb->r[i].n_ops; j++) {
-		if (!err) {
-			err = sb->ops[j].res;
-			dev = device_error(err);
-		}
-		if (sb->ops[j].lat_ns > r->lat_ns)
-			r->lat_ns = sb->ops[j].lat_ns;
-	}
-	if (err) {
-		t[1]++;
-		t[2] += dev;
-		r->res = dev ? -EIO : err;
-		return;
-	}
-	r->res = read_verify(r, &sb->r[i], scratch);
-	if (r->res == -EBADMSG)
-		t[0]++;
-	if (!r->res)
-		t[3] += r->len;
-}
-
-/* The records of a read batch whose I/O completed together, to check. */
-struct read_checks {
-	struct sbatch *sb;
-	size_t *recs, n;
-	uint64_t t[2][4]; /* tallies of read_finish, per thread */
-};
-
-static void read_check_one(void *arg, size_t k, unsigned who)
-{
-	struct read_checks *rc = arg;
-
-	read_finish(rc->sb, rc->recs[k], rc->t[who], rc->sb->scratch[who]);
-}
-
-/* Bytes below which checking records costs less than waking the helper. */
-#define HELP_MIN_BYTES (2u << 20)
-
-/* Check the records in rc (their checksums, their decoding), with the
- * tier's helper when there are several and enough bytes, then hand them
- * over in order. Counts into h: sets offered to the helper, records it
- * checked. */
-static void read_check(struct kvt_ssd *ssd, struct read_checks *rc, uint64_t h[2])
-{
-	struct kvt_tier_batch *b = rc->sb->b;
-	uint64_t bytes = 0;
-
-	for (size_t j = 0; j < rc->n; j++)
-		bytes += b->io[rc->recs[j]].len;
-	if (rc->n > 1 && bytes >= HELP_MIN_BYTES) {
-		h[0]++;
-		h[1] += kvt_ssd_helper_run(ssd->helper, rc->n, read_check_one, rc);
-	} else
-		for (size_t j = 0; j < rc->n; j++)
-			read_check_one(rc, j, 0);
-	for (size_t j = 0; j < rc->n && b->done_cb; j++)
-		b->done_cb(b, rc->recs[j]);
-	rc->n = 0;
-}
-
-static void read_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
-{
-	struct sbatch *sb = b->priv;
-	struct read_checks rc = { .sb = sb, .recs = sb->checks };
-	uint64_t t[4]; /* checksum failures, errors, device errors, bytes */
-	uint64_t ok = 0, helped[2] = { 0, 0 }; /* sets offered, records checked */
-	size_t k;
-
-	/* records that failed before any I/O are reported first */
-	for (size_t i = 0; i < b->n && b->done_cb; i++)
-		if (b->io[i].res)
-			b->done_cb(b, i);
-	if (sb->run) {
-		while ((k = kvt_ssd_io_reap(sb->run, sb->done, sb->cap_ops)) > 0) {
-			for (size_t d = 0; d < k; d++) {
-				size_t i = sb->rec_of_op[sb->done[d]];
-
-				if (!--sb->left[i])
-					rc.recs[rc.n++] = i;
-			}
-			read_check(ssd, &rc, helped);
-		}
-		kvt_ssd_io_end(sb->run);
-	} else {
-		/* the engine could not start: every op carries its error */
-		for (size_t i = 0; i < b->n; i++)
-			if (!b->io[i].res && sb->left[i])
-				rc.recs[rc.n++] = i;
-		read_check(ssd, &rc, helped);
-	}
-	for (int j = 0; j < 4; j++)
-		t[j] = rc.t[0][j] + rc.t[1][j];
-	for (size_t i = 0; i < b->n; i++)
-		ok += !b->io[i].res;
-
-	pthread_mutex_lock(&ssd->lock);
-	for (size_t i = 0; i < b->n; i++)
-		if (sb->r[i].pinned) {
-			ssd->segs[loc_slot(b->io[i].loc)].users--;
-			seg_maybe_release(ssd, loc_slot(b->io[i].loc));
-		}
-	ssd->st.reads += ok;
-	ssd->st.read_sets_shared += helped[0];
-	ssd->st.reads_helped += helped[1];
-	ssd->st.read_bytes += t[3];
-	ssd->st.checksum_failures += t[0];
-	ssd->st.read_errors += t[1];
-	if (t[0])
-		kvt_log(KVT_LOG_WARN, "event=ssd.read_verify_failed dir=%s records=%" PRIu64
-			" action=\"treated as misses\"", ssd->dir, t[0]);
-	if (t[2])
-		degrade(ssd, -EIO, "reading a record");
-	pthread_mutex_unlock(&ssd->lock);
-	b->priv = NULL;
-	sbatch_free(sb);
-}
-
 int kvt_ssd_submit(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 {
 	if (!ssd || !b || (b->n && !b->io))
 		return -EINVAL;
 	b->priv = NULL;
-	return b->write ? write_submit(ssd, b) : read_submit(ssd, b);
+	return b->write ? kvt_ssd_write_submit(ssd, b) : kvt_ssd_read_submit(ssd, b);
 }
 
 void kvt_ssd_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
@@ -1494,77 +651,9 @@ void kvt_ssd_wait(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 	if (!ssd || !b || !b->priv)
 		return;
 	if (b->write)
-		write_wait(ssd, b);
+		kvt_ssd_write_wait(ssd, b);
 	else
-		read_wait(ssd, b);
-}
-
-/* ---- one-call batches ------------------------------------------------------ */
-
-int kvt_ssd_write(struct kvt_ssd *ssd, struct kvt_ssd_write *w, size_t n)
-{
-	struct kvt_tier_io *io;
-	struct kvt_tier_batch b = { .write = true, .n = n };
-	int ok = 0;
-
-	if (!ssd || (n && !w))
-		return -EINVAL;
-	if (!n)
-		return 0;
-	io = calloc(n, sizeof(*io));
-	if (!io) {
-		for (size_t i = 0; i < n; i++)
-			w[i].res = -ENOMEM;
-		return 0;
-	}
-	for (size_t i = 0; i < n; i++)
-		io[i] = (struct kvt_tier_io){ .ns_id = w[i].ns_id, .key = w[i].key,
-					      .parent = w[i].parent, .has_parent = w[i].has_parent,
-					      .tomb = w[i].tomb, .room = w[i].room, .seq = w[i].seq,
-					      .codec = w[i].codec, .buf = (void *)w[i].data,
-					      .len = w[i].len };
-	b.io = io;
-	if (!kvt_ssd_submit(ssd, &b))
-		kvt_ssd_wait(ssd, &b);
-	for (size_t i = 0; i < n; i++) {
-		w[i].res = io[i].res;
-		w[i].loc = io[i].loc;
-		w[i].lat_ns = io[i].lat_ns;
-		ok += !io[i].res;
-	}
-	free(io);
-	return ok;
-}
-
-int kvt_ssd_read(struct kvt_ssd *ssd, struct kvt_ssd_read *r, size_t n)
-{
-	struct kvt_tier_io *io;
-	struct kvt_tier_batch b = { .n = n };
-	int ok = 0;
-
-	if (!ssd || (n && !r))
-		return -EINVAL;
-	if (!n)
-		return 0;
-	io = calloc(n, sizeof(*io));
-	if (!io) {
-		for (size_t i = 0; i < n; i++)
-			r[i].res = -ENOMEM;
-		return 0;
-	}
-	for (size_t i = 0; i < n; i++)
-		io[i] = (struct kvt_tier_io){ .ns_id = r[i].ns_id, .key = r[i].key, .room = r[i].room,
-					      .buf = r[i].buf, .len = r[i].len, .loc = r[i].loc };
-	b.io = io;
-	if (!kvt_ssd_submit(ssd, &b))
-		kvt_ssd_wait(ssd, &b);
-	for (size_t i = 0; i < n; i++) {
-		r[i].res = io[i].res;
-		r[i].lat_ns = io[i].lat_ns;
-		ok += !io[i].res;
-	}
-	free(io);
-	return ok;
+		kvt_ssd_read_wait(ssd, b);
 }
 
 /* The record loc names, if its segment is still the one loc was made in;
@@ -1576,7 +665,7 @@ static struct kvt_ssd_rec *loc_rec(struct kvt_ssd *ssd, uint64_t loc)
 
 	if (slot >= ssd->n_slots || !(s = &ssd->segs[slot])->used || s->gen != loc_gen(loc))
 		return NULL;
-	return seg_find(s, loc_page(loc));
+	return kvt_ssd_seg_find(s, loc_page(loc));
 }
 
 void kvt_ssd_free(struct kvt_ssd *ssd, uint64_t loc)
@@ -1588,7 +677,7 @@ void kvt_ssd_free(struct kvt_ssd *ssd, uint64_t loc)
 	pthread_mutex_lock(&ssd->lock);
 	if ((r = loc_rec(ssd, loc))) {
 		rec_kill(ssd, &ssd->segs[loc_slot(loc)], r);
-		seg_maybe_release(ssd, loc_slot(loc));
+		kvt_ssd_seg_maybe_release(ssd, loc_slot(loc));
 	}
 	pthread_mutex_unlock(&ssd->lock);
 }
@@ -1738,439 +827,6 @@ int kvt_ssd_probe(struct kvt_ssd *ssd)
 	ssd->st.resumed++;
 out:
 	pthread_mutex_unlock(&ssd->lock);
-	summaries_due(ssd);
+	kvt_ssd_summaries_due(ssd);
 	return rc;
-}
-
-/* ---- open --------------------------------------------------------------- */
-
-/* Lock the directory (one process per directory) and read its meta file:
- * *have is set when it names a salt. Returns 0, -EBUSY, -EINVAL (a file
- * that is not a kvtier SSD tier's: nothing is touched), or -errno. */
-static int meta_open(struct kvt_ssd *ssd, bool *have)
-{
-	char buf[128];
-	unsigned long long salt;
-	unsigned version;
-	ssize_t r;
-
-	*have = false;
-	ssd->meta_fd = openat(ssd->dir_fd, META_NAME, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (ssd->meta_fd < 0)
-		return -errno;
-	if (flock(ssd->meta_fd, LOCK_EX | LOCK_NB))
-		return errno == EWOULDBLOCK ? -EBUSY : -errno;
-	r = pread(ssd->meta_fd, buf, sizeof(buf) - 1, 0);
-	if (r < 0)
-		return -errno;
-	buf[r] = 0;
-	if (sscanf(buf, "kvtier-ssd %u salt %llx", &version, &salt) == 2 &&
-	    (version == 1 || version == KVT_SSD_FORMAT)) {
-		ssd->salt = salt;
-		*have = true;
-		return version == KVT_SSD_FORMAT ? 0 : 1;
-	}
-	if (r > 0) {
-		kvt_log(KVT_LOG_ERROR, "event=ssd.meta_invalid file=%s/%s action=\"refusing to open: "
-			"not a kvtier SSD tier file; nothing was touched\"", ssd->dir, META_NAME);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static int meta_write(struct kvt_ssd *ssd)
-{
-	char buf[64];
-	int n = snprintf(buf, sizeof(buf), "kvtier-ssd %u salt %016llx\n", KVT_SSD_FORMAT,
-			 (unsigned long long)ssd->salt);
-
-	if (pwrite(ssd->meta_fd, buf, (size_t)n, 0) != n || ftruncate(ssd->meta_fd, n) ||
-	    fsync(ssd->meta_fd) || fsync(ssd->dir_fd))
-		return errno ? -errno : -EIO;
-	return 0;
-}
-
-static int probe_odirect(struct kvt_ssd *ssd)
-{
-	int fd = openat(ssd->dir_fd, ".odirect-probe", O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
-	int rc = fd < 0 ? -errno : 0;
-
-	if (fd >= 0)
-		close(fd);
-	unlinkat(ssd->dir_fd, ".odirect-probe", 0);
-	if (rc == -EINVAL)
-		kvt_log(KVT_LOG_ERROR, "event=ssd.odirect_refused dir=%s", ssd->dir);
-	return rc;
-}
-
-/* Move a file aside into quarantine/ (a new name if one is taken). Returns
- * 0 or -errno (it then stays where it is). */
-static int quarantine(struct kvt_ssd *ssd, const char *name)
-{
-	char to[NAME_MAX + 16];
-	int qfd, rc = 0;
-
-	if (mkdirat(ssd->dir_fd, QUARANTINE_DIR, 0755) && errno != EEXIST)
-		return -errno;
-	qfd = openat(ssd->dir_fd, QUARANTINE_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (qfd < 0)
-		return -errno;
-	snprintf(to, sizeof(to), "%s", name);
-	for (int k = 1; !faccessat(qfd, to, F_OK, AT_SYMLINK_NOFOLLOW) && k < 1000; k++)
-		snprintf(to, sizeof(to), "%s.%d", name, k);
-	if (renameat(ssd->dir_fd, name, qfd, to) || fsync(qfd) || fsync(ssd->dir_fd))
-		rc = -errno;
-	close(qfd);
-	return rc;
-}
-
-static void apply_files(struct kvt_ssd *ssd, const struct kvt_ssd_recovery *r)
-{
-	for (size_t i = 0; i < r->n_files; i++) {
-		const struct kvt_ssd_found_file *f = &r->files[i];
-		int rc;
-
-		switch (f->fate) {
-		case KVT_SSD_FILE_FOREIGN:
-			ssd->st.foreign++;
-			kvt_log(KVT_LOG_WARN, "event=ssd.foreign_file dir=%s file=\"%s\" reason=\"%s\" "
-				"action=\"left in place\"", ssd->dir, f->name, f->why);
-			break;
-		case KVT_SSD_FILE_QUARANTINE:
-			rc = quarantine(ssd, f->name);
-			if (!rc)
-				ssd->st.quarantined++;
-			else
-				ssd->st.foreign++;
-			kvt_log(KVT_LOG_WARN, "event=ssd.quarantine dir=%s file=\"%s\" reason=\"%s\" "
-				"action=\"%s%s\"", ssd->dir, f->name, f->why,
-				rc ? "left in place: cannot move it: " : "moved to " QUARANTINE_DIR "/",
-				rc ? strerror(-rc) : "");
-			break;
-		case KVT_SSD_FILE_STALE:
-			rc = unlinkat(ssd->dir_fd, f->name, 0) ? -errno : 0;
-			kvt_log(KVT_LOG_INFO, "event=ssd.stale_file dir=%s file=\"%s\" reason=\"%s\" "
-				"action=\"%s\"", ssd->dir, f->name, f->why,
-				rc ? "cannot delete it" : "deleted");
-			break;
-		}
-	}
-}
-
-/* Take the segments recovery adopted into slots, mark the live records
- * (those recover_cb keeps), continue the newest segment, and let go of the
- * segments nothing is left in. */
-static int apply_segments(struct kvt_ssd *ssd, struct kvt_ssd_recovery *r,
-			  kvt_ssd_recover_cb cb, void *arg)
-{
-	for (size_t i = 0; i < r->n_segs; i++) {
-		struct kvt_ssd_found_seg *f = &r->segs[i];
-		struct seg *s = &ssd->segs[i];
-		int rc = kvt_ssd_io_set_file(ssd->io, (uint32_t)i, f->fd);
-
-		if (rc)
-			return rc;
-		*s = (struct seg){ .used = true, .sealed = true, .summary = f->summary, .fd = f->fd,
-				   .id = f->id, .nonce = f->nonce, .n_pages = f->n_pages,
-				   .next_page = f->end, .gen = 1, .tombs = f->tombs,
-				   .recs = f->recs, .n_recs = f->n_recs, .cap_recs = f->n_recs };
-		f->fd = -1;
-		f->recs = NULL;
-		ssd->segs_used++;
-		ssd->st.tombstones += f->tombs;
-	}
-	for (size_t i = 0; i < r->n_cands; i++) {
-		struct kvt_ssd_cand *c = &r->cands[i];
-		struct seg *s = &ssd->segs[c->seg];
-		struct kvt_ssd_rec *x = &s->recs[c->rec];
-
-		c->info.loc = loc_make(s->gen, c->seg, x->page);
-		if (cb && cb(&c->info, arg))
-			continue;
-		x->state = KVT_SSD_REC_LIVE;
-		s->live_pages += x->pages;
-		ssd->st.blocks++;
-		ssd->st.live_raw_bytes += x->raw_len;
-		ssd->st.recovered++;
-	}
-	/* appends go on in the newest segment, after its last valid record; a
-	 * summary written when it was left open would then no longer be whole.
-	 * One with damaged records (a crash) is sealed instead: records after
-	 * them would make them look like corruption to a later scan */
-	if (r->n_segs && !r->segs[r->n_segs - 1].sealed && !r->segs[r->n_segs - 1].damaged) {
-		uint32_t last = (uint32_t)r->n_segs - 1;
-		struct seg *s = &ssd->segs[last];
-		char name[64];
-
-		kvt_ssd_sum_name(s->id, name, sizeof(name));
-		if (!r->segs[last].open_summary ||
-		    ((!unlinkat(ssd->dir_fd, name, 0) || errno == ENOENT) && !sync_dir(ssd))) {
-			s->sealed = false;
-			s->summary = false;
-			ssd->active = (int)last;
-		}
-	}
-	for (uint32_t i = 0; i < (uint32_t)r->n_segs; i++) {
-		struct seg *s = &ssd->segs[i];
-		char name[64];
-
-		if (!s->used || s->live_pages || (int)i == ssd->active ||
-		    r->segs[i].damaged == r->segs[i].torn || s->tombs)
-			continue;
-		/* nothing live, but corrupt records: not ours to delete */
-		kvt_ssd_seg_name(s->id, name, sizeof(name));
-		seg_drop(ssd, i);
-		if (!quarantine(ssd, name)) {
-			ssd->st.quarantined++;
-			kvt_log(KVT_LOG_WARN, "event=ssd.quarantine dir=%s file=%s reason=\"%u corrupt "
-				"record(s) and nothing live\" action=\"moved to " QUARANTINE_DIR "/\"",
-				ssd->dir, name, r->segs[i].damaged - r->segs[i].torn);
-		}
-		kvt_ssd_sum_name(s->id, name, sizeof(name));
-		unlinkat(ssd->dir_fd, name, 0);
-	}
-	for (uint32_t i = 0; i < ssd->n_slots; i++)
-		seg_maybe_release(ssd, i);
-	/* sealed segments that were scanned get their summary now, so that no
-	 * later open scans them again (and takes old torn writes for damage) */
-	for (uint32_t i = 0; i < ssd->n_slots; i++)
-		if (ssd->segs[i].used && ssd->segs[i].sealed && !ssd->segs[i].summary)
-			summary_write(ssd, i, ssd->segs[i].gen);
-	return 0;
-}
-
-/* Act on what recovery found: files moved aside or deleted, the meta file
- * rewritten if it was missing, the segments taken in. */
-static int apply_recovery(struct kvt_ssd *ssd, struct kvt_ssd_recovery *r, bool meta_old,
-			  kvt_ssd_recover_cb cb, void *arg)
-{
-	int rc;
-
-	apply_files(ssd, r);
-	if (r->salt_from == KVT_SSD_SALT_NONE &&
-	    getrandom(&r->salt, sizeof(r->salt), 0) != sizeof(r->salt))
-		return -EIO;
-	ssd->salt = r->salt;
-	if (r->salt_from != KVT_SSD_SALT_META || meta_old) {
-		rc = meta_write(ssd);
-		if (rc)
-			return rc;
-		if (r->salt_from == KVT_SSD_SALT_SEGMENTS)
-			kvt_log(KVT_LOG_WARN, "event=ssd.meta_rebuilt dir=%s file=%s segments=%zu "
-				"reason=\"missing or empty: the salt comes from the segments\"",
-				ssd->dir, META_NAME, r->n_segs);
-	}
-	ssd->next_seq = r->next_seq;
-	ssd->next_seg_id = r->next_seg_id;
-	ssd->st.recovery_torn = r->torn;
-	ssd->st.recovery_corrupt = r->corrupt;
-	ssd->st.recovery_superseded = r->superseded;
-	ssd->st.recovery_removed = r->removed;
-	ssd->st.recovery_scanned = r->scanned;
-	ssd->st.recovery_summaries = r->summaries;
-	ssd->st.recovery_summaries_rejected = r->summaries_rejected;
-	return apply_segments(ssd, r, cb, arg);
-}
-
-static void log_recovery(struct kvt_ssd *ssd)
-{
-	const struct kvt_ssd_stats *st = &ssd->st;
-
-	kvt_log(st->recovery_torn || st->recovery_corrupt || st->quarantined || st->foreign ?
-		KVT_LOG_WARN : KVT_LOG_INFO,
-		"event=ssd.recovered dir=%s segments=%u records=%" PRIu64 " torn=%" PRIu64
-		" corrupt=%" PRIu64 " superseded=%" PRIu64 " removed=%" PRIu64 " tombstones=%" PRIu64
-		" quarantined=%" PRIu64 " foreign=%" PRIu64 " from_summaries=%" PRIu64
-		" scanned=%" PRIu64 " summaries_rejected=%" PRIu64 " ms=%.1f", ssd->dir,
-		ssd->segs_used, st->recovered, st->recovery_torn, st->recovery_corrupt,
-		st->recovery_superseded, st->recovery_removed, st->tombstones, st->quarantined,
-		st->foreign, st->recovery_summaries, st->recovery_scanned,
-		st->recovery_summaries_rejected, (double)st->open_ns / 1e6);
-}
-
-int kvt_ssd_open(const struct kvt_ssd_opts *opts, kvt_ssd_recover_cb recover_cb, void *arg,
-		 struct kvt_ssd **out)
-{
-	struct kvt_ssd_opts o = ssd_defaults;
-	struct kvt_ssd_io_opts io_opts;
-	struct kvt_ssd_recovery rcv;
-	struct kvt_ssd *ssd;
-	bool have_salt = false;
-	uint64_t t0;
-	int rc = -ENOMEM, meta;
-
-	if (!out || kvt_opts_load(&o, sizeof(o), opts))
-		return -EINVAL;
-	opts = &o; /* from here on, fields the caller lacks are at their defaults */
-	if (!opts->dir || !opts->capacity_bytes ||
-	    (opts->segment_bytes % PAGE) || opts->reclaim_live_fraction < 0 ||
-	    opts->reclaim_live_fraction > 1)
-		return -EINVAL;
-	ssd = calloc(1, sizeof(*ssd));
-	if (!ssd)
-		return -ENOMEM;
-	ssd->opts = *opts;
-	ssd->active = ssd->spare = -1;
-	ssd->dir_fd = ssd->meta_fd = -1;
-	if (!ssd->opts.segment_bytes)
-		ssd->opts.segment_bytes = 256ULL << 20;
-	if (!ssd->opts.queue_depth)
-		ssd->opts.queue_depth = 32;
-	if (ssd->opts.segment_bytes / PAGE > LOC_MAX_PAGE ||
-	    ssd->opts.segment_bytes < 2 * PAGE) {
-		rc = -EINVAL;
-		goto err_ssd;
-	}
-	ssd->seg_pages = (uint32_t)(ssd->opts.segment_bytes / PAGE);
-	ssd->max_segs = (uint32_t)(ssd->opts.capacity_bytes / ssd->opts.segment_bytes);
-	if (!ssd->max_segs || ssd->max_segs >= LOC_MAX_SLOTS / 2) {
-		rc = -EINVAL;
-		goto err_ssd;
-	}
-	ssd->dir = strdup(opts->dir);
-	ssd->sb_page = aligned_alloc(PAGE, PAGE);
-	if (!ssd->dir || !ssd->sb_page)
-		goto err_dir;
-	pthread_mutex_init(&ssd->lock, NULL);
-	pthread_cond_init(&ssd->batch_cv, NULL);
-	pthread_cond_init(&ssd->create_cv, NULL);
-	kvt_ssd_stages_init(&ssd->stages, STAGE_KEEP_BYTES);
-	if (kvt_ssd_helper_start(&ssd->helper))
-		kvt_log(KVT_LOG_WARN, "event=ssd.no_helper dir=%s action=\"reads checked on "
-			"one thread\"", ssd->dir);
-
-	if (mkdir(ssd->dir, 0755) && errno != EEXIST) {
-		rc = -errno;
-		goto err_lock;
-	}
-	ssd->dir_fd = open(ssd->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (ssd->dir_fd < 0) {
-		rc = -errno;
-		goto err_lock;
-	}
-	rc = probe_odirect(ssd);
-	if (rc)
-		goto err_dirfd;
-	meta = meta_open(ssd, &have_salt);
-	if (meta < 0) {
-		rc = meta;
-		goto err_meta;
-	}
-	t0 = kvt_now_ns();
-	/* records per fdatasync (group commit); with KVT_SSD_WRITE_BATCHES
-	 * of them in flight, what a crash can cut */
-	ssd->chunk = ssd->opts.queue_depth * 2 < 16 ? 16 : ssd->opts.queue_depth * 2;
-	/* a crash can cut the records of every write batch in flight */
-	rc = kvt_ssd_recover(ssd->dir_fd, have_salt ? &ssd->salt : NULL,
-			     ssd->chunk * KVT_SSD_WRITE_BATCHES, &rcv);
-	if (rc) {
-		kvt_log(KVT_LOG_ERROR, "event=ssd.recovery_failed dir=%s err=\"%s\"", ssd->dir,
-			strerror(-rc));
-		goto err_meta;
-	}
-	if (rcv.n_segs >= LOC_MAX_SLOTS / 2) {
-		kvt_log(KVT_LOG_ERROR, "event=ssd.too_many_segments dir=%s segments=%zu max=%u",
-			ssd->dir, rcv.n_segs, LOC_MAX_SLOTS / 2 - 1);
-		rc = -EINVAL;
-		goto err_rcv;
-	}
-	ssd->n_slots = ssd->max_segs + (uint32_t)rcv.n_segs + 1;
-	ssd->segs = calloc(ssd->n_slots, sizeof(*ssd->segs));
-	if (!ssd->segs) {
-		rc = -ENOMEM;
-		goto err_segs;
-	}
-	for (uint32_t i = 0; i < ssd->n_slots; i++)
-		ssd->segs[i].fd = -1;
-	kvt_ssd_io_opts_init(&io_opts, sizeof(io_opts));
-	/* queue_depth counts records: a record from a slot with room is one
-	 * operation, from other memory up to three */
-	io_opts.queue_depth = ssd->opts.queue_depth;
-	io_opts.max_inflight_bytes = ssd->opts.max_inflight_bytes;
-	io_opts.max_files = ssd->n_slots;
-	io_opts.threads = ssd->opts.threads;
-	io_opts.force_threads = ssd->opts.force_threads;
-	rc = kvt_ssd_io_open(&io_opts, &ssd->io);
-	if (rc)
-		goto err_segs;
-	rc = apply_recovery(ssd, &rcv, meta == 1, recover_cb, arg);
-	if (rc)
-		goto err_recover;
-	kvt_ssd_recovery_fini(&rcv);
-	ssd->st.open_ns = kvt_now_ns() - t0;
-	log_recovery(ssd);
-	*out = ssd;
-	return 0;
-
-err_recover:
-	for (uint32_t i = 0; i < ssd->n_slots; i++) {
-		if (ssd->segs[i].fd >= 0)
-			close(ssd->segs[i].fd);
-		free(ssd->segs[i].recs);
-	}
-	kvt_ssd_io_close(ssd->io);
-err_segs:
-	free(ssd->segs);
-err_rcv:
-	kvt_ssd_recovery_fini(&rcv);
-err_meta:
-	if (ssd->meta_fd >= 0)
-		close(ssd->meta_fd);
-err_dirfd:
-	close(ssd->dir_fd);
-err_lock:
-	kvt_ssd_helper_stop(ssd->helper);
-	kvt_ssd_stages_fini(&ssd->stages);
-	pthread_cond_destroy(&ssd->create_cv);
-	pthread_cond_destroy(&ssd->batch_cv);
-	pthread_mutex_destroy(&ssd->lock);
-err_dir:
-	free(ssd->sb_page);
-	free(ssd->dir);
-err_ssd:
-	free(ssd);
-	return rc;
-}
-
-void kvt_ssd_close(struct kvt_ssd *ssd)
-{
-	if (!ssd)
-		return;
-	/* a spare made ahead goes: the next open would continue it, empty,
-	 * rather than the segment the records went to */
-	if (ssd->spare >= 0) {
-		char name[64];
-
-		kvt_ssd_seg_name(ssd->segs[ssd->spare].id, name, sizeof(name));
-		if (unlinkat(ssd->dir_fd, name, 0))
-			kvt_log(KVT_LOG_WARN, "event=ssd.unlink_failed dir=%s file=%s err=\"%s\"",
-				ssd->dir, name, strerror(errno));
-		seg_drop(ssd, (uint32_t)ssd->spare);
-	}
-	/* summaries of every segment that lacks one, the open one included,
-	 * so the next open reads them rather than the segments */
-	summaries_due(ssd);
-	for (uint32_t i = 0; i < ssd->n_slots; i++)
-		if (ssd->segs[i].used && !ssd->segs[i].summary)
-			summary_write(ssd, i, ssd->segs[i].gen);
-
-	kvt_ssd_io_close(ssd->io);
-	for (uint32_t i = 0; i < ssd->n_slots; i++) {
-		if (ssd->segs[i].fd >= 0)
-			close(ssd->segs[i].fd);
-		free(ssd->segs[i].recs);
-	}
-	free(ssd->segs);
-	free(ssd->sb_page);
-	free(ssd->dropped);
-	free(ssd->sealed);
-	close(ssd->meta_fd); /* drops the directory lock */
-	close(ssd->dir_fd);
-	kvt_ssd_helper_stop(ssd->helper);
-	kvt_ssd_stages_fini(&ssd->stages);
-	pthread_cond_destroy(&ssd->create_cv);
-	pthread_cond_destroy(&ssd->batch_cv);
-	pthread_mutex_destroy(&ssd->lock);
-	free(ssd->dir);
-	free(ssd);
 }

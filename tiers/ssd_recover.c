@@ -18,7 +18,7 @@
 #define SCAN_WINDOW (4u << 20)
 /* Largest summary read: 88 bytes per record, a record at least two pages. */
 #define SUM_MAX_BYTES (64u << 20)
-/* Locations keep the header page in 24 bits (see ssd.c). */
+/* Locations keep the header page in 24 bits (see ssd_internal.h). */
 #define MAX_PAYLOAD_PAGES ((1u << 24) - 1)
 
 void kvt_ssd_seg_name(uint64_t id, char *buf, size_t len)

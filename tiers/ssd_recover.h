@@ -4,7 +4,7 @@
  * summary or by scanning the segment, and resolves what is live (the newest
  * record of a key, unless a newer tombstone removed it). It changes nothing
  * on disk: it says what to do with every file it will not use (leave it,
- * move it aside, delete it), and the tier does it (ssd.c).
+ * move it aside, delete it), and the tier does it (ssd_open.c).
  *
  * Torn or corrupt records are never reported live: a record is valid only if
  * its salted header checksum and its payload checksum both hold. */
