@@ -111,25 +111,18 @@ static uint64_t waits_parked(const struct kvt_server *srv)
 	return parked;
 }
 
-char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
-{
-	struct kvt_store_stats st = { .size = sizeof(st) };
-	const struct kvt_server_counters *c = &srv->c;
-	json_t *root = json_object(), *tiers = json_object(), *ops = json_object();
-	json_t *server = json_object(), *store = json_object(), *copies = json_object();
-	char *text;
+/* Each builder below makes one section of the STATS object and returns it,
+ * NULL when it could not be allocated. jansson's setters ignore a NULL
+ * object (and free the value they were given), so a builder fills its
+ * section without checking each allocation: a part that could not be made
+ * is left out. */
 
-	if (!root || !tiers || !ops || !server || !store || !copies) {
-		json_decref(root);
-		json_decref(tiers);
-		json_decref(ops);
-		json_decref(server);
-		json_decref(store);
-		json_decref(copies);
-		return NULL;
-	}
-	kvt_store_stats(srv->opts.store, &st);
-	const struct kvt_json_count server_counts[] = {
+/* The daemon: uptime, connections, jobs, and how engine memory is reached. */
+static json_t *server_json(const struct kvt_server *srv)
+{
+	const struct kvt_server_counters *c = &srv->c;
+	json_t *o = json_object();
+	const struct kvt_json_count counts[] = {
 		{ "connections_open", c->conns_open },
 		{ "connections_accepted", c->conns_accepted },
 		{ "connections_refused", c->conns_refused },
@@ -144,7 +137,19 @@ char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
 		{ "jobs_cancelled", c->jobs_cancelled },
 		{ "workers", srv->n_threads },
 	};
-	const struct kvt_json_count copy_counts[] = {
+
+	json_object_set_new(o, "uptime_s", json_real((double)(kvt_now_ns() - srv->start_ns) / 1e9));
+	KVT_JSON_SET_COUNTS(o, counts);
+	json_object_set_new(o, "gpu", json_boolean(srv->opts.dev_cuda != NULL));
+	json_object_set_new(o, "host_copy", json_string(srv->opts.dev_host ? "device" : "direct"));
+	return o;
+}
+
+/* What SAVE and LOAD copied between engine memory and the store. */
+static json_t *copies_json(const struct kvt_server_counters *c, const struct kvt_store_stats *st)
+{
+	json_t *o = json_object();
+	const struct kvt_json_count counts[] = {
 		{ "gather_bytes", ld(&c->gather_bytes) },
 		{ "scatter_bytes", ld(&c->scatter_bytes) },
 		{ "save_blocks", ld(&c->save_blocks) },
@@ -152,137 +157,196 @@ char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
 		{ "load_blocks", ld(&c->load_blocks) },
 		{ "load_misses", ld(&c->load_misses) },
 		/* only LOAD reads through the store's peer tier */
-		{ "load_remote_blocks", st.tier[KVT_TIER_REMOTE].hits },
+		{ "load_remote_blocks", st->tier[KVT_TIER_REMOTE].hits },
 		{ "lookup_remote_keys", c->lookup_remote },
 	};
-	const struct kvt_json_count store_counts[] = {
-		{ "namespaces", st.namespaces },
-		{ "blocks", st.blocks },
-		{ "puts", st.puts },
-		{ "gets", st.gets },
-		{ "get_misses", st.get_misses },
-		{ "removes", st.removes },
-		{ "lookups", st.lookups },
-		{ "lookup_keys", st.lookup_keys },
-		{ "lookup_hit_keys", st.lookup_hit_keys },
-		{ "lookup_miss_keys", st.lookup_keys - st.lookup_hit_keys },
-		{ "checksum_failures", st.checksum_failures },
-		{ "index_bytes", st.index_bytes },
-		{ "dram_dropped", st.dram_dropped },
-		{ "ssd_copies_dropped", st.ssd_copies_dropped },
-		{ "ssd_admission_refused", st.ssd_admission_refused },
-		{ "ssd_admission_refused_bytes", st.ssd_admission_refused_bytes },
-		{ "demote_batches", st.demote_batches },
-		{ "demote_batch_blocks", st.demote_batch_blocks },
-		{ "ssd_compressed_writes", st.ssd_compressed_writes },
-		{ "ssd_write_raw_bytes", st.ssd_write_raw_bytes },
-		{ "ssd_write_stored_bytes", st.ssd_write_stored_bytes },
+
+	KVT_JSON_SET_COUNTS(o, counts);
+	return o;
+}
+
+/* The store's own counts, all tiers together. */
+static json_t *store_json(const struct kvt_store_stats *st)
+{
+	json_t *o = json_object();
+	const struct kvt_json_count counts[] = {
+		{ "namespaces", st->namespaces },
+		{ "blocks", st->blocks },
+		{ "puts", st->puts },
+		{ "gets", st->gets },
+		{ "get_misses", st->get_misses },
+		{ "removes", st->removes },
+		{ "lookups", st->lookups },
+		{ "lookup_keys", st->lookup_keys },
+		{ "lookup_hit_keys", st->lookup_hit_keys },
+		{ "lookup_miss_keys", st->lookup_keys - st->lookup_hit_keys },
+		{ "checksum_failures", st->checksum_failures },
+		{ "index_bytes", st->index_bytes },
+		{ "dram_dropped", st->dram_dropped },
+		{ "ssd_copies_dropped", st->ssd_copies_dropped },
+		{ "ssd_admission_refused", st->ssd_admission_refused },
+		{ "ssd_admission_refused_bytes", st->ssd_admission_refused_bytes },
+		{ "demote_batches", st->demote_batches },
+		{ "demote_batch_blocks", st->demote_batch_blocks },
+		{ "ssd_compressed_writes", st->ssd_compressed_writes },
+		{ "ssd_write_raw_bytes", st->ssd_write_raw_bytes },
+		{ "ssd_write_stored_bytes", st->ssd_write_stored_bytes },
 	};
 
-	json_object_set_new(server, "uptime_s", json_real((double)(kvt_now_ns() - srv->start_ns) / 1e9));
-	KVT_JSON_SET_COUNTS(server, server_counts);
-	json_object_set_new(server, "gpu", json_boolean(srv->opts.dev_cuda != NULL));
-	json_object_set_new(server, "host_copy",
-			    json_string(srv->opts.dev_host ? "device" : "direct"));
-	json_object_set_new(root, "server", server);
+	KVT_JSON_SET_COUNTS(o, counts);
+	return o;
+}
 
-	KVT_JSON_SET_COUNTS(copies, copy_counts);
-	json_object_set_new(root, "copies", copies);
+/* Into the SSD tier's object o: what its last open found ("recovery") and
+ * its health since. */
+static void add_ssd_health(json_t *o, const struct kvt_ssd_health *h)
+{
+	const struct kvt_json_count recovery_counts[] = {
+		{ "recovered", h->recovered },
+		{ "torn", h->torn },
+		{ "corrupt", h->corrupt },
+		{ "superseded", h->superseded },
+		{ "removed", h->removed },
+		{ "quarantined", h->quarantined },
+		{ "foreign", h->foreign },
+		{ "scanned", h->scanned },
+		{ "open_ms", h->open_ms },
+	};
+	const struct kvt_json_count health_counts[] = {
+		{ "tombstones", h->tombstones },
+		{ "probes", h->probes },
+		{ "resumed", h->resumed },
+	};
+	json_t *rec = json_object();
 
-	KVT_JSON_SET_COUNTS(store, store_counts);
-	json_object_set_new(root, "store", store);
+	KVT_JSON_SET_COUNTS(rec, recovery_counts);
+	json_object_set_new(o, "recovery", rec);
+	KVT_JSON_SET_COUNTS(o, health_counts);
+}
 
-	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
-		const struct kvt_tier_stats *ts = &st.tier[t];
-		const struct kvt_json_count tier_counts[] = {
-			{ "capacity_bytes", ts->capacity_bytes },
-			{ "used_bytes", ts->used_bytes },
-			{ "blocks", ts->blocks },
-			{ "hits", ts->hits },
-			{ "bytes_in", ts->bytes_in },
-			{ "bytes_out", ts->bytes_out },
-			{ "evictions", ts->evictions },
-			{ "errors", ts->errors },
-		};
-		json_t *o;
+/* One tier's figures (the SSD tier's with its health). */
+static json_t *tier_json(const struct kvt_store_stats *st, int t)
+{
+	const struct kvt_tier_stats *ts = &st->tier[t];
+	json_t *o = json_object();
+	const struct kvt_json_count counts[] = {
+		{ "capacity_bytes", ts->capacity_bytes },
+		{ "used_bytes", ts->used_bytes },
+		{ "blocks", ts->blocks },
+		{ "hits", ts->hits },
+		{ "bytes_in", ts->bytes_in },
+		{ "bytes_out", ts->bytes_out },
+		{ "evictions", ts->evictions },
+		{ "errors", ts->errors },
+	};
 
-		if (!ts->present)
-			continue;
-		o = json_object();
-		KVT_JSON_SET_COUNTS(o, tier_counts);
-		json_object_set_new(o, "occupancy", json_real(ts->capacity_bytes ?
-			(double)ts->used_bytes / (double)ts->capacity_bytes : 0));
-		json_object_set_new(o, "degraded", json_boolean(ts->degraded));
-		if (t == KVT_TIER_SSD) {
-			const struct kvt_ssd_health *h = &st.ssd;
-			const struct kvt_json_count recovery_counts[] = {
-				{ "recovered", h->recovered },
-				{ "torn", h->torn },
-				{ "corrupt", h->corrupt },
-				{ "superseded", h->superseded },
-				{ "removed", h->removed },
-				{ "quarantined", h->quarantined },
-				{ "foreign", h->foreign },
-				{ "scanned", h->scanned },
-				{ "open_ms", h->open_ms },
-			};
-			const struct kvt_json_count health_counts[] = {
-				{ "tombstones", h->tombstones },
-				{ "probes", h->probes },
-				{ "resumed", h->resumed },
-			};
-			json_t *rec = json_object();
+	KVT_JSON_SET_COUNTS(o, counts);
+	json_object_set_new(o, "occupancy", json_real(ts->capacity_bytes ?
+		(double)ts->used_bytes / (double)ts->capacity_bytes : 0));
+	json_object_set_new(o, "degraded", json_boolean(ts->degraded));
+	if (t == KVT_TIER_SSD)
+		add_ssd_health(o, &st->ssd);
+	return o;
+}
 
-			KVT_JSON_SET_COUNTS(rec, recovery_counts);
-			json_object_set_new(o, "recovery", rec);
-			KVT_JSON_SET_COUNTS(o, health_counts);
-		}
-		json_object_set_new(tiers, kvt_tier_name(t), o);
+/* The tiers present, by name. */
+static json_t *tiers_json(const struct kvt_store_stats *st)
+{
+	json_t *o = json_object();
+
+	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++)
+		if (st->tier[t].present)
+			json_object_set_new(o, kvt_tier_name(t), tier_json(st, t));
+	return o;
+}
+
+/* The upper bounds of the latency buckets, in microseconds (the last bucket
+ * of each op, above them all, has none). */
+static json_t *latency_bounds_json(void)
+{
+	json_t *bounds = json_array();
+
+	for (int b = 0; b < KVT_LAT_BUCKETS; b++)
+		json_array_append_new(bounds, json_real(kvt_lat_bounds_us[b]));
+	return bounds;
+}
+
+/* One op's requests, errors and latency histogram. */
+static json_t *op_json(const struct kvt_op_stats *s)
+{
+	uint64_t timed = 0;
+	json_t *o = json_object(), *h = json_array();
+
+	for (int b = 0; b <= KVT_LAT_BUCKETS; b++) {
+		timed += s->bucket[b];
+		json_array_append_new(h, json_integer((json_int_t)s->bucket[b]));
 	}
-	json_object_set_new(root, "tiers", tiers);
+	kvt_json_set_count(o, "count", s->count);
+	kvt_json_set_count(o, "errors", s->errors);
+	json_object_set_new(o, "mean_us", json_real(timed ? s->sum_us / (double)timed : 0));
+	json_object_set_new(o, "latency_buckets", h);
+	return o;
+}
+
+/* Every op, by name. */
+static json_t *ops_json(const struct kvt_server_counters *c)
+{
+	json_t *o = json_object();
+
+	for (unsigned op = 1; op < KVT_OP_COUNT; op++)
+		json_object_set_new(o, kvt_op_name(op), op_json(&c->op[op]));
+	return o;
+}
+
+/* The cluster's section, from the daemon's hook: NULL when there is no hook
+ * or what it returns is not JSON. */
+static json_t *cluster_json(struct kvt_server *srv)
+{
+	char *text;
+	json_t *o;
+
+	if (!srv->opts.hooks.json_cb)
+		return NULL;
+	text = srv->opts.hooks.json_cb(srv->opts.hooks.arg);
+	o = text ? json_loads(text, 0, NULL) : NULL;
+	free(text);
+	return o;
+}
+
+/* Set section at key in root, taking it; -ENOMEM when it is NULL. */
+static int add_section(json_t *root, const char *key, json_t *section)
+{
+	if (!section)
+		return -ENOMEM;
+	json_object_set_new(root, key, section);
+	return 0;
+}
+
+char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
+{
+	struct kvt_store_stats st = { .size = sizeof(st) };
+	json_t *root = json_object();
+	char *text = NULL;
+
+	if (!root)
+		return NULL;
+	kvt_store_stats(srv->opts.store, &st);
+	if (add_section(root, "server", server_json(srv)) ||
+	    add_section(root, "copies", copies_json(&srv->c, &st)) ||
+	    add_section(root, "store", store_json(&st)) ||
+	    add_section(root, "tiers", tiers_json(&st)) ||
+	    add_section(root, "ops", ops_json(&srv->c)) ||
+	    (tenant < srv->opts.n_tenants &&
+	     add_section(root, "tenant", kvt_insight_tenant_json(srv->insight, tenant, &st))))
+		goto out;
+	/* The reply goes without these when they could not be made (short of
+	 * memory; for cluster, no hook or no JSON from it). */
 	json_object_set_new(root, "plan", plan_json(srv, &st));
-
-	for (unsigned op = 1; op < KVT_OP_COUNT; op++) {
-		const struct kvt_op_stats *s = &c->op[op];
-		uint64_t timed = 0;
-		json_t *o = json_object(), *h = json_array();
-
-		for (int b = 0; b <= KVT_LAT_BUCKETS; b++) {
-			timed += s->bucket[b];
-			json_array_append_new(h, json_integer((json_int_t)s->bucket[b]));
-		}
-		kvt_json_set_count(o, "count", s->count);
-		kvt_json_set_count(o, "errors", s->errors);
-		json_object_set_new(o, "mean_us", json_real(timed ? s->sum_us / (double)timed : 0));
-		json_object_set_new(o, "latency_buckets", h);
-		json_object_set_new(ops, kvt_op_name(op), o);
-	}
-	{
-		json_t *bounds = json_array();
-		for (int b = 0; b < KVT_LAT_BUCKETS; b++)
-			json_array_append_new(bounds, json_real(kvt_lat_bounds_us[b]));
-		json_object_set_new(root, "latency_bounds_us", bounds);
-	}
-	json_object_set_new(root, "ops", ops);
+	json_object_set_new(root, "latency_bounds_us", latency_bounds_json());
 	json_object_set_new(root, "mrc", kvt_insight_mrc_json(srv->insight, &st));
-	if (tenant < srv->opts.n_tenants) {
-		json_t *t = kvt_insight_tenant_json(srv->insight, tenant, &st);
-
-		if (!t) {
-			json_decref(root);
-			return NULL;
-		}
-		json_object_set_new(root, "tenant", t);
-	}
-	if (srv->opts.hooks.json_cb) {
-		char *cl = srv->opts.hooks.json_cb(srv->opts.hooks.arg);
-		json_t *o = cl ? json_loads(cl, 0, NULL) : NULL;
-
-		if (o)
-			json_object_set_new(root, "cluster", o);
-		free(cl);
-	}
+	json_object_set_new(root, "cluster", cluster_json(srv));
 	text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+out:
 	json_decref(root);
 	return text;
 }
