@@ -48,59 +48,6 @@ static uint64_t ld(const uint64_t *p)
 
 /* ---- JSON -------------------------------------------------------------- */
 
-/* LOOKUP's plan and what it is made of: each tier's measured delivery to
- * engines, and the prefill speeds namespaces' engines reported (the first
- * KVT_PLAN_ENGINES_SHOWN, unnamed: stats carry counts, never a tenant or a
- * model). */
-#define KVT_PLAN_ENGINES_SHOWN 64
-
-static json_t *plan_json(struct kvt_server *srv, const struct kvt_store_stats *st)
-{
-	const struct kvt_server_counters *c = &srv->c;
-	json_t *o = json_object(), *tiers = json_object(), *engines = json_array();
-	uint64_t now = kvt_now_ns(), reporting = 0;
-
-	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
-		struct kvt_rate r = kvt_tier_rates_get(&srv->rates, (unsigned)t);
-		json_t *e;
-
-		if (!st->tier[t].present && !r.samples)
-			continue;
-		e = json_object();
-		json_object_set_new(e, "bytes_per_s", json_real(kvt_rate_value(&r)));
-		kvt_json_set_count(e, "samples", r.samples);
-		json_object_set_new(e, "age_s", r.samples ? json_real((double)(now - r.last_ns) / 1e9)
-							 : json_null());
-		json_object_set_new(tiers, kvt_tier_name(t), e);
-	}
-	for (size_t i = 0; i < srv->opts.n_tenants; i++) {
-		for (const struct kvt_ns_use *u = srv->tenant_uses[i]; u; u = u->tnext) {
-			json_t *e;
-
-			if (!u->prefill.samples || reporting++ >= KVT_PLAN_ENGINES_SHOWN)
-				continue;
-			e = json_object();
-			json_object_set_new(e, "prefill_tokens_per_s",
-					    json_real(kvt_rate_value(&u->prefill)));
-			kvt_json_set_count(e, "reports", u->prefill.samples);
-			json_array_append_new(engines, e);
-		}
-	}
-	const struct kvt_json_count counts[] = {
-		{ "namespaces_reporting", reporting },
-		{ "lookups", c->plan_lookups },
-		{ "load_blocks", c->plan_load_blocks },
-		{ "recompute_blocks", c->plan_recompute_blocks },
-		{ "retries", c->plan_retries },
-		{ "prefill_reports", c->prefill_reports },
-	};
-
-	json_object_set_new(o, "tiers", tiers);
-	json_object_set_new(o, "engines", engines);
-	KVT_JSON_SET_COUNTS(o, counts);
-	return o;
-}
-
 /* WAITs parked on all connections, for their jobs to end. */
 static uint64_t waits_parked(const struct kvt_server *srv)
 {
@@ -257,6 +204,59 @@ static json_t *tiers_json(const struct kvt_store_stats *st)
 	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++)
 		if (st->tier[t].present)
 			json_object_set_new(o, kvt_tier_name(t), tier_json(st, t));
+	return o;
+}
+
+/* LOOKUP's plan and what it is made of: each tier's measured delivery to
+ * engines, and the prefill speeds namespaces' engines reported (the first
+ * KVT_PLAN_ENGINES_SHOWN, unnamed: stats carry counts, never a tenant or a
+ * model). */
+#define KVT_PLAN_ENGINES_SHOWN 64
+
+static json_t *plan_json(struct kvt_server *srv, const struct kvt_store_stats *st)
+{
+	const struct kvt_server_counters *c = &srv->c;
+	json_t *o = json_object(), *tiers = json_object(), *engines = json_array();
+	uint64_t now = kvt_now_ns(), reporting = 0;
+
+	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
+		struct kvt_rate r = kvt_tier_rates_get(&srv->rates, (unsigned)t);
+		json_t *e;
+
+		if (!st->tier[t].present && !r.samples)
+			continue;
+		e = json_object();
+		json_object_set_new(e, "bytes_per_s", json_real(kvt_rate_value(&r)));
+		kvt_json_set_count(e, "samples", r.samples);
+		json_object_set_new(e, "age_s", r.samples ? json_real((double)(now - r.last_ns) / 1e9)
+							 : json_null());
+		json_object_set_new(tiers, kvt_tier_name(t), e);
+	}
+	for (size_t i = 0; i < srv->opts.n_tenants; i++) {
+		for (const struct kvt_ns_use *u = srv->tenant_uses[i]; u; u = u->tnext) {
+			json_t *e;
+
+			if (!u->prefill.samples || reporting++ >= KVT_PLAN_ENGINES_SHOWN)
+				continue;
+			e = json_object();
+			json_object_set_new(e, "prefill_tokens_per_s",
+					    json_real(kvt_rate_value(&u->prefill)));
+			kvt_json_set_count(e, "reports", u->prefill.samples);
+			json_array_append_new(engines, e);
+		}
+	}
+	const struct kvt_json_count counts[] = {
+		{ "namespaces_reporting", reporting },
+		{ "lookups", c->plan_lookups },
+		{ "load_blocks", c->plan_load_blocks },
+		{ "recompute_blocks", c->plan_recompute_blocks },
+		{ "retries", c->plan_retries },
+		{ "prefill_reports", c->prefill_reports },
+	};
+
+	json_object_set_new(o, "tiers", tiers);
+	json_object_set_new(o, "engines", engines);
+	KVT_JSON_SET_COUNTS(o, counts);
 	return o;
 }
 
