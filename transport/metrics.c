@@ -478,17 +478,38 @@ static void ssd_prom(struct kvt_textbuf *b, const struct kvt_store_stats *st)
 	kvt_prom_counts(b, health, KVT_COUNT_OF(health));
 }
 
-char *kvt_metrics_prom(struct kvt_server *srv)
+/* The per-tier families, each with a sample for every tier present. */
+static void tiers_prom(struct kvt_textbuf *b, const struct kvt_store_stats *st)
 {
-	struct kvt_store_stats st = { .size = sizeof(st) };
-	const struct kvt_server_counters *c = &srv->c;
-	struct kvt_textbuf b = { 0 };
+	for (size_t i = 0; i < KVT_COUNT_OF(tier_families); i++) {
+		kvt_prom_help(b, tier_families[i].name, tier_families[i].type, tier_families[i].help);
+		for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++)
+			if (st->tier[t].present)
+				tier_sample(b, &tier_families[i], kvt_tier_name(t), &st->tier[t]);
+	}
+}
 
-	kvt_store_stats(srv->opts.store, &st);
+/* What LOOKUP found and LOAD did not. */
+static void lookups_prom(struct kvt_textbuf *b, const struct kvt_server_counters *c,
+			 const struct kvt_store_stats *st)
+{
 	const struct kvt_prom_sample lookup_keys[] = {
-		{ "hit", st.lookup_hit_keys },
-		{ "miss", st.lookup_keys - st.lookup_hit_keys },
+		{ "hit", st->lookup_hit_keys },
+		{ "miss", st->lookup_keys - st->lookup_hit_keys },
 	};
+
+	kvt_prom_labelled(b, "kvtier_lookup_keys_total", "counter", "Keys looked up, by result.",
+			  "result", lookup_keys, KVT_COUNT_OF(lookup_keys));
+	kvt_prom_count(b, "kvtier_load_misses_total", "counter",
+		       "Blocks asked for by LOAD and not found.", ld(&c->load_misses));
+}
+
+/* LOOKUP's plan: each tier's measured delivery, what the plan chose, and
+ * the blocks and keys other nodes held. */
+static void plan_prom(struct kvt_textbuf *b, struct kvt_server *srv,
+		      const struct kvt_store_stats *st)
+{
+	const struct kvt_server_counters *c = &srv->c;
 	const struct kvt_prom_sample plan_blocks[] = {
 		{ "load", c->plan_load_blocks },
 		{ "recompute", c->plan_recompute_blocks },
@@ -502,22 +523,57 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 		/* only LOAD reads through the store's peer tier (peers are
 		 * served local blocks alone) */
 		{ "kvtier_load_remote_blocks_total", "counter",
-		  "Blocks LOAD brought from other nodes of the cluster.", st.tier[KVT_TIER_REMOTE].hits },
+		  "Blocks LOAD brought from other nodes of the cluster.", st->tier[KVT_TIER_REMOTE].hits },
 		{ "kvtier_lookup_remote_keys_total", "counter",
 		  "Keys LOOKUP reported held by other nodes (tier remote).", c->lookup_remote },
 	};
+
+	kvt_prom_help(b, "kvtier_tier_delivered_bytes_per_second", "gauge",
+		      "What each tier delivers to engines (LOAD, acquire to engine memory), moving average.");
+	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
+		struct kvt_rate r = kvt_tier_rates_get(&srv->rates, (unsigned)t);
+
+		if (r.samples)
+			kvt_textbuf_printf(b, "kvtier_tier_delivered_bytes_per_second{tier=\"%s\"} "
+					   "%.0f\n", kvt_tier_name(t), kvt_rate_value(&r));
+	}
+	kvt_prom_labelled(b, "kvtier_plan_blocks_total", "counter",
+			  "Stored blocks LOOKUP's plan had engines load or recompute.", "action",
+			  plan_blocks, KVT_COUNT_OF(plan_blocks));
+	kvt_prom_counts(b, plan, KVT_COUNT_OF(plan));
+}
+
+/* Bytes copied between engine memory and kvtier. */
+static void engine_bytes_prom(struct kvt_textbuf *b, const struct kvt_server_counters *c)
+{
 	const struct kvt_prom_sample engine_bytes[] = {
 		{ "gather", ld(&c->gather_bytes) },
 		{ "scatter", ld(&c->scatter_bytes) },
 	};
+
+	kvt_prom_labelled(b, "kvtier_engine_bytes_total", "counter",
+			  "Bytes copied between engine memory and kvtier (gather = save, scatter = load).",
+			  "direction", engine_bytes, KVT_COUNT_OF(engine_bytes));
+}
+
+/* The store's blocks and what it lost. */
+static void store_prom(struct kvt_textbuf *b, const struct kvt_store_stats *st)
+{
 	const struct kvt_prom_count stored[] = {
-		{ "kvtier_blocks", "gauge", "Blocks stored in all tiers.", st.blocks },
+		{ "kvtier_blocks", "gauge", "Blocks stored in all tiers.", st->blocks },
 		{ "kvtier_checksum_failures_total", "counter",
-		  "Blocks dropped for a checksum mismatch.", st.checksum_failures },
+		  "Blocks dropped for a checksum mismatch.", st->checksum_failures },
 		{ "kvtier_dram_dropped_total", "counter",
 		  "Blocks DRAM let go for lack of room with no copy below (no working SSD tier).",
-		  st.dram_dropped },
+		  st->dram_dropped },
 	};
+
+	kvt_prom_counts(b, stored, KVT_COUNT_OF(stored));
+}
+
+/* The daemon's connections and HELLOs. */
+static void server_prom(struct kvt_textbuf *b, const struct kvt_server_counters *c)
+{
 	const struct kvt_prom_count server[] = {
 		{ "kvtier_connections", "gauge", "Client connections open.", c->conns_open },
 		{ "kvtier_connections_refused_total", "counter",
@@ -535,70 +591,77 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 		{ "kvtier_bad_frames_total", "counter", "Frames refused by the parser.", c->bad_frames },
 	};
 
-	for (size_t i = 0; i < KVT_COUNT_OF(tier_families); i++) {
-		kvt_prom_help(&b, tier_families[i].name, tier_families[i].type, tier_families[i].help);
-		for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++)
-			if (st.tier[t].present)
-				tier_sample(&b, &tier_families[i], kvt_tier_name(t), &st.tier[t]);
-	}
-	kvt_prom_labelled(&b, "kvtier_lookup_keys_total", "counter", "Keys looked up, by result.",
-		 "result", lookup_keys, KVT_COUNT_OF(lookup_keys));
-	kvt_prom_count(&b, "kvtier_load_misses_total", "counter", "Blocks asked for by LOAD and not found.",
-	    ld(&c->load_misses));
-	kvt_prom_help(&b, "kvtier_tier_delivered_bytes_per_second", "gauge",
-	     "What each tier delivers to engines (LOAD, acquire to engine memory), moving average.");
-	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
-		struct kvt_rate r = kvt_tier_rates_get(&srv->rates, (unsigned)t);
+	kvt_prom_counts(b, server, KVT_COUNT_OF(server));
+}
 
-		if (r.samples)
-			kvt_textbuf_printf(&b, "kvtier_tier_delivered_bytes_per_second{tier=\"%s\"} "
-					   "%.0f\n", kvt_tier_name(t), kvt_rate_value(&r));
-	}
-	kvt_prom_labelled(&b, "kvtier_plan_blocks_total", "counter",
-		 "Stored blocks LOOKUP's plan had engines load or recompute.", "action",
-		 plan_blocks, KVT_COUNT_OF(plan_blocks));
-	kvt_prom_counts(&b, plan, KVT_COUNT_OF(plan));
-	kvt_prom_labelled(&b, "kvtier_engine_bytes_total", "counter",
-		 "Bytes copied between engine memory and kvtier (gather = save, scatter = load).",
-		 "direction", engine_bytes, KVT_COUNT_OF(engine_bytes));
-	kvt_prom_counts(&b, stored, KVT_COUNT_OF(stored));
-	if (st.tier[KVT_TIER_SSD].present)
-		ssd_prom(&b, &st);
-	kvt_prom_counts(&b, server, KVT_COUNT_OF(server));
-	kvt_prom_help(&b, "kvtier_ops_total", "counter", "Requests handled, by op and result.");
+/* Requests handled, by op and result. */
+static void ops_prom(struct kvt_textbuf *b, const struct kvt_server_counters *c)
+{
+	kvt_prom_help(b, "kvtier_ops_total", "counter", "Requests handled, by op and result.");
 	for (unsigned op = 1; op < KVT_OP_COUNT; op++) {
-		kvt_textbuf_printf(&b, "kvtier_ops_total{op=\"%s\",result=\"ok\"} %llu\n", kvt_op_name(op),
+		kvt_textbuf_printf(b, "kvtier_ops_total{op=\"%s\",result=\"ok\"} %llu\n", kvt_op_name(op),
 			(unsigned long long)(c->op[op].count - c->op[op].errors));
-		kvt_textbuf_printf(&b, "kvtier_ops_total{op=\"%s\",result=\"error\"} %llu\n", kvt_op_name(op),
+		kvt_textbuf_printf(b, "kvtier_ops_total{op=\"%s\",result=\"error\"} %llu\n", kvt_op_name(op),
 			(unsigned long long)c->op[op].errors);
 	}
-	kvt_prom_help(&b, "kvtier_op_latency_seconds", "histogram",
-	     "Time from a request's arrival to its reply (SAVE/LOAD: to completion).");
+}
+
+/* Each op's latency histogram. */
+static void latency_prom(struct kvt_textbuf *b, const struct kvt_server_counters *c)
+{
+	kvt_prom_help(b, "kvtier_op_latency_seconds", "histogram",
+		      "Time from a request's arrival to its reply (SAVE/LOAD: to completion).");
 	for (unsigned op = 1; op < KVT_OP_COUNT; op++) {
 		uint64_t cum = 0;
+
 		for (int i = 0; i < KVT_LAT_BUCKETS; i++) {
 			cum += c->op[op].bucket[i];
-			kvt_textbuf_printf(&b, "kvtier_op_latency_seconds_bucket{op=\"%s\",le=\"%g\"} %llu\n",
+			kvt_textbuf_printf(b, "kvtier_op_latency_seconds_bucket{op=\"%s\",le=\"%g\"} %llu\n",
 				kvt_op_name(op), kvt_lat_bounds_us[i] / 1e6, (unsigned long long)cum);
 		}
 		cum += c->op[op].bucket[KVT_LAT_BUCKETS];
-		kvt_textbuf_printf(&b, "kvtier_op_latency_seconds_bucket{op=\"%s\",le=\"+Inf\"} %llu\n",
+		kvt_textbuf_printf(b, "kvtier_op_latency_seconds_bucket{op=\"%s\",le=\"+Inf\"} %llu\n",
 			kvt_op_name(op), (unsigned long long)cum);
-		kvt_textbuf_printf(&b, "kvtier_op_latency_seconds_sum{op=\"%s\"} %.9f\n", kvt_op_name(op),
+		kvt_textbuf_printf(b, "kvtier_op_latency_seconds_sum{op=\"%s\"} %.9f\n", kvt_op_name(op),
 			c->op[op].sum_us / 1e6);
-		kvt_textbuf_printf(&b, "kvtier_op_latency_seconds_count{op=\"%s\"} %llu\n", kvt_op_name(op),
+		kvt_textbuf_printf(b, "kvtier_op_latency_seconds_count{op=\"%s\"} %llu\n", kvt_op_name(op),
 			(unsigned long long)cum);
 	}
+}
+
+/* The cluster's families, from the daemon's hook, when there is one. */
+static void cluster_prom(struct kvt_textbuf *b, struct kvt_server *srv)
+{
+	char *text;
+
+	if (!srv->opts.hooks.prom_cb)
+		return;
+	text = srv->opts.hooks.prom_cb(srv->opts.hooks.arg);
+	if (text)
+		kvt_textbuf_printf(b, "%s", text);
+	free(text);
+}
+
+char *kvt_metrics_prom(struct kvt_server *srv)
+{
+	struct kvt_store_stats st = { .size = sizeof(st) };
+	struct kvt_textbuf b = { 0 };
+
+	kvt_store_stats(srv->opts.store, &st);
+	tiers_prom(&b, &st);
+	lookups_prom(&b, &srv->c, &st);
+	plan_prom(&b, srv, &st);
+	engine_bytes_prom(&b, &srv->c);
+	store_prom(&b, &st);
+	if (st.tier[KVT_TIER_SSD].present)
+		ssd_prom(&b, &st);
+	server_prom(&b, &srv->c);
+	ops_prom(&b, &srv->c);
+	latency_prom(&b, &srv->c);
 	if (!b.bad && kvt_insight_prom(srv->insight, &st, srv->opts.metrics_tenants, &b.p, &b.len,
 				       &b.cap))
 		b.bad = true;
-	if (srv->opts.hooks.prom_cb) {
-		char *cl = srv->opts.hooks.prom_cb(srv->opts.hooks.arg);
-
-		if (cl)
-			kvt_textbuf_printf(&b, "%s", cl);
-		free(cl);
-	}
+	cluster_prom(&b, srv);
 	if (b.bad) {
 		free(b.p);
 		return NULL;
