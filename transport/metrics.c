@@ -48,6 +48,165 @@ static uint64_t ld(const uint64_t *p)
 
 /* ---- JSON -------------------------------------------------------------- */
 
+/* WAITs parked on all connections, for their jobs to end. */
+static uint64_t waits_parked(const struct kvt_server *srv)
+{
+	uint64_t parked = 0;
+
+	for (const struct kvt_conn *cn = srv->conns; cn; cn = cn->next)
+		parked += cn->n_waits;
+	return parked;
+}
+
+/* Each builder below makes one section of the STATS object and returns it,
+ * NULL when it could not be allocated. jansson's setters ignore a NULL
+ * object (and free the value they were given), so a builder fills its
+ * section without checking each allocation: a part that could not be made
+ * is left out. */
+
+/* The daemon: uptime, connections, jobs, and how engine memory is reached. */
+static json_t *server_json(const struct kvt_server *srv)
+{
+	const struct kvt_server_counters *c = &srv->c;
+	json_t *o = json_object();
+	const struct kvt_json_count counts[] = {
+		{ "connections_open", c->conns_open },
+		{ "connections_accepted", c->conns_accepted },
+		{ "connections_refused", c->conns_refused },
+		{ "connections_refused_uid_limit", c->conns_uid_refused },
+		{ "hello_timeouts", c->hello_timeouts },
+		{ "hello_delayed", c->hello_delayed },
+		{ "namespaces_reclaimed", c->ns_reclaimed },
+		{ "hello_refused", c->hello_refused },
+		{ "bad_frames", c->bad_frames },
+		{ "jobs_in_flight", (uint64_t)__atomic_load_n(&srv->busy_jobs, __ATOMIC_RELAXED) },
+		{ "waits_parked", waits_parked(srv) },
+		{ "jobs_cancelled", c->jobs_cancelled },
+		{ "workers", srv->n_threads },
+	};
+
+	json_object_set_new(o, "uptime_s", json_real((double)(kvt_now_ns() - srv->start_ns) / 1e9));
+	KVT_JSON_SET_COUNTS(o, counts);
+	json_object_set_new(o, "gpu", json_boolean(srv->opts.dev_cuda != NULL));
+	json_object_set_new(o, "host_copy", json_string(srv->opts.dev_host ? "device" : "direct"));
+	return o;
+}
+
+/* What SAVE and LOAD copied between engine memory and the store. */
+static json_t *copies_json(const struct kvt_server_counters *c, const struct kvt_store_stats *st)
+{
+	json_t *o = json_object();
+	const struct kvt_json_count counts[] = {
+		{ "gather_bytes", ld(&c->gather_bytes) },
+		{ "scatter_bytes", ld(&c->scatter_bytes) },
+		{ "save_blocks", ld(&c->save_blocks) },
+		{ "save_already_present", ld(&c->save_present) },
+		{ "load_blocks", ld(&c->load_blocks) },
+		{ "load_misses", ld(&c->load_misses) },
+		/* only LOAD reads through the store's peer tier */
+		{ "load_remote_blocks", st->tier[KVT_TIER_REMOTE].hits },
+		{ "lookup_remote_keys", c->lookup_remote },
+	};
+
+	KVT_JSON_SET_COUNTS(o, counts);
+	return o;
+}
+
+/* The store's own counts, all tiers together. */
+static json_t *store_json(const struct kvt_store_stats *st)
+{
+	json_t *o = json_object();
+	const struct kvt_json_count counts[] = {
+		{ "namespaces", st->namespaces },
+		{ "blocks", st->blocks },
+		{ "puts", st->puts },
+		{ "gets", st->gets },
+		{ "get_misses", st->get_misses },
+		{ "removes", st->removes },
+		{ "lookups", st->lookups },
+		{ "lookup_keys", st->lookup_keys },
+		{ "lookup_hit_keys", st->lookup_hit_keys },
+		{ "lookup_miss_keys", st->lookup_keys - st->lookup_hit_keys },
+		{ "checksum_failures", st->checksum_failures },
+		{ "index_bytes", st->index_bytes },
+		{ "dram_dropped", st->dram_dropped },
+		{ "ssd_copies_dropped", st->ssd_copies_dropped },
+		{ "ssd_admission_refused", st->ssd_admission_refused },
+		{ "ssd_admission_refused_bytes", st->ssd_admission_refused_bytes },
+		{ "demote_batches", st->demote_batches },
+		{ "demote_batch_blocks", st->demote_batch_blocks },
+		{ "ssd_compressed_writes", st->ssd_compressed_writes },
+		{ "ssd_write_raw_bytes", st->ssd_write_raw_bytes },
+		{ "ssd_write_stored_bytes", st->ssd_write_stored_bytes },
+	};
+
+	KVT_JSON_SET_COUNTS(o, counts);
+	return o;
+}
+
+/* Into the SSD tier's object o: what its last open found ("recovery") and
+ * its health since. */
+static void add_ssd_health(json_t *o, const struct kvt_ssd_health *h)
+{
+	const struct kvt_json_count recovery_counts[] = {
+		{ "recovered", h->recovered },
+		{ "torn", h->torn },
+		{ "corrupt", h->corrupt },
+		{ "superseded", h->superseded },
+		{ "removed", h->removed },
+		{ "quarantined", h->quarantined },
+		{ "foreign", h->foreign },
+		{ "scanned", h->scanned },
+		{ "open_ms", h->open_ms },
+	};
+	const struct kvt_json_count health_counts[] = {
+		{ "tombstones", h->tombstones },
+		{ "probes", h->probes },
+		{ "resumed", h->resumed },
+	};
+	json_t *rec = json_object();
+
+	KVT_JSON_SET_COUNTS(rec, recovery_counts);
+	json_object_set_new(o, "recovery", rec);
+	KVT_JSON_SET_COUNTS(o, health_counts);
+}
+
+/* One tier's figures (the SSD tier's with its health). */
+static json_t *tier_json(const struct kvt_store_stats *st, int t)
+{
+	const struct kvt_tier_stats *ts = &st->tier[t];
+	json_t *o = json_object();
+	const struct kvt_json_count counts[] = {
+		{ "capacity_bytes", ts->capacity_bytes },
+		{ "used_bytes", ts->used_bytes },
+		{ "blocks", ts->blocks },
+		{ "hits", ts->hits },
+		{ "bytes_in", ts->bytes_in },
+		{ "bytes_out", ts->bytes_out },
+		{ "evictions", ts->evictions },
+		{ "errors", ts->errors },
+	};
+
+	KVT_JSON_SET_COUNTS(o, counts);
+	json_object_set_new(o, "occupancy", json_real(ts->capacity_bytes ?
+		(double)ts->used_bytes / (double)ts->capacity_bytes : 0));
+	json_object_set_new(o, "degraded", json_boolean(ts->degraded));
+	if (t == KVT_TIER_SSD)
+		add_ssd_health(o, &st->ssd);
+	return o;
+}
+
+/* The tiers present, by name. */
+static json_t *tiers_json(const struct kvt_store_stats *st)
+{
+	json_t *o = json_object();
+
+	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++)
+		if (st->tier[t].present)
+			json_object_set_new(o, kvt_tier_name(t), tier_json(st, t));
+	return o;
+}
+
 /* LOOKUP's plan and what it is made of: each tier's measured delivery to
  * engines, and the prefill speeds namespaces' engines reported (the first
  * KVT_PLAN_ENGINES_SHOWN, unnamed: stats carry counts, never a tenant or a
@@ -101,188 +260,93 @@ static json_t *plan_json(struct kvt_server *srv, const struct kvt_store_stats *s
 	return o;
 }
 
-/* WAITs parked on all connections, for their jobs to end. */
-static uint64_t waits_parked(const struct kvt_server *srv)
+/* The upper bounds of the latency buckets, in microseconds (the last bucket
+ * of each op, above them all, has none). */
+static json_t *latency_bounds_json(void)
 {
-	uint64_t parked = 0;
+	json_t *bounds = json_array();
 
-	for (const struct kvt_conn *cn = srv->conns; cn; cn = cn->next)
-		parked += cn->n_waits;
-	return parked;
+	for (int b = 0; b < KVT_LAT_BUCKETS; b++)
+		json_array_append_new(bounds, json_real(kvt_lat_bounds_us[b]));
+	return bounds;
+}
+
+/* One op's requests, errors and latency histogram. */
+static json_t *op_json(const struct kvt_op_stats *s)
+{
+	uint64_t timed = 0;
+	json_t *o = json_object(), *h = json_array();
+
+	for (int b = 0; b <= KVT_LAT_BUCKETS; b++) {
+		timed += s->bucket[b];
+		json_array_append_new(h, json_integer((json_int_t)s->bucket[b]));
+	}
+	kvt_json_set_count(o, "count", s->count);
+	kvt_json_set_count(o, "errors", s->errors);
+	json_object_set_new(o, "mean_us", json_real(timed ? s->sum_us / (double)timed : 0));
+	json_object_set_new(o, "latency_buckets", h);
+	return o;
+}
+
+/* Every op, by name. */
+static json_t *ops_json(const struct kvt_server_counters *c)
+{
+	json_t *o = json_object();
+
+	for (unsigned op = 1; op < KVT_OP_COUNT; op++)
+		json_object_set_new(o, kvt_op_name(op), op_json(&c->op[op]));
+	return o;
+}
+
+/* The cluster's section, from the daemon's hook: NULL when there is no hook
+ * or what it returns is not JSON. */
+static json_t *cluster_json(struct kvt_server *srv)
+{
+	char *text;
+	json_t *o;
+
+	if (!srv->opts.hooks.json_cb)
+		return NULL;
+	text = srv->opts.hooks.json_cb(srv->opts.hooks.arg);
+	o = text ? json_loads(text, 0, NULL) : NULL;
+	free(text);
+	return o;
+}
+
+/* Set section at key in root, taking it; -ENOMEM when it is NULL. */
+static int add_section(json_t *root, const char *key, json_t *section)
+{
+	if (!section)
+		return -ENOMEM;
+	json_object_set_new(root, key, section);
+	return 0;
 }
 
 char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
 {
 	struct kvt_store_stats st = { .size = sizeof(st) };
-	const struct kvt_server_counters *c = &srv->c;
-	json_t *root = json_object(), *tiers = json_object(), *ops = json_object();
-	json_t *server = json_object(), *store = json_object(), *copies = json_object();
-	char *text;
+	json_t *root = json_object();
+	char *text = NULL;
 
-	if (!root || !tiers || !ops || !server || !store || !copies) {
-		json_decref(root);
-		json_decref(tiers);
-		json_decref(ops);
-		json_decref(server);
-		json_decref(store);
-		json_decref(copies);
+	if (!root)
 		return NULL;
-	}
 	kvt_store_stats(srv->opts.store, &st);
-	const struct kvt_json_count server_counts[] = {
-		{ "connections_open", c->conns_open },
-		{ "connections_accepted", c->conns_accepted },
-		{ "connections_refused", c->conns_refused },
-		{ "connections_refused_uid_limit", c->conns_uid_refused },
-		{ "hello_timeouts", c->hello_timeouts },
-		{ "hello_delayed", c->hello_delayed },
-		{ "namespaces_reclaimed", c->ns_reclaimed },
-		{ "hello_refused", c->hello_refused },
-		{ "bad_frames", c->bad_frames },
-		{ "jobs_in_flight", (uint64_t)__atomic_load_n(&srv->busy_jobs, __ATOMIC_RELAXED) },
-		{ "waits_parked", waits_parked(srv) },
-		{ "jobs_cancelled", c->jobs_cancelled },
-		{ "workers", srv->n_threads },
-	};
-	const struct kvt_json_count copy_counts[] = {
-		{ "gather_bytes", ld(&c->gather_bytes) },
-		{ "scatter_bytes", ld(&c->scatter_bytes) },
-		{ "save_blocks", ld(&c->save_blocks) },
-		{ "save_already_present", ld(&c->save_present) },
-		{ "load_blocks", ld(&c->load_blocks) },
-		{ "load_misses", ld(&c->load_misses) },
-		/* only LOAD reads through the store's peer tier */
-		{ "load_remote_blocks", st.tier[KVT_TIER_REMOTE].hits },
-		{ "lookup_remote_keys", c->lookup_remote },
-	};
-	const struct kvt_json_count store_counts[] = {
-		{ "namespaces", st.namespaces },
-		{ "blocks", st.blocks },
-		{ "puts", st.puts },
-		{ "gets", st.gets },
-		{ "get_misses", st.get_misses },
-		{ "removes", st.removes },
-		{ "lookups", st.lookups },
-		{ "lookup_keys", st.lookup_keys },
-		{ "lookup_hit_keys", st.lookup_hit_keys },
-		{ "lookup_miss_keys", st.lookup_keys - st.lookup_hit_keys },
-		{ "checksum_failures", st.checksum_failures },
-		{ "index_bytes", st.index_bytes },
-		{ "dram_dropped", st.dram_dropped },
-		{ "ssd_copies_dropped", st.ssd_copies_dropped },
-		{ "ssd_admission_refused", st.ssd_admission_refused },
-		{ "ssd_admission_refused_bytes", st.ssd_admission_refused_bytes },
-		{ "demote_batches", st.demote_batches },
-		{ "demote_batch_blocks", st.demote_batch_blocks },
-		{ "ssd_compressed_writes", st.ssd_compressed_writes },
-		{ "ssd_write_raw_bytes", st.ssd_write_raw_bytes },
-		{ "ssd_write_stored_bytes", st.ssd_write_stored_bytes },
-	};
-
-	json_object_set_new(server, "uptime_s", json_real((double)(kvt_now_ns() - srv->start_ns) / 1e9));
-	KVT_JSON_SET_COUNTS(server, server_counts);
-	json_object_set_new(server, "gpu", json_boolean(srv->opts.dev_cuda != NULL));
-	json_object_set_new(server, "host_copy",
-			    json_string(srv->opts.dev_host ? "device" : "direct"));
-	json_object_set_new(root, "server", server);
-
-	KVT_JSON_SET_COUNTS(copies, copy_counts);
-	json_object_set_new(root, "copies", copies);
-
-	KVT_JSON_SET_COUNTS(store, store_counts);
-	json_object_set_new(root, "store", store);
-
-	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
-		const struct kvt_tier_stats *ts = &st.tier[t];
-		const struct kvt_json_count tier_counts[] = {
-			{ "capacity_bytes", ts->capacity_bytes },
-			{ "used_bytes", ts->used_bytes },
-			{ "blocks", ts->blocks },
-			{ "hits", ts->hits },
-			{ "bytes_in", ts->bytes_in },
-			{ "bytes_out", ts->bytes_out },
-			{ "evictions", ts->evictions },
-			{ "errors", ts->errors },
-		};
-		json_t *o;
-
-		if (!ts->present)
-			continue;
-		o = json_object();
-		KVT_JSON_SET_COUNTS(o, tier_counts);
-		json_object_set_new(o, "occupancy", json_real(ts->capacity_bytes ?
-			(double)ts->used_bytes / (double)ts->capacity_bytes : 0));
-		json_object_set_new(o, "degraded", json_boolean(ts->degraded));
-		if (t == KVT_TIER_SSD) {
-			const struct kvt_ssd_health *h = &st.ssd;
-			const struct kvt_json_count recovery_counts[] = {
-				{ "recovered", h->recovered },
-				{ "torn", h->torn },
-				{ "corrupt", h->corrupt },
-				{ "superseded", h->superseded },
-				{ "removed", h->removed },
-				{ "quarantined", h->quarantined },
-				{ "foreign", h->foreign },
-				{ "scanned", h->scanned },
-				{ "open_ms", h->open_ms },
-			};
-			const struct kvt_json_count health_counts[] = {
-				{ "tombstones", h->tombstones },
-				{ "probes", h->probes },
-				{ "resumed", h->resumed },
-			};
-			json_t *rec = json_object();
-
-			KVT_JSON_SET_COUNTS(rec, recovery_counts);
-			json_object_set_new(o, "recovery", rec);
-			KVT_JSON_SET_COUNTS(o, health_counts);
-		}
-		json_object_set_new(tiers, kvt_tier_name(t), o);
-	}
-	json_object_set_new(root, "tiers", tiers);
+	if (add_section(root, "server", server_json(srv)) ||
+	    add_section(root, "copies", copies_json(&srv->c, &st)) ||
+	    add_section(root, "store", store_json(&st)) ||
+	    add_section(root, "tiers", tiers_json(&st)) ||
+	    add_section(root, "ops", ops_json(&srv->c)) ||
+	    (tenant < srv->opts.n_tenants &&
+	     add_section(root, "tenant", kvt_insight_tenant_json(srv->insight, tenant, &st))))
+		goto out;
+	/* The reply goes without these when they could not be made (short of
+	 * memory; for cluster, no hook or no JSON from it). */
 	json_object_set_new(root, "plan", plan_json(srv, &st));
-
-	for (unsigned op = 1; op < KVT_OP_COUNT; op++) {
-		const struct kvt_op_stats *s = &c->op[op];
-		uint64_t timed = 0;
-		json_t *o = json_object(), *h = json_array();
-
-		for (int b = 0; b <= KVT_LAT_BUCKETS; b++) {
-			timed += s->bucket[b];
-			json_array_append_new(h, json_integer((json_int_t)s->bucket[b]));
-		}
-		kvt_json_set_count(o, "count", s->count);
-		kvt_json_set_count(o, "errors", s->errors);
-		json_object_set_new(o, "mean_us", json_real(timed ? s->sum_us / (double)timed : 0));
-		json_object_set_new(o, "latency_buckets", h);
-		json_object_set_new(ops, kvt_op_name(op), o);
-	}
-	{
-		json_t *bounds = json_array();
-		for (int b = 0; b < KVT_LAT_BUCKETS; b++)
-			json_array_append_new(bounds, json_real(kvt_lat_bounds_us[b]));
-		json_object_set_new(root, "latency_bounds_us", bounds);
-	}
-	json_object_set_new(root, "ops", ops);
+	json_object_set_new(root, "latency_bounds_us", latency_bounds_json());
 	json_object_set_new(root, "mrc", kvt_insight_mrc_json(srv->insight, &st));
-	if (tenant < srv->opts.n_tenants) {
-		json_t *t = kvt_insight_tenant_json(srv->insight, tenant, &st);
-
-		if (!t) {
-			json_decref(root);
-			return NULL;
-		}
-		json_object_set_new(root, "tenant", t);
-	}
-	if (srv->opts.hooks.json_cb) {
-		char *cl = srv->opts.hooks.json_cb(srv->opts.hooks.arg);
-		json_t *o = cl ? json_loads(cl, 0, NULL) : NULL;
-
-		if (o)
-			json_object_set_new(root, "cluster", o);
-		free(cl);
-	}
+	json_object_set_new(root, "cluster", cluster_json(srv));
 	text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+out:
 	json_decref(root);
 	return text;
 }
@@ -414,17 +478,38 @@ static void ssd_prom(struct kvt_textbuf *b, const struct kvt_store_stats *st)
 	kvt_prom_counts(b, health, KVT_COUNT_OF(health));
 }
 
-char *kvt_metrics_prom(struct kvt_server *srv)
+/* The per-tier families, each with a sample for every tier present. */
+static void tiers_prom(struct kvt_textbuf *b, const struct kvt_store_stats *st)
 {
-	struct kvt_store_stats st = { .size = sizeof(st) };
-	const struct kvt_server_counters *c = &srv->c;
-	struct kvt_textbuf b = { 0 };
+	for (size_t i = 0; i < KVT_COUNT_OF(tier_families); i++) {
+		kvt_prom_help(b, tier_families[i].name, tier_families[i].type, tier_families[i].help);
+		for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++)
+			if (st->tier[t].present)
+				tier_sample(b, &tier_families[i], kvt_tier_name(t), &st->tier[t]);
+	}
+}
 
-	kvt_store_stats(srv->opts.store, &st);
+/* What LOOKUP found and LOAD did not. */
+static void lookups_prom(struct kvt_textbuf *b, const struct kvt_server_counters *c,
+			 const struct kvt_store_stats *st)
+{
 	const struct kvt_prom_sample lookup_keys[] = {
-		{ "hit", st.lookup_hit_keys },
-		{ "miss", st.lookup_keys - st.lookup_hit_keys },
+		{ "hit", st->lookup_hit_keys },
+		{ "miss", st->lookup_keys - st->lookup_hit_keys },
 	};
+
+	kvt_prom_labelled(b, "kvtier_lookup_keys_total", "counter", "Keys looked up, by result.",
+			  "result", lookup_keys, KVT_COUNT_OF(lookup_keys));
+	kvt_prom_count(b, "kvtier_load_misses_total", "counter",
+		       "Blocks asked for by LOAD and not found.", ld(&c->load_misses));
+}
+
+/* LOOKUP's plan: each tier's measured delivery, what the plan chose, and
+ * the blocks and keys other nodes held. */
+static void plan_prom(struct kvt_textbuf *b, struct kvt_server *srv,
+		      const struct kvt_store_stats *st)
+{
+	const struct kvt_server_counters *c = &srv->c;
 	const struct kvt_prom_sample plan_blocks[] = {
 		{ "load", c->plan_load_blocks },
 		{ "recompute", c->plan_recompute_blocks },
@@ -438,22 +523,57 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 		/* only LOAD reads through the store's peer tier (peers are
 		 * served local blocks alone) */
 		{ "kvtier_load_remote_blocks_total", "counter",
-		  "Blocks LOAD brought from other nodes of the cluster.", st.tier[KVT_TIER_REMOTE].hits },
+		  "Blocks LOAD brought from other nodes of the cluster.", st->tier[KVT_TIER_REMOTE].hits },
 		{ "kvtier_lookup_remote_keys_total", "counter",
 		  "Keys LOOKUP reported held by other nodes (tier remote).", c->lookup_remote },
 	};
+
+	kvt_prom_help(b, "kvtier_tier_delivered_bytes_per_second", "gauge",
+		      "What each tier delivers to engines (LOAD, acquire to engine memory), moving average.");
+	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
+		struct kvt_rate r = kvt_tier_rates_get(&srv->rates, (unsigned)t);
+
+		if (r.samples)
+			kvt_textbuf_printf(b, "kvtier_tier_delivered_bytes_per_second{tier=\"%s\"} "
+					   "%.0f\n", kvt_tier_name(t), kvt_rate_value(&r));
+	}
+	kvt_prom_labelled(b, "kvtier_plan_blocks_total", "counter",
+			  "Stored blocks LOOKUP's plan had engines load or recompute.", "action",
+			  plan_blocks, KVT_COUNT_OF(plan_blocks));
+	kvt_prom_counts(b, plan, KVT_COUNT_OF(plan));
+}
+
+/* Bytes copied between engine memory and kvtier. */
+static void engine_bytes_prom(struct kvt_textbuf *b, const struct kvt_server_counters *c)
+{
 	const struct kvt_prom_sample engine_bytes[] = {
 		{ "gather", ld(&c->gather_bytes) },
 		{ "scatter", ld(&c->scatter_bytes) },
 	};
+
+	kvt_prom_labelled(b, "kvtier_engine_bytes_total", "counter",
+			  "Bytes copied between engine memory and kvtier (gather = save, scatter = load).",
+			  "direction", engine_bytes, KVT_COUNT_OF(engine_bytes));
+}
+
+/* The store's blocks and what it lost. */
+static void store_prom(struct kvt_textbuf *b, const struct kvt_store_stats *st)
+{
 	const struct kvt_prom_count stored[] = {
-		{ "kvtier_blocks", "gauge", "Blocks stored in all tiers.", st.blocks },
+		{ "kvtier_blocks", "gauge", "Blocks stored in all tiers.", st->blocks },
 		{ "kvtier_checksum_failures_total", "counter",
-		  "Blocks dropped for a checksum mismatch.", st.checksum_failures },
+		  "Blocks dropped for a checksum mismatch.", st->checksum_failures },
 		{ "kvtier_dram_dropped_total", "counter",
 		  "Blocks DRAM let go for lack of room with no copy below (no working SSD tier).",
-		  st.dram_dropped },
+		  st->dram_dropped },
 	};
+
+	kvt_prom_counts(b, stored, KVT_COUNT_OF(stored));
+}
+
+/* The daemon's connections and HELLOs. */
+static void server_prom(struct kvt_textbuf *b, const struct kvt_server_counters *c)
+{
 	const struct kvt_prom_count server[] = {
 		{ "kvtier_connections", "gauge", "Client connections open.", c->conns_open },
 		{ "kvtier_connections_refused_total", "counter",
@@ -471,70 +591,77 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 		{ "kvtier_bad_frames_total", "counter", "Frames refused by the parser.", c->bad_frames },
 	};
 
-	for (size_t i = 0; i < KVT_COUNT_OF(tier_families); i++) {
-		kvt_prom_help(&b, tier_families[i].name, tier_families[i].type, tier_families[i].help);
-		for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++)
-			if (st.tier[t].present)
-				tier_sample(&b, &tier_families[i], kvt_tier_name(t), &st.tier[t]);
-	}
-	kvt_prom_labelled(&b, "kvtier_lookup_keys_total", "counter", "Keys looked up, by result.",
-		 "result", lookup_keys, KVT_COUNT_OF(lookup_keys));
-	kvt_prom_count(&b, "kvtier_load_misses_total", "counter", "Blocks asked for by LOAD and not found.",
-	    ld(&c->load_misses));
-	kvt_prom_help(&b, "kvtier_tier_delivered_bytes_per_second", "gauge",
-	     "What each tier delivers to engines (LOAD, acquire to engine memory), moving average.");
-	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
-		struct kvt_rate r = kvt_tier_rates_get(&srv->rates, (unsigned)t);
+	kvt_prom_counts(b, server, KVT_COUNT_OF(server));
+}
 
-		if (r.samples)
-			kvt_textbuf_printf(&b, "kvtier_tier_delivered_bytes_per_second{tier=\"%s\"} "
-					   "%.0f\n", kvt_tier_name(t), kvt_rate_value(&r));
-	}
-	kvt_prom_labelled(&b, "kvtier_plan_blocks_total", "counter",
-		 "Stored blocks LOOKUP's plan had engines load or recompute.", "action",
-		 plan_blocks, KVT_COUNT_OF(plan_blocks));
-	kvt_prom_counts(&b, plan, KVT_COUNT_OF(plan));
-	kvt_prom_labelled(&b, "kvtier_engine_bytes_total", "counter",
-		 "Bytes copied between engine memory and kvtier (gather = save, scatter = load).",
-		 "direction", engine_bytes, KVT_COUNT_OF(engine_bytes));
-	kvt_prom_counts(&b, stored, KVT_COUNT_OF(stored));
-	if (st.tier[KVT_TIER_SSD].present)
-		ssd_prom(&b, &st);
-	kvt_prom_counts(&b, server, KVT_COUNT_OF(server));
-	kvt_prom_help(&b, "kvtier_ops_total", "counter", "Requests handled, by op and result.");
+/* Requests handled, by op and result. */
+static void ops_prom(struct kvt_textbuf *b, const struct kvt_server_counters *c)
+{
+	kvt_prom_help(b, "kvtier_ops_total", "counter", "Requests handled, by op and result.");
 	for (unsigned op = 1; op < KVT_OP_COUNT; op++) {
-		kvt_textbuf_printf(&b, "kvtier_ops_total{op=\"%s\",result=\"ok\"} %llu\n", kvt_op_name(op),
+		kvt_textbuf_printf(b, "kvtier_ops_total{op=\"%s\",result=\"ok\"} %llu\n", kvt_op_name(op),
 			(unsigned long long)(c->op[op].count - c->op[op].errors));
-		kvt_textbuf_printf(&b, "kvtier_ops_total{op=\"%s\",result=\"error\"} %llu\n", kvt_op_name(op),
+		kvt_textbuf_printf(b, "kvtier_ops_total{op=\"%s\",result=\"error\"} %llu\n", kvt_op_name(op),
 			(unsigned long long)c->op[op].errors);
 	}
-	kvt_prom_help(&b, "kvtier_op_latency_seconds", "histogram",
-	     "Time from a request's arrival to its reply (SAVE/LOAD: to completion).");
+}
+
+/* Each op's latency histogram. */
+static void latency_prom(struct kvt_textbuf *b, const struct kvt_server_counters *c)
+{
+	kvt_prom_help(b, "kvtier_op_latency_seconds", "histogram",
+		      "Time from a request's arrival to its reply (SAVE/LOAD: to completion).");
 	for (unsigned op = 1; op < KVT_OP_COUNT; op++) {
 		uint64_t cum = 0;
+
 		for (int i = 0; i < KVT_LAT_BUCKETS; i++) {
 			cum += c->op[op].bucket[i];
-			kvt_textbuf_printf(&b, "kvtier_op_latency_seconds_bucket{op=\"%s\",le=\"%g\"} %llu\n",
+			kvt_textbuf_printf(b, "kvtier_op_latency_seconds_bucket{op=\"%s\",le=\"%g\"} %llu\n",
 				kvt_op_name(op), kvt_lat_bounds_us[i] / 1e6, (unsigned long long)cum);
 		}
 		cum += c->op[op].bucket[KVT_LAT_BUCKETS];
-		kvt_textbuf_printf(&b, "kvtier_op_latency_seconds_bucket{op=\"%s\",le=\"+Inf\"} %llu\n",
+		kvt_textbuf_printf(b, "kvtier_op_latency_seconds_bucket{op=\"%s\",le=\"+Inf\"} %llu\n",
 			kvt_op_name(op), (unsigned long long)cum);
-		kvt_textbuf_printf(&b, "kvtier_op_latency_seconds_sum{op=\"%s\"} %.9f\n", kvt_op_name(op),
+		kvt_textbuf_printf(b, "kvtier_op_latency_seconds_sum{op=\"%s\"} %.9f\n", kvt_op_name(op),
 			c->op[op].sum_us / 1e6);
-		kvt_textbuf_printf(&b, "kvtier_op_latency_seconds_count{op=\"%s\"} %llu\n", kvt_op_name(op),
+		kvt_textbuf_printf(b, "kvtier_op_latency_seconds_count{op=\"%s\"} %llu\n", kvt_op_name(op),
 			(unsigned long long)cum);
 	}
+}
+
+/* The cluster's families, from the daemon's hook, when there is one. */
+static void cluster_prom(struct kvt_textbuf *b, struct kvt_server *srv)
+{
+	char *text;
+
+	if (!srv->opts.hooks.prom_cb)
+		return;
+	text = srv->opts.hooks.prom_cb(srv->opts.hooks.arg);
+	if (text)
+		kvt_textbuf_printf(b, "%s", text);
+	free(text);
+}
+
+char *kvt_metrics_prom(struct kvt_server *srv)
+{
+	struct kvt_store_stats st = { .size = sizeof(st) };
+	struct kvt_textbuf b = { 0 };
+
+	kvt_store_stats(srv->opts.store, &st);
+	tiers_prom(&b, &st);
+	lookups_prom(&b, &srv->c, &st);
+	plan_prom(&b, srv, &st);
+	engine_bytes_prom(&b, &srv->c);
+	store_prom(&b, &st);
+	if (st.tier[KVT_TIER_SSD].present)
+		ssd_prom(&b, &st);
+	server_prom(&b, &srv->c);
+	ops_prom(&b, &srv->c);
+	latency_prom(&b, &srv->c);
 	if (!b.bad && kvt_insight_prom(srv->insight, &st, srv->opts.metrics_tenants, &b.p, &b.len,
 				       &b.cap))
 		b.bad = true;
-	if (srv->opts.hooks.prom_cb) {
-		char *cl = srv->opts.hooks.prom_cb(srv->opts.hooks.arg);
-
-		if (cl)
-			kvt_textbuf_printf(&b, "%s", cl);
-		free(cl);
-	}
+	cluster_prom(&b, srv);
 	if (b.bad) {
 		free(b.p);
 		return NULL;
