@@ -92,6 +92,16 @@ static inline void codec_rejects_edits(enum kvt_codec_id id, const void *frame, 
 	free(bad);
 }
 
+/* frame, stored bytes long, must not decode to raw bytes: -EBADMSG. */
+static inline void codec_assert_rejected(enum kvt_codec_id id, const void *frame, size_t stored,
+					 size_t raw)
+{
+	char *out = malloc(raw + 2);
+
+	assert_int_equal(kvt_codec_decode(id, frame, stored, out, raw, NULL), -EBADMSG);
+	free(out);
+}
+
 /* 2000 times, 1 to 4 bytes of a copy of the frame flipped: on odd rounds
  * anywhere, on even ones within [hot[k][0], hot[k][1]) for a k taken at
  * random (the header and what a decoder trusts first). Each decode gives 0
