@@ -70,7 +70,10 @@ huge_reserve() {
   got=$(( $(cat /proc/sys/vm/nr_hugepages) - total ))
   huge_added=$(( huge_added + got ))
   echo "ssd-bench: reserved $got huge pages of 2 MiB (wanted $add)" >&2
-  [ "$got" -ge "$add" ]
+  if [ "$got" -lt "$add" ]; then
+    echo "ssd-bench: too few huge pages for a like-for-like run (memory fragmented or taken)" >&2
+    exit 1
+  fi
 }
 huge_give_back() {
   [ "$huge_added" -gt 0 ] || return 0
