@@ -243,7 +243,7 @@ static void two_loads_of_the_same_keys_both_deliver(void **state)
  * a LOAD may hold every slot of the DRAM tier for a while). */
 struct saver {
 	const struct kvtd_proc *d;
-	volatile bool stop;
+	bool stop;                /* atomic */
 	int rounds;
 	int failed;               /* a remove or save that did not take */
 };
@@ -258,7 +258,7 @@ static void *saver_main(void *arg)
 		engine_page_fill(&e.m, i, seed + i);
 	/* 40 rounds write 80 MiB: the SSD tier (256 MiB) never needs to let
 	 * a live block go for room */
-	while (!s->stop && s->rounds < 40) {
+	while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE) && s->rounds < 40) {
 		uint32_t from = BLOCKS / 2 + (uint32_t)(s->rounds * 8) % (BLOCKS / 2 - 16);
 		uint32_t pages[16];
 		uint64_t ticket;
@@ -307,7 +307,7 @@ static void save_and_remove_racing_a_load_of_the_same_keys(void **state)
 			if (!loaded_right(&e, i, i))
 				fail_msg("round %d: block %u loaded wrong bytes", round, i);
 	}
-	s.stop = true;
+	__atomic_store_n(&s.stop, true, __ATOMIC_RELEASE);
 	pthread_join(th, NULL);
 	assert_int_equal(s.failed, 0);
 	assert_true(s.rounds > 0);
