@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,13 +33,14 @@
 #include "kvtier/client.h"
 
 #define MAX_REPS 32
+#define MAX_ENGINES 8
 
 struct e2e_args {
 	const char *dir;
 	const char *kvtierd;
 	const char *codec; /* kvtierd --ssd-codec; NULL: raw */
 	uint64_t dram, ws;
-	uint32_t layers, xfer, workers;
+	uint32_t layers, xfer, workers, engines;
 	int reps;
 	int pages; /* 0 auto, 1 huge, 2 4k */
 	bool json;
@@ -70,6 +72,9 @@ static void usage(FILE *f)
 "                     head_dim 128, bf16, 16 tokens): default 32, 2 MiB blocks\n"
 "  --xfer-blocks N    blocks per SAVE and LOAD request (default 32)\n"
 "  --workers N        the daemon's copy threads (default 4)\n"
+"  --engines N        engines at once (default 1, at most 8), each on its own\n"
+"                     connection with its own prefix and an N-th of the\n"
+"                     working set; they save together, then load together\n"
 "  --ssd-codec CODEC  the daemon's SSD codec (kvtierd --ssd-codec); the\n"
 "                     engine's K/V are then bf16 values of a normal, which\n"
 "                     codecs for bf16 shrink, instead of bytes none does\n"
@@ -85,10 +90,13 @@ static void usage(FILE *f)
 "JSON: save_gbps, load_gbps, fio_read_gbps, fio_write_gbps (no sync),\n"
 "fio_write_sync_gbps (fdatasync every --xfer-blocks writes, the demoter's\n"
 "group commit), load_vs_fio, save_vs_fio, save_vs_fio_sync, load_rest_gbps\n"
-"and load_rest_vs_fio (the LOADs after the first, which runs while the daemon\n"
-"still writes back what the SAVEs left in DRAM), blocks_from_ssd, and runs[]\n"
+"and load_rest_vs_fio (the LOADs after each engine's first, which runs while\n"
+"the daemon still writes back what the SAVEs left in DRAM), blocks_from_ssd,\n"
+"engines, and runs[]\n"
 "per repetition; ssd_stored_ratio (bytes written to SSD before / after the\n"
-"codec, from the daemon's STATS). GB = 1e9 B. Targets: LOAD >= 0.8x fio read,\n"
+"codec, from the daemon's STATS). With several engines, LOAD and SAVE are\n"
+"their sums: bytes over the time at least one request was in flight.\n"
+"GB = 1e9 B. Targets: LOAD >= 0.8x fio read,\n"
 "SAVE >= 0.7x fio write.\n");
 }
 
@@ -101,12 +109,13 @@ static int parse_args(int argc, char **argv, struct e2e_args *a)
 		{ "workers", required_argument, NULL, 'w' }, { "reps", required_argument, NULL, 'r' },
 		{ "pages", required_argument, NULL, 'p' }, { "kvtierd", required_argument, NULL, 'k' },
 		{ "json", no_argument, NULL, 'j' }, { "help", no_argument, NULL, 'h' },
-		{ "ssd-codec", required_argument, NULL, 'c' }, { NULL, 0, NULL, 0 },
+		{ "ssd-codec", required_argument, NULL, 'c' },
+		{ "engines", required_argument, NULL, 'e' }, { NULL, 0, NULL, 0 },
 	};
 	int opt;
 
 	*a = (struct e2e_args){ .dir = ".", .dram = 512ull << 20, .layers = 32, .xfer = 32,
-				.workers = 4, .reps = 3 };
+				.workers = 4, .reps = 3, .engines = 1 };
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
@@ -139,6 +148,7 @@ static int parse_args(int argc, char **argv, struct e2e_args *a)
 			break;
 		case 'k': a->kvtierd = optarg; break;
 		case 'c': a->codec = optarg; break;
+		case 'e': a->engines = (uint32_t)atoi(optarg); break;
 		case 'j': a->json = true; break;
 		case 'h': usage(stdout); exit(0);
 		default: return -EINVAL;
@@ -147,7 +157,8 @@ static int parse_args(int argc, char **argv, struct e2e_args *a)
 	if (!a->ws)
 		a->ws = 4 * a->dram;
 	if (a->layers < 1 || a->layers > 1024 || a->xfer < 1 || a->xfer > 4096 || a->workers < 1 ||
-	    a->reps < 1 || a->reps > MAX_REPS || a->dram < (16ull << 20) || a->ws < 2 * a->dram ||
+	    a->reps < 1 || a->reps > MAX_REPS || a->engines < 1 || a->engines > MAX_ENGINES ||
+	    a->dram < (16ull << 20) || a->ws < 2 * a->dram ||
 	    optind < argc)
 		return -EINVAL;
 	return 0;
@@ -379,131 +390,284 @@ static double stored_ratio(struct kvt_client *c)
 	return stored > 0 ? raw / stored : 0;
 }
 
-/* One repetition's kvtierd side: save the working set, then load back what
- * went down to SSD, checking the bytes of every loaded block (outside the
- * timing). */
+/* One engine of a repetition: its own connection, region and prefix (keys
+ * of its own tokens), saving its share of the working set and loading back
+ * what of it went down to SSD. Each LOAD request's interval is kept: the
+ * engines' LOAD rate is their bytes over the time at least one request was
+ * in flight, so the byte checks between requests are not counted. */
+struct e2e_engine {
+	const struct e2e_args *a;
+	const char *socket;
+	struct e2e_shared *sh;
+	uint32_t index;
+	struct engine e;
+	uint64_t n, k;                /* blocks saved, blocks found on SSD */
+	struct kvt_key *keys, *ssd_keys;
+	uint64_t *ssd_idx, (*spans)[2];
+	uint8_t *tiers;
+	uint32_t *save_pages, *load_pages;
+	int err;
+};
+
+/* What the engines of a repetition share: the bytes saved so far (SAVE is
+ * timed from when they reach the DRAM tier's size) and that moment. */
+struct e2e_shared {
+	uint64_t saved, t_pressure, pressured_from;
+	pthread_mutex_t lock;
+};
+
+static int engine_setup(struct e2e_engine *g)
+{
+	const struct e2e_args *a = g->a;
+	uint32_t x = a->xfer;
+	uint64_t block;
+	int err;
+
+	err = engine_open(&g->e, g->socket, a->layers, 2 * x, a->codec != NULL);
+	if (err)
+		return err;
+	block = g->e.ns.block_bytes;
+	g->n = a->ws / block / a->engines;
+	g->keys = calloc(g->n, sizeof(*g->keys));
+	g->tiers = calloc(g->n, 1);
+	g->ssd_keys = calloc(g->n, sizeof(*g->ssd_keys));
+	g->ssd_idx = calloc(g->n, sizeof(*g->ssd_idx));
+	g->spans = calloc(g->n / x + 2, sizeof(*g->spans));
+	g->save_pages = calloc(x, sizeof(*g->save_pages));
+	g->load_pages = calloc(x, sizeof(*g->load_pages));
+	if (!g->keys || !g->tiers || !g->ssd_keys || !g->ssd_idx || !g->spans || !g->save_pages ||
+	    !g->load_pages)
+		return -ENOMEM;
+	for (uint32_t j = 0; j < x; j++) {
+		g->save_pages[j] = j;
+		g->load_pages[j] = x + j;
+	}
+	for (uint64_t i = 0; i < g->n; i++) {
+		uint32_t tokens[16];
+
+		/* each engine its own prefix: tokens no other engine has */
+		for (int t = 0; t < 16; t++)
+			tokens[t] = (uint32_t)((i * 16 + (uint64_t)t) * a->engines + g->index);
+		kvt_client_prefix_keys(&g->e.ns, i ? &g->keys[i - 1] : NULL, tokens, 16, &g->keys[i],
+				       1);
+	}
+	return 0;
+}
+
+static void engine_teardown(struct e2e_engine *g)
+{
+	engine_close(&g->e);
+	free(g->keys);
+	free(g->ssd_keys);
+	free(g->ssd_idx);
+	free(g->spans);
+	free(g->tiers);
+	free(g->save_pages);
+	free(g->load_pages);
+}
+
+/* SAVE the engine's blocks, x at a time; block i comes from page i % x. */
+static void *engine_save(void *arg)
+{
+	struct e2e_engine *g = arg;
+	uint32_t x = g->a->xfer;
+	uint64_t block = g->e.ns.block_bytes, ticket;
+	int r;
+
+	for (uint64_t i = 0; i < g->n && !g->err; i += x) {
+		uint32_t m = g->n - i < x ? (uint32_t)(g->n - i) : x;
+
+		pthread_mutex_lock(&g->sh->lock);
+		if (!g->sh->t_pressure && g->sh->saved >= g->a->dram) {
+			g->sh->t_pressure = kvt_now_ns();
+			g->sh->pressured_from = g->sh->saved;
+		}
+		pthread_mutex_unlock(&g->sh->lock);
+		g->err = kvt_client_save(g->e.c, &g->e.ns, (uint32_t)g->e.region,
+					 i ? &g->keys[i - 1] : NULL, &g->keys[i], g->save_pages, m,
+					 &ticket);
+		if (!g->err && (r = kvt_client_wait(g->e.c, ticket, -1)) != (int)m)
+			g->err = r < 0 ? r : -EIO;
+		pthread_mutex_lock(&g->sh->lock);
+		g->sh->saved += (uint64_t)m * block;
+		pthread_mutex_unlock(&g->sh->lock);
+	}
+	return NULL;
+}
+
+/* Which of the engine's blocks are on SSD: the policy (tail-first) decides
+ * which went. */
+static int engine_lookup(struct e2e_engine *g)
+{
+	int r = kvt_client_lookup(g->e.c, &g->e.ns, g->keys, g->n, g->tiers);
+
+	if (r != (int)g->n) {
+		fprintf(stderr, "kvtier-bench: %d of %llu saved blocks found\n", r,
+			(unsigned long long)g->n);
+		return r < 0 ? r : -EIO;
+	}
+	g->k = 0;
+	for (uint64_t i = 0; i < g->n; i++)
+		if (g->tiers[i] == KVT_TIER_SSD) {
+			g->ssd_idx[g->k] = i;
+			g->ssd_keys[g->k++] = g->keys[i];
+		}
+	return 0;
+}
+
+/* LOAD them back, x at a time, checking the bytes of every loaded block
+ * between requests; each request's interval goes to spans. */
+static void *engine_load(void *arg)
+{
+	struct e2e_engine *g = arg;
+	uint32_t x = g->a->xfer;
+	uint64_t ticket, s = 0;
+	int r;
+
+	for (uint64_t i = 0; i < g->k && !g->err; i += x, s++) {
+		uint32_t m = g->k - i < x ? (uint32_t)(g->k - i) : x;
+
+		g->spans[s][0] = kvt_now_ns();
+		g->err = kvt_client_load(g->e.c, &g->e.ns, (uint32_t)g->e.region, &g->ssd_keys[i],
+					 g->load_pages, m, &ticket);
+		if (!g->err && (r = kvt_client_wait(g->e.c, ticket, -1)) != (int)m)
+			g->err = r < 0 ? r : -EIO;
+		g->spans[s][1] = kvt_now_ns();
+		for (uint32_t j = 0; j < m && !g->err; j++)
+			if (!page_equal(&g->e, x + j, (uint32_t)(g->ssd_idx[i + j] % x))) {
+				fprintf(stderr, "kvtier-bench: engine %u block %llu loaded wrong bytes\n",
+					g->index, (unsigned long long)g->ssd_idx[i + j]);
+				g->err = -EIO;
+			}
+	}
+	return NULL;
+}
+
+static int cmp_span(const void *a, const void *b)
+{
+	const uint64_t *x = a, *y = b;
+
+	return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* The time covered by the union of n intervals (sorted here). */
+static uint64_t spans_covered(uint64_t (*sp)[2], size_t n)
+{
+	uint64_t total = 0, from = 0, to = 0;
+
+	qsort(sp, n, sizeof(*sp), cmp_span);
+	for (size_t i = 0; i < n; i++) {
+		if (i && sp[i][0] <= to) {
+			to = sp[i][1] > to ? sp[i][1] : to;
+			continue;
+		}
+		total += to - from;
+		from = sp[i][0];
+		to = sp[i][1];
+	}
+	return total + (to - from);
+}
+
+/* Run fn on every engine, one thread each (the calling thread for one). */
+static int engines_run(struct e2e_engine *g, uint32_t n, void *(*fn)(void *))
+{
+	pthread_t th[MAX_ENGINES];
+	uint32_t started = 0;
+	int err = 0;
+
+	if (n == 1) {
+		fn(&g[0]);
+		return g[0].err;
+	}
+	for (; started < n; started++)
+		if (pthread_create(&th[started], NULL, fn, &g[started])) {
+			err = -EAGAIN;
+			break;
+		}
+	for (uint32_t i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	for (uint32_t i = 0; i < n && !err; i++)
+		err = g[i].err;
+	return err;
+}
+
+/* One repetition's kvtierd side: the engines save the working set, then
+ * load back what went down to SSD, all at once, checking the bytes of
+ * every loaded block (outside the timing). */
 static int run_daemon(const struct e2e_args *a, const char *bin, const char *top, bool huge,
 		      struct e2e_rep *out)
 {
 	struct daemon d = { 0 };
-	struct engine e = { .fd = -1 };
-	uint32_t x = a->xfer, *save_pages = NULL, *load_pages = NULL;
-	uint64_t n, block, t_pressure = 0, t0, t_end, ticket, saved = 0, pressured = 0, busy = 0;
-	uint64_t first_ns = 0, first_blocks = 0;
-	struct kvt_key *keys = NULL, *ssd_keys = NULL;
-	uint64_t *ssd_idx = NULL;
-	uint8_t *tiers = NULL;
-	uint64_t k;
-	int err, r;
+	struct e2e_engine g[MAX_ENGINES];
+	struct e2e_shared sh = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	uint64_t (*all)[2] = NULL, (*rest)[2] = NULL;
+	uint64_t block = 0, t0, t_end, k = 0, k_rest = 0;
+	size_t n_all = 0, n_rest = 0;
+	uint32_t ne = a->engines;
+	int err;
 
+	memset(g, 0, sizeof(g));
+	for (uint32_t i = 0; i < ne; i++)
+		g[i] = (struct e2e_engine){ .a = a, .socket = d.socket, .sh = &sh, .index = i,
+					    .e = { .fd = -1 } };
 	err = daemon_start(&d, bin, top, a, huge);
+	for (uint32_t i = 0; i < ne && !err; i++)
+		err = engine_setup(&g[i]);
 	if (err)
 		goto out;
-	err = engine_open(&e, d.socket, a->layers, 2 * x, a->codec != NULL);
-	if (err)
-		goto out;
-	block = e.ns.block_bytes;
-	n = a->ws / block;
-	keys = calloc(n, sizeof(*keys));
-	tiers = calloc(n, 1);
-	ssd_keys = calloc(n, sizeof(*ssd_keys));
-	ssd_idx = calloc(n, sizeof(*ssd_idx));
-	save_pages = calloc(x, sizeof(*save_pages));
-	load_pages = calloc(x, sizeof(*load_pages));
-	if (!keys || !tiers || !ssd_keys || !ssd_idx || !save_pages || !load_pages) {
-		err = -ENOMEM;
-		goto out;
-	}
-	for (uint32_t j = 0; j < x; j++) {
-		save_pages[j] = j;
-		load_pages[j] = x + j;
-	}
-	for (uint64_t i = 0; i < n; i++) {
-		uint32_t tokens[16];
+	block = g[0].e.ns.block_bytes;
 
-		for (int t = 0; t < 16; t++)
-			tokens[t] = (uint32_t)(i * 16 + (uint64_t)t);
-		kvt_client_prefix_keys(&e.ns, i ? &keys[i - 1] : NULL, tokens, 16, &keys[i], 1);
-	}
-
-	/* SAVE: block i comes from page i % x */
 	t0 = kvt_now_ns();
-	for (uint64_t i = 0; i < n && !err; i += x) {
-		uint32_t m = n - i < x ? (uint32_t)(n - i) : x;
-
-		if (!t_pressure && saved >= a->dram) {
-			t_pressure = kvt_now_ns();
-			pressured = 0;
-		}
-		err = kvt_client_save(e.c, &e.ns, (uint32_t)e.region, i ? &keys[i - 1] : NULL,
-				      &keys[i], save_pages, m, &ticket);
-		if (!err && (r = kvt_client_wait(e.c, ticket, -1)) != (int)m)
-			err = r < 0 ? r : -EIO;
-		saved += (uint64_t)m * block;
-		pressured += (uint64_t)m * block;
-	}
+	err = engines_run(g, ne, engine_save);
 	t_end = kvt_now_ns();
 	if (err)
 		goto out;
-	if (!t_pressure)
-		t_pressure = t0;
-	out->save_gbps = (double)pressured / (double)(t_end - t_pressure);
+	if (!sh.t_pressure) {
+		sh.t_pressure = t0;
+		sh.pressured_from = 0;
+	}
+	out->save_gbps = (double)(sh.saved - sh.pressured_from) / (double)(t_end - sh.t_pressure);
 
-	/* which blocks are on SSD: the policy (tail-first) decides which went */
-	r = kvt_client_lookup(e.c, &e.ns, keys, n, tiers);
-	if (r != (int)n) {
-		fprintf(stderr, "kvtier-bench: %d of %llu saved blocks found\n", r,
-			(unsigned long long)n);
-		err = r < 0 ? r : -EIO;
+	for (uint32_t i = 0; i < ne && !err; i++)
+		err = engine_lookup(&g[i]);
+	if (!err)
+		err = engines_run(g, ne, engine_load);
+	if (err)
+		goto out;
+
+	/* every engine's requests, and those after each engine's first */
+	all = calloc(a->ws / block / a->xfer + 2 * ne, sizeof(*all));
+	rest = calloc(a->ws / block / a->xfer + 2 * ne, sizeof(*rest));
+	if (!all || !rest) {
+		err = -ENOMEM;
 		goto out;
 	}
-	k = 0;
-	for (uint64_t i = 0; i < n; i++)
-		if (tiers[i] == KVT_TIER_SSD) {
-			ssd_idx[k] = i;
-			ssd_keys[k++] = keys[i];
-		}
-	out->blocks_from_ssd = k;
+	for (uint32_t i = 0; i < ne; i++) {
+		uint64_t reqs = (g[i].k + a->xfer - 1) / a->xfer;
 
-	/* LOAD them back, x at a time; only the requests are timed */
-	for (uint64_t i = 0; i < k && !err; i += x) {
-		uint32_t m = k - i < x ? (uint32_t)(k - i) : x;
-		uint64_t t1 = kvt_now_ns();
-
-		err = kvt_client_load(e.c, &e.ns, (uint32_t)e.region, &ssd_keys[i], load_pages, m,
-				      &ticket);
-		if (!err && (r = kvt_client_wait(e.c, ticket, -1)) != (int)m)
-			err = r < 0 ? r : -EIO;
-		busy += kvt_now_ns() - t1;
-		if (!i) {
-			first_ns = busy;
-			first_blocks = m;
+		for (uint64_t s = 0; s < reqs; s++) {
+			memcpy(all[n_all++], g[i].spans[s], sizeof(*all));
+			if (s)
+				memcpy(rest[n_rest++], g[i].spans[s], sizeof(*rest));
 		}
-		for (uint32_t j = 0; j < m && !err; j++)
-			if (!page_equal(&e, x + j, (uint32_t)(ssd_idx[i + j] % x))) {
-				fprintf(stderr, "kvtier-bench: block %llu loaded wrong bytes\n",
-					(unsigned long long)ssd_idx[i + j]);
-				err = -EIO;
-			}
+		k += g[i].k;
+		k_rest += g[i].k > a->xfer ? g[i].k - a->xfer : 0;
 	}
-	if (!err && k)
-		out->load_gbps = (double)(k * block) / (double)busy;
-	if (!err && k > first_blocks)
-		out->load_rest_gbps = (double)((k - first_blocks) * block) / (double)(busy - first_ns);
-	if (!err)
-		out->ssd_ratio = stored_ratio(e.c);
+	out->blocks_from_ssd = k;
+	if (k)
+		out->load_gbps = (double)(k * block) / (double)spans_covered(all, n_all);
+	if (k_rest)
+		out->load_rest_gbps = (double)(k_rest * block) / (double)spans_covered(rest, n_rest);
+	out->ssd_ratio = stored_ratio(g[0].e.c);
 out:
 	if (err)
 		fprintf(stderr, "kvtier-bench: sidecar --tier ssd: %s (daemon log: %s)\n",
 			kvt_strerror(err), d.log);
-	engine_close(&e);
+	for (uint32_t i = 0; i < ne; i++)
+		engine_teardown(&g[i]);
 	daemon_stop(&d);
-	free(keys);
-	free(ssd_keys);
-	free(ssd_idx);
-	free(tiers);
-	free(save_pages);
-	free(load_pages);
+	free(all);
+	free(rest);
 	return err;
 }
 
@@ -638,6 +802,7 @@ int kvt_bench_sidecar_ssd_main(int argc, char **argv)
 		json_object_set_new(root, "working_set_bytes", json_integer((json_int_t)a.ws));
 		json_object_set_new(root, "fio_bytes", json_integer((json_int_t)fio_bytes));
 		json_object_set_new(root, "xfer_blocks", json_integer(a.xfer));
+		json_object_set_new(root, "engines", json_integer(a.engines));
 		json_object_set_new(root, "pages", json_string(huge ? "huge" : "4k"));
 		json_object_set_new(root, "reps", json_integer(a.reps));
 		json_object_set_new(root, "runs", runs);
@@ -647,9 +812,10 @@ int kvt_bench_sidecar_ssd_main(int argc, char **argv)
 		return 0;
 	}
 	printf("kvtierd end to end in %s: DRAM %llu MiB, working set %llu MiB of %llu KiB "
-	       "blocks, %u per request, %s pages, medians of %d (GB = 1e9 B)\n", a.dir,
-	       (unsigned long long)(a.dram >> 20), (unsigned long long)(a.ws >> 20),
-	       (unsigned long long)(block >> 10), a.xfer, huge ? "explicit huge" : "4 KiB", a.reps);
+	       "blocks, %u per request, %u engine%s, %s pages, medians of %d (GB = 1e9 B)\n",
+	       a.dir, (unsigned long long)(a.dram >> 20), (unsigned long long)(a.ws >> 20),
+	       (unsigned long long)(block >> 10), a.xfer, a.engines, a.engines > 1 ? "s" : "",
+	       huge ? "explicit huge" : "4 KiB", a.reps);
 	printf("%4s %9s %9s %9s %9s %9s %9s %9s %9s %8s\n", "rep", "save", "load", "fio rd",
 	       "fio wr", "fio wr+s", "load/fio", "save/fio", "save/wr+s", "from ssd");
 	for (int i = 0; i < a.reps; i++)

@@ -22,6 +22,9 @@
  * admission rule refusing blocks), and then a saver that is running beats
  * one being woken often: 32 rounds were lost in a row under load. */
 #define ALLOC_ROUNDS 1024
+/* Memory-tier records with a clean copy below, remembered newest last (see
+ * drop_clean); older ones fall off. */
+#define CLEAN_RING 1024
 /* Tombstones waiting while a tier cannot take them (degraded) are capped:
  * past this, a removal is not logged (the block may come back on reopen). */
 #define MAX_PENDING_TOMBS 65536
@@ -74,6 +77,11 @@ struct kvt_tiering {
 	uint32_t *rewrite;
 	size_t n_rewrite, cap_rewrite;
 	uint32_t copy_cursor;      /* where the last scan for spare copies ended */
+
+	/* records that got a clean copy (read up for a reader, or a spare
+	 * written), oldest first from clean_head; KVT_NIL: taken or stale */
+	uint32_t clean[CLEAN_RING];
+	uint32_t clean_head, clean_n;
 
 	struct wbatch wb[DEMOTE_INFLIGHT];
 };
@@ -173,6 +181,15 @@ void kvt_tiering_move(struct kvt_store *s, uint32_t i, enum kvt_tier to, uint64_
 		hold_cb(s, i, true);
 }
 
+static void clean_push(struct kvt_tiering *t, uint32_t i)
+{
+	if (t->clean_n == CLEAN_RING) {
+		t->clean_head = (t->clean_head + 1) % CLEAN_RING; /* the oldest falls off */
+		t->clean_n--;
+	}
+	t->clean[(t->clean_head + t->clean_n++) % CLEAN_RING] = i;
+}
+
 bool kvt_tiering_keep_copy(struct kvt_store *s, uint32_t i, enum kvt_tier t, uint64_t loc)
 {
 	struct kvt_rec *r = rec(s, i);
@@ -182,6 +199,7 @@ bool kvt_tiering_keep_copy(struct kvt_store *s, uint32_t i, enum kvt_tier t, uin
 		return false;
 	r->copy_tier = (uint8_t)t;
 	r->copy_loc = loc;
+	clean_push(s->tiering, i);
 	return true;
 }
 
@@ -914,6 +932,43 @@ static bool drop_to_copy(struct kvt_store *s, uint32_t victim)
 	return true;
 }
 
+/* Give up the slot of the oldest remembered record that still has a clean
+ * copy below and that nobody holds: it goes back to its copy, nothing is
+ * written. The coldest block is tried first (drop_to_copy); this is for
+ * when it has no copy, so that a block read up for a reader (a LOAD) does
+ * not wait for the demoter's writes, nor share the device with them, while
+ * DRAM holds blocks the storage tier holds too. A SAVE still waits: the
+ * blocks read up stay in DRAM as the policy orders them unless readers need
+ * their room. Returns whether it freed one. Lock held. */
+static bool drop_clean(struct kvt_store *s)
+{
+	struct kvt_tiering *t = s->tiering;
+	bool freed = false;
+
+	for (uint32_t j = 0; j < t->clean_n && !freed; j++) {
+		uint32_t *slot = &t->clean[(t->clean_head + j) % CLEAN_RING], i = *slot;
+		struct kvt_rec *r;
+
+		if (i == KVT_NIL)
+			continue;
+		r = rec(s, i);
+		if (r->state != KVT_REC_LIVE || r->tier != s->mem->kind ||
+		    r->copy_tier == KVT_TIER_NONE) {
+			*slot = KVT_NIL; /* gone, moved or dirty again: forget it */
+			continue;
+		}
+		if (r->busy || r->pins || (r->flags & KVT_REC_MOVING))
+			continue; /* held now: maybe later */
+		*slot = KVT_NIL;
+		freed = drop_to_copy(s, i);
+	}
+	while (t->clean_n && t->clean[t->clean_head] == KVT_NIL) {
+		t->clean_head = (t->clean_head + 1) % CLEAN_RING;
+		t->clean_n--;
+	}
+	return freed;
+}
+
 /* kvt_tiering_alloc, and kvt_tiering_alloc_now when !wait. */
 static int alloc(struct kvt_store *s, uint64_t bytes, uint64_t *loc, bool wait)
 {
@@ -930,6 +985,10 @@ static int alloc(struct kvt_store *s, uint64_t bytes, uint64_t *loc, bool wait)
 		 * and its room is this allocation's (asking the demoter would
 		 * wait for whatever write it is in the middle of) */
 		if (victim != KVT_NIL && drop_to_copy(s, victim))
+			continue;
+		/* a block read up for a reader (the only caller that does not
+		 * wait) takes the room of one read up before, not a write's */
+		if (!wait && drop_clean(s))
 			continue;
 		/* with a working tier to demote to, overflow demotes and nothing
 		 * is dropped but what the admission rule refuses: when no pass

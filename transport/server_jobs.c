@@ -361,100 +361,179 @@ static void meter_delivered(struct load_meter *lm, const struct kvt_job *job, ui
 	}
 }
 
-/* A window of a LOAD, keys[got..got+want), being acquired. A block goes to
- * engine memory (and its slot back to the store) as soon as it and every
- * block before it in the window are in, while the window's other reads
- * still run; those that come in when nothing is left being read go
- * together once the acquire returns, layer by layer in the LOAD's last
- * window, so each layer can be posted. A block after a miss is never
- * scattered: the LOAD's result is a prefix. */
+/* A LOAD goes through in windows of LOAD_WINDOW keys, each acquired on a
+ * thread of its own (its SSD reads submitted, reaped and verified there),
+ * two at a time: the next window's reads are in flight while the worker
+ * copies this one's blocks to engine memory, so the device's queue does not
+ * drain at a window's end, and checking reads and copying blocks run side
+ * by side. The worker sends a window's blocks in order, each as soon as it
+ * and every block before it are in; those of the LOAD's last window that
+ * come in when nothing is left being read go together, layer by layer, so
+ * each layer can be posted. A block after a miss is never sent: the LOAD's
+ * result is a prefix. The two windows hold WINDOW slots at most. */
+#define LOAD_WINDOW (WINDOW / 2)
+
 struct load_window {
-	struct worker *w;
 	struct kvt_job *job;
-	const struct copy_ops *cp;
-	struct load_meter *lm;
-	uint32_t got, want;
-	uint32_t sent;            /* blocks [0, sent) are in engine memory, let go */
-	int err;                  /* a copy error, or -ECANCELED: nothing more is sent */
-	bool in[WINDOW];          /* came in, not sent yet */
-	int res[WINDOW];
-	struct kvt_slot slots[WINDOW];
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t thread;
+	bool threaded;            /* acquired on thread (else by the worker) */
+	bool overlapped;          /* started while the other window held slots */
+	uint32_t got, want;       /* keys [got, got + want) */
+	/* mu: what the acquirer reported */
+	bool rep[LOAD_WINDOW];    /* res[k] is in: slots[k] lent when 0 */
+	bool late[LOAD_WINDOW];   /* it came when nothing was left being read */
+	int res[LOAD_WINDOW];
+	bool finished;            /* kvt_acquire_many returned */
+	/* the acquirer's own (kvt_acquire_many writes them) */
+	int ares[LOAD_WINDOW];
+	struct kvt_slot slots[LOAD_WINDOW];
 };
 
-/* Scatter blocks [sent, upto) of the window (every one in), with layer
- * progress or not, and let them go. A copy error keeps them lent (the
- * caller lets them go) and ends the window's deliveries. */
-static void deliver(struct load_window *lw, uint32_t upto, bool progress)
-{
-	struct kvt_job *job = lw->job;
-	struct kvt_server *srv = lw->w->srv;
-	void *blocks[WINDOW];
-	uint32_t first = lw->sent, n = upto - first;
-	int err;
-
-	if (!n || lw->err)
-		return;
-	for (uint32_t k = 0; k < n; k++)
-		blocks[k] = lw->slots[first + k].data;
-	err = lw->cp->scatter(lw->w, job, job->pages + lw->got + first, blocks, n, progress);
-	if (err) {
-		lw->err = err;
-		return;
-	}
-	meter_delivered(lw->lm, job, lw->got + first, lw->slots + first, n);
-	for (uint32_t k = first; k < upto; k++) {
-		__atomic_add_fetch(&srv->c.scatter_bytes, lw->slots[k].len, __ATOMIC_RELAXED);
-		kvt_release(job->ns, &lw->slots[k]);
-		lw->in[k] = false;
-	}
-	lw->sent = upto;
-}
-
-/* kvt_acquire_many's report of block k: sent at once when it extends the
- * window's delivered prefix and reads are still running. */
+/* kvt_acquire_many's report of block k, on the acquirer's thread. */
 static void on_landed(void *arg, size_t k, int res, size_t reading)
 {
 	struct load_window *lw = arg;
-	uint32_t upto = lw->sent;
 
-	lw->in[k] = res == 0;
-	if (!reading || lw->err)
-		return;
-	if (cancelled(lw->job)) {
-		lw->err = -ECANCELED;
-		return;
-	}
-	while (upto < lw->want && lw->in[upto])
-		upto++;
-	deliver(lw, upto, false);
+	pthread_mutex_lock(&lw->mu);
+	lw->res[k] = res;
+	lw->late[k] = reading == 0;
+	lw->rep[k] = true;
+	pthread_cond_signal(&lw->cv);
+	pthread_mutex_unlock(&lw->mu);
 }
 
 /* Acquire the window's keys at once: those on SSD are read together, and
  * those only other nodes hold are fetched by the store's peer tier, with a
- * cluster; each is sent on as it lands. Returns m, the leading blocks of the
- * window that came (those not sent yet still lent in slots[sent..m)); *err
- * gets the miss that ended the prefix (0 when all came); what came after it
- * goes back. */
-static uint32_t acquire_window(struct load_window *lw, int *err)
+ * cluster; each is reported as it lands. */
+static void *acquire_main(void *arg)
 {
+	struct load_window *lw = arg;
 	struct kvt_job *job = lw->job;
-	uint32_t want = lw->want, m = 0;
-	int rc;
+	int rc = kvt_acquire_many(job->ns, &job->keys[lw->got], lw->want, lw->slots, lw->ares,
+				  on_landed, lw);
 
-	lw->sent = 0;
-	memset(lw->in, 0, sizeof(lw->in));
-	rc = kvt_acquire_many(job->ns, &job->keys[lw->got], want, lw->slots, lw->res, on_landed,
-			      lw);
-	if (rc < 0) {
-		*err = rc;
-		return 0;
+	pthread_mutex_lock(&lw->mu);
+	/* a call that failed as a whole reported nothing */
+	for (uint32_t k = 0; rc < 0 && k < lw->want; k++)
+		if (!lw->rep[k]) {
+			lw->res[k] = rc;
+			lw->late[k] = true;
+			lw->rep[k] = true;
+		}
+	lw->finished = true;
+	pthread_cond_signal(&lw->cv);
+	pthread_mutex_unlock(&lw->mu);
+	return NULL;
+}
+
+static void window_start(struct load_window *lw, struct kvt_job *job, uint32_t got,
+			 uint32_t want, bool overlapped)
+{
+	lw->job = job;
+	lw->got = got;
+	lw->want = want;
+	lw->overlapped = overlapped;
+	lw->finished = false;
+	memset(lw->rep, 0, sizeof(lw->rep));
+	memset(lw->late, 0, sizeof(lw->late));
+	lw->threaded = pthread_create(&lw->thread, NULL, acquire_main, lw) == 0;
+	if (!lw->threaded)
+		acquire_main(lw); /* no thread: acquired here, then sent */
+}
+
+/* Wait for the window's acquire to return and let go of the blocks lent
+ * from `from` on that were not sent. */
+static void window_end(struct load_window *lw, uint32_t from)
+{
+	if (lw->threaded)
+		pthread_join(lw->thread, NULL);
+	lw->threaded = false;
+	for (uint32_t k = from; k < lw->want; k++)
+		if (lw->res[k] == 0)
+			kvt_release(lw->job->ns, &lw->slots[k]);
+}
+
+/* What the worker keeps for a LOAD. */
+struct load_run {
+	struct worker *w;
+	struct kvt_job *job;
+	const struct copy_ops *cp;
+	struct load_meter lm;
+	int err;                  /* a copy error, or -ECANCELED: nothing more is sent */
+};
+
+/* Copy blocks [from, upto) of the window (every one in) to engine memory,
+ * with layer progress or not, and let them go. A copy error keeps them
+ * lent (window_end lets them go) and ends the LOAD's deliveries. */
+static void deliver(struct load_run *lr, struct load_window *lw, uint32_t from, uint32_t upto,
+		    bool progress)
+{
+	struct kvt_job *job = lr->job;
+	struct kvt_server *srv = lr->w->srv;
+	void *blocks[LOAD_WINDOW];
+	uint32_t n = upto - from;
+	int err;
+
+	for (uint32_t k = 0; k < n; k++)
+		blocks[k] = lw->slots[from + k].data;
+	err = lr->cp->scatter(lr->w, job, job->pages + lw->got + from, blocks, n, progress);
+	if (err) {
+		lr->err = err;
+		return;
 	}
-	while (m < want && lw->res[m] == 0)
-		m++;
-	*err = m < want ? lw->res[m] : 0;
-	for (uint32_t k = m + 1; k < want; k++)
+	meter_delivered(&lr->lm, job, lw->got + from, lw->slots + from, n);
+	for (uint32_t k = from; k < upto; k++) {
+		__atomic_add_fetch(&srv->c.scatter_bytes, lw->slots[k].len, __ATOMIC_RELAXED);
 		kvt_release(job->ns, &lw->slots[k]);
-	return m;
+	}
+}
+
+/* Send the window's blocks in order as they come. Returns how many leading
+ * blocks were sent; *miss gets the result of the one that ended the run
+ * (0 when all were sent, or when the LOAD was cancelled or a copy failed:
+ * lr->err). */
+static uint32_t window_send(struct load_run *lr, struct load_window *lw, bool last, int *miss)
+{
+	uint32_t sent = 0;
+
+	*miss = 0;
+	while (sent < lw->want) {
+		uint32_t upto;
+		bool together = false;
+
+		pthread_mutex_lock(&lw->mu);
+		while (!lw->rep[sent])
+			pthread_cond_wait(&lw->cv, &lw->mu);
+		if (lw->res[sent]) {
+			*miss = lw->res[sent];
+			pthread_mutex_unlock(&lw->mu);
+			break;
+		}
+		for (upto = sent; upto < lw->want && lw->rep[upto] && !lw->res[upto] &&
+				  !(last && lw->late[upto]); upto++)
+			;
+		if (upto == sent) {
+			/* the last window's blocks that came after every read:
+			 * all of them at once, layer by layer */
+			while (!lw->finished)
+				pthread_cond_wait(&lw->cv, &lw->mu);
+			for (upto = sent; upto < lw->want && !lw->res[upto]; upto++)
+				;
+			together = true;
+		}
+		pthread_mutex_unlock(&lw->mu);
+		if (!lr->err && cancelled(lr->job))
+			lr->err = -ECANCELED;
+		if (lr->err)
+			break;
+		deliver(lr, lw, sent, upto, together);
+		if (lr->err)
+			break;
+		sent = upto;
+	}
+	return sent;
 }
 
 /* Result: the number of leading blocks loaded (a miss ends the prefix), or a
@@ -464,35 +543,73 @@ static uint32_t acquire_window(struct load_window *lw, int *err)
 static int32_t run_load(struct worker *w, struct kvt_job *job)
 {
 	struct kvt_server *srv = w->srv;
-	struct load_meter lm = { .last_ns = kvt_now_ns() };
-	struct load_window window = { .w = w, .job = job, .cp = copy_of(job), .lm = &lm };
-	struct load_window *lw = &window;
-	uint32_t got = 0;
+	struct load_run lr = { .w = w, .job = job, .cp = copy_of(job),
+			       .lm = { .last_ns = kvt_now_ns() } };
+	struct load_window win[2];
+	uint32_t got = 0, next = 0; /* next: the first key of no window yet */
+	unsigned cur = 0, open = 0;
 	int err = 0;
-	bool last = false;
 
-	while (!last) {
-		uint32_t want = job->n - got < WINDOW ? job->n - got : WINDOW, m = 0;
-
-		lw->got = got;
-		lw->want = want;
-		if (cancelled(job))
-			err = -ECANCELED;
-		else if (!err)
-			m = acquire_window(lw, &err);
-		/* -ENOSPC with blocks in hand: send them, let them go, go on */
-		last = got + m == job->n || (err && (err != -ENOSPC || !m));
-		deliver(lw, m, last);
-		for (uint32_t k = lw->sent; k < m; k++)
-			kvt_release(job->ns, &lw->slots[k]);
-		if (lw->err)
-			return lw->err;
-		if (err == -ECANCELED)
-			return err;
-		got += m;
-		if (err == -ENOSPC && !last)
-			err = 0;
+	for (int k = 0; k < 2; k++) {
+		pthread_mutex_init(&win[k].mu, NULL);
+		pthread_cond_init(&win[k].cv, NULL);
+		win[k].threaded = false;
 	}
+	for (;;) {
+		struct load_window *lw;
+		uint32_t m;
+		int miss;
+
+		/* the next windows' reads go out while this one is sent */
+		while (open < 2 && next < job->n && !cancelled(job)) {
+			uint32_t want = job->n - next < LOAD_WINDOW ? job->n - next : LOAD_WINDOW;
+
+			window_start(&win[(cur + open) % 2], job, next, want, open > 0);
+			next += want;
+			open++;
+		}
+		if (!open) {
+			if (got < job->n && !err)
+				err = -ECANCELED;
+			break;
+		}
+		lw = &win[cur];
+		m = window_send(&lr, lw, lw->got + lw->want == job->n, &miss);
+		window_end(lw, m);
+		got += m;
+		cur ^= 1;
+		open--;
+		if (lr.err)
+			break;
+		if (m == lw->want)
+			continue;
+		/* the window ended short: the other one's keys come after */
+		if (open) {
+			window_end(&win[cur], 0);
+			cur ^= 1;
+			open--;
+		}
+		next = got;
+		/* no slot for now: go on from that key once what came went
+		 * (a window started beside another may have found none) */
+		if (miss == -ENOSPC && (m || lw->overlapped))
+			continue;
+		err = miss;
+		break;
+	}
+	while (open) {
+		window_end(&win[cur], 0);
+		cur ^= 1;
+		open--;
+	}
+	for (int k = 0; k < 2; k++) {
+		pthread_mutex_destroy(&win[k].mu);
+		pthread_cond_destroy(&win[k].cv);
+	}
+	if (lr.err)
+		return lr.err;
+	if (err == -ECANCELED)
+		return err;
 	if (got < job->n) {
 		__atomic_add_fetch(&srv->c.load_misses, job->n - got, __ATOMIC_RELAXED);
 		kvt_srv_log(srv, KVT_LOG_DEBUG, "event=load.short ticket=%llu blocks=%u of=%u err=\"%s\"",
@@ -500,8 +617,8 @@ static int32_t run_load(struct worker *w, struct kvt_job *job)
 	}
 	__atomic_add_fetch(&srv->c.load_blocks, got, __ATOMIC_RELAXED);
 	for (unsigned t = 0; t < KVT_TIER_COUNT; t++)
-		if (lm.bytes[t])
-			kvt_tier_rates_add(&srv->rates, t, lm.bytes[t], lm.ns[t]);
+		if (lr.lm.bytes[t])
+			kvt_tier_rates_add(&srv->rates, t, lr.lm.bytes[t], lr.lm.ns[t]);
 	__atomic_store_n(&job->layers_done, (int)job->mem->layers, __ATOMIC_RELEASE);
 	return !got && err == -ENOSPC ? err : (int32_t)got;
 }

@@ -4,7 +4,8 @@
  * fdatasync, blocks on SSD are read back; a block removed while its write
  * is in flight stays removed after a restart; with every dirty block either
  * in that batch or needed, an allocation takes the slot of a block that has
- * a clean copy on SSD at once, and an acquire of blocks on SSD reads those
+ * a clean copy on SSD at once (the coldest such block; for a read, one
+ * read back before when the coldest has none), and an acquire of blocks on SSD reads those
  * it has room for while it waits for room for the rest; blocks of a chain
  * pinned or removed while their batch is written leave the counts right.
  * Run with the argument "threads" for the pread/pwrite pool. */
@@ -463,6 +464,59 @@ static void allocation_takes_a_clean_slot_while_the_demoter_writes(void **state)
 	free(buf);
 }
 
+/* With DRAM full, the coldest blocks dirty and the demoter's write batch
+ * held in flight, a read of a block on SSD takes the slot of a block read
+ * back earlier and used since (not the coldest): it goes back to its SSD
+ * copy, nothing is written. Before, the read waited for the held batch and
+ * hung (the watchdog failed it). A put in its place would still wait: the
+ * blocks read back stay in DRAM as the policy orders them unless readers
+ * need their room. */
+static void read_takes_the_slot_of_a_block_read_back_before(void **state)
+{
+	char *dir = ssd_test_dir("store_nowait_clean_hot");
+	char *buf = malloc(BLOCK);
+	struct kvt_store *store;
+	struct kvt_store_stats st = { .size = sizeof(st) };
+	struct kvt_ns *ns;
+	struct kvt_key k;
+	uint32_t n = 30, clean = 0, cold = 1;
+
+	(void)state;
+	store = open_store(dir, DRAM_BYTES, &ns);
+	fill_and_settle(store, ns, 0, 30, buf);
+	assert_true(on_ssd(ns, clean));
+	assert_true(on_ssd(ns, cold));
+	hold_next_write(store, ns, &n, buf);
+	if (dram_blocks(store) >= DRAM_SLOTS)
+		fail_msg("DRAM full (%u slots) when the batch was held", (unsigned)DRAM_SLOTS);
+
+	/* block 0 comes up with its SSD copy kept, and is the hottest */
+	k = key_n(clean);
+	assert_int_equal(kvt_get(ns, &k, buf, BLOCK), 0);
+	check_block(buf, clean);
+	assert_int_equal(kvt_store_stats(store, &st), 0);
+	for (uint64_t b = st.tier[KVT_TIER_DRAM].blocks; b < DRAM_SLOTS; b++)
+		put_block(ns, n++, buf);
+
+	/* DRAM is full: block 1 comes up into block 0's slot */
+	k = key_n(cold);
+	assert_int_equal(kvt_get(ns, &k, buf, BLOCK), 0);
+	check_block(buf, cold);
+	assert_true(on_ssd(ns, clean));
+
+	batch_hold_release();
+	kvt_ssd_io_set_test_hook(NULL, NULL);
+	for (uint32_t m = 0; m < n; m++) {
+		k = key_n(m);
+		assert_int_equal(kvt_get(ns, &k, buf, BLOCK), 0);
+		check_block(buf, m);
+	}
+	kvt_store_close(store);
+	kvt_test_rmdir(dir);
+	free(dir);
+	free(buf);
+}
+
 /* What an acquire's callback has seen. */
 static struct {
 	pthread_mutex_t mu;
@@ -562,6 +616,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(ssd_reads_do_not_wait_for_a_write_batch),
 		cmocka_unit_test(removed_during_a_write_stays_removed),
 		cmocka_unit_test(allocation_takes_a_clean_slot_while_the_demoter_writes),
+		cmocka_unit_test(read_takes_the_slot_of_a_block_read_back_before),
 		cmocka_unit_test(acquire_reads_what_has_room_while_it_waits),
 		cmocka_unit_test(chain_blocks_kept_or_removed_during_their_write),
 	};
