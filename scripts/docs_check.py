@@ -266,6 +266,15 @@ def check_links():
             if frag and dest.endswith(".md") and frag not in headings(dest):
                 errors.append("%s: no heading with the anchor #%s (on GitHub and the site alike)"
                               % (where, frag))
+    # a path of the tree named in backticks must exist (files move)
+    tree = r"(?:app|bench|cluster|cmake|cuda|docs|examples|include|model|packaging|python|" \
+           r"scripts|store|tests|tiers|transport|util|\.ci)"
+    for path in doc_files():
+        text = open(path, encoding="utf-8").read()
+        for m in re.finditer(r"`(%s/[A-Za-z0-9_./-]+)`" % tree, text):
+            name = m.group(1).rstrip("/.")
+            if not os.path.exists(os.path.join(ROOT, name)):
+                errors.append("%s: names `%s`, which is not in the tree" % (rel(path), name))
     readme = os.path.join(ROOT, "README.md")
     n = open(readme, encoding="utf-8").read().count("\n")
     if n > README_MAX_LINES:
