@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Checks that the documentation still says what the code does.
 
-    docs_check.py samples [--bin-dir build/release]   run the marked shell samples
-    docs_check.py links                               links, anchors, README length, copies
+    docs_check.py samples [--bin-dir build/release]   the marked shell samples, kvtierd's
+                                                      options and the tests' names
+    docs_check.py links                               links, anchors, tree paths, README
+                                                      length, the status table's copy
     docs_check.py diagrams [--write]                  docs/diagrams/*.dot against their .svg
 
 A sample to check is a code block (indented or fenced) right after a line
@@ -193,6 +195,7 @@ def run_samples(bin_dir):
                 print("FAIL the private kvtierd exited %d" % rc)
                 failed += 1
     failed += check_options(bin_dir, env)
+    failed += check_test_names(bin_dir)
     print("docs_check samples: %d commands, %d failed" % (count, failed))
     return 1 if failed or not count else 0
 
@@ -209,6 +212,32 @@ def check_options(bin_dir, env):
     print("%s   kvtierd --help: %d options, %d missing from docs/configuration.md" %
           ("FAIL" if missing or not opts else "ok", len(opts), len(missing)))
     return 1 if missing or not opts else 0
+
+
+# tests registered only under an option, named in the docs all the same
+OPTIONAL_TESTS = {"test_install_deb"}
+
+
+def check_test_names(bin_dir):
+    """Every test the docs name in backticks is one ctest knows."""
+    known = set()
+    for d, _, files in os.walk(bin_dir):
+        if "CTestTestfile.cmake" in files:
+            text = open(os.path.join(d, "CTestTestfile.cmake"), encoding="utf-8").read()
+            known.update(re.findall(r"add_test\((?:\[=\[)?([A-Za-z0-9_]+)", text))
+    if not known:
+        print("FAIL no tests registered in %s" % bin_dir)
+        return 1
+    named = set()
+    for path in doc_files():
+        text = open(path, encoding="utf-8").read()
+        named.update(re.findall(r"`((?:test|bench|fuzz|docs|gpu)_[a-z0-9_]+)`", text))
+    missing = sorted(named - known - OPTIONAL_TESTS)
+    for t in missing:
+        print("FAIL the docs name the test %s, which ctest does not have" % t)
+    print("%s   %d tests named in the docs, %d unknown to ctest" %
+          ("FAIL" if missing else "ok", len(named), len(missing)))
+    return 1 if missing else 0
 
 
 # ---- links -----------------------------------------------------------------
