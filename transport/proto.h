@@ -21,7 +21,7 @@
  * decoders only read the buffer; decoded keys and page ids point into it.
  *
  * The payload of each op is documented beside its struct below and in the
- * README's protocol table. */
+ * protocol table of docs/protocol.md. */
 #ifndef KVT_TRANSPORT_PROTO_H
 #define KVT_TRANSPORT_PROTO_H
 

@@ -26,7 +26,7 @@
 #include "helpers.h"
 #include "transport/proto.h"
 
-#define MAX_WAITS 256 /* KVT_CONN_MAX_WAITS, as documented in the README */
+#define MAX_WAITS 256 /* KVT_CONN_MAX_WAITS, as docs/security.md says */
 
 /* The engine layout of kvtd_test_desc: 4 layers, K and V, 8 pages of 256 B. */
 #define LAYERS 4
