@@ -6,6 +6,7 @@
     docs_check.py links                               links, anchors, tree paths, README
                                                       length, the status table's copy
     docs_check.py diagrams [--write]                  docs/diagrams/*.dot against their .svg
+    docs_check.py selftest                            the checker's own cases
 
 A sample to check is a code block (indented or fenced) right after a line
 `<!-- doc-check -->` in README.md or docs/*.md. In it, a line starting with
@@ -344,6 +345,34 @@ def check_diagrams(write):
     return 1 if failed else 0
 
 
+# ---- the checker's own cases ------------------------------------------------
+
+def selftest():
+    """Cases the checks must get right: a stale sample fails, wildcards
+    match what they should and no more, anchors are those of both sites."""
+    cases = [
+        (matches(["a", "b"], ["a", "b"]), True),
+        (matches(["a", "b"], ["a", "c"]), False),            # a changed line
+        (matches(["a"], ["a", "b"]), False),                 # a line more
+        (matches(["a", "b"], ["a"]), False),                 # a line less
+        (matches(["...", "b"], ["x", "y", "b"]), True),
+        (matches(["a", "...", "z"], ["a", "z"]), True),      # ... may be empty
+        (matches(["a", "...", "z"], ["a", "m", "y"]), False),
+        (matches(["..."], []), True),
+        (code_block(["", "    $ x", "    out", "", "    more", "text"], 0),
+         (["$ x", "out", "", "more"], 5)),
+        (code_block(["```", "$ x", "out", "```", "text"], 0), (["$ x", "out"], 4)),
+        (slug_github("The peer tier") == slug_mkdocs("The peer tier") == "the-peer-tier", True),
+        (slug_github("SSD admission (--ssd-admission)"), "ssd-admission---ssd-admission"),
+        (slug_mkdocs("SSD admission (--ssd-admission)"), "ssd-admission-ssd-admission"),
+    ]
+    bad = [i for i, (got, want) in enumerate(cases) if got != want]
+    for i in bad:
+        print("FAIL selftest case %d: got %r, want %r" % (i, cases[i][0], cases[i][1]))
+    print("docs_check selftest: %d cases, %d failed" % (len(cases), len(bad)))
+    return 1 if bad else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -352,7 +381,10 @@ def main():
     sub.add_parser("links")
     d = sub.add_parser("diagrams")
     d.add_argument("--write", action="store_true")
+    sub.add_parser("selftest")
     a = ap.parse_args()
+    if a.cmd == "selftest":
+        return selftest()
     if a.cmd == "samples":
         return run_samples(a.bin_dir)
     if a.cmd == "links":
