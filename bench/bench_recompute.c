@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtier-bench recompute: for each model and interconnect, the time to load an
  * n-token prefix's KV against the time to recompute its prefill, the
  * break-even length, and the TTFT that loading saves, for n from 512 to 128K.

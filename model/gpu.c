@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GPU table: public datasheet figures, and MIG slices of them.
  *
  * Memory is the datasheet's GB x 10^9 (what nvidia-smi shows is a little

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Checks that the documentation still says what the code does.
 
     docs_check.py samples [--bin-dir build/release]   the marked shell samples, kvtierd's

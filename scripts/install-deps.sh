@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Installs the Debian packages kvtier builds and tests with. As root it runs
 # apt-get; otherwise it prints the command to run. Idempotent and quiet when
 # everything is already there.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The sidecar protocol: binary, length-prefixed, versioned frames between an
  * engine (the client library) and kvtierd, over a Unix stream socket.
  *

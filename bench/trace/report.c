@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reports of a replay and of a sweep; see report.h. */
 #include "bench/trace/report.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtier — the engine-side client of kvtierd (libkvtier-client.so).
  *
  * An engine connects to the daemon's Unix socket, says HELLO with its tenant

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """kvtier's KV connector: the API an inference engine integrates to share
 prefix KV blocks through kvtierd.
 

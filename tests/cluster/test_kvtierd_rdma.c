@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtierd --rdma-device through a real kvtierd process: a device libibverbs
  * does not find stops the start with a non-zero exit, naming the device
  * asked for and the devices that exist. (Serving RDMA needs a device; see

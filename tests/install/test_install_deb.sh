@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The Debian package, installed for real: builds it with CPack, checks its
 # metadata, installs it with dpkg -i, then uses only the installed files:
 # kvtierd --version, the kvtier user and the config readable by it,

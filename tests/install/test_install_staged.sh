@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the build into a staging prefix and uses only what was installed:
 # the file layout, the client library's SONAME and exported symbols (those of
 # transport/client.map), the man pages, the example config, the systemd units

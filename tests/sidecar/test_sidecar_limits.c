@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What one client may hold in the daemon, over raw sockets against a real
  * kvtierd (a fresh one per test, so tickets are numbered from 1): parked
  * WAITs are capped per connection, a passed fd belongs only to the frame it

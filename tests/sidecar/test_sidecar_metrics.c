@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's metrics: the Prometheus endpoint on loopback serves every
  * family docs/metrics.md promises with values that follow the traffic, odd HTTP
  * gets an error and no harm, and `kvtier stats` prints the same counters

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtier-bench trace with tiny sizes: the JSON of a replay, a sweep (and its
  * SVG), the payload mode, and a generated trace read back. argv[1] is the
  * kvtier-bench program. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Accounting replay: the hit rates of issue 7 on the Mooncake synthetic
  * trace, exact counts on hand-made traces, an independent LRU and an
  * independent infinite cache on random traces, tail-before-parent eviction,
