@@ -4,6 +4,7 @@
 #                in release mode and again under ASan + UBSan
 #   make install [PREFIX=/usr/local] [DESTDIR=]  — install the release build
 #   make package — the Debian package, in build/release/package/
+#   make docs    — the documentation site, in build/site/ (mkdocs, strict)
 JOBS ?= $(shell nproc)
 CTEST_ARGS ?=
 PREFIX ?= /usr/local
@@ -13,7 +14,7 @@ DESTDIR ?=
 # KVT_TEST_DPKG=OFF.
 KVT_TEST_DPKG ?= $(if $(filter 0,$(shell id -u)),ON,OFF)
 
-.PHONY: all deps release asan tsan run test test-release test-asan test-tsan install package clean
+.PHONY: all deps release asan tsan run test test-release test-asan test-tsan install package docs clean
 
 all: release
 
@@ -58,6 +59,14 @@ install: release
 
 package: release
 	cd build/release && cpack --config CPackConfig.cmake
+
+# The site from docs/ and mkdocs.yml, strict: a broken link or a missing
+# page fails. The diagrams are rendered from their Graphviz sources first.
+# make test checks the same (ctest -L docs), and runs the docs' samples.
+docs: deps
+	python3 scripts/docs_check.py diagrams --write
+	python3 scripts/docs_check.py links
+	mkdocs build --strict --quiet --site-dir build/site
 
 clean:
 	rm -rf build

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtierd in a cluster: directory, peer server, peer client, and the peer
  * tier added to the store; the sidecar server's hooks for hints and
  * counters. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtierd in a cluster: what the daemon holds when --cluster is given.
  *
  *  - joins the directory (Redis) under its node id and peer address at

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtierd's configuration: defaults, INI file (libinih), command line. */
 #include "app/daemon_config.h"
 

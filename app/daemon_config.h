@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtierd's configuration: embedded defaults, then a config file (INI, read
  * with libinih), then command-line overrides, each layer over the last. */
 #ifndef KVT_APP_DAEMON_CONFIG_H

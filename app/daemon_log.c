@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtierd's structured log lines (see daemon_log.h). */
 #include "app/daemon_log.h"
 

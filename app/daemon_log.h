@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtierd's log: one line per event on stderr, logfmt-style key=value pairs
  *   ts=2026-11-30T05:10:00.123Z level=info event=conn.open conn=3 pid=812
  * so a person can read it and a collector can parse it. Thread-safe. */

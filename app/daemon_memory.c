@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The memory kvtierd may use (see daemon_memory.h). */
 #include "app/daemon_memory.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* How much memory kvtierd may use: the host's available memory, and the room
  * left under the memory limit of its cgroup (v2 memory.max, or v1
  * memory.limit_in_bytes), the tighter of the two. The DRAM tier is sized

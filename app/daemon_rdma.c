@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtierd's RDMA side in a cluster (see daemon_rdma.h). */
 #include "app/daemon_rdma.h"
 

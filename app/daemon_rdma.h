@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtierd's RDMA side in a cluster (--rdma-device): the device opened, the
  * store's DRAM region registered for peers' READs, the lease table that
  * lends blocks to them, and what the node's directory record says of both. */

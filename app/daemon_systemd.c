@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtierd under systemd: socket activation and readiness notification, the
  * two parts of systemd's service protocol that kvtierd speaks, written from
  * their documented semantics (sd_listen_fds(3), sd_notify(3)) so that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtierd under systemd, without libsystemd: the listening socket a socket
  * unit passes (sd_listen_fds(3) semantics) and the service notifications of
  * Type=notify (sd_notify(3) semantics). Outside systemd both are no-ops. */

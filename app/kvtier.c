@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtier: the operator's command line. A table of subcommands; each lives in
  * its own file (kvtier_<name>.c) and parses its own options. */
 #include <stdio.h>

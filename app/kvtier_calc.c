@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtier calc: the sizing calculator an operator reaches for before deploying
  * a model: KV bytes per token and per context, memory for N users, users per
  * GPU (or MIG slice), decode-speed upper bounds, over the GPU table. */

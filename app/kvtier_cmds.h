@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtier (the CLI): its subcommands, one file each (kvtier_<name>.c). */
 #ifndef KVT_APP_KVTIER_CMDS_H
 #define KVT_APP_KVTIER_CMDS_H

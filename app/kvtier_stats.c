@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtier stats: a running kvtierd's counters, for a person (a table) or a
  * script (--json, the daemon's STATS reply verbatim, indented). The same
  * numbers are on the daemon's Prometheus endpoint. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtierd: the sidecar daemon. The flow, in the order of this file:
  * configuration (daemon_config.c) -> the socket systemd passed, if any
  * (daemon_systemd.c) -> the store and its tiers (store/, tiers/) -> the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtier-bench: shared pieces of the benchmark subcommands.
  *
  * Every figure a bench prints is a ratio against a reference measured in the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtier-bench copy: the device layer's copy paths against their references.
  *
  *   plain copies   host<->device, pinned and pageable, block sizes 64 KiB..64 MiB.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtier-bench dram: the DRAM tier's put and get throughput against memcpy of
  * the same sizes over the same working set, the lookup rate at a million
  * stored blocks, and the index's memory per block record.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The benches' like-for-like reference: fio, run with the same engine,
  * block size, queue depth, O_DIRECT, bytes and kind of memory as the tier it
  * is compared with; and that memory itself (explicit huge pages where some

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtier-bench recompute: for each model and interconnect, the time to load an
  * n-token prefix's KV against the time to recompute its prefill, the
  * break-even length, and the TTFT that loading saves, for n from 512 to 128K.
@@ -1019,18 +1020,36 @@ static void print_csv(const struct rc_args *a, const struct link *links, size_t 
 	}
 }
 
+/* A token count for a label: 604K, 1.3M. */
+static const char *count_str(int64_t n, char *buf, size_t len)
+{
+	if (n >= 1000000)
+		snprintf(buf, len, "%.1fM", (double)n / 1e6);
+	else if (n >= 10000)
+		snprintf(buf, len, "%.0fK", (double)n / 1e3);
+	else
+		snprintf(buf, len, "%lld", (long long)n);
+	return buf;
+}
+
 /* Hand-written SVG: one panel per model, log-log axes (tokens, seconds), a
- * polyline per path's load time and the two recompute curves. */
+ * polyline per path's load time and the two recompute curves. The time axis
+ * spans the GPU recompute and the loads, which is where the decision lies;
+ * the CPU recompute (hours on a CPU) is clipped at the top instead of
+ * squeezing the rest into a corner, and its legend says where it is. A
+ * circle marks where each path's load becomes faster than the GPU
+ * recompute (its break-even), and the legend gives the length. */
 static int write_svg(const struct rc_args *a, const struct kvt_gpu *gpu,
 		     const struct link *links, size_t n_links, const struct model_run *runs)
 {
 	static const char *colors[] = { "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
 					"#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
 					"#393b79", "#637939", "#8c6d31", "#843c39" };
-	const double W = 860, PH = 380, L = 70, R = 250, T = 40, B = 50;
-	double x0 = log10((double)a->sizes[0]), x1 = log10((double)a->sizes[a->n_sizes - 1]);
+	const double W = 1000, PH = 400, L = 84, R = 370, T = 40, B = 50;
+	uint64_t first = a->sizes[0], last = a->sizes[a->n_sizes - 1];
+	double x0 = log10((double)first), x1 = log10((double)last);
 	FILE *f = fopen(a->svg, "w");
-	char b[32];
+	char b[32], c[32];
 
 	if (!f)
 		return -errno;
@@ -1046,14 +1065,12 @@ static int write_svg(const struct rc_args *a, const struct kvt_gpu *gpu,
 		double ymin = INFINITY, ymax = 0, y0, y1;
 		size_t col = 0;
 
-		/* y range over every curve drawn */
+		/* y range over the GPU recompute and the loads */
 		for (size_t s = 0; s < a->n_sizes; s++) {
-			double v[2] = { recompute_s(mr, mr->gpu_flops, a->sizes[s]),
-					recompute_s(mr, mr->cpu_flops, a->sizes[s]) };
-			for (int j = 0; j < 2; j++) {
-				ymin = fmin(ymin, v[j]);
-				ymax = fmax(ymax, v[j]);
-			}
+			double v = recompute_s(mr, mr->gpu_flops, a->sizes[s]);
+
+			ymin = fmin(ymin, v);
+			ymax = fmax(ymax, v);
 			for (size_t i = 0; i < n_links; i++)
 				if (links[i].bw > 0) {
 					ymin = fmin(ymin, load_s(mr, &links[i], a->sizes[s]));
@@ -1067,8 +1084,10 @@ static int write_svg(const struct rc_args *a, const struct kvt_gpu *gpu,
 #define PX(x) (L + (log10(x) - x0) / (x1 - x0) * pw)
 #define PY(y) (oy + T + ph - (log10(y) - y0) / (y1 - y0) * ph)
 		fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" font-size=\"14\">%s: load vs recompute "
-			   "(recompute GPU: %s at %.0f%% peak, modeled)</text>\n",
+			   "(recompute GPU: %s at %.0f%% peak, modeled; o = break-even)</text>\n",
 			L, oy + 22, mr->m.name, gpu->name, a->mfu * 100);
+		fprintf(f, "<clipPath id=\"plot%zu\"><rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" "
+			   "height=\"%.0f\"/></clipPath>\n", mi, L, oy + T, pw, ph);
 		fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" "
 			   "stroke=\"#444\"/>\n", L, oy + T, pw, ph);
 		for (size_t s = 0; s < a->n_sizes; s++)
@@ -1084,14 +1103,17 @@ static int write_svg(const struct rc_args *a, const struct kvt_gpu *gpu,
 				time_str(pow(10, e), b, sizeof(b)));
 		fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">prefix tokens (log)</text>\n",
 			L + pw / 2, oy + T + ph + 32);
-		fprintf(f, "<text transform=\"translate(16 %.0f) rotate(-90)\" text-anchor=\"middle\">"
+		fprintf(f, "<text transform=\"translate(14 %.0f) rotate(-90)\" text-anchor=\"middle\">"
 			   "time (log)</text>\n", oy + T + ph / 2);
 		for (size_t i = 0; i < n_links + 2; i++) {
 			const char *name, *src, *color, *dash = "";
 			double width = 1.5, flops = 0;
 			const struct link *l = NULL;
+			char note[96] = "";
 
 			if (i < n_links) {
+				int64_t be;
+
 				l = &links[i];
 				if (!(l->bw > 0))
 					continue;
@@ -1099,6 +1121,19 @@ static int write_svg(const struct rc_args *a, const struct kvt_gpu *gpu,
 				src = l->measured ? "measured" : "modeled";
 				color = colors[col % (sizeof(colors) / sizeof(colors[0]))];
 				dash = l->measured ? "" : " stroke-dasharray=\"5,3\"";
+				be = break_even(mr, l, mr->gpu_flops);
+				if (be < 0 || (uint64_t)be > last)
+					snprintf(note, sizeof(note), ": recompute up to %s",
+						 tok_str(last, b, sizeof(b)));
+				else if ((uint64_t)be <= first)
+					snprintf(note, sizeof(note), ": always load");
+				else
+					snprintf(note, sizeof(note), ": load from %s",
+						 count_str(be, c, sizeof(c)));
+				if (be > 0 && (uint64_t)be > first && (uint64_t)be <= last)
+					fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"white\" "
+						   "stroke=\"%s\" stroke-width=\"2\"/>\n", PX((double)be),
+						PY(load_s(mr, l, (uint64_t)be)), color);
 			} else if (i == n_links) {
 				name = "recompute GPU";
 				src = "modeled";
@@ -1112,9 +1147,12 @@ static int write_svg(const struct rc_args *a, const struct kvt_gpu *gpu,
 				color = "#000";
 				width = 3;
 				flops = mr->cpu_flops;
+				if (recompute_s(mr, flops, first) > pow(10, y1))
+					snprintf(note, sizeof(note), ": off the top, from %s",
+						 time_str(recompute_s(mr, flops, first), b, sizeof(b)));
 			}
-			fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%.1f\"%s points=\"",
-				color, width, dash);
+			fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%.1f\"%s "
+				   "clip-path=\"url(#plot%zu)\" points=\"", color, width, dash, mi);
 			for (size_t s = 0; s < a->n_sizes; s++) {
 				double v = l ? load_s(mr, l, a->sizes[s])
 					     : recompute_s(mr, flops, a->sizes[s]);
@@ -1122,10 +1160,10 @@ static int write_svg(const struct rc_args *a, const struct kvt_gpu *gpu,
 			}
 			fprintf(f, "\"/>\n<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" "
 				   "stroke=\"%s\" stroke-width=\"%.1f\"%s/><text x=\"%.0f\" y=\"%.0f\">"
-				   "%s (%s)</text>\n",
+				   "%s (%s)%s</text>\n",
 				L + pw + 12, oy + T + 8 + 16.0 * (double)col, L + pw + 36,
 				oy + T + 8 + 16.0 * (double)col, color, width, dash, L + pw + 42,
-				oy + T + 12 + 16.0 * (double)col, name, src);
+				oy + T + 12 + 16.0 * (double)col, name, src, note);
 			col++;
 		}
 #undef PX

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtier-bench remote: the cluster's data and metadata paths between two
  * nodes, each beside its reference in the same run.
  *

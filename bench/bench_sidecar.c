@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtier-bench sidecar: the daemon's protocol and copy costs as an engine sees
  * them, through libkvtier-client and a real Unix socket to a server running in
  * this process (the same code as kvtierd).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtier-bench sidecar --tier ssd: what an engine sees end to end when its
  * working set outgrows the DRAM tier. A real kvtierd (a child process, on a
  * real Unix socket, its SSD tier in --dir) is handed a working set several

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtier-bench ssd: the SSD tier's write and read throughput and latency per
  * block size and queue depth, beside fio with the same engine (io_uring),
  * block size, queue depth, O_DIRECT, total size and kind of memory (explicit

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtier-bench ssd-open: how long the SSD tier takes to open, reading its
  * segment summaries, against the reference of the same directory opened by
  * scanning every segment (what a tier without summaries does: the log read

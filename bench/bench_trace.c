@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtier-bench trace: prefix-cache hit rates of a request trace replayed
  * through kvtier's own index, policies and tier capacities, and the replay's
  * speed against parsing the same trace (the reference, measured in the same

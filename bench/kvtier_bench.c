@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtier-bench: measures kvtier against the hardware's own references.
  * One subcommand per area; each prints a table, or one JSON object with --json. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The directory's stored records (see dir_record.h). */
 #include "cluster/dir_record.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The directory's records as they are stored: a node's membership record
  * (JSON, readable with redis-cli) and a block hint: the list of the key's
  * holders, "NODE=EPOCH:TIER,NODE=EPOCH:TIER".

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cluster directory on Redis: the ops, the queues callers touch, and
  * the thread that owns the connection (see dir_redis.h for the layout of
  * the keys and of the module). */

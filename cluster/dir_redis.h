@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Redis directory's internals, shared by its files:
  *   dir_redis.c          the ops, the queues, the thread and its connection
  *   dir_redis_members.c  joining, renewing, the member snapshot

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Redis directory's block hints: lookups of a prefix with one MGET, and
  * holder-list updates by two Lua scripts (see dir_redis.h). Everything here
  * runs on the directory's thread. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Redis directory's membership: joining under an epoch, renewing the
  * record under its TTL, and the snapshot of live members (see dir_redis.h).
  * Everything here runs on the directory's thread. */

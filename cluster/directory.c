@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The directory interface: options, the backend registry, and the calls
  * that dispatch through a backend's ops (see directory.h). */
 #include "cluster/directory.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cluster directory: what the nodes of a cluster agree on, kept in an
  * existing store (Redis today), never in home-made consensus.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The hint refresher (see hint_refresh.h). */
 #include "cluster/hint_refresh.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Keeps the directory's hints of the blocks this node holds alive.
  *
  * A hint lives for the directory's hint TTL unless published again, and a

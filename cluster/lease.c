@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Leases on blocks lent to remote readers (see lease.h). */
 #include "cluster/lease.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Leases on blocks an owner lends to remote readers.
  *
  * Before a peer reads blocks straight out of this node's DRAM slots (RDMA

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The peer tier: a storage tier whose lookups go to the directory and whose
  * reads by key go to the holders over the peer transport (TCP, or RDMA
  * under leases). See peer_tier.h. */

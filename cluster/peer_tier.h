@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The peer tier: blocks other nodes of the cluster hold, as a storage tier
  * of this node's store (tiers/tier.h, kind KVT_TIER_REMOTE, caps
  * KVT_TIER_CAP_KEYED), added with kvt_store_add_tier like any tier. The

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A Redis connection with deadlines (see redis_conn.h). */
 #include "cluster/redis_conn.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One connection to Redis whose every operation ends by a deadline.
  *
  * hiredis 0.14's blocking calls have no overall timeout (a connect to a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Finds kvtier's dependencies and records why an optional feature is off.
 # Required: liburing, liblz4, libblosc, libzstd, libxxhash, jansson, OpenSSL libcrypto, threads,
 # OpenBLAS (bench; KVT_WITH_OPENBLAS=OFF leaves the recompute bench out).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The device layer's inside: the objects behind the opaque handles of
  * kvtier/device.h, and the ops table each backend (host_backend.c,
  * cuda_backend.c) fills. device.c and layout.c check arguments and plan;

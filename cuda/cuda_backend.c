@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA backend: the device API over the CUDA runtime (linked statically,
  * so a machine without the runtime installed still runs the binaries and
  * falls back to the host backend). Every CUDA error becomes a negative errno

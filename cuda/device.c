@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The device layer's front: picks a backend at open, checks arguments, keeps
  * the last error message, and hands the work to the backend's ops table. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Paged KV gather/scatter kernels. One thread block (CTA) row copies one
  * chunk — a page of one layer's K, V or latent tensor, contiguous on both
  * sides — split over gridDim.y CTAs when chunks are large. The block side may

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The gather/scatter kernels' launcher, callable from C (cuda_backend.c). */
 #ifndef KVT_CUDA_GATHER_KERNELS_H
 #define KVT_CUDA_GATHER_KERNELS_H

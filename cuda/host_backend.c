@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The host backend: the device API over plain host memory, for machines
  * without a GPU. "Device memory" is a memfd region (so another process can map
  * it from a passed fd), each stream is a worker thread running its queue in

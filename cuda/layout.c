@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* KV layouts and the plan of a gather or scatter: which pieces go where, in
  * launches small enough to carry their arguments by value, on the path the
  * buffers allow (direct, staged, or the per-layer memcpy baseline). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* An example engine in C, linked only against libkvtier-client.
  *
  * It does what an inference engine's KV connector does around kvtierd:

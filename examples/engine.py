@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """An example engine in Python, over the kvtier binding (python/kvtier).
 
 What an inference engine's KV connector does around kvtierd: allocate paged KV

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reading a Hugging Face config.json into a struct kvt_model.
  *
  * Field names differ between families; each figure is looked up under the

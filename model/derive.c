@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Figures derived from a model's shape: KV bytes, parameters, FLOPs.
  *
  * Every MLP is gated (gate, up, down: 3 x hidden x width), as in all the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Writes OUT, a C file holding each file of CONFIGS (a ;-list of config.json
 # paths) as a byte array named by the file's stem, and a table of them
 # (struct kvt_model_embedded, see model/model_internal.h).

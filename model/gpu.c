@@ -1,8 +1,9 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GPU table: public datasheet figures, and MIG slices of them.
  *
  * Memory is the datasheet's GB x 10^9 (what nvidia-smi shows is a little
  * more or less); FLOP/s are dense tensor-core figures, half the "with
- * sparsity" ones the datasheets headline. Sources are listed in README.md. */
+ * sparsity" ones the datasheets headline. Sources are listed in docs/sizing.md. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internals of model/: the configs built into the library. */
 #ifndef KVT_MODEL_INTERNAL_H
 #define KVT_MODEL_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The load-vs-recompute plan of a matched prefix. */
 #include <errno.h>
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Sizing a model on a GPU: memory for N users, users that fit, decode bounds. */
 #include <errno.h>
 #include <string.h>

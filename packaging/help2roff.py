@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Write a man page (roff, man macros) from a program's --help text.
 
     help2roff.py --section N --out FILE [--summary TEXT] [--version V]

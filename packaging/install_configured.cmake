@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Run at install time by packaging/CMakeLists.txt (install(CODE)), with
 # CMAKE_INSTALL_PREFIX the prefix being installed to: configures the files
 # that name install paths for that prefix and installs them, with the example

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Build hook of the kvtier binding (the metadata is in pyproject.toml): the
 built package gets kvtier/_libpath.py, naming the libkvtier-client the build
 found, so that `import kvtier` loads it with no PYTHONPATH or

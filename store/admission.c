@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The registry of admission rules, "always", and what rules share. */
 #include "store/admission.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Admission rules for demotion: which blocks leaving a tier are worth
  * writing into the one below (the SSD tier, where a write costs device
  * bandwidth and wear, and a block never read again is a write wasted).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* "reused": only blocks used at least twice go down to the tier.
  *
  * Used twice means used while cached, or stored again while a ghost list of

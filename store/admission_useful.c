@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* "useful": blocks used once are written only in classes the tier reads
  * back often enough for the room they take there.
  *

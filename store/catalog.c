@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The catalog: see catalog.h. */
 #include "store/catalog.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The catalog: what the store knows about its blocks, without their bytes.
  *
  * It ties the index, one eviction policy per tier and the per-tier accounting

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Batched reads up from storage tiers: see fetch.h. */
 #include "store/fetch.h"
 

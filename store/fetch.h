@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reading blocks up from storage tiers into memory-tier slots, for one
  * caller (kvt_acquire_many and the calls built on it). Every block of a
  * request that lies in a storage tier is read at once: one batch per tier,

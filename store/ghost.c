@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The ghost list; see ghost.h. A ring holds the entries in order of
  * arrival; an open-addressing table (linear probing, backward-shift
  * deletion, half full at most) finds an entry's ring position by hash. */

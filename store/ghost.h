@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A ghost list: the hashes of the last `cap` blocks that left a cache, in
  * the order they left, each with a small tag (KVT_GHOST_TAG_BITS bits), so a policy can tell a block
  * that comes back from one never seen (ARC's B1/B2, 2Q's A1out). Bounded:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The block index: see index.h for the shape and why. */
 #include "store/index.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The block index: 128-bit key (+ namespace) -> block record.
  *
  * Records live in a chunked array and are named by a uint32 index, so the

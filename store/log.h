@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The library's own log calls: formatted, then handed to the handler the
  * program set (include/kvtier/log.h). */
 #ifndef KVT_STORE_LOG_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The sampled reuse-distance estimator; see mrc.h for what and why. */
 #include "store/mrc.h"
 

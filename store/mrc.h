@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Live miss-ratio curves: a sampled reuse-distance estimator of the block
  * reference stream, giving the hit ratio an LRU cache of any capacity would
  * have had on it, in a fixed memory budget whatever the number of blocks.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The registry of eviction policies, by name. */
 #include "store/policy.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Eviction policies: which block of a tier leaves first.
  *
  * A policy instance orders the evictable records of one tier. The store tells

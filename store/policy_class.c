@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* "class-lru": tail-lru that learns, per reuse class, how often fresh
  * blocks come back, and sends the fresh blocks of rarely reused classes
  * first.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* "cost": GreedyDual-Size. Each record's priority is H = L + cost / size,
  * where cost is what recomputing the block would take (the policy's cost_cb,
  * or depth + 1 without one: a deeper block attends over a longer prefix) and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* "ghost-lru": recency with a ghost list deciding how long a fresh block
  * may stay.
  *

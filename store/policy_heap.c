@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The min-heap shared by "lfu" and "cost"; see policy_heap.h. */
 #include "store/policy_heap.h"
 

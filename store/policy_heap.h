@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A binary min-heap of records for the policies that order by a value rather
  * than by recency ("lfu", "cost"). Records are ordered by (pval, pprev):
  * pval is the policy's value, pprev a 32-bit use tick that breaks ties in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* "lfu": least frequently used first, least recently used among equals.
  *
  * A record's use count lives in pval (saturating); the heap orders by it and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Recency lists threaded through the records' pprev/pnext links, for the
  * policies that order blocks by use: one list (lru, tail-lru) or one per
  * class of block (ghost-lru, class-lru). A record is on one list at most,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* "lru" and "tail-lru": recency lists threaded through the records.
  *
  * lru keeps every record of the tier on one list, most recent at the head.

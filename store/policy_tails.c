@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tails on recency lists with a ghost list, for ghost-lru and class-lru
  * (store/policy_tails.h). */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What ghost-lru and class-lru (store/policy_ghost.c, store/policy_class.c)
  * share: chain tails on recency lists by class, a ghost list of the blocks
  * that left, and, in their "-ends" forms, request ends on a list of their

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Prefix keys: key[i] = SHA-256(salt || key[i-1] || tokens of block i)[0..16).
  * Chaining through the previous key makes a key name its whole prefix, so
  * equal keys mean equal prefixes (up to a 2^-128 collision). */

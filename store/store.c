@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The store: namespaces and the block operations of include/kvtier/store.h.
  *
  * Blocks are read and written in the memory tier (s->mem); the storage

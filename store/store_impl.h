@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The store's own structures, shared by the files of the store core
  * (store.c: the API; tiering.c: movement over the list of tiers; fetch.c:
  * batched reads up from storage tiers; store_tiers.c: the storage tiers the

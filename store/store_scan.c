@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvt_store_scan: the keys of the blocks a store holds, walked in pieces.
  *
  * For owners that tell others what this store holds (a cluster directory's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The tiers a store's options ask for: the DRAM tier as its memory tier,
  * and an SSD tier when ssd_dir is set, with the admission rule of
  * ssd_admission; and the public door for a tier made elsewhere

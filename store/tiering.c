@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Movement over the store's list of tiers: see tiering.h. */
 #include "store/tiering.h"
 

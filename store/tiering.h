@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Movement of blocks over the store's ordered list of tiers: tier 0 is the
  * memory tier (DRAM), the storage tiers follow (SSD; the peer tier next).
  * The list, the background demoter, eviction from storage tiers, the clean

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The small shared vocabulary: dtypes, tier names, error messages, the
  * namespace descriptor's defaults. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers of the tests that drive the store's catalog directly (policies,
  * admission rules): blocks named by small numbers, published into DRAM,
  * evicted by the policy. Include after <cmocka.h>. */

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Check that stdin is one JSON object holding the given fields.
 
 usage: check_json.py FIELD...   e.g. cases[].put_gbps lookup_keys_per_s

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers shared by the tests: skip codes, seeded randomness, temp dirs. */
 #ifndef KVT_TESTS_HELPERS_H
 #define KVT_TESTS_HELPERS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* LZ4, the 16-bit byte shuffle, c-blosc's shuffled LZ4 and zstd, and the two
  * codecs of byte planes (tiers/codec_zstd.h, tiers/codec_pack4.h). */
 #include "tiers/codec.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Block codecs of the SSD tier: LZ4, optionally after a byte or bit shuffle of
  * 16-bit elements, or zstd after a byte shuffle, with a fallback to raw bytes
  * when compression does not pay. blosc-bitshuf16-lz4 is a c-blosc frame (its

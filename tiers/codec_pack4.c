@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The shuf16-pack4 codec: the high byte of each bf16 word as a 4-bit code
  * (frame and codes in tiers/codec_pack4.h). One pass per chunk each way:
  * the encoder splits the planes and packs the codes from the same registers,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The shuf16-pack4 block codec (KVT_CODEC_SHUF16_PACK4): bf16 words split
  * into byte planes; the low plane (mantissa, noise) stored as is, each high
  * byte (sign and the top 7 exponent bits) replaced by a 4-bit code. In a KV

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The shuf16-zstd codec: byte planes split (tiers/planes16.h), the high
  * plane coded by zstd with contexts kept per thread. Frame layout in
  * tiers/codec_zstd.h. */

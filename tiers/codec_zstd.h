@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The shuf16-zstd block codec (KVT_CODEC_SHUF16_ZSTD): bf16/fp16 words split
  * into a low-byte and a high-byte plane; the low plane (mantissa, noise) is
  * stored as is, the high plane (sign and exponent) is coded by zstd, called

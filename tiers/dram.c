@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The DRAM tier: see dram.h for the region and the slab allocator. */
 #include "tiers/dram.h"
 

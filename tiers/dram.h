@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The DRAM tier: one large region carved into block slots.
  *
  * The region is a single mmap (huge pages when the system has them reserved,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Byte planes of 16-bit words (tiers/planes16.h). */
 #include "tiers/planes16.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* 16-bit words split into byte planes and merged back: element i's low byte
  * at lo[i], its high byte at hi[i]. In bf16/fp16 KV the high byte (sign and
  * exponent) varies little while the low byte (mantissa) is noise, so the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The SSD tier: segment files, record placement, reclaim, tombstones,
  * summaries, holds and frees, stats, probing a degraded tier; the batches'
  * memory and kvt_ssd_submit / kvt_ssd_wait, which hand a batch to the write

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The SSD tier: an append-only log of fixed-size segment files in one data
  * directory, written and read with O_DIRECT through the I/O engine (ssd_io.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The SSD tier's on-disk structures, encoded field by field in little-endian. */
 #include "tiers/ssd_format.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* On-disk format of the SSD tier (format 2): segment superblocks, record
  * headers, and segment summaries.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The SSD tier's helper thread (tiers/ssd_helper.h). */
 #include "tiers/ssd_helper.h"
 

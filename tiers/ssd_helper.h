@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A helper thread of the SSD tier that shares a set of independent jobs with
  * its caller. A read batch verifies (XXH3) and decodes each record as its
  * I/O completes; when a device completes many large records at once, as it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internals of the SSD tier, shared by its files; its API is ssd.h.
  *   ssd.c        segments: files, record placement, reclaim, tombstones,
  *                summaries; holds, frees, stats, probing a degraded tier;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* io_uring and thread-pool engines behind one interface of runs. */
 #include "tiers/ssd_io.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The SSD tier's I/O engine: runs of positioned reads, writes and syncs on a
  * table of O_DIRECT files, through io_uring (registered files, fixed
  * buffers) or, where io_uring cannot be set up or is refused by the option,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The SSD tier's options, open and close: the data directory locked and
  * its meta file read, recovery run (ssd_recover.c) and what it found
  * applied (files moved aside or deleted, segments taken into slots, live

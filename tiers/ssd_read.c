@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The SSD tier's read batch path: every record's payload read at once, each
  * record checked (its checksum, its decoding) as its I/O completes, with
  * the tier's helper thread when a set is large, then handed over; and

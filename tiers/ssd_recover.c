@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Recovery of the SSD tier: see ssd_recover.h. */
 #include "tiers/ssd_recover.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Recovery of the SSD tier: a read-only job that runs once, at open. It
  * lists the data directory, reads each segment's superblock, adopts the
  * segments of the directory's salt, reads their records from a valid

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Staging buffers of the SSD tier, kept for reuse (tiers/ssd_stage.h). */
 #include "tiers/ssd_stage.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Staging buffers of the SSD tier, kept for reuse. A record that cannot go
  * to the device straight from the caller's memory (encoded by a codec, or
  * in memory that is not page-aligned) is written from a stage, and read

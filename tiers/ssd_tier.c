@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The SSD tier behind the storage tier ops of tiers/tier.h: see ssd.h. */
 #include <errno.h>
 #include <stdlib.h>

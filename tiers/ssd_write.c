@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The SSD tier's write batch path: each record prepared (encoded,
  * checksummed) outside the lock, given pages and issued in chunks of
  * ssd->chunk records, one fdatasync per segment a chunk touched (group

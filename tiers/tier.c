@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What every storage tier's user needs beside the ops: see tier.h. */
 #include "tiers/tier.h"
 

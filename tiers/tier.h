@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The two kinds of tier, each behind a const ops table. The store core calls
  * tiers only through these tables and runs over an ordered list of them: one
  * memory tier first (DRAM now, HBM later), then storage tiers (SSD now, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The engine-side client of kvtierd (see include/kvtier/client.h).
  *
  * Replies may come out of order, and several threads may wait on one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Engine memory on the host backend: a sealed memfd mapped into the daemon. */
 #include "transport/engine_mem.h"
 

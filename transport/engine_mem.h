@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* An engine's registered KV memory as the daemon sees it on the host backend:
  * the engine's memfd mapped into the daemon, and the paged layout that says
  * where each page of each layer lies. Gathers a block's pages into one

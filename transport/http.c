@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The metrics endpoint: a small HTTP server in the event loop that answers
  * GET /metrics (Prometheus text) and GET /stats (JSON) and closes. Scrapes
  * are bounded in number and time, so idle or slow ones never block the loop

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's insight into its traffic; see insight.h. */
 #include "transport/insight.h"
 

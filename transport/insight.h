@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the daemon sees of its traffic: LOOKUP keys, hits and the tokens they
  * saved, per tenant and per namespace (a bounded number of namespaces have
  * their own figures; a tenant's others count as its "other"), and the live

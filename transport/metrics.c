@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The server's counters, rendered two ways: JSON (the STATS reply, read by
  * `kvtier stats`) and Prometheus text (the HTTP endpoint, GET /metrics). Both
  * come from one snapshot of the server's and the store's counters, so a

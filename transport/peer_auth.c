@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Peer authentication with the cluster secret (see peer_auth.h). */
 #include "transport/peer_auth.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Peer authentication: both ends prove they know the cluster secret, with
  * HMAC-SHA256 over two fresh random challenges, before anything else crosses
  * the connection.

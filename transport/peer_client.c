@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The reader's side of the peer transport (see peer_client.h). */
 #include "transport/peer_client.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The reader's side of the peer transport: fetch blocks from other nodes
  * over TCP, and the control requests of RDMA reads (leases, queue pairs).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Whole peer frames over a socket (see peer_io.h). */
 #include "transport/peer_io.h"
 

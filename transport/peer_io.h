@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Whole peer frames over a socket, with deadlines (sockio.h): the calls the
  * peer server, the peer client and the handshake share. */
 #ifndef KVT_TRANSPORT_PEER_IO_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Frame encoding and strict decoding of the peer protocol (see peer_proto.h). */
 #include "transport/peer_proto.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The peer protocol: frames between kvtierd nodes over TCP, for block
  * transfers, leases of DRAM slots for RDMA reads, and RDMA queue-pair setup.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The RDMA peer transport (see peer_rdma.h). */
 #include "transport/peer_rdma.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The RDMA peer transport: one-sided READs of other nodes' DRAM slots.
  *
  * Memory. The DRAM tier's region is registered once, in pieces no larger

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The owner's side of the peer transport (see peer_server.h). */
 #include "transport/peer_server.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The owner's side of the peer transport: a TCP listener that serves this
  * node's blocks to authenticated peers.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Prometheus text exposition; see prom_text.h. */
 #include "transport/prom_text.h"
 

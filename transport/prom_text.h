@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Prometheus text exposition into a kvt_textbuf: a family's HELP and TYPE
  * lines and its samples. The server's page (metrics.c) and the daemon's
  * cluster and RDMA counters are written with these, so a family is

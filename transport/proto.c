@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Frame encoding and strict decoding of the sidecar protocol (see proto.h). */
 #include "transport/proto.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The sidecar protocol: binary, length-prefixed, versioned frames between an
  * engine (the client library) and kvtierd, over a Unix stream socket.
  *
@@ -21,7 +22,7 @@
  * decoders only read the buffer; decoded keys and page ids point into it.
  *
  * The payload of each op is documented beside its struct below and in the
- * README's protocol table. */
+ * protocol table of docs/protocol.md. */
 #ifndef KVT_TRANSPORT_PROTO_H
 #define KVT_TRANSPORT_PROTO_H
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Moving averages of what the machine delivers (see rates.h). */
 #include "transport/rates.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the machine delivers, measured as it serves: moving averages of an
  * amount (bytes, tokens) over the time it took, for the load-or-recompute
  * plan. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The sidecar server's lifecycle: open (the socket, the event loop, the
  * workers, the metrics endpoint), run the loop until stopped, drain what is
  * in flight, close. Connections are in server_conn.c, operations in

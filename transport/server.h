@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The sidecar server: the Unix-socket side of the protocol, run by kvtierd.
  *
  * One event-loop thread (the caller of kvt_server_run) accepts connections,

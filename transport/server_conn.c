@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The sidecar server's connections: accepting them (peer credentials, the
  * client limit, running out of descriptors), reading frames with the fds
  * passed on them, handing each whole frame to kvt_dispatch, writing the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internals of the sidecar server shared by its files:
  *   server.c       the lifecycle: open, the event loop, drain, close
  *   server_conn.c  connections: accept, credentials, read/write, passed fds, close

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The copy workers of the sidecar server: SAVE gathers engine pages into
  * reserved DRAM slots and commits them; LOAD acquires the blocks (bringing
  * them up from SSD when needed) and scatters each into engine pages as it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The namespaces the server hands out, per tenant: each is charged to the
  * tenant that first attached it (a tenant sharing another's salt joins its
  * namespaces free), counted against that tenant's quota, and held by the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The sidecar server's operations: each decoded request is handled here,
  * HELLO's token and model checks included; SAVE and LOAD become tickets
  * handed to the copy workers, WAIT and POLL look at (or park on) them. */

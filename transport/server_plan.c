@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* LOOKUP's plan: how many leading blocks of a matched prefix an engine
  * should load, the rest being cheaper to recompute, from what this machine
  * measures: the bytes/s each tier delivered to engines (the copy workers'

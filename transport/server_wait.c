@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The sidecar server's tickets and waits: a SAVE or LOAD is a ticket of its
  * connection until its result is taken; a WAIT that cannot be answered yet is
  * parked on its ticket (and on the timed list when it has a deadline) until

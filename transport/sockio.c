@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Socket I/O with deadlines (see sockio.h). */
 #include "transport/sockio.h"
 

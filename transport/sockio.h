@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Socket I/O with deadlines, for the peer transport and the cluster
  * directory: every call that could wait takes an absolute deadline on the
  * monotonic clock and returns -ETIMEDOUT once it passes, so no peer and no

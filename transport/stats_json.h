@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Counters into the JSON objects of STATS replies. A section of plain
  * counts is written as a table of (key, value) pairs set by one call, so the
  * code reads as the list of keys it produces. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The text buffer; see textbuf.h. */
 #include "transport/textbuf.h"
 

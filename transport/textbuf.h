@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A growing text buffer for the Prometheus endpoint's page: printf into it,
  * and check once at the end whether memory ran out. */
 #ifndef KVT_TRANSPORT_TEXTBUF_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The verbs that the RDMA transport uses, as a const ops table: a real
  * provider over libibverbs (verbs_ibv.c, built where libibverbs is found)
  * and, in the tests, a fake one that records work requests, generates

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The libibverbs provider of the verbs ops (see verbs.h). Built when
  * libibverbs is found (KVT_HAVE_RDMA); otherwise kvt_verbs_ibv() is NULL and
  * the RDMA transport reports -EOPNOTSUPP. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Little-endian wire helpers shared by the frame codecs (proto.c, the
  * sidecar protocol; peer_proto.c, the peer protocol): a bounds-checked reader
  * that never reads past its buffer and remembers the first overrun, and

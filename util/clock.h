@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one clock kvtier measures intervals with. */
 #ifndef KVT_UTIL_CLOCK_H
 #define KVT_UTIL_CLOCK_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Versioned option structs (see opts.h). Every such struct starts with its
  * size_t size field, which is what lets one helper serve them all. */
 #include "util/opts.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Versioned option structs, the one convention of every struct in the API
  * (and inside it) that starts with `size_t size`:
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Parsing and printing byte counts (see size.h). */
 #include "util/size.h"
 

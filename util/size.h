@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Byte counts as people write and read them: "64M", "1.5G", "25%" in, and
  * "64 MiB", "1.5 GiB" out. One parser and one printer for the daemon, the CLI
  * and the benches. */

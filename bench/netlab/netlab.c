@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Network namespaces for tests and benches (see netlab.h). */
 #include "bench/netlab/netlab.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* netlab: a small network of Linux network namespaces for the cluster's
  * tests and benches, and real processes (redis-server, iperf3, kvtier nodes)
  * running inside it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* redis-server as a child process of a test or bench (see netlab.h). */
 #include "bench/netlab/netlab.h"
 

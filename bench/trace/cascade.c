@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The eviction cascade of the accounting replay; see cascade.h. */
 #include "bench/trace/cascade.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The eviction cascade of the accounting replay: blocks of the store's
  * catalog (its index and one instance of a store policy per tier) spread over
  * up to four tiers (HBM, DRAM, SSD, remote), each with a capacity in blocks.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The token-id trace converter; see convert.h. */
 #include "bench/trace/convert.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Converts traces of token ids into hash-id traces (reader.h's format) with
  * kvtier's own prefix hashing, so operators can replay their request logs.
  *

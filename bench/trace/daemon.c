@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon replay; see daemon.h. */
 #include "bench/trace/daemon.h"
 

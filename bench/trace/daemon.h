@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Daemon replay: the requests of a trace through a running kvtierd, over its
  * socket with libkvtier-client, as an engine would send them: LOOKUP of the
  * request's keys, LOAD of the stored leading blocks into engine memory, SAVE

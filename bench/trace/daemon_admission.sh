@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # SSD admission through a real kvtierd: for each rule, a fresh daemon (LRU in
 # DRAM and SSD, empty SSD tier) replays the trace through its socket
 # (kvtier-bench trace --socket), and one line per rule gives the block hit

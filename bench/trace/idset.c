@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The set of ids seen; see idset.h. */
 #include "bench/trace/idset.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The set of hash ids seen so far, for the ideal (infinite capacity) hit
  * rate: membership is all that infinite capacity needs. Trace ids are dense
  * small integers in practice (the Mooncake traces, the generator and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The payload replay; see payload.h. */
 #include "bench/trace/payload.h"
 

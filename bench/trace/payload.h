@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Payload replay: the requests of a trace through the public store API
  * (kvt_store_open, kvt_ns_attach, kvt_lookup, kvt_get, kvt_put) with real
  * block bytes at a scaled block size, to see the tiers' own behaviour: the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The prefill estimate of a replay; see prefill.h. */
 #include "bench/trace/prefill.h"
 

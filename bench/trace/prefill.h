@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Prefill time saved by the cache of a replay, and the change in time to
  * first token, from kvtier's offload-vs-recompute cost model
  * (include/kvtier/model.h): for each request, the prefill of its whole input

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The streaming JSONL trace reader; see reader.h. */
 #include "bench/trace/reader.h"
 

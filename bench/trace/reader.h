@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Streaming reader of JSONL request traces in the format of the public
  * Mooncake traces, one request per line:
  *

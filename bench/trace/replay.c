@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The accounting replay; see replay.h. */
 #include "bench/trace/replay.h"
 

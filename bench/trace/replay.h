@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Accounting replay: requests of a trace through kvtier's own block index and
  * eviction policies, with tier capacities in blocks, counting what would have
  * hit. No block bytes move; this is the fast mode, for sweeps.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reports of a replay and of a sweep; see report.h. */
 #include "bench/trace/report.h"
 
@@ -232,13 +233,27 @@ void kvt_trace_sweep_text(FILE *f, const struct kvt_sweep_point *p, size_t n)
 	sweep_table(f, p, n, &ax, "prefill saved (mean TTFT)", prefill_cell);
 }
 
+/* The top of the hit-rate axis: the highest rate drawn plus a margin,
+ * rounded up to a tenth, at most 1. */
+static double sweep_top(const struct kvt_sweep_point *p, size_t n,
+			const struct kvt_trace_series *extra, double ideal)
+{
+	double m = ideal;
+
+	for (size_t i = 0; i < n; i++)
+		m = fmax(m, kvt_trace_rate(p[i].st.hit_blocks, p[i].st.blocks));
+	for (size_t i = 0; extra && i < extra->n; i++)
+		m = fmax(m, extra->rate[i]);
+	return fmin(1.0, ceil((m + 0.05) * 10.0 - 1e-9) / 10.0);
+}
+
 int kvt_trace_sweep_svg(FILE *f, const struct kvt_sweep_point *p, size_t n,
 			const struct kvt_trace_series *extra, const char *title)
 {
 	static const char *colors[] = { "#1f77b4", "#d62728", "#2ca02c", "#9467bd",
 					"#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f" };
 	const double W = 720, H = 440, L = 70, R = extra ? 170 : 150, T = 40, B = 60;
-	double lo = INFINITY, hi = 0, ideal = -1, pw = W - L - R, ph = H - T - B;
+	double lo = INFINITY, hi = 0, ideal = -1, pw = W - L - R, ph = H - T - B, top, step;
 	int tier = n ? p[0].tier : extra ? extra->tier : KVT_TIER_DRAM;
 	struct axes ax;
 
@@ -269,19 +284,24 @@ int kvt_trace_sweep_svg(FILE *f, const struct kvt_sweep_point *p, size_t n,
 	hi = pow(10, ceil(log10(hi)));
 	if (hi <= lo)
 		hi = lo * 10;
+	/* the hit-rate axis ends a little above the highest rate drawn (the
+	 * ideal, usually), so the curves use the height instead of its lower
+	 * part; ticks every 0.1 up to 0.7, else every 0.2 */
+	top = sweep_top(p, n, extra, ideal);
+	step = top > 0.75 ? 0.2 : 0.1;
 #define X(c) (L + (log10(c) - log10(lo)) / (log10(hi) - log10(lo)) * pw)
-#define Y(r) (T + (1.0 - (r)) * ph)
+#define Y(r) (T + (1.0 - (r) / top) * ph)
 #define LEGEND_Y(k) (T + 30 + 18.0 * (double)(k))
 	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
 		   "font-family=\"sans-serif\" font-size=\"12\">\n", W, H);
 	fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
 	fprintf(f, "<text x=\"%.0f\" y=\"22\" font-size=\"14\">%s</text>\n", L, title ? title : "");
-	for (int k = 0; k <= 10; k += 2) {
-		double y = Y(k / 10.0);
+	for (int k = 0; k * step <= top + 1e-9; k++) {
+		double y = Y(k * step);
 		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
 			L, y, L + pw, y);
 		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.1f</text>\n", L - 6, y + 4,
-			k / 10.0);
+			k * step);
 	}
 	for (double c = lo; c <= hi * 1.0001; c *= 10) {
 		double x = X(c);
@@ -299,8 +319,10 @@ int kvt_trace_sweep_svg(FILE *f, const struct kvt_sweep_point *p, size_t n,
 	if (ideal >= 0) {
 		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\" "
 			   "stroke-dasharray=\"6 4\"/>\n", L, Y(ideal), L + pw, Y(ideal));
-		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">ideal %.4f</text>\n", L + pw + 8,
-			Y(ideal) + 4, ideal);
+		/* inside the plot, above the line at its left end, where the
+		 * curves are low: the legend to the right stays clear */
+		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">ideal (unlimited capacity) %.4f</text>\n",
+			L + 6, Y(ideal) - 6, ideal);
 	}
 	for (size_t k = 0; k < ax.n_pol; k++) {
 		const char *col = colors[k % 8];

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What a replay reports: one run as JSON or a text table, and a capacity
  * sweep as JSON, a table and an SVG plot. */
 #ifndef KVT_TRACE_REPORT_H

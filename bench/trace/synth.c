@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The synthetic trace generator; see synth.h. */
 #include "bench/trace/synth.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Seeded synthetic traces with controllable prefix sharing, in the JSONL
  * format of reader.h, for tests and demos.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Time to first token of the reference engine with kvtier and without.
 
 For each prefix length P: a prompt of P shared tokens (a system prompt, a

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The reference engine: a PyTorch decoder (model.py) with a paged KV cache,
 chunked prefill on block boundaries and greedy decoding, sharing prefix KV
 through kvtierd with nothing but the connector (python/kvtier/connector.py):

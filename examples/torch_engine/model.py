@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A small decoder-only transformer in PyTorch, Llama architecture: RMSNorm,
 rotary positions, grouped-query attention, SwiGLU; Qwen3's per-head q/k
 RMSNorm when the config says model_type "qwen3". Shapes come from a Hugging

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtier — the engine-side client of kvtierd (libkvtier-client.so).
  *
  * An engine connects to the daemon's Unix socket, says HELLO with its tenant
@@ -205,7 +206,7 @@ int kvt_client_unpin(struct kvt_client *c, const struct kvt_client_ns *ns,
 int kvt_client_remove(struct kvt_client *c, const struct kvt_client_ns *ns,
 		      const struct kvt_key *keys, uint32_t n);
 
-/* The daemon's counters as JSON text (see README): *json is malloc'd, the
+/* The daemon's counters as JSON text (see docs/metrics.md): *json is malloc'd, the
  * caller frees it. Needs no hello. With a token (kvt_client_opts.token or
  * $KVTIER_TOKEN), or after a hello, the reply adds that tenant's own figures
  * ("tenant"); a token no tenant has is refused (-EACCES). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtier — the device layer: moving KV blocks between an engine's paged GPU
  * memory and contiguous block buffers (pinned host DRAM or device memory).
  *

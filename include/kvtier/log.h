@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtier — where the library's log lines go.
  *
  * The library reports what an operator should know (a tier degraded, a file

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtier — model-aware sizing and the offload-vs-recompute cost model.
  *
  * A kvt_model holds the shape of a transformer read from a Hugging Face

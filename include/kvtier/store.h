@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtier — the block store: namespaces, prefix keys, put/get, zero-copy slots,
  * lookup, pin, remove and stats.
  *

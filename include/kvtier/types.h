@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtier — shared vocabulary of the public API: keys, tiers, dtypes, layouts,
  * errors. Every public function returns 0 (or a count) on success and a
  * negative errno on failure; kvt_strerror() turns that into a message.

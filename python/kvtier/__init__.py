@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """kvtier: the engine-side Python binding of kvtierd (ctypes over libkvtier-client.so).
 
 An engine's KV connector connects to the daemon, opens the namespace of its

@@ -1,9 +1,10 @@
+# SPDX-License-Identifier: Apache-2.0
 """kvtier's KV connector: the API an inference engine integrates to share
 prefix KV blocks through kvtierd.
 
 Shaped after vLLM's KV connector (KVConnectorBase_V1), so that an adapter
-for vLLM, or SGLang's hierarchical cache, is a thin mapping (README.md has
-the table). One object serves both roles; an engine that runs its scheduler
+for vLLM, or SGLang's hierarchical cache, is a thin mapping (docs/engines.md
+has the table). One object serves both roles; an engine that runs its scheduler
 and its workers in different processes makes one in each.
 
 Scheduler side, per request:

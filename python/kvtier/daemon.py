@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A private kvtierd for tests, benches and local runs: started on a socket
 in a directory of its own, ready when a connection succeeds, stopped by
 signal, restartable on the same data directory.

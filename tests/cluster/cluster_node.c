@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cluster_node: one node of the multi-node tests, around the cluster's
  * modules as kvtierd will hold them: a store, a peer server, a peer client
  * and a directory on Redis. It reads commands on stdin and answers each

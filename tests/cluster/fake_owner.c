@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A misbehaving owner for the peer transport's tests: see fake_owner.h. */
 #include "fake_owner.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A misbehaving owner for the peer transport's tests: a loopback listener
  * whose one connection a thread of the test serves, through the real
  * handshake and frame decoders, then answers as the test wants (wrong

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Three nodes in network namespaces around a bridge, and one real
  * redis-server in the hub namespace: blocks saved on node A load byte-exact
  * on B and C; a node with the wrong secret gets nothing; a cut link fails

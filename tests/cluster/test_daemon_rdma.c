@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtierd's RDMA setup (app/daemon_rdma.c) over the fake verbs provider:
  * the store's DRAM region registered once, REMOTE_READ only; the node's
  * directory record carries the device, port, GID, LID and the region with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The directory's stored records and its URL parser: round trips, and
  * strictness (a record that is not exactly right is refused whole). */
 #include <errno.h>

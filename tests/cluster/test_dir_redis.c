@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cluster directory against a real redis-server started here (on a
  * unix socket in the test's temp dir): membership and epochs, block hints
  * published, looked up and forgotten, stale hints (gone nodes, old epochs)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The hint refresher (cluster/hint_refresh.c) over a real store with an SSD
  * tier: after a restart, the blocks recovered from SSD are handed over with
  * their tier at the first walk, and blocks in DRAM with theirs; a removed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Three kvtierd nodes in network namespaces around a bridge, and one real
  * redis-server in the hub: an engine saves blocks through node A's socket
  * and loads them byte-exact through B's and C's (LOOKUP reports them

@@ -1,7 +1,9 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtierd --rdma-device through a real kvtierd process: a device libibverbs
  * does not find stops the start with a non-zero exit, naming the device
  * asked for and the devices that exist. (Serving RDMA needs a device; see
- * test_rdma_device and, for the daemon's setup over fake verbs, README.) */
+ * test_rdma_device and, for the daemon's setup over fake verbs,
+ * test_daemon_rdma.) */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cluster-secret handshake, both ways, over a real socket pair: the
  * right secret on both sides connects; a reader without it is refused; an
  * owner without it is refused by the reader (it must not feed blocks);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The RDMA path end to end, minus the NIC: an owner (store, lease table,
  * peer server with the RDMA owner hooks) and a reader (store, peer client,
  * RDMA reader) in one process, the queue pairs set up over the real TCP

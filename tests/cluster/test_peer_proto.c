@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The peer protocol's frames: every message round-trips, and the decoders
  * refuse what is not exactly right (sizes, counts, reserved fields, ids,
  * ranges), as the sidecar protocol's do. */

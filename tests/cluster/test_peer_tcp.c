@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The TCP peer transport over real loopback sockets: an owner's store and
  * peer server, a reader's client fetching into slots of its own store.
  * Blocks arrive byte-exact (from DRAM, and staged from the SSD tier); misses

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The peer tier as a storage tier of a reader's store, driven through the
  * store's public API alone (kvt_store_add_tier, kvt_lookup, kvt_get_many,
  * kvt_acquire): real owners over loopback TCP (a kvtier store and peer

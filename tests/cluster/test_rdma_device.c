@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The RDMA transport on a real device (libibverbs provider): a loopback
  * pair of queue pairs on one port, blocks READ from one registered region
  * into another and checked byte for byte, a wrong rkey refused. Skips (77)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The RDMA transport's logic over the fake verbs provider: the region
  * registered in overlapping pieces at max_mr_size (REMOTE_READ only for the
  * owner), queue pairs made lazily and pooled, READs posted in chains and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The fake verbs provider (see verbs_fake.h). */
 #include "verbs_fake.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A fake verbs provider for the RDMA transport's tests: memory regions,
  * queue pairs and READs in this process (a READ is a memcpy between two
  * registered regions, with the keys and ranges checked as a NIC would),

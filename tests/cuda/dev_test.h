@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared by the device tests: which backend a test program runs on. The same
  * sources build twice — against the host backend (tests/cuda, every machine)
  * and with KVT_TEST_CUDA against the CUDA backend (tests/gpu, skipped where no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bench-smoke: `kvtier-bench copy --json` on the host backend with tiny sizes
  * prints one JSON object of the documented shape — backend, and cases of
  * {path, block_bytes, gbps, reference_gbps, ratio} covering every path — with

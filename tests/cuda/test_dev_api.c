@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The device API's contract at its edges: bad arguments and invalid layouts
  * get -EINVAL with a message, out-of-range pages -ERANGE, buffers kernels
  * cannot reach -EFAULT on the direct path, double registration -EEXIST,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Gather and scatter are exact: on random layouts (the three kinds, random
  * shapes, element sizes, strides, pages per block, page ids) and on every path
  * (direct, staged, the per-layer baseline), the bytes moved equal those of a

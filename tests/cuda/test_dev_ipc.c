@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Device memory crosses processes: the exporter's handle travels over a real
  * Unix socket to a child process (fork + exec of this program, so the child
  * starts with no inherited device state) — on the host backend with the

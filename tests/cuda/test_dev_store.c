@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The save and load paths through the store's DRAM tier: the store's region is
  * registered once as mapped pinned memory; a save gathers engine pages
  * straight into reserved DRAM slots (direct path, no bounce buffer) and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Streams and events keep CUDA's semantics on every backend: work queued on
  * a stream runs in order and after the call returns; its completion shows
  * only through events, stream sync and callbacks; a stream waiting on another

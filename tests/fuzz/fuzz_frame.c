@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target of the frame parser: the input is a byte stream as the daemon
  * would read it from a socket, cut into frames by their headers. Each request
  * is decoded, and each payload is also fed to every reply decoder (the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target of the peer protocol's decoders: the input is a byte stream
  * as a peer server (or client) would read it, cut into frames by their
  * headers; every payload goes through the decoder of its op, and through

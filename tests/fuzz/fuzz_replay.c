@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Replay driver of a fuzz target without libFuzzer: runs every file named on
  * the command line, or every file of every directory named, through
  * LLVMFuzzerTestOneInput. Exits 0 when all ran (a bug aborts under ASan). */

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes the seed corpora of fuzz_frame (the sidecar protocol) and
 fuzz_peer_frame (the peer protocol): one valid frame per op, a stream of
 several frames, and the classic malformed cases. Run from this folder."""

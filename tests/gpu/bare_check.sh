@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Proves that the GPU check builds on a bare machine: makes the bundle here
 # (tests/gpu/bundle.sh), then, in a mount namespace where /usr is an overlay
 # that hides every -dev package but the C/C++ toolchain's, pkg-config and the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Gathers what a bare x86-64 Linux machine (a C compiler, the CUDA toolkit,
 # CMake, ninja and Python; no package registry, none of kvtier's libraries)
 # needs to build and run the GPU check, tests/gpu/run.sh, into one folder.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The GPU check of the device layer, in one command on a machine with a GPU:
 # builds the gpu tests and kvtier-bench for the GPU's own architecture (and
 # nothing else), runs the tests labelled gpu and `kvtier-bench copy`, and

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The summary of the GPU check (tests/gpu/run.sh calls it last).
 
 Reads what the run left in --out (ctest-gpu.xml: the gpu tests; copy.json:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The verdicts of tests/gpu/summary.py on made-up results of a GPU run:
 which figures it judges against which target, and its exit status. Time on a
 GPU machine is short; a summary that misjudges must be caught here, not there."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Shared by the install tests (sourced): messages, and a kvtierd started in
 # the background as $DPID, waited for and stopped.
 

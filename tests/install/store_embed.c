@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A program that embeds the store, built against an installed kvtier with
  * `pkg-config --static --cflags --libs kvtier` (the install test compiles it
  * against the staged prefix): it opens a store with a DRAM and an SSD tier,

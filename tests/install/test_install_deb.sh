@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The Debian package, installed for real: builds it with CPack, checks its
 # metadata, installs it with dpkg -i, then uses only the installed files:
 # kvtierd --version, the kvtier user and the config readable by it,
@@ -72,6 +73,7 @@ DEB=$W/pkg/kvtier_${KVT_VERSION}-1_amd64.deb
 [ -f "$DEB" ] || { ls "$W/pkg"; fail "no $DEB"; }
 [ "$(dpkg-deb -f "$DEB" Package)" = kvtier ] || fail "package name"
 [ "$(dpkg-deb -f "$DEB" Version)" = "$KVT_VERSION-1" ] || fail "package version"
+case "$(dpkg-deb -f "$DEB" Maintainer)" in *.invalid*) fail "the Maintainer field names an .invalid address" ;; esac
 depends=$(dpkg-deb -f "$DEB" Depends)
 echo "Depends: $depends"
 for d in adduser libc6 liburing2 libssl3 libinih1; do
@@ -81,7 +83,8 @@ dpkg-deb -c "$DEB" | awk '{print $6}' >"$W/contents"
 for f in ./usr/bin/kvtierd ./usr/bin/kvtier ./usr/bin/kvtier-bench ./usr/lib/libkvtier-client.so.0 \
 	./usr/lib/libkvtier.a ./usr/include/kvtier/client.h ./usr/lib/pkgconfig/kvtier-client.pc \
 	./lib/systemd/system/kvtierd.service ./lib/systemd/system/kvtierd.socket \
-	./usr/share/man/man8/kvtierd.8.gz ./usr/share/man/man1/kvtier.1.gz ./etc/kvtier/kvtierd.ini; do
+	./usr/share/man/man8/kvtierd.8.gz ./usr/share/man/man1/kvtier.1.gz ./etc/kvtier/kvtierd.ini \
+	./usr/share/doc/kvtier/copyright; do
 	grep -qx "$f" "$W/contents" || fail "the package lacks ${f#.}"
 done
 ! grep -q '^\./usr/local\|^\./usr/etc' "$W/contents" || fail "files outside the FHS places"

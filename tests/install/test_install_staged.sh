@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the build into a staging prefix and uses only what was installed:
 # the file layout, the client library's SONAME and exported symbols (those of
 # transport/client.map), the man pages, the example config, the systemd units
@@ -40,6 +41,7 @@ for f in bin/kvtierd bin/kvtier bin/kvtier-bench \
 	include/kvtier/client.h include/kvtier/store.h include/kvtier/types.h include/kvtier/version.h \
 	share/man/man8/kvtierd.8.gz share/man/man1/kvtier.1.gz share/man/man1/kvtier-bench.1.gz \
 	share/doc/kvtier/examples/engine.c share/doc/kvtier/examples/engine.py \
+	share/doc/kvtier/copyright share/doc/kvtier/LICENSE \
 	etc/kvtier/kvtierd.ini lib/systemd/system/kvtierd.service lib/systemd/system/kvtierd.socket; do
 	[ -f "$P/$f" ] || fail "$f not installed"
 done

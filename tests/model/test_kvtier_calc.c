@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The `kvtier calc` binary, run for real: its JSON carries the documented
  * keys with the worked numbers, and bad input gets exit status 2 or 1. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reading config.json: the field names of each family, fallbacks, nesting,
  * and clear errors for what is not a model config. */
 #include <errno.h>

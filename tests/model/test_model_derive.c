@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Derived figures of the shipped models against the public worked numbers:
  * KV bytes per token and per context, parameter counts as published on the
  * model cards (within a stated tolerance), decode bounds. */

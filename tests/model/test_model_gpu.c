@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GPU table: lookups by loose name, MIG slices, PCIe rates. */
 #include <errno.h>
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvt_plan_prefix against cases worked by hand.
  *
  * The model is one layer, one 64-wide head, a 64-wide MLP, bf16 KV:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the tests of the reference engine share: where the engine lives (put
 on sys.path, so `import engine` and `import model` work), the daemon's
 environment under ASan (leak checks on in the daemon, off in Python), and

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The Python binding against a real kvtierd: operations, Pythonic errors,
 stats, and both example engines (C and Python) with every byte verified.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """LOOKUP's plan on a real kvtierd with the reference engine: with fast
 tiers the engine loads its prefix (from DRAM, and from SSD); with the SSD
 made slow by an I/O throttle on the daemon (a cgroup's read limit on the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The PyTorch reference engine (examples/torch_engine) against a real
 kvtierd: KV computed by real attention, offloaded and loaded back, lets the
 model continue exactly as if it had recomputed the prefix.

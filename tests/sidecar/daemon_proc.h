@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Integration-test helpers: run the real kvtierd as a child process, and an
  * engine-like fixture (paged KV memory in a sealed memfd, registered). */
 #ifndef KVT_TESTS_SIDECAR_DAEMON_PROC_H

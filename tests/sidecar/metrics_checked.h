@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The metrics endpoint from a cmocka test: the daemon_proc helpers, with a
  * failed GET or a missing series failing the test. Include after cmocka.h. */
 #ifndef KVT_TESTS_SIDECAR_METRICS_CHECKED_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Protocol frames over a raw socket, for tests that speak to kvtierd as an
  * old or hand-written client would. Include after cmocka.h. */
 #ifndef KVT_TESTS_SIDECAR_RAW_FRAMES_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* STATS from a cmocka test: the daemon's JSON, with a failed request or a
  * missing counter failing the test. Include after cmocka.h. */
 #ifndef KVT_TESTS_SIDECAR_STATS_CHECKED_H

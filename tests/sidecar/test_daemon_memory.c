@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Where kvtierd finds its memory limit: the tightest limit of its cgroup and
  * every ancestor, v2 (memory.max) or v1 (memory.limit_in_bytes), less what
  * each uses; a cgroup namespace's "/" path is the mount's root; no limit at

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtierd's configuration as a person meets it: --help documents every
  * option, the config file is read and the command line overrides it,
  * --print-config writes a file kvtierd reads back to the same settings, and

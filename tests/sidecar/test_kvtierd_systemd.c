@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtierd under systemd's protocol, with the test as the service manager:
  * it creates the listening socket and a NOTIFY_SOCKET datagram socket
  * itself, and starts kvtierd with the socket as fd 3 and LISTEN_FDS,

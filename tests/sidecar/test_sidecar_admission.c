@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtierd started with --ssd-admission reused, through its socket: blocks
  * an engine saves once and never asks for again are dropped when DRAM
  * overflows instead of being written to SSD, and STATS, /metrics and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtierd started with --ssd-codec shuf16-zstd, then shuf16-pack4, through
  * its socket: the
  * blocks an engine saves past DRAM go to SSD encoded (bf16-like K/V, whose

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* 16 clients at once against a real kvtierd, each on its own connection,
  * plus 4 threads sharing one connection (their replies interleave out of
  * order): thousands of SAVE / LOOKUP / LOAD operations over prefixes that the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Processes dying around a real kvtierd: an engine killed mid-SAVE and
  * mid-LOAD (the daemon finishes or cancels its work, frees what it held and
  * keeps serving), the daemon stopped by SIGTERM with a LOAD in flight (the

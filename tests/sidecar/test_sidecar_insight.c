@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What kvtierd tells of its traffic, through a real daemon: per-tenant and
  * per-namespace lookups, hits and tokens saved in STATS, only for the
  * holder of the tenant's token; namespaces past --stats-namespaces counted

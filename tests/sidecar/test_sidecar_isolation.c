@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tenants against a real kvtierd: wrong tokens refused, requests before HELLO
  * refused, namespaces a tenant may not use refused, and equal prefixes of two
  * tenants never share a block unless the config gives them the same salt. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What one client may hold in the daemon, over raw sockets against a real
  * kvtierd (a fresh one per test, so tickets are numbered from 1): parked
  * WAITs are capped per connection, a passed fd belongs only to the frame it
@@ -26,7 +27,7 @@
 #include "helpers.h"
 #include "transport/proto.h"
 
-#define MAX_WAITS 256 /* KVT_CONN_MAX_WAITS, as documented in the README */
+#define MAX_WAITS 256 /* KVT_CONN_MAX_WAITS, as docs/security.md says */
 
 /* The engine layout of kvtd_test_desc: 4 layers, K and V, 8 pages of 256 B. */
 #define LAYERS 4

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Malformed input against a real kvtierd, over raw sockets: broken framing
  * gets an error reply and a closed connection, a bad payload an error reply
  * on a connection that goes on, and through all of it the daemon keeps

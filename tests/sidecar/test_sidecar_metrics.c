@@ -1,5 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's metrics: the Prometheus endpoint on loopback serves every
- * family the README promises with values that follow the traffic, odd HTTP
+ * family docs/metrics.md promises with values that follow the traffic, odd HTTP
  * gets an error and no harm, and `kvtier stats` prints the same counters
  * (table and --json). */
 #include <arpa/inet.h>

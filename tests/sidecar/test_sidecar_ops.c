@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The operations end to end against a real kvtierd process: save engine
  * pages, look them up, load them into other pages and compare every byte;
  * per-layer completion, prefix semantics, pin/unpin/remove, stats, ping. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Protocol version 2 against a real kvtierd: completions pushed per ticket
  * and per LOAD layer (no WAIT round trip), WAIT kept for clients that ask
  * for it, a version 1 client served as before, and LOOKUP's plan following

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The reuse class of SAVE, through a real kvtierd running class-lru over
  * its socket: blocks an engine saves with a class it never asks for again
  * are evicted first once the daemon has learnt it, while blocks of a class

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A real kvtierd restarted over its SSD tier's directory: blocks on SSD
  * survive a lost or emptied meta file (the salt is in every segment), many
  * graceful restarts with the same blocks lose none and evict none, a removed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtier-bench trace --socket: a generated trace replayed through a real
  * kvtierd (--ssd-admission useful, DRAM far smaller than the trace) gives a
  * JSON report whose own counts add up (every block looked up is a hit,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Requests larger than the DRAM tier: a SAVE and a LOAD of more blocks than
  * it has slots are served whole, in windows, with per-layer completion that
  * holds for every block; a LOAD of several windows read from SSD puts every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared by the SSD I/O tests: hold one batch in flight with the engine's test
  * hook, so a test can prove what other callers do while a batch is running
  * (by ordering, not timing), and a watchdog that fails a test that hangs. */

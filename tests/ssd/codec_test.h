@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the codec tests share: bf16 tensors, and a round trip. Included
  * after cmocka.h. */
 #ifndef KVT_TESTS_CODEC_TEST_H

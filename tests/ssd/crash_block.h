@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The blocks of the crash test: key, length, bytes and codec are functions
  * of the block's number, so the checker can rebuild what the writer wrote. */
 #ifndef KVT_TESTS_SSD_CRASH_BLOCK_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A small ext4 file system on a loop device, to fill up for real: the
  * full-disk tests of the SSD tier. Skips the test (exit 77) with a reason
  * when the machine does not allow it (needs root, losetup, mkfs.ext4). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The writer process of test_ssd_crash: opens the SSD tier in DIR and writes
  * blocks FIRST, FIRST+1, ... in random batches, printing "ack N" on stdout for
  * each block once kvt_ssd_write reported it durable, until it is killed.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared by the SSD tier tests: a data directory where O_DIRECT works. */
 #ifndef KVT_TESTS_SSD_TEST_H
 #define KVT_TESTS_SSD_TEST_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The store of the store crash test and its blocks, shared by the writer
  * process and the checker: a block's bytes are a function of its number. */
 #ifndef KVT_TESTS_SSD_STORE_CRASH_BLOCK_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The writer process of test_store_crash: a store with a 1 MiB DRAM tier and
  * an SSD tier in DIR, putting blocks FIRST, FIRST+1, ... as one prefix chain,
  * so the demoter keeps writing to SSD, until it is killed. Once it has put

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Codec round trips: every codec id on structured bf16 data, zstd's Huffman
  * coding of the exponent bytes beating LZ4 on random mantissas, raw fallback
  * for incompressible data and low ratios, corrupt input rejected, and records

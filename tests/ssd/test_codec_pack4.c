@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The shuf16-pack4 codec (tiers/codec_pack4.h): its frame built here from
  * the format's description, byte for byte, both ways; round trips at sizes
  * around its SIMD step and chunk; escapes (zeros, outliers, both signs) and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Crash safety: a real writer process (ssd_crash_writer) appends blocks and
  * acknowledges each durable one on a pipe; it is killed with SIGKILL at a
  * random moment; the tier is then reopened here. Every acknowledged block must

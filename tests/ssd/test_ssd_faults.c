@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Faults: an I/O error (injected at the I/O engine) or a full disk (a small
  * ext4 image on a loop device) degrades the tier: logged, counted, visible in
  * stats, later writes refused; every record already durable stays readable

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The SSD tier's helper thread (tiers/ssd_helper.h): offered a set of jobs,
  * it takes its share while the caller takes the rest, each job run once; a
  * helper busy with another caller's set leaves a new set to its caller; one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The SSD I/O engine against other callers and a failing ring: stats,
  * set_file and inject return while a batch is held in flight (by the test
  * hook); a ring that fails mid-batch has every op in flight cancelled and

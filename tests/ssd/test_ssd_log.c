@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The SSD segment log against a real O_DIRECT directory: round trips through
  * every path (aligned, staged, compressed, partial pages), recovery after
  * reopen, corrupt and torn records never served, whole-segment reclaim,

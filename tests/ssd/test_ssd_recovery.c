@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the SSD tier finds in its directory when it opens, on real O_DIRECT
  * files: a lost or emptied meta file is rebuilt from the segments'
  * superblocks; segment files of another directory, unreadable ones and ones

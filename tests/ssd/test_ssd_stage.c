@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The SSD tier's kept staging buffers (tiers/ssd_stage.h): a stage given
  * back is handed out again for a request it fits within 1.5x, not for one
  * it dwarfs or cannot hold; the byte and count limits free what exceeds

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The SSD tier around its I/O engine: frees that empty a segment, stats and
  * dropped lists return while a write batch is held in flight (by the engine's
  * test hook); reads, holds, frees and stats return while a write batch is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Crash safety of the store with an SSD tier: a writer process puts blocks
  * through a 1 MiB DRAM tier, so the demoter keeps moving them to SSD, and is
  * killed with SIGKILL at a random moment after it reports that demotion is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The store with an SSD tier, through the public API: DRAM overflow demotes
  * (write-back by the demoter) and gets promote, bytes intact; the index is
  * rebuilt from the segment log on reopen; a full SSD tier evicts, every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* SSD admission in the store, with a real SSD tier: under "reused", a block
  * put once and never read again leaves DRAM without an SSD write (dropped,
  * counted as refused, with its bytes), a block read after its put is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The store does not stall behind the SSD tier's I/O: while the demoter's
  * write batch is held in flight (by the I/O engine's test hook), store stats,
  * puts, gets and removes of DRAM blocks all return; while one is held in its

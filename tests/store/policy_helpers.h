@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers of the tests of the policies that learn from blocks coming back
  * (test_policy_ghost, test_policy_class): a catalog under a policy by name,
  * blocks with a reuse class, the request ends both "-ends" forms are tested

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* SSD admission rules through the store's catalog: no rule (or another
  * tier) admits everything; "reused" refuses blocks used once and admits
  * them when they come back while remembered; "useful" always admits its

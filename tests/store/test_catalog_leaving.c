@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A block being written down counts as gone from its parent
  * (kvt_catalog_leaving): under tail-lru its parent is the next victim when
  * it is the coldest tail, before hotter tails, as it would be once the child

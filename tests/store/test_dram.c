@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The DRAM tier's slab allocator: exact slot counts, aligned disjoint slots
  * inside the region, and no space lost after churn across size classes. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The block index against a plain reference model: random inserts, finds and
  * erases over a key space small enough to collide often, through table growth
  * and backward-shift deletion; and the parent/child links. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The sampled reuse-distance estimator (store/mrc.h) against exact LRU stack
  * distances on generated reference streams: with every block's previous
  * tick known, with none (plain SHARDS), with ticks only for what a smaller

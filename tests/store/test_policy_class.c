@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The "class-lru" policy through the store's catalog: a reuse class whose
  * fresh blocks never come back is learnt (from uses, and from blocks the
  * ghost list remembers coming back) and its fresh blocks go first, while

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The "ghost-lru" policy through the store's catalog, and its ghost list:
  * fresh blocks first while over their share, LRU order below it, blocks the
  * ghost list remembers coming back proven, tails before parents, held blocks

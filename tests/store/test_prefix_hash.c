@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Prefix keys against SHA-256 vectors: a FIPS 180-2 vector fed as tokens and chained keys computed independently with Python's
  * hashlib: sha256(salt + parent + struct.pack('<I', t) for t in tokens)[:16]. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The store's block operations through the public API: round trips, prefix
  * lookup, eviction order, pins, slots, accounting, and bad arguments. */
 #include <errno.h>

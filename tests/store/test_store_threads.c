@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Many threads at once on one small store: put, get, acquire, lookup and
  * remove over a shared key space, with evictions all the while. A block's
  * bytes derive from its key, so any thread can check any block it reads:

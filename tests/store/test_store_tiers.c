@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The store over its list of tiers, with a storage tier that is none of
  * kvtier's: a fake one kept in memory, added with kvt_store_add_tier to a
  * store opened with no SSD tier. Real DRAM tier, real store; what the fake

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtier-bench trace with tiny sizes: the JSON of a replay, a sweep (and its
  * SVG), the payload mode, and a generated trace read back. argv[1] is the
  * kvtier-bench program. */
@@ -131,6 +132,30 @@ static void sweep_json_and_svg(void **state)
 	assert_non_null(f);
 	assert_int_equal(fread(head, 1, 4, f), 4);
 	assert_string_equal(head, "<svg");
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	{
+		long len = ftell(f);
+		char *text = calloc(1, (size_t)len + 1);
+
+		assert_non_null(text);
+		rewind(f);
+		assert_int_equal(fread(text, 1, (size_t)len, f), (size_t)len);
+		/* the hit-rate axis ends just above the ideal (0.6396), not at
+		 * 1.0, and the ideal's label sits inside the plot, at its left
+		 * (x = 76), clear of the legend on the right */
+		assert_non_null(strstr(text, ">0.7</text>"));
+		assert_null(strstr(text, ">1.0</text>"));
+		{
+			char *label = strstr(text, ">ideal (unlimited capacity) 0.6396<"), *tag;
+
+			assert_non_null(label);
+			*label = 0;
+			tag = strrchr(text, '<');
+			assert_non_null(tag);
+			assert_int_equal(strncmp(tag, "<text x=\"76.0\" ", 15), 0);
+		}
+		free(text);
+	}
 	fclose(f);
 	json_decref(j);
 	free(args);

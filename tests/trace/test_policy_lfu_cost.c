@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The "lfu" and "cost" policies through the store's catalog: victim order by
  * use count then recency, GreedyDual-Size priorities and their aging, tails
  * before parents for "cost", and removal of held records. */

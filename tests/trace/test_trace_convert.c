@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The token-id converter: kvtier's prefix keys numbered densely, so equal
  * prefixes get equal ids and a change in a block changes every id after it;
  * partial tails; the accepted input shapes; malformed lines. */

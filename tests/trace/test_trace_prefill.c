@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The prefill estimate of a replay against the cost model computed by hand:
  * no hits cost the whole prefill; a hit block costs the cheaper of its load
  * and its recompute, and the rest of the input its prefill. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The streaming trace reader: fields parsed, blank lines ignored, and each
  * kind of malformed line reported with its line number, then skipped or
  * rejected as asked. */

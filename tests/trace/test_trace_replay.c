@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Accounting replay: the hit rates of issue 7 on the Mooncake synthetic
  * trace, exact counts on hand-made traces, an independent LRU and an
  * independent infinite cache on random traces, tail-before-parent eviction,
@@ -448,7 +449,7 @@ static void policies_stay_within_capacity_and_ideal(void **state)
  * to SSD or refused, never both; "always" refuses nothing; a rule that
  * refuses writes less; and on the Mooncake trace, "reused" writes fewer
  * than half the bytes of "always" into an SSD of 10,000 blocks under 2,000
- * of DRAM, at no lower a hit rate (the README's figures). */
+ * of DRAM, at no lower a hit rate (docs/design-notes.md). */
 static void admission_decides_what_ssd_writes(void **state)
 {
 	enum { N = 300 };

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The synthetic generator: same seed same bytes, a trace the reader accepts
  * in timestamp order, and sharing that follows its knobs. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers of the trace tests: traces written to temporary files, replayed
  * with given options. */
 #ifndef KVT_TESTS_TRACE_UTIL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The frame codec: every request round-trips, and the decoder refuses every
  * truncation, extension, unknown enum and nonzero reserved field. */
 #include <errno.h>

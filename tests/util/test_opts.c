@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Versioned option structs: a caller built against an older, smaller struct
  * (its size is where the newer fields begin) gets defaults for what it lacks,
  * and nothing past its size is ever written; a larger, unknown size is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one size parser and printer: what people write is read exactly, and
  * what cannot be a byte count (NaN, infinity, overflow, junk) is refused. */
 #include <errno.h>

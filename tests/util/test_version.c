@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The version in the headers is the project's, and the library reports the
  * same one at run time. */
 #include <setjmp.h>
