@@ -79,7 +79,7 @@ class BindingTest(unittest.TestCase):
             with self.assertRaises(PermissionError):
                 self.hello(c)
         with self.assertRaises((FileNotFoundError, ConnectionRefusedError)):
-            kvtier.Client(socket=os.path.join(self.d.dir, "nope.sock"))
+            kvtier.Client(socket=os.path.join(self.d.sockdir, "nope.sock"))
         with self.client() as c:
             ns = self.hello(c)
             with kvtier.EngineMemory.paged(ns, pages=2) as mem:

@@ -414,7 +414,7 @@ static void supplementary_members_of_the_socket_group_get_in(void **state)
 		endgrent();
 		assert_int_equal(kvtd_start(&q, NULL, extra), 0);
 	}
-	assert_int_equal(chmod(q.dir, 0711), 0); /* the socket itself is 0660, group gid */
+	assert_int_equal(chmod(q.sockdir, 0711), 0); /* the socket itself is 0660, group gid */
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0)
