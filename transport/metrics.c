@@ -662,6 +662,7 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 				       &b.cap))
 		b.bad = true;
 	cluster_prom(&b, srv);
+	kvt_process_prom(&b);
 	if (b.bad) {
 		free(b.p);
 		return NULL;

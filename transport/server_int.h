@@ -376,6 +376,12 @@ void kvt_metrics_observe(struct kvt_server *srv, uint16_t op, uint64_t start_ns,
 char *kvt_metrics_json(struct kvt_server *srv, size_t t);
 /* Malloc'd Prometheus text exposition, or NULL. */
 char *kvt_metrics_prom(struct kvt_server *srv);
+/* kvtier_build_info and the process_* families (process_prom.c). */
+struct kvt_textbuf;
+void kvt_process_prom(struct kvt_textbuf *b);
+/* /readyz's body, one reason a line ("ready" when *ready); malloc'd, NULL
+ * when out of memory (health.c). */
+char *kvt_health_ready(struct kvt_server *srv, bool *ready);
 
 /* http.c */
 int kvt_http_listen(struct kvt_server *srv, const char *addr);
