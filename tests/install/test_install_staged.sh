@@ -42,6 +42,7 @@ for f in bin/kvtierd bin/kvtier bin/kvtier-bench \
 	include/kvtier/client.h include/kvtier/store.h include/kvtier/types.h include/kvtier/version.h \
 	share/man/man8/kvtierd.8.gz share/man/man1/kvtier.1.gz share/man/man1/kvtier-bench.1.gz \
 	share/doc/kvtier/examples/engine.c share/doc/kvtier/examples/engine.py \
+	share/kvtier/grafana/kvtier-dashboard.json \
 	etc/kvtier/kvtierd.ini lib/systemd/system/kvtierd.service lib/systemd/system/kvtierd.socket; do
 	[ -f "$P/$f" ] || fail "$f not installed"
 done
