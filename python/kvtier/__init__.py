@@ -142,6 +142,7 @@ _vp = ctypes.c_void_p
 _sigs = {
     "kvt_client_opts_init": (None, [_P(_Opts), ctypes.c_size_t]),
     "kvt_client_connect": (ctypes.c_int, [_P(_Opts), _P(_vp)]),
+    "kvt_client_socket_path": (ctypes.c_char_p, [_P(_Opts), ctypes.c_char_p, ctypes.c_size_t]),
     "kvt_client_close": (None, [_vp]),
     "kvt_client_desc_init": (None, [_P(_NsDesc), ctypes.c_size_t]),
     "kvt_client_hello": (ctypes.c_int, [_vp, _P(_NsDesc), _P(_ClientNs)]),
@@ -334,7 +335,14 @@ class Client:
         opts.token = self._token
         opts.completions = _COMPLETIONS[completions]
         c = ctypes.c_void_p()
-        _check(_lib.kvt_client_connect(ctypes.byref(opts), ctypes.byref(c)), "connect")
+        rc = _lib.kvt_client_connect(ctypes.byref(opts), ctypes.byref(c))
+        if rc < 0:
+            # the path tried (socket=, else $KVTIER_SOCKET, else the default)
+            # is the first thing to check: OSError's filename carries it
+            buf = ctypes.create_string_buffer(4096)
+            path = _lib.kvt_client_socket_path(ctypes.byref(opts), buf, len(buf)).decode()
+            raise OSError(-rc, "cannot connect to kvtierd (%s)" % _lib.kvt_strerror(rc).decode(),
+                          path)
         self._c = c
 
     def close(self):

@@ -78,8 +78,23 @@ class BindingTest(unittest.TestCase):
         with self.client("wrong") as c:
             with self.assertRaises(PermissionError):
                 self.hello(c)
-        with self.assertRaises((FileNotFoundError, ConnectionRefusedError)):
-            kvtier.Client(socket=os.path.join(self.d.sockdir, "nope.sock"))
+        nope = os.path.join(self.d.sockdir, "nope.sock")
+        with self.assertRaises((FileNotFoundError, ConnectionRefusedError)) as cm:
+            kvtier.Client(socket=nope)
+        # the error names the socket it tried: given, or from $KVTIER_SOCKET
+        self.assertEqual(cm.exception.filename, nope)
+        self.assertIn(nope, str(cm.exception))
+        os.environ["KVTIER_SOCKET"] = nope
+        try:
+            with self.assertRaises(FileNotFoundError) as cm:
+                kvtier.Client()
+            self.assertIn(nope, str(cm.exception))
+        finally:
+            del os.environ["KVTIER_SOCKET"]
+        engine = subprocess.run([os.environ["KVT_EXAMPLE_ENGINE"], "--socket", nope],
+                                capture_output=True, text=True)
+        self.assertEqual(engine.returncode, 1)
+        self.assertIn("connect to kvtierd at " + nope, engine.stderr)
         with self.client() as c:
             ns = self.hello(c)
             with kvtier.EngineMemory.paged(ns, pages=2) as mem:
