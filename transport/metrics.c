@@ -78,6 +78,7 @@ static json_t *server_json(const struct kvt_server *srv)
 		{ "hello_delayed", c->hello_delayed },
 		{ "namespaces_reclaimed", c->ns_reclaimed },
 		{ "hello_refused", c->hello_refused },
+		{ "hello_shape_mismatch", c->hello_shape_mismatch },
 		{ "bad_frames", c->bad_frames },
 		{ "jobs_in_flight", (uint64_t)__atomic_load_n(&srv->busy_jobs, __ATOMIC_RELAXED) },
 		{ "waits_parked", waits_parked(srv) },
@@ -588,6 +589,9 @@ static void server_prom(struct kvt_textbuf *b, const struct kvt_server_counters 
 		  "HELLOs held back because their uid failed too many recently.", c->hello_delayed },
 		{ "kvtier_hello_refused_total", "counter",
 		  "HELLOs refused (token, model not allowed, namespace quota).", c->hello_refused },
+		{ "kvtier_hello_shape_mismatch_total", "counter",
+		  "HELLOs of a model id already open in another shape (another namespace: no hits).",
+		  c->hello_shape_mismatch },
 		{ "kvtier_bad_frames_total", "counter", "Frames refused by the parser.", c->bad_frames },
 	};
 
