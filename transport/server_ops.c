@@ -181,16 +181,26 @@ static int op_register(struct kvt_conn *c, const struct kvt_req *req)
 	d = &c->ns_desc[r->ns - 1];
 	kvn = d->layout == KVT_LAYOUT_MLA ? 1 : 2;
 	page = c->ns_block_bytes[r->ns - 1] / ((uint64_t)d->layers * kvn);
-	if (slot < 0)
+	if (slot < 0) {
 		err = -EMFILE;
-	else if (r->layers != d->layers || (kvn == 2 && r->kv_stride < page))
+	} else if (r->layers != d->layers || (kvn == 2 && r->kv_stride < page)) {
+		/* the engine's tensors are not the namespace's shape: say which
+		 * figure differs, the client sees only EINVAL */
+		kvt_srv_log(c->srv, KVT_LOG_WARN, "event=register.refused conn=%llu ns=%u "
+			    "model=\"%s\" reason=\"%s\" region_layers=%u ns_layers=%u "
+			    "kv_stride=%llu page_bytes=%llu", (unsigned long long)c->id, r->ns,
+			    d->model_id, r->layers != d->layers ? "the memory has another number "
+			    "of layers than the namespace" : "K and V are closer than one page of "
+			    "the namespace (kv_heads x head_dim x block_tokens x dtype)", r->layers,
+			    d->layers, (unsigned long long)r->kv_stride, (unsigned long long)page);
 		err = -EINVAL;
-	else if (r->kind == KVT_MEM_CUDA_IPC)
+	} else if (r->kind == KVT_MEM_CUDA_IPC) {
 		err = kvt_engine_mem_import(c->srv->opts.dev_cuda, -1, r, d, &m);
-	else if (c->srv->opts.dev_host)
+	} else if (c->srv->opts.dev_host) {
 		err = kvt_engine_mem_import(c->srv->opts.dev_host, fd, r, d, &m);
-	else
+	} else {
 		err = kvt_engine_mem_map(fd, r, kvn, page, &m);
+	}
 	if (fd >= 0)
 		close(fd); /* mapped or duplicated: the daemon's copy is not needed */
 	if (err)

@@ -32,6 +32,7 @@ kvtier-client), or on the loader's path (libkvtier-client.so.0).
 """
 
 import ctypes
+import errno
 import json
 import mmap
 import os
@@ -395,8 +396,14 @@ class Client:
         r.offset = getattr(mem, "offset", 0)
         r.layers, r.pages = mem.layers, mem.pages
         r.layer_stride, r.kv_stride, r.page_stride = mem.layer_stride, mem.kv_stride, mem.page_stride
-        return _check(_lib.kvt_client_register(self._c, ctypes.byref(ns._raw), ctypes.byref(r)),
-                      "register")
+        rc = _lib.kvt_client_register(self._c, ctypes.byref(ns._raw), ctypes.byref(r))
+        if rc == -errno.EINVAL:
+            # what differs is in the daemon's log (register.refused)
+            raise OSError(errno.EINVAL, "register: the memory is not the namespace's shape "
+                          "(memory: %d layers, K to V %d bytes apart; namespace: %d layers "
+                          "of %d-byte pages); kvtierd's log says what differs"
+                          % (mem.layers, mem.kv_stride, ns.layers, ns.page_bytes))
+        return _check(rc, "register")
 
     def lookup(self, ns, keys):
         """(count of leading keys stored, [tier name of each key])."""

@@ -96,6 +96,18 @@ class BindingTest(unittest.TestCase):
         self.assertEqual(engine.returncode, 1)
         self.assertIn("connect to kvtierd at " + nope, engine.stderr)
         with self.client() as c:
+            # memory of another shape: refused, and both sides say why
+            ns = self.hello(c)
+            deep = c.hello("py/deeper", layers=8, kv_heads=2, head_dim=16, block_tokens=4)
+            with kvtier.EngineMemory.paged(deep, pages=2) as mem:
+                with self.assertRaises(OSError) as cm:
+                    c.register(ns, mem)
+            self.assertEqual(cm.exception.errno, 22)
+            self.assertIn("not the namespace's shape", str(cm.exception))
+            with open(self.d.log.name) as f:
+                self.assertIn("region_layers=8 ns_layers=4",
+                              [l for l in f if "event=register.refused" in l][-1])
+        with self.client() as c:
             ns = self.hello(c)
             with kvtier.EngineMemory.paged(ns, pages=2) as mem:
                 region = c.register(ns, mem)
