@@ -120,6 +120,7 @@ static json_t *store_json(const struct kvt_store_stats *st)
 	const struct kvt_json_count counts[] = {
 		{ "namespaces", st->namespaces },
 		{ "blocks", st->blocks },
+		{ "recovered_unattached", st->recovered_unattached },
 		{ "puts", st->puts },
 		{ "gets", st->gets },
 		{ "get_misses", st->get_misses },
@@ -562,6 +563,9 @@ static void store_prom(struct kvt_textbuf *b, const struct kvt_store_stats *st)
 {
 	const struct kvt_prom_count stored[] = {
 		{ "kvtier_blocks", "gauge", "Blocks stored in all tiers.", st->blocks },
+		{ "kvtier_recovered_unattached_blocks", "gauge",
+		  "Blocks recovered from storage at open whose namespace no HELLO attached since.",
+		  st->recovered_unattached },
 		{ "kvtier_checksum_failures_total", "counter",
 		  "Blocks dropped for a checksum mismatch.", st->checksum_failures },
 		{ "kvtier_dram_dropped_total", "counter",
