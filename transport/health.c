@@ -3,6 +3,7 @@
  * and the cluster joined when the daemon is in one (its hook says). An
  * orchestrator takes a node out of service on 503 and leaves it running. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "transport/server_int.h"

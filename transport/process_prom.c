@@ -3,10 +3,10 @@
  * the client libraries use (process_resident_memory_bytes, ...), so the
  * usual dashboards and alerts work on kvtierd as on any other target. Read
  * from /proc at each scrape. */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
