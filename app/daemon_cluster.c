@@ -149,6 +149,21 @@ static size_t refresh_backlog(void *arg)
 	return (size_t)ds.queued_keys;
 }
 
+/* /readyz: a node that has not joined (or lost the directory) is not told
+ * of by its peers and finds none of theirs; it serves, but not as asked. */
+static const char *on_ready(void *arg)
+{
+	struct kvtd_cluster *cl = arg;
+	struct kvt_dir_stats ds;
+
+	kvt_dir_stats(cl->dir, &ds);
+	if (!ds.epoch)
+		return "not joined yet (no epoch from the directory)";
+	if (!ds.reachable)
+		return "the directory (Redis) is out of reach";
+	return NULL;
+}
+
 /* A peer asked for a block evicted since its hint was written. */
 static void on_miss(void *arg, struct kvt_ns *ns, const struct kvt_key *key)
 {
@@ -490,6 +505,7 @@ int kvtd_cluster_open(const struct kvtd_config *cfg, struct kvt_store *store,
 
 	*hooks = (struct kvt_server_hooks){
 		.ns_cb = on_ns, .saved_cb = on_saved, .json_cb = on_json, .prom_cb = on_prom,
+		.ready_cb = on_ready,
 		.arg = cl,
 	};
 	kvtd_log(KVT_LOG_INFO, "event=cluster.start node=%s peer_addr=%s directory=%s",

@@ -61,9 +61,13 @@ void kvt_calc_usage(FILE *f)
 		"    --block-tokens N   tokens per block for --plan (default 16)\n"
 		"    --tier-bw T=B/s    bandwidth from tier T into GPU memory for --plan, e.g.\n"
 		"                       ssd=3e9; defaults: hbm = the GPU's memory bandwidth,\n"
-		"                       dram = its NVLink-C2C or PCIe x16 rate, ssd 3e9 (plus\n"
-		"                       100 us), remote 12.5e9 (100 Gb/s); prefill runs at\n"
-		"                       --mfu of the GPU's dense bf16 peak\n"
+		"                       dram = its NVLink-C2C rate or what pinned copies\n"
+		"                       achieve over its PCIe x16 (Gen5 52e9, Gen4 25e9), ssd\n"
+		"                       3e9 (plus 100 us), remote 12.5e9 (100 Gb/s); prefill\n"
+		"                       runs at --mfu of the GPU's dense bf16 peak. With --tp\n"
+		"                       the group prefills on all its GPUs and each loads its\n"
+		"                       share over its own HBM and link; a given rate is the\n"
+		"                       group's\n"
 		"    --list             list the shipped models and the GPU table, then exit\n"
 		"    --json             print one JSON object instead of text\n"
 		"    -h, --help         this text\n\n"
@@ -71,10 +75,12 @@ void kvt_calc_usage(FILE *f)
 		"    model, kv_dtype, weight_dtype, context, users, tp, gpu, kv_bytes_per_token,\n"
 		"    kv_bytes_per_context, params_total, params_active, weight_bytes,\n"
 		"    mem_for_users, mem_usable, users_fit (-1: the weights alone do not fit),\n"
-		"    decode_tok_s_upper (batch 1), decode_tok_s_upper_batch (all users),\n"
+		"    decode_tok_s_upper (batch 1), decode_tok_s_upper_batch (at a batch of\n"
+		"    decode_batch_users: the users, or those that fit when fewer do),\n"
 		"    prefill_s, prefill_flops, and gpus: the same per GPU of the table; with\n"
-		"    --plan, plan: blocks, load_blocks, load_s, recompute_s, total_s,\n"
-		"    all_load_s (-1: some block cannot be loaded), all_recompute_s.\n\n"
+		"    --plan, plan: block_tokens, dram_bw, prefill_flops_s, dram_bw_source,\n"
+		"    blocks, load_blocks, load_s, recompute_s, total_s, all_load_s (-1: some\n"
+		"    block cannot be loaded), all_recompute_s.\n\n"
 		"EXAMPLES\n"
 		"    kvtier calc --model Qwen3-8B --context 131072\n"
 		"    kvtier calc --model Llama-3.1-70B --tp 4 --gpu H100-SXM --users 16 --json\n"
@@ -147,27 +153,30 @@ static const char *grouped(uint64_t v, char *buf, size_t len)
 
 static json_t *sizing_json(const struct kvt_gpu *gpu, const struct kvt_sizing *s)
 {
-	return json_pack("{s:s, s:I, s:f, s:f, s:I, s:I, s:f, s:f, s:f}",
+	return json_pack("{s:s, s:I, s:f, s:f, s:I, s:I, s:f, s:f, s:I, s:f}",
 			 "gpu", gpu->name, "mem_bytes", (json_int_t)gpu->mem_bytes,
 			 "mem_bw", gpu->mem_bw, "bf16_flops", gpu->bf16_flops,
 			 "mem_usable", (json_int_t)s->mem_usable, "users_fit",
 			 (json_int_t)(s->users_fit == INT64_MAX ? -2 : s->users_fit),
 			 "decode_tok_s_upper", s->decode_tok_s_batch1,
-			 "decode_tok_s_upper_batch", s->decode_tok_s_batch, "prefill_s",
+			 "decode_tok_s_upper_batch", s->decode_tok_s_batch,
+			 "decode_batch_users", (json_int_t)s->batch_users, "prefill_s",
 			 s->prefill_s);
 }
 
 static void print_gpu_row(const struct kvt_gpu *g, const struct kvt_sizing *s)
 {
-	char fit[24];
+	char fit[24], batch[40];
 
 	if (s->users_fit < 0)
 		snprintf(fit, sizeof(fit), "no (weights)");
 	else
 		snprintf(fit, sizeof(fit), "%lld", (long long)s->users_fit);
-	printf("  %-18s %7.0f GB %6.2f TB/s %12s %12.1f %12.1f %10.3f\n", g->name,
+	/* the batch is the users asked for, or those that fit when fewer do */
+	snprintf(batch, sizeof(batch), "%.1f b=%u", s->decode_tok_s_batch, s->batch_users);
+	printf("  %-18s %7.0f GB %6.2f TB/s %12s %12.1f %16s %10.3f\n", g->name,
 	       (double)g->mem_bytes / 1e9, g->mem_bw / 1e12, fit, s->decode_tok_s_batch1,
-	       s->decode_tok_s_batch, s->prefill_s);
+	       batch, s->prefill_s);
 }
 
 static int list_all(void)
@@ -271,6 +280,7 @@ struct calc {
 	struct kvt_model m;
 	struct kvt_gpu gpu;
 	struct kvt_sizing top; /* on the GPU asked for, or H100-SXM */
+	const char *dram_source; /* where --plan's host-link rate comes from */
 	struct kvt_plan_opts po;
 	struct kvt_plan plan;
 	long plan_n;           /* blocks planned, -1 without --plan */
@@ -385,9 +395,19 @@ static int load_and_size(struct calc *k)
 	}
 	err = kvt_gpu_find(k->gpu_name ? k->gpu_name : "H100-SXM", k->mig, &k->gpu);
 	if (err) {
-		fprintf(stderr, "kvtier calc: unknown GPU '%s%s%s' (see --list)\n",
-			k->gpu_name ? k->gpu_name : "H100-SXM", k->mig ? "' with MIG profile '" : "",
-			k->mig ? k->mig : "");
+		const char *name = k->gpu_name ? k->gpu_name : "H100-SXM";
+		struct kvt_gpu whole;
+		char like[160];
+
+		if (kvt_gpu_find(name, "", &whole) == 0)
+			fprintf(stderr, "kvtier calc: %s has no MIG profile '%s' (its profiles: %s)\n",
+				whole.name, k->mig ? k->mig : strchr(name, '/') + 1,
+				whole.mig ? whole.mig : "none");
+		else if (kvt_gpu_suggest(name, like, sizeof(like)))
+			fprintf(stderr, "kvtier calc: unknown GPU '%.*s': did you mean %s? (see "
+				"--list)\n", (int)strcspn(name, "/"), name, like);
+		else
+			fprintf(stderr, "kvtier calc: unknown GPU '%s' (see --list)\n", name);
 		return 1;
 	}
 	err = kvt_model_size(&k->m, &k->gpu, &k->so, &k->top);
@@ -405,22 +425,34 @@ static int make_plan(struct calc *k)
 	static uint8_t plan_tiers[PLAN_MAX], plan_act[PLAN_MAX];
 	struct kvt_plan_opts *po = &k->po;
 	const struct kvt_gpu *gpu = &k->gpu;
+	double share;
 	int err;
 
 	kvt_plan_opts_init(po, sizeof(*po));
 	po->model = &k->m;
 	po->kv_dtype = k->so.kv_dtype;
 	po->block_tokens = k->block_tokens;
-	po->tier_bw[KVT_TIER_HBM] = gpu->mem_bw;
-	po->tier_bw[KVT_TIER_DRAM] = gpu->c2c_bw > 0 ? gpu->c2c_bw : kvt_pcie_bw(gpu->pcie_gen);
+	/* a TP group recomputes on all its GPUs, and each loads its share of
+	 * a block (its KV heads; MLA's latent whole) over its own HBM and host
+	 * link at once: per block, the group takes the time of one share */
+	share = k->m.kv_lora_rank ? 1.0 : k->m.kv_heads >= k->so.tp ? 1.0 / k->so.tp :
+		1.0 / k->m.kv_heads;
+	po->tier_bw[KVT_TIER_HBM] = gpu->mem_bw / share;
+	po->tier_bw[KVT_TIER_DRAM] = (gpu->c2c_bw > 0 ? gpu->c2c_bw :
+				      kvt_pcie_achieved_bw(gpu->pcie_gen, &k->dram_source)) / share;
+	if (gpu->c2c_bw > 0)
+		k->dram_source = "NVLink-C2C, the datasheet's rate per direction";
 	po->tier_bw[KVT_TIER_REMOTE] = 12.5e9;
-	po->prefill_flops_s = gpu->bf16_flops * k->so.mfu;
-	for (size_t i = 0; i < k->n_tier_bw; i++)
+	po->prefill_flops_s = gpu->bf16_flops * k->so.mfu * k->so.tp;
+	for (size_t i = 0; i < k->n_tier_bw; i++) {
 		if (tier_bw_parse(k->tier_bw[i], po)) {
 			fprintf(stderr, "kvtier calc: bad --tier-bw '%s' (TIER=bytes/s)\n",
 				k->tier_bw[i]);
 			return 2;
 		}
+		if (!strncmp(k->tier_bw[i], "dram=", 5))
+			k->dram_source = NULL; /* the user's figure */
+	}
 	k->plan_n = plan_parse(k->plan_spec, plan_tiers);
 	if (k->plan_n < 0) {
 		fprintf(stderr, "kvtier calc: bad --plan '%s' (TIER:BLOCKS,...)\n", k->plan_spec);
@@ -449,7 +481,7 @@ static int print_json(const struct calc *k)
 			json_array_append_new(arr, sizing_json(g, &s));
 	}
 	o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:I,"
-		      " s:I, s:I, s:f, s:f, s:f, s:f, s:o}",
+		      " s:I, s:I, s:f, s:f, s:I, s:f, s:f, s:o}",
 		      "model", k->m.name, "kv_dtype", kvt_dtype_name(so->kv_dtype),
 		      "weight_dtype", kvt_dtype_name(wd), "context", (json_int_t)so->context,
 		      "users", (json_int_t)so->users, "tp", (json_int_t)so->tp, "gpu", k->gpu.name,
@@ -463,12 +495,16 @@ static int print_json(const struct calc *k)
 		      "users_fit", (json_int_t)(top->users_fit == INT64_MAX ? -2 : top->users_fit),
 		      "decode_tok_s_upper", top->decode_tok_s_batch1,
 		      "decode_tok_s_upper_batch", top->decode_tok_s_batch,
+		      "decode_batch_users", (json_int_t)top->batch_users,
 		      "prefill_s", top->prefill_s,
 		      "prefill_flops", kvt_model_prefill_flops(&k->m, 0, so->context),
 		      "gpus", arr);
 	if (o && k->plan_n >= 0)
-		json_object_set_new(o, "plan", json_pack("{s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f}",
+		json_object_set_new(o, "plan", json_pack("{s:I, s:f, s:f, s:s?, s:I, s:I, s:f, s:f, "
+							 "s:f, s:f, s:f}",
 			"block_tokens", (json_int_t)k->block_tokens,
+			"dram_bw", k->po.tier_bw[KVT_TIER_DRAM],
+			"prefill_flops_s", k->po.prefill_flops_s, "dram_bw_source", k->dram_source,
 			"blocks", (json_int_t)plan->blocks, "load_blocks", (json_int_t)plan->load_blocks,
 			"load_s", plan->load_s, "recompute_s", plan->recompute_s, "total_s", plan->total_s,
 			"all_load_s", isinf(plan->all_load_s) ? -1.0 : plan->all_load_s,
@@ -522,8 +558,8 @@ static void print_model(const struct calc *k)
 /* One row per GPU: the one asked for, or the whole table. */
 static void print_gpus(const struct calc *k)
 {
-	printf("  %-18s %10s %11s %12s %12s %12s %10s\n", "GPU", "memory", "bandwidth",
-	       "users fit", "tok/s b=1", "tok/s b=users", "prefill s");
+	printf("  %-18s %10s %11s %12s %12s %16s %10s\n", "GPU", "memory", "bandwidth",
+	       "users fit", "tok/s b=1", "tok/s batch", "prefill s");
 	if (k->gpu_name) {
 		print_gpu_row(&k->gpu, &k->top);
 	} else {
@@ -535,7 +571,8 @@ static void print_gpus(const struct calc *k)
 		}
 	}
 	printf("\nusers fit: (memory x %.2f - weights - overhead) / KV per context%s; tok/s are\n"
-	       "upper bounds (bandwidth / bytes per step); prefill at %.0f%% of dense bf16 peak.\n",
+	       "upper bounds (bandwidth / bytes per step), the batch b the users asked for or\n"
+	       "those that fit when fewer do; prefill at %.0f%% of dense bf16 peak.\n",
 	       k->so.mem_util, k->so.tp > 1 ? ", per GPU of the TP group" : "", k->so.mfu * 100);
 }
 
@@ -544,10 +581,13 @@ static void print_plan(const struct calc *k)
 	const struct kvt_plan_opts *po = &k->po;
 	const struct kvt_plan *plan = &k->plan;
 
-	printf("\nplan on %s (%u-token blocks; hbm %.3g, dram %.3g, ssd %.3g, remote %.3g "
-	       "B/s; prefill %.3g FLOP/s):\n", k->gpu.name, k->block_tokens,
-	       po->tier_bw[KVT_TIER_HBM], po->tier_bw[KVT_TIER_DRAM], po->tier_bw[KVT_TIER_SSD],
-	       po->tier_bw[KVT_TIER_REMOTE], po->prefill_flops_s);
+	printf("\nplan on %s%s (%u-token blocks; hbm %.3g, dram %.3g, ssd %.3g, remote %.3g "
+	       "B/s; prefill %.3g FLOP/s):\n", k->so.tp > 1 ? "a TP group of " : "", k->gpu.name,
+	       k->block_tokens, po->tier_bw[KVT_TIER_HBM], po->tier_bw[KVT_TIER_DRAM],
+	       po->tier_bw[KVT_TIER_SSD], po->tier_bw[KVT_TIER_REMOTE], po->prefill_flops_s);
+	if (k->dram_source)
+		printf("  dram: %s%s\n", k->dram_source,
+		       k->so.tp > 1 ? ", one link per GPU of the group" : "");
 	if (plan->load_blocks)
 		printf("  load blocks 0-%zu", plan->load_blocks - 1);
 	else

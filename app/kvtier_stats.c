@@ -198,6 +198,10 @@ static void print_table(json_t *root, const char *socket)
 	printf("\nlookups   %.0f keys: %.0f hits (%.1f%%), %.0f misses; %.0f blocks in %.0f namespaces\n",
 	       keys, hits, keys ? 100 * hits / keys : 0, keys - hits, num(store, "blocks"),
 	       num(store, "namespaces"));
+	if (num(store, "recovered_unattached") > 0)
+		printf("recovered %.0f blocks kept from before the restart, in the tiers above; each "
+		       "namespace's\n          are indexed at its first HELLO\n",
+		       num(store, "recovered_unattached"));
 	if (json_object_get(tiers, "ssd"))
 		printf("ssd       %.0f blocks refused by the admission rule (%s not written), "
 		       "%.0f spare copies dropped for room; %.0f write batches of %.1f blocks\n",

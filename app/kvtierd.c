@@ -8,6 +8,7 @@
  * cluster, close the store. */
 #include <errno.h>
 #include <grp.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 
 #include "app/daemon_cluster.h"
 #include "app/daemon_config.h"
+#include "app/daemon_diagnose.h"
 #include "app/daemon_log.h"
 #include "app/daemon_systemd.h"
 #include "kvtier/device.h"
@@ -313,8 +315,11 @@ int main(int argc, char **argv)
 	}
 	err = kvt_store_open(&sopts, &store);
 	if (err) {
-		kvtd_log(KVT_LOG_ERROR, "event=store.open.failed err=\"%s\" dram_bytes=%llu",
-			 kvt_strerror(err), (unsigned long long)cfg.dram_bytes);
+		char why[PATH_MAX + 320];
+
+		kvtd_explain_store_error(err, sopts.ssd_dir, why, sizeof(why));
+		kvtd_log(KVT_LOG_ERROR, "event=store.open.failed err=\"%s\" %s dram_bytes=%llu",
+			 kvt_strerror(err), why, (unsigned long long)cfg.dram_bytes);
 		goto out_signals;
 	}
 

@@ -38,6 +38,13 @@ int kvt_bench_parse_size(const char *s, uint64_t *out);
 void *kvt_bench_alloc(size_t len);
 void kvt_bench_free(void *buf, size_t len);
 
+/* ---- TCP over loopback (bench_tcp.c) -------------------------------- */
+
+/* Receive `bytes` from a sender thread over a loopback TCP connection,
+ * reps times (at most 64): the median in bytes/s, or -errno. Signals that
+ * interrupt it are retried. */
+double kvt_bench_tcp_loopback(uint64_t bytes, int reps);
+
 /* ---- fio and its memory (bench_fio.c) -------------------------------- */
 
 /* Whether fio is installed. */

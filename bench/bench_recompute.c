@@ -71,13 +71,17 @@ struct link {
 	double vs_memcpy;      /* measured / its reference, 0 if modeled */
 	const char *what;
 	const char *ref;       /* the reference of vs_memcpy: "memcpy" unless said */
+	const char *error;     /* why a measured one has no figure this run */
+	bool per_gpu;          /* each GPU of a TP group has its own (HBM, host link) */
 };
 
 struct model_run {
 	struct kvt_model m;
 	uint64_t kv_per_token;
 	double cpu_flops;      /* measured GEMM FLOP/s at its layer shapes */
-	double gpu_flops;      /* modeled: bf16 peak x mfu */
+	double gpu_flops;      /* modeled: bf16 peak x mfu, x tp */
+	uint32_t tp;           /* GPUs its weights and prefix need (tensor-parallel) */
+	double kv_share;       /* of a block's KV, what each of those GPUs holds */
 };
 
 static void usage(FILE *f)
@@ -105,7 +109,10 @@ static void usage(FILE *f)
 "  --sizes LIST        prefix lengths in tokens, K suffix = x1024\n"
 "                      (default 512,1K,2K,4K,8K,16K,32K,64K,128K)\n"
 "  --gpu NAME          GPU whose HBM and bf16 peak are modeled (default H100-SXM;\n"
-"                      'kvtier calc --list' shows the table)\n"
+"                      'kvtier calc --list' shows the table); a model whose\n"
+"                      weights and longest prefix do not fit one is modeled on\n"
+"                      the tensor-parallel group it needs (said on stderr, and\n"
+"                      as models[].tp)\n"
 "  --mfu F             fraction of bf16 peak a GPU prefill sustains (default 0.5)\n"
 "  --dir DIR           directory for the SSD file and the SSD tier's segments;\n"
 "                      must allow O_DIRECT, so not tmpfs (default /var/tmp)\n"
@@ -417,111 +424,6 @@ out:
 	return bw;
 }
 
-struct tcp_sender {
-	int fd;
-	uint64_t bytes;
-	int reps;
-	int err;
-};
-
-static void *tcp_send(void *arg)
-{
-	struct tcp_sender *s = arg;
-	enum { CHUNK = 1 << 20 };
-	char *buf = malloc(CHUNK);
-
-	if (!buf) {
-		s->err = -ENOMEM;
-		return NULL;
-	}
-	memset(buf, 0x3c, CHUNK);
-	for (int r = 0; r < s->reps && !s->err; r++)
-		for (uint64_t sent = 0; sent < s->bytes;) {
-			size_t len = s->bytes - sent < CHUNK ? s->bytes - sent : CHUNK;
-			ssize_t w = send(s->fd, buf, len, MSG_NOSIGNAL);
-			if (w <= 0) {
-				s->err = w < 0 ? -errno : -EPIPE;
-				shutdown(s->fd, SHUT_RDWR); /* the receiver sees EOF, not a hang */
-				break;
-			}
-			sent += (uint64_t)w;
-		}
-	free(buf);
-	return NULL;
-}
-
-/* TCP over loopback: a listening socket on 127.0.0.1, a connected pair, a
- * sender thread, `bytes` per repetition received here. B/s or -errno. */
-static double measure_tcp(uint64_t bytes, int reps)
-{
-	struct sockaddr_in addr = { .sin_family = AF_INET };
-	socklen_t alen = sizeof(addr);
-	struct tcp_sender s = { .fd = -1, .bytes = bytes, .reps = reps };
-	pthread_t th;
-	double t[64], bw;
-	int n = reps < 64 ? reps : 64, lfd, cfd = -1, err = 0;
-	char *buf = NULL;
-	enum { CHUNK = 1 << 20 };
-
-	s.reps = n;
-	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (lfd < 0)
-		return -errno;
-	if (bind(lfd, (struct sockaddr *)&addr, sizeof(addr)) || listen(lfd, 1) ||
-	    getsockname(lfd, (struct sockaddr *)&addr, &alen)) {
-		err = -errno;
-		goto out;
-	}
-	s.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (s.fd < 0 || connect(s.fd, (struct sockaddr *)&addr, sizeof(addr))) {
-		err = -errno;
-		goto out;
-	}
-	cfd = accept(lfd, NULL, NULL);
-	buf = malloc(CHUNK);
-	if (cfd >= 0) {
-		/* a stalled sender ends the measurement instead of the bench */
-		struct timeval tv = { .tv_sec = 30 };
-		setsockopt(cfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	}
-	if (cfd < 0 || !buf) {
-		err = cfd < 0 ? -errno : -ENOMEM;
-		goto out;
-	}
-	err = -pthread_create(&th, NULL, tcp_send, &s);
-	if (err)
-		goto out;
-	for (int r = 0; r < n && !err; r++) {
-		uint64_t t0 = kvt_now_ns(), got = 0;
-
-		while (got < bytes) {
-			/* never into the next repetition's bytes */
-			ssize_t k = recv(cfd, buf, bytes - got < CHUNK ? bytes - got : CHUNK, 0);
-			if (k <= 0) {
-				err = k < 0 ? -errno : -ECONNRESET;
-				break;
-			}
-			got += (uint64_t)k;
-		}
-		t[r] = (double)bytes * 1e9 / (double)(kvt_now_ns() - t0);
-	}
-	if (err)
-		shutdown(cfd, SHUT_RDWR);
-	pthread_join(th, NULL);
-	if (!err)
-		err = s.err;
-out:
-	bw = err ? err : kvt_bench_median(t, (size_t)n);
-	free(buf);
-	if (cfd >= 0)
-		close(cfd);
-	if (s.fd >= 0)
-		close(s.fd);
-	close(lfd);
-	return bw;
-}
-
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
 	return remove(path);
@@ -775,9 +677,10 @@ static double measure_gemm(const struct kvt_model *m, uint32_t tokens, int reps)
 
 /* ---- the model --------------------------------------------------------- */
 
+/* Over a path each GPU has its own of, a TP group loads its shares at once. */
 static double load_s(const struct model_run *mr, const struct link *l, uint64_t tokens)
 {
-	return (double)(tokens * mr->kv_per_token) / l->bw;
+	return (double)(tokens * mr->kv_per_token) * (l->per_gpu ? mr->kv_share : 1) / l->bw;
 }
 
 static double recompute_s(const struct model_run *mr, double flops_s, uint64_t tokens)
@@ -845,6 +748,8 @@ static void print_table(const struct rc_args *a, const struct kvt_gpu *gpu, doub
 		if (links[i].bw > 0)
 			printf("  %-14s %8.2f GB/s  %-8s", links[i].name, links[i].bw / 1e9,
 			       links[i].measured ? "measured" : "modeled");
+		else if (links[i].error)
+			printf("  %-14s %13s  %-8s", links[i].name, "failed", "measured");
 		else
 			printf("  %-14s %13s  %-8s", links[i].name, "n/a", "measured");
 		if (links[i].measured && links[i].bw > 0 && links[i].vs_memcpy > 0)
@@ -852,17 +757,24 @@ static void print_table(const struct rc_args *a, const struct kvt_gpu *gpu, doub
 			       links[i].ref ? links[i].ref : "memcpy");
 		else
 			printf(" %15s", "");
-		printf("  %s\n", links[i].what);
+		if (links[i].error)
+			printf("  %s: %s\n", links[i].what, links[i].error);
+		else
+			printf("  %s\n", links[i].what);
 	}
 	for (size_t mi = 0; mi < a->n_models; mi++) {
 		const struct model_run *mr = &runs[mi];
 
-		printf("\n%s: %llu B/token KV (bf16); recompute on %s at %.0f%% of %.0f TFLOP/s "
+		printf("\n%s: %llu B/token KV (bf16); recompute on %u x %s at %.0f%% of %.0f TFLOP/s "
 		       "= %.0f TFLOP/s (modeled); on this CPU %.1f GFLOP/s (measured, OpenBLAS "
 		       "sgemm at %u tokens)\n",
-		       mr->m.name, (unsigned long long)mr->kv_per_token, gpu->name, a->mfu * 100,
-		       gpu->bf16_flops / 1e12, mr->gpu_flops / 1e12, mr->cpu_flops / 1e9,
-		       a->gemm_tokens);
+		       mr->m.name, (unsigned long long)mr->kv_per_token, mr->tp, gpu->name,
+		       a->mfu * 100, gpu->bf16_flops * mr->tp / 1e12, mr->gpu_flops / 1e12,
+		       mr->cpu_flops / 1e9, a->gemm_tokens);
+		if (mr->tp > 1)
+			printf("  tensor-parallel: the weights and a %s prefix need %u GPUs; each "
+			       "loads its share over its own HBM and host link\n",
+			       tok_str(a->sizes[a->n_sizes - 1], t, sizeof(t)), mr->tp);
 		printf("  %-24s", "prefix tokens");
 		for (size_t s = 0; s < a->n_sizes; s++)
 			printf(" %8s", tok_str(a->sizes[s], t, sizeof(t)));
@@ -944,11 +856,12 @@ static int print_json(const struct rc_args *a, const struct kvt_gpu *gpu, double
 	json_t *root, *models = json_array(), *paths = json_array();
 
 	for (size_t i = 0; i < n_links; i++)
-		json_array_append_new(paths, json_pack("{s:s, s:s, s:f, s:f, s:s, s:s}",
+		json_array_append_new(paths, json_pack("{s:s, s:s, s:f, s:f, s:s, s:s, s:s?, s:b}",
 			"name", links[i].name, "source", links[i].measured ? "measured" : "modeled",
 			"bytes_per_s", links[i].bw > 0 ? links[i].bw : 0.0,
 			"vs_reference", links[i].vs_memcpy,
-			"reference", links[i].ref ? links[i].ref : "memcpy", "what", links[i].what));
+			"reference", links[i].ref ? links[i].ref : "memcpy", "what", links[i].what,
+			"error", links[i].error, "per_gpu", links[i].per_gpu));
 	for (size_t mi = 0; mi < a->n_models; mi++) {
 		const struct model_run *mr = &runs[mi];
 		json_t *ls = json_array();
@@ -963,9 +876,10 @@ static int print_json(const struct rc_args *a, const struct kvt_gpu *gpu, double
 				"break_even_tokens", (json_int_t)break_even(mr, &links[i], mr->gpu_flops),
 				"points", points_json(a, mr, &links[i], 0)));
 		}
-		json_array_append_new(models, json_pack("{s:s, s:I, s:I, s:I, s:[{s:s, s:s, s:f, s:o},"
+		json_array_append_new(models, json_pack("{s:s, s:I, s:I, s:I, s:I, s:[{s:s, s:s, s:f, s:o},"
 			" {s:s, s:s, s:f, s:I, s:f, s:o}], s:o}",
 			"name", mr->m.name, "kv_bytes_per_token", (json_int_t)mr->kv_per_token,
+			"tp", (json_int_t)mr->tp,
 			"params_total", (json_int_t)kvt_model_params_total(&mr->m),
 			"params_active", (json_int_t)kvt_model_params_active(&mr->m),
 			"recompute",
@@ -1173,6 +1087,28 @@ static int write_svg(const struct rc_args *a, const struct kvt_gpu *gpu,
 	return fclose(f) ? -errno : 0;
 }
 
+/* The tensor-parallel degree (a power of two up to 64) mr needs on gpu: the
+ * least whose GPUs hold its weights (in its own dtype) and one
+ * `tokens`-token prefix, as `kvtier calc` sizes them. 0, or -ENOSPC. */
+static int pick_tp(struct model_run *mr, const struct kvt_gpu *gpu, uint64_t tokens)
+{
+	for (uint32_t tp = 1; tp <= 64; tp *= 2) {
+		struct kvt_sizing_opts so;
+		struct kvt_sizing s;
+
+		kvt_sizing_opts_init(&so, sizeof(so));
+		so.tp = tp;
+		so.context = tokens;
+		if (kvt_model_size(&mr->m, gpu, &so, &s) == 0 && s.users_fit >= 1) {
+			mr->tp = tp;
+			mr->kv_share = mr->m.kv_lora_rank ? 1.0 : mr->m.kv_heads >= tp ? 1.0 / tp :
+				       1.0 / mr->m.kv_heads;
+			return 0;
+		}
+	}
+	return -ENOSPC;
+}
+
 /* ---- main -------------------------------------------------------------- */
 
 int kvt_bench_recompute_main(int argc, char **argv)
@@ -1201,7 +1137,20 @@ int kvt_bench_recompute_main(int argc, char **argv)
 			return 1;
 		}
 		runs[i].kv_per_token = kvt_model_kv_bytes_per_token(&runs[i].m, KVT_DTYPE_BF16);
-		runs[i].gpu_flops = gpu.bf16_flops * a.mfu;
+		err = pick_tp(&runs[i], &gpu, a.sizes[a.n_sizes - 1]);
+		if (err) {
+			fprintf(stderr, "kvtier-bench recompute: %s does not fit %s GPUs at %llu "
+				"tokens even 64 to a group; choose another --gpu or fewer --sizes\n",
+				runs[i].m.name, gpu.name, (unsigned long long)a.sizes[a.n_sizes - 1]);
+			return 1;
+		}
+		if (runs[i].tp > 1)
+			fprintf(stderr, "kvtier-bench recompute: %s needs %u x %s (tensor-parallel%s): "
+				"its weights and a %llu-token prefix do not fit fewer; modeled so\n",
+				runs[i].m.name, runs[i].tp, gpu.name,
+				runs[i].tp > 8 ? ", more than one node of 8" : "",
+				(unsigned long long)a.sizes[a.n_sizes - 1]);
+		runs[i].gpu_flops = gpu.bf16_flops * a.mfu * runs[i].tp;
 	}
 
 	/* the reference copies in blocks of the first model's DRAM-tier block */
@@ -1211,9 +1160,11 @@ int kvt_bench_recompute_main(int argc, char **argv)
 			(unsigned long long)a.bytes);
 		return 1;
 	}
-#define MODELED(n, b, w) (links[nl++] = (struct link){ n, false, b, 0, w, NULL })
+#define MODELED(n, b, w) (links[nl++] = (struct link){ n, false, b, 0, w, NULL, NULL, false })
+#define MODELED_GPU(n, b, w) (links[nl++] = (struct link){ n, false, b, 0, w, NULL, NULL, true })
 #define MEASURED(n, b, w) (links[nl++] = (struct link){ n, true, (b) > 0 ? (b) : 0, \
-							 (b) > 0 ? (b) / memcpy_bw : 0, w, NULL })
+							 (b) > 0 ? (b) / memcpy_bw : 0, w, NULL, \
+							 (b) < 0 ? kvt_strerror((int)(b)) : NULL, false })
 	{
 		static char why[256];
 		double spec = 0;
@@ -1224,15 +1175,21 @@ int kvt_bench_recompute_main(int argc, char **argv)
 				kvt_strerror((int)v), kvt_dev_last_error());
 		if (v > 0) {
 			links[nl++] = (struct link){ "h2d-pinned", true, v, spec > 0 ? v / spec : 0,
-						     why, "PCIe spec" };
+						     why, "PCIe spec", NULL, true };
 		} else if (v == 0) {
 			fprintf(stderr, "kvtier-bench recompute: host to GPU: %s\n", why);
 		}
 	}
-	MODELED("hbm", gpu.mem_bw, "KV already in GPU memory: a device copy at HBM bandwidth");
-	MODELED("nvlink-c2c", 450e9, "GH200 NVLink-C2C, 450 GB/s per direction");
-	MODELED("pcie5", kvt_pcie_bw(5), "PCIe Gen5 x16 pinned host copy, 128b/130b");
-	MODELED("pcie4", kvt_pcie_bw(4), "PCIe Gen4 x16 pinned host copy, 128b/130b");
+	/* a TP group has these once per GPU: each loads its share at once */
+	MODELED_GPU("hbm", gpu.mem_bw, "KV already in GPU memory: a device copy at HBM bandwidth");
+	MODELED_GPU("nvlink-c2c", 450e9, "GH200 NVLink-C2C, 450 GB/s per direction (datasheet)");
+	{
+		const char *why5, *why4;
+		double bw5 = kvt_pcie_achieved_bw(5, &why5), bw4 = kvt_pcie_achieved_bw(4, &why4);
+
+		MODELED_GPU("pcie5", bw5, why5);
+		MODELED_GPU("pcie4", bw4, why4);
+	}
 	MODELED("rdma400", 50e9, "RDMA at 400 Gb/s line rate");
 	MODELED("rdma200", 25e9, "RDMA at 200 Gb/s line rate");
 	MODELED("rdma100", 12.5e9, "RDMA at 100 Gb/s line rate");
@@ -1268,11 +1225,12 @@ int kvt_bench_recompute_main(int argc, char **argv)
 		links[nl - 1].vs_memcpy = v > 0 && raw > 0 ? v / raw : 0;
 		links[nl - 1].ref = "raw file";
 	}
-	v = measure_tcp(a.bytes, a.reps);
+	v = kvt_bench_tcp_loopback(a.bytes, a.reps);
 	if (v < 0)
 		fprintf(stderr, "kvtier-bench recompute: TCP loopback: %s\n", kvt_strerror((int)v));
 	MEASURED("tcp-loopback", v, "TCP over loopback, one connection");
 #undef MODELED
+#undef MODELED_GPU
 #undef MEASURED
 	for (size_t i = 0; i < a.n_models; i++) {
 		runs[i].cpu_flops = measure_gemm(&runs[i].m, a.gemm_tokens, a.reps);

@@ -109,8 +109,13 @@ int main(int argc, char **argv)
 		return 2;
 
 	err = kvt_client_connect(&copts, &c);
-	if (err)
-		return fail("connect", err);
+	if (err) {
+		char path[4096];
+
+		fprintf(stderr, "engine: connect to kvtierd at %s: %s\n",
+			kvt_client_socket_path(&copts, path, sizeof(path)), kvt_strerror(err));
+		return 1;
+	}
 	kvt_ns_desc_init(&desc, sizeof(desc));
 	snprintf(desc.model_id, sizeof(desc.model_id), "example/tiny-llm");
 	desc.layout = KVT_LAYOUT_PAGED_KV;

@@ -211,6 +211,34 @@ static void stem_of(const char *path, char *buf, size_t len)
 	snprintf(buf, len, "%.*s", (int)n, base);
 }
 
+/* The shipped config a Hugging Face id names: "meta-llama/Llama-3.1-70B"
+ * is Llama-3.1-70B, and an -Instruct (or -Chat, -it) variant has its base
+ * model's shape. -1 when none. */
+static int shipped_by_hub_id(const char *id)
+{
+	static const char *const variants[] = { "-Instruct", "-Chat", "-it" };
+	const char *base = strrchr(id, '/');
+	size_t n;
+
+	if (!base || !base[1] || strchr(id, '/') != base)
+		return -1; /* an id is ORG/NAME */
+	base++;
+	n = strlen(base);
+	for (size_t v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
+		size_t vl = strlen(variants[v]);
+
+		if (n > vl && !strcasecmp(base + n - vl, variants[v])) {
+			n -= vl;
+			break;
+		}
+	}
+	for (size_t i = 0; kvt_model_embedded[i].name; i++)
+		if (strlen(kvt_model_embedded[i].name) == n &&
+		    !strncasecmp(base, kvt_model_embedded[i].name, n))
+			return (int)i;
+	return -1;
+}
+
 int kvt_model_load(const char *name_or_path, struct kvt_model *out)
 {
 	char stem[KVT_MODEL_NAME_MAX], dirpath[4096];
@@ -234,8 +262,17 @@ int kvt_model_load(const char *name_or_path, struct kvt_model *out)
 		name_or_path = dirpath;
 	}
 	f = fopen(name_or_path, "rb");
+	if (!f && (errno == ENOENT || errno == ENOTDIR)) {
+		/* no such file: perhaps a Hugging Face id of a shipped model */
+		int i = shipped_by_hub_id(name_or_path);
+
+		if (i >= 0)
+			return kvt_model_parse(kvt_model_embedded[i].json, kvt_model_embedded[i].len,
+					       kvt_model_embedded[i].name, out);
+		return -ENOENT;
+	}
 	if (!f)
-		return errno == ENOENT || errno == ENOTDIR ? -ENOENT : -errno;
+		return -errno;
 	for (;;) {
 		size_t got;
 

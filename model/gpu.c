@@ -118,6 +118,65 @@ int kvt_gpu_find(const char *name, const char *mig, struct kvt_gpu *out)
 	return -ENOENT;
 }
 
+size_t kvt_gpu_suggest(const char *name, char *buf, size_t len)
+{
+	size_t n = 0, used = 0, want;
+
+	if (!buf || !len)
+		return 0;
+	buf[0] = 0;
+	want = name ? strcspn(name, "/") : 0;
+	/* the table's names that start with what was given ("H100": H100-SXM
+	 * and H100-PCIe), separators and case aside */
+	for (size_t i = 0; want && i < N_GPUS; i++) {
+		const char *g = gpus[i].name, *a = name, *aend = name + want;
+
+		for (;;) {
+			while (a < aend && (*a == '-' || *a == '_' || *a == ' '))
+				a++;
+			while (*g == '-' || *g == '_' || *g == ' ')
+				g++;
+			if (a == aend || !*g || (*a | 0x20) != (*g | 0x20))
+				break;
+			a++;
+			g++;
+		}
+		if (a != aend)
+			continue;
+		used += (size_t)snprintf(buf + used, used < len ? len - used : 0, "%s%s",
+					 n ? ", " : "", gpus[i].name);
+		n++;
+	}
+	if (used >= len)
+		buf[len - 1] = 0;
+	return n;
+}
+
+double kvt_pcie_achieved_bw(uint32_t gen, const char **source)
+{
+	/* pinned host-to-device copies reach about 80% of the link after
+	 * encoding (TLP headers, flow control, DMA setup) */
+	static const struct { double bw; const char *source; } achieved[] = {
+		[3] = { 12.0e9, "PCIe Gen3 x16 pinned host-to-device as CUDA's bandwidthTest "
+				"reports it on Gen3 hosts, 11-13 GB/s of 15.8" },
+		[4] = { 25.0e9, "PCIe Gen4 x16 pinned host-to-device as CUDA's bandwidthTest "
+				"reports it on A100 hosts, 24-26 GB/s of 31.5" },
+		[5] = { 52.0e9, "PCIe Gen5 x16 pinned host-to-device as CUDA's bandwidthTest "
+				"reports it on H100 hosts, 50-55 GB/s of 63.0" },
+		[6] = { 100.0e9, "PCIe Gen6 x16 estimated: Gen5's achieved share (83%) of "
+				 "121 GB/s; no Gen6 host measured" },
+	};
+
+	if (gen >= sizeof(achieved) / sizeof(achieved[0]) || !achieved[gen].bw) {
+		if (source)
+			*source = NULL;
+		return 0;
+	}
+	if (source)
+		*source = achieved[gen].source;
+	return achieved[gen].bw;
+}
+
 double kvt_pcie_bw(uint32_t gen)
 {
 	/* 16 lanes x GT/s x 128/130, in bytes */

@@ -65,10 +65,16 @@ int kvt_model_size(const struct kvt_model *m, const struct kvt_gpu *gpu,
 	/* a decode step reads the weights once for the whole batch and every
 	 * user's KV; each GPU of a TP group reads its share in parallel */
 	kv_step = (double)per_user;
+	/* a batch is at most the users whose KV fits beside the weights */
+	out->batch_users = out->users_fit < 0 ? 0 :
+			   out->users_fit < (int64_t)o->users ? (uint32_t)out->users_fit : o->users;
 	w1 = kvt_model_decode_weight_bytes(m, wd, 1) / o->tp;
-	wn = kvt_model_decode_weight_bytes(m, wd, o->users) / o->tp;
 	out->decode_tok_s_batch1 = gpu->mem_bw / (w1 + kv_step);
-	out->decode_tok_s_batch = o->users * gpu->mem_bw / (wn + o->users * kv_step);
+	if (out->batch_users) {
+		wn = kvt_model_decode_weight_bytes(m, wd, out->batch_users) / o->tp;
+		out->decode_tok_s_batch = out->batch_users * gpu->mem_bw /
+					  (wn + out->batch_users * kv_step);
+	}
 	out->prefill_s = kvt_model_prefill_flops(m, 0, o->context) /
 			 (gpu->bf16_flops * o->tp * o->mfu);
 	return 0;

@@ -1043,10 +1043,17 @@ void kvt_tiering_kick(struct kvt_store *s)
 void kvt_tiering_stats(struct kvt_store *s, struct kvt_store_stats *st)
 {
 	for (size_t k = 0; k < s->tiering->n; k++) {
-		struct kvt_storage_tier *t = s->tiering->st[k].t;
+		const struct storage *sg = &s->tiering->st[k];
+		struct kvt_storage_tier *t = sg->t;
 
 		st->tier[t->kind].present = true;
 		t->ops->stats(t, st);
+		/* what the tier holds for namespaces not attached since a restart
+		 * is on its media all the same: count it there */
+		for (size_t j = 0; j < sg->n_recovered; j++)
+			st->tier[t->kind].used_bytes += sg->recovered[j].len;
+		st->tier[t->kind].blocks += sg->n_recovered;
+		st->recovered_unattached += sg->n_recovered;
 	}
 }
 

@@ -73,6 +73,20 @@ char *kvt_test_mkdtemp(const char *tag)
 	return path;
 }
 
+char *kvt_test_sockdir(const char *tag)
+{
+	char *path;
+
+	if (asprintf(&path, "/tmp/%.16s.XXXXXX", tag) < 0)
+		return NULL;
+	if (!mkdtemp(path)) {
+		fprintf(stderr, "mkdtemp %s: %s\n", path, strerror(errno));
+		free(path);
+		return NULL;
+	}
+	return path;
+}
+
 static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
 	return remove(path);

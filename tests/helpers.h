@@ -37,6 +37,11 @@ void kvt_test_fill(void *buf, size_t len, uint64_t seed);
 /* A fresh directory under $KVT_TEST_TMPDIR (or /tmp) named after `tag`,
  * removed with its files by kvt_test_rmdir. Returns a malloc'd path. */
 char *kvt_test_mkdtemp(const char *tag);
+
+/* A fresh directory for Unix sockets, always under /tmp whatever
+ * $KVT_TEST_TMPDIR says: a socket's path must fit sun_path (108 bytes) and
+ * the build tree may sit at any depth. Malloc'd; remove with kvt_test_rmdir. */
+char *kvt_test_sockdir(const char *tag);
 void kvt_test_rmdir(const char *path);
 
 void kvt_test_sleep_ms(unsigned ms);

@@ -73,12 +73,31 @@ void kvt_client_desc_init(struct kvt_ns_desc *desc, size_t size_bytes)
 	kvt_ns_desc_init(desc, size_bytes);
 }
 
+const char *kvt_client_socket_path(const struct kvt_client_opts *given, char *buf, size_t len)
+{
+	struct kvt_client_opts opts = client_defaults;
+	const char *path;
+
+	if (!buf || !len)
+		return buf;
+	if (given && kvt_opts_load(&opts, sizeof(opts), given))
+		opts = client_defaults;
+	path = opts.socket_path ? opts.socket_path : getenv("KVTIER_SOCKET");
+	if (path && *path)
+		snprintf(buf, len, "%s", path);
+	else if (geteuid() == 0) /* kvtierd's own default: /run for root */
+		snprintf(buf, len, "%s", KVT_CLIENT_DEFAULT_SOCKET);
+	else                     /* and a per-user dir otherwise */
+		snprintf(buf, len, "/tmp/kvtier-%u/kvtierd.sock", (unsigned)geteuid());
+	return buf;
+}
+
 int kvt_client_connect(const struct kvt_client_opts *given, struct kvt_client **out)
 {
 	struct kvt_client_opts opts = client_defaults;
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	const char *path, *token;
-	char user_default[64];
+	const char *token;
+	char path[4096];
 	struct kvt_client *c;
 	int err;
 
@@ -87,16 +106,7 @@ int kvt_client_connect(const struct kvt_client_opts *given, struct kvt_client **
 	if (!out || kvt_opts_load(&opts, sizeof(opts), given) ||
 	    (opts.completions != KVT_CLIENT_PUSHED && opts.completions != KVT_CLIENT_WAITED))
 		return -EINVAL;
-	snprintf(user_default, sizeof(user_default), "/tmp/kvtier-%u/kvtierd.sock",
-		 (unsigned)geteuid());
-	path = opts.socket_path ? opts.socket_path : getenv("KVTIER_SOCKET");
-	if (!path || !*path) {
-		/* kvtierd's own default: /run for root, a per-user dir otherwise */
-		if (geteuid() == 0)
-			path = KVT_CLIENT_DEFAULT_SOCKET;
-		else
-			path = user_default;
-	}
+	kvt_client_socket_path(given, path, sizeof(path));
 	if (strlen(path) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
 	strcpy(sa.sun_path, path);

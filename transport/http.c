@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The metrics endpoint: a small HTTP server in the event loop that answers
- * GET /metrics (Prometheus text) and GET /stats (JSON) and closes. Scrapes
+ * GET /metrics (Prometheus text), GET /stats (JSON), GET /healthz (live:
+ * the loop answers) and GET /readyz (ready for work, or 503 with the
+ * reasons) and closes. Scrapes
  * are bounded in number and time, so idle or slow ones never block the loop
  * or each other. */
 #include <arpa/inet.h>
@@ -159,6 +161,16 @@ static void http_respond(struct kvt_server *srv, struct kvt_http_conn *h)
 	} else if (!strncmp(path, "/stats ", 7)) {
 		body = kvt_metrics_json(srv, SIZE_MAX);
 		ctype = "application/json";
+	} else if (!strncmp(path, "/healthz ", 9)) {
+		body = strdup("ok\n");
+		ctype = "text/plain; charset=utf-8";
+	} else if (!strncmp(path, "/readyz ", 8)) {
+		bool ready;
+
+		body = kvt_health_ready(srv, &ready);
+		ctype = "text/plain; charset=utf-8";
+		if (body && !ready)
+			status = "503 Service Unavailable";
 	} else {
 		status = "404 Not Found";
 	}

@@ -79,6 +79,7 @@ static json_t *server_json(const struct kvt_server *srv)
 		{ "hello_delayed", c->hello_delayed },
 		{ "namespaces_reclaimed", c->ns_reclaimed },
 		{ "hello_refused", c->hello_refused },
+		{ "hello_shape_mismatch", c->hello_shape_mismatch },
 		{ "bad_frames", c->bad_frames },
 		{ "jobs_in_flight", (uint64_t)__atomic_load_n(&srv->busy_jobs, __ATOMIC_RELAXED) },
 		{ "waits_parked", waits_parked(srv) },
@@ -120,6 +121,7 @@ static json_t *store_json(const struct kvt_store_stats *st)
 	const struct kvt_json_count counts[] = {
 		{ "namespaces", st->namespaces },
 		{ "blocks", st->blocks },
+		{ "recovered_unattached", st->recovered_unattached },
 		{ "puts", st->puts },
 		{ "gets", st->gets },
 		{ "get_misses", st->get_misses },
@@ -562,6 +564,9 @@ static void store_prom(struct kvt_textbuf *b, const struct kvt_store_stats *st)
 {
 	const struct kvt_prom_count stored[] = {
 		{ "kvtier_blocks", "gauge", "Blocks stored in all tiers.", st->blocks },
+		{ "kvtier_recovered_unattached_blocks", "gauge",
+		  "Blocks recovered from storage at open whose namespace no HELLO attached since.",
+		  st->recovered_unattached },
 		{ "kvtier_checksum_failures_total", "counter",
 		  "Blocks dropped for a checksum mismatch.", st->checksum_failures },
 		{ "kvtier_dram_dropped_total", "counter",
@@ -589,6 +594,9 @@ static void server_prom(struct kvt_textbuf *b, const struct kvt_server_counters 
 		  "HELLOs held back because their uid failed too many recently.", c->hello_delayed },
 		{ "kvtier_hello_refused_total", "counter",
 		  "HELLOs refused (token, model not allowed, namespace quota).", c->hello_refused },
+		{ "kvtier_hello_shape_mismatch_total", "counter",
+		  "HELLOs of a model id already open in another shape (another namespace: no hits).",
+		  c->hello_shape_mismatch },
 		{ "kvtier_bad_frames_total", "counter", "Frames refused by the parser.", c->bad_frames },
 	};
 
@@ -663,6 +671,7 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 				       &b.cap))
 		b.bad = true;
 	cluster_prom(&b, srv);
+	kvt_process_prom(&b);
 	if (b.bad) {
 		free(b.p);
 		return NULL;

@@ -254,8 +254,16 @@ int kvt_server_open(const struct kvt_server_opts *given, struct kvt_server **out
 	if ((err = kvt_srv_watch(srv, EPOLL_CTL_ADD, srv->listen.fd, EPOLLIN, &srv->listen)) ||
 	    (err = kvt_srv_watch(srv, EPOLL_CTL_ADD, srv->wake.fd, EPOLLIN, &srv->wake)))
 		goto fail;
-	if (opts->metrics_addr && (err = kvt_http_listen(srv, opts->metrics_addr)))
+	if (opts->metrics_addr && (err = kvt_http_listen(srv, opts->metrics_addr))) {
+		/* said here: the caller's error alone reads as the socket's */
+		kvt_srv_log(srv, KVT_LOG_ERROR, "event=metrics.listen_failed addr=%s err=\"%s\" "
+			    "reason=\"%s\"", opts->metrics_addr, kvt_strerror(err),
+			    err == -EADDRINUSE ? "another process listens on the metrics address: "
+			    "choose another with --metrics HOST:PORT (:0 for any free port), or "
+			    "--metrics off" : err == -EINVAL ? "--metrics takes HOST:PORT with an "
+			    "IPv4 address or localhost" : "the metrics address cannot be bound");
 		goto fail;
+	}
 	err = kvt_jobs_start(srv);
 	if (err)
 		goto fail;

@@ -61,6 +61,10 @@ struct kvt_server_hooks {
 	 * /metrics (Prometheus text appended): malloc'd, NULL for none. */
 	char *(*json_cb)(void *arg);
 	char *(*prom_cb)(void *arg);
+	/* Why the node should not be sent work (/readyz: not joined, the
+	 * directory out of reach), a static string; NULL when ready. From the
+	 * loop. */
+	const char *(*ready_cb)(void *arg);
 	void *arg;
 };
 

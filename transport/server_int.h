@@ -175,6 +175,7 @@ struct kvt_conn {
  * its tenant's list. */
 struct kvt_ns_use {
 	struct kvt_ns *ns;
+	struct kvt_ns_desc desc;    /* as the first HELLO gave it (salted) */
 	size_t tenant;
 	unsigned conns;
 	struct kvt_rate prefill;    /* tokens/s its engines reported (PREFILL) */
@@ -210,6 +211,7 @@ struct kvt_server_counters {
 	uint64_t conns_accepted, conns_refused, conns_open;
 	uint64_t conns_uid_refused, hello_timeouts, hello_delayed, ns_reclaimed;
 	uint64_t bad_frames, hello_refused;
+	uint64_t hello_shape_mismatch; /* HELLOs of a model id known in another shape */
 	uint64_t lookup_keys, lookup_hits;
 	uint64_t lookup_remote;     /* keys LOOKUP reported held by other nodes */
 	uint64_t jobs_cancelled;
@@ -313,6 +315,12 @@ void kvt_tenant_ns_fini(struct kvt_server *srv);
  * was reclaimed). */
 int kvt_tenant_ns_open(struct kvt_server *srv, size_t t, const struct kvt_ns_desc *desc,
 		       struct kvt_ns **out);
+/* Another namespace of tenant t for the model id of desc (ns's) in another
+ * shape: NULL when none. Ranks of one tensor-parallel shape are not other
+ * shapes (each rank has its namespace). */
+const struct kvt_ns_desc *kvt_tenant_ns_other_shape(struct kvt_server *srv, size_t t,
+						    const struct kvt_ns *ns,
+						    const struct kvt_ns_desc *desc);
 /* A connection holds ns (it said HELLO for it). */
 void kvt_tenant_ns_hold(struct kvt_server *srv, struct kvt_ns *ns);
 /* A connection lets go of ns (held: it held it) or never took it; with no
@@ -377,6 +385,12 @@ void kvt_metrics_observe(struct kvt_server *srv, uint16_t op, uint64_t start_ns,
 char *kvt_metrics_json(struct kvt_server *srv, size_t t);
 /* Malloc'd Prometheus text exposition, or NULL. */
 char *kvt_metrics_prom(struct kvt_server *srv);
+/* kvtier_build_info and the process_* families (process_prom.c). */
+struct kvt_textbuf;
+void kvt_process_prom(struct kvt_textbuf *b);
+/* /readyz's body, one reason a line ("ready" when *ready); malloc'd, NULL
+ * when out of memory (health.c). */
+char *kvt_health_ready(struct kvt_server *srv, bool *ready);
 
 /* http.c */
 int kvt_http_listen(struct kvt_server *srv, const char *addr);

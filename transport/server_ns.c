@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "transport/server_int.h"
 
@@ -102,6 +103,7 @@ int kvt_tenant_ns_open(struct kvt_server *srv, size_t t, const struct kvt_ns_des
 		return err;
 	}
 	u->ns = ns;
+	u->desc = *desc;
 	u->tenant = t;
 	u->hnext = srv->ns_uses[bucket_of(ns)];
 	srv->ns_uses[bucket_of(ns)] = u;
@@ -112,6 +114,24 @@ int kvt_tenant_ns_open(struct kvt_server *srv, size_t t, const struct kvt_ns_des
 	srv->tenant_ns[t]++;
 	*out = ns;
 	return 0;
+}
+
+static bool same_shape(const struct kvt_ns_desc *a, const struct kvt_ns_desc *b)
+{
+	return a->layout == b->layout && a->dtype == b->dtype && a->layers == b->layers &&
+	       a->kv_heads == b->kv_heads && a->head_dim == b->head_dim &&
+	       a->block_tokens == b->block_tokens && a->tp_size == b->tp_size;
+}
+
+const struct kvt_ns_desc *kvt_tenant_ns_other_shape(struct kvt_server *srv, size_t t,
+						    const struct kvt_ns *ns,
+						    const struct kvt_ns_desc *desc)
+{
+	for (struct kvt_ns_use *u = srv->tenant_uses[t]; u; u = u->tnext)
+		if (u->ns != ns && !strcmp(u->desc.model_id, desc->model_id) &&
+		    !same_shape(&u->desc, desc))
+			return &u->desc;
+	return NULL;
 }
 
 void kvt_tenant_ns_hold(struct kvt_server *srv, struct kvt_ns *ns)

@@ -35,13 +35,28 @@ static bool model_allowed(const char *patterns, const char *model)
 	return false;
 }
 
+/* A namespace's shape, for the log: what makes two HELLOs of one model id
+ * land in different namespaces. */
+static void shape_str(const struct kvt_ns_desc *d, char *buf, size_t len)
+{
+	const char *dtype = kvt_dtype_name(d->dtype);
+
+	snprintf(buf, len, "layout=%s dtype=%s layers=%u kv_heads=%u head_dim=%u "
+		 "block_tokens=%u tp=%u/%u", d->layout == KVT_LAYOUT_MLA ? "mla" :
+		 d->layout == KVT_LAYOUT_SPLIT_KV ? "split" : "paged",
+		 dtype ? dtype : "?", d->layers, d->kv_heads, d->head_dim, d->block_tokens,
+		 d->tp_rank, d->tp_size);
+}
+
 static int op_hello(struct kvt_conn *c, const struct kvt_req *req)
 {
 	struct kvt_server *srv = c->srv;
 	const struct kvt_req_hello *h = &req->u.hello;
 	const struct kvt_server_tenant *t = NULL;
 	struct kvt_ns_desc desc = h->desc;
+	const struct kvt_ns_desc *other;
 	struct kvt_ns *ns;
+	char shape[160];
 	uint16_t version;
 	int slot = -1, err;
 
@@ -103,9 +118,24 @@ static int op_hello(struct kvt_conn *c, const struct kvt_req *req)
 	c->ns_block_bytes[slot] = kvt_ns_block_bytes(ns);
 	c->ns_desc[slot] = desc;
 	c->ns_insight[slot] = kvt_insight_ns(srv->insight, (size_t)(t - srv->tenants), &desc);
-	kvt_srv_log(srv, KVT_LOG_INFO, "event=hello conn=%llu tenant=%s ns=%d model=\"%s\" "
+	shape_str(&desc, shape, sizeof(shape));
+	kvt_srv_log(srv, KVT_LOG_INFO, "event=hello conn=%llu tenant=%s ns=%d model=\"%s\" %s "
 		    "block_bytes=%llu", (unsigned long long)c->id, t->name, slot + 1,
-		    desc.model_id, (unsigned long long)c->ns_block_bytes[slot]);
+		    desc.model_id, shape, (unsigned long long)c->ns_block_bytes[slot]);
+	other = kvt_tenant_ns_other_shape(srv, (size_t)(t - srv->tenants), ns, &desc);
+	if (other) {
+		/* the same model in another shape is another namespace: an engine
+		 * whose config changed finds none of the blocks saved before */
+		char was[160];
+
+		srv->c.hello_shape_mismatch++;
+		shape_str(other, was, sizeof(was));
+		kvt_srv_log(srv, KVT_LOG_WARN, "event=hello.shape_differs conn=%llu tenant=%s "
+			    "model=\"%s\" shape=\"%s\" known_shape=\"%s\" effect=\"a namespace of "
+			    "its own: blocks saved in the known shape are not found (zero hits); "
+			    "check the engine's model config\"", (unsigned long long)c->id, t->name,
+			    desc.model_id, shape, was);
+	}
 	kvt_wr_begin(&c->out, KVT_OP_HELLO | KVT_OP_REPLY, req->hdr.id, 0);
 	kvt_wr_u16(&c->out, version);
 	kvt_wr_u16(&c->out, 0);
@@ -152,16 +182,26 @@ static int op_register(struct kvt_conn *c, const struct kvt_req *req)
 	d = &c->ns_desc[r->ns - 1];
 	kvn = d->layout == KVT_LAYOUT_MLA ? 1 : 2;
 	page = c->ns_block_bytes[r->ns - 1] / ((uint64_t)d->layers * kvn);
-	if (slot < 0)
+	if (slot < 0) {
 		err = -EMFILE;
-	else if (r->layers != d->layers || (kvn == 2 && r->kv_stride < page))
+	} else if (r->layers != d->layers || (kvn == 2 && r->kv_stride < page)) {
+		/* the engine's tensors are not the namespace's shape: say which
+		 * figure differs, the client sees only EINVAL */
+		kvt_srv_log(c->srv, KVT_LOG_WARN, "event=register.refused conn=%llu ns=%u "
+			    "model=\"%s\" reason=\"%s\" region_layers=%u ns_layers=%u "
+			    "kv_stride=%llu page_bytes=%llu", (unsigned long long)c->id, r->ns,
+			    d->model_id, r->layers != d->layers ? "the memory has another number "
+			    "of layers than the namespace" : "K and V are closer than one page of "
+			    "the namespace (kv_heads x head_dim x block_tokens x dtype)", r->layers,
+			    d->layers, (unsigned long long)r->kv_stride, (unsigned long long)page);
 		err = -EINVAL;
-	else if (r->kind == KVT_MEM_CUDA_IPC)
+	} else if (r->kind == KVT_MEM_CUDA_IPC) {
 		err = kvt_engine_mem_import(c->srv->opts.dev_cuda, -1, r, d, &m);
-	else if (c->srv->opts.dev_host)
+	} else if (c->srv->opts.dev_host) {
 		err = kvt_engine_mem_import(c->srv->opts.dev_host, fd, r, d, &m);
-	else
+	} else {
 		err = kvt_engine_mem_map(fd, r, kvn, page, &m);
+	}
 	if (fd >= 0)
 		close(fd); /* mapped or duplicated: the daemon's copy is not needed */
 	if (err)

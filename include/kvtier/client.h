@@ -56,9 +56,17 @@ struct kvt_client_opts {
  * structs" in types.h. */
 void kvt_client_opts_init(struct kvt_client_opts *opts, size_t size_bytes);
 
+/* The socket path kvt_client_connect(opts) connects to: opts->socket_path,
+ * else $KVTIER_SOCKET, else kvtierd's default for this user (opts may be
+ * NULL). Written to buf (at most len bytes, NUL-terminated); returns buf.
+ * For messages: a failed connect names the path it tried. */
+const char *kvt_client_socket_path(const struct kvt_client_opts *opts, char *buf, size_t len);
+
 /* Connect to kvtierd. Returns 0 and *out, or the errno of socket/connect
  * (-ENOENT: no socket there, -ECONNREFUSED: no daemon behind it, -EACCES:
- * not allowed by the socket's mode). The opts strings are copied. */
+ * not allowed by the socket's mode, -ENAMETOOLONG: a path of 108 bytes or
+ * more). kvt_client_socket_path() names the path tried. The opts strings
+ * are copied. */
 int kvt_client_connect(const struct kvt_client_opts *opts, struct kvt_client **out);
 
 /* Close the connection; the daemon finishes or cancels what was in flight and

@@ -142,9 +142,20 @@ const struct kvt_gpu *kvt_gpu_at(size_t i);
  * unknown GPU or a profile it lacks. */
 int kvt_gpu_find(const char *name, const char *mig, struct kvt_gpu *out);
 
+/* The table's GPUs whose names start with name (case, '-', '_' and ' '
+ * aside): "H100" gives "H100-SXM, H100-PCIe" in buf. Returns how many. */
+size_t kvt_gpu_suggest(const char *name, char *buf, size_t len);
+
 /* Host-link bandwidth of a PCIe generation x16, bytes/s per direction, after
- * 128b/130b encoding (Gen4: 31.5e9, Gen5: 63.0e9); 0 for an unknown one. */
+ * 128b/130b encoding (Gen4: 31.5e9, Gen5: 63.0e9); 0 for an unknown one.
+ * The link's ceiling: what copies reach is kvt_pcie_achieved_bw. */
 double kvt_pcie_bw(uint32_t gen);
+
+/* What pinned host-to-device copies achieve over a PCIe generation x16,
+ * bytes/s (Gen4: 25e9, Gen5: 52e9), the figure models use as they use
+ * achieved rates for the other links; *source (when not NULL) says where
+ * it comes from. 0 (and NULL) for an unknown generation. */
+double kvt_pcie_achieved_bw(uint32_t gen, const char **source);
 
 /* ---- sizing ------------------------------------------------------------ */
 
@@ -157,8 +168,9 @@ struct kvt_sizing {
 	uint64_t mem_usable;            /* GPU memory x mem_util */
 	int64_t users_fit;              /* contexts of `context` tokens fitting; <0: weights alone do not fit */
 	double decode_tok_s_batch1;     /* upper bound: mem_bw / bytes read per step */
-	double decode_tok_s_batch;      /* total tokens/s at `users` concurrent, same bound */
+	double decode_tok_s_batch;      /* total tokens/s at batch_users concurrent, same bound */
 	double prefill_s;               /* a `context`-token prefill at bf16 peak x mfu */
+	uint32_t batch_users;           /* `users`, or users_fit when fewer fit (0: none) */
 };
 
 struct kvt_sizing_opts {

@@ -362,6 +362,10 @@ struct kvt_store_stats {
 	 * and after encoding: the codec's ratio is raw / stored. */
 	uint64_t ssd_compressed_writes;
 	uint64_t ssd_write_raw_bytes, ssd_write_stored_bytes;
+	/* Blocks a storage tier recovered at open whose namespace no one has
+	 * attached since: kept, and indexed at its first kvt_ns_attach. They
+	 * are in tier[].blocks and tier[].used_bytes, not in blocks. */
+	uint64_t recovered_unattached;
 };
 
 /* Snapshot of the counters, as far as stats->size (set by the caller)

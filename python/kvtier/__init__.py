@@ -33,6 +33,7 @@ kvtier-client), or on the loader's path (libkvtier-client.so.0).
 """
 
 import ctypes
+import errno
 import json
 import mmap
 import os
@@ -143,6 +144,7 @@ _vp = ctypes.c_void_p
 _sigs = {
     "kvt_client_opts_init": (None, [_P(_Opts), ctypes.c_size_t]),
     "kvt_client_connect": (ctypes.c_int, [_P(_Opts), _P(_vp)]),
+    "kvt_client_socket_path": (ctypes.c_char_p, [_P(_Opts), ctypes.c_char_p, ctypes.c_size_t]),
     "kvt_client_close": (None, [_vp]),
     "kvt_client_desc_init": (None, [_P(_NsDesc), ctypes.c_size_t]),
     "kvt_client_hello": (ctypes.c_int, [_vp, _P(_NsDesc), _P(_ClientNs)]),
@@ -335,7 +337,14 @@ class Client:
         opts.token = self._token
         opts.completions = _COMPLETIONS[completions]
         c = ctypes.c_void_p()
-        _check(_lib.kvt_client_connect(ctypes.byref(opts), ctypes.byref(c)), "connect")
+        rc = _lib.kvt_client_connect(ctypes.byref(opts), ctypes.byref(c))
+        if rc < 0:
+            # the path tried (socket=, else $KVTIER_SOCKET, else the default)
+            # is the first thing to check: OSError's filename carries it
+            buf = ctypes.create_string_buffer(4096)
+            path = _lib.kvt_client_socket_path(ctypes.byref(opts), buf, len(buf)).decode()
+            raise OSError(-rc, "cannot connect to kvtierd (%s)" % _lib.kvt_strerror(rc).decode(),
+                          path)
         self._c = c
 
     def close(self):
@@ -388,8 +397,14 @@ class Client:
         r.offset = getattr(mem, "offset", 0)
         r.layers, r.pages = mem.layers, mem.pages
         r.layer_stride, r.kv_stride, r.page_stride = mem.layer_stride, mem.kv_stride, mem.page_stride
-        return _check(_lib.kvt_client_register(self._c, ctypes.byref(ns._raw), ctypes.byref(r)),
-                      "register")
+        rc = _lib.kvt_client_register(self._c, ctypes.byref(ns._raw), ctypes.byref(r))
+        if rc == -errno.EINVAL:
+            # what differs is in the daemon's log (register.refused)
+            raise OSError(errno.EINVAL, "register: the memory is not the namespace's shape "
+                          "(memory: %d layers, K to V %d bytes apart; namespace: %d layers "
+                          "of %d-byte pages); kvtierd's log says what differs"
+                          % (mem.layers, mem.kv_stride, ns.layers, ns.page_bytes))
+        return _check(rc, "register")
 
     def lookup(self, ns, keys):
         """(count of leading keys stored, [tier name of each key])."""

@@ -40,14 +40,16 @@ class Daemon:
     """kvtierd in a fresh directory under base (default $KVT_TEST_TMPDIR or
     the system's temporary directory; the SSD tier needs one that allows
     O_DIRECT, so not tmpfs), metrics off; env for its environment (default
-    this process's)."""
+    this process's). Its socket sits in a short directory of its own under
+    /tmp: a Unix socket's path must fit 108 bytes, and base may be deep."""
 
     def __init__(self, extra=(), dram="64M", ssd="0", base=None, binary=None, env=None):
         base = base or os.environ.get("KVT_TEST_TMPDIR") or None
         if base:
             os.makedirs(base, exist_ok=True)
         self.dir = tempfile.mkdtemp(prefix="kvtierd-py.", dir=base)
-        self.socket = os.path.join(self.dir, "kvtierd.sock")
+        self.sockdir = tempfile.mkdtemp(prefix="kvtd.", dir="/tmp")
+        self.socket = os.path.join(self.sockdir, "kvtierd.sock")
         self.args = [binary or find_kvtierd(), "--socket", self.socket, "--data-dir",
                      os.path.join(self.dir, "data"), "--dram", dram, "--ssd", ssd,
                      "--metrics", "off", *extra]
@@ -89,3 +91,4 @@ class Daemon:
         if self.running:
             self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
+        shutil.rmtree(self.sockdir, ignore_errors=True)

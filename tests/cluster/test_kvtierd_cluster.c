@@ -85,7 +85,9 @@ static void node_start_with(int idx, int ns, const char *id, const char *secret,
 	snprintf(dir, sizeof(dir), "%s/%s", tmpdir, id);
 	mkdir(dir, 0700);
 	n->d.dir = strdup(dir);
-	snprintf(n->d.socket, sizeof(n->d.socket), "%.200s/kvtierd.sock", dir);
+	n->d.sockdir = kvt_test_sockdir(id);
+	assert_non_null(n->d.sockdir);
+	snprintf(n->d.socket, sizeof(n->d.socket), "%.200s/kvtierd.sock", n->d.sockdir);
 	snprintf(n->d.log, sizeof(n->d.log), "%.200s/kvtierd.log", dir);
 	snprintf(data, sizeof(data), "%s/data", dir);
 	snprintf(listen, sizeof(listen), "%s:7400", net.addr[ns]);
@@ -143,6 +145,9 @@ static int node_stop(int idx, int sig)
 	st = kvtd_stop(&n->d, sig);
 	free(n->d.dir);
 	n->d.dir = NULL;
+	kvt_test_rmdir(n->d.sockdir);
+	free(n->d.sockdir);
+	n->d.sockdir = NULL;
 	return st;
 }
 

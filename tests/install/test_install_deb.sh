@@ -32,6 +32,8 @@ fi
 
 mkdir -p "$KVT_TEST_TMPDIR"
 W=$(mktemp -d "$KVT_TEST_TMPDIR/deb.XXXXXX")
+# sockets in a short directory: a Unix socket's path must fit 108 bytes
+SD=$(mktemp -d /tmp/kvt-deb.XXXXXX)
 had_user=$(getent passwd kvtier >/dev/null && echo yes || echo no)
 had_group=$(getent group kvtier >/dev/null && echo yes || echo no)
 DPID=
@@ -46,7 +48,7 @@ cleanup() {
 	fi
 	[ "$had_user" = yes ] || ! getent passwd kvtier >/dev/null || userdel kvtier
 	[ "$had_group" = yes ] || ! getent group kvtier >/dev/null || groupdel kvtier
-	rm -rf "$W"
+	rm -rf "$W" "$SD"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
@@ -108,9 +110,9 @@ systemd-analyze verify /lib/systemd/system/kvtierd.service /lib/systemd/system/k
 	fail "pkg-config kvtier-client"
 
 step "kvtierd as the kvtier user, the example engine built against /usr"
-chmod 0755 "$W"   # mktemp made it 0700: let the kvtier user through
-install -d -o kvtier -g kvtier -m 0750 "$W/run" "$W/data"
-S=$W/run/kvtierd.sock
+chmod 0755 "$W" "$SD"   # mktemp made them 0700: let the kvtier user through
+install -d -o kvtier -g kvtier -m 0750 "$SD/run" "$W/data"
+S=$SD/run/kvtierd.sock
 # setpriv execs kvtierd itself, so $! is the daemon
 setpriv --reuid kvtier --regid kvtier --init-groups -- /usr/bin/kvtierd --config /etc/kvtier/kvtierd.ini --socket "$S" \
 	--data-dir "$W/data" --dram 64M --ssd 32M --metrics off >"$W/kvtierd.log" 2>&1 &

@@ -23,13 +23,15 @@ KVT_SAN_FLAGS=${KVT_SAN_FLAGS:-}
 
 mkdir -p "$KVT_TEST_TMPDIR"
 W=$(mktemp -d "$KVT_TEST_TMPDIR/staged.XXXXXX")
+# sockets in a short directory: a Unix socket's path must fit 108 bytes
+SD=$(mktemp -d /tmp/kvt-staged.XXXXXX)
 P=$W/prefix
 DPID=
 cleanup() {
 	if [ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null; then
 		kill -KILL "$DPID" 2>/dev/null || true
 	fi
-	rm -rf "$W"
+	rm -rf "$W" "$SD"
 }
 trap cleanup EXIT
 
@@ -42,6 +44,7 @@ for f in bin/kvtierd bin/kvtier bin/kvtier-bench \
 	share/man/man8/kvtierd.8.gz share/man/man1/kvtier.1.gz share/man/man1/kvtier-bench.1.gz \
 	share/doc/kvtier/examples/engine.c share/doc/kvtier/examples/engine.py \
 	share/doc/kvtier/copyright share/doc/kvtier/LICENSE \
+	share/kvtier/grafana/kvtier-dashboard.json \
 	etc/kvtier/kvtierd.ini lib/systemd/system/kvtierd.service lib/systemd/system/kvtierd.socket; do
 	[ -f "$P/$f" ] || fail "$f not installed"
 done
@@ -97,7 +100,7 @@ mkdir "$W/embed-ssd"
 "$W/store_embed" "$W/embed-ssd" || fail "the embedded store program"
 
 step "the staged kvtierd and the example engines"
-S=$W/kvtierd.sock
+S=$SD/kvtierd.sock
 "$P/bin/kvtierd" --config "$P/etc/kvtier/kvtierd.ini" --socket "$S" --data-dir "$W/data" \
 	--dram 64M --ssd 32M --metrics off >"$W/kvtierd.log" 2>&1 &
 DPID=$!
@@ -149,17 +152,17 @@ kvtd_stop "$W/kvtierd.log"
 step "socket activation by systemd's own tool (systemd-socket-activate)"
 # it listens, and execs the staged kvtierd with the socket on the first
 # connection, as a socket unit does
-systemd-socket-activate -l "$W/activated.sock" --fdname=sidecar "$P/bin/kvtierd" \
-	--config "$P/etc/kvtier/kvtierd.ini" --socket "$W/own.sock" --data-dir "$W/data" \
+systemd-socket-activate -l "$SD/activated.sock" --fdname=sidecar "$P/bin/kvtierd" \
+	--config "$P/etc/kvtier/kvtierd.ini" --socket "$SD/own.sock" --data-dir "$W/data" \
 	--dram 64M --ssd 0 --metrics off >"$W/activated.log" 2>&1 &
 DPID=$!
 for _ in $(seq 200); do
-	[ -S "$W/activated.sock" ] && break
+	[ -S "$SD/activated.sock" ] && break
 	sleep 0.05
 done
-"$P/bin/kvtier" stats --socket "$W/activated.sock" >/dev/null ||
+"$P/bin/kvtier" stats --socket "$SD/activated.sock" >/dev/null ||
 	{ cat "$W/activated.log"; fail "kvtierd does not serve the socket systemd-socket-activate passed"; }
-[ ! -e "$W/own.sock" ] || fail "kvtierd bound --socket although a socket was passed"
+[ ! -e "$SD/own.sock" ] || fail "kvtierd bound --socket although a socket was passed"
 kvtd_stop "$W/activated.log"
 
 step "DESTDIR install for the prefix /usr"

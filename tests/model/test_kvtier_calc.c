@@ -117,9 +117,13 @@ static void plan_of_a_prefix(void **state)
 	assert_int_equal(geti(p, "blocks"), 64);
 	assert_int_equal(geti(p, "load_blocks"), 60);
 	assert_int_equal(geti(p, "block_tokens"), 16);
-	/* 60 x 16 x 147,456 B / 63.0e9 B/s */
+	/* 60 x 16 x 147,456 B / 52e9 B/s: what pinned copies achieve over
+	 * PCIe Gen5 x16, not the link's 63.0e9 */
 	load_s = json_real_value(json_object_get(p, "load_s"));
-	assert_true(fabs(load_s - 60 * 16 * 147456.0 / (16 * 32e9 * 128 / 130 / 8)) < 1e-9);
+	assert_true(fabs(load_s - 60 * 16 * 147456.0 / 52e9) < 1e-5 * load_s); /* 6 digits */
+	assert_true(json_real_value(json_object_get(p, "dram_bw")) == 52e9);
+	assert_non_null(strstr(json_string_value(json_object_get(p, "dram_bw_source")),
+			       "Gen5"));
 	json_decref(j);
 	/* no bandwidth to the remote tier: loading everything is impossible */
 	j = run_json("calc --model Qwen3-8B --gpu H100-SXM --plan dram:2,remote:2 "
@@ -128,6 +132,87 @@ static void plan_of_a_prefix(void **state)
 	assert_int_equal(geti(p, "load_blocks"), 2);
 	assert_true(json_real_value(json_object_get(p, "all_load_s")) == -1.0);
 	json_decref(j);
+}
+
+/* A TP group recomputes on all its GPUs and loads each GPU's share of
+ * the KV over that GPU's own link: four GPUs, a quarter of either time. */
+static void a_tp_plan_prices_the_whole_group(void **state)
+{
+	json_t *one = run_json("calc --model Llama-3.1-70B --gpu H100-SXM --plan dram:64 --json");
+	json_t *four = run_json("calc --model Llama-3.1-70B --gpu H100-SXM --tp 4 "
+				"--plan dram:64 --json");
+	json_t *p1 = json_object_get(one, "plan"), *p4 = json_object_get(four, "plan");
+	double r1 = json_real_value(json_object_get(p1, "all_recompute_s"));
+	double r4 = json_real_value(json_object_get(p4, "all_recompute_s"));
+	double l1 = json_real_value(json_object_get(p1, "all_load_s"));
+	double l4 = json_real_value(json_object_get(p4, "all_load_s"));
+
+	assert_true(r1 > 0 && l1 > 0);
+	assert_true(fabs(r4 - r1 / 4) < 1e-5 * r1); /* the JSON has 6 digits */
+	assert_true(fabs(l4 - l1 / 4) < 1e-5 * l1);
+	assert_true(json_real_value(json_object_get(p4, "prefill_flops_s")) == 4 * 989e12 * 0.5);
+	json_decref(one);
+	json_decref(four);
+}
+
+/* tok/s at a batch is at the users that fit when fewer fit than asked. */
+static void the_batch_is_the_users_that_fit(void **state)
+{
+	json_t *asked = run_json("calc --model Llama-3.1-8B --gpu H100-SXM --users 16 "
+				 "--context 131072 --json");
+	json_t *fit = run_json("calc --model Llama-3.1-8B --gpu H100-SXM --users 3 "
+			       "--context 131072 --json");
+
+	assert_int_equal(geti(asked, "users_fit"), 3);
+	assert_int_equal(geti(asked, "decode_batch_users"), 3);
+	assert_true(json_real_value(json_object_get(asked, "decode_tok_s_upper_batch")) ==
+		    json_real_value(json_object_get(fit, "decode_tok_s_upper_batch")));
+	json_decref(asked);
+	json_decref(fit);
+}
+
+/* Run `bin args`: its exit status, and what it printed on stderr in *out. */
+static int run_err(const char *args, char **out)
+{
+	char cmd[1024];
+	size_t len;
+	FILE *p;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "'%s' %s 2>&1 >/dev/null", bin, args);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	*out = malloc(1 << 16);
+	assert_non_null(*out);
+	len = fread(*out, 1, (1 << 16) - 1, p);
+	(*out)[len] = 0;
+	st = pclose(p);
+	assert_true(WIFEXITED(st));
+	return WEXITSTATUS(st);
+}
+
+static void names_as_users_write_them(void **state)
+{
+	json_t *j;
+	char *out;
+
+	/* a Hugging Face id is its shipped config; -Instruct has its shape */
+	j = run_json("calc --model meta-llama/Llama-3.1-70B --json");
+	assert_string_equal(json_string_value(json_object_get(j, "model")), "Llama-3.1-70B");
+	json_decref(j);
+	j = run_json("calc --model Qwen/Qwen3-8B-Instruct --json");
+	assert_string_equal(json_string_value(json_object_get(j, "model")), "Qwen3-8B");
+	json_decref(j);
+	assert_int_equal(run("calc --model some-org/Unknown-1B", &out), 1);
+	free(out);
+	/* a GPU family is answered with its members */
+	assert_int_equal(run_err("calc --model Qwen3-8B --gpu H100", &out), 1);
+	if (!strstr(out, "did you mean H100-SXM, H100-PCIe"))
+		fail_msg("no suggestion for --gpu H100: %s", out);
+	free(out);
+	assert_int_equal(run_err("calc --model Qwen3-8B --gpu H100-SXM --mig 9g.1gb", &out), 1);
+	assert_non_null(strstr(out, "no MIG profile '9g.1gb'"));
+	free(out);
 }
 
 static void text_output_and_help(void **state)
@@ -181,6 +266,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test(decode_bound_at_short_context),
 		cmocka_unit_test(mig_and_kv_dtype),
 		cmocka_unit_test(plan_of_a_prefix),
+		cmocka_unit_test(a_tp_plan_prices_the_whole_group),
+		cmocka_unit_test(the_batch_is_the_users_that_fit),
+		cmocka_unit_test(names_as_users_write_them),
 		cmocka_unit_test(text_output_and_help),
 		cmocka_unit_test(bad_input_exit_status),
 	};

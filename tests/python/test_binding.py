@@ -79,8 +79,35 @@ class BindingTest(unittest.TestCase):
         with self.client("wrong") as c:
             with self.assertRaises(PermissionError):
                 self.hello(c)
-        with self.assertRaises((FileNotFoundError, ConnectionRefusedError)):
-            kvtier.Client(socket=os.path.join(self.d.dir, "nope.sock"))
+        nope = os.path.join(self.d.sockdir, "nope.sock")
+        with self.assertRaises((FileNotFoundError, ConnectionRefusedError)) as cm:
+            kvtier.Client(socket=nope)
+        # the error names the socket it tried: given, or from $KVTIER_SOCKET
+        self.assertEqual(cm.exception.filename, nope)
+        self.assertIn(nope, str(cm.exception))
+        os.environ["KVTIER_SOCKET"] = nope
+        try:
+            with self.assertRaises(FileNotFoundError) as cm:
+                kvtier.Client()
+            self.assertIn(nope, str(cm.exception))
+        finally:
+            del os.environ["KVTIER_SOCKET"]
+        engine = subprocess.run([os.environ["KVT_EXAMPLE_ENGINE"], "--socket", nope],
+                                capture_output=True, text=True)
+        self.assertEqual(engine.returncode, 1)
+        self.assertIn("connect to kvtierd at " + nope, engine.stderr)
+        with self.client() as c:
+            # memory of another shape: refused, and both sides say why
+            ns = self.hello(c)
+            deep = c.hello("py/deeper", layers=8, kv_heads=2, head_dim=16, block_tokens=4)
+            with kvtier.EngineMemory.paged(deep, pages=2) as mem:
+                with self.assertRaises(OSError) as cm:
+                    c.register(ns, mem)
+            self.assertEqual(cm.exception.errno, 22)
+            self.assertIn("not the namespace's shape", str(cm.exception))
+            with open(self.d.log.name) as f:
+                self.assertIn("region_layers=8 ns_layers=4",
+                              [l for l in f if "event=register.refused" in l][-1])
         with self.client() as c:
             ns = self.hello(c)
             with kvtier.EngineMemory.paged(ns, pages=2) as mem:

@@ -52,7 +52,9 @@ int kvtd_start(struct kvtd_proc *d, const char *dir, const char *const *extra)
 	}
 	if (!d->dir)
 		return -1;
-	snprintf(d->socket, sizeof(d->socket), "%s/kvtierd.sock", d->dir);
+	if (!d->sockdir && !(d->sockdir = kvt_test_sockdir("kvtd")))
+		return -1;
+	snprintf(d->socket, sizeof(d->socket), "%s/kvtierd.sock", d->sockdir);
 	snprintf(d->log, sizeof(d->log), "%s/kvtierd.log", d->dir);
 	snprintf(data, sizeof(data), "%s/data", d->dir);
 	argv[n++] = kvtd_binary();
@@ -142,12 +144,17 @@ void kvtd_cleanup(struct kvtd_proc *d)
 {
 	if (d->pid > 0)
 		kvtd_stop(d, SIGKILL);
-	if (getenv("KVT_TEST_KEEP"))
+	if (getenv("KVT_TEST_KEEP")) {
 		fprintf(stderr, "kept %s\n", d->dir);
-	else
+	} else {
 		kvt_test_rmdir(d->dir);
+		if (d->sockdir)
+			kvt_test_rmdir(d->sockdir);
+	}
 	free(d->dir);
+	free(d->sockdir);
 	d->dir = NULL;
+	d->sockdir = NULL;
 }
 
 struct kvt_client *kvtd_connect(const struct kvtd_proc *d, const char *token)

@@ -12,7 +12,8 @@
 
 struct kvtd_proc {
 	pid_t pid;
-	char *dir;          /* temp dir: socket, data dir, log */
+	char *dir;          /* temp dir: data dir, log */
+	char *sockdir;      /* short temp dir under /tmp: the socket */
 	char socket[256];
 	char log[256];
 };
@@ -20,16 +21,18 @@ struct kvtd_proc {
 /* Path of the kvtierd binary: $KVTIERD (set by CMake). */
 const char *kvtd_binary(void);
 
-/* Start kvtierd with the socket and data dir in a fresh temp dir plus `extra`
- * arguments (NULL-terminated) and those of $KVTD_EXTRA, and wait until it
- * accepts connections.
- * Returns 0 or -1 (the log is printed). If dir is not NULL, reuse it. */
+/* Start kvtierd with the data dir in a fresh temp dir and the socket in a
+ * short one under /tmp (kvt_test_sockdir), plus `extra` arguments
+ * (NULL-terminated) and those of $KVTD_EXTRA, and wait until it accepts
+ * connections.
+ * Returns 0 or -1 (the log is printed). If dir is not NULL, reuse it; a
+ * d->sockdir already set (a restart) is reused too. */
 int kvtd_start(struct kvtd_proc *d, const char *dir, const char *const *extra);
 
 /* Send sig and wait for the exit; returns the exit status (128+sig if killed). */
 int kvtd_stop(struct kvtd_proc *d, int sig);
 
-/* Remove the temp dir. */
+/* Remove the temp dirs. */
 void kvtd_cleanup(struct kvtd_proc *d);
 
 /* Connect with token (NULL = none). */

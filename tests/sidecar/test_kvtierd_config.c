@@ -22,6 +22,7 @@
 #include "helpers.h"
 
 static char *dir;
+static char *sockdir; /* short, under /tmp: the sockets */
 
 /* Run kvtierd with args (a shell word list); returns its exit status and its
  * stdout+stderr in *out (malloc'd). */
@@ -349,7 +350,7 @@ static void dram_is_sized_from_the_cgroup_limit(void **state)
 		kvtd_cleanup(&d);
 
 		snprintf(args, sizeof(args), "--socket %s/cg.sock --dram 1G --ssd 0 --metrics off "
-			 "--no-prefault --no-gpu", dir);
+			 "--no-prefault --no-gpu", sockdir);
 		if (run_limit(args, 10, &out) != 2)
 			fail_msg("--dram 1G was not refused under a %s of %s:\n%s", cases[i].file,
 				 cases[i].value, out);
@@ -381,10 +382,10 @@ static void usage_errors_name_the_option_and_what_it_takes(void **state)
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		snprintf(args, sizeof(args), "%s --socket %s/u.sock --data-dir %s/data --no-prefault "
-			 "--no-gpu --metrics off", cases[i].args, dir, dir);
+			 "--no-gpu --metrics off", cases[i].args, sockdir, dir);
 		if (strstr(cases[i].args, "--metrics"))
 			snprintf(args, sizeof(args), "--socket %s/u.sock --data-dir %s/data "
-				 "--no-prefault --no-gpu --ssd 0 %s", dir, dir, cases[i].args);
+				 "--no-prefault --no-gpu --ssd 0 %s", sockdir, dir, cases[i].args);
 		if (run_limit(args, 10, &out) != 2)
 			fail_msg("%s: not a usage error:\n%s", cases[i].args, out);
 		if (!strstr(out, cases[i].names) || !strstr(out, cases[i].accepts))
@@ -405,7 +406,7 @@ static void usage_errors_name_the_option_and_what_it_takes(void **state)
 	snprintf(ini, sizeof(ini), "%s/notoken.ini", dir);
 	write_file(ini, "[tenant alice]\ntoken = ta\n\n[tenant bob]\n\n[tenant carol]\nsalt = c\n");
 	snprintf(args, sizeof(args), "--config %s --socket %s/u.sock --dram 16M --ssd 0 "
-		 "--metrics off --no-prefault --no-gpu", ini, dir);
+		 "--metrics off --no-prefault --no-gpu", ini, sockdir);
 	assert_int_equal(run_limit(args, 10, &out), 2);
 	if (!strstr(out, "bob") || !strstr(out, "token"))
 		fail_msg("a tenant without a token was not named:\n%s", out);
@@ -447,10 +448,10 @@ static void ambiguous_tokens_are_refused(void **state)
 		if (i < 2) {
 			write_file(ini, bad_files[i]);
 			snprintf(args, sizeof(args), "--config %s --socket %s/tok.sock --dram 1M --ssd 0 "
-				 "--no-prefault --no-gpu", ini, dir);
+				 "--no-prefault --no-gpu", ini, sockdir);
 		} else {
 			snprintf(args, sizeof(args), "%s --socket %s/tok.sock --dram 1M --ssd 0 "
-				 "--no-prefault --no-gpu", bad_args[i - 2], dir);
+				 "--no-prefault --no-gpu", bad_args[i - 2], sockdir);
 		}
 		/* a daemon that took the config would serve: the timeout ends it */
 		if (run_limit(args, 10, &out) != 2)
@@ -474,11 +475,11 @@ static void only_a_stale_socket_is_replaced(void **state)
 	struct stat st;
 	int fd;
 
-	snprintf(file, sizeof(file), "%s/precious", dir);
-	snprintf(link, sizeof(link), "%s/link", dir);
-	snprintf(sock, sizeof(sock), "%s/stale", dir);
+	snprintf(file, sizeof(file), "%s/precious", sockdir);
+	snprintf(link, sizeof(link), "%s/link", sockdir);
+	snprintf(sock, sizeof(sock), "%s/stale", sockdir);
 	assert_int_equal(mkdir(sock, 0700), 0);
-	strcat(sock, "/kvtierd.sock"); /* where kvtd_start puts the socket of a daemon in dir/stale */
+	strcat(sock, "/kvtierd.sock"); /* where kvtd_start puts the socket given sockdir/stale */
 	write_file(file, "not a socket\n");
 	assert_int_equal(symlink(file, link), 0);
 	for (size_t i = 0; i < 2; i++) {
@@ -512,7 +513,8 @@ static void only_a_stale_socket_is_replaced(void **state)
 		struct kvtd_proc d = { 0 };
 
 		*strrchr(sock, '/') = 0;
-		assert_int_equal(kvtd_start(&d, sock, NULL), 0);
+		d.sockdir = strdup(sock);
+		assert_int_equal(kvtd_start(&d, NULL, NULL), 0);
 		assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
 		kvtd_cleanup(&d);
 	}
@@ -563,8 +565,11 @@ int main(void)
 	int rc;
 
 	dir = kvt_test_mkdtemp("kvtierd-config");
+	sockdir = kvt_test_sockdir("kvtierd-config");
 	rc = cmocka_run_group_tests(tests, NULL, NULL);
 	kvt_test_rmdir(dir);
+	kvt_test_rmdir(sockdir);
 	free(dir);
+	free(sockdir);
 	return rc;
 }

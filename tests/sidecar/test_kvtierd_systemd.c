@@ -64,7 +64,7 @@ static void manager_open(struct manager *m)
 {
 	char path[512];
 
-	m->dir = kvt_test_mkdtemp("kvtierd-sd");
+	m->dir = kvt_test_sockdir("kvtierd-sd"); /* sockets: short paths */
 	assert_non_null(m->dir);
 	snprintf(path, sizeof(path), "%s/activated.sock", m->dir);
 	snprintf(m->notify_path, sizeof(m->notify_path), "%s/notify.sock", m->dir);

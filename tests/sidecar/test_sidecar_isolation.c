@@ -224,6 +224,65 @@ static long long namespaces_of(const struct kvtd_proc *proc)
 	return n;
 }
 
+/* STATS' server.hello_shape_mismatch. */
+static long long shape_mismatches(void)
+{
+	struct kvt_client *c = kvtd_connect(&d, "tok-bob");
+	char *text = NULL;
+	json_t *root;
+	long long n;
+
+	assert_non_null(c);
+	assert_int_equal(kvt_client_stats(c, &text), 0);
+	kvt_client_close(c);
+	root = json_loads(text, 0, NULL);
+	assert_non_null(root);
+	n = json_integer_value(json_object_get(json_object_get(root, "server"),
+					       "hello_shape_mismatch"));
+	json_decref(root);
+	free(text);
+	return n;
+}
+
+/* The same model id in another shape is another namespace, which finds
+ * none of the blocks saved in the first: HELLO says so (a warning naming
+ * both shapes, and a counter). Tensor-parallel ranks of one shape, and
+ * another tenant's namespaces, are not other shapes. */
+static void the_same_model_in_another_shape_is_flagged(void **state)
+{
+	struct kvt_client *a = kvtd_connect(&d, "tok-alice"), *b = kvtd_connect(&d, "tok-bob");
+	struct kvt_ns_desc desc, other;
+	struct kvt_client_ns ns;
+	long long before = shape_mismatches();
+
+	assert_non_null(a);
+	assert_non_null(b);
+	kvtd_test_desc(&desc, "shape/model");
+	assert_int_equal(kvt_client_hello(a, &desc, &ns), 0);
+	assert_int_equal(shape_mismatches(), before);
+	/* the engine's config changed: 8 layers where 4 were */
+	other = desc;
+	other.layers = 8;
+	assert_int_equal(kvt_client_hello(a, &other, &ns), 0);
+	assert_int_equal(shape_mismatches(), before + 1);
+	assert_true(kvtd_log_has(&d, "event=hello.shape_differs"));
+	assert_true(kvtd_log_has(&d, "shape=\"layout=paged dtype=bf16 layers=8 kv_heads=2 "
+				 "head_dim=16 block_tokens=4 tp=0/1\" known_shape=\"layout=paged "
+				 "dtype=bf16 layers=4 kv_heads=2"));
+	/* another tenant's namespaces are its own business */
+	assert_int_equal(kvt_client_hello(b, &other, &ns), 0);
+	assert_int_equal(shape_mismatches(), before + 1);
+	/* the ranks of a tensor-parallel engine: one shape, a namespace each */
+	kvtd_test_desc(&desc, "shape/tp");
+	desc.tp_size = 2;
+	assert_int_equal(kvt_client_hello(a, &desc, &ns), 0);
+	desc.tp_rank = 1;
+	assert_int_equal(kvt_client_hello(a, &desc, &ns), 0);
+	assert_int_equal(shape_mismatches(), before + 1);
+	kvt_client_close(a);
+	kvt_client_close(b);
+}
+
 /* One tenant's 65,536 HELLOs with new model ids (16 per connection, as many
  * as a connection holds) do not use up the store's 65,535 namespaces for the
  * others: a namespace with no block and no connection left is reclaimed. */
@@ -415,7 +474,7 @@ static void supplementary_members_of_the_socket_group_get_in(void **state)
 		endgrent();
 		assert_int_equal(kvtd_start(&q, NULL, extra), 0);
 	}
-	assert_int_equal(chmod(q.dir, 0711), 0); /* the socket itself is 0660, group gid */
+	assert_int_equal(chmod(q.sockdir, 0711), 0); /* the socket itself is 0660, group gid */
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0)
@@ -437,6 +496,7 @@ int main(void)
 		cmocka_unit_test(nothing_before_hello),
 		cmocka_unit_test(namespaces_outside_the_tenant_are_refused),
 		cmocka_unit_test(tenants_do_not_share_blocks_unless_salted_alike),
+		cmocka_unit_test(the_same_model_in_another_shape_is_flagged),
 		cmocka_unit_test(a_hello_flood_does_not_exhaust_namespaces),
 		cmocka_unit_test(a_tenant_is_held_to_its_namespace_quota),
 		cmocka_unit_test(supplementary_members_of_the_socket_group_get_in),

@@ -559,7 +559,7 @@ static void connections_are_capped_per_uid(void **state)
 	pid_t pid;
 
 	assert_int_equal(kvtd_start(&d, NULL, extra), 0);
-	assert_int_equal(chmod(d.dir, 0711), 0); /* uid 4243 reaches the socket */
+	assert_int_equal(chmod(d.sockdir, 0711), 0); /* uid 4243 reaches the socket */
 	for (int i = 0; i < 8; i++)
 		assert_int_equal(ping_new_conn(&fds[i]), 0);
 	assert_int_equal(ping_new_conn(&extra_fd), 1);

@@ -187,7 +187,7 @@ static void kvtier_stats_prints_the_same_counters(void **state)
 	assert_non_null(strstr(out, "dram"));
 	assert_non_null(strstr(out, "LOOKUP"));
 	/* no daemon there: a clear error, status 1 */
-	snprintf(cmd, sizeof(cmd), "%s stats --socket %s/none.sock 2>/dev/null", cli, d.dir);
+	snprintf(cmd, sizeof(cmd), "%s stats --socket %s/none.sock 2>/dev/null", cli, d.sockdir);
 	p = popen(cmd, "r");
 	len = fread(out, 1, (1 << 20) - 1, p);
 	assert_int_equal(WEXITSTATUS(pclose(p)), 1);

@@ -328,7 +328,7 @@ static void server_opts_of_an_older_caller(void **state)
 	struct kvt_store_opts so;
 	struct kvt_server *srv;
 	struct kvt_store *s;
-	char path[600], *dir = kvt_test_mkdtemp("opts-server");
+	char path[600], *dir = kvt_test_sockdir("opts-server");
 	union room r;
 	struct kvt_server_opts *o = (struct kvt_server_opts *)r.bytes;
 
