@@ -173,6 +173,11 @@ static int apply_segments(struct kvt_ssd *ssd, struct kvt_ssd_recovery *r,
 				   .id = f->id, .nonce = f->nonce, .n_pages = f->n_pages,
 				   .next_page = f->end, .gen = 1, .tombs = f->tombs,
 				   .recs = f->recs, .n_recs = f->n_recs, .cap_recs = f->n_recs };
+		if (f->file_bytes)
+			kvt_log(KVT_LOG_WARN, "event=ssd.segment_size dir=%s segment=%" PRIu64
+				" bytes=%" PRIu64 " expected=%" PRIu64 " records=%zu damaged=%u "
+				"action=\"kept the records that verify; sealed\"", ssd->dir, f->id,
+				f->file_bytes, f->seg_bytes, f->n_recs, f->damaged);
 		f->fd = -1;
 		f->recs = NULL;
 		ssd->segs_used++;

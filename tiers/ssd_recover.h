@@ -52,7 +52,9 @@ struct kvt_ssd_rec {
 struct kvt_ssd_found_seg {
 	uint64_t id;
 	int fd;                  /* O_RDWR | O_DIRECT; the result's until taken (-1) */
-	uint32_t n_pages;
+	uint32_t n_pages;        /* read: the smaller of its size and its superblock's */
+	uint64_t seg_bytes;      /* its superblock's size */
+	uint64_t file_bytes;     /* its file's size when that differs, else 0 */
 	uint32_t end;            /* the page after its last valid record */
 	uint64_t nonce;          /* of its superblock */
 	bool sealed;             /* takes no more records */

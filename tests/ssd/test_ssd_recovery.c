@@ -578,6 +578,44 @@ static void degraded_tier_resumes_after_a_probe(void **state)
 }
 #endif
 
+/* A segment of the wrong size keeps every record that verifies: one cut to
+ * half its size keeps the records wholly before the cut, one with bytes
+ * appended keeps them all; both are sealed (the tier writes on in a new
+ * segment), and what they keep is there after the next open too. Old code
+ * quarantined both whole. */
+static void segments_of_the_wrong_size_keep_their_intact_records(void **state)
+{
+	struct fixture *f = *state;
+	char p[4096];
+	int fd;
+
+	for (uint64_t i = 0; i < 40; i++)
+		put(f, i); /* 23 in segment 1, 17 in segment 2 */
+	kvt_ssd_close(f->ssd);
+	f->ssd = NULL;
+	path_of(f, "seg-0000000000000001.kvt", p, sizeof(p));
+	assert_int_equal(truncate(p, 512 << 10), 0);
+	path_of(f, "seg-0000000000000002.kvt", p, sizeof(p));
+	fd = open(p, O_WRONLY | O_APPEND);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, f->buf, 100), 100);
+	close(fd);
+
+	assert_int_equal(tier_open(f), 0);
+	/* records 0-10 end by page 122 of the 128 left; 11-22 were cut */
+	assert_int_equal(f->n_seen, 11 + 17);
+	assert_int_equal(ssd_test_count(f->dir, "seg-", ".kvt"), 2);
+	put(f, 100);
+	assert_int_equal(ssd_test_count(f->dir, "seg-", ".kvt"), 3);
+	reopen(f);
+	assert_int_equal(f->n_seen, 11 + 17 + 1);
+	for (uint64_t i = 0; i < 11; i++)
+		assert_there(f, i);
+	for (uint64_t i = 23; i < 40; i++)
+		assert_there(f, i);
+	assert_there(f, 100);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -594,6 +632,8 @@ int main(int argc, char **argv)
 						teardown),
 		cmocka_unit_test_setup_teardown(a_spare_left_by_a_crash_is_continued, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(segments_of_the_wrong_size_keep_their_intact_records,
+						setup, teardown),
 #ifdef KVT_TESTING
 		cmocka_unit_test_setup_teardown(degraded_tier_resumes_after_a_probe, setup, teardown),
 #endif
