@@ -75,10 +75,12 @@ void kvtd_usage(FILE *f)
 "                          memory, or the room left under its cgroup's memory\n"
 "                          limit (v2 memory.max, v1 memory.limit_in_bytes) when\n"
 "                          that is less. From 1 MiB to that; more is refused.\n"
-"        --ssd SIZE        SSD tier capacity, 4 MiB to the data directory's free\n"
-"                          space plus what the tier holds; N% is of the free\n"
-"                          space (default " DEFAULT_SSD ", at most 64G when a\n"
-"                          percentage); 0 turns the tier off.\n"
+"        --ssd SIZE        SSD tier capacity, 4 MiB to the size of the data\n"
+"                          directory's file system; N% is of the free space\n"
+"                          (default " DEFAULT_SSD ", at most 64G when a\n"
+"                          percentage); 0 turns the tier off. When the free\n"
+"                          space plus what the tier holds is less, the tier\n"
+"                          starts at that (off under 4 MiB), with a warning.\n"
 "        --no-huge-pages   Map the DRAM tier with 4 KiB pages only (neither\n"
 "                          reserved nor transparent huge pages).\n"
 "        --no-prefault     Do not fault the DRAM tier in (by default a thread\n"
@@ -1093,8 +1095,10 @@ int kvtd_config_resolve(struct kvtd_config *cfg)
 		return -EINVAL;
 	}
 	cfg->ssd_bytes = 0;
+	cfg->ssd_short[0] = 0;
 	if (strcmp(cfg->ssd_spec, "0")) {
-		uint64_t free_bytes, held, room;
+		uint64_t free_bytes, held, room, total, asked;
+		bool percent = strchr(cfg->ssd_spec, '%') != NULL;
 		char a[32], b[32], c[32];
 
 		err = make_dirs(cfg->data_dir, 0750);
@@ -1108,20 +1112,39 @@ int kvtd_config_resolve(struct kvtd_config *cfg)
 			return err;
 		}
 		free_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+		total = (uint64_t)vfs.f_blocks * vfs.f_frsize;
 		/* what the tier's segments hold is theirs again on a restart */
 		held = ssd_tier_bytes(cfg->data_dir);
 		room = free_bytes + held;
 		kvt_parse_size(cfg->ssd_spec, free_bytes, &cfg->ssd_bytes);
-		if (strchr(cfg->ssd_spec, '%') && cfg->ssd_bytes > (64ull << 30))
+		if (percent && cfg->ssd_bytes > (64ull << 30))
 			cfg->ssd_bytes = 64ull << 30;
-		if (cfg->ssd_bytes && (cfg->ssd_bytes < KVTD_SSD_MIN || cfg->ssd_bytes > room)) {
-			fprintf(stderr, "kvtierd: --ssd %s: the SSD tier takes %s to %s (the free "
-				"space of %s, %s, plus the %s its segments hold), or 0 for none\n",
-				cfg->ssd_spec, kvt_fmt_bytes(KVTD_SSD_MIN, a, sizeof(a)),
-				kvt_fmt_bytes(room, b, sizeof(b)), cfg->data_dir,
+		asked = cfg->ssd_bytes;
+		/* a size no disk of this size could hold is a mistake; one that
+		 * does not fit today's free space is a disk others filled */
+		if (!percent && (asked < KVTD_SSD_MIN || asked > total)) {
+			fprintf(stderr, "kvtierd: --ssd %s: the SSD tier takes %s to %s (the size "
+				"of the file system of %s; %s of it free, plus the %s its segments "
+				"hold), or 0 for none\n", cfg->ssd_spec,
+				kvt_fmt_bytes(KVTD_SSD_MIN, a, sizeof(a)),
+				kvt_fmt_bytes(total, b, sizeof(b)), cfg->data_dir,
 				kvt_fmt_bytes(free_bytes, c, sizeof(c)), kvt_fmt_bytes(held, avail,
 											sizeof(avail)));
 			return -EINVAL;
+		}
+		if (asked > room || asked < KVTD_SSD_MIN) {
+			/* whole MiB of what fits; none under the smallest tier */
+			cfg->ssd_bytes = room < asked ? room & ~((1ull << 20) - 1) : asked;
+			if (cfg->ssd_bytes < KVTD_SSD_MIN)
+				cfg->ssd_bytes = 0;
+			snprintf(cfg->ssd_short, sizeof(cfg->ssd_short),
+				 "--ssd %s asks %s; the file system of %s has %s free and the tier's "
+				 "segments hold %s", cfg->ssd_spec, kvt_fmt_bytes(asked, a, sizeof(a)),
+				 cfg->data_dir, kvt_fmt_bytes(free_bytes, b, sizeof(b)),
+				 kvt_fmt_bytes(held, c, sizeof(c)));
+			fprintf(stderr, "kvtierd: warning: %s: the SSD tier starts %s%s\n",
+				cfg->ssd_short, cfg->ssd_bytes ? "at " : "off",
+				cfg->ssd_bytes ? kvt_fmt_bytes(cfg->ssd_bytes, avail, sizeof(avail)) : "");
 		}
 	}
 	if (cfg->cluster[0] && !cfg->cluster_secret_file[0])
