@@ -6,7 +6,10 @@
  * short by a close or by silence) fail those blocks within the timeout and
  * never hand over wrong bytes. */
 #include <errno.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -554,6 +558,99 @@ static void closing_the_server_ends_idle_connections(void **state)
 	kvt_peer_client_close(c);
 }
 
+/* A flood of connections that never say a word: a thread keeps FLOOD of
+ * them open to the owner from bind_addr, opening a new one for each the
+ * owner closes. */
+#define FLOOD 300
+
+struct flood {
+	pthread_t th;
+	int port;
+	const char *bind_addr;
+	volatile int stop;
+	uint64_t opened;
+};
+
+static void *flood_thread(void *arg)
+{
+	struct flood *f = arg;
+	static int fds[FLOOD];
+	struct pollfd p[FLOOD];
+
+	for (int i = 0; i < FLOOD; i++)
+		fds[i] = -1;
+	while (!__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) {
+		for (int i = 0; i < FLOOD; i++) {
+			struct sockaddr_in a = { .sin_family = AF_INET };
+
+			if (fds[i] >= 0)
+				continue;
+			fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+			assert_true(fds[i] >= 0);
+			inet_pton(AF_INET, f->bind_addr, &a.sin_addr);
+			assert_int_equal(bind(fds[i], (struct sockaddr *)&a, sizeof(a)), 0);
+			a.sin_port = htons((uint16_t)f->port);
+			inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+			if (connect(fds[i], (struct sockaddr *)&a, sizeof(a)) && errno != EINPROGRESS) {
+				close(fds[i]);
+				fds[i] = -1;
+				continue;
+			}
+			f->opened++;
+		}
+		for (int i = 0; i < FLOOD; i++)
+			p[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
+		if (poll(p, FLOOD, 20) <= 0)
+			continue;
+		for (int i = 0; i < FLOOD; i++)
+			if (p[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+				close(fds[i]); /* the owner hung up (it never sends first) */
+				fds[i] = -1;
+			}
+	}
+	for (int i = 0; i < FLOOD; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	return NULL;
+}
+
+/* Connections without the secret that never finish their handshake, held
+ * open from another address and reopened as soon as closed, do not keep a
+ * node with the secret out: each of its fetches gets every block. Old code
+ * gave the flood all 256 places for the handshake's 5 s (here 1 s): the
+ * reader got none. */
+static void an_unauthenticated_flood_does_not_lock_nodes_out(void **state)
+{
+	struct owner o;
+	struct kvt_peer_client *c = client("reader", &secret);
+	struct kvt_peer_server_stats st;
+	struct flood f = { .bind_addr = "127.0.0.2" };
+	int got[5];
+
+	owner_open(&o, 32ull << 20, NULL);
+	owner_put(&o, 9, 16);
+	f.port = kvt_peer_server_port(o.srv);
+	assert_int_equal(pthread_create(&f.th, NULL, flood_thread, &f), 0);
+	kvt_test_sleep_ms(300); /* the flood is in place */
+	for (int i = 0; i < 5; i++) {
+		got[i] = fetch_into_store(c, &o, 9, 16, NULL);
+		kvt_test_sleep_ms(100);
+	}
+	__atomic_store_n(&f.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(f.th, NULL);
+	kvt_peer_server_stats(o.srv, &st);
+	fprintf(stderr, "flood: %llu connections opened; owner: accepted %llu, refused %llu, "
+		"dropped in handshake %llu\n", (unsigned long long)f.opened,
+		(unsigned long long)st.accepted, (unsigned long long)st.refused,
+		(unsigned long long)st.unauth_dropped);
+	for (int i = 0; i < 5; i++)
+		if (got[i] != 16)
+			fail_msg("fetch %d under the flood got %d of 16 blocks", i, got[i]);
+	assert_true(st.unauth_dropped > 0);
+	kvt_peer_client_close(c);
+	owner_close(&o);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -566,6 +663,7 @@ int main(void)
 		cmocka_unit_test(many_small_blocks_over_several_connections),
 		cmocka_unit_test(a_restarted_owner_is_fetched_from_at_once),
 		cmocka_unit_test(closing_the_server_ends_idle_connections),
+		cmocka_unit_test(an_unauthenticated_flood_does_not_lock_nodes_out),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
