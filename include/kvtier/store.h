@@ -300,7 +300,9 @@ int kvt_remove(struct kvt_ns *ns, const struct kvt_key *key);
 
 struct kvt_tier_stats {
 	uint64_t capacity_bytes;
-	uint64_t used_bytes;   /* bytes of the blocks stored */
+	uint64_t used_bytes;   /* bytes of the blocks stored; SSD: the disk bytes
+	                        * of their records (a 4 KiB header page each, the
+	                        * payload, compressed or not, in whole 4 KiB pages) */
 	uint64_t blocks;
 	uint64_t hits;         /* lookups and gets served from this tier */
 	uint64_t bytes_in;     /* written into this tier */
