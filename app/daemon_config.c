@@ -403,16 +403,36 @@ static bool fits(const char *v, size_t cap)
 	return strlen(v) < cap;
 }
 
+/* Whether v has no control character: each setting is one INI line, and
+ * --print-config must write it back as one. */
+static bool one_line(const char *v)
+{
+	for (; *v; v++)
+		if ((unsigned char)*v < 0x20 || *v == 0x7f)
+			return false;
+	return true;
+}
+
+/* A tenant's name is written back as "[tenant NAME]": one line, no
+ * brackets or quotes, no space at either end. */
+static bool tenant_name_ok(const char *name)
+{
+	size_t len = strlen(name);
+
+	return len && one_line(name) && !strpbrk(name, "[]\"") && name[0] != ' ' &&
+	       name[len - 1] != ' ';
+}
+
 /* What a setting accepts, for the message of a usage error. */
 static const char *accepted(const char *key)
 {
 	static const struct { const char *key, *what; } hints[] = {
-		{ "socket", "a path shorter than 108 bytes" },
+		{ "socket", "a non-empty path shorter than 108 bytes" },
 		{ "socket_mode", "an octal mode from 0 to 0777" },
 		{ "socket_group", "a group name" },
 		{ "allow_uid", "uids, comma-separated, at most 64" },
 		{ "allow_uids", "uids, comma-separated, at most 64" },
-		{ "data_dir", "a directory path" },
+		{ "data_dir", "a non-empty directory path" },
 		{ "dram", "a size (K, M, G, T: powers of 1024) or a percentage" },
 		{ "ssd", "a size (K, M, G, T: powers of 1024), a percentage, or 0 for none" },
 		{ "huge_pages", "true or false" },
@@ -510,9 +530,10 @@ static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 	for (char *p = k; *p; p++)
 		if (*p == '-')
 			*p = '_';
-#define STR(field) (fits(v, sizeof(cfg->field)) ? (set_str(cfg->field, sizeof(cfg->field), v), 0) : -EINVAL)
+#define STR(field) (fits(v, sizeof(cfg->field)) && one_line(v) ? \
+			 (set_str(cfg->field, sizeof(cfg->field), v), 0) : -EINVAL)
 	if (!strcmp(k, "socket"))
-		return STR(socket_path);
+		return *v ? STR(socket_path) : -EINVAL;
 	if (!strcmp(k, "socket_mode")) {
 		if (parse_uint(v, 8, 0777, &n))
 			return -EINVAL;
@@ -524,7 +545,7 @@ static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 	if (!strcmp(k, "allow_uid") || !strcmp(k, "allow_uids"))
 		return add_uids(cfg, v);
 	if (!strcmp(k, "data_dir"))
-		return STR(data_dir);
+		return *v ? STR(data_dir) : -EINVAL;
 	if (!strcmp(k, "dram"))
 		return kvt_parse_size(v, 100, &size) ? -EINVAL : STR(dram_spec);
 	if (!strcmp(k, "ssd"))
@@ -608,16 +629,24 @@ static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 	return -ENOENT;
 }
 
-static struct kvtd_tenant *tenant_named(struct kvtd_config *cfg, const char *name)
+static struct kvtd_tenant *tenant_find(struct kvtd_config *cfg, const char *name)
 {
-	struct kvtd_tenant *t;
-
 	for (size_t i = 0; i < cfg->n_tenants; i++)
 		if (!strcmp(cfg->tenants[i].name, name))
 			return &cfg->tenants[i];
+	return NULL;
+}
+
+static struct kvtd_tenant *tenant_named(struct kvtd_config *cfg, const char *name)
+{
+	struct kvtd_tenant *t = tenant_find(cfg, name);
+
+	if (t)
+		return t;
 	/* the name is the default salt: it must fit whole, or two long names
 	 * alike in their first bytes would share blocks */
-	if (cfg->n_tenants >= KVTD_MAX_TENANTS || !*name || !fits(name, sizeof(t->salt)))
+	if (cfg->n_tenants >= KVTD_MAX_TENANTS || !tenant_name_ok(name) ||
+	    !fits(name, sizeof(t->salt)))
 		return NULL;
 	t = &cfg->tenants[cfg->n_tenants++];
 	set_str(t->name, sizeof(t->name), name);
@@ -659,9 +688,16 @@ static int declare_tenants(struct kvtd_config *cfg, const char *path, const char
 		if (*line == '[' && close && (size_t)(close - line - 1) < sizeof(section)) {
 			memcpy(section, line + 1, (size_t)(close - line - 1));
 			section[close - line - 1] = 0;
+			if (tenant_section(section, name, sizeof(name)) && tenant_find(cfg, name)) {
+				/* its keys would merge into the first: a token silently replaced */
+				fprintf(stderr, "kvtierd: %s: [%s]: tenant %s is declared twice\n",
+					path, section, name);
+				return -EINVAL;
+			}
 			if (tenant_section(section, name, sizeof(name)) && !tenant_named(cfg, name)) {
 				fprintf(stderr, "kvtierd: %s: [%s]: at most %d tenants, names of 1 to "
-					"32 bytes\n", path, section, KVTD_MAX_TENANTS);
+					"32 bytes without brackets or quotes\n", path, section,
+					KVTD_MAX_TENANTS);
 				return -EINVAL;
 			}
 		}
@@ -697,9 +733,11 @@ static int ini_cb(void *user, const char *section, const char *key, const char *
 			}
 		}
 		else if (!strcmp(key, "salt"))
-			err = fits(v, sizeof(t->salt)) && *v ? (set_str(t->salt, sizeof(t->salt), v), 0) : -EINVAL;
+			err = fits(v, sizeof(t->salt)) && *v && one_line(v) ?
+			      (set_str(t->salt, sizeof(t->salt), v), 0) : -EINVAL;
 		else if (!strcmp(key, "models"))
-			err = fits(v, sizeof(t->models)) ? (set_str(t->models, sizeof(t->models), v), 0) : -EINVAL;
+			err = fits(v, sizeof(t->models)) && one_line(v) ?
+			      (set_str(t->models, sizeof(t->models), v), 0) : -EINVAL;
 		else
 			err = -ENOENT;
 	} else {
@@ -807,10 +845,13 @@ static int add_cli_tenant(struct kvtd_config *cfg, const char *arg, bool *first)
 		cfg->n_tenants = 0; /* the command line's tenants replace the file's */
 		*first = false;
 	}
+	if (tenant_find(cfg, buf))
+		return -EEXIST;
 	t = tenant_named(cfg, buf);
 	if (!t && cfg->n_tenants >= KVTD_MAX_TENANTS)
 		return -ENOSPC;
-	if (!t || !fits(token, sizeof(t->token)) || (salt && (!*salt || !fits(salt, sizeof(t->salt)))))
+	if (!t || !fits(token, sizeof(t->token)) || !one_line(token) ||
+	    (salt && (!*salt || !fits(salt, sizeof(t->salt)) || !one_line(salt))))
 		return -EINVAL;
 	set_str(t->token, sizeof(t->token), token);
 	t->has_token = true;
@@ -822,11 +863,13 @@ static int add_cli_tenant(struct kvtd_config *cfg, const char *arg, bool *first)
 /* A token picks the tenant at HELLO: two tenants sharing one would make the
  * first of them unreachable (or either, by configuration order), and an
  * empty token beside others would let any client in as that tenant. */
-static int check_tokens(const struct kvtd_config *cfg)
+static int check_tokens(const struct kvtd_config *cfg, bool printing)
 {
 	for (size_t i = 0; i < cfg->n_tenants; i++) {
 		const struct kvtd_tenant *t = &cfg->tenants[i];
 
+		if (!t->has_token && printing)
+			continue;
 		if (!t->has_token) {
 			fprintf(stderr, "kvtierd: [tenant %s] has no token line: every tenant needs "
 				"one (\"token =\" empty only for a lone tenant)\n", t->name);
@@ -838,7 +881,7 @@ static int check_tokens(const struct kvtd_config *cfg)
 			return -EINVAL;
 		}
 		for (size_t j = 0; j < i; j++) {
-			if (!strcmp(cfg->tenants[j].token, t->token)) {
+			if (cfg->tenants[j].has_token && !strcmp(cfg->tenants[j].token, t->token)) {
 				fprintf(stderr, "kvtierd: tenants %s and %s have the same token\n",
 					cfg->tenants[j].name, t->name);
 				return -EINVAL;
@@ -989,10 +1032,14 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 			if (err == -ENOSPC)
 				fprintf(stderr, "kvtierd: --tenant %s: at most %d tenants\n", optarg,
 					KVTD_MAX_TENANTS);
+			else if (err == -EEXIST)
+				fprintf(stderr, "kvtierd: --tenant %s: that tenant is given twice\n",
+					optarg);
 			else if (err)
 				fprintf(stderr, "kvtierd: --tenant %s: expected NAME:TOKEN[:SALT] (a name "
-					"of 1 to 32 bytes; a token of at most 256, a salt of 1 to %d)\n",
-					optarg, KVT_SALT_MAX);
+					"of 1 to 32 bytes without brackets, quotes or control "
+					"characters; a token of at most 256, a salt of 1 to %d, "
+					"each on one line)\n", optarg, KVT_SALT_MAX);
 			if (err)
 				return -EINVAL;
 			continue;
@@ -1024,8 +1071,13 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 	}
 	if (check_cluster(cfg))
 		return -EINVAL;
-	/* a printed config shows no tokens, so only a daemon about to serve checks them */
-	return cfg->print_config ? 0 : check_tokens(cfg);
+	if (cfg->socket_group[0] && !getgrnam(cfg->socket_group)) {
+		fprintf(stderr, "kvtierd: --socket-group %s: no such group\n", cfg->socket_group);
+		return -EINVAL;
+	}
+	/* a printed config shows no tokens, so one read back from it lacks
+	 * them: it is checked for all else */
+	return check_tokens(cfg, cfg->print_config);
 }
 
 /* Bytes the SSD tier's segment files under data_dir take on disk now. */
