@@ -59,7 +59,7 @@ void kvt_peer_server_opts_init(struct kvt_peer_server_opts *opts, size_t size_by
 	opts->size = size_bytes;
 	opts->timeout_ms = 5000;
 	opts->max_conns = 256;
-	opts->auth_timeout_ms = 1000;
+	opts->auth_timeout_ms = 2000;
 	opts->max_unauth = 64;
 	opts->max_unauth_per_source = 8;
 }

@@ -64,7 +64,7 @@ struct kvt_peer_server_opts {
 	 * max_conns, so that anyone who can reach the port, secret or not,
 	 * cannot take the places of nodes: past either bound the oldest such
 	 * connection (of that source address, else of all) is dropped. */
-	unsigned auth_timeout_ms;   /* the handshake's deadline (1000; at most timeout_ms) */
+	unsigned auth_timeout_ms;   /* the handshake's deadline (2000; at most timeout_ms) */
 	unsigned max_unauth;        /* in all (max_conns / 4) */
 	unsigned max_unauth_per_source; /* from one address (8) */
 };
