@@ -318,8 +318,10 @@ int main(int argc, char **argv)
 	}
 	err = kvt_store_open(&sopts, &store);
 	if (err && sopts.ssd_dir && (err == -ENOSPC || err == -EDQUOT || err == -EIO ||
-				     err == -EROFS)) {
-		/* a disk that fails or is full costs the SSD tier, not the cache */
+				     err == -EROFS || err == -EBADMSG)) {
+		/* a disk that fails or is full, or a directory the tier refuses
+		 * to touch (its segments are not its meta file's), costs the SSD
+		 * tier, not the cache */
 		kvtd_log(KVT_LOG_ERROR, "event=ssd.open_failed dir=%s err=\"%s\" action=\"no SSD "
 			 "tier: DRAM only\"", ssd_dir, kvt_strerror(err));
 		snprintf(cfg.ssd_short, sizeof(cfg.ssd_short), "the SSD tier under %s failed to "

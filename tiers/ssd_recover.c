@@ -606,6 +606,16 @@ int kvt_ssd_recover(int dir_fd, const uint64_t *meta_salt, uint32_t inflight,
 
 	/* the directory's salt: the meta file's, else what the segments say */
 	if (meta_salt) {
+		size_t agree = 0;
+
+		for (size_t i = 0; i < n_ad; i++)
+			agree += ad[i].sb.salt == *meta_salt;
+		/* segments, none of them the meta file's: one or the other is
+		 * another directory's, and which cannot be told here */
+		if (n_ad && !agree) {
+			err = -EBADMSG;
+			goto out;
+		}
 		r->salt = *meta_salt;
 		r->salt_from = KVT_SSD_SALT_META;
 	} else if (n_ad) {

@@ -119,8 +119,10 @@ struct kvt_ssd_recovery {
  * directory's meta file, NULL when it has none. inflight: the most records
  * one batch writes (only those can be torn by a crash: earlier batches were
  * complete). Returns 0 and *out (free it with kvt_ssd_recovery_fini),
- * -ENOMEM, or the -errno of reading the directory. A segment that cannot be
- * read is reported in files, not an error. */
+ * -ENOMEM, -EBADMSG (segments were found and none carries meta_salt: the
+ * meta file or the segments are another directory's), or the -errno of
+ * reading the directory. A segment that cannot be read is reported in
+ * files, not an error. */
 int kvt_ssd_recover(int dir_fd, const uint64_t *meta_salt, uint32_t inflight,
 		    struct kvt_ssd_recovery *out);
 

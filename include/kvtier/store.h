@@ -74,7 +74,8 @@ void kvt_store_opts_init(struct kvt_store_opts *opts, size_t size_bytes);
 
 /* Open a store. Returns 0 and *out, or -EINVAL (bad opts, an unknown policy,
  * ssd_admission or ssd_codec among them), -ENOMEM (the DRAM region cannot be mapped),
- * -EBUSY (another store has ssd_dir open), or the I/O error of the SSD
+ * -EBUSY (another store has ssd_dir open), -EBADMSG (ssd_dir's segments
+ * are not of its meta file: nothing is touched), or the I/O error of the SSD
  * directory. Blocks found in ssd_dir join the index as their namespace
  * attaches. */
 int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out);
