@@ -432,17 +432,18 @@ static bool same_source(const struct sockaddr_storage *a, const struct sockaddr_
 	return false;
 }
 
-/* Make room for one more connection from src in its handshake: past
- * max_unauth_per_source of src's, or max_unauth in all, cut the oldest (of
- * src, else of all). A connection that waits out its handshake holds a
- * thread and a place; whoever floods the port, secret or not, then only
- * cuts its own short, and a node's handshake (a round trip) gets through.
- * Called with s->mu held. */
-static void unauth_make_room(struct kvt_peer_server *s, const struct sockaddr_storage *src,
-			     const char *addr)
+/* Whether one more connection from src may start its handshake: past
+ * max_unauth_per_source of src's it is refused (closed at once, no thread
+ * made), so one address, secret or not, holds few places; past max_unauth
+ * in all (many addresses), the oldest in its handshake is cut instead, so
+ * that a node's handshake (a round trip) still gets through. Called with
+ * s->mu held. */
+static bool unauth_admit(struct kvt_peer_server *s, const struct sockaddr_storage *src,
+			 const char *addr)
 {
-	struct pconn *oldest = NULL, *oldest_src = NULL, *victim = NULL;
+	struct pconn *oldest = NULL;
 	unsigned all = 0, from_src = 0;
+	bool admit = true;
 
 	for (struct pconn *c = s->conns; c; c = c->next) {
 		if (c->authed || c->dropped || c->done)
@@ -450,26 +451,24 @@ static void unauth_make_room(struct kvt_peer_server *s, const struct sockaddr_st
 		all++;
 		if (!oldest || c->id < oldest->id)
 			oldest = c;
-		if (same_source(&c->src, src)) {
-			from_src++;
-			if (!oldest_src || c->id < oldest_src->id)
-				oldest_src = c;
-		}
+		from_src += same_source(&c->src, src);
 	}
-	if (from_src >= s->o.max_unauth_per_source)
-		victim = oldest_src;
-	else if (all >= s->o.max_unauth)
-		victim = oldest;
-	if (!victim)
-		return;
-	victim->dropped = true;
-	shutdown(victim->fd, SHUT_RDWR); /* its thread sees the end and leaves */
+	if (from_src >= s->o.max_unauth_per_source) {
+		admit = false;
+	} else if (all >= s->o.max_unauth && oldest) {
+		oldest->dropped = true;
+		shutdown(oldest->fd, SHUT_RDWR); /* its thread sees the end and leaves */
+	} else {
+		return true;
+	}
 	s->st.unauth_dropped++;
 	/* logged at 1, 2, 4, 8... drops: a flood is told, not echoed */
 	if (!(s->st.unauth_dropped & (s->st.unauth_dropped - 1)))
-		slog(s, KVT_LOG_WARN, "event=peer.unauth_dropped addr=%s for=%s drops=%" PRIu64
-		     " reason=\"too many connections in their handshake%s\"", victim->addr, addr,
-		     s->st.unauth_dropped, victim == oldest_src ? " from one address" : "");
+		slog(s, KVT_LOG_WARN, "event=peer.unauth_dropped addr=%s drops=%" PRIu64
+		     " reason=\"too many connections in their handshake%s\"",
+		     admit ? oldest->addr : addr, s->st.unauth_dropped,
+		     admit ? "" : " from one address");
+	return admit;
 }
 
 static void *accept_thread(void *arg)
@@ -499,26 +498,24 @@ static void *accept_thread(void *arg)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		memcpy(&sa.ss, &ss, sizeof(ss));
 		sa.len = len;
-		pthread_mutex_lock(&s->mu);
-		if (s->st.conns >= s->o.max_conns) {
-			s->st.refused++;
-			pthread_mutex_unlock(&s->mu);
-			close(fd);
-			continue;
-		}
-		pthread_mutex_unlock(&s->mu);
 		c = calloc(1, sizeof(*c));
 		if (!c) {
 			close(fd);
+			continue;
+		}
+		kvt_sockaddr_str(&sa, c->addr, sizeof(c->addr));
+		pthread_mutex_lock(&s->mu);
+		if (s->st.conns >= s->o.max_conns || !unauth_admit(s, &ss, c->addr)) {
+			s->st.refused++;
+			pthread_mutex_unlock(&s->mu);
+			close(fd);
+			free(c);
 			continue;
 		}
 		c->srv = s;
 		c->fd = fd;
 		c->src = ss;
 		kvt_wr_init(&c->w);
-		kvt_sockaddr_str(&sa, c->addr, sizeof(c->addr));
-		pthread_mutex_lock(&s->mu);
-		unauth_make_room(s, &ss, c->addr);
 		c->id = ++s->next_conn;
 		if (pthread_create(&c->thread, NULL, conn_thread, c)) {
 			pthread_mutex_unlock(&s->mu);
