@@ -7,6 +7,7 @@
  * never hand over wrong bytes. */
 #include <errno.h>
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -558,6 +559,80 @@ static void closing_the_server_ends_idle_connections(void **state)
 	kvt_peer_client_close(c);
 }
 
+/* Entries of /proc/self/<what>: the process's threads (task) or fds (fd). */
+static int proc_count(const char *what)
+{
+	char path[64];
+	struct dirent *e;
+	DIR *d;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/self/%s", what);
+	d = opendir(path);
+	assert_non_null(d);
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* A reader that vanishes in the middle of a GET of 400 blocks (its socket
+ * reset unread, as a process killed with SIGKILL leaves it) costs the owner
+ * nothing that stays: within a few seconds its connections, threads and
+ * descriptors are back to what they were, and the next reader gets every
+ * block. */
+static void a_reader_that_vanishes_mid_get_leaves_nothing_behind(void **state)
+{
+	struct owner o;
+	struct kvt_peer_client *c;
+	struct kvt_peer_server_stats st;
+	struct kvt_sockaddr sa;
+	struct kvt_key keys[400];
+	struct kvt_wr w;
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	char server_id[KVT_PEER_ID_MAX + 1], some[8192];
+	uint32_t flags;
+	int tasks, fds, fd, waited = 0;
+
+	owner_open(&o, 32ull << 20, NULL);
+	owner_put(&o, 11, 400);
+	tasks = proc_count("task");
+	fds = proc_count("fd");
+	assert_int_equal(kvt_sockaddr_parse(o.addr, false, &sa), 0);
+	fd = kvt_sock_connect(&sa, kvt_deadline_ms(TIMEOUT_MS));
+	assert_true(fd >= 0);
+	assert_int_equal(kvt_peer_auth_client(fd, &secret, "reader", "owner",
+					      kvt_deadline_ms(TIMEOUT_MS), server_id, &flags), 0);
+	for (int i = 0; i < 400; i++)
+		keys[i] = key_of(11, i);
+	kvt_wr_init(&w);
+	assert_int_equal(kvt_peer_enc_keys_req(&w, KVT_PEER_GET, 1, kvt_ns_salt(o.ns),
+					       kvt_ns_block_bytes(o.ns), keys, 400, 0), 0);
+	assert_int_equal(kvt_peer_send_wr(fd, &w, kvt_deadline_ms(TIMEOUT_MS)), 0);
+	kvt_wr_free(&w);
+	/* the owner is sending: take a little of it, then vanish */
+	assert_int_equal(kvt_sock_recv(fd, some, sizeof(some), kvt_deadline_ms(TIMEOUT_MS)), 0);
+	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)), 0);
+	close(fd);
+
+	for (;; waited += 20) {
+		kvt_peer_server_stats(o.srv, &st);
+		if ((st.conns == 0 && proc_count("task") <= tasks && proc_count("fd") <= fds) ||
+		    waited > 5000)
+			break;
+		kvt_test_sleep_ms(20);
+	}
+	if (st.conns || proc_count("task") > tasks || proc_count("fd") > fds)
+		fail_msg("after %d ms: %llu connections, %d threads (was %d), %d fds (was %d)",
+			 waited, (unsigned long long)st.conns, proc_count("task"), tasks,
+			 proc_count("fd"), fds);
+	assert_true(st.blocks_sent < 400);
+	c = client("reader", &secret);
+	assert_int_equal(fetch_into_store(c, &o, 11, 400, NULL), 400);
+	kvt_peer_client_close(c);
+	owner_close(&o);
+}
+
 /* A flood of connections that never say a word: a thread keeps FLOOD of
  * them open to the owner from bind_addr, opening a new one for each the
  * owner closes. */
@@ -664,6 +739,7 @@ int main(void)
 		cmocka_unit_test(a_restarted_owner_is_fetched_from_at_once),
 		cmocka_unit_test(closing_the_server_ends_idle_connections),
 		cmocka_unit_test(an_unauthenticated_flood_does_not_lock_nodes_out),
+		cmocka_unit_test(a_reader_that_vanishes_mid_get_leaves_nothing_behind),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
