@@ -311,6 +311,7 @@ static void *conn_thread(void *arg)
 	struct kvt_peer_server *s = c->srv;
 	struct kvt_frame_hdr h;
 	uint32_t flags = s->o.rdma.rkey_cb ? KVT_PEER_F_RDMA : 0;
+	uint64_t failures = 0;
 	bool dropped;
 	int err;
 
@@ -321,13 +322,15 @@ static void *conn_thread(void *arg)
 	dropped = c->dropped; /* counted and logged where it was cut */
 	c->authed = !err && !dropped;
 	if (err && !dropped)
-		s->st.auth_failures++;
+		failures = ++s->st.auth_failures;
 	pthread_mutex_unlock(&s->mu);
 	if (dropped)
 		goto out;
 	if (err) {
-		slog(s, KVT_LOG_WARN, "event=peer.auth_refused addr=%s err=\"%s\"", c->addr,
-		     kvt_strerror(err));
+		/* logged at the 1st, 2nd, 4th... failure: a flood is told, not echoed */
+		if (!(failures & (failures - 1)))
+			slog(s, KVT_LOG_WARN, "event=peer.auth_refused addr=%s err=\"%s\" "
+			     "failures=%" PRIu64, c->addr, kvt_strerror(err), failures);
 		goto out;
 	}
 	slog(s, KVT_LOG_DEBUG, "event=peer.conn conn=%" PRIu64 " node=%s addr=%s", c->id, c->peer,
@@ -565,7 +568,9 @@ int kvt_peer_server_open(const struct kvt_peer_server_opts *o, struct kvt_peer_s
 		err = -errno;
 		goto fail;
 	}
-	s->lfd = kvt_sock_listen(&sa, 128);
+	/* room for nodes' connects behind a burst of others, which are taken
+	 * and closed at once past their address's handshake bound */
+	s->lfd = kvt_sock_listen(&sa, 1024);
 	if (s->lfd < 0) {
 		err = s->lfd;
 		goto fail_efd;

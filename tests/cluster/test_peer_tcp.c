@@ -633,9 +633,9 @@ static void a_reader_that_vanishes_mid_get_leaves_nothing_behind(void **state)
 	owner_close(&o);
 }
 
-/* A flood of connections that never say a word: a thread keeps FLOOD of
- * them open to the owner from bind_addr, opening a new one for each the
- * owner closes. */
+/* A flood of connections that never answer: a thread keeps FLOOD of them
+ * open to the owner from bind_addr, reading what the owner sends, and opens
+ * a new one for each the owner closes. */
 #define FLOOD 300
 
 struct flood {
@@ -677,11 +677,19 @@ static void *flood_thread(void *arg)
 			p[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
 		if (poll(p, FLOOD, 20) <= 0)
 			continue;
-		for (int i = 0; i < FLOOD; i++)
-			if (p[i].revents & (POLLIN | POLLHUP | POLLERR)) {
-				close(fds[i]); /* the owner hung up (it never sends first) */
-				fds[i] = -1;
-			}
+		for (int i = 0; i < FLOOD; i++) {
+			char junk[256];
+
+			if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			/* the owner's challenge is read and never answered; an
+			 * end or an error means the owner closed it */
+			if (!(p[i].revents & (POLLHUP | POLLERR)) &&
+			    recv(fds[i], junk, sizeof(junk), MSG_DONTWAIT) > 0)
+				continue;
+			close(fds[i]);
+			fds[i] = -1;
+		}
 	}
 	for (int i = 0; i < FLOOD; i++)
 		if (fds[i] >= 0)
