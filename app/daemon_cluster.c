@@ -225,6 +225,7 @@ static char *on_json(void *arg)
 		{ "accepted", ss.accepted },
 		{ "refused", ss.refused },
 		{ "auth_failures", ss.auth_failures },
+		{ "unauth_dropped", ss.unauth_dropped },
 		{ "requests", ss.requests },
 		{ "bad_requests", ss.bad_requests },
 		{ "blocks_sent", ss.blocks_sent },
@@ -343,6 +344,9 @@ static char *on_prom(void *arg)
 		  "Blocks peers asked for that this node lacked.", ss.misses },
 		{ "kvtier_peer_auth_failures_total", "counter",
 		  "Peer handshakes refused (wrong secret, garbage).", ss.auth_failures },
+		{ "kvtier_peer_unauth_dropped_total", "counter",
+		  "Peer connections cut in their handshake to make room for newer ones.",
+		  ss.unauth_dropped },
 	};
 	const struct kvt_prom_sample fetched[] = {
 		{ "fetched", ts.blocks },

@@ -76,10 +76,12 @@ void kvtd_usage(FILE *f)
 "                          memory, or the room left under its cgroup's memory\n"
 "                          limit (v2 memory.max, v1 memory.limit_in_bytes) when\n"
 "                          that is less. From 1 MiB to that; more is refused.\n"
-"        --ssd SIZE        SSD tier capacity, 4 MiB to the data directory's free\n"
-"                          space plus what the tier holds; N% is of the free\n"
-"                          space (default " DEFAULT_SSD ", at most 64G when a\n"
-"                          percentage); 0 turns the tier off.\n"
+"        --ssd SIZE        SSD tier capacity, 4 MiB to the size of the data\n"
+"                          directory's file system; N% is of the free space\n"
+"                          (default " DEFAULT_SSD ", at most 64G when a\n"
+"                          percentage); 0 turns the tier off. When the free\n"
+"                          space plus what the tier holds is less, the tier\n"
+"                          starts at that (off under 4 MiB), with a warning.\n"
 "        --no-huge-pages   Map the DRAM tier with 4 KiB pages only (neither\n"
 "                          reserved nor transparent huge pages).\n"
 "        --no-prefault     Do not fault the DRAM tier in (by default a thread\n"
@@ -402,16 +404,36 @@ static bool fits(const char *v, size_t cap)
 	return strlen(v) < cap;
 }
 
+/* Whether v has no control character: each setting is one INI line, and
+ * --print-config must write it back as one. */
+static bool one_line(const char *v)
+{
+	for (; *v; v++)
+		if ((unsigned char)*v < 0x20 || *v == 0x7f)
+			return false;
+	return true;
+}
+
+/* A tenant's name is written back as "[tenant NAME]": one line, no
+ * brackets or quotes, no space at either end. */
+static bool tenant_name_ok(const char *name)
+{
+	size_t len = strlen(name);
+
+	return len && one_line(name) && !strpbrk(name, "[]\"") && name[0] != ' ' &&
+	       name[len - 1] != ' ';
+}
+
 /* What a setting accepts, for the message of a usage error. */
 static const char *accepted(const char *key)
 {
 	static const struct { const char *key, *what; } hints[] = {
-		{ "socket", "a path shorter than 108 bytes" },
+		{ "socket", "a non-empty path shorter than 108 bytes" },
 		{ "socket_mode", "an octal mode from 0 to 0777" },
 		{ "socket_group", "a group name" },
 		{ "allow_uid", "uids, comma-separated, at most 64" },
 		{ "allow_uids", "uids, comma-separated, at most 64" },
-		{ "data_dir", "a directory path" },
+		{ "data_dir", "a non-empty directory path" },
 		{ "dram", "a size (K, M, G, T: powers of 1024) or a percentage" },
 		{ "ssd", "a size (K, M, G, T: powers of 1024), a percentage, or 0 for none" },
 		{ "huge_pages", "true or false" },
@@ -509,9 +531,10 @@ static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 	for (char *p = k; *p; p++)
 		if (*p == '-')
 			*p = '_';
-#define STR(field) (fits(v, sizeof(cfg->field)) ? (set_str(cfg->field, sizeof(cfg->field), v), 0) : -EINVAL)
+#define STR(field) (fits(v, sizeof(cfg->field)) && one_line(v) ? \
+			 (set_str(cfg->field, sizeof(cfg->field), v), 0) : -EINVAL)
 	if (!strcmp(k, "socket"))
-		return STR(socket_path);
+		return *v ? STR(socket_path) : -EINVAL;
 	if (!strcmp(k, "socket_mode")) {
 		if (parse_uint(v, 8, 0777, &n))
 			return -EINVAL;
@@ -523,7 +546,7 @@ static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 	if (!strcmp(k, "allow_uid") || !strcmp(k, "allow_uids"))
 		return add_uids(cfg, v);
 	if (!strcmp(k, "data_dir"))
-		return STR(data_dir);
+		return *v ? STR(data_dir) : -EINVAL;
 	if (!strcmp(k, "dram"))
 		return kvt_parse_size(v, 100, &size) ? -EINVAL : STR(dram_spec);
 	if (!strcmp(k, "ssd"))
@@ -607,16 +630,24 @@ static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 	return -ENOENT;
 }
 
-static struct kvtd_tenant *tenant_named(struct kvtd_config *cfg, const char *name)
+static struct kvtd_tenant *tenant_find(struct kvtd_config *cfg, const char *name)
 {
-	struct kvtd_tenant *t;
-
 	for (size_t i = 0; i < cfg->n_tenants; i++)
 		if (!strcmp(cfg->tenants[i].name, name))
 			return &cfg->tenants[i];
+	return NULL;
+}
+
+static struct kvtd_tenant *tenant_named(struct kvtd_config *cfg, const char *name)
+{
+	struct kvtd_tenant *t = tenant_find(cfg, name);
+
+	if (t)
+		return t;
 	/* the name is the default salt: it must fit whole, or two long names
 	 * alike in their first bytes would share blocks */
-	if (cfg->n_tenants >= KVTD_MAX_TENANTS || !*name || !fits(name, sizeof(t->salt)))
+	if (cfg->n_tenants >= KVTD_MAX_TENANTS || !tenant_name_ok(name) ||
+	    !fits(name, sizeof(t->salt)))
 		return NULL;
 	t = &cfg->tenants[cfg->n_tenants++];
 	set_str(t->name, sizeof(t->name), name);
@@ -658,9 +689,16 @@ static int declare_tenants(struct kvtd_config *cfg, const char *path, const char
 		if (*line == '[' && close && (size_t)(close - line - 1) < sizeof(section)) {
 			memcpy(section, line + 1, (size_t)(close - line - 1));
 			section[close - line - 1] = 0;
+			if (tenant_section(section, name, sizeof(name)) && tenant_find(cfg, name)) {
+				/* its keys would merge into the first: a token silently replaced */
+				fprintf(stderr, "kvtierd: %s: [%s]: tenant %s is declared twice\n",
+					path, section, name);
+				return -EINVAL;
+			}
 			if (tenant_section(section, name, sizeof(name)) && !tenant_named(cfg, name)) {
 				fprintf(stderr, "kvtierd: %s: [%s]: at most %d tenants, names of 1 to "
-					"32 bytes\n", path, section, KVTD_MAX_TENANTS);
+					"32 bytes without brackets or quotes\n", path, section,
+					KVTD_MAX_TENANTS);
 				return -EINVAL;
 			}
 		}
@@ -696,9 +734,11 @@ static int ini_cb(void *user, const char *section, const char *key, const char *
 			}
 		}
 		else if (!strcmp(key, "salt"))
-			err = fits(v, sizeof(t->salt)) && *v ? (set_str(t->salt, sizeof(t->salt), v), 0) : -EINVAL;
+			err = fits(v, sizeof(t->salt)) && *v && one_line(v) ?
+			      (set_str(t->salt, sizeof(t->salt), v), 0) : -EINVAL;
 		else if (!strcmp(key, "models"))
-			err = fits(v, sizeof(t->models)) ? (set_str(t->models, sizeof(t->models), v), 0) : -EINVAL;
+			err = fits(v, sizeof(t->models)) && one_line(v) ?
+			      (set_str(t->models, sizeof(t->models), v), 0) : -EINVAL;
 		else
 			err = -ENOENT;
 	} else {
@@ -806,10 +846,13 @@ static int add_cli_tenant(struct kvtd_config *cfg, const char *arg, bool *first)
 		cfg->n_tenants = 0; /* the command line's tenants replace the file's */
 		*first = false;
 	}
+	if (tenant_find(cfg, buf))
+		return -EEXIST;
 	t = tenant_named(cfg, buf);
 	if (!t && cfg->n_tenants >= KVTD_MAX_TENANTS)
 		return -ENOSPC;
-	if (!t || !fits(token, sizeof(t->token)) || (salt && (!*salt || !fits(salt, sizeof(t->salt)))))
+	if (!t || !fits(token, sizeof(t->token)) || !one_line(token) ||
+	    (salt && (!*salt || !fits(salt, sizeof(t->salt)) || !one_line(salt))))
 		return -EINVAL;
 	set_str(t->token, sizeof(t->token), token);
 	t->has_token = true;
@@ -821,11 +864,13 @@ static int add_cli_tenant(struct kvtd_config *cfg, const char *arg, bool *first)
 /* A token picks the tenant at HELLO: two tenants sharing one would make the
  * first of them unreachable (or either, by configuration order), and an
  * empty token beside others would let any client in as that tenant. */
-static int check_tokens(const struct kvtd_config *cfg)
+static int check_tokens(const struct kvtd_config *cfg, bool printing)
 {
 	for (size_t i = 0; i < cfg->n_tenants; i++) {
 		const struct kvtd_tenant *t = &cfg->tenants[i];
 
+		if (!t->has_token && printing)
+			continue;
 		if (!t->has_token) {
 			fprintf(stderr, "kvtierd: [tenant %s] has no token line: every tenant needs "
 				"one (\"token =\" empty only for a lone tenant)\n", t->name);
@@ -837,7 +882,7 @@ static int check_tokens(const struct kvtd_config *cfg)
 			return -EINVAL;
 		}
 		for (size_t j = 0; j < i; j++) {
-			if (!strcmp(cfg->tenants[j].token, t->token)) {
+			if (cfg->tenants[j].has_token && !strcmp(cfg->tenants[j].token, t->token)) {
 				fprintf(stderr, "kvtierd: tenants %s and %s have the same token\n",
 					cfg->tenants[j].name, t->name);
 				return -EINVAL;
@@ -988,10 +1033,14 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 			if (err == -ENOSPC)
 				fprintf(stderr, "kvtierd: --tenant %s: at most %d tenants\n", optarg,
 					KVTD_MAX_TENANTS);
+			else if (err == -EEXIST)
+				fprintf(stderr, "kvtierd: --tenant %s: that tenant is given twice\n",
+					optarg);
 			else if (err)
 				fprintf(stderr, "kvtierd: --tenant %s: expected NAME:TOKEN[:SALT] (a name "
-					"of 1 to 32 bytes; a token of at most 256, a salt of 1 to %d)\n",
-					optarg, KVT_SALT_MAX);
+					"of 1 to 32 bytes without brackets, quotes or control "
+					"characters; a token of at most 256, a salt of 1 to %d, "
+					"each on one line)\n", optarg, KVT_SALT_MAX);
 			if (err)
 				return -EINVAL;
 			continue;
@@ -1023,8 +1072,13 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 	}
 	if (check_cluster(cfg))
 		return -EINVAL;
-	/* a printed config shows no tokens, so only a daemon about to serve checks them */
-	return cfg->print_config ? 0 : check_tokens(cfg);
+	if (cfg->socket_group[0] && !getgrnam(cfg->socket_group)) {
+		fprintf(stderr, "kvtierd: --socket-group %s: no such group\n", cfg->socket_group);
+		return -EINVAL;
+	}
+	/* a printed config shows no tokens, so one read back from it lacks
+	 * them: it is checked for all else */
+	return check_tokens(cfg, cfg->print_config);
 }
 
 /* Bytes the SSD tier's segment files under data_dir take on disk now. */
@@ -1094,8 +1148,10 @@ int kvtd_config_resolve(struct kvtd_config *cfg)
 		return -EINVAL;
 	}
 	cfg->ssd_bytes = 0;
+	cfg->ssd_short[0] = 0;
 	if (strcmp(cfg->ssd_spec, "0")) {
-		uint64_t free_bytes, held, room;
+		uint64_t free_bytes, held, room, total, asked;
+		bool percent = strchr(cfg->ssd_spec, '%') != NULL;
 		char a[32], b[32], c[32];
 
 		err = make_dirs(cfg->data_dir, 0750);
@@ -1109,20 +1165,39 @@ int kvtd_config_resolve(struct kvtd_config *cfg)
 			return err;
 		}
 		free_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+		total = (uint64_t)vfs.f_blocks * vfs.f_frsize;
 		/* what the tier's segments hold is theirs again on a restart */
 		held = ssd_tier_bytes(cfg->data_dir);
 		room = free_bytes + held;
 		kvt_parse_size(cfg->ssd_spec, free_bytes, &cfg->ssd_bytes);
-		if (strchr(cfg->ssd_spec, '%') && cfg->ssd_bytes > (64ull << 30))
+		if (percent && cfg->ssd_bytes > (64ull << 30))
 			cfg->ssd_bytes = 64ull << 30;
-		if (cfg->ssd_bytes && (cfg->ssd_bytes < KVTD_SSD_MIN || cfg->ssd_bytes > room)) {
-			fprintf(stderr, "kvtierd: --ssd %s: the SSD tier takes %s to %s (the free "
-				"space of %s, %s, plus the %s its segments hold), or 0 for none\n",
-				cfg->ssd_spec, kvt_fmt_bytes(KVTD_SSD_MIN, a, sizeof(a)),
-				kvt_fmt_bytes(room, b, sizeof(b)), cfg->data_dir,
+		asked = cfg->ssd_bytes;
+		/* a size no disk of this size could hold is a mistake; one that
+		 * does not fit today's free space is a disk others filled */
+		if (!percent && (asked < KVTD_SSD_MIN || asked > total)) {
+			fprintf(stderr, "kvtierd: --ssd %s: the SSD tier takes %s to %s (the size "
+				"of the file system of %s; %s of it free, plus the %s its segments "
+				"hold), or 0 for none\n", cfg->ssd_spec,
+				kvt_fmt_bytes(KVTD_SSD_MIN, a, sizeof(a)),
+				kvt_fmt_bytes(total, b, sizeof(b)), cfg->data_dir,
 				kvt_fmt_bytes(free_bytes, c, sizeof(c)), kvt_fmt_bytes(held, avail,
 											sizeof(avail)));
 			return -EINVAL;
+		}
+		if (asked > room || asked < KVTD_SSD_MIN) {
+			/* whole MiB of what fits; none under the smallest tier */
+			cfg->ssd_bytes = room < asked ? room & ~((1ull << 20) - 1) : asked;
+			if (cfg->ssd_bytes < KVTD_SSD_MIN)
+				cfg->ssd_bytes = 0;
+			snprintf(cfg->ssd_short, sizeof(cfg->ssd_short),
+				 "--ssd %s asks %s; the file system of %s has %s free and the tier's "
+				 "segments hold %s", cfg->ssd_spec, kvt_fmt_bytes(asked, a, sizeof(a)),
+				 cfg->data_dir, kvt_fmt_bytes(free_bytes, b, sizeof(b)),
+				 kvt_fmt_bytes(held, c, sizeof(c)));
+			fprintf(stderr, "kvtierd: warning: %s: the SSD tier starts %s%s\n",
+				cfg->ssd_short, cfg->ssd_bytes ? "at " : "off",
+				cfg->ssd_bytes ? kvt_fmt_bytes(cfg->ssd_bytes, avail, sizeof(avail)) : "");
 		}
 	}
 	if (cfg->cluster[0] && !cfg->cluster_secret_file[0])

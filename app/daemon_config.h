@@ -35,6 +35,8 @@ struct kvtd_config {
 	uint64_t dram_bytes;          /* resolved */
 	char ssd_spec[32];            /* a size, a % of the data dir's free space, "0" = off */
 	uint64_t ssd_bytes;           /* resolved */
+	char ssd_short[4608];         /* why ssd_bytes is below what ssd_spec asks
+	                               * (the disk is full), else "" */
 	bool huge_pages;
 	bool prefault;                /* fault the DRAM tier in at start */
 	bool host_copy_device;        /* memfd copies through the device layer */

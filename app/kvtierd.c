@@ -223,6 +223,8 @@ static void print_summary(const struct kvtd_config *cfg, const struct kvt_server
 		       cfg->ssd_codec);
 	else
 		printf("  ssd       off\n");
+	if (cfg->ssd_short[0])
+		printf("            WARNING: short of disk: %s\n", cfg->ssd_short);
 	if (gpu) {
 		struct kvt_dev_info info = { .size = sizeof(info) };
 		kvt_dev_info(gpu, &info);
@@ -297,6 +299,10 @@ int main(int argc, char **argv)
 		goto out_signals;
 	}
 
+	if (cfg.ssd_short[0])
+		kvtd_log(KVT_LOG_WARN, "event=ssd.short ssd_bytes=%llu reason=\"%s\" action=\"%s\"",
+			 (unsigned long long)cfg.ssd_bytes, cfg.ssd_short, cfg.ssd_bytes ?
+			 "the SSD tier starts at what fits" : "no SSD tier: DRAM only");
 	if (metrics_exposed(cfg.metrics))
 		kvtd_log(KVT_LOG_WARN, "event=metrics.exposed addr=%s reason=\"/metrics and /stats "
 			 "need no credentials: whoever reaches this address reads the counters\"",
@@ -314,6 +320,20 @@ int main(int argc, char **argv)
 		sopts.ssd_bytes = cfg.ssd_bytes;
 	}
 	err = kvt_store_open(&sopts, &store);
+	if (err && sopts.ssd_dir && (err == -ENOSPC || err == -EDQUOT || err == -EIO ||
+				     err == -EROFS || err == -EBADMSG)) {
+		/* a disk that fails or is full, or a directory the tier refuses
+		 * to touch (its segments are not its meta file's), costs the SSD
+		 * tier, not the cache */
+		kvtd_log(KVT_LOG_ERROR, "event=ssd.open_failed dir=%s err=\"%s\" action=\"no SSD "
+			 "tier: DRAM only\"", ssd_dir, kvt_strerror(err));
+		snprintf(cfg.ssd_short, sizeof(cfg.ssd_short), "the SSD tier under %s failed to "
+			 "open: %s", ssd_dir, kvt_strerror(err));
+		cfg.ssd_bytes = 0;
+		sopts.ssd_dir = NULL;
+		sopts.ssd_bytes = 0;
+		err = kvt_store_open(&sopts, &store);
+	}
 	if (err) {
 		char why[PATH_MAX + 320];
 

@@ -54,18 +54,42 @@ bool kvt_rdir_ok(const redisReply *r)
 	return r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
 }
 
+/* Log a failure to reach Redis while it is out of reach: the first of each
+ * kind, once (a server that answers junk or nothing fails each retry).
+ * Called with d->mu held. */
+static void log_unreachable(struct kvt_rdir *d, const char *why)
+{
+	char kind[sizeof(d->down_logged)];
+
+	/* the kind is the message up to any detail after a comma or colon */
+	snprintf(kind, sizeof(kind), "%.*s", (int)strcspn(why, ",:"), why);
+	if (!strcmp(kind, d->down_logged))
+		return;
+	snprintf(d->down_logged, sizeof(d->down_logged), "%s", kind);
+	kvt_rdir_log(d, KVT_LOG_WARN, "event=cluster.redis_unreachable url=%s err=\"%s\" "
+		     "effect=local-only", d->url_shown, why);
+}
+
 void kvt_rdir_conn_lost(struct kvt_rdir *d, int err)
 {
 	char why[200];
 
 	snprintf(why, sizeof(why), "%s", d->conn ? kvt_redis_errstr(d->conn) : strerror(-err));
+	if (!why[0])
+		snprintf(why, sizeof(why), "%s", strerror(err < 0 ? -err : EIO));
 	kvt_redis_close(d->conn);
 	d->conn = NULL;
 	pthread_mutex_lock(&d->mu);
 	d->st.errors++;
-	if (d->st.reachable)
+	if (d->st.reachable) {
 		kvt_rdir_log(d, KVT_LOG_WARN, "event=cluster.redis_down url=%s err=\"%s\" effect=local-only",
 			     d->url_shown, why);
+		snprintf(d->down_logged, sizeof(d->down_logged), "%.*s", (int)strcspn(why, ",:"),
+			 why);
+	} else {
+		/* connected, but not to a Redis that answers */
+		log_unreachable(d, why);
+	}
 	d->st.reachable = false;
 	pthread_mutex_unlock(&d->mu);
 }
@@ -121,7 +145,6 @@ static void *dir_thread(void *arg)
 	struct kvt_rdir *d = arg;
 	unsigned backoff = RECONNECT_MIN_MS;
 	uint64_t next_renew = 0, next_connect = 0;
-	bool logged_unreachable = false;
 	char why[200];
 	int err;
 
@@ -148,11 +171,8 @@ static void *dir_thread(void *arg)
 			if (err) {
 				pthread_mutex_lock(&d->mu);
 				d->st.errors++;
+				log_unreachable(d, why);
 				pthread_mutex_unlock(&d->mu);
-				if (!d->was_up && !logged_unreachable)
-					kvt_rdir_log(d, KVT_LOG_WARN, "event=cluster.redis_unreachable url=%s "
-						     "err=\"%s\" effect=local-only", d->url_shown, why);
-				logged_unreachable = true;
 				flush_queues(d, false);
 				continue;
 			}
@@ -187,7 +207,7 @@ static void *dir_thread(void *arg)
 			}
 			d->st.reachable = true;
 			d->was_up = true;
-			logged_unreachable = false;
+			d->down_logged[0] = 0;
 			pthread_mutex_unlock(&d->mu);
 			continue;
 		}

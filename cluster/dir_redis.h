@@ -94,6 +94,9 @@ struct kvt_rdir {
 	bool scripts_lost;        /* Redis forgot them: reconnect */
 	uint64_t last_epoch; /* the highest epoch this node ever held */
 	bool was_up;
+	/* while Redis is out of reach: the failure last logged, so that each
+	 * kind (refused, junk, silence) is logged once, not each retry */
+	char down_logged[96];
 };
 
 static inline uint64_t kvt_rdir_deadline(const struct kvt_rdir *d)

@@ -108,6 +108,7 @@ typedef int (*kvt_ssd_recover_cb)(const struct kvt_ssd_rec_info *rec, void *arg)
  * (records are then kept, unreported). Returns 0 and *out, or -EINVAL (bad
  * opts, a file system that refuses O_DIRECT, or a meta file that is not a
  * kvtier SSD tier's), -EBUSY (another process has the directory open),
+ * -EBADMSG (no segment carries the meta file's salt: nothing is touched),
  * -ENOMEM, or the -errno of the directory. Torn and corrupt records are
  * skipped, counted in stats and never reported; what recovery found is
  * logged. */

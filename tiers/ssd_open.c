@@ -19,6 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
 #include "store/log.h"
 #include "tiers/ssd_helper.h"
 #include "util/clock.h"
@@ -44,15 +46,32 @@ void kvt_ssd_opts_init(struct kvt_ssd_opts *opts, size_t size_bytes)
 
 /* ---- open --------------------------------------------------------------- */
 
+/* The meta file's line before its checksum. */
+static int meta_text(char *buf, size_t len, unsigned version, uint64_t salt)
+{
+	return snprintf(buf, len, "kvtier-ssd %u salt %016llx", version, (unsigned long long)salt);
+}
+
+static uint64_t meta_sum(unsigned version, uint64_t salt)
+{
+	char text[64];
+	int n = meta_text(text, sizeof(text), version, salt);
+
+	return XXH3_64bits(text, (size_t)n);
+}
+
 /* Lock the directory (one process per directory) and read its meta file:
- * *have is set when it names a salt. Returns 0, -EBUSY, -EINVAL (a file
- * that is not a kvtier SSD tier's: nothing is touched), or -errno. */
+ * *have is set when it names a salt. Returns 0, 1 (a file of an older
+ * version: to be written again), 2 (damaged: its checksum fails, so its
+ * salt is not used), -EBUSY, -EINVAL (a file that is not a kvtier SSD
+ * tier's: nothing is touched), or -errno. */
 static int meta_open(struct kvt_ssd *ssd, bool *have)
 {
 	char buf[128];
-	unsigned long long salt;
+	unsigned long long salt, sum;
 	unsigned version;
 	ssize_t r;
+	int n;
 
 	*have = false;
 	ssd->meta_fd = openat(ssd->dir_fd, META_NAME, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -64,11 +83,20 @@ static int meta_open(struct kvt_ssd *ssd, bool *have)
 	if (r < 0)
 		return -errno;
 	buf[r] = 0;
-	if (sscanf(buf, "kvtier-ssd %u salt %llx", &version, &salt) == 2 &&
-	    (version == 1 || version == KVT_SSD_FORMAT)) {
+	n = sscanf(buf, "kvtier-ssd %u salt %llx sum %llx", &version, &salt, &sum);
+	if (n >= 2 && (version == 1 || version == KVT_SSD_FORMAT)) {
+		/* a bit flipped in the salt may leave a valid hex digit: only
+		 * the checksum tells it from another directory's salt */
+		if (n == 3 && sum != meta_sum(version, salt)) {
+			kvt_log(KVT_LOG_ERROR, "event=ssd.meta_damaged file=%s/%s action=\"its "
+				"checksum fails: the salt comes from the segments and the file is "
+				"written again\"", ssd->dir, META_NAME);
+			return 2;
+		}
 		ssd->salt = salt;
 		*have = true;
-		return version == KVT_SSD_FORMAT ? 0 : 1;
+		/* files of before the checksum are written again with it */
+		return version == KVT_SSD_FORMAT && n == 3 ? 0 : 1;
 	}
 	if (r > 0) {
 		kvt_log(KVT_LOG_ERROR, "event=ssd.meta_invalid file=%s/%s action=\"refusing to open: "
@@ -80,9 +108,11 @@ static int meta_open(struct kvt_ssd *ssd, bool *have)
 
 static int meta_write(struct kvt_ssd *ssd)
 {
-	char buf[64];
-	int n = snprintf(buf, sizeof(buf), "kvtier-ssd %u salt %016llx\n", KVT_SSD_FORMAT,
-			 (unsigned long long)ssd->salt);
+	char buf[96];
+	int n = meta_text(buf, sizeof(buf), KVT_SSD_FORMAT, ssd->salt);
+
+	n += snprintf(buf + n, sizeof(buf) - (size_t)n, " sum %016llx\n",
+		      (unsigned long long)meta_sum(KVT_SSD_FORMAT, ssd->salt));
 
 	if (pwrite(ssd->meta_fd, buf, (size_t)n, 0) != n || ftruncate(ssd->meta_fd, n) ||
 	    fsync(ssd->meta_fd) || fsync(ssd->dir_fd))
@@ -174,6 +204,11 @@ static int apply_segments(struct kvt_ssd *ssd, struct kvt_ssd_recovery *r,
 				   .id = f->id, .nonce = f->nonce, .n_pages = f->n_pages,
 				   .next_page = f->end, .gen = 1, .tombs = f->tombs,
 				   .recs = f->recs, .n_recs = f->n_recs, .cap_recs = f->n_recs };
+		if (f->file_bytes)
+			kvt_log(KVT_LOG_WARN, "event=ssd.segment_size dir=%s segment=%" PRIu64
+				" bytes=%" PRIu64 " expected=%" PRIu64 " records=%zu damaged=%u "
+				"action=\"kept the records that verify; sealed\"", ssd->dir, f->id,
+				f->file_bytes, f->seg_bytes, f->n_recs, f->damaged);
 		f->fd = -1;
 		f->recs = NULL;
 		ssd->segs_used++;
@@ -257,7 +292,7 @@ static int apply_recovery(struct kvt_ssd *ssd, struct kvt_ssd_recovery *r, bool 
 			return rc;
 		if (r->salt_from == KVT_SSD_SALT_SEGMENTS)
 			kvt_log(KVT_LOG_WARN, "event=ssd.meta_rebuilt dir=%s file=%s segments=%zu "
-				"reason=\"missing or empty: the salt comes from the segments\"",
+				"reason=\"missing, empty or damaged: the salt comes from the segments\"",
 				ssd->dir, META_NAME, r->n_segs);
 	}
 	ssd->next_seq = r->next_seq;
@@ -363,11 +398,16 @@ int kvt_ssd_open(const struct kvt_ssd_opts *opts, kvt_ssd_recover_cb recover_cb,
 	/* a crash can cut the records of every write batch in flight */
 	rc = kvt_ssd_recover(ssd->dir_fd, have_salt ? &ssd->salt : NULL,
 			     ssd->chunk * KVT_SSD_WRITE_BATCHES, &rcv);
-	if (rc) {
+	if (rc == -EBADMSG)
+		kvt_log(KVT_LOG_ERROR, "event=ssd.salt_mismatch dir=%s file=%s action=\"refusing to "
+			"open: no segment carries the meta file's salt, so one of them is another "
+			"directory's; nothing was touched (remove the meta file to take the "
+			"segments' salt, or move the segments away)\"", ssd->dir, META_NAME);
+	else if (rc)
 		kvt_log(KVT_LOG_ERROR, "event=ssd.recovery_failed dir=%s err=\"%s\"", ssd->dir,
 			strerror(-rc));
+	if (rc)
 		goto err_meta;
-	}
 	if (rcv.n_segs >= LOC_MAX_SLOTS / 2) {
 		kvt_log(KVT_LOG_ERROR, "event=ssd.too_many_segments dir=%s segments=%zu max=%u",
 			ssd->dir, rcv.n_segs, LOC_MAX_SLOTS / 2 - 1);

@@ -417,6 +417,7 @@ struct adopt {
 	struct seg_file f;
 	int fd;
 	uint32_t n_pages;
+	uint64_t file_bytes; /* when it differs from sb.seg_bytes, else 0 */
 	struct kvt_ssd_sb sb;
 };
 
@@ -572,9 +573,8 @@ int kvt_ssd_recover(int dir_fd, const uint64_t *meta_salt, uint32_t inflight,
 		const char *why = NULL;
 		if (fstat(fd, &st) || !S_ISREG(st.st_mode))
 			why = "not a regular file";
-		else if (st.st_size % PAGE || st.st_size < 2 * PAGE ||
-			 (uint64_t)st.st_size / PAGE > ((1u << 24) - 1))
-			why = "its size is not a segment's";
+		else if (st.st_size < 2 * PAGE)
+			why = "too small to hold a record";
 		else if (pread(fd, page_buf, PAGE, 0) != PAGE)
 			why = "its superblock cannot be read";
 		else if ((rc = kvt_ssd_sb_decode(page_buf, &a->sb)) == -ENOENT)
@@ -583,8 +583,8 @@ int kvt_ssd_recover(int dir_fd, const uint64_t *meta_salt, uint32_t inflight,
 			why = "damaged superblock";
 		else if (a->sb.seg_id != segs[i].id)
 			why = "its superblock names another segment";
-		else if (a->sb.seg_bytes != (uint64_t)st.st_size)
-			why = "its size differs from its superblock's";
+		else if (a->sb.seg_bytes / PAGE > ((1u << 24) - 1))
+			why = "its superblock's size is not a segment's";
 		if (why) {
 			close(fd);
 			err = add_file(r, &files_cap, segs[i].name, KVT_SSD_FILE_QUARANTINE, "%s", why);
@@ -594,12 +594,29 @@ int kvt_ssd_recover(int dir_fd, const uint64_t *meta_salt, uint32_t inflight,
 		}
 		a->f = segs[i];
 		a->fd = fd;
-		a->n_pages = (uint32_t)(st.st_size / PAGE);
+		/* cut short or grown, a segment still holds the records that
+		 * verify: it is read up to the smaller of the two sizes */
+		a->n_pages = (uint32_t)(a->sb.seg_bytes / PAGE);
+		if ((uint64_t)st.st_size != a->sb.seg_bytes) {
+			a->file_bytes = (uint64_t)st.st_size;
+			if ((uint64_t)st.st_size / PAGE < a->n_pages)
+				a->n_pages = (uint32_t)(st.st_size / PAGE);
+		}
 		n_ad++;
 	}
 
 	/* the directory's salt: the meta file's, else what the segments say */
 	if (meta_salt) {
+		size_t agree = 0;
+
+		for (size_t i = 0; i < n_ad; i++)
+			agree += ad[i].sb.salt == *meta_salt;
+		/* segments, none of them the meta file's: one or the other is
+		 * another directory's, and which cannot be told here */
+		if (n_ad && !agree) {
+			err = -EBADMSG;
+			goto out;
+		}
 		r->salt = *meta_salt;
 		r->salt_from = KVT_SSD_SALT_META;
 	} else if (n_ad) {
@@ -624,7 +641,9 @@ int kvt_ssd_recover(int dir_fd, const uint64_t *meta_salt, uint32_t inflight,
 			continue;
 		}
 		*s = (struct kvt_ssd_found_seg){ .id = ad[i].f.id, .fd = ad[i].fd,
-						 .n_pages = ad[i].n_pages, .nonce = ad[i].sb.nonce };
+						 .n_pages = ad[i].n_pages, .nonce = ad[i].sb.nonce,
+						 .file_bytes = ad[i].file_bytes,
+						 .seg_bytes = ad[i].sb.seg_bytes };
 		ad[i].fd = -1;
 		r->n_segs++;
 		err = -EBADMSG;
@@ -645,17 +664,20 @@ int kvt_ssd_recover(int dir_fd, const uint64_t *meta_salt, uint32_t inflight,
 		}
 		if (!err) {
 			r->summaries++;
-			continue;
+		} else {
+			err = scan_segment(s->fd, r->salt, s, (int32_t)(r->n_segs - 1), &w, &tail);
+			if (err == -ENOMEM)
+				goto out;
+			if (err) {
+				/* unreadable from here on: keep what was read, take no more */
+				s->damaged++;
+				s->sealed = true;
+			}
+			r->scanned++;
 		}
-		err = scan_segment(s->fd, r->salt, s, (int32_t)(r->n_segs - 1), &w, &tail);
-		if (err == -ENOMEM)
-			goto out;
-		if (err) {
-			/* unreadable from here on: keep what was read, take no more */
-			s->damaged++;
+		/* a segment of the wrong size takes no more records */
+		if (s->file_bytes)
 			s->sealed = true;
-		}
-		r->scanned++;
 	}
 	/* a summary whose segment is not adopted describes nothing */
 	for (size_t i = 0; i < n_sums; i++) {

@@ -53,7 +53,9 @@ struct kvt_ssd_rec {
 struct kvt_ssd_found_seg {
 	uint64_t id;
 	int fd;                  /* O_RDWR | O_DIRECT; the result's until taken (-1) */
-	uint32_t n_pages;
+	uint32_t n_pages;        /* read: the smaller of its size and its superblock's */
+	uint64_t seg_bytes;      /* its superblock's size */
+	uint64_t file_bytes;     /* its file's size when that differs, else 0 */
 	uint32_t end;            /* the page after its last valid record */
 	uint64_t nonce;          /* of its superblock */
 	bool sealed;             /* takes no more records */
@@ -118,8 +120,10 @@ struct kvt_ssd_recovery {
  * directory's meta file, NULL when it has none. inflight: the most records
  * one batch writes (only those can be torn by a crash: earlier batches were
  * complete). Returns 0 and *out (free it with kvt_ssd_recovery_fini),
- * -ENOMEM, or the -errno of reading the directory. A segment that cannot be
- * read is reported in files, not an error. */
+ * -ENOMEM, -EBADMSG (segments were found and none carries meta_salt: the
+ * meta file or the segments are another directory's), or the -errno of
+ * reading the directory. A segment that cannot be read is reported in
+ * files, not an error. */
 int kvt_ssd_recover(int dir_fd, const uint64_t *meta_salt, uint32_t inflight,
 		    struct kvt_ssd_recovery *out);
 

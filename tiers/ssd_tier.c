@@ -117,6 +117,9 @@ static void op_stats(struct kvt_storage_tier *t, struct kvt_store_stats *st)
 
 	kvt_ssd_stats(ssd_of(t), &ss);
 	ts->capacity_bytes = ss.capacity_bytes;
+	/* what the disk holds for the blocks, as capacity counts it: each
+	 * record's header page and its payload's last page whole */
+	ts->used_bytes = ss.used_bytes;
 	ts->degraded = ss.degraded;
 	ts->io_fallback = !ss.io.uring;
 	ts->errors += ss.write_errors + ss.read_errors + ss.sync_errors;

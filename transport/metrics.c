@@ -373,7 +373,8 @@ static const struct tier_family {
 } tier_families[] = {
 	{ "kvtier_tier_capacity_bytes", "gauge", "Capacity of each tier.",
 	  TIER_FIELD, TIER_STAT(capacity_bytes) },
-	{ "kvtier_tier_used_bytes", "gauge", "Bytes of the blocks stored in each tier.",
+	{ "kvtier_tier_used_bytes", "gauge",
+	  "Bytes each tier holds for its blocks (SSD: the records on disk, headers included).",
 	  TIER_FIELD, TIER_STAT(used_bytes) },
 	{ "kvtier_tier_occupancy_ratio", "gauge", "used / capacity of each tier.",
 	  TIER_OCCUPANCY, 0 },

@@ -29,8 +29,11 @@ struct pconn {
 	struct kvt_peer_server *srv;
 	pthread_t thread;
 	int fd;                 /* closed by whoever joins the thread */
-	uint64_t id;
+	uint64_t id;            /* grows with accept order */
 	bool done;              /* the thread has finished (under srv->mu) */
+	bool authed;            /* its handshake succeeded (under srv->mu) */
+	bool dropped;           /* cut before its handshake ended (under srv->mu) */
+	struct sockaddr_storage src;
 	char peer[KVT_PEER_ID_MAX + 1];
 	char addr[64];
 	struct kvt_wr w;
@@ -57,6 +60,9 @@ void kvt_peer_server_opts_init(struct kvt_peer_server_opts *opts, size_t size_by
 	opts->size = size_bytes;
 	opts->timeout_ms = 5000;
 	opts->max_conns = 256;
+	opts->auth_timeout_ms = 2000;
+	opts->max_unauth = 64;
+	opts->max_unauth_per_source = 8;
 }
 
 static void slog(struct kvt_peer_server *s, enum kvt_log_level lvl, const char *fmt, ...)
@@ -306,16 +312,26 @@ static void *conn_thread(void *arg)
 	struct kvt_peer_server *s = c->srv;
 	struct kvt_frame_hdr h;
 	uint32_t flags = s->o.rdma.rkey_cb ? KVT_PEER_F_RDMA : 0;
+	uint64_t failures = 0;
+	bool dropped;
 	int err;
 
 	kvt_sock_keepalive(c->fd, 30, 5);
-	err = kvt_peer_auth_server(c->fd, &s->secret, s->node_id, flags, deadline(s), c->peer);
+	err = kvt_peer_auth_server(c->fd, &s->secret, s->node_id, flags,
+				   kvt_deadline_ms(s->o.auth_timeout_ms), c->peer);
+	pthread_mutex_lock(&s->mu);
+	dropped = c->dropped; /* counted and logged where it was cut */
+	c->authed = !err && !dropped;
+	if (err && !dropped)
+		failures = ++s->st.auth_failures;
+	pthread_mutex_unlock(&s->mu);
+	if (dropped)
+		goto out;
 	if (err) {
-		slog(s, KVT_LOG_WARN, "event=peer.auth_refused addr=%s err=\"%s\"", c->addr,
-		     kvt_strerror(err));
-		pthread_mutex_lock(&s->mu);
-		s->st.auth_failures++;
-		pthread_mutex_unlock(&s->mu);
+		/* logged at the 1st, 2nd, 4th... failure: a flood is told, not echoed */
+		if (!(failures & (failures - 1)))
+			slog(s, KVT_LOG_WARN, "event=peer.auth_refused addr=%s err=\"%s\" "
+			     "failures=%" PRIu64, c->addr, kvt_strerror(err), failures);
 		goto out;
 	}
 	slog(s, KVT_LOG_DEBUG, "event=peer.conn conn=%" PRIu64 " node=%s addr=%s", c->id, c->peer,
@@ -406,6 +422,59 @@ static void reap(struct kvt_peer_server *s, bool all)
 	}
 }
 
+/* Whether a and b are the same host (the port aside). */
+static bool same_source(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	if (a->ss_family == AF_INET6)
+		return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+			       &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr));
+	return false;
+}
+
+/* Whether one more connection from src may start its handshake: past
+ * max_unauth_per_source of src's it is refused (closed at once, no thread
+ * made), so one address, secret or not, holds few places; past max_unauth
+ * in all (many addresses), the oldest in its handshake is cut instead, so
+ * that a node's handshake (a round trip) still gets through. Called with
+ * s->mu held. */
+static bool unauth_admit(struct kvt_peer_server *s, const struct sockaddr_storage *src,
+			 const char *addr)
+{
+	struct pconn *oldest = NULL;
+	unsigned all = 0, from_src = 0;
+	bool admit = true;
+
+	for (struct pconn *c = s->conns; c; c = c->next) {
+		if (c->authed || c->dropped || c->done)
+			continue;
+		all++;
+		if (!oldest || c->id < oldest->id)
+			oldest = c;
+		from_src += same_source(&c->src, src);
+	}
+	if (from_src >= s->o.max_unauth_per_source) {
+		admit = false;
+	} else if (all >= s->o.max_unauth && oldest) {
+		oldest->dropped = true;
+		shutdown(oldest->fd, SHUT_RDWR); /* its thread sees the end and leaves */
+	} else {
+		return true;
+	}
+	s->st.unauth_dropped++;
+	/* logged at 1, 2, 4, 8... drops: a flood is told, not echoed */
+	if (!(s->st.unauth_dropped & (s->st.unauth_dropped - 1)))
+		slog(s, KVT_LOG_WARN, "event=peer.unauth_dropped addr=%s drops=%" PRIu64
+		     " reason=\"too many connections in their handshake%s\"",
+		     admit ? oldest->addr : addr, s->st.unauth_dropped,
+		     admit ? "" : " from one address");
+	return admit;
+}
+
 static void *accept_thread(void *arg)
 {
 	struct kvt_peer_server *s = arg;
@@ -433,24 +502,24 @@ static void *accept_thread(void *arg)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		memcpy(&sa.ss, &ss, sizeof(ss));
 		sa.len = len;
-		pthread_mutex_lock(&s->mu);
-		if (s->st.conns >= s->o.max_conns) {
-			s->st.refused++;
-			pthread_mutex_unlock(&s->mu);
-			close(fd);
-			continue;
-		}
-		pthread_mutex_unlock(&s->mu);
 		c = calloc(1, sizeof(*c));
 		if (!c) {
 			close(fd);
 			continue;
 		}
-		c->srv = s;
-		c->fd = fd;
-		kvt_wr_init(&c->w);
 		kvt_sockaddr_str(&sa, c->addr, sizeof(c->addr));
 		pthread_mutex_lock(&s->mu);
+		if (s->st.conns >= s->o.max_conns || !unauth_admit(s, &ss, c->addr)) {
+			s->st.refused++;
+			pthread_mutex_unlock(&s->mu);
+			close(fd);
+			free(c);
+			continue;
+		}
+		c->srv = s;
+		c->fd = fd;
+		c->src = ss;
+		kvt_wr_init(&c->w);
 		c->id = ++s->next_conn;
 		if (pthread_create(&c->thread, NULL, conn_thread, c)) {
 			pthread_mutex_unlock(&s->mu);
@@ -474,7 +543,8 @@ int kvt_peer_server_open(const struct kvt_peer_server_opts *o, struct kvt_peer_s
 	int err;
 
 	if (!o || !out || o->size != sizeof(*o) || !o->listen || !kvt_node_id_valid(o->node_id) ||
-	    !o->secret || o->secret->len < KVT_PEER_SECRET_MIN || !o->timeout_ms || !o->max_conns)
+	    !o->secret || o->secret->len < KVT_PEER_SECRET_MIN || !o->timeout_ms || !o->max_conns ||
+	    !o->auth_timeout_ms || !o->max_unauth || !o->max_unauth_per_source)
 		return -EINVAL;
 	err = kvt_sockaddr_parse(o->listen, true, &sa);
 	if (err)
@@ -487,6 +557,11 @@ int kvt_peer_server_open(const struct kvt_peer_server_opts *o, struct kvt_peer_s
 	s->o.node_id = NULL;
 	s->o.secret = NULL;
 	s->secret = *o->secret;
+	if (s->o.auth_timeout_ms > s->o.timeout_ms)
+		s->o.auth_timeout_ms = s->o.timeout_ms;
+	/* nodes keep at least three quarters of the places */
+	if (s->o.max_unauth > s->o.max_conns / 4)
+		s->o.max_unauth = s->o.max_conns / 4 ? s->o.max_conns / 4 : 1;
 	snprintf(s->node_id, sizeof(s->node_id), "%s", o->node_id);
 	pthread_mutex_init(&s->mu, NULL);
 	s->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -494,7 +569,9 @@ int kvt_peer_server_open(const struct kvt_peer_server_opts *o, struct kvt_peer_s
 		err = -errno;
 		goto fail;
 	}
-	s->lfd = kvt_sock_listen(&sa, 128);
+	/* room for nodes' connects behind a burst of others, which are taken
+	 * and closed at once past their address's handshake bound */
+	s->lfd = kvt_sock_listen(&sa, 1024);
 	if (s->lfd < 0) {
 		err = s->lfd;
 		goto fail_efd;

@@ -61,12 +61,24 @@ struct kvt_peer_server_opts {
 	unsigned max_conns;         /* connections at once; more are closed (256) */
 	kvt_log_cb log;
 	void *log_arg;
+	/* Connections that have not finished the handshake are bounded below
+	 * max_conns, so that anyone who can reach the port, secret or not,
+	 * cannot take the places of nodes: past the bound per source address a
+	 * new one is closed at once; past the bound in all, the oldest in its
+	 * handshake is cut. */
+	unsigned auth_timeout_ms;   /* the handshake's deadline (2000; at most timeout_ms) */
+	unsigned max_unauth;        /* in all (max_conns / 4) */
+	unsigned max_unauth_per_source; /* from one address (8) */
 };
 
 struct kvt_peer_server_stats {
 	uint64_t conns;             /* connections now */
 	uint64_t accepted, refused; /* refused: over max_conns */
-	uint64_t auth_failures;     /* handshakes that failed: wrong secret, garbage */
+	uint64_t auth_failures;     /* handshakes that failed: wrong secret, garbage,
+	                             * silence past auth_timeout_ms */
+	uint64_t unauth_dropped;    /* connections closed or cut in their handshake
+	                             * for the max_unauth* bounds (also in refused
+	                             * when closed at accept) */
 	uint64_t requests, bad_requests;
 	uint64_t blocks_sent, bytes_sent;
 	uint64_t misses;            /* blocks asked for and not held */

@@ -589,6 +589,13 @@ void kvt_conn_event(struct kvt_conn *c, uint32_t events)
 {
 	bool eof = false;
 
+	/* A held-back HELLO is not read, but a hangup is reported whatever the
+	 * watched events: with no one left to answer, close now, or the loop
+	 * would be woken for it until the delay ends. */
+	if (c->delayed && (events & (EPOLLHUP | EPOLLERR))) {
+		kvt_conn_close(c, "hangup");
+		return;
+	}
 	if (!c->closing && !conn_throttled(c) &&
 	    (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))) {
 		int r = conn_read(c);

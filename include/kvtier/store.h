@@ -75,7 +75,8 @@ void kvt_store_opts_init(struct kvt_store_opts *opts, size_t size_bytes);
 
 /* Open a store. Returns 0 and *out, or -EINVAL (bad opts, an unknown policy,
  * ssd_admission or ssd_codec among them), -ENOMEM (the DRAM region cannot be mapped),
- * -EBUSY (another store has ssd_dir open), or the I/O error of the SSD
+ * -EBUSY (another store has ssd_dir open), -EBADMSG (ssd_dir's segments
+ * are not of its meta file: nothing is touched), or the I/O error of the SSD
  * directory. Blocks found in ssd_dir join the index as their namespace
  * attaches. */
 int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out);
@@ -301,7 +302,9 @@ int kvt_remove(struct kvt_ns *ns, const struct kvt_key *key);
 
 struct kvt_tier_stats {
 	uint64_t capacity_bytes;
-	uint64_t used_bytes;   /* bytes of the blocks stored */
+	uint64_t used_bytes;   /* bytes of the blocks stored; SSD: the disk bytes
+	                        * of their records (a 4 KiB header page each, the
+	                        * payload, compressed or not, in whole 4 KiB pages) */
 	uint64_t blocks;
 	uint64_t hits;         /* lookups and gets served from this tier */
 	uint64_t bytes_in;     /* written into this tier */

@@ -465,6 +465,57 @@ static void ambiguous_tokens_are_refused(void **state)
 	free(out);
 }
 
+/* Settings that cannot work, or that --print-config could not write back
+ * as they are, are usage errors (exit 2) naming what is wrong, with
+ * --print-config as with a daemon about to serve: a tenant declared twice
+ * (old code kept the last token silently), a control character in a
+ * tenant's name or salt (it printed broken INI), an empty socket path (exit
+ * 1, vaguely), a socket group that does not exist (exit 1), two tenants
+ * with one token (printed as if fine, then refused). */
+static void config_gaps_are_usage_errors(void **state)
+{
+	static const struct { const char *file, *args, *says; } cases[] = {
+		{ "[tenant a]\ntoken = ta\n[tenant b]\ntoken = tb\n[tenant a]\ntoken = tc\n", "",
+		  "twice" },
+		{ NULL, "--tenant a:ta --tenant a:tb", "twice" },
+		{ NULL, "--tenant \"$(printf 'bad\\nname')\":tok", "--tenant" },
+		{ NULL, "--tenant ok:tok:\"$(printf 'salt\\n[kvtierd]')\"", "--tenant" },
+		{ "[kvtierd]\nsocket =\n", "", "socket" },
+		{ NULL, "--data-dir ''", "--data-dir" },
+		{ NULL, "--socket-group rel-no-such-group", "rel-no-such-group" },
+		{ NULL, "--tenant a:same --tenant b:same", "token" },
+		{ "[tenant a]\ntoken = same\n[tenant b]\ntoken = same\n", "", "token" },
+	};
+	char ini[512], args[1400], *out;
+
+	snprintf(ini, sizeof(ini), "%s/gaps.ini", dir);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		for (int print = 0; print < 2; print++) {
+			int n = 0;
+
+			if (cases[i].file) {
+				write_file(ini, cases[i].file);
+				n = snprintf(args, sizeof(args), "--config %s ", ini);
+			}
+			snprintf(args + n, sizeof(args) - (size_t)n, "%s --socket %s/gap.sock "
+				 "--dram 1M --ssd 0 --no-prefault --no-gpu --metrics off%s",
+				 cases[i].args, dir, print ? " --print-config" : "");
+			if (strstr(cases[i].args, "socket") || (cases[i].file &&
+							       strstr(cases[i].file, "socket")))
+				snprintf(args + n, sizeof(args) - (size_t)n, "%s --dram 1M --ssd 0 "
+					 "--no-prefault --no-gpu --metrics off%s", cases[i].args,
+					 print ? " --print-config" : "");
+			if (run_limit(args, 10, &out) != 2)
+				fail_msg("%s%s: not a usage error:\n%s", cases[i].file ? cases[i].file : "",
+					 args, out);
+			if (!strstr(out, cases[i].says))
+				fail_msg("%s: the message does not say \"%s\":\n%s", args, cases[i].says,
+					 out);
+			free(out);
+		}
+	}
+}
+
 /* --socket replaces only a stale socket (one left by a daemon that died): a
  * regular file, or a symlink, at the path is refused and left as it was. */
 static void only_a_stale_socket_is_replaced(void **state)
@@ -559,6 +610,7 @@ int main(void)
 		cmocka_unit_test(usage_errors_name_the_option_and_what_it_takes),
 		cmocka_unit_test(metrics_beyond_loopback_warn),
 		cmocka_unit_test(ambiguous_tokens_are_refused),
+		cmocka_unit_test(config_gaps_are_usage_errors),
 		cmocka_unit_test(only_a_stale_socket_is_replaced),
 		cmocka_unit_test(a_live_socket_is_not_taken_over),
 	};

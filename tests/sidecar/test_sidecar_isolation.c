@@ -2,6 +2,7 @@
 /* Tenants against a real kvtierd: wrong tokens refused, requests before HELLO
  * refused, namespaces a tenant may not use refused, and equal prefixes of two
  * tenants never share a block unless the config gives them the same salt. */
+#include <dirent.h>
 #include <errno.h>
 #include <grp.h>
 #include <setjmp.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -21,6 +23,7 @@
 
 #include "daemon_proc.h"
 #include "helpers.h"
+#include "transport/proto.h"
 
 static struct kvtd_proc d;
 static uint64_t seed;
@@ -430,6 +433,65 @@ static void token_guessing_is_slowed_per_uid(void **state)
 	kvtd_cleanup(&q);
 }
 
+/* Descriptors kvtierd pid holds open. */
+static int daemon_fds(pid_t pid)
+{
+	char path[64];
+	int n = 0;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	dir = opendir(path);
+	assert_non_null(dir);
+	while (readdir(dir))
+		n++;
+	closedir(dir);
+	return n;
+}
+
+/* A HELLO held back for its uid's delay whose client hangs up is closed at
+ * once: its descriptor and its place among the uid's connections come back
+ * long before the delay ends. Old code kept it for the whole delay (up to
+ * 10 s), with the main loop spinning on the hangup meanwhile. */
+static void a_held_back_hello_whose_client_hangs_up_is_closed_at_once(void **state)
+{
+	const char *extra[] = { "--tenant", "solo:right", NULL };
+	struct kvtd_proc q = { 0 };
+	struct kvt_ns_desc desc;
+	struct kvt_client_ns ns;
+	struct kvt_client *c;
+	struct kvt_wr w;
+	int base, fd, fds = -1;
+	double t0;
+
+	assert_int_equal(kvtd_start(&q, NULL, extra), 0);
+	kvtd_test_desc(&desc, NULL);
+	base = daemon_fds(q.pid);
+	/* 9 failures: the next HELLO of this uid waits 3.2 s */
+	for (int i = 0; i < 9; i++) {
+		c = kvtd_connect(&q, "wrong");
+		assert_non_null(c);
+		assert_int_equal(kvt_client_hello(c, &desc, &ns), -EACCES);
+		kvt_client_close(c);
+	}
+	fd = kvtd_connect_raw(&q);
+	assert_true(fd >= 0);
+	kvt_wr_init(&w);
+	assert_int_equal(kvt_proto_enc_hello(&w, 1, "wrong", &desc), 0);
+	assert_int_equal(send(fd, w.buf, w.len, MSG_NOSIGNAL), (ssize_t)w.len);
+	kvt_wr_free(&w);
+	usleep(200 * 1000); /* read and held back */
+	close(fd);
+	t0 = now_s();
+	while (now_s() - t0 < 2.0 && (fds = daemon_fds(q.pid)) > base)
+		usleep(20 * 1000);
+	if (fds > base)
+		fail_msg("a hung-up held-back connection still holds %d fds after %.1f s",
+			 fds - base, now_s() - t0);
+	assert_int_equal(kvtd_stop(&q, SIGTERM), 0);
+	kvtd_cleanup(&q);
+}
+
 /* In a child: become uid/gid 4244 with `groups` as supplementary groups,
  * then connect and say HELLO. Exits 0 when let in, 1 when refused. */
 static void hello_as_4244(const struct kvtd_proc *proc, const gid_t *groups, size_t n)
@@ -501,6 +563,7 @@ int main(void)
 		cmocka_unit_test(a_tenant_is_held_to_its_namespace_quota),
 		cmocka_unit_test(supplementary_members_of_the_socket_group_get_in),
 		cmocka_unit_test(token_guessing_is_slowed_per_uid),
+		cmocka_unit_test(a_held_back_hello_whose_client_hangs_up_is_closed_at_once),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

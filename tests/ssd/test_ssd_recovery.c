@@ -579,6 +579,115 @@ static void degraded_tier_resumes_after_a_probe(void **state)
 }
 #endif
 
+/* A segment of the wrong size keeps every record that verifies: one cut to
+ * half its size keeps the records wholly before the cut, one with bytes
+ * appended keeps them all; both are sealed (the tier writes on in a new
+ * segment), and what they keep is there after the next open too. Old code
+ * quarantined both whole. */
+static void segments_of_the_wrong_size_keep_their_intact_records(void **state)
+{
+	struct fixture *f = *state;
+	char p[4096];
+	int fd;
+
+	for (uint64_t i = 0; i < 40; i++)
+		put(f, i); /* 23 in segment 1, 17 in segment 2 */
+	kvt_ssd_close(f->ssd);
+	f->ssd = NULL;
+	path_of(f, "seg-0000000000000001.kvt", p, sizeof(p));
+	assert_int_equal(truncate(p, 512 << 10), 0);
+	path_of(f, "seg-0000000000000002.kvt", p, sizeof(p));
+	fd = open(p, O_WRONLY | O_APPEND);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, f->buf, 100), 100);
+	close(fd);
+
+	assert_int_equal(tier_open(f), 0);
+	/* records 0-10 end by page 122 of the 128 left; 11-22 were cut */
+	assert_int_equal(f->n_seen, 11 + 17);
+	assert_int_equal(ssd_test_count(f->dir, "seg-", ".kvt"), 2);
+	put(f, 100);
+	assert_int_equal(ssd_test_count(f->dir, "seg-", ".kvt"), 3);
+	reopen(f);
+	assert_int_equal(f->n_seen, 11 + 17 + 1);
+	for (uint64_t i = 0; i < 11; i++)
+		assert_there(f, i);
+	for (uint64_t i = 23; i < 40; i++)
+		assert_there(f, i);
+	assert_there(f, 100);
+}
+
+/* The meta file is checksummed: a flipped bit in its salt that leaves a
+ * valid hex digit is damage, not another directory's salt; the salt comes
+ * from the segments, nothing is quarantined, and the file is written again.
+ * Old code quarantined every segment and started empty. */
+static void a_flipped_bit_in_the_meta_file_loses_nothing(void **state)
+{
+	struct fixture *f = *state;
+	char meta[4096], before[128], after[128], *digit, was;
+	struct kvt_ssd_stats st;
+	FILE *m;
+
+	for (uint64_t i = 0; i < 30; i++)
+		put(f, i);
+	kvt_ssd_close(f->ssd);
+	f->ssd = NULL;
+	path_of(f, "kvtier-ssd.meta", meta, sizeof(meta));
+	read_file(meta, before, sizeof(before));
+	digit = strstr(before, "salt ");
+	assert_non_null(digit);
+	digit += 5 + 7;
+	was = *digit;
+	*digit = was == '2' ? '3' : '2'; /* still a hex digit */
+	m = fopen(meta, "w");
+	assert_non_null(m);
+	fputs(before, m);
+	fclose(m);
+	*digit = was;
+
+	assert_int_equal(tier_open(f), 0);
+	assert_int_equal(f->n_seen, 30);
+	for (uint64_t i = 0; i < 30; i++)
+		assert_there(f, i);
+	kvt_ssd_stats(f->ssd, &st);
+	assert_int_equal(st.quarantined, 0);
+	read_file(meta, after, sizeof(after));
+	assert_string_equal(after, before);
+}
+
+/* A whole meta file whose salt no segment carries (another directory's) is
+ * refused: the tier does not open, and every segment stays where it was. */
+static void segments_that_all_disagree_with_the_meta_file_are_refused(void **state)
+{
+	struct fixture *f = *state;
+	char *other = ssd_test_dir("ssd_recovery_meta"), src[4096], dst[4096];
+	struct kvt_ssd_opts o = f->opts;
+	struct kvt_ssd *ssd2;
+
+	for (uint64_t i = 0; i < 30; i++)
+		put(f, i);
+	kvt_ssd_close(f->ssd);
+	f->ssd = NULL;
+	o.dir = other;
+	assert_int_equal(kvt_ssd_open(&o, NULL, NULL, &ssd2), 0);
+	kvt_ssd_close(ssd2);
+	snprintf(src, sizeof(src), "%s/kvtier-ssd.meta", other);
+	path_of(f, "kvtier-ssd.meta", dst, sizeof(dst));
+	copy_file(src, dst);
+
+	assert_int_equal(tier_open(f), -EBADMSG);
+	f->ssd = NULL;
+	assert_int_equal(ssd_test_count(f->dir, "seg-", ".kvt"), 2);
+	assert_false(exists(f, "quarantine"));
+	kvt_test_rmdir(other);
+	free(other);
+	/* the right meta file back: everything is there */
+	snprintf(src, sizeof(src), "%s/kvtier-ssd.meta", f->dir);
+	assert_int_equal(unlink(src), 0);
+	assert_int_equal(tier_open(f), 0);
+	assert_int_equal(f->n_seen, 30);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -595,6 +704,12 @@ int main(int argc, char **argv)
 						teardown),
 		cmocka_unit_test_setup_teardown(a_spare_left_by_a_crash_is_continued, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(segments_of_the_wrong_size_keep_their_intact_records,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(a_flipped_bit_in_the_meta_file_loses_nothing, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(
+			segments_that_all_disagree_with_the_meta_file_are_refused, setup, teardown),
 #ifdef KVT_TESTING
 		cmocka_unit_test_setup_teardown(degraded_tier_resumes_after_a_probe, setup, teardown),
 #endif

@@ -208,6 +208,33 @@ static void dram_overflow_demotes_and_get_promotes(void **state)
 	free(buf);
 }
 
+/* The SSD tier's used_bytes is what its disk holds for its blocks: each raw
+ * 64 KiB block is a record of a 4 KiB header page and 16 pages of payload,
+ * so small blocks fill the tier well before their bytes alone would. Old
+ * code counted the blocks' bytes only (4 KiB blocks: half the disk). */
+static void ssd_used_bytes_count_the_record_headers(void **state)
+{
+	struct fixture *f = *state;
+	char *buf = malloc(BLOCK);
+	struct kvt_store_stats st = { .size = sizeof(st) };
+	uint64_t want = 0;
+
+	open_store(f);
+	put_chain(f, 0, 60, buf);
+	settle(f, 16);
+	for (int tries = 0; tries < 100; tries++) {
+		assert_int_equal(kvt_store_stats(f->store, &st), 0);
+		want = st.tier[KVT_TIER_SSD].blocks * (BLOCK + 4096);
+		if (st.tier[KVT_TIER_SSD].used_bytes == want)
+			break;
+		usleep(20000);
+	}
+	assert_true(st.tier[KVT_TIER_SSD].blocks >= 60 - DRAM_BYTES / BLOCK);
+	assert_int_equal(st.tier[KVT_TIER_SSD].used_bytes, want);
+	assert_true(st.tier[KVT_TIER_SSD].used_bytes <= st.tier[KVT_TIER_SSD].capacity_bytes);
+	free(buf);
+}
+
 static void compressed_namespace_round_trips(void **state)
 {
 	struct fixture *f = *state;
@@ -1127,6 +1154,8 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(dram_overflow_demotes_and_get_promotes, setup, teardown),
 		cmocka_unit_test_setup_teardown(compressed_namespace_round_trips, setup, teardown),
+		cmocka_unit_test_setup_teardown(ssd_used_bytes_count_the_record_headers, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(store_codec_encodes_every_namespace, setup, teardown),
 		cmocka_unit_test_setup_teardown(store_codec_auto_packs_bf16_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(reopen_rebuilds_the_index_from_the_log, setup, teardown),
