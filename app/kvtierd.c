@@ -166,19 +166,22 @@ static void bound_path(int fd, char *buf, size_t len)
 }
 
 /* Keep fd in systemd's fd store under name, replacing what it kept under
- * that name (a region refused at start, a socket bound anew). No-op
- * outside systemd. */
-static void fd_store(const char *name, int fd)
+ * that name (a region refused at start, a socket bound anew). Returns
+ * whether systemd has it (false outside systemd). */
+static bool fd_store(const char *name, int fd)
 {
 	char msg[64];
 
-	if (fd < 0)
-		return;
+	if (fd < 0 || !getenv("NOTIFY_SOCKET"))
+		return false;
 	snprintf(msg, sizeof(msg), "FDSTOREREMOVE=1\nFDNAME=%s", name);
 	kvtd_sd_notify(msg);
 	snprintf(msg, sizeof(msg), "FDSTORE=1\nFDNAME=%s", name);
-	if (kvtd_sd_notify_fds(msg, &fd, 1))
+	if (kvtd_sd_notify_fds(msg, &fd, 1)) {
 		kvtd_log(KVT_LOG_WARN, "event=systemd.fdstore.failed name=%s", name);
+		return false;
+	}
+	return true;
 }
 
 /* A clean stop without a successor: the blocks only DRAM holds go down to
@@ -528,7 +531,10 @@ int main(int argc, char **argv)
 			snprintf(colon, sizeof(cfg.metrics) - (size_t)(colon - cfg.metrics), ":%d",
 				 kvt_server_metrics_port(srv));
 	}
-	fd_store("sidecar", kvt_server_listen_fd(srv));
+	/* the socket outlives this process in the fd store: a stop leaves its
+	 * file for the next start, which serves the same socket */
+	if (fd_store("sidecar", kvt_server_listen_fd(srv)))
+		kvt_server_keep_path(srv);
 	set_running(srv);
 	print_summary(&cfg, srv, vopts.listen_fd >= 0, ssd_dir, gpu, gpu_why, cluster);
 	kvtd_log(KVT_LOG_INFO, "event=start pid=%d socket=%s%s dram_bytes=%llu ssd_bytes=%llu "

@@ -295,6 +295,11 @@ int kvt_server_take_listener(struct kvt_server *srv)
 	return fd;
 }
 
+void kvt_server_keep_path(struct kvt_server *srv)
+{
+	srv->keep_path = true;
+}
+
 int kvt_server_listen_fd(const struct kvt_server *srv)
 {
 	return srv->listen.fd;
@@ -374,7 +379,7 @@ int kvt_server_run(struct kvt_server *srv)
 	if (!__atomic_load_n(&srv->keep_listener, __ATOMIC_ACQUIRE)) {
 		close(srv->listen.fd);
 		srv->listen.fd = -1;
-		if (srv->opts.listen_fd < 0)
+		if (srv->opts.listen_fd < 0 && !srv->keep_path)
 			unlink(srv->opts.socket_path);
 	}
 	drain_until = kvt_now_ns() + (uint64_t)srv->opts.drain_timeout_ms * 1000000;
@@ -418,7 +423,7 @@ void kvt_server_close(struct kvt_server *srv)
 	kvt_http_close_all(srv);
 	if (srv->listen.fd >= 0) {
 		close(srv->listen.fd);
-		if (srv->opts.listen_fd < 0)
+		if (srv->opts.listen_fd < 0 && !srv->keep_path)
 			unlink(srv->opts.socket_path);
 	}
 	if (srv->wake.fd >= 0)

@@ -160,6 +160,11 @@ void kvt_server_handover(struct kvt_server *srv);
  * alone); -1 when the server has none open. */
 int kvt_server_take_listener(struct kvt_server *srv);
 
+/* Leave the socket's file in place when the server stops and closes: the
+ * socket itself outlives the process (systemd's fd store keeps it). Call
+ * before kvt_server_run. */
+void kvt_server_keep_path(struct kvt_server *srv);
+
 /* The listening socket (still the server's), -1 once closed. */
 int kvt_server_listen_fd(const struct kvt_server *srv);
 
