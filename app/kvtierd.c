@@ -367,6 +367,7 @@ int main(int argc, char **argv)
 	struct kvtd_handover *handover = NULL;
 	pthread_t sig_thread;
 	int err, status = 0, listen_fd, dram_fd = -1;
+	bool handing = false; /* a successor takes the socket and the region */
 
 	err = kvtd_config_load(&cfg, argc, argv);
 	if (err)
@@ -531,9 +532,13 @@ int main(int argc, char **argv)
 			snprintf(colon, sizeof(cfg.metrics) - (size_t)(colon - cfg.metrics), ":%d",
 				 kvt_server_metrics_port(srv));
 	}
-	/* the socket outlives this process in the fd store: a stop leaves its
-	 * file for the next start, which serves the same socket */
-	if (fd_store("sidecar", kvt_server_listen_fd(srv)))
+	/* the socket outlives this process in the fd store, where there is one
+	 * ($FDSTORE, set by systemd 254 and later to FileDescriptorStoreMax=):
+	 * a stop leaves its file for the next start, which serves the same
+	 * socket. Without it the socket is not stored: a manager that drops it
+	 * would leave a file no one serves. */
+	if (getenv("FDSTORE") && atoi(getenv("FDSTORE")) > 0 &&
+	    fd_store("sidecar", kvt_server_listen_fd(srv)))
 		kvt_server_keep_path(srv);
 	set_running(srv);
 	print_summary(&cfg, srv, vopts.listen_fd >= 0, ssd_dir, gpu, gpu_why, cluster);
@@ -551,8 +556,9 @@ int main(int argc, char **argv)
 	pthread_mutex_lock(&sig_lock);
 	if (handover_asked)
 		listen_fd = kvt_server_take_listener(srv); /* the successor's */
+	handing = handover_asked && listen_fd > 0;
 	pthread_mutex_unlock(&sig_lock);
-	if (listen_fd <= 0) {
+	if (!handing) {
 		/* a clean stop: no successor is answered now */
 		kvtd_handover_close(handover, false);
 		handover = NULL;
@@ -565,7 +571,7 @@ out_store:
 	/* the server is gone, so no region or copy uses the devices any more */
 	kvt_dev_close(host_dev);
 	close_gpu(gpu, store);
-	if (handover && listen_fd > 0 && store) {
+	if (handing) {
 		/* the region outlives the store in this dup, until it is sent */
 		dram_fd = kvt_store_dram_fd(store) >= 0 ? dup(kvt_store_dram_fd(store)) : -1;
 	} else if (store && !err) {
@@ -573,7 +579,7 @@ out_store:
 	}
 	/* closing the store writes back what the tiers keep across restarts */
 	kvt_store_close(store);
-	if (handover && listen_fd > 0) {
+	if (handing) {
 		int herr = kvtd_handover_send(handover, listen_fd, dram_fd);
 
 		kvtd_log(herr ? KVT_LOG_ERROR : KVT_LOG_INFO, "event=handover.sent%s%s region=%s",

@@ -13,8 +13,8 @@
  * LOADs every one, comparing each byte with what it saved. Reported per
  * way, medians over --reps: the share of committed blocks served from
  * DRAM, wrong bytes (must be 0), the time from the start of the restart to
- * the first PING answered by the new daemon, and the new daemon's index
- * rebuild time (its STATS). The reference, in the same run: a cold start
+ * the first request (STATS) answered by the new daemon (one whose uptime
+ * began after it), and the new daemon's index rebuild time (its STATS). The reference, in the same run: a cold start
  * of the same daemon (an empty region) to its first PING. */
 #include <errno.h>
 #include <fcntl.h>
@@ -46,11 +46,12 @@ struct args {
 	double fill;
 	int reps;
 	const char *kvtierd, *dir;
-	bool json;
+	bool json, small_pages;
 };
 
 struct rep {
 	double warm_pct, accept_ms, rebuild_ms, cold_ms;
+	double old_exit_ms;  /* from the start of the restart to the old process's end */
 	uint64_t wrong_bytes, blocks, missing;
 };
 
@@ -71,6 +72,8 @@ static void usage(FILE *f)
 "  --fill F        share of the DRAM tier filled, 0.1 to 0.88 (default 0.85)\n"
 "  --reps N        repetitions of each way (default 3, at most %d)\n"
 "  --dir DIR       where the daemons' sockets and logs go (default /tmp)\n"
+"  --no-huge-pages the daemons map 4 KiB pages only (by default reserved\n"
+"                  huge pages when enough are free, else 4 KiB pages)\n"
 "  --kvtierd PATH  the daemon (default: $KVTIERD, else beside this program)\n"
 "  --json          one JSON object\n", MAX_REPS);
 }
@@ -222,7 +225,27 @@ static long move_blocks(struct engine *e, const struct kvt_key *keys, uint32_t n
 	return done;
 }
 
-/* The first PING answered at socket; the ms from t0 to it, or -1. */
+/* The daemon's uptime in ms from its STATS, -1 when it does not answer. */
+static double uptime_ms(struct kvt_client *c)
+{
+	char *text = NULL;
+	json_t *root;
+	double v = -1;
+
+	if (kvt_client_stats(c, &text))
+		return -1;
+	root = json_loads(text, 0, NULL);
+	if (root)
+		v = 1e3 * json_number_value(json_object_get(json_object_get(root, "server"),
+							    "uptime_s"));
+	json_decref(root);
+	free(text);
+	return v;
+}
+
+/* The ms from t0 to the first request answered at socket by a daemon that
+ * started after t0 (a hand-over's old daemon answers until it is asked),
+ * or -1. */
 static double first_answer_ms(const char *socket, uint64_t t0, pid_t child)
 {
 	for (int i = 0; i < 60000; i++) {
@@ -234,11 +257,11 @@ static double first_answer_ms(const char *socket, uint64_t t0, pid_t child)
 		o.socket_path = socket;
 		o.token = "";
 		if (kvt_client_connect(&o, &c) == 0) {
-			int r = kvt_client_ping(c, "up", 2);
+			double up = uptime_ms(c), since = (double)(kvt_now_ns() - t0) / 1e6;
 
 			kvt_client_close(c);
-			if (r == 0)
-				return (double)(kvt_now_ns() - t0) / 1e6;
+			if (up >= 0 && up <= since)
+				return since;
 		}
 		if (child > 0 && waitpid(child, &status, WNOHANG) == child)
 			return -1;
@@ -263,6 +286,8 @@ static long long stat_restart(struct kvt_client *c, const char *key)
 	return v;
 }
 
+static bool small_pages; /* --no-huge-pages for the daemons */
+
 static void daemon_argv(const char **argv, const char *bin, const char *dir, const char *dram,
 			char *sock, char *data, const char *take_over)
 {
@@ -283,6 +308,8 @@ static void daemon_argv(const char **argv, const char *bin, const char *dir, con
 	argv[n++] = "off";
 	argv[n++] = "--no-gpu";
 	argv[n++] = "--no-prefault";
+	if (small_pages)
+		argv[n++] = "--no-huge-pages";
 	if (take_over) {
 		argv[n++] = "--take-over";
 		argv[n++] = take_over;
@@ -381,13 +408,17 @@ static int run_way(const struct args *a, const char *bin, int way, int rep_no, s
 		old = cur;
 		daemon_argv(argv, bin, dir, dram, sock, data, hsock);
 		cur = spawn(argv, log);
-		reap(old, 0); /* it exits once it has handed over */
-		old = 0;
 	} else {
 		kvt_fdstore_stop(&m, way == 1 ? SIGTERM : SIGKILL);
+		out->old_exit_ms = (double)(kvt_now_ns() - t0) / 1e6;
 		cur = kvt_fdstore_start(&m, argv, log);
 	}
 	out->accept_ms = first_answer_ms(sock, t0, way ? 0 : cur);
+	if (old) {
+		reap(old, 0); /* it exits once it has handed over */
+		out->old_exit_ms = (double)(kvt_now_ns() - t0) / 1e6;
+		old = 0;
+	}
 	if (out->accept_ms < 0 || engine_open(&e, sock, a->block))
 		goto out;
 	out->rebuild_ms = (double)stat_restart(e.c, "rebuild_us") / 1e3;
@@ -411,6 +442,8 @@ out:
 		kvt_fdstore_close(&m);
 	if (!err) {
 		unlink(log);
+		unlink(sock);
+		unlink(hsock);
 		rmdir(data);
 		rmdir(dir);
 	} else {
@@ -429,6 +462,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "fill", required_argument, NULL, 'f' }, { "reps", required_argument, NULL, 'r' },
 		{ "dir", required_argument, NULL, 'D' }, { "kvtierd", required_argument, NULL, 'k' },
 		{ "json", no_argument, NULL, 'j' }, { "help", no_argument, NULL, 'h' },
+		{ "no-huge-pages", no_argument, NULL, 'n' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -445,6 +479,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		case 'D': a->dir = optarg; break;
 		case 'k': a->kvtierd = optarg; break;
 		case 'j': a->json = true; break;
+		case 'n': a->small_pages = true; break;
 		case 'h': usage(stdout); return 1;
 		default: usage(stderr); return -EINVAL;
 		}
@@ -469,6 +504,7 @@ int kvt_bench_restart_main(int argc, char **argv)
 
 	if (err)
 		return err > 0 ? 0 : 2;
+	small_pages = a.small_pages;
 	if (find_kvtierd(a.kvtierd, bin, sizeof(bin))) {
 		fprintf(stderr, "kvtier-bench: no kvtierd (--kvtierd PATH or $KVTIERD)\n");
 		return 1;
@@ -489,19 +525,20 @@ int kvt_bench_restart_main(int argc, char **argv)
 		       "medians of %d\n", (unsigned long long)(a.dram >> 20),
 		       (unsigned long long)reps[0][0].blocks, (unsigned long long)(a.block >> 10),
 		       a.fill * 100, a.reps);
-		printf("%-9s %8s %11s %9s %10s %11s %8s %9s\n", "way", "warm %", "wrong bytes",
-		       "missing", "accept ms", "rebuild ms", "cold ms", "accept/cold");
+		printf("%-9s %7s %6s %8s %10s %9s %11s %8s %11s\n", "way", "warm %", "wrong",
+		       "missing", "accept ms", "old end", "rebuild ms", "cold ms", "accept/cold");
 	}
 	for (int w = 0; w < N_WAYS; w++) {
-		double warm[MAX_REPS], acc[MAX_REPS], reb[MAX_REPS], cold[MAX_REPS];
+		double warm[MAX_REPS], acc[MAX_REPS], reb[MAX_REPS], cold[MAX_REPS], ex[MAX_REPS];
 		uint64_t wrong = 0, missing = 0;
-		double mw, ma, mr, mc;
+		double mw, ma, mr, mc, me;
 
 		for (int r = 0; r < a.reps; r++) {
 			warm[r] = reps[w][r].warm_pct;
 			acc[r] = reps[w][r].accept_ms;
 			reb[r] = reps[w][r].rebuild_ms;
 			cold[r] = reps[w][r].cold_ms;
+			ex[r] = reps[w][r].old_exit_ms;
 			wrong += reps[w][r].wrong_bytes;
 			missing += reps[w][r].missing;
 		}
@@ -510,6 +547,7 @@ int kvt_bench_restart_main(int argc, char **argv)
 		ma = kvt_bench_median(acc, (size_t)a.reps);
 		mr = kvt_bench_median(reb, (size_t)a.reps);
 		mc = kvt_bench_median(cold, (size_t)a.reps);
+		me = kvt_bench_median(ex, (size_t)a.reps);
 		if (a.json) {
 			json_t *o = json_object();
 
@@ -519,11 +557,12 @@ int kvt_bench_restart_main(int argc, char **argv)
 			json_object_set_new(o, "accept_ms", json_real(ma));
 			json_object_set_new(o, "rebuild_ms", json_real(mr));
 			json_object_set_new(o, "cold_start_ms", json_real(mc));
+			json_object_set_new(o, "old_exit_ms", json_real(me));
 			json_object_set_new(o, "accept_vs_cold", json_real(mc > 0 ? ma / mc : 0));
 			json_object_set_new(ways, way_names[w], o);
 		} else {
-			printf("%-9s %8.2f %11llu %9llu %10.1f %11.2f %8.1f %9.2f\n", way_names[w], mw,
-			       (unsigned long long)wrong, (unsigned long long)missing, ma, mr, mc,
+			printf("%-9s %7.2f %6llu %8llu %10.1f %9.1f %11.2f %8.1f %11.2f\n", way_names[w],
+			       mw, (unsigned long long)wrong, (unsigned long long)missing, ma, me, mr, mc,
 			       mc > 0 ? ma / mc : 0);
 		}
 	}

@@ -163,6 +163,7 @@ pid_t kvt_fdstore_start(struct kvt_fdstore *m, const char *const *argv, const ch
 		}
 		snprintf(pid_s, sizeof(pid_s), "%d", (int)getpid());
 		setenv("NOTIFY_SOCKET", m->notify_path, 1);
+		setenv("FDSTORE", "8", 1); /* FileDescriptorStoreMax=, as systemd 254 says it */
 		if (m->n) {
 			setenv("LISTEN_FDS", n_s, 1);
 			setenv("LISTEN_FDNAMES", names, 1);

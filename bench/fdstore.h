@@ -4,7 +4,7 @@
  * FDNAME= and fds over SCM_RIGHTS (sd_notify(3), sd_pid_notify_with_fds),
  * and the start of a service with the stored fds passed as systemd passes
  * them: from fd 3 on, with LISTEN_FDS, LISTEN_FDNAMES and LISTEN_PID
- * (sd_listen_fds(3)). As systemd does, the store outlives the service's
+ * (sd_listen_fds(3)), and $FDSTORE saying the store's size (systemd 254). As systemd does, the store outlives the service's
  * process: a kill -9 leaves it whole for the next start. */
 #ifndef KVT_BENCH_FDSTORE_H
 #define KVT_BENCH_FDSTORE_H
