@@ -571,16 +571,18 @@ out_store:
 	/* the server is gone, so no region or copy uses the devices any more */
 	kvt_dev_close(host_dev);
 	close_gpu(gpu, store);
+	if (store && !err && !handing)
+		write_down(store, &cfg);
 	if (handing) {
+		int herr;
+
 		/* the region outlives the store in this dup, until it is sent */
 		dram_fd = kvt_store_dram_fd(store) >= 0 ? dup(kvt_store_dram_fd(store)) : -1;
-	} else if (store && !err) {
-		write_down(store, &cfg);
-	}
-	/* closing the store writes back what the tiers keep across restarts */
-	kvt_store_close(store);
-	if (handing) {
-		int herr = kvtd_handover_send(handover, listen_fd, dram_fd);
+		/* the successor may open the SSD directory and the region now,
+		 * while this process unmaps the region (which takes a while on
+		 * 4 KiB pages) */
+		kvt_store_quiesce(store);
+		herr = kvtd_handover_send(handover, listen_fd, dram_fd);
 
 		kvtd_log(herr ? KVT_LOG_ERROR : KVT_LOG_INFO, "event=handover.sent%s%s region=%s",
 			 herr ? " err=" : "", herr ? kvt_strerror(herr) : "",
@@ -591,6 +593,8 @@ out_store:
 			close(dram_fd);
 		dram_fd = -1;
 	}
+	/* closing the store writes back what the tiers keep across restarts */
+	kvt_store_close(store);
 out_signals:
 	kvtd_handover_close(handover, false);
 	if (dram_fd >= 0)

@@ -132,6 +132,12 @@ fail_fd:
 	return -EINVAL;
 }
 
+void kvt_store_quiesce(struct kvt_store *s)
+{
+	if (s)
+		kvt_tiering_close(s); /* kvt_store_close finds it closed */
+}
+
 void kvt_store_close(struct kvt_store *s)
 {
 	if (!s)

@@ -154,6 +154,13 @@ int kvt_store_add_tier(struct kvt_store *store, struct kvt_storage_tier *tier);
 int kvt_store_scan(struct kvt_store *store, uint64_t *cursor, struct kvt_key *keys,
 		   uint8_t *tiers, size_t max);
 
+/* Stop what works behind the store's back and close its storage tiers (the
+ * demoter stopped, removals logged, an SSD directory free for another
+ * store), leaving the DRAM tier mapped: for a hand-over, the successor may
+ * open the directory and the region while this process still unmaps the
+ * region. Only kvt_store_close may follow. NULL is accepted. */
+void kvt_store_quiesce(struct kvt_store *store);
+
 /* Close a store and free everything it owns, namespaces included. Slots still
  * reserved or acquired become invalid. NULL is accepted. */
 void kvt_store_close(struct kvt_store *store);
