@@ -377,8 +377,15 @@ static void handover_refuses_other_uid(void **state)
 		assert_int_equal(chmod(hsock, 0666), 0); /* let nobody reach the check */
 		assert_int_equal(chmod(d.dir, 0755), 0);
 		r = ask_as(hsock, 65534);
-		assert_int_equal(r, 1); /* closed without a byte */
-		assert_true(kvtd_log_has(&d, "event=handover.refused uid=65534"));
+		if (r == 4) {
+			/* a parent folder nobody may traverse (a checkout under a
+			 * private home): the socket's path already keeps it out */
+			printf("# uid 65534 cannot reach %s: the credential check is not "
+			       "exercised here\n", hsock);
+		} else {
+			assert_int_equal(r, 1); /* closed without a byte */
+			assert_true(kvtd_log_has(&d, "event=handover.refused uid=65534"));
+		}
 	}
 	/* a request that is not one is refused too */
 	{
