@@ -172,6 +172,22 @@ void kvtd_usage(FILE *f)
 "                          the store; past it the process exits with status 1\n"
 "                          without closing the store, even if a copy is stuck\n"
 "                          (the SSD log is crash-safe).\n"
+"        --no-warm-restart  Map the DRAM tier privately: it is lost at every\n"
+"                          restart. By default it lives in a memfd, with a\n"
+"                          header per block, that survives a restart: kept by\n"
+"                          systemd's fd store (FileDescriptorStoreMax=), also\n"
+"                          across a crash, or handed to a successor\n"
+"                          (--take-over); a clean stop without a successor\n"
+"                          writes the blocks only DRAM holds to the SSD tier\n"
+"                          first, within the drain timeout.\n"
+"        --handover-socket PATH  Where a successor asks this daemon to hand\n"
+"                          over (mode 0600; only the daemon's uid is answered).\n"
+"                          Default: the socket's path with \".takeover\".\n"
+"        --take-over PATH  Start as the successor of the daemon whose\n"
+"                          hand-over socket is PATH: it stops accepting,\n"
+"                          drains, and hands over its listening socket and\n"
+"                          DRAM tier; engines reconnect to the same socket\n"
+"                          and find their blocks.\n"
 "    -t, --tenant NAME:TOKEN[:SALT]  Add a tenant (repeatable; replaces the\n"
 "                          default tenant). Tenants with the same SALT share\n"
 "                          blocks; the salt defaults to the name.\n"
@@ -214,7 +230,8 @@ void kvtd_usage(FILE *f)
 "    ssd_admission, ssd_codec, host_copy = direct|device, gpu = true|false,\n"
 "    metrics, workers, hello_timeout, max_conns_per_uid, max_ns_per_tenant,\n"
 "    plan_retry, drain_timeout, mrc_budget, stats_namespaces,\n"
-"    metrics_tenants = true|false, log_level, cluster, node_id, peer_listen,\n"
+"    metrics_tenants = true|false, log_level, warm_restart = true|false,\n"
+"    handover_socket, cluster, node_id, peer_listen,\n"
 "    cluster_secret_file, rdma_device, peer_timeout)\n"
 "    and one [tenant NAME] section per tenant:\n"
 "\n"
@@ -293,6 +310,7 @@ void kvtd_config_defaults(struct kvtd_config *cfg)
 	cfg->huge_pages = true;
 	cfg->prefault = true;
 	cfg->gpu = true;
+	cfg->warm_restart = true;
 	set_str(cfg->policy, sizeof(cfg->policy), "tail-lru");
 	set_str(cfg->ssd_admission, sizeof(cfg->ssd_admission), "always");
 	set_str(cfg->ssd_codec, sizeof(cfg->ssd_codec), "raw");
@@ -453,6 +471,9 @@ static const char *accepted(const char *key)
 		{ "mrc_budget", "0 (none) or a size from 1M to 1G (K, M, G: powers of 1024)" },
 		{ "stats_namespaces", "0 to 4096" },
 		{ "metrics_tenants", "true or false" },
+		{ "warm_restart", "true or false" },
+		{ "handover_socket", "a path shorter than 108 bytes" },
+		{ "take_over", "a path shorter than 108 bytes" },
 		{ "log_level", "error, warn, info or debug" },
 		{ "cluster", "redis://HOST:PORT or unix:///PATH" },
 		{ "node_id", "1 to 64 characters of A-Z a-z 0-9 . _ -" },
@@ -605,6 +626,12 @@ static int apply(struct kvtd_config *cfg, const char *key, const char *v)
 		return set_uint(v, 0, 4096, &cfg->stats_namespaces);
 	if (!strcmp(k, "metrics_tenants"))
 		return parse_bool(v, &cfg->metrics_tenants);
+	if (!strcmp(k, "warm_restart"))
+		return parse_bool(v, &cfg->warm_restart);
+	if (!strcmp(k, "handover_socket"))
+		return STR(handover_socket);
+	if (!strcmp(k, "take_over"))
+		return STR(take_over);
 	if (!strcmp(k, "log_level"))
 		return parse_level(v, &cfg->log_level);
 	if (!strcmp(k, "cluster")) {
@@ -797,6 +824,9 @@ static const struct option long_opts[] = {
 	{ "peer-timeout", required_argument, NULL, 25 },
 	{ "ssd-admission", required_argument, NULL, 26 },
 	{ "ssd-codec", required_argument, NULL, 27 },
+	{ "no-warm-restart", no_argument, NULL, 28 },
+	{ "handover-socket", required_argument, NULL, 29 },
+	{ "take-over", required_argument, NULL, 30 },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -1025,6 +1055,7 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv)
 			continue;
 		case 6: cfg->huge_pages = false; continue;
 		case 18: cfg->metrics_tenants = true; continue;
+		case 28: cfg->warm_restart = false; continue;
 		case 8: cfg->print_config = true; continue;
 		case 9: cfg->prefault = false; continue;
 		case 11: cfg->gpu = false; continue;
@@ -1203,6 +1234,13 @@ int kvtd_config_resolve(struct kvtd_config *cfg)
 	if (cfg->cluster[0] && !cfg->cluster_secret_file[0])
 		snprintf(cfg->cluster_secret_file, sizeof(cfg->cluster_secret_file),
 			 "%.4070s/cluster.secret", cfg->data_dir);
+	if (!cfg->handover_socket[0] &&
+	    snprintf(cfg->handover_socket, sizeof(cfg->handover_socket), "%s.takeover",
+		     cfg->socket_path) >= (int)sizeof(cfg->handover_socket)) {
+		fprintf(stderr, "kvtierd: %s.takeover: too long for a socket path; set "
+			"--handover-socket\n", cfg->socket_path);
+		return -EINVAL;
+	}
 	set_str(dir, sizeof(dir), cfg->socket_path);
 	slash = strrchr(dir, '/');
 	if (slash && slash != dir) {
@@ -1232,7 +1270,7 @@ void kvtd_config_print(const struct kvtd_config *cfg, FILE *f)
 		"workers = %u\n"
 		"hello_timeout = %ums\nmax_conns_per_uid = %u\nmax_ns_per_tenant = %u\n"
 		"plan_retry = %ums\ndrain_timeout = %ums\nmrc_budget = %s\nstats_namespaces = %u\n"
-		"metrics_tenants = %s\nlog_level = %s\n",
+		"metrics_tenants = %s\nlog_level = %s\nwarm_restart = %s\n",
 		cfg->data_dir, cfg->dram_spec,
 		cfg->ssd_spec, cfg->huge_pages ? "true" : "false", cfg->prefault ? "true" : "false",
 		cfg->policy, cfg->ssd_admission, cfg->ssd_codec,
@@ -1242,7 +1280,10 @@ void kvtd_config_print(const struct kvtd_config *cfg, FILE *f)
 		cfg->max_conns_per_uid, cfg->max_ns_per_tenant, cfg->plan_retry_ms,
 		cfg->drain_timeout_ms, cfg->mrc_budget_spec, cfg->stats_namespaces,
 		cfg->metrics_tenants ? "true" : "false",
-		(const char *[]){ "error", "warn", "info", "debug" }[cfg->log_level]);
+		(const char *[]){ "error", "warn", "info", "debug" }[cfg->log_level],
+		cfg->warm_restart ? "true" : "false");
+	if (cfg->handover_socket[0])
+		fprintf(f, "handover_socket = %s\n", cfg->handover_socket);
 	if (cfg->cluster[0]) {
 		fprintf(f, "cluster = %s\nnode_id = %s\npeer_listen = %s\npeer_timeout = %u\n",
 			cfg->cluster, cfg->node_id, cfg->peer_listen, cfg->peer_timeout_ms);

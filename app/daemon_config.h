@@ -66,6 +66,13 @@ struct kvtd_config {
 	char rdma_device[32];         /* "" = TCP only */
 	unsigned peer_timeout_ms;     /* a peer that makes no progress fails (2000) */
 	bool print_config;            /* print the effective config and exit */
+	/* warm restart (docs/restart.md) */
+	bool warm_restart;            /* the DRAM tier in a memfd a successor or
+	                               * systemd's fd store keeps (default true) */
+	char handover_socket[108];    /* where a successor asks to take over;
+	                               * default: the socket's path + ".takeover" */
+	char take_over[108];          /* --take-over: the running daemon's
+	                               * hand-over socket ("" = start anew) */
 };
 
 /* Fill cfg with the embedded defaults (they depend on the uid and the

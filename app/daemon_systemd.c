@@ -76,13 +76,15 @@ static int check_listener(int fd, char *path, size_t path_len)
 	return 0;
 }
 
-int kvtd_sd_listen_fd(char *path, size_t path_len)
+int kvtd_sd_listen_fd(char *path, size_t path_len, int *dram_fd)
 {
 	const char *pid_s = getenv("LISTEN_PID"), *n_s = getenv("LISTEN_FDS");
 	char names[1024] = "", name[256];
-	long pid, n, pick = -1;
+	long pid, n, pick = -1, dram = -1, others = 0;
 	int flags, err = 0;
 
+	*dram_fd = -1;
+	path[0] = 0;
 	if (getenv("LISTEN_FDNAMES"))
 		snprintf(names, sizeof(names), "%s", getenv("LISTEN_FDNAMES"));
 	if (!pid_s || !n_s) {
@@ -102,19 +104,34 @@ int kvtd_sd_listen_fd(char *path, size_t path_len)
 		fd_name(names, i, name, sizeof(name));
 		if (!strcmp(name, "sidecar"))
 			pick = i;
+		else if (!strcmp(name, "dram"))
+			dram = i; /* the DRAM tier's region, from the fd store */
+		else
+			others++;
 	}
-	if (pick < 0 && n == 1)
-		pick = 0;
-	if (pick < 0) {
+	/* the one passed socket that is not the region, named or not */
+	if (pick < 0 && others == 1)
+		for (long i = 0; i < n; i++)
+			if (i != dram)
+				pick = i;
+	if (pick < 0 && others > 1) {
 		fprintf(stderr, "kvtierd: systemd passed %ld sockets and none is named \"sidecar\" "
-			"(FileDescriptorName=)\n", n);
+			"(FileDescriptorName=)\n", others);
 		err = -EINVAL;
 		goto out;
 	}
-	/* our copies of the sockets we do not serve (systemd keeps its own) */
+	/* our copies of the fds we do not use (systemd keeps its own) */
 	for (long i = 0; i < n; i++)
-		if (i != pick)
+		if (i != pick && i != dram)
 			close((int)(SD_LISTEN_FDS_START + i));
+	if (dram >= 0) {
+		*dram_fd = (int)(SD_LISTEN_FDS_START + dram);
+		flags = fcntl(*dram_fd, F_GETFD);
+		if (flags >= 0)
+			fcntl(*dram_fd, F_SETFD, flags | FD_CLOEXEC);
+	}
+	if (pick < 0)
+		goto out; /* only the region: the socket is bound anew */
 	err = check_listener((int)(SD_LISTEN_FDS_START + pick), path, path_len);
 	if (err) {
 		fprintf(stderr, "kvtierd: the socket systemd passed (fd %ld) is %s\n",
@@ -132,6 +149,10 @@ int kvtd_sd_listen_fd(char *path, size_t path_len)
 		err = -e;
 	}
 out:
+	if (err < 0 && *dram_fd >= 0) {
+		close(*dram_fd);
+		*dram_fd = -1;
+	}
 	unsetenv("LISTEN_PID");
 	unsetenv("LISTEN_FDS");
 	unsetenv("LISTEN_FDNAMES");
@@ -140,9 +161,16 @@ out:
 
 int kvtd_sd_notify(const char *state)
 {
+	return kvtd_sd_notify_fds(state, NULL, 0);
+}
+
+int kvtd_sd_notify_fds(const char *state, const int *fds, size_t n_fds)
+{
 	const char *where = getenv("NOTIFY_SOCKET");
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	socklen_t sl;
+	char cbuf[CMSG_SPACE(sizeof(int) * 4)];
+	struct iovec iov = { .iov_base = (void *)state, .iov_len = strlen(state) };
+	struct msghdr m = { .msg_name = &sa, .msg_iov = &iov, .msg_iovlen = 1 };
 	size_t len;
 	ssize_t sent;
 	int fd, err = 0;
@@ -150,16 +178,28 @@ int kvtd_sd_notify(const char *state)
 	if (!where || !*where)
 		return 0;
 	len = strlen(where);
-	if ((where[0] != '/' && where[0] != '@') || len >= sizeof(sa.sun_path))
+	if ((where[0] != '/' && where[0] != '@') || len >= sizeof(sa.sun_path) || n_fds > 4)
 		return -EINVAL;
 	memcpy(sa.sun_path, where, len);
 	if (where[0] == '@')
 		sa.sun_path[0] = 0; /* the abstract namespace */
-	sl = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len + (where[0] == '/'));
+	m.msg_namelen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len + (where[0] == '/'));
+	if (n_fds) {
+		struct cmsghdr *c;
+
+		memset(cbuf, 0, sizeof(cbuf));
+		m.msg_control = cbuf;
+		m.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
+		c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
+	}
 	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	sent = sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&sa, sl);
+	sent = sendmsg(fd, &m, MSG_NOSIGNAL);
 	if (sent < 0)
 		err = -errno;
 	close(fd);

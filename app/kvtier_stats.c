@@ -172,6 +172,29 @@ static void print_cluster(json_t *cl)
 	printf("\n");
 }
 
+/* The DRAM tier across the last restart (docs/restart.md). */
+static void print_restart(json_t *r)
+{
+	json_t *d = json_object_get(r, "dropped"), *wd = json_object_get(r, "write_down");
+	char a[32];
+
+	if (!json_is_true(json_object_get(r, "warm")))
+		return;
+	if (json_is_true(json_object_get(r, "adopted")))
+		printf("restart   %.0f blocks (%s) back warm in DRAM, index rebuilt in %.1f ms, %.0f "
+		       "verified so far; dropped: %.0f torn, %.0f bad header, %.0f no namespace, "
+		       "%.0f checksum\n", num(r, "warm_blocks"), bytes_of(r, "warm_bytes", a, sizeof(a)),
+		       num(r, "rebuild_us") / 1e3, num(r, "verified"), num(d, "torn"), num(d, "header"),
+		       num(d, "namespace"), num(d, "checksum"));
+	else
+		printf("restart   DRAM started empty%s; it survives the next restart\n",
+		       json_is_true(json_object_get(r, "refused")) ?
+		       " (the region handed in was REFUSED: another version or geometry)" : "");
+	if (num(wd, "blocks") || num(wd, "left"))
+		printf("stop      %.0f blocks written down to SSD, %.0f refused by the admission rule, "
+		       "%.0f left\n", num(wd, "blocks"), num(wd, "refused"), num(wd, "left"));
+}
+
 static void print_table(json_t *root, const char *socket)
 {
 	json_t *server = json_object_get(root, "server"), *store = json_object_get(root, "store");
@@ -223,6 +246,7 @@ static void print_table(json_t *root, const char *socket)
 	       bytes_of(copies, "scatter_bytes", b, sizeof(b)), num(copies, "load_misses"));
 	if (json_object_get(root, "plan"))
 		print_plan(json_object_get(root, "plan"));
+	print_restart(json_object_get(root, "restart"));
 	printf("refused   %.0f connections, %.0f hellos, %.0f bad frames; %.0f checksum failures\n\n",
 	       num(server, "connections_refused"), num(server, "hello_refused"),
 	       num(server, "bad_frames"), num(store, "checksum_failures"));

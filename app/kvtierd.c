@@ -7,6 +7,7 @@
  * systemd) -> run until SIGTERM/SIGINT -> drain, close the server, leave the
  * cluster, close the store. */
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
 #include <pthread.h>
@@ -15,11 +16,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "app/daemon_cluster.h"
 #include "app/daemon_config.h"
 #include "app/daemon_diagnose.h"
+#include "app/daemon_handover.h"
 #include "app/daemon_log.h"
 #include "app/daemon_systemd.h"
 #include "kvtier/device.h"
@@ -39,6 +43,10 @@
 static pthread_mutex_t sig_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct kvt_server *running;
 static bool stop_requested, sig_quit;
+/* a successor asked to take over (daemon_handover.c): the stop keeps the
+ * listening socket for it */
+static bool handover_asked;
+static uint64_t stop_deadline; /* when the watchdog ends the process; 0: none */
 static sigset_t stop_sigs;
 static uint64_t drain_timeout_ns;
 
@@ -95,6 +103,7 @@ static void *signal_main(void *arg)
 		stop_requested = true; /* a signal during start-up: stop once started */
 		if (!deadline)
 			deadline = kvt_now_ns() + drain_timeout_ns;
+		stop_deadline = deadline;
 		kvtd_sd_notify("STOPPING=1");
 		if (running)
 			kvt_server_stop(running);
@@ -130,9 +139,102 @@ static void set_running(struct kvt_server *srv)
 {
 	pthread_mutex_lock(&sig_lock);
 	running = srv;
-	if (srv && stop_requested)
+	if (srv && handover_asked)
+		kvt_server_handover(srv);
+	else if (srv && stop_requested)
 		kvt_server_stop(srv);
 	pthread_mutex_unlock(&sig_lock);
+}
+
+/* A successor of our uid asked to take over (on the hand-over thread). */
+static void handover_cb(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&sig_lock);
+	handover_asked = true;
+	if (running)
+		kvt_server_handover(running);
+	pthread_mutex_unlock(&sig_lock);
+}
+
+/* The path a listening Unix socket is bound to, into buf ("" if none). */
+static void bound_path(int fd, char *buf, size_t len)
+{
+	struct sockaddr_un sa;
+	socklen_t sl = sizeof(sa);
+
+	memset(&sa, 0, sizeof(sa));
+	buf[0] = 0;
+	if (getsockname(fd, (struct sockaddr *)&sa, &sl) == 0 && sa.sun_path[0])
+		snprintf(buf, len, "%.*s", (int)sizeof(sa.sun_path), sa.sun_path);
+}
+
+/* Keep fd in systemd's fd store under name, replacing what it kept under
+ * that name (a region refused at start, a socket bound anew). Returns
+ * whether systemd has it (false outside systemd). */
+static bool fd_store(const char *name, int fd)
+{
+	char msg[64];
+
+	if (fd < 0 || !getenv("NOTIFY_SOCKET"))
+		return false;
+	snprintf(msg, sizeof(msg), "FDSTOREREMOVE=1\nFDNAME=%s", name);
+	kvtd_sd_notify(msg);
+	snprintf(msg, sizeof(msg), "FDSTORE=1\nFDNAME=%s", name);
+	if (kvtd_sd_notify_fds(msg, &fd, 1)) {
+		kvtd_log(KVT_LOG_WARN, "event=systemd.fdstore.failed name=%s", name);
+		return false;
+	}
+	return true;
+}
+
+/* A clean stop without a successor: the blocks only DRAM holds go down to
+ * the SSD tier, in what is left of the drain timeout but a margin for
+ * closing the store. */
+static void write_down(struct kvt_store *store, const struct kvtd_config *cfg)
+{
+	uint64_t now = kvt_now_ns(), margin = drain_timeout_ns / 8, deadline;
+	struct kvt_write_down wd;
+	int err;
+
+	pthread_mutex_lock(&sig_lock);
+	deadline = stop_deadline ? stop_deadline : now + drain_timeout_ns;
+	pthread_mutex_unlock(&sig_lock);
+	if (!cfg->ssd_bytes || deadline <= now + margin)
+		return;
+	err = kvt_store_write_down(store, (unsigned)((deadline - now - margin) / 1000000), &wd);
+	if (err)
+		kvtd_log(KVT_LOG_WARN, "event=stop.write_down.failed err=\"%s\"", kvt_strerror(err));
+	else
+		kvtd_log(KVT_LOG_INFO, "event=stop.write_down blocks=%llu bytes=%llu refused=%llu "
+			 "left=%llu ms=%llu", (unsigned long long)wd.written,
+			 (unsigned long long)wd.written_bytes, (unsigned long long)wd.refused,
+			 (unsigned long long)wd.left, (unsigned long long)wd.ms);
+}
+
+/* Successor: take the listening socket and the DRAM tier over from the
+ * daemon whose hand-over socket is cfg->take_over. Returns 0 or -errno. */
+static int take_over(struct kvtd_config *cfg, struct kvtd_handed *h)
+{
+	uint64_t t0 = kvt_now_ns();
+	int err = kvtd_handover_receive(cfg->take_over, cfg->drain_timeout_ms + 5000, h);
+
+	if (err) {
+		kvtd_log(KVT_LOG_ERROR, "event=takeover.failed socket=%s err=\"%s\"", cfg->take_over,
+			 err == -EPERM ? "refused" : kvt_strerror(err));
+		return err;
+	}
+	if (h->sidecar >= 0) {
+		char path[sizeof(cfg->socket_path)];
+
+		bound_path(h->sidecar, path, sizeof(path));
+		if (path[0])
+			snprintf(cfg->socket_path, sizeof(cfg->socket_path), "%s", path);
+	}
+	kvtd_log(KVT_LOG_INFO, "event=takeover.received socket=%s region=%s wait_ms=%llu",
+		 cfg->socket_path, h->dram >= 0 ? "yes" : "no",
+		 (unsigned long long)((kvt_now_ns() - t0) / 1000000));
+	return 0;
 }
 
 static void stop_signal_thread(pthread_t thread)
@@ -267,8 +369,11 @@ int main(int argc, char **argv)
 	struct kvtd_cluster *cluster = NULL;
 	char ssd_dir[4200], gpu_why[160] = "";
 	char sd_path[sizeof(cfg.socket_path)];
+	struct kvtd_handed handed = { -1, -1, -1 };
+	struct kvtd_handover *handover = NULL;
 	pthread_t sig_thread;
-	int err, status = 0, listen_fd;
+	int err, status = 0, listen_fd, dram_fd = -1, spare_dram_fd;
+	bool handing = false; /* a successor takes the socket and the region */
 
 	err = kvtd_config_load(&cfg, argc, argv);
 	if (err)
@@ -280,8 +385,18 @@ int main(int argc, char **argv)
 	kvtd_log_set_level(cfg.log_level);
 	drain_timeout_ns = (uint64_t)cfg.drain_timeout_ms * 1000000;
 	kvt_log_set_handler(kvtd_log_cb, NULL); /* the library's lines too */
-	/* socket activation: serve the socket systemd holds, named by its path */
-	listen_fd = kvtd_sd_listen_fd(sd_path, sizeof(sd_path));
+	/* a successor takes the socket and the region from the daemon it
+	 * replaces; else socket activation: serve the socket systemd holds,
+	 * named by its path, and the region its fd store kept */
+	sd_path[0] = 0;
+	if (cfg.take_over[0]) {
+		if (take_over(&cfg, &handed))
+			return 1;
+		listen_fd = handed.sidecar >= 0 ? handed.sidecar : 0;
+		dram_fd = handed.dram;
+	} else {
+		listen_fd = kvtd_sd_listen_fd(sd_path, sizeof(sd_path), &dram_fd);
+	}
 	if (listen_fd < 0) {
 		kvtd_log(KVT_LOG_ERROR, "event=exit status=1 err=\"%s\" reason=\"bad socket from "
 			 "systemd\"", kvt_strerror(listen_fd));
@@ -297,6 +412,10 @@ int main(int argc, char **argv)
 		/* a setting that cannot work here (a size, a path) was given */
 		status = err == -EINVAL ? 2 : 1;
 		goto out_signals;
+	}
+	if (!cfg.warm_restart && dram_fd >= 0) {
+		close(dram_fd); /* a region kept before warm restarts were turned off */
+		dram_fd = -1;
 	}
 
 	if (cfg.ssd_short[0])
@@ -314,11 +433,16 @@ int main(int argc, char **argv)
 	sopts.policy = cfg.policy;
 	sopts.ssd_admission = cfg.ssd_admission;
 	sopts.ssd_codec = cfg.ssd_codec;
+	sopts.dram_warm = cfg.warm_restart;
+	sopts.dram_fd = dram_fd;
+	dram_fd = -1; /* the store's now, whatever kvt_store_open returns */
 	snprintf(ssd_dir, sizeof(ssd_dir), "%s/ssd", cfg.data_dir);
 	if (cfg.ssd_bytes) {
 		sopts.ssd_dir = ssd_dir;
 		sopts.ssd_bytes = cfg.ssd_bytes;
 	}
+	/* a second try without the SSD tier (below) gets the region again */
+	spare_dram_fd = sopts.dram_fd >= 0 ? fcntl(sopts.dram_fd, F_DUPFD_CLOEXEC, 0) : -1;
 	err = kvt_store_open(&sopts, &store);
 	if (err && sopts.ssd_dir && (err == -ENOSPC || err == -EDQUOT || err == -EIO ||
 				     err == -EROFS || err == -EBADMSG)) {
@@ -332,8 +456,12 @@ int main(int argc, char **argv)
 		cfg.ssd_bytes = 0;
 		sopts.ssd_dir = NULL;
 		sopts.ssd_bytes = 0;
+		sopts.dram_fd = spare_dram_fd;
+		spare_dram_fd = -1;
 		err = kvt_store_open(&sopts, &store);
 	}
+	if (spare_dram_fd >= 0)
+		close(spare_dram_fd);
 	if (err) {
 		char why[PATH_MAX + 320];
 
@@ -342,6 +470,8 @@ int main(int argc, char **argv)
 			 kvt_strerror(err), why, (unsigned long long)cfg.dram_bytes);
 		goto out_signals;
 	}
+	/* under systemd the region outlives a crash too: the fd store keeps it */
+	fd_store("dram", kvt_store_dram_fd(store));
 
 	gpu = open_gpu(&cfg, store, gpu_why, sizeof(gpu_why));
 	if (cfg.host_copy_device) {
@@ -409,6 +539,18 @@ int main(int argc, char **argv)
 	 * 2 s), which is kept for closing the server and the store */
 	vopts.drain_timeout_ms = cfg.drain_timeout_ms -
 				 (cfg.drain_timeout_ms / 4 < 2000 ? cfg.drain_timeout_ms / 4 : 2000);
+	/* a successor may ask from now on: the stop it asks for waits until the
+	 * server runs (set_running) */
+	if (cfg.warm_restart) {
+		err = kvtd_handover_listen(cfg.handover_socket, handed.handover, handover_cb, NULL,
+					   &handover);
+		handed.handover = -1; /* its now, or closed */
+		if (err)
+			kvtd_log(KVT_LOG_WARN, "event=handover.listen.failed socket=%s err=\"%s\" "
+				 "reason=\"no hand-over to a successor (systemd's fd store still "
+				 "works)\"", cfg.handover_socket, kvt_strerror(err));
+		err = 0;
+	}
 	err = kvt_server_open(&vopts, &srv);
 	if (err) {
 		kvtd_log(KVT_LOG_ERROR, "event=server.open.failed err=\"%s\" socket=%s metrics=%s",
@@ -423,6 +565,14 @@ int main(int argc, char **argv)
 			snprintf(colon, sizeof(cfg.metrics) - (size_t)(colon - cfg.metrics), ":%d",
 				 kvt_server_metrics_port(srv));
 	}
+	/* the socket outlives this process in the fd store, where there is one
+	 * ($FDSTORE, set by systemd 254 and later to FileDescriptorStoreMax=):
+	 * a stop leaves its file for the next start, which serves the same
+	 * socket. Without it the socket is not stored: a manager that drops it
+	 * would leave a file no one serves. */
+	if (getenv("FDSTORE") && atoi(getenv("FDSTORE")) > 0 &&
+	    fd_store("sidecar", kvt_server_listen_fd(srv)))
+		kvt_server_keep_path(srv);
 	set_running(srv);
 	print_summary(&cfg, srv, vopts.listen_fd >= 0, ssd_dir, gpu, gpu_why, cluster);
 	kvtd_log(KVT_LOG_INFO, "event=start pid=%d socket=%s%s dram_bytes=%llu ssd_bytes=%llu "
@@ -436,6 +586,16 @@ int main(int argc, char **argv)
 	if (err == -ETIMEDOUT)
 		exit_forced("drain"); /* closing would wait on the stuck copy */
 	set_running(NULL);
+	pthread_mutex_lock(&sig_lock);
+	if (handover_asked)
+		listen_fd = kvt_server_take_listener(srv); /* the successor's */
+	handing = handover_asked && listen_fd > 0;
+	pthread_mutex_unlock(&sig_lock);
+	if (!handing) {
+		/* a clean stop: no successor is answered now */
+		kvtd_handover_close(handover, false);
+		handover = NULL;
+	}
 	kvt_server_close(srv);
 out_cluster:
 	/* no client is served any more: leave, then stop serving peers */
@@ -444,11 +604,38 @@ out_store:
 	/* the server is gone, so no region or copy uses the devices any more */
 	kvt_dev_close(host_dev);
 	close_gpu(gpu, store);
+	if (store && !err && !handing)
+		write_down(store, &cfg);
+	if (handing) {
+		int herr;
+
+		/* the region outlives the store in this dup, until it is sent */
+		dram_fd = kvt_store_dram_fd(store) >= 0 ? dup(kvt_store_dram_fd(store)) : -1;
+		/* the successor may open the SSD directory and the region now,
+		 * while this process unmaps the region (which takes a while on
+		 * 4 KiB pages) */
+		kvt_store_quiesce(store);
+		herr = kvtd_handover_send(handover, listen_fd, dram_fd);
+
+		kvtd_log(herr ? KVT_LOG_ERROR : KVT_LOG_INFO, "event=handover.sent%s%s region=%s",
+			 herr ? " err=" : "", herr ? kvt_strerror(herr) : "",
+			 dram_fd >= 0 ? "yes" : "no");
+		kvtd_handover_close(handover, herr == 0);
+		handover = NULL;
+		if (dram_fd >= 0)
+			close(dram_fd);
+		dram_fd = -1;
+	}
 	/* closing the store writes back what the tiers keep across restarts */
 	kvt_store_close(store);
 out_signals:
+	kvtd_handover_close(handover, false);
+	if (dram_fd >= 0)
+		close(dram_fd);
+	if (handed.handover >= 0)
+		close(handed.handover);
 	if (listen_fd > 0)
-		close(listen_fd); /* never served */
+		close(listen_fd); /* never served, or handed over */
 	stop_signal_thread(sig_thread);
 	if (err && !status)
 		status = 1;

@@ -27,6 +27,7 @@ struct dram_args {
 	uint64_t index_entries;
 	int reps;
 	bool json;
+	bool warm;  /* the DRAM tier as kvtierd keeps it for warm restarts */
 };
 
 static void usage(FILE *f)
@@ -47,6 +48,9 @@ static void usage(FILE *f)
 "  --index-entries N     records for the bytes/entry figure (default 10000000; 0 skips)\n"
 "  --reps N              repetitions per figure, the median is reported (default 5)\n"
 "  --json                print one JSON object instead of a table\n"
+"  --warm                the DRAM tier in a memfd with a header and an XXH3 per\n"
+"                        block, as kvtierd keeps it for warm restarts (its cost\n"
+"                        at put: compare with a run without)\n"
 "  -h, --help            this text\n"
 "\n"
 "SIZE takes K, M, G suffixes (powers of 1024).\n");
@@ -62,12 +66,13 @@ static int parse_args(int argc, char **argv, struct dram_args *a)
 		{ "index-entries", required_argument, NULL, 'i' },
 		{ "reps", required_argument, NULL, 'r' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "warm", no_argument, NULL, 'w' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	int c;
 
-	*a = (struct dram_args){ 1ull << 30, 64 << 10, 32 << 20, 1000000, 10000000, 5, false };
+	*a = (struct dram_args){ 1ull << 30, 64 << 10, 32 << 20, 1000000, 10000000, 5, false, false };
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		int err = 0;
 		switch (c) {
@@ -78,6 +83,7 @@ static int parse_args(int argc, char **argv, struct dram_args *a)
 		case 'i': a->index_entries = strtoull(optarg, NULL, 0); break;
 		case 'r': a->reps = atoi(optarg); break;
 		case 'j': a->json = true; break;
+		case 'w': a->warm = true; break;
 		case 'h': usage(stdout); exit(0);
 		default: return -EINVAL;
 		}
@@ -144,6 +150,7 @@ static int run_case(const struct dram_args *a, uint64_t block, struct case_resul
 	kvt_store_opts_init(&o, sizeof(o));
 	o.dram_bytes = a->store_bytes;
 	o.dram_slab_bytes = block > (64 << 20) ? block : 0;
+	o.dram_warm = a->warm;
 	err = kvt_store_open(&o, &s);
 	if (!err)
 		err = attach_sized(s, block, &ns);

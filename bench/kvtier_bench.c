@@ -23,6 +23,8 @@ static const struct kvt_bench_cmd commands[] = {
 	  kvt_bench_trace_main },
 	{ "sidecar", "protocol round trips (PING, LOOKUP, SAVE, LOAD) and 2 MiB SAVE/LOAD vs memcpy",
 	  kvt_bench_sidecar_main },
+	{ "restart", "kvtierd restarted each way its DRAM tier survives: blocks back warm, wrong "
+	  "bytes, time to answer, index rebuild", kvt_bench_restart_main },
 #ifndef KVT_NO_CLUSTER /* built without hiredis */
 	{ "remote", "block fetch between two nodes vs iperf3, directory LOOKUP vs a Redis GET",
 	  kvt_bench_remote_main },

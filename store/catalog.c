@@ -143,6 +143,8 @@ void kvt_catalog_publish(struct kvt_catalog *cat, uint32_t i, enum kvt_tier t,
 		cat->policy[t].ops->insert(&cat->policy[t], i);
 	if (cat->admission.ops && cat->admission.ops->stored)
 		cat->admission.ops->stored(&cat->admission, i);
+	if (cat->placed_cb)
+		cat->placed_cb(cat->placed_arg, i);
 }
 
 /* Record i is leaving its tier: the admission rule of that tier hears it. */
@@ -187,6 +189,8 @@ void kvt_catalog_move(struct kvt_catalog *cat, uint32_t i, enum kvt_tier to)
 		cat->policy[to].ops->insert(&cat->policy[to], i);
 	else if (r->state == KVT_REC_LIVE)
 		cat->policy[to].ops->touch(&cat->policy[to], i);
+	if (cat->placed_cb && r->state == KVT_REC_LIVE)
+		cat->placed_cb(cat->placed_arg, i);
 }
 
 static void hold(struct kvt_catalog *cat, uint32_t i, uint16_t *counter, int delta)

@@ -28,6 +28,11 @@ struct kvt_catalog {
 	 * one place a hold starts or ends, for a tier that must know. */
 	void (*hold_cb)(void *arg, uint32_t i, bool held);
 	void *hold_arg;
+	/* Optional: called when record i has become live in a tier (published,
+	 * or moved there), its tier and loc set: for a tier that keeps what is
+	 * needed to find the block again after a restart. */
+	void (*placed_cb)(void *arg, uint32_t i);
+	void *placed_arg;
 };
 
 /* Set up an index for about `expected` blocks and one `ops` policy per tier.

@@ -33,6 +33,9 @@ enum {
 	KVT_REC_MOVING = 1u << 0, /* being read up from a storage tier */
 	KVT_REC_LEAVING = 1u << 1, /* being written down: already not counted
 	                            * in its parent's kids_here (store/catalog.h) */
+	KVT_REC_UNVERIFIED = 1u << 2, /* found in a region handed over at a
+	                            * restart: its bytes are checked against
+	                            * checksum before they are first used */
 };
 
 struct kvt_rec {

@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <openssl/evp.h>
 #include <xxhash.h>
@@ -26,6 +27,10 @@
 #include "store/fetch.h"
 #include "store/store_impl.h"
 #include "store/tiering.h"
+#include "store/warm.h"
+#include "tiers/dram.h"
+#include "tiers/warm_region.h"
+#include "util/clock.h"
 #include "util/opts.h"
 
 static const struct kvt_store_opts store_defaults = {
@@ -34,6 +39,7 @@ static const struct kvt_store_opts store_defaults = {
 	.policy = "tail-lru",
 	.dram_high_watermark = 0.90,
 	.dram_low_watermark = 0.75,
+	.dram_fd = -1,
 };
 
 void kvt_store_opts_init(struct kvt_store_opts *opts, size_t size_bytes)
@@ -49,17 +55,24 @@ int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out)
 	struct kvt_store *s;
 	int codec, err;
 
-	if (!out || kvt_opts_load(&o, sizeof(o), opts) || o.dram_bytes == 0)
+	if (!out || kvt_opts_load(&o, sizeof(o), opts))
 		return -EINVAL;
+	if (!o.dram_warm)
+		o.dram_fd = -1; /* read only with dram_warm (zeroed opts say fd 0) */
+	if (o.dram_bytes == 0)
+		goto fail_fd;
 	policy = kvt_policy_find(o.policy ? o.policy : "tail-lru");
 	admission = kvt_admission_find(o.ssd_admission ? o.ssd_admission : "always");
 	codec = o.ssd_codec && !strcmp(o.ssd_codec, KVT_SSD_CODEC_AUTO) ?
 			0 : kvt_codec_parse(o.ssd_codec ? o.ssd_codec : "raw");
 	if (!policy || !admission || codec < 0 || o.ssd_codec_min_ratio < 0)
-		return -EINVAL;
+		goto fail_fd;
 	s = calloc(1, sizeof(*s));
-	if (!s)
+	if (!s) {
+		if (o.dram_fd >= 0)
+			close(o.dram_fd);
 		return -ENOMEM;
+	}
 	s->opts = o;
 	s->opts.ssd_dir = NULL; /* not kept: the caller owns the string */
 	s->opts.policy = policy->name;
@@ -90,6 +103,13 @@ int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out)
 	err = kvt_store_add_tiers(s, &o);
 	if (err)
 		goto fail_tiering;
+	/* blocks that were on SSD are indexed as their namespaces attach, so a
+	 * block the region also holds comes up with its SSD record as a copy */
+	err = kvt_warm_rebuild(s);
+	if (err) {
+		kvt_store_close(s);
+		return err;
+	}
 	*out = s;
 	return 0;
 
@@ -106,6 +126,17 @@ fail_mem:
 fail_free:
 	free(s);
 	return err;
+
+fail_fd:
+	if (o.dram_fd >= 0)
+		close(o.dram_fd);
+	return -EINVAL;
+}
+
+void kvt_store_quiesce(struct kvt_store *s)
+{
+	if (s)
+		kvt_tiering_close(s); /* kvt_store_close finds it closed */
 }
 
 void kvt_store_close(struct kvt_store *s)
@@ -122,6 +153,31 @@ void kvt_store_close(struct kvt_store *s)
 	pthread_cond_destroy(&s->moved);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
+}
+
+int kvt_store_dram_fd(struct kvt_store *s)
+{
+	struct kvt_warm_region *wr = s ? kvt_dram_warm(s->mem) : NULL;
+
+	return wr ? wr->fd : -EINVAL;
+}
+
+int kvt_store_write_down(struct kvt_store *s, unsigned timeout_ms, struct kvt_write_down *out)
+{
+	struct kvt_write_down wd;
+	int err;
+
+	if (!s)
+		return -EINVAL;
+	err = kvt_tiering_write_down(s, kvt_now_ns() + (uint64_t)timeout_ms * 1000000, &wd);
+	if (err)
+		return err;
+	pthread_mutex_lock(&s->lock);
+	s->warm_stats.write_down = wd;
+	pthread_mutex_unlock(&s->lock);
+	if (out)
+		*out = wd;
+	return 0;
 }
 
 int kvt_store_dram_region(struct kvt_store *s, void **base, uint64_t *len)
@@ -195,7 +251,7 @@ uint64_t kvt_ns_desc_block_bytes(const struct kvt_ns_desc *desc)
 
 /* The namespace's identity: SHA-256 over every field that defines it, in a
  * fixed little-endian encoding, so it is stable across runs and machines. */
-static int ns_digest(const struct kvt_ns_desc *d, struct kvt_key *out)
+int kvt_ns_digest(const struct kvt_ns_desc *d, struct kvt_key *out)
 {
 	uint32_t fields[] = { (uint32_t)d->layout, (uint32_t)d->dtype, d->layers, d->kv_heads,
 			      d->head_dim, d->block_tokens, d->tp_rank, d->tp_size,
@@ -239,7 +295,7 @@ int kvt_ns_attach(struct kvt_store *s, const struct kvt_ns_desc *desc, struct kv
 		return -EINVAL;
 	if (bytes > s->mem->ops->max_block(s->mem) || bytes > UINT32_MAX)
 		return -EFBIG;
-	err = ns_digest(&d, &salt);
+	err = kvt_ns_digest(&d, &salt);
 	if (err)
 		return err;
 
@@ -279,6 +335,7 @@ int kvt_ns_attach(struct kvt_store *s, const struct kvt_ns_desc *desc, struct kv
 	}
 	s->ns[ns->id - 1] = ns;
 	s->live_ns++;
+	kvt_warm_ns_attached(s, ns);
 	kvt_tiering_import(s, ns);
 	*out = ns;
 	err = 0;
@@ -301,6 +358,7 @@ int kvt_ns_detach(struct kvt_ns *ns)
 	} else if (!s->free_ids && !(s->free_ids = malloc(MAX_NAMESPACES * sizeof(*s->free_ids)))) {
 		err = -ENOMEM;
 	} else {
+		kvt_warm_ns_detached(s, ns);
 		s->ns[ns->id - 1] = NULL;
 		s->free_ids[s->n_free_ids++] = ns->id;
 		s->live_ns--;
@@ -460,7 +518,8 @@ int kvt_put_class(struct kvt_ns *ns, const struct kvt_key *key, const struct kvt
 		return err;
 
 	memcpy(dst, data, len);
-	if (s->opts.checksum_on_put)
+	/* a warm tier keeps every block's checksum in its slot's header */
+	if (s->opts.checksum_on_put || s->warm)
 		sum = XXH3_64bits(dst, len);
 
 	pthread_mutex_lock(&s->lock);
@@ -487,6 +546,9 @@ static int verify_locked(struct kvt_store *s, uint32_t i, const void *bytes)
 {
 	struct kvt_rec *r = rec(s, i);
 
+	/* a block found in a region handed over is checked at its first use */
+	if (r->flags & KVT_REC_UNVERIFIED)
+		return kvt_warm_verify(s, i, true);
 	if (!s->opts.checksum_on_put || r->checksum == 0 ||
 	    XXH3_64bits(bytes, r->size) == r->checksum)
 		return 0;
@@ -897,19 +959,22 @@ static uint32_t pending_of(struct kvt_ns *ns, const struct kvt_slot *slot)
 int kvt_commit(struct kvt_ns *ns, struct kvt_slot *slot)
 {
 	struct kvt_store *s;
+	uint64_t sum = 0;
 	uint32_t i;
 	int err = -EINVAL;
 
 	if (!ns || !slot)
 		return -EINVAL;
 	s = ns->store;
+	/* hashed before the lock is taken: the slot is the caller's until then */
+	if ((s->opts.checksum_on_put || s->warm) && slot->data && slot->len == ns->block_bytes)
+		sum = XXH3_64bits(slot->data, slot->len);
 	pthread_mutex_lock(&s->lock);
 	i = pending_of(ns, slot);
 	if (i != KVT_NIL) {
 		struct slot_priv p = slot_get(slot);
 
-		if (s->opts.checksum_on_put)
-			rec(s, i)->checksum = XXH3_64bits(slot->data, slot->len);
+		rec(s, i)->checksum = sum;
 		publish_locked(ns, i, p.has_parent ? &p.parent : NULL);
 		slot->data = NULL;
 		err = 0;
@@ -1092,6 +1157,7 @@ int kvt_store_stats(struct kvt_store *s, struct kvt_store_stats *out)
 	s->mem->ops->stats(s->mem, &st.tier[s->mem->kind]);
 	kvt_tiering_stats(s, &st);
 	st.namespaces = s->live_ns;
+	st.warm = s->warm_stats;
 	st.index_bytes = kvt_index_memory(s->cat.idx);
 	pthread_mutex_unlock(&s->lock);
 	/* a caller built against an older, smaller struct gets its prefix */

@@ -43,11 +43,17 @@ struct kvt_store {
 	uint32_t n_free_ids;
 	struct kvt_store_stats counters; /* tier[] holds hits/bytes/evictions/errors */
 	struct kvt_tiering *tiering; /* the storage tiers after mem, the demoter */
+	bool warm;                  /* the memory tier outlives the process (store/warm.h) */
+	struct kvt_warm_stats warm_stats;
 };
 
 /* The 64-bit name of a namespace in storage tiers' records: the first 8
  * bytes of its salt, itself a digest of its descriptor. */
 uint64_t kvt_ns_storage_id(const struct kvt_ns *ns);
+
+/* A namespace descriptor's identity (its salt): SHA-256 over its fields.
+ * Returns 0, -ENOMEM, -EIO. */
+int kvt_ns_digest(const struct kvt_ns_desc *d, struct kvt_key *out);
 
 /* Open the memory tier opts ask for. Returns 0 and *out, or the errors of
  * its open (-EINVAL, -ENOMEM). */

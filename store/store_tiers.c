@@ -21,6 +21,8 @@ int kvt_store_open_mem(const struct kvt_store_opts *o, struct kvt_mem_tier **out
 	dopts.bytes = o->dram_bytes;
 	dopts.slab_bytes = o->dram_slab_bytes;
 	dopts.huge_pages = o->dram_huge_pages;
+	dopts.warm = o->dram_warm;
+	dopts.warm_fd = o->dram_fd;
 	/* with a storage tier, a slot has room for its record header, so a
 	 * block leaves in one device write */
 	dopts.headroom = o->ssd_dir ? KVT_TIER_HEADROOM : 0;

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "store/log.h"
+#include "store/warm.h"
 #include "util/clock.h"
 
 /* Blocks per demotion batch: enough to keep the device queue full, few
@@ -543,6 +544,12 @@ static size_t pick(struct kvt_store *s, struct wbatch *b, struct storage *to, si
 			moved++;
 			continue;
 		}
+		/* a block found in a region handed over is checked before it is
+		 * written anywhere: one that fails is dropped here */
+		if (kvt_warm_verify(s, i, false)) {
+			moved++;
+			continue;
+		}
 		hold_for_write(s, i, to, &b->io[n], &b->codec[n]);
 		/* its parent counts it gone now: a chain's next block can be
 		 * this batch's next victim, if it is the coldest tail then */
@@ -691,34 +698,31 @@ static void write_tombstones(struct kvt_store *s, struct storage *st)
 	free(b.io);
 }
 
-/* Write again the blocks in memory whose copy a tier dropped (they were
- * read back, so they are in use), so that they stay durable; a block that
- * left memory meanwhile, or has a copy again, is passed by. One the tier
- * had no room for is tried again after eviction made some. Lock held;
- * released during the write. */
-static void rewrite_copies(struct kvt_store *s)
+/* Write the blocks of memory-tier records list[0..n) to tier `to` as clean
+ * copies (they stay in memory), in batch b; one that left memory
+ * meanwhile, has a copy, or fails its check is passed by. Returns how many
+ * of list were taken; *full gets the bytes of those the tier had no room
+ * for (queued to be written again when requeue), *copied and *copied_bytes count
+ * those written. Lock held; released during the write. */
+static size_t write_copies(struct kvt_store *s, struct wbatch *b, struct storage *to,
+			   const uint32_t *list, size_t n_list, bool requeue, uint64_t *full,
+			   uint64_t *copied, uint64_t *copied_bytes)
 {
-	struct kvt_tiering *t = s->tiering;
-	struct wbatch *b = &t->wb[0];
-	struct storage *to = target(s);
-	uint64_t full_bytes = 0;
-	size_t n = 0;
+	size_t n = 0, taken = 0;
 
-	if (!to)
-		return;
 	b->to = to;
-	while (n < DEMOTE_BATCH && t->n_rewrite) {
-		uint32_t i = t->rewrite[--t->n_rewrite];
+	while (n < DEMOTE_BATCH && taken < n_list) {
+		uint32_t i = list[taken++];
 		struct kvt_rec *r = rec(s, i);
 
 		if (r->state != KVT_REC_LIVE || r->tier != s->mem->kind ||
-		    r->copy_tier != KVT_TIER_NONE)
+		    r->copy_tier != KVT_TIER_NONE || kvt_warm_verify(s, i, r->busy || r->pins))
 			continue;
 		hold_for_write(s, i, to, &b->io[n], &b->codec[n]);
 		b->idx[n++] = i;
 	}
 	if (!n)
-		return;
+		return taken;
 	b->b = (struct kvt_tier_batch){ .write = true, .io = b->io, .n = n };
 	pthread_mutex_unlock(&s->lock);
 	kvt_tier_run(to->t, &b->b);
@@ -729,20 +733,89 @@ static void rewrite_copies(struct kvt_store *s)
 		int res = b->io[k].res;
 
 		if (res == 0 && (r->state != KVT_REC_LIVE || r->tier != s->mem->kind ||
-				 !kvt_tiering_keep_copy(s, i, to->t->kind, b->io[k].loc)))
+				 !kvt_tiering_keep_copy(s, i, to->t->kind, b->io[k].loc))) {
 			to->t->ops->free(to->t, b->io[k].loc);
-		else if (res == 0)
+		} else if (res == 0) {
 			s->counters.tier[to->t->kind].bytes_in += r->size;
-		else if (res == -ENOSPC && r->state == KVT_REC_LIVE) {
-			full_bytes += r->size;
-			want_rewrite(t, i);
+			(*copied)++;
+			*copied_bytes += r->size;
+		} else if (res == -ENOSPC && r->state == KVT_REC_LIVE) {
+			*full += r->size;
+			if (requeue)
+				want_rewrite(s->tiering, i);
 		}
 		unhold(s, i);
 	}
 	kvt_tiering_forget_dropped(s);
+	return taken;
+}
+
+/* Write again the blocks in memory whose copy a tier dropped (they were
+ * read back, so they are in use), so that they stay durable; a block that
+ * left memory meanwhile, or has a copy again, is passed by. One the tier
+ * had no room for is tried again after eviction made some. Lock held;
+ * released during the write. */
+static void rewrite_copies(struct kvt_store *s)
+{
+	struct kvt_tiering *t = s->tiering;
+	struct storage *to = target(s);
+	uint32_t list[DEMOTE_BATCH];
+	uint64_t full_bytes = 0, copied = 0, copied_bytes = 0;
+	size_t n = 0;
+
+	if (!to)
+		return;
+	while (n < DEMOTE_BATCH && t->n_rewrite)
+		list[n++] = t->rewrite[--t->n_rewrite];
+	write_copies(s, &t->wb[0], to, list, n, true, &full_bytes, &copied, &copied_bytes);
 	/* no room: colder blocks make way (the retry stops when none can) */
 	if (full_bytes && !evict_from(s, to, full_bytes))
 		t->n_rewrite = 0;
+}
+
+int kvt_tiering_write_down(struct kvt_store *s, uint64_t deadline_ns, struct kvt_write_down *out)
+{
+	uint64_t t0 = kvt_now_ns(), full = 0;
+	struct storage *to;
+	struct wbatch *b = malloc(sizeof(*b));
+	uint32_t *list = NULL;
+	size_t n = 0, done = 0;
+	int err = 0;
+
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&s->lock);
+	to = target(s);
+	if (!to)
+		err = -ENODEV;
+	else if (!b || !(list = malloc((kvt_index_high(s->cat.idx) + 1) * sizeof(*list))))
+		err = -ENOMEM;
+	/* every block only the memory tier holds, that the tier's rule admits */
+	for (uint32_t i = 0; !err && i < kvt_index_high(s->cat.idx); i++) {
+		struct kvt_rec *r = rec(s, i);
+
+		if (r->state != KVT_REC_LIVE || r->tier != s->mem->kind ||
+		    r->copy_tier != KVT_TIER_NONE)
+			continue;
+		if (!kvt_catalog_admit(&s->cat, i, to->t->kind))
+			out->refused++;
+		else
+			list[n++] = i;
+	}
+	while (!err && done < n && kvt_now_ns() < deadline_ns && !degraded(to)) {
+		full = 0;
+		done += write_copies(s, b, to, list + done, n - done, false, &full, &out->written,
+				     &out->written_bytes);
+		/* a full tier makes room from its coldest blocks, as for a
+		 * demotion; when it cannot, the rest stays in DRAM only */
+		if (full && !evict_from(s, to, full))
+			break;
+	}
+	out->left = n - out->written;
+	out->ms = (kvt_now_ns() - t0) / 1000000;
+	pthread_mutex_unlock(&s->lock);
+	free(list);
+	free(b);
+	return err;
 }
 
 /* Degraded storage tiers are probed at growing intervals. Returns the time

@@ -115,6 +115,13 @@ void kvt_tiering_discard(struct kvt_store *s, uint32_t i);
  * gone): blocks lost are evictions, copies lost are written again. */
 void kvt_tiering_forget_dropped(struct kvt_store *s);
 
+/* Write every block only the memory tier holds, that the admission rule
+ * of the first working storage tier that takes demotions admits, to that
+ * tier as a clean copy (it stays in memory), until deadline_ns
+ * (CLOCK_MONOTONIC). Lock not held. Returns 0 (out filled), -ENODEV (no
+ * such tier), -ENOMEM. */
+int kvt_tiering_write_down(struct kvt_store *s, uint64_t deadline_ns, struct kvt_write_down *out);
+
 /* Fill every storage tier's stats into st. */
 void kvt_tiering_stats(struct kvt_store *s, struct kvt_store_stats *st);
 

@@ -6,7 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include "store/log.h"
+#include "tiers/warm_region.h"
 #include "util/opts.h"
 
 #define MAX_CLASSES 64
@@ -40,6 +43,11 @@ struct dram {
 	int n_classes;
 	uint32_t slabs_in_use;
 	uint64_t free_slot_bytes; /* free slots inside slabs in use */
+	struct kvt_warm_region warm; /* when is_warm: the region and its headers */
+	bool is_warm;
+	uint64_t *found;     /* committed slots found in an adopted region */
+	size_t n_found;
+	uint64_t torn, bad_header;
 };
 
 #define NIL UINT32_MAX
@@ -118,6 +126,8 @@ static int slab_take(struct dram *d, uint32_t si, int cls)
 	d->classes[cls].slabs++;
 	d->slabs_in_use++;
 	d->free_slot_bytes += (uint64_t)s->n_slots * slot;
+	if (d->is_warm)
+		kvt_warm_slab_set(&d->warm, si, slot);
 	return 0;
 }
 
@@ -132,6 +142,8 @@ static void slab_release(struct dram *d, struct slab *s, uint32_t si)
 	free(s->free_stack);
 	s->free_stack = NULL;
 	s->slot_bytes = 0;
+	if (d->is_warm)
+		kvt_warm_slab_set(&d->warm, si, 0);
 	s->cls = -1;
 	s->next = d->pool;
 	d->pool = si;
@@ -175,6 +187,8 @@ static void dram_free(struct kvt_mem_tier *t, uint64_t loc)
 	uint32_t si = (uint32_t)(loc >> 32), idx = (uint32_t)loc;
 	struct slab *s = &d->slabs[si];
 
+	if (d->is_warm)
+		kvt_warm_slot_free(&d->warm, si, idx); /* first: never served again */
 	d->free_slot_bytes += s->slot_bytes;
 	if (s->n_used-- == s->n_slots)
 		partial_push(d, s, si);
@@ -232,7 +246,10 @@ static void dram_close(struct kvt_mem_tier *t)
 	for (uint32_t i = 0; i < d->n_slabs; i++)
 		free(d->slabs[i].free_stack);
 	free(d->slabs);
-	if (d->region)
+	free(d->found);
+	if (d->is_warm)
+		kvt_warm_close(&d->warm); /* the memory lives on in the fds handed out */
+	else if (d->region)
 		munmap(d->region, d->region_bytes);
 	free(d);
 }
@@ -278,6 +295,7 @@ static void *map_region(uint64_t bytes, bool try_huge)
 static const struct kvt_dram_opts dram_defaults = {
 	.size = sizeof(struct kvt_dram_opts),
 	.huge_pages = true,
+	.warm_fd = -1,
 };
 
 void kvt_dram_opts_init(struct kvt_dram_opts *opts, size_t size_bytes)
@@ -285,21 +303,144 @@ void kvt_dram_opts_init(struct kvt_dram_opts *opts, size_t size_bytes)
 	kvt_opts_init(opts, size_bytes, &dram_defaults, sizeof(dram_defaults));
 }
 
+/* Put every slab that serves no slot in the pool, in order. */
+static void pool_build(struct dram *d)
+{
+	d->pool = NIL;
+	for (uint32_t i = d->n_slabs; i-- > 0;) {
+		if (d->slabs[i].slot_bytes)
+			continue;
+		d->slabs[i].cls = -1;
+		d->slabs[i].next = d->pool;
+		d->pool = i;
+	}
+}
+
+/* Whether the header of slot (si, idx) of slot_bytes is a committed block
+ * that fits it; the slot is marked free otherwise, and counted. */
+static bool slot_kept(struct dram *d, uint32_t si, uint32_t idx, uint64_t slot_bytes)
+{
+	struct kvt_warm_slot *h = kvt_warm_slot_hdr(&d->warm, si, idx);
+	uint32_t state = __atomic_load_n(&h->state, __ATOMIC_ACQUIRE);
+
+	if (state == KVT_WARM_FREE)
+		return false;
+	if (kvt_warm_slot_valid(h) && h->len && h->len <= slot_bytes - d->base.headroom)
+		return true;
+	if (state == KVT_WARM_WRITING)
+		d->torn++;
+	else
+		d->bad_header++;
+	kvt_warm_slot_free(&d->warm, si, idx);
+	return false;
+}
+
+/* Rebuild the allocator from an adopted region: each slab the slab table
+ * gives a slot size to is taken by that size's class, its committed slots
+ * in use, the rest free; the locs of the committed ones are kept for the
+ * store (kvt_dram_found). Returns 0 or -ENOMEM. */
+static int adopt_slabs(struct dram *d)
+{
+	const uint64_t min_slot = d->base.headroom + KVT_DRAM_SLOT_ALIGN;
+	size_t cap = 0;
+
+	for (uint32_t si = 0; si < d->n_slabs; si++) {
+		uint64_t slot = d->warm.slab_table[si];
+		struct slab *s = &d->slabs[si];
+		uint32_t n_slots;
+		int cls;
+
+		if (!slot)
+			continue;
+		if (slot < min_slot || slot > d->slab_bytes || slot % KVT_DRAM_SLOT_ALIGN ||
+		    (cls = class_of(d, slot)) < 0) {
+			d->bad_header++;
+			kvt_warm_slab_set(&d->warm, si, 0);
+			continue;
+		}
+		n_slots = (uint32_t)(d->slab_bytes / slot);
+		s->free_stack = malloc(n_slots * sizeof(uint32_t));
+		if (!s->free_stack)
+			return -ENOMEM;
+		s->n_slots = s->bump = n_slots;
+		s->n_used = s->n_free = 0;
+		for (uint32_t idx = n_slots; idx-- > 0;) {
+			if (!slot_kept(d, si, idx, slot)) {
+				s->free_stack[s->n_free++] = idx;
+				continue;
+			}
+			if (d->n_found == cap) {
+				uint64_t *v = realloc(d->found, (cap ? 2 * cap : 1024) * sizeof(*v));
+				if (!v)
+					return -ENOMEM;
+				d->found = v;
+				cap = cap ? 2 * cap : 1024;
+			}
+			d->found[d->n_found++] = (uint64_t)si << 32 | idx;
+			s->n_used++;
+		}
+		if (!s->n_used) {
+			free(s->free_stack);
+			s->free_stack = NULL;
+			kvt_warm_slab_set(&d->warm, si, 0);
+			continue;
+		}
+		s->slot_bytes = slot;
+		s->cls = cls;
+		d->classes[cls].slabs++;
+		d->slabs_in_use++;
+		d->free_slot_bytes += (uint64_t)s->n_free * slot;
+		s->partial = false;
+		if (s->n_used < s->n_slots)
+			partial_push(d, s, si);
+	}
+	return 0;
+}
+
+/* Map the region of a warm tier: the one handed in when it fits, else a new
+ * one (with what was refused logged). */
+static int open_warm(struct dram *d, const struct kvt_dram_opts *o)
+{
+	struct kvt_warm_geom g = {
+		.slab_bytes = d->slab_bytes, .n_slabs = d->n_slabs, .headroom = o->headroom,
+		.slots_per_slab = (uint32_t)(d->slab_bytes / (o->headroom + KVT_DRAM_SLOT_ALIGN)),
+	};
+	int err = kvt_warm_open(&d->warm, &g, o->warm_fd, o->huge_pages);
+
+	if (err)
+		return err;
+	d->is_warm = true;
+	d->region = d->warm.slabs;
+	if (o->warm_fd >= 0 && !d->warm.adopted)
+		kvt_log(KVT_LOG_ERROR, "event=dram.warm.refused reason=\"%s\" action=\"the DRAM "
+			"tier starts empty\"", kvt_warm_refusal_name(d->warm.refusal));
+	return d->warm.adopted ? adopt_slabs(d) : 0;
+}
+
 int kvt_dram_open(const struct kvt_dram_opts *opts, struct kvt_mem_tier **out)
 {
 	struct kvt_dram_opts o = dram_defaults;
 	struct dram *d;
 	uint64_t slab;
+	int err;
 
 	if (!out || kvt_opts_load(&o, sizeof(o), opts))
 		return -EINVAL;
+	if (!o.warm)
+		o.warm_fd = -1; /* read only with warm (zeroed opts say fd 0) */
 	slab = o.slab_bytes ? o.slab_bytes : KVT_DRAM_DEFAULT_SLAB;
 	if (slab % KVT_DRAM_SLOT_ALIGN || o.bytes < slab || o.bytes / slab >= NIL ||
-	    o.headroom % KVT_DRAM_SLOT_ALIGN || o.headroom + KVT_DRAM_SLOT_ALIGN > slab)
+	    o.headroom % KVT_DRAM_SLOT_ALIGN || o.headroom + KVT_DRAM_SLOT_ALIGN > slab) {
+		if (o.warm_fd >= 0)
+			close(o.warm_fd);
 		return -EINVAL;
+	}
 	d = calloc(1, sizeof(*d));
-	if (!d)
+	if (!d) {
+		if (o.warm_fd >= 0)
+			close(o.warm_fd);
 		return -ENOMEM;
+	}
 	d->base.ops = &dram_ops;
 	d->base.kind = KVT_TIER_DRAM;
 	d->base.headroom = o.headroom;
@@ -308,18 +449,55 @@ int kvt_dram_open(const struct kvt_dram_opts *opts, struct kvt_mem_tier **out)
 	d->region_bytes = (uint64_t)d->n_slabs * slab;
 	d->base.capacity = d->region_bytes;
 	d->slabs = calloc(d->n_slabs, sizeof(*d->slabs));
-	d->region = map_region(d->region_bytes, o.huge_pages);
-	if (!d->slabs || !d->region) {
+	if (o.warm) {
+		err = d->slabs ? open_warm(d, &o) : -ENOMEM;
+		if (err && !d->slabs && o.warm_fd >= 0)
+			close(o.warm_fd);
+	} else {
+		d->region = map_region(d->region_bytes, o.huge_pages);
+		err = d->region ? 0 : -ENOMEM;
+	}
+	if (err || !d->slabs) {
 		dram_close(&d->base);
-		return -ENOMEM;
+		return err ? err : -ENOMEM;
 	}
-	for (uint32_t i = 0; i < d->n_slabs; i++) {
-		d->slabs[i].cls = -1;
-		d->slabs[i].next = i + 1 < d->n_slabs ? i + 1 : NIL;
-	}
-	d->pool = 0;
+	pool_build(d);
 	*out = &d->base;
 	return 0;
+}
+
+struct kvt_warm_region *kvt_dram_warm(struct kvt_mem_tier *t)
+{
+	struct dram *d = to_dram(t);
+
+	return t->ops == &dram_ops && d->is_warm ? &d->warm : NULL;
+}
+
+void kvt_dram_found(struct kvt_mem_tier *t, struct kvt_dram_found *out)
+{
+	struct dram *d = to_dram(t);
+
+	*out = (struct kvt_dram_found){ .locs = d->found, .n = d->n_found, .torn = d->torn,
+					.bad_header = d->bad_header };
+}
+
+void kvt_dram_found_done(struct kvt_mem_tier *t)
+{
+	struct dram *d = to_dram(t);
+
+	free(d->found);
+	d->found = NULL;
+	d->n_found = 0;
+}
+
+const struct kvt_warm_slot *kvt_dram_slot_hdr(struct kvt_mem_tier *t, uint64_t loc)
+{
+	return kvt_warm_slot_hdr(&to_dram(t)->warm, (uint32_t)(loc >> 32), (uint32_t)loc);
+}
+
+void kvt_dram_slot_commit(struct kvt_mem_tier *t, uint64_t loc, const struct kvt_warm_slot *h)
+{
+	kvt_warm_slot_commit(&to_dram(t)->warm, (uint32_t)(loc >> 32), (uint32_t)loc, h);
 }
 
 #ifndef MADV_POPULATE_WRITE

@@ -32,6 +32,13 @@ struct kvt_dram_opts {
 	                       * (default true); false: 4 KiB pages only */
 	uint32_t headroom;    /* bytes before every slot (a 4 KiB multiple, 0 or
 	                       * KVT_TIER_HEADROOM: a storage tier's record header) */
+	bool warm;            /* the region is a memfd that outlives the process,
+	                       * with a header per slot (tiers/warm_region.h), so
+	                       * that the next process rebuilds its index from it */
+	int warm_fd;          /* with warm (read only then): a region handed in
+	                       * to adopt (-1, the default: none). The tier owns it from the
+	                       * call on; a region of another version or geometry
+	                       * is refused (logged) and the tier starts empty */
 };
 
 void kvt_dram_opts_init(struct kvt_dram_opts *opts, size_t size_bytes);
@@ -49,5 +56,36 @@ int kvt_dram_open(const struct kvt_dram_opts *opts, struct kvt_mem_tier **out);
  * Returns 0 or -errno; *done (may be NULL) gets the bytes faulted in. */
 int kvt_dram_prefault(void *base, uint64_t len, bool before_use, const int *stop,
 		      uint64_t *done);
+
+/* ---- warm restart (opts.warm) ---------------------------------------------- */
+
+struct kvt_warm_region;
+struct kvt_warm_slot;
+
+/* What a warm tier found in a region it adopted: the locs of the slots
+ * whose headers say committed (their bytes not verified yet), and the
+ * slots it let go of. */
+struct kvt_dram_found {
+	const uint64_t *locs;
+	size_t n;
+	uint64_t torn;        /* headers a kill left mid-commit */
+	uint64_t bad_header;  /* headers that fail their own checksum or fit
+	                       * no slot */
+};
+
+/* The region of a warm tier, NULL for another tier. */
+struct kvt_warm_region *kvt_dram_warm(struct kvt_mem_tier *t);
+
+/* What the tier found at open (n = 0 for a new region). */
+void kvt_dram_found(struct kvt_mem_tier *t, struct kvt_dram_found *out);
+
+/* Forget the list of kvt_dram_found (its slots stay allocated until freed). */
+void kvt_dram_found_done(struct kvt_mem_tier *t);
+
+/* The header of the slot at loc. */
+const struct kvt_warm_slot *kvt_dram_slot_hdr(struct kvt_mem_tier *t, uint64_t loc);
+
+/* Write h as the committed header of the slot at loc. */
+void kvt_dram_slot_commit(struct kvt_mem_tier *t, uint64_t loc, const struct kvt_warm_slot *h);
 
 #endif /* KVT_TIERS_DRAM_H */

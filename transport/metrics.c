@@ -199,6 +199,45 @@ static json_t *tier_json(const struct kvt_store_stats *st, int t)
 	return o;
 }
 
+/* The DRAM tier across a restart: what came back warm from the region
+ * handed in, what was dropped and why, the rebuild's time, and what the
+ * last clean stop wrote down to SSD (docs/restart.md). */
+static json_t *restart_json(const struct kvt_store_stats *st)
+{
+	const struct kvt_warm_stats *w = &st->warm;
+	const struct kvt_json_count counts[] = {
+		{ "generation", w->generation },
+		{ "warm_blocks", w->blocks },
+		{ "warm_bytes", w->bytes },
+		{ "verified", w->verified },
+		{ "rebuild_us", w->rebuild_us },
+	};
+	const struct kvt_json_count dropped_counts[] = {
+		{ "torn", w->dropped_torn },
+		{ "header", w->dropped_header },
+		{ "namespace", w->dropped_namespace },
+		{ "checksum", w->dropped_checksum },
+	};
+	const struct kvt_json_count wd_counts[] = {
+		{ "blocks", w->write_down.written },
+		{ "bytes", w->write_down.written_bytes },
+		{ "refused", w->write_down.refused },
+		{ "left", w->write_down.left },
+		{ "ms", w->write_down.ms },
+	};
+	json_t *o = json_object(), *dropped = json_object(), *wd = json_object();
+
+	json_object_set_new(o, "warm", json_boolean(w->on));
+	json_object_set_new(o, "adopted", json_boolean(w->adopted));
+	json_object_set_new(o, "refused", json_boolean(w->refused));
+	KVT_JSON_SET_COUNTS(o, counts);
+	KVT_JSON_SET_COUNTS(dropped, dropped_counts);
+	json_object_set_new(o, "dropped", dropped);
+	KVT_JSON_SET_COUNTS(wd, wd_counts);
+	json_object_set_new(o, "write_down", wd);
+	return o;
+}
+
 /* The tiers present, by name. */
 static json_t *tiers_json(const struct kvt_store_stats *st)
 {
@@ -348,6 +387,7 @@ char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
 	json_object_set_new(root, "latency_bounds_us", latency_bounds_json());
 	json_object_set_new(root, "mrc", kvt_insight_mrc_json(srv->insight, &st));
 	json_object_set_new(root, "cluster", cluster_json(srv));
+	json_object_set_new(root, "restart", restart_json(&st));
 	text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
 out:
 	json_decref(root);
@@ -480,6 +520,45 @@ static void ssd_prom(struct kvt_textbuf *b, const struct kvt_store_stats *st)
 	kvt_prom_help(b, "kvtier_ssd_open_seconds", "gauge", "How long the SSD tier took to open.");
 	kvt_textbuf_printf(b, "kvtier_ssd_open_seconds %.3f\n", (double)h->open_ms / 1e3);
 	kvt_prom_counts(b, health, KVT_COUNT_OF(health));
+}
+
+/* The DRAM tier across a restart (restart_json's figures). */
+static void restart_prom(struct kvt_textbuf *b, const struct kvt_store_stats *st)
+{
+	const struct kvt_warm_stats *w = &st->warm;
+	const struct kvt_prom_count counts[] = {
+		{ "kvtier_restart_warm_blocks", "gauge",
+		  "Blocks found in the DRAM region handed over at the last start.", w->blocks },
+		{ "kvtier_restart_warm_bytes", "gauge",
+		  "Bytes of the blocks found in the DRAM region handed over at the last start.",
+		  w->bytes },
+		{ "kvtier_restart_verified_blocks_total", "counter",
+		  "Blocks of the handed-over region checked whole at their first use.", w->verified },
+		{ "kvtier_restart_region_refused", "gauge",
+		  "1 when the region handed in was of another version or geometry (DRAM started "
+		  "empty).", w->refused },
+		{ "kvtier_restart_generation", "gauge",
+		  "Starts the DRAM region has lived through (1: new at this start).", w->generation },
+		{ "kvtier_stop_written_down_blocks", "gauge",
+		  "Blocks only DRAM held that the last clean stop wrote to SSD.",
+		  w->write_down.written },
+	};
+	const struct kvt_prom_sample dropped[] = {
+		{ "torn", w->dropped_torn },
+		{ "header", w->dropped_header },
+		{ "namespace", w->dropped_namespace },
+		{ "checksum", w->dropped_checksum },
+	};
+
+	if (!w->on)
+		return;
+	kvt_prom_counts(b, counts, KVT_COUNT_OF(counts));
+	kvt_prom_labelled(b, "kvtier_restart_dropped_blocks", "gauge",
+		 "Blocks of the handed-over region dropped, never served, by reason.", "reason",
+		 dropped, KVT_COUNT_OF(dropped));
+	kvt_prom_help(b, "kvtier_restart_rebuild_seconds", "gauge",
+		      "How long indexing the handed-over DRAM region took.");
+	kvt_textbuf_printf(b, "kvtier_restart_rebuild_seconds %.6f\n", (double)w->rebuild_us / 1e6);
 }
 
 /* The per-tier families, each with a sample for every tier present. */
@@ -665,6 +744,7 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 	store_prom(&b, &st);
 	if (st.tier[KVT_TIER_SSD].present)
 		ssd_prom(&b, &st);
+	restart_prom(&b, &st);
 	server_prom(&b, &srv->c);
 	ops_prom(&b, &srv->c);
 	latency_prom(&b, &srv->c);

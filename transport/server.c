@@ -290,6 +290,30 @@ void kvt_server_stop(struct kvt_server *srv)
 	}
 }
 
+void kvt_server_handover(struct kvt_server *srv)
+{
+	__atomic_store_n(&srv->keep_listener, 1, __ATOMIC_RELEASE);
+	kvt_server_stop(srv);
+}
+
+int kvt_server_take_listener(struct kvt_server *srv)
+{
+	int fd = srv->listen.fd;
+
+	srv->listen.fd = -1;
+	return fd;
+}
+
+void kvt_server_keep_path(struct kvt_server *srv)
+{
+	srv->keep_path = true;
+}
+
+int kvt_server_listen_fd(const struct kvt_server *srv)
+{
+	return srv->listen.fd;
+}
+
 int kvt_server_metrics_port(const struct kvt_server *srv)
 {
 	return srv->metrics_port;
@@ -359,10 +383,14 @@ int kvt_server_run(struct kvt_server *srv)
 		    __atomic_load_n(&srv->busy_jobs, __ATOMIC_ACQUIRE),
 		    (unsigned long long)srv->c.conns_open);
 	epoll_ctl(srv->epfd, EPOLL_CTL_DEL, srv->listen.fd, NULL);
-	close(srv->listen.fd);
-	srv->listen.fd = -1;
-	if (srv->opts.listen_fd < 0)
-		unlink(srv->opts.socket_path);
+	/* for a hand-over the socket stays open, file and all: connections
+	 * wait in its backlog for the successor */
+	if (!__atomic_load_n(&srv->keep_listener, __ATOMIC_ACQUIRE)) {
+		close(srv->listen.fd);
+		srv->listen.fd = -1;
+		if (srv->opts.listen_fd < 0 && !srv->keep_path)
+			unlink(srv->opts.socket_path);
+	}
 	drain_until = kvt_now_ns() + (uint64_t)srv->opts.drain_timeout_ms * 1000000;
 	while (__atomic_load_n(&srv->busy_jobs, __ATOMIC_ACQUIRE) > 0 && kvt_now_ns() < drain_until)
 		loop_once(srv, 50);
@@ -404,7 +432,7 @@ void kvt_server_close(struct kvt_server *srv)
 	kvt_http_close_all(srv);
 	if (srv->listen.fd >= 0) {
 		close(srv->listen.fd);
-		if (srv->opts.listen_fd < 0)
+		if (srv->opts.listen_fd < 0 && !srv->keep_path)
 			unlink(srv->opts.socket_path);
 	}
 	if (srv->wake.fd >= 0)

@@ -155,6 +155,24 @@ int kvt_server_run(struct kvt_server *srv);
 /* Ask a running loop to stop. Async-signal-safe; callable from any thread. */
 void kvt_server_stop(struct kvt_server *srv);
 
+/* Stop as kvt_server_stop does, for a hand-over: the listening socket is
+ * kept open (not unlinked), so that connections wait in its backlog for
+ * the successor; take it with kvt_server_take_listener once run returns.
+ * Callable from any thread. */
+void kvt_server_handover(struct kvt_server *srv);
+
+/* The listening socket, now the caller's (kvt_server_close leaves it
+ * alone); -1 when the server has none open. */
+int kvt_server_take_listener(struct kvt_server *srv);
+
+/* Leave the socket's file in place when the server stops and closes: the
+ * socket itself outlives the process (systemd's fd store keeps it). Call
+ * before kvt_server_run. */
+void kvt_server_keep_path(struct kvt_server *srv);
+
+/* The listening socket (still the server's), -1 once closed. */
+int kvt_server_listen_fd(const struct kvt_server *srv);
+
 /* The bound metrics port (useful when opts asked for port 0); 0 when none. */
 int kvt_server_metrics_port(const struct kvt_server *srv);
 

@@ -231,6 +231,10 @@ struct kvt_server {
 	struct { enum kvt_ev_kind kind; int fd; } listen, wake, http_listen;
 	int metrics_port;
 	int stop;                   /* atomic: enum kvt_stop_level */
+	int keep_listener;          /* atomic: a stop for a hand-over keeps the
+	                             * listening socket open (kvt_server_handover) */
+	bool keep_path;             /* the socket's file is left at close
+	                             * (kvt_server_keep_path) */
 	uint64_t next_conn_id, next_ticket;
 	struct kvt_conn *conns;
 	struct kvt_conn *hello_head, *hello_tail; /* no HELLO yet, oldest first */

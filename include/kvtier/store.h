@@ -67,6 +67,22 @@ struct kvt_store_opts {
 	                           * or KVT_SSD_CODEC_AUTO; NULL = "raw" */
 	double ssd_codec_min_ratio; /* with ssd_codec: a block that shrinks less
 	                             * than this is stored raw; 0 = 1.1 */
+	bool dram_warm;           /* the DRAM tier lives in a memfd that outlives
+	                           * the process (kvt_store_dram_fd), with a header
+	                           * per committed block, so a successor handed the
+	                           * fd finds the blocks again (default false) */
+	int dram_fd;              /* with dram_warm (read only then): the DRAM
+	                           * tier's memfd of a store before this one, to
+	                           * take over (-1, set by _init: start empty). The store owns it from
+	                           * kvt_store_open on, also when that fails. A
+	                           * region of another version or geometry (DRAM
+	                           * size, slab size, SSD tier or not) is refused,
+	                           * logged, and the tier starts empty; a block
+	                           * whose header or bytes do not verify is dropped,
+	                           * never served. Its blocks rejoin the index at
+	                           * open (their namespaces attached again from the
+	                           * region's table), each checked against its
+	                           * checksum before it is first used */
 };
 
 /* Fill opts with the defaults as far as size_bytes (sizeof(*opts) for a
@@ -86,6 +102,31 @@ int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out);
  * buffers) or a NIC (memory region), so blocks move without bounce copies.
  * Valid until kvt_store_close. Returns 0, or -EINVAL. */
 int kvt_store_dram_region(struct kvt_store *store, void **base, uint64_t *len);
+
+/* The memfd holding the DRAM tier of a store opened with dram_warm: the
+ * store's (dup it to keep it past kvt_store_close, to hand to a successor
+ * or to systemd's fd store). Returns the fd, or -EINVAL (NULL, or no
+ * dram_warm). */
+int kvt_store_dram_fd(struct kvt_store *store);
+
+/* What kvt_store_write_down did. */
+struct kvt_write_down {
+	uint64_t written;        /* blocks written to the storage tier (they stay
+	                          * in DRAM too, as clean copies) */
+	uint64_t written_bytes;
+	uint64_t refused;        /* blocks the admission rule kept off it */
+	uint64_t left;           /* blocks not written: no room, a failing tier,
+	                          * or the time ran out */
+	uint64_t ms;             /* time taken */
+};
+
+/* Write every block only the DRAM tier holds down to the first storage
+ * tier that takes demotions, under its admission rule, within timeout_ms:
+ * what a clean stop without a successor does, so a stop loses nothing the
+ * SSD tier has room for. Blocks stay in DRAM (and are served) meanwhile.
+ * Returns 0 (out filled, may be NULL), -EINVAL, or -ENODEV (no such
+ * tier). */
+int kvt_store_write_down(struct kvt_store *store, unsigned timeout_ms, struct kvt_write_down *out);
 
 /* A storage tier made by one of kvtier's tier constructors (the cluster's
  * peer tier: kvt_peer_tier_open in the kvtier-cluster library); its ops
@@ -114,6 +155,13 @@ int kvt_store_add_tier(struct kvt_store *store, struct kvt_storage_tier *tier);
 #define KVT_SCAN_END UINT64_MAX
 int kvt_store_scan(struct kvt_store *store, uint64_t *cursor, struct kvt_key *keys,
 		   uint8_t *tiers, size_t max);
+
+/* Stop what works behind the store's back and close its storage tiers (the
+ * demoter stopped, removals logged, an SSD directory free for another
+ * store), leaving the DRAM tier mapped: for a hand-over, the successor may
+ * open the directory and the region while this process still unmaps the
+ * region. Only kvt_store_close may follow. NULL is accepted. */
+void kvt_store_quiesce(struct kvt_store *store);
 
 /* Close a store and free everything it owns, namespaces included. Slots still
  * reserved or acquired become invalid. NULL is accepted. */
@@ -334,6 +382,26 @@ struct kvt_ssd_health {
 	uint64_t resumed;      /* times a degraded tier came back */
 };
 
+/* The DRAM tier across a restart (kvt_store_opts.dram_warm). */
+struct kvt_warm_stats {
+	bool on;               /* the DRAM tier is a region that outlives the process */
+	bool adopted;          /* this store took over a region handed in */
+	bool refused;          /* a region was handed in and refused (another
+	                        * version or geometry): the tier started empty */
+	uint64_t generation;   /* restarts the region has lived through, +1 */
+	uint64_t blocks;       /* blocks found in the region at open, indexed */
+	uint64_t bytes;        /* and their bytes */
+	uint64_t verified;     /* of those, checked and found whole (at first use) */
+	uint64_t dropped_torn;      /* headers a kill left mid-commit */
+	uint64_t dropped_header;    /* headers that failed their own checks */
+	uint64_t dropped_namespace; /* blocks of a namespace the region's table
+	                        * does not hold (or holds wrongly) */
+	uint64_t dropped_checksum;  /* blocks whose bytes failed their checksum
+	                        * when first used (never served) */
+	uint64_t rebuild_us;   /* time to index the region at open */
+	struct kvt_write_down write_down; /* the last kvt_store_write_down */
+};
+
 struct kvt_store_stats {
 	size_t size;           /* sizeof(struct kvt_store_stats), set by the caller */
 	struct kvt_tier_stats tier[KVT_TIER_COUNT];
@@ -369,6 +437,7 @@ struct kvt_store_stats {
 	 * attached since: kept, and indexed at its first kvt_ns_attach. They
 	 * are in tier[].blocks and tier[].used_bytes, not in blocks. */
 	uint64_t recovered_unattached;
+	struct kvt_warm_stats warm;
 };
 
 /* Snapshot of the counters, as far as stats->size (set by the caller)

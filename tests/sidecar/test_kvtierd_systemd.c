@@ -115,7 +115,7 @@ static pid_t start(const char *dir, int passed, pid_t listen_pid, const char *no
 }
 
 /* The next notification on fd, within timeout_ms; "" on timeout. */
-static const char *notification(int fd, int timeout_ms)
+static const char *next_notification(int fd, int timeout_ms)
 {
 	static char buf[256];
 	struct pollfd p = { .fd = fd, .events = POLLIN };
@@ -127,6 +127,19 @@ static const char *notification(int fd, int timeout_ms)
 	n = recv(fd, buf, sizeof(buf) - 1, 0);
 	buf[n > 0 ? n : 0] = 0;
 	return buf;
+}
+
+/* The next notification that is not about the fd store (FDSTORE=,
+ * FDSTOREREMOVE=: the daemon keeps its DRAM tier and socket there; their
+ * fds are closed here, as a manager without a store would). */
+static const char *notification(int fd, int timeout_ms)
+{
+	for (;;) {
+		const char *msg = next_notification(fd, timeout_ms);
+
+		if (strncmp(msg, "FDSTORE", 7))
+			return msg;
+	}
 }
 
 /* kvtierd's exit status, or a failure when it has not exited within 30 s. */

@@ -1,0 +1,52 @@
+/* Hand-over from a running kvtierd to its successor, without systemd: the
+ * running daemon listens on a Unix socket of its own (mode 0600, next to
+ * the sidecar socket); `kvtierd --take-over PATH` connects to it. A peer of
+ * another uid (SO_PEERCRED) is refused and nothing is sent. For the
+ * daemon's own uid, the running daemon stops accepting, drains, closes its
+ * store (its DRAM region lives on in the memfd) and sends, over SCM_RIGHTS,
+ * its listening sidecar socket, the DRAM tier's memfd and this hand-over
+ * socket; then it exits. Engines' connections in the listen backlog are
+ * accepted by the successor; those that were open reconnect to the same
+ * path and find their blocks.
+ *
+ * The message: "KVTH1" + NUL-padded to 8 bytes, then a NUL-terminated list
+ * of names, one per fd, colon-separated ("sidecar:dram:handover"). */
+#ifndef KVT_APP_DAEMON_HANDOVER_H
+#define KVT_APP_DAEMON_HANDOVER_H
+
+#include <stdbool.h>
+
+struct kvtd_handover;
+
+/* What a successor receives: each fd -1 when not sent. */
+struct kvtd_handed {
+	int sidecar;   /* the listening sidecar socket */
+	int dram;      /* the DRAM tier's memfd */
+	int handover;  /* the listening hand-over socket */
+};
+
+/* Called once, on the hand-over thread, when a successor of the daemon's
+ * uid asked to take over (its connection is kept for kvtd_handover_send). */
+typedef void (*kvtd_handover_cb)(void *arg);
+
+/* Listen for a successor at path (replacing a stale socket file), or on
+ * inherited (>= 0: a hand-over socket passed by the daemon before, which
+ * is then served as it is), and start the thread that waits for one.
+ * Returns 0 and *out, or -errno. */
+int kvtd_handover_listen(const char *path, int inherited, kvtd_handover_cb cb, void *arg,
+			 struct kvtd_handover **out);
+
+/* Send the fds to the successor that asked (and this socket's listening fd
+ * with them). Returns 0, -ENOTCONN (none asked), or the errno of sendmsg. */
+int kvtd_handover_send(struct kvtd_handover *h, int sidecar_fd, int dram_fd);
+
+/* Stop the thread and close the sockets; the socket file is unlinked
+ * unless `handed` (the successor serves it now). NULL is accepted. */
+void kvtd_handover_close(struct kvtd_handover *h, bool handed);
+
+/* Successor: connect to path, ask, and wait up to timeout_ms for the fds.
+ * Returns 0 and *out, -ECONNREFUSED/-ENOENT (no daemon there), -EPERM
+ * (refused: the connection closed without fds), -ETIMEDOUT, -EPROTO. */
+int kvtd_handover_receive(const char *path, unsigned timeout_ms, struct kvtd_handed *out);
+
+#endif /* KVT_APP_DAEMON_HANDOVER_H */
