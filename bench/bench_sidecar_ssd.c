@@ -170,6 +170,7 @@ static int parse_args(int argc, char **argv, struct e2e_args *a)
 struct daemon {
 	pid_t pid;
 	char dir[4200], socket[4300], log[4300];
+	char sockdir[64];         /* short, under /tmp: a socket's path holds 108 bytes */
 };
 
 /* kvtierd: the option, $KVTIERD, beside this program, or the build tree's. */
@@ -207,7 +208,12 @@ static int daemon_start(struct daemon *d, const char *bin, const char *top,
 	int n = 0;
 
 	snprintf(d->dir, sizeof(d->dir), "%s/daemon", top);
-	snprintf(d->socket, sizeof(d->socket), "%s/kvtierd.sock", d->dir);
+	snprintf(d->sockdir, sizeof(d->sockdir), "/tmp/kvtier-bench.XXXXXX");
+	if (!mkdtemp(d->sockdir)) {
+		d->sockdir[0] = '\0';
+		return -errno;
+	}
+	snprintf(d->socket, sizeof(d->socket), "%s/kvtierd.sock", d->sockdir);
 	snprintf(d->log, sizeof(d->log), "%s/kvtierd.log", top);
 	snprintf(data, sizeof(data), "%s/data", d->dir);
 	if (mkdir(d->dir, 0755))
@@ -283,6 +289,11 @@ static void daemon_stop(struct daemon *d)
 		waitpid(d->pid, &status, 0);
 	}
 	d->pid = 0;
+	if (d->sockdir[0]) {
+		unlink(d->socket);
+		rmdir(d->sockdir);
+		d->sockdir[0] = '\0';
+	}
 }
 
 /* ---- the engine --------------------------------------------------------- */

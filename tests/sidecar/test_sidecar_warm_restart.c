@@ -165,6 +165,7 @@ static void handover_under_engine(void **state)
 	save_range(&e, 0, BLOCKS / 2);
 	snprintf(hsock, sizeof(hsock), "%s.takeover", a.socket);
 	takeover[5] = hsock;
+	b.sockdir = strdup(a.sockdir); /* the successor serves the same socket path */
 	assert_int_equal(kvtd_start(&b, a.dir, takeover), 0);
 	/* the engine goes on until the old daemon has gone, and a while after */
 	for (int round = 0, after = 0; after < 20 && round < 5000; round++) {
@@ -199,17 +200,19 @@ static void handover_under_engine(void **state)
 	assert_int_equal(restart_stat(e.c, "dropped", "checksum"), 0);
 	engine_close(&e);
 	assert_int_equal(kvtd_stop(&b, SIGTERM), 0);
-	kvtd_cleanup(&b);
+	kvtd_cleanup(&b); /* a's directories are b's */
 	free(a.dir);
+	free(a.sockdir);
 }
 
-/* argv of a daemon in dir under the fd store. */
-static void fdstore_argv(const char **argv, const char *dir, const char *dram, char *sock,
-			 char *data)
+/* argv of a daemon with its data in dir and its socket in sockdir, under
+ * the fd store. */
+static void fdstore_argv(const char **argv, const char *dir, const char *sockdir,
+			 const char *dram, char *sock, char *data)
 {
 	int n = 0;
 
-	sprintf(sock, "%s/kvtierd.sock", dir);
+	sprintf(sock, "%s/kvtierd.sock", sockdir);
 	sprintf(data, "%s/data", dir);
 	argv[n++] = kvtd_binary();
 	argv[n++] = "--socket";
@@ -231,6 +234,7 @@ static void fdstore_argv(const char **argv, const char *dir, const char *dram, c
 static void fdstore_survives_kill9(void **state)
 {
 	char *dir = kvt_test_mkdtemp("warm-fdstore");
+	char *sockdir = kvt_test_sockdir("warm-fdstore"); /* short: Unix socket paths */
 	char sock[300], data[300], log[300];
 	const char *argv[16];
 	struct kvt_fdstore m;
@@ -239,8 +243,8 @@ static void fdstore_survives_kill9(void **state)
 
 	(void)state;
 	snprintf(log, sizeof(log), "%s/kvtierd.log", dir);
-	fdstore_argv(argv, dir, "32M", sock, data);
-	assert_int_equal(kvt_fdstore_open(&m, dir), 0);
+	fdstore_argv(argv, dir, sockdir, "32M", sock, data);
+	assert_int_equal(kvt_fdstore_open(&m, sockdir), 0);
 	assert_true(kvt_fdstore_start(&m, argv, log) > 0);
 	assert_int_equal(kvt_fdstore_wait_ready(&m, 30000), 0);
 	/* the region and the socket are in the store; the region mode 0600 */
@@ -279,7 +283,7 @@ static void fdstore_survives_kill9(void **state)
 
 	/* another DRAM size: another geometry, refused; SSD still has them */
 	assert_true(WIFEXITED(kvt_fdstore_stop(&m, SIGTERM)));
-	fdstore_argv(argv, dir, "48M", sock, data);
+	fdstore_argv(argv, dir, sockdir, "48M", sock, data);
 	assert_true(kvt_fdstore_start(&m, argv, log) > 0);
 	assert_int_equal(kvt_fdstore_wait_ready(&m, 30000), 0);
 	assert_int_equal(engine_open(&e, sock), 0);
@@ -298,7 +302,9 @@ static void fdstore_survives_kill9(void **state)
 	}
 	kvt_fdstore_close(&m);
 	kvt_test_rmdir(dir);
+	kvt_test_rmdir(sockdir);
 	free(dir);
+	free(sockdir);
 }
 
 /* A clean stop without a successor or fd store writes what only DRAM holds
@@ -375,7 +381,7 @@ static void handover_refuses_other_uid(void **state)
 		printf("# not root: the uid check is covered by the socket's mode only\n");
 	} else {
 		assert_int_equal(chmod(hsock, 0666), 0); /* let nobody reach the check */
-		assert_int_equal(chmod(d.dir, 0755), 0);
+		assert_int_equal(chmod(d.sockdir, 0711), 0);
 		r = ask_as(hsock, 65534);
 		if (r == 4) {
 			/* a parent folder nobody may traverse (a checkout under a
