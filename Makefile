@@ -4,6 +4,8 @@
 #                in release mode and again under ASan + UBSan
 #   make install [PREFIX=/usr/local] [DESTDIR=]  — install the release build
 #   make package — the Debian package, in build/release/package/
+#   make bench-peers [PEERS_ARGS=...] — kvtier beside Mooncake Store and
+#                LMCache (docs/peers-bench.md); not part of `make test`
 JOBS ?= $(shell nproc)
 CTEST_ARGS ?=
 PREFIX ?= /usr/local
@@ -13,7 +15,7 @@ DESTDIR ?=
 # KVT_TEST_DPKG=OFF.
 KVT_TEST_DPKG ?= $(if $(filter 0,$(shell id -u)),ON,OFF)
 
-.PHONY: all deps release asan tsan run test test-release test-asan test-tsan install package clean
+.PHONY: all deps release asan tsan run test test-release test-asan test-tsan install package bench-peers clean
 
 all: release
 
@@ -58,6 +60,18 @@ install: release
 
 package: release
 	cd build/release && cpack --config CPackConfig.cmake
+
+# The peers are installed into build/venv-peers on first use (several GB
+# from PyPI); without the registry the target says so and does nothing.
+# Their files and kvtierd's go under build/peers-bench (one file system).
+PEERS_ARGS ?=
+bench-peers: release
+	@sh scripts/peers-venv.sh build/venv-peers || { rc=$$?; [ $$rc -eq 77 ] && exit 0; exit $$rc; }; \
+	mkdir -p build/peers-bench && \
+	PYTHONPATH=python KVTIERD=build/release/app/kvtierd \
+	KVTIER_CLIENT_LIB=build/release/transport/libkvtier-client.so.0 \
+	build/venv-peers/bin/python bench/peers/peers_bench.py --dir build/peers-bench \
+	  --json build/peers-bench/peers.json $(PEERS_ARGS)
 
 clean:
 	rm -rf build
