@@ -30,6 +30,7 @@ import json
 import multiprocessing
 import os
 import platform
+import signal
 import sys
 import tempfile
 import time
@@ -174,7 +175,10 @@ def run_rep(store, shape, args, work):
     values, why = {}, {}
     nblocks = args.total // shape
     per_client = max(common.BATCH, nblocks // args.clients)
-    capacity = 2 * args.total + 256 * (1 << 20)
+    stored = (nblocks + per_client * args.clients) * shape
+    # room for all of it below the stores' eviction watermarks (Mooncake
+    # evicts above 90% of its segment), the same for every store
+    capacity = stored + stored // 4 + (256 << 20)
 
     def phase(rows, fn):
         try:
@@ -199,7 +203,6 @@ def run_rep(store, shape, args, work):
         return run
 
     def memory():
-        stored = (nblocks + per_client * args.clients) * shape
         values["mem_per_gb"] = common.memory_of(store.store_pids(), store.engine_maps()) / stored
 
     store.generation += 1
@@ -279,6 +282,8 @@ def main():
     ap.add_argument("--smoke", action="store_true",
                     help="toy sizes, one rep: proves the bench runs")
     args = ap.parse_args()
+    # SIGTERM unwinds like an error, so each store's processes are stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.smoke:
         args.total, args.reps, args.clients = "64M", 1, 2
     args.total = parse_size(args.total)

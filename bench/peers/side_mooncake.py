@@ -124,8 +124,9 @@ class Store:
     def start(self, workdir, block_bytes, capacity, ssd=0):
         if ssd:
             raise common.Unsupported(
-                "the wheel's SSD offload (enable_offload) keeps its files through the page "
-                "cache and needs the master's offload planner: not measured here")
+                "not measured: with mooncake_master and mooncake_client --enable_offload "
+                "(MOONCAKE_OFFLOAD_FILE_STORAGE_PATH set) this wheel wrote nothing to the "
+                "directory; once its memory segment was full, puts failed (-200) instead")
         self.block_bytes = block_bytes
         self.dir = os.path.abspath(os.path.join(workdir, "mooncake"))
         os.makedirs(self.dir, exist_ok=True)
