@@ -8,7 +8,8 @@ with this shape:
     class Store:
         name = "kvtier"
         def version(self) -> str
-        def start(self, workdir, shape, capacity, ssd=False)  # returns when ready
+        def start(self, workdir, block_bytes, capacity, ssd=0)  # returns when ready
+        def wait_warm(self)                  # until its memory is faulted in
         def open_client(self, index, nblocks) -> client      # in the client's process
         def store_pids(self) -> [pid]        # processes whose memory the store is
         def engine_maps(self) -> [str]       # mappings that are engine memory, not the store's
@@ -18,7 +19,8 @@ with this shape:
     client.put(first, count)   # blocks first..first+count-1 of this client, one batch
     client.get(first, count)   # returns how many came back whole
     client.lookup(count)       # the first count blocks of the chain: how many are there
-    client.remove(first, count)
+    client.verify()            # the last get's buffers hold what was put
+    client.tiers(count)        # where the first count blocks are ([] if unknown)
     client.close()
 """
 

@@ -4,7 +4,7 @@ block shapes, the same counts, the same file system, in one run.
 
     peers_bench.py [--stores kvtier,mooncake,lmcache] [--shapes 2M,256K]
                    [--total 1G] [--clients 8] [--reps 3] [--dir DIR]
-                   [--json FILE] [--smoke]
+                   [--no-ssd] [--json FILE] [--require STORES] [--smoke]
 
 Each repetition starts each store afresh, then, per block shape:
   - ready_s: from starting the store's processes to a client connecting;
@@ -14,13 +14,14 @@ Each repetition starts each store afresh, then, per block shape:
     back (get_gbps_1), gets each 32-block batch again timed alone
     (get32_p50_ms, get32_p99_ms) and looks up a 64-block prefix 200 times
     (lookup64_p50_us);
-  - --clients processes put and get --total bytes between them
-    (put_gbps_8, get_gbps_8), started together;
+  - --clients processes put and get --total bytes between them, at least
+    32 blocks each (put_gbps_8, get_gbps_8), started together;
   - mem_per_gb: bytes the store's processes hold (RSS and huge pages, less
-    the engines' buffers they map) per byte stored, with 2 x --total stored;
+    the engines' buffers they map) per byte stored, with both phases' blocks
+    stored; every store gets the same capacity, room for all of them;
   - ssd_get_gbps: a store with a small DRAM tier and an SSD tier under --dir,
-    --total put, the store restarted so that every block is on the SSD only,
-    then one client gets them all.
+    --total put, the store restarted so that what is read comes from its
+    files, then one client gets the leading run of blocks on the SSD.
 Rows report the median over --reps; a store that cannot do a row says why.
 Prints a table, and the JSON document with --json (or '-' for stdout).
 """

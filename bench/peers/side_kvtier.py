@@ -63,9 +63,6 @@ class Client:
     def tiers(self, count):
         return self.c.lookup(self.ns, self.keys[:count])[1]
 
-    def remove(self, first, count):
-        self.c.remove(self.ns, self.keys[first:first + count])
-
     def close(self):
         self.c.close()
         self.mem.close()

@@ -108,9 +108,6 @@ class Client:
             if not bool((t[:, common.BATCH:] == t[:, :common.BATCH]).all()):
                 raise RuntimeError("wrong bytes after RETRIEVE")
 
-    def remove(self, first, count):
-        pass
-
     def close(self):
         self.c.end_session(self.req)
         self.c.close()

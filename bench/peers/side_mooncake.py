@@ -99,9 +99,6 @@ class Client:
             n += 1
         return n
 
-    def remove(self, first, count):
-        self.s.batch_remove(self._keys(first, count))
-
     def close(self):
         self.s.close()
 
