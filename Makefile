@@ -5,6 +5,8 @@
 #   make install [PREFIX=/usr/local] [DESTDIR=]  — install the release build
 #   make package — the Debian package, in build/release/package/
 #   make docs    — the documentation site, in build/site/ (mkdocs, strict)
+#   make bench-peers [PEERS_ARGS=...] — kvtier beside Mooncake Store and
+#                LMCache (docs/peers-bench.md); not part of `make test`
 JOBS ?= $(shell nproc)
 CTEST_ARGS ?=
 PREFIX ?= /usr/local
@@ -14,7 +16,7 @@ DESTDIR ?=
 # KVT_TEST_DPKG=OFF.
 KVT_TEST_DPKG ?= $(if $(filter 0,$(shell id -u)),ON,OFF)
 
-.PHONY: all deps release asan tsan run test test-release test-asan test-tsan install package docs clean
+.PHONY: all deps release asan tsan run test test-release test-asan test-tsan install package docs bench-peers clean
 
 all: release
 
@@ -67,6 +69,18 @@ docs: deps
 	python3 scripts/docs_check.py diagrams --write
 	python3 scripts/docs_check.py links
 	mkdocs build --strict --quiet --site-dir build/site
+
+# The peers are installed into build/venv-peers on first use (several GB
+# from PyPI); without the registry the target says so and does nothing.
+# Their files and kvtierd's go under build/peers-bench (one file system).
+PEERS_ARGS ?=
+bench-peers: release
+	@sh scripts/peers-venv.sh build/venv-peers || { rc=$$?; [ $$rc -eq 77 ] && exit 0; exit $$rc; }; \
+	mkdir -p build/peers-bench && \
+	PYTHONPATH=python KVTIERD=build/release/app/kvtierd \
+	KVTIER_CLIENT_LIB=build/release/transport/libkvtier-client.so.0 \
+	build/venv-peers/bin/python bench/peers/peers_bench.py --dir build/peers-bench \
+	  --json build/peers-bench/peers.json $(PEERS_ARGS)
 
 clean:
 	rm -rf build

@@ -12,7 +12,9 @@ set -eu
 # (systemd, not booted), lexgrog and groff for the man pages, adduser for the
 # package's postinst, setuptools/wheel/pip/venv for `pip install ./python`;
 # python3-torch for the engine connector's tests and the reference engine;
-# the documentation: mkdocs (the site, strict) and graphviz (its diagrams)
+# the documentation: mkdocs (the site, strict) and graphviz (its diagrams);
+# libnuma1 and libcurl4: Mooncake Store's wheel loads them (with libibverbs1)
+# in the peers bench (make bench-peers)
 PKGS="build-essential cmake ninja-build pkg-config
       liburing-dev liblz4-dev libblosc-dev libzstd-dev libssl-dev libxxhash-dev libjansson-dev libinih-dev
       libibverbs-dev librdmacm-dev libopenblas-dev
@@ -21,7 +23,8 @@ PKGS="build-essential cmake ninja-build pkg-config
       libhiredis-dev redis-server iperf3 perftest
       dpkg-dev systemd man-db groff-base adduser
       python3-setuptools python3-wheel python3-pip python3-venv
-      mkdocs graphviz"
+      mkdocs graphviz
+      libnuma1 libcurl4"
 
 missing=""
 for p in $PKGS; do
