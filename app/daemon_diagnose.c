@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "app/daemon_diagnose.h"
 
 #include <errno.h>

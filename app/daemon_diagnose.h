@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Why kvtierd could not start, in words that name what failed and where: a
  * data dir it may not write, a data dir another process holds. The library returns an errno; these turn it into the path,
  * the holder and what to do, for the one line the operator reads first. */

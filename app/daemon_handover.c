@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Hand-over from a running kvtierd to its successor: see daemon_handover.h. */
 #include "app/daemon_handover.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Hand-over from a running kvtierd to its successor, without systemd: the
  * running daemon listens on a Unix socket of its own (mode 0600, next to
  * the sidecar socket); `kvtierd --take-over PATH` connects to it. A peer of

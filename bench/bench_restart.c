@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtier-bench restart: what a restart of kvtierd costs the engines, each
  * way its DRAM tier survives one (docs/restart.md). A real kvtierd (no SSD
  * tier: every block served after the restart came back in DRAM) is filled

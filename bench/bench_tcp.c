@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* TCP over loopback, the reference for the network paths of kvtier-bench
  * recompute: a listening socket on 127.0.0.1, a connected pair, a sender
  * thread, `bytes` per repetition received here. A signal that interrupts a

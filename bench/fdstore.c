@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A stand-in for systemd's notify socket and fd store: see fdstore.h. */
 #include "fdstore.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A stand-in for systemd's side of the service protocol kvtierd speaks, for
  * the restart bench and its tests: a notify socket ($NOTIFY_SOCKET) taking
  * READY=1, STOPPING=1 and the fd store's FDSTORE=1 / FDSTOREREMOVE=1 with

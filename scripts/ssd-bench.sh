@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The SSD path's end-to-end table in one command (run as root): kvtierd's
 # LOAD and SAVE through `kvtier-bench sidecar --tier ssd` beside fio, on the
 # machine's disk with explicit huge pages and with 4 KiB pages, and on a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The store across a restart of its process: see warm.h. */
 #include "store/warm.h"
 

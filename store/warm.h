@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The store across a restart of its process (kvt_store_opts.dram_warm): the
  * memory tier's region outlives the process (tiers/warm_region.h), and
  * this file keeps in it what the next store needs to rebuild its index:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The DRAM tier's region in a memfd that outlives the process: see
  * warm_region.h for its layout. */
 #include "tiers/warm_region.h"

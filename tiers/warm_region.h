@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The DRAM tier's region when it must outlive the process: a memfd that
  * systemd's fd store or a successor daemon keeps open across a restart,
  * laid out so the next process can rebuild its index from it alone.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What /healthz and /readyz answer: live is "the loop answers"; ready is
  * "send work here": every tier open and none degraded, no drain under way,
  * and the cluster joined when the daemon is in one (its hook says). An

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The families every Prometheus exporter is expected to have: which build
  * runs (kvtier_build_info) and the process's own figures under the names
  * the client libraries use (process_resident_memory_bytes, ...), so the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cluster directory against a Redis that is not one: a server on a real
  * loopback socket that answers every connection with junk, or accepts and
  * never answers. The node goes local-only (as with a Redis that refuses

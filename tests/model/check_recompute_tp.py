@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """kvtier-bench recompute's models on one H100: a model whose weights and
 prefix do not fit one GPU is modeled on the tensor-parallel group it needs
 (recompute at that many GPUs' FLOP/s), never on one GPU it does not fit.

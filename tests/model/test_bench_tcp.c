@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtier-bench's TCP loopback reference under a storm of signals: a
  * process with a handler installed without SA_RESTART (as engines and
  * profilers install them) sees send and recv fail with EINTR; the

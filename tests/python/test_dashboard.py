@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The Grafana dashboard (packaging/grafana/kvtier-dashboard.json) against a
 live kvtierd: every metric its queries name is on /metrics, with samples,
 once an engine has saved, looked up and loaded. A family renamed or removed

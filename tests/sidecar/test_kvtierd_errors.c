@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtierd's startup errors name what failed and where: the data dir it may
  * not write, the process holding a data dir, a metrics address in use. Each
  * runs the real daemon and reads what it prints before exiting. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kvtierd over a data directory whose file system another writer filled,
  * on a real ext4 image: the daemon still starts and serves, with its SSD
  * tier at what fits (what its segments hold, whose blocks load back) or,

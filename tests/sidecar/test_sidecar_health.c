@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What operators and orchestrators ask of the metrics listener, over real
  * HTTP GETs to a real kvtierd: /healthz while it runs, /readyz ready or 503
  * with the reason (here a cluster whose directory is out of reach), and the

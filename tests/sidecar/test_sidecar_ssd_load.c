@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* LOADs from a real kvtierd's SSD tier while what they read overlaps: a LOAD
  * of many windows (the next window's reads in flight while this one's
  * blocks are copied) delivers every byte, and none past a miss; two LOADs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A real kvtierd restarted each way its DRAM tier survives (docs/restart.md):
  * handed over to `kvtierd --take-over` under a saving and loading engine;
  * killed with -9 and restarted with systemd's fd store holding the region

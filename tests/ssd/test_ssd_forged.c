@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Records forged on disk with valid checksums, for every codec: blocks
  * written through the SSD tier with each codec, then, with the tier
  * closed, their payloads overwritten (noise, the frame's head scrambled, the

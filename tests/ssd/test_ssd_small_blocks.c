@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Many small blocks through a SIGKILL: a child process writes 256-byte
  * blocks to the SSD tier, 64 a batch, and reports each batch once durable;
  * it is killed with SIGKILL once 20,000 are acknowledged (mid-batch, as a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The DRAM tier across a restart of its process (kvt_store_opts.dram_warm):
  * a store hands its region's memfd to the next store, which finds every
  * committed block with its namespace; a header a kill cut short, bytes that
