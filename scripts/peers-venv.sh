@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Installs the peers the peers bench compares kvtier with (bench/peers/)
 # into a virtual environment under the build tree, at pinned versions:
 #   Mooncake Store  mooncake-transfer-engine-non-cuda (its CPU/TCP wheel)

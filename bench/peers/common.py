@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What every store's side of the peers bench shares: the block shapes, the
 workload of one client, statistics, the memory a set of processes holds, and
 running N clients as N processes that start together.

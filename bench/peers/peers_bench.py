@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """kvtier beside its peers (Mooncake Store, LMCache) on one machine: the same
 block shapes, the same counts, the same file system, in one run.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """kvtier's side of the peers bench: a real kvtierd started by the bench, the
 engine's paged memory in a memfd registered once, SAVE/LOAD of 32-block
 batches (the daemon gathers each block from 32 layers x K, V pages and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """LMCache's side of the peers bench: `lmcache server` (its multiprocess
 cache server: CPU L1 memory, an optional file-system L2) started by the
 bench, and engine processes that drive it through the client the package

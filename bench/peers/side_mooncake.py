@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Mooncake Store's side of the peers bench, as its wheel
 (mooncake-transfer-engine-non-cuda) runs on a machine without GPU or RDMA:
 mooncake_master (with its HTTP metadata server) and one standalone
