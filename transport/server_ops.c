@@ -303,14 +303,25 @@ static int op_xfer(struct kvt_conn *c, const struct kvt_req *req)
 	if (x->region < 1 || x->region > KVT_CONN_MAX_REGIONS || !c->regions[x->region - 1])
 		return -EBADF;
 	m = c->regions[x->region - 1];
-	if (m->ns != x->ns)
+	if (m->ns != x->ns) {
+		/* the engine sees only EINVAL: the log says which shapes differ */
+		kvt_srv_log(srv, KVT_LOG_WARN, "event=xfer.refused conn=%llu op=%s ns=%u "
+			    "region=%u region_ns=%u reason=\"the region was registered for "
+			    "another namespace (another model shape)\"", (unsigned long long)c->id,
+			    kvt_op_name(req->hdr.op), x->ns, x->region, m->ns);
 		return -EINVAL;
+	}
 	bytes = sizeof(*job) + (size_t)x->n * (sizeof(*job->keys) + sizeof(*job->pages) + 1);
 	if (c->n_jobs >= KVT_CONN_MAX_TICKETS || c->job_bytes + bytes > KVT_CONN_MAX_TICKET_BYTES)
 		return -EBUSY;
 	for (uint32_t i = 0; i < x->n; i++)
-		if (kvt_proto_page(x, i) >= m->pages)
+		if (kvt_proto_page(x, i) >= m->pages) {
+			kvt_srv_log(srv, KVT_LOG_WARN, "event=xfer.refused conn=%llu op=%s ns=%u "
+				    "region=%u reason=\"page %u past the region's %u pages\"",
+				    (unsigned long long)c->id, kvt_op_name(req->hdr.op), x->ns,
+				    x->region, kvt_proto_page(x, i), m->pages);
 			return -ERANGE;
+		}
 	job = calloc(1, sizeof(*job));
 	if (!job)
 		return -ENOMEM;

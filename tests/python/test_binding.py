@@ -115,6 +115,16 @@ class BindingTest(unittest.TestCase):
                 with self.assertRaises(OSError) as cm:
                     c.save(ns, region, [bytes(16)], [5])
                 self.assertEqual(cm.exception.errno, 34)  # ERANGE: page outside the region
+                # a SAVE into a namespace of another shape through this region:
+                # the engine gets EINVAL, the daemon's log says why
+                deep = c.hello("py/deeper", layers=8, kv_heads=2, head_dim=16, block_tokens=4)
+                with self.assertRaises(OSError) as cm:
+                    c.save(deep, region, [bytes(16)], [0])
+                self.assertEqual(cm.exception.errno, 22)
+            with open(self.d.log.name) as f:
+                refused = [l for l in f if "event=xfer.refused" in l]
+            self.assertIn("page 5 past the region's 2 pages", refused[-2])
+            self.assertIn("registered for another namespace", refused[-1])
 
     def test_save_with_a_reuse_class(self):
         self.assertEqual([kvtier.reuse_class_of(n) for n in (0, 1, 3, 19, 400, 1 << 40)],
