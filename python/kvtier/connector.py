@@ -140,6 +140,7 @@ class KVTierConnector:
         self._ns = None
         self._region = None
         self._next_try = 0.0
+        self._down = False          # the last try to connect failed
         self._mem = []              # (EngineMemory, address) of allocate_kv_cache
         self._region_spec = None    # what register_kv_caches registered
         self._layer_index = {}
@@ -185,9 +186,15 @@ class KVTierConnector:
         except OSError as e:
             if c is not None:
                 c.close()
-            log.warning("kvtierd unavailable (%s): prefixes are recomputed, nothing saved; "
-                        "retrying in %.0f s", e, self.reconnect_s)
+            # once per outage: an engine retrying every few seconds stays quiet
+            (log.debug if self._down else log.warning)(
+                "kvtierd unavailable (%s): prefixes are recomputed, nothing saved; "
+                "retrying every %.0f s", e, self.reconnect_s)
+            self._down = True
             return False
+        if self._down:
+            log.warning("kvtierd reached again: prefixes are loaded and saved")
+        self._down = False
         self._client, self._ns, self._region = c, ns, region
         self.stats["connects"] += 1
         return True
@@ -366,8 +373,15 @@ class KVTierConnector:
             pages * spec.page_stride
         if last > mem.nbytes or layer_stride <= 0:
             raise ValueError("KV tensors: layout runs outside their memory")
+        self.register_region(spec, names)
+
+    def register_region(self, spec, layer_names):
+        """Register engine memory described by spec (the attributes
+        kvtier.Client.register reads) whose layers are layer_names, in
+        order: for engines that allocate their KV tensors themselves. Kept
+        and registered again after a reconnect."""
         self._region_spec = spec
-        self._layer_index = {n: i for i, n in enumerate(names)}
+        self._layer_index = {n: i for i, n in enumerate(layer_names)}
         if self._client is not None:
             try:
                 self._region = self._client.register(self._ns, spec)
@@ -464,7 +478,13 @@ class KVTierConnector:
             self._pf_s += time.perf_counter() - self._step_t0 - self._load_wait_s
             self._step_t0 = None
         saved = 0
+        # a request whose load failed in this step has pages the daemon never
+        # wrote: they are recomputed, and never saved from this step
+        failed = {spec.req_id for spec, _, bad in self._loading if bad}
         for spec in (self._meta.saves if self._meta else []):
+            if spec.req_id in failed:
+                self.stats["save_failures"] += 1
+                continue
             if self._region is None and not self._ensure():
                 self.stats["save_failures"] += 1
                 continue
@@ -530,3 +550,5 @@ class _RegionSpec:
     kv_stride: int
     page_stride: int
     nbytes: int = 0
+    cuda_ipc: bytes = None      # GPU memory: fd -1 and a cudaIpcMemHandle_t
+    device: int = 0
