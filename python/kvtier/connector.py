@@ -189,7 +189,7 @@ class KVTierConnector:
             # once per outage: an engine retrying every few seconds stays quiet
             (log.debug if self._down else log.warning)(
                 "kvtierd unavailable (%s): prefixes are recomputed, nothing saved; "
-                "retrying every %.0f s", e, self.reconnect_s)
+                "retrying every %g s", e, self.reconnect_s)
             self._down = True
             return False
         if self._down:
@@ -211,6 +211,21 @@ class KVTierConnector:
                 item[2] = True
             return True
         return False
+
+    def _again(self, call, what):
+        """call(), and once more on a new connection when the daemon hung
+        up since the last request (it restarted: the engine learns it only
+        by asking). Raises the OSError that remains."""
+        try:
+            return call()
+        except OSError as e:
+            if not self._failed(e, what) or not self._ensure():
+                raise
+        try:
+            return call()
+        except OSError as e:
+            self._failed(e, what)
+            raise
 
     def close(self):
         """Close the connection. The KV memory stays valid while tensors use it."""
@@ -244,9 +259,9 @@ class KVTierConnector:
             return 0, False
         try:
             keys = self._keys(st)[:usable]
-            hit, load, _ = self._client.lookup_plan(self._ns, keys)
-        except OSError as e:
-            self._failed(e, "lookup")
+            hit, load, _ = self._again(lambda: self._client.lookup_plan(self._ns, keys),
+                                       "lookup")
+        except OSError:
             return 0, False
         self.stats["lookups"] += 1
         self.stats["lookup_blocks"] += len(keys)
@@ -409,15 +424,16 @@ class KVTierConnector:
         for spec in (self._meta.loads if self._meta else []):
             item = [spec, None, False]
             self._loading.append(item)
-            if self._region is None:
+            if self._region is None and not self._ensure():
                 item[2] = True
                 continue
             try:
-                item[1] = self._client.load(self._ns, self._region, spec.keys, spec.pages)
+                item[1] = self._again(lambda: self._client.load(self._ns, self._region,
+                                                                spec.keys, spec.pages), "load")
+                item[2] = False     # a retry on a new connection went through
                 self.stats["loads"] += 1
-            except OSError as e:
+            except OSError:
                 item[2] = True
-                self._failed(e, "load")
         self._note_failures()
 
     def _note_failures(self):
@@ -489,7 +505,7 @@ class KVTierConnector:
                 self.stats["save_failures"] += 1
                 continue
             try:
-                hit, _ = self._client.lookup(self._ns, spec.keys)
+                hit, _ = self._again(lambda: self._client.lookup(self._ns, spec.keys), "lookup")
                 self.stats["save_present_blocks"] += hit
                 if hit < len(spec.keys):
                     t = self._client.save(self._ns, self._region, spec.keys[hit:],
