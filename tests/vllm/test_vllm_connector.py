@@ -35,7 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
-from vllm_env import ensure_venv, Engine  # noqa: E402
+from vllm_env import ensure_venv, Engine, push_to_ssd  # noqa: E402
 
 import kvtier  # noqa: E402
 from kvtier.daemon import Daemon  # noqa: E402
@@ -136,29 +136,10 @@ class VllmConnectorTest(unittest.TestCase):
         self.check("dram", self.e2_engine().run(self.sets["dram"], GENERATE),
                    PREFIX_BLOCKS * BT)
 
-    def push_to_ssd(self):
-        """Other blocks (their own namespace, 2 MiB each) saved until the
-        prefixes' blocks leave DRAM for SSD; then removed. A LOOKUP of the
-        prefixes only after each DRAM's worth: a lookup is a use."""
-        with kvtier.Client(socket=self.socket) as c:
-            ns = c.hello("vllm-test/filler", layers=32, kv_heads=8, head_dim=128,
-                         block_tokens=16)
-            with kvtier.EngineMemory.paged(ns, pages=16) as mem:
-                region = c.register(ns, mem)
-                saved = []
-                for _ in range(4):
-                    for _ in range(DRAM // ns.block_bytes // 16 + 2):
-                        keys = ns.prefix_keys([len(saved) * 16 + i for i in range(256)])
-                        c.save(ns, region, keys, range(16)).wait()
-                        saved.append(keys)
-                    if self.tiers() == [["ssd"] * PREFIX_BLOCKS] * 2:
-                        break
-                for keys in saved:
-                    c.remove(ns, keys[::-1])
-        self.assertEqual(self.tiers(), [["ssd"] * PREFIX_BLOCKS] * 2)
-
     def test_3_loads_from_ssd_after_restart(self):
-        self.push_to_ssd()
+        on_ssd = [["ssd"] * PREFIX_BLOCKS] * 2
+        self.assertTrue(push_to_ssd(self.socket, DRAM, lambda: self.tiers() == on_ssd),
+                        self.tiers())
         self.assertEqual(self.daemon.stop(), 0)
         self.daemon.start()
         self.assertEqual(self.tiers(), [["ssd"] * PREFIX_BLOCKS] * 2)

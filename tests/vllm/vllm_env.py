@@ -89,3 +89,29 @@ class Engine:
         if self.p.returncode not in (0, None):
             print(log[-6000:], file=sys.stderr)
         return log
+
+
+def push_to_ssd(socket, dram_bytes, on_ssd):
+    """Push blocks from kvtierd's DRAM down to SSD (a clean stop does not
+    write DRAM down): other blocks (a namespace of their own, 2 MiB each)
+    are saved, a DRAM's worth at a time, until on_ssd() (which may LOOKUP:
+    a lookup is a use, so it waits for each DRAM's worth) says so; then they
+    are removed. Returns on_ssd()."""
+    import kvtier
+    with kvtier.Client(socket=socket) as c:
+        ns = c.hello("kvtier-test/filler", layers=32, kv_heads=8, head_dim=128,
+                     block_tokens=16)
+        with kvtier.EngineMemory.paged(ns, pages=16) as mem:
+            region = c.register(ns, mem)
+            saved = []
+            for _ in range(4):
+                for _ in range(dram_bytes // ns.block_bytes // 16 + 2):
+                    keys = ns.prefix_keys([len(saved) * 16 + i for i in range(256)])
+                    c.save(ns, region, keys, range(16)).wait()
+                    saved.append(keys)
+                if on_ssd():
+                    break
+            for keys in saved:
+                c.remove(ns, keys[::-1])
+    return on_ssd()
+
