@@ -45,7 +45,7 @@ def main():
               kv_cache_memory_bytes=cfg.get("kv_bytes", 64 << 20),
               max_model_len=cfg.get("max_model_len", 2048),
               max_num_batched_tokens=cfg.get("max_batched", 2048),
-              served_model_name=cfg.get("name", "kvtier-tiny"), **kw)
+              served_model_name=cfg.get("served_name", "kvtier-tiny"), **kw)
     llm.apply_model(_Weights(cfg.get("seed", 0)))
     out = ANSWERS
     print(json.dumps({"ready": True}), file=out, flush=True)
