@@ -206,6 +206,9 @@ class KVTierConnector:
             if self._client is not None:
                 self._client.close()
                 self.stats["disconnects"] += 1
+                # a connection that worked is worth one try at once (the
+                # daemon restarted); reconnect_s spaces the tries after it
+                self._next_try = 0.0
             self._client = self._ns = self._region = None
             for item in self._loading:
                 item[2] = True

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""A step whose load failed never saves the pages that load should have
-filled (kvtier.connector against a real kvtierd).
+"""The connector when the daemon fails it (kvtier.connector against a real
+kvtierd): a step whose load failed never saves the pages that load should
+have filled, and a restarted daemon is reached again at the next request.
 
 vLLM computes a request whose prefix is loaded and whose prompt ends in the
 same step; the connector saves the prompt's full blocks at the end of that
@@ -91,6 +92,28 @@ class FailedLoadTest(unittest.TestCase):
             self.assertEqual(c.stats["save_failures"], 1)
             # page 6 was never filled: its zeros must not become block 2
             self.assertEqual(cl.lookup(ns, keys)[0], 2)
+        c.close()
+
+
+    def test_lookup_after_a_restart_finds_the_blocks(self):
+        """The daemon restarted since the connector last asked: the first
+        LOOKUP meets a closed connection, reconnects at once (whatever
+        reconnect_s) and answers from the new daemon."""
+        prefix = list(range(300, 300 + 3 * BT))
+        c = KVTierConnector("failed-load-test", LAYERS, 2, 16, BT, kv_dtype="fp32",
+                            socket=self.d.socket, use_plan=False, reconnect_s=3600)
+        self.assertTrue(c.connected)
+        self.assertEqual(self.d.stop(), 0)
+        self.d.start()
+        with kvtier.Client(socket=self.d.socket) as cl:
+            ns = cl.hello("failed-load-test", layers=LAYERS, kv_heads=2, head_dim=16,
+                          block_tokens=BT, dtype="fp32")
+            with kvtier.EngineMemory.paged(ns, pages=4) as mem:
+                region = cl.register(ns, mem)
+                self.assertEqual(cl.save(ns, region, ns.prefix_keys(prefix), range(3)).wait(), 3)
+        self.assertEqual(c.get_num_new_matched_tokens(Req("r", prefix + [1]), 0),
+                         (3 * BT, False))
+        self.assertEqual(c.stats["connects"], 2)
         c.close()
 
 
