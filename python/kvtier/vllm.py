@@ -192,7 +192,9 @@ class KvtierConnector(KVConnectorBase_V1):
                torch.device(device or "cpu").type == "cpu":
                 mem = kvtier.EngineMemory(size[0], 0, 0, 0, 0, 0, 0)
                 conn._kv_mem = mem
-                return torch.frombuffer(mem.buf, dtype=torch.int8)
+                # written now, as torch.zeros writes vLLM's own buffer: no
+                # page faults later, in a prefill or under a load
+                return torch.frombuffer(mem.buf, dtype=torch.int8).zero_()
             return real(*size, dtype=dtype, device=device, **kw)
 
         torch.zeros = zeros
