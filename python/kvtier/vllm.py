@@ -37,6 +37,7 @@ reconnect_s.
 """
 
 import contextlib
+import ctypes
 import hashlib
 import logging
 import os
@@ -244,7 +245,7 @@ class KvtierConnector(KVConnectorBase_V1):
             raise ValueError("layers not evenly spaced in one allocation")
         if v0.device.type == "cpu":
             mem = self._kv_mem
-            base = ctypes_addr(mem) if mem is not None else None
+            base = _address(mem) if mem is not None else None
             if base is None or not base <= ptrs[0] < base + mem.nbytes:
                 raise ValueError("KV buffer not allocated through get_mem_pool_context "
                                  "(kvtierd cannot map it)")
@@ -301,7 +302,6 @@ class KvtierConnector(KVConnectorBase_V1):
         self._kv.close()
 
 
-def ctypes_addr(mem):
+def _address(mem):
     """Address of an EngineMemory's mapping in this process."""
-    import ctypes
     return ctypes.addressof(ctypes.c_char.from_buffer(mem.buf))
