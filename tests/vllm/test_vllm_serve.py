@@ -44,6 +44,18 @@ class VllmServeTest(unittest.TestCase):
     def setUpClass(cls):
         print("seed: KVT_TEST_SEED=%d" % SEED, file=sys.stderr)
         cls.daemon = Daemon(dram="64M")
+        try:
+            cls.start_server()
+        except BaseException:
+            # tearDownClass is not called after a failed setUpClass
+            if getattr(cls, "server", None) and cls.server.poll() is None:
+                cls.server.kill()
+                cls.server.wait()
+            cls.daemon.remove()
+            raise
+
+    @classmethod
+    def start_server(cls):
         cls.port = free_port()
         kvcfg = {"kv_connector": "KvtierConnector", "kv_connector_module_path": "kvtier.vllm",
                  "kv_role": "kv_both", "kv_load_failure_policy": "recompute",
