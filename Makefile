@@ -16,12 +16,17 @@ DESTDIR ?=
 # KVT_TEST_DPKG=OFF.
 KVT_TEST_DPKG ?= $(if $(filter 0,$(shell id -u)),ON,OFF)
 
-.PHONY: all deps release asan tsan run test test-release test-asan test-tsan install package docs bench-peers clean
+.PHONY: all deps vllm-venv release asan tsan run test test-release test-asan test-tsan install package docs bench-peers clean
 
 all: release
 
 deps:
 	@sh scripts/install-deps.sh
+
+# the pinned vLLM (PyPI) for the vLLM connector's tests, in build/venv-vllm;
+# no registry: a message, and those tests skip
+vllm-venv:
+	@sh scripts/vllm-venv.sh || [ $$? -eq 77 ]
 
 release: deps
 	cmake --preset release >/dev/null
@@ -42,8 +47,8 @@ run: deps
 	cmake --build --preset release -j $(JOBS) --target kvtierd
 	./build/release/app/kvtierd $(ARGS)
 
-# the package test is registered in the release build only: once is enough
-test-release: deps
+# the package test and the vLLM tests are registered in the release build only
+test-release: deps vllm-venv
 	cmake --preset release -DKVT_TEST_DPKG=$(KVT_TEST_DPKG) >/dev/null
 	cmake --build --preset release -j $(JOBS)
 	ctest --preset release -j $(JOBS) $(CTEST_ARGS)

@@ -141,6 +141,7 @@ class KVTierConnector:
         self._ns = None
         self._region = None
         self._next_try = 0.0
+        self._down = False          # the last try to connect failed
         self._mem = []              # (EngineMemory, address) of allocate_kv_cache
         self._region_spec = None    # what register_kv_caches registered
         self._layer_index = {}
@@ -186,9 +187,15 @@ class KVTierConnector:
         except OSError as e:
             if c is not None:
                 c.close()
-            log.warning("kvtierd unavailable (%s): prefixes are recomputed, nothing saved; "
-                        "retrying in %.0f s", e, self.reconnect_s)
+            # once per outage: an engine retrying every few seconds stays quiet
+            (log.debug if self._down else log.warning)(
+                "kvtierd unavailable (%s): prefixes are recomputed, nothing saved; "
+                "retrying every %g s", e, self.reconnect_s)
+            self._down = True
             return False
+        if self._down:
+            log.warning("kvtierd reached again: prefixes are loaded and saved")
+        self._down = False
         self._client, self._ns, self._region = c, ns, region
         self.stats["connects"] += 1
         return True
@@ -200,11 +207,29 @@ class KVTierConnector:
             if self._client is not None:
                 self._client.close()
                 self.stats["disconnects"] += 1
+                # a connection that worked is worth one try at once (the
+                # daemon restarted); reconnect_s spaces the tries after it
+                self._next_try = 0.0
             self._client = self._ns = self._region = None
             for item in self._loading:
                 item[2] = True
             return True
         return False
+
+    def _again(self, call, what):
+        """call(), and once more on a new connection when the daemon hung
+        up since the last request (it restarted: the engine learns it only
+        by asking). Raises the OSError that remains."""
+        try:
+            return call()
+        except OSError as e:
+            if not self._failed(e, what) or not self._ensure():
+                raise
+        try:
+            return call()
+        except OSError as e:
+            self._failed(e, what)
+            raise
 
     def close(self):
         """Close the connection. The KV memory stays valid while tensors use it."""
@@ -238,9 +263,9 @@ class KVTierConnector:
             return 0, False
         try:
             keys = self._keys(st)[:usable]
-            hit, load, _ = self._client.lookup_plan(self._ns, keys)
-        except OSError as e:
-            self._failed(e, "lookup")
+            hit, load, _ = self._again(lambda: self._client.lookup_plan(self._ns, keys),
+                                       "lookup")
+        except OSError:
             return 0, False
         self.stats["lookups"] += 1
         self.stats["lookup_blocks"] += len(keys)
@@ -367,8 +392,15 @@ class KVTierConnector:
             pages * spec.page_stride
         if last > mem.nbytes or layer_stride <= 0:
             raise ValueError("KV tensors: layout runs outside their memory")
+        self.register_region(spec, names)
+
+    def register_region(self, spec, layer_names):
+        """Register engine memory described by spec (the attributes
+        kvtier.Client.register reads) whose layers are layer_names, in
+        order: for engines that allocate their KV tensors themselves. Kept
+        and registered again after a reconnect."""
         self._region_spec = spec
-        self._layer_index = {n: i for i, n in enumerate(names)}
+        self._layer_index = {n: i for i, n in enumerate(layer_names)}
         if self._client is not None:
             try:
                 self._region = self._client.register(self._ns, spec)
@@ -396,15 +428,16 @@ class KVTierConnector:
         for spec in (self._meta.loads if self._meta else []):
             item = [spec, None, False]
             self._loading.append(item)
-            if self._region is None:
+            if self._region is None and not self._ensure():
                 item[2] = True
                 continue
             try:
-                item[1] = self._client.load(self._ns, self._region, spec.keys, spec.pages)
+                item[1] = self._again(lambda: self._client.load(self._ns, self._region,
+                                                                spec.keys, spec.pages), "load")
+                item[2] = False     # a retry on a new connection went through
                 self.stats["loads"] += 1
-            except OSError as e:
+            except OSError:
                 item[2] = True
-                self._failed(e, "load")
         self._note_failures()
 
     def _note_failures(self):
@@ -465,12 +498,18 @@ class KVTierConnector:
             self._pf_s += time.perf_counter() - self._step_t0 - self._load_wait_s
             self._step_t0 = None
         saved = 0
+        # a request whose load failed in this step has pages the daemon never
+        # wrote: they are recomputed, and never saved from this step
+        failed = {spec.req_id for spec, _, bad in self._loading if bad}
         for spec in (self._meta.saves if self._meta else []):
+            if spec.req_id in failed:
+                self.stats["save_failures"] += 1
+                continue
             if self._region is None and not self._ensure():
                 self.stats["save_failures"] += 1
                 continue
             try:
-                hit, _ = self._client.lookup(self._ns, spec.keys)
+                hit, _ = self._again(lambda: self._client.lookup(self._ns, spec.keys), "lookup")
                 self.stats["save_present_blocks"] += hit
                 if hit < len(spec.keys):
                     t = self._client.save(self._ns, self._region, spec.keys[hit:],
@@ -531,3 +570,5 @@ class _RegionSpec:
     kv_stride: int
     page_stride: int
     nbytes: int = 0
+    cuda_ipc: bytes = None      # GPU memory: fd -1 and a cudaIpcMemHandle_t
+    device: int = 0

@@ -1,0 +1,307 @@
+"""kvtier as a vLLM KV connector (vLLM's KVConnectorBase_V1), loaded with
+
+    --kv-transfer-config '{"kv_connector":"KvtierConnector",
+                           "kv_connector_module_path":"kvtier.vllm",
+                           "kv_role":"kv_both",
+                           "kv_load_failure_policy":"recompute",
+                           "kv_connector_extra_config":{"socket":"/run/kvtier/kvtierd.sock"}}'
+
+A thin adapter over kvtier.connector.KVTierConnector, which does the work:
+the scheduler's connector looks prefixes up (one LOOKUP with the plan per
+request) and tells the worker's connector, through the step's metadata, which
+blocks to load into which pages and which finished prompts to save; the
+worker's connector has its KV tensors registered with kvtierd once, loads
+layer by layer (wait_for_layer_load returns when the daemon has pushed that
+layer's completion) and saves the full blocks of each prompt when its prefill
+ends. A load that fails (daemon gone, block evicted, timeout) names its pages
+in get_block_ids_with_load_errors; with kv_load_failure_policy "recompute"
+vLLM then recomputes those tokens. Loads and saves are synchronous with the
+step, so get_finished reports nothing.
+
+KV memory. On CPU, vLLM allocates one int8 buffer for every layer's KV; the
+connector's get_mem_pool_context makes that allocation a sealed memfd (the
+daemon maps it and copies blocks in and out of the engine's own tensor). On
+CUDA the buffer is exported to the daemon as a CUDA IPC handle (kvtierd with
+a GPU). In both, a block of one layer is one dense page [kv_heads,
+block_tokens, 2*head_dim] (CPU, LBHNC) or whatever the resolved layout puts
+there, as long as a layer's block is one contiguous run of bytes: the region
+is registered as pages of 2 x half a block (kv_stride = half, page_stride =
+the block stride), and the layout's name is part of the namespace, so blocks
+of one layout are never loaded into another.
+
+extra config (all optional): socket (else $KVTIER_SOCKET, else the daemon's
+default), token (else $KVTIER_TOKEN), model_id (default the served model
+name), use_plan (default true: load only what the daemon's plan says beats
+recomputing), completions ("push", default, or "wait"), load_timeout_s,
+reconnect_s.
+"""
+
+import contextlib
+import ctypes
+import hashlib
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+
+import torch
+
+import kvtier
+from kvtier.connector import KVTierConnector, ScheduledRequest, _RegionSpec
+from vllm.distributed.kv_transfer.kv_connector.v1.base import (
+    KVConnectorBase_V1,
+    KVConnectorMetadata,
+)
+
+log = logging.getLogger("kvtier.vllm")
+
+_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
+
+
+@dataclass
+class KvtierConnectorMetadata(KVConnectorMetadata):
+    """The step's loads and saves, as kvtier.connector builds them."""
+    inner: object = None
+
+
+@dataclass
+class _Sched:
+    """A request as the scheduler side follows it: the vLLM Request and the
+    pages it holds, in order."""
+    request: object
+    block_ids: list = field(default_factory=list)
+
+
+def _namespace_id(model, device, layout):
+    """The model id kvtierd sees: the model, the device kind and the KV
+    layout's name (at most 63 bytes: a long name keeps its tail and a digest
+    of the whole)."""
+    name = "%s|vllm-%s-%s" % (model, device, layout)
+    if len(name.encode()) <= 63:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+    return (name.encode()[-(63 - 17):].decode(errors="ignore") + "#" + digest)[-63:]
+
+
+def _layer_order(name):
+    nums = re.findall(r"\d+", name)
+    return (int(nums[0]) if nums else 0, name)
+
+
+class KvtierConnector(KVConnectorBase_V1):
+    """vLLM's KV connector to kvtierd."""
+
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
+        extra = dict(self._kv_transfer_config.kv_connector_extra_config or {})
+        mc = vllm_config.model_config
+        pc = vllm_config.parallel_config
+        cc = vllm_config.cache_config
+        self._block_size = cc.block_size
+        dtype = mc.dtype if cc.cache_dtype in (None, "auto") else cc.cache_dtype
+        if dtype not in _DTYPES:
+            raise ValueError("kvtier: KV dtype %s not supported (bf16, fp16, fp32)" % dtype)
+        from vllm.platforms import current_platform
+        self._device = current_platform.device_type
+        layout = cc.kv_cache_layout or ("LBHNC" if self._device == "cpu" else "auto")
+        layout = getattr(layout, "name", layout)
+        served = mc.served_model_name
+        if isinstance(served, (list, tuple)):
+            served = served[0]
+        model = extra.get("model_id") or served or mc.model
+        self.namespace = _namespace_id(model, self._device, layout)
+        self._kv = KVTierConnector(
+            self.namespace, mc.get_num_layers(pc), mc.get_num_kv_heads(pc),
+            mc.get_head_size(), self._block_size, kv_dtype=_DTYPES[dtype],
+            socket=extra.get("socket") or os.environ.get("KVTIER_SOCKET"),
+            token=extra.get("token") or os.environ.get("KVTIER_TOKEN"),
+            load_timeout_s=float(extra.get("load_timeout_s", 30.0)),
+            reconnect_s=float(extra.get("reconnect_s", 5.0)),
+            use_plan=bool(extra.get("use_plan", True)),
+            completions=extra.get("completions", "push"))
+        self._reqs = {}             # scheduler side: request id -> _Sched
+        self._kv_mem = None         # worker side: the memfd of the KV buffer
+        self._registered = False
+
+    @property
+    def kvtier(self):
+        """The KVTierConnector underneath (its stats, its connection)."""
+        return self._kv
+
+    # ---- scheduler side ------------------------------------------------
+
+    def get_num_new_matched_tokens(self, request, num_computed_tokens):
+        self._reqs.setdefault(request.request_id, _Sched(request))
+        return self._kv.get_num_new_matched_tokens(request, num_computed_tokens)
+
+    def update_state_after_alloc(self, request, blocks, num_external_tokens):
+        ids = list(blocks.get_block_ids()[0]) if blocks is not None else []
+        st = self._reqs.setdefault(request.request_id, _Sched(request))
+        if ids:
+            st.block_ids = ids
+        self._kv.update_state_after_alloc(request, ids, num_external_tokens)
+
+    def build_connector_meta(self, scheduler_output):
+        scheduled = []
+        n_sched = scheduler_output.num_scheduled_tokens
+        for new in scheduler_output.scheduled_new_reqs:
+            st = self._reqs.get(new.req_id)
+            if st is None:
+                continue
+            st.block_ids = list(new.block_ids[0])
+            scheduled.append(ScheduledRequest(st.request, st.block_ids,
+                                              new.num_computed_tokens, n_sched[new.req_id]))
+        cached = scheduler_output.scheduled_cached_reqs
+        resumed = getattr(cached, "resumed_req_ids", set())
+        for i, rid in enumerate(cached.req_ids):
+            st = self._reqs.get(rid)
+            if st is None:
+                continue
+            new_ids = cached.new_block_ids[i]
+            if new_ids is not None:
+                if rid in resumed:
+                    st.block_ids = list(new_ids[0])
+                else:
+                    st.block_ids.extend(new_ids[0])
+            scheduled.append(ScheduledRequest(st.request, st.block_ids,
+                                              cached.num_computed_tokens[i], n_sched[rid]))
+        return KvtierConnectorMetadata(self._kv.build_connector_meta(scheduled))
+
+    def request_finished(self, request, block_ids):
+        self._reqs.pop(request.request_id, None)
+        return self._kv.request_finished(request, block_ids)
+
+    # ---- worker side: memory -------------------------------------------
+
+    def get_mem_pool_context(self):
+        """On CPU: vLLM's one KV allocation, a zeroed int8 buffer, comes from
+        a sealed memfd kvtierd can map. Elsewhere: vLLM's own pool."""
+        if self._device != "cpu":
+            return None
+        return self._memfd_allocation()
+
+    @contextlib.contextmanager
+    def _memfd_allocation(self):
+        real = torch.zeros
+        conn = self
+
+        def zeros(*size, dtype=None, device=None, **kw):
+            if len(size) == 1 and isinstance(size[0], (list, tuple)):
+                size = tuple(size[0])
+            if conn._kv_mem is None and dtype is torch.int8 and len(size) == 1 and \
+               isinstance(size[0], int) and size[0] > 0 and not kw and \
+               torch.device(device or "cpu").type == "cpu":
+                mem = kvtier.EngineMemory(size[0], 0, 0, 0, 0, 0, 0)
+                conn._kv_mem = mem
+                # written now, as torch.zeros writes vLLM's own buffer: no
+                # page faults later, in a prefill or under a load
+                return torch.frombuffer(mem.buf, dtype=torch.int8).zero_()
+            return real(*size, dtype=dtype, device=device, **kw)
+
+        torch.zeros = zeros
+        try:
+            yield
+        finally:
+            torch.zeros = real
+
+    def register_kv_caches(self, kv_caches):
+        """Describe vLLM's per-layer KV views to kvtierd as one region.
+        A layout kvtier cannot describe leaves the connector off (warned):
+        vLLM serves, recomputing every prefix."""
+        try:
+            spec, names = self._region_of(kv_caches)
+        except ValueError as e:
+            log.warning("kvtier off: %s", e)
+            return
+        self._kv.register_region(spec, names)
+        self._registered = True
+
+    def _region_of(self, kv_caches):
+        names = sorted(set(kv_caches), key=_layer_order)
+        views = [kv_caches[n] for n in names]
+        if len(names) != self._kv.layers:
+            raise ValueError("%d KV tensors for %d layers" % (len(names), self._kv.layers))
+        v0 = views[0]
+        el = v0.element_size()
+        page = self._block_size * self._kv.kv_heads * self._kv.head_dim * el
+        if len({v.data_ptr() for v in views}) != len(views):
+            raise ValueError("layers share KV tensors")
+        if any(v.stride() != v0.stride() or v.shape != v0.shape or v.dtype != v0.dtype
+               for v in views):
+            raise ValueError("KV tensors of different shapes or strides")
+        # a manager block may be several kernel blocks, dense (vLLM checks)
+        kblock = v0[0].numel() * el
+        if 2 * page % kblock or not v0[0].is_contiguous():
+            raise ValueError("a block of a layer is not one run of %d bytes (view %s, "
+                             "strides %s)" % (2 * page, tuple(v0.shape), v0.stride()))
+        ratio = 2 * page // kblock
+        page_stride = v0.stride(0) * el * ratio
+        if ratio > 1 and v0.stride(0) * el != kblock:
+            raise ValueError("kernel blocks of a block are not adjacent")
+        pages = v0.shape[0] // ratio
+        ptrs = [v.data_ptr() for v in views]
+        layer_stride = ptrs[1] - ptrs[0] if len(ptrs) > 1 else page_stride * pages
+        if any(p != ptrs[0] + i * layer_stride for i, p in enumerate(ptrs)) or layer_stride <= 0:
+            raise ValueError("layers not evenly spaced in one allocation")
+        if v0.device.type == "cpu":
+            mem = self._kv_mem
+            base = _address(mem) if mem is not None else None
+            if base is None or not base <= ptrs[0] < base + mem.nbytes:
+                raise ValueError("KV buffer not allocated through get_mem_pool_context "
+                                 "(kvtierd cannot map it)")
+            spec = _RegionSpec(mem.fd, ptrs[0] - base, len(names), pages, layer_stride,
+                               page, page_stride)
+            spec.nbytes = mem.nbytes - spec.offset
+        elif v0.device.type == "cuda":
+            storage = v0.untyped_storage()
+            ipc = storage._share_cuda_()
+            base = storage.data_ptr()
+            spec = _RegionSpec(-1, ptrs[0] - base, len(names), pages, layer_stride,
+                               page, page_stride, cuda_ipc=bytes(ipc[1]),
+                               device=v0.device.index or 0)
+            spec.nbytes = storage.nbytes() - spec.offset
+        else:
+            raise ValueError("KV on %s: kvtier reaches CPU and CUDA memory" % v0.device)
+        last = spec.offset + (len(names) - 1) * layer_stride + (pages - 1) * page_stride + \
+            2 * page
+        if last > spec.offset + spec.nbytes:
+            raise ValueError("KV layout runs past its buffer")
+        return spec, names
+
+    # ---- worker side: per step -----------------------------------------
+
+    def bind_connector_metadata(self, connector_metadata):
+        super().bind_connector_metadata(connector_metadata)
+        self._kv.bind_connector_metadata(getattr(connector_metadata, "inner", None))
+
+    def clear_connector_metadata(self):
+        super().clear_connector_metadata()
+        self._kv.clear_connector_metadata()
+
+    def start_load_kv(self, forward_context, **kwargs):
+        self._kv.start_load_kv(forward_context)
+
+    def wait_for_layer_load(self, layer_name):
+        self._kv.wait_for_layer_load(layer_name)
+
+    def save_kv_layer(self, layer_name, kv_layer, attn_metadata, **kwargs):
+        """Nothing per layer: kvtierd gathers whole blocks in wait_for_save."""
+
+    def wait_for_save(self):
+        self._kv.wait_for_save()
+
+    def get_finished(self, finished_req_ids):
+        """Loads and saves end within their step: nothing is pending."""
+        self._kv.get_finished(finished_req_ids)
+        return None, None
+
+    def get_block_ids_with_load_errors(self):
+        return set(self._kv.get_block_ids_with_load_errors())
+
+    def shutdown(self):
+        self._kv.close()
+
+
+def _address(mem):
+    """Address of an EngineMemory's mapping in this process."""
+    return ctypes.addressof(ctypes.c_char.from_buffer(mem.buf))

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""One vLLM engine (offline LLM, CPU) serving the test's requests: started
+once per engine the test needs, it reads JSON lines on stdin and answers
+each with one JSON line on stdout.
+
+    argv[1]: JSON {"model": dir, "connector": {...kv_transfer_config} or null,
+                   "prefix_caching": bool, "seed": int}
+    request:  {"prompts": [[token ids]...], "max_tokens": n}
+    answer:   {"outputs": [{"tokens": [...], "logprob0": float,
+                            "cached": num_cached_tokens, "loaded_blocks": n,
+                            "load_failed": bool, "seconds": time of generate}...]}
+              (with "kill_pid": kvtierd is SIGKILLed after the first layer
+              of the next load)
+    request:  {"quit": true}
+
+The engine core runs in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0), so
+a test's SIGKILL of kvtierd hits a load in the same process as the answer.
+"""
+
+import json
+import os
+import signal
+import sys
+import time
+
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+# the answers get the real stdout; whatever vLLM and its libraries print
+# (from C too) goes to stderr
+ANSWERS = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
+
+
+def main():
+    cfg = json.loads(sys.argv[1])
+    from vllm import LLM, SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    kw = {}
+    if cfg.get("connector"):
+        kw["kv_transfer_config"] = cfg["connector"]
+    llm = LLM(model=cfg["model"], load_format="dummy", skip_tokenizer_init=True,
+              seed=cfg.get("seed", 0), dtype=cfg.get("dtype", "float32"),
+              block_size=cfg.get("block_size", 32), enforce_eager=True,
+              enable_prefix_caching=cfg.get("prefix_caching", False),
+              kv_cache_memory_bytes=cfg.get("kv_bytes", 64 << 20),
+              max_model_len=cfg.get("max_model_len", 2048),
+              max_num_batched_tokens=cfg.get("max_batched", 2048),
+              served_model_name=cfg.get("served_name", "kvtier-tiny"), **kw)
+    llm.apply_model(_Weights(cfg.get("seed", 0)))
+    out = ANSWERS
+    print(json.dumps({"ready": True}), file=out, flush=True)
+    for line in sys.stdin:
+        req = json.loads(line)
+        if req.get("quit"):
+            break
+        sp = SamplingParams(temperature=0.0, max_tokens=req.get("max_tokens", 8),
+                            logprobs=1, detokenize=False, ignore_eos=True)
+        failures, loaded = _load_failures(), _stat("loaded_blocks")
+        if req.get("kill_pid"):
+            _kill_after_first_layer(req["kill_pid"])
+        answers = []
+        # one request at a time: each one's hits come from what the last saved
+        for p in req["prompts"]:
+            t0 = time.perf_counter()
+            r = llm.generate([TokensPrompt(prompt_token_ids=p)], sp, use_tqdm=False)[0]
+            seconds = time.perf_counter() - t0
+            c = r.outputs[0]
+            lp0 = c.logprobs[0][c.token_ids[0]].logprob if c.logprobs else None
+            now, blocks = _load_failures(), _stat("loaded_blocks")
+            answers.append({"tokens": list(c.token_ids), "logprob0": lp0,
+                            "cached": r.num_cached_tokens or 0,
+                            "load_failed": now > failures, "loaded_blocks": blocks - loaded,
+                            "seconds": seconds})
+            failures, loaded = now, blocks
+        if req.get("kill_pid"):
+            _worker_connector().kvtier.__dict__.pop("wait_for_layer_load", None)
+        print(json.dumps({"outputs": answers}), file=out, flush=True)
+
+
+def _worker_connector():
+    """The worker's KvtierConnector (in this process: one in-process
+    engine core with a uniprocess executor), or None."""
+    from vllm.distributed.kv_transfer import get_kv_transfer_group, has_kv_transfer_group
+    return get_kv_transfer_group() if has_kv_transfer_group() else None
+
+
+def _stat(name):
+    conn = _worker_connector()
+    return conn.kvtier.stats[name] if conn else 0
+
+
+def _load_failures():
+    return _stat("load_failures")
+
+
+class _Weights:
+    """Weights that make a model whose answers depend on its KV: vLLM's
+    dummy weights (uniform in +-1e-3) give near-uniform logits, where greedy
+    picks among near-ties. Normal, scaled by fan-in, norms 1; from a seed,
+    parameter by parameter in name order, so every process has the same."""
+
+    def __init__(self, seed):
+        self.seed = seed
+
+    def __call__(self, model):
+        import torch
+        with torch.no_grad():
+            for i, (name, p) in enumerate(sorted(model.named_parameters())):
+                if not p.is_floating_point():
+                    continue
+                if "norm" in name:
+                    p.fill_(1.0)
+                    continue
+                g = torch.Generator().manual_seed(self.seed * 1000003 + i)
+                std = p.shape[-1] ** -0.5 if p.dim() == 2 else 0.02
+                p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float32) * std)
+
+
+def _kill_after_first_layer(pid):
+    """SIGKILL kvtierd once the next load's first layer is in place, and
+    return from that wait only when it is dead: the second layer's wait
+    meets a daemon that is gone."""
+    kv = _worker_connector().kvtier
+    wait = kv.wait_for_layer_load
+
+    def wait_then_kill(layer):
+        ok = wait(layer)
+        if kv._loading and kv.wait_for_layer_load is wait_then_kill:
+            kv.wait_for_layer_load = wait
+            os.kill(pid, signal.SIGKILL)
+            while _alive(pid):
+                time.sleep(0.005)
+        return ok
+
+    kv.wait_for_layer_load = wait_then_kill
+
+
+def _alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+if __name__ == "__main__":
+    main()
