@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Time to first token through vLLM (CPU) with and without kvtier, beside
 vLLM's own prefix cache.
 

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # A virtual environment with the pinned vLLM for kvtier's vLLM connector,
 # its tests and its bench: build/venv-vllm (or $1).
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """kvtier as a vLLM KV connector (vLLM's KVConnectorBase_V1), loaded with
 
     --kv-transfer-config '{"kv_connector":"KvtierConnector",

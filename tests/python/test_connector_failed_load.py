@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The connector when the daemon fails it (kvtier.connector against a real
 kvtierd): a step whose load failed never saves the pages that load should
 have filled, and a restarted daemon is reached again at the next request.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """kvtier's vLLM connector (kvtier.vllm) in vLLM itself, against a real
 kvtierd: vLLM skips computing the prefixes kvtier holds and answers exactly
 as it does when it computes them.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """kvtier behind `vllm serve` (the OpenAI-compatible server) with the
 documented --kv-transfer-config, and a real HTTP client on loopback: two
 requests share a prefix; the first computes and saves it, the second (vLLM's

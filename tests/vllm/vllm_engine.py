@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """One vLLM engine (offline LLM, CPU) serving the test's requests: started
 once per engine the test needs, it reads JSON lines on stdin and answers
 each with one JSON line on stdout.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the vLLM tests and the bench share: the venv with the pinned vLLM
 (made by scripts/vllm-venv.sh), the environment of an engine process, and
 Engine, one vLLM process (vllm_engine.py) driven over its stdin/stdout."""
