@@ -115,7 +115,10 @@ class Daemon:
     def __init__(self, bin_dir):
         self.dir = tempfile.mkdtemp(prefix="kvt-docs-", dir=os.path.join(bin_dir, "tests")
                                     if os.path.isdir(os.path.join(bin_dir, "tests")) else None)
-        self.sock = os.path.join(self.dir, "kvtierd.sock")
+        # the socket in a short directory of its own: a Unix socket's path
+        # holds 108 bytes, and the build tree may be deep
+        self.sockdir = tempfile.mkdtemp(prefix="kvt-docs.", dir="/tmp")
+        self.sock = os.path.join(self.sockdir, "kvtierd.sock")
         self.log = open(os.path.join(self.dir, "kvtierd.log"), "w")
         self.proc = subprocess.Popen(
             [os.path.join(bin_dir, "app", "kvtierd"), "--socket", self.sock,
@@ -143,6 +146,7 @@ class Daemon:
         self.log.close()
         rc = self.proc.returncode
         shutil.rmtree(self.dir, ignore_errors=True)
+        shutil.rmtree(self.sockdir, ignore_errors=True)
         return rc
 
 

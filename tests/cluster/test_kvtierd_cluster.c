@@ -77,7 +77,7 @@ static void node_start_with(int idx, int ns, const char *id, const char *secret,
 			    const char *dram, const char *ssd)
 {
 	struct node *n = &nodes[idx];
-	char dir[600], data[700], listen[32], tmo[16];
+	char dir[PATH_MAX - 64], data[PATH_MAX], listen[32], tmo[16];
 	int fd;
 
 	memset(n, 0, sizeof(*n));
@@ -88,7 +88,7 @@ static void node_start_with(int idx, int ns, const char *id, const char *secret,
 	n->d.sockdir = kvt_test_sockdir(id);
 	assert_non_null(n->d.sockdir);
 	snprintf(n->d.socket, sizeof(n->d.socket), "%.200s/kvtierd.sock", n->d.sockdir);
-	snprintf(n->d.log, sizeof(n->d.log), "%.200s/kvtierd.log", dir);
+	snprintf(n->d.log, sizeof(n->d.log), "%s/kvtierd.log", dir);
 	snprintf(data, sizeof(data), "%s/data", dir);
 	snprintf(listen, sizeof(listen), "%s:7400", net.addr[ns]);
 	snprintf(tmo, sizeof(tmo), "%d", TIMEOUT_MS);

@@ -4,6 +4,7 @@
 #ifndef KVT_TESTS_SIDECAR_DAEMON_PROC_H
 #define KVT_TESTS_SIDECAR_DAEMON_PROC_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -15,7 +16,7 @@ struct kvtd_proc {
 	char *dir;          /* temp dir: data dir, log */
 	char *sockdir;      /* short temp dir under /tmp: the socket */
 	char socket[256];
-	char log[256];
+	char log[PATH_MAX];  /* dir may be deep */
 };
 
 /* Path of the kvtierd binary: $KVTIERD (set by CMake). */

@@ -499,7 +499,7 @@ static void config_gaps_are_usage_errors(void **state)
 			}
 			snprintf(args + n, sizeof(args) - (size_t)n, "%s --socket %s/gap.sock "
 				 "--dram 1M --ssd 0 --no-prefault --no-gpu --metrics off%s",
-				 cases[i].args, dir, print ? " --print-config" : "");
+				 cases[i].args, sockdir, print ? " --print-config" : "");
 			if (strstr(cases[i].args, "socket") || (cases[i].file &&
 							       strstr(cases[i].file, "socket")))
 				snprintf(args + n, sizeof(args) - (size_t)n, "%s --dram 1M --ssd 0 "

@@ -236,7 +236,7 @@ static void fdstore_survives_kill9(void **state)
 {
 	char *dir = kvt_test_mkdtemp("warm-fdstore");
 	char *sockdir = kvt_test_sockdir("warm-fdstore"); /* short: Unix socket paths */
-	char sock[300], data[300], log[300];
+	char sock[300], data[PATH_MAX], log[PATH_MAX];
 	const char *argv[16];
 	struct kvt_fdstore m;
 	struct engine e;
@@ -298,7 +298,7 @@ static void fdstore_survives_kill9(void **state)
 	{
 		struct kvtd_proc d = { .dir = dir };
 
-		snprintf(d.log, sizeof(d.log), "%.250s", log);
+		snprintf(d.log, sizeof(d.log), "%s", log);
 		assert_true(kvtd_log_has(&d, "event=dram.warm.refused"));
 	}
 	kvt_fdstore_close(&m);
