@@ -11,6 +11,7 @@
 
 #include "kvtier/device.h"
 #include "transport/server_int.h"
+#include "transport/worker_dev.h"
 
 void kvt_job_free(struct kvt_job *job)
 {
@@ -73,13 +74,8 @@ static bool cancelled(const struct kvt_job *job)
 #define WINDOW 64
 
 /* A copy worker. Its device streams and event are created on first use,
- * one set per device layer backend it copies through, and kept. */
-struct worker_dev {
-	struct kvt_dev *dev;
-	struct kvt_dev_stream *stream[2]; /* [0] saves, [1] loads (high priority) */
-	struct kvt_dev_event *ev;
-};
-
+ * one set per device layer backend it copies through, and kept
+ * (transport/worker_dev.h). */
 struct worker {
 	struct kvt_server *srv;
 	struct worker_dev devs[2];        /* the cuda and the host backend */
@@ -134,12 +130,9 @@ static const struct copy_ops direct_copy = { direct_gather, direct_scatter };
 static int worker_stream(struct worker *w, struct kvt_dev *dev, bool load,
 			 struct kvt_dev_stream **stream, struct kvt_dev_event **ev)
 {
-	struct worker_dev *wd = NULL;
+	struct worker_dev *wd = worker_dev_slot(w->devs, 2, dev);
 	int err;
 
-	for (size_t k = 0; k < 2 && !wd; k++)
-		if (w->devs[k].dev == dev || !w->devs[k].dev)
-			wd = &w->devs[k];
 	if (!wd)
 		return -ENODEV; /* a server has at most two device layer backends */
 	wd->dev = dev;
