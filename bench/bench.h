@@ -50,6 +50,10 @@ double kvt_bench_tcp_loopback(uint64_t bytes, int reps);
 /* Whether fio is installed. */
 bool kvt_bench_have_fio(void);
 
+/* The kvtierd a bench starts into out: opt, else $KVTIERD, else beside
+ * this program or in the build tree's app/. 0, or -ENOENT when none runs. */
+int kvt_bench_find_kvtierd(const char *opt, char *out, size_t len);
+
 /* Bytes of explicitly reserved huge pages free now (0 when none). */
 uint64_t kvt_bench_huge_free(void);
 

@@ -79,30 +79,6 @@ static void usage(FILE *f)
 "  --json          one JSON object\n", MAX_REPS);
 }
 
-static int find_kvtierd(const char *opt, char *out, size_t len)
-{
-	char self[PATH_MAX - 64], *slash;
-	ssize_t n;
-
-	if (opt || (opt = getenv("KVTIERD"))) {
-		snprintf(out, len, "%s", opt);
-		return access(out, X_OK) ? -ENOENT : 0;
-	}
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n <= 0)
-		return -ENOENT;
-	self[n] = 0;
-	slash = strrchr(self, '/');
-	if (!slash)
-		return -ENOENT;
-	*slash = 0;
-	snprintf(out, len, "%s/kvtierd", self);
-	if (!access(out, X_OK))
-		return 0;
-	snprintf(out, len, "%s/../app/kvtierd", self);
-	return access(out, X_OK) ? -ENOENT : 0;
-}
-
 /* One engine: a connection, the namespace, BATCH pages of memory. */
 struct engine {
 	struct kvt_client *c;
@@ -506,7 +482,7 @@ int kvt_bench_restart_main(int argc, char **argv)
 	if (err)
 		return err > 0 ? 0 : 2;
 	small_pages = a.small_pages;
-	if (find_kvtierd(a.kvtierd, bin, sizeof(bin))) {
+	if (kvt_bench_find_kvtierd(a.kvtierd, bin, sizeof(bin))) {
 		fprintf(stderr, "kvtier-bench: no kvtierd (--kvtierd PATH or $KVTIERD)\n");
 		return 1;
 	}

@@ -173,31 +173,6 @@ struct daemon {
 	char sockdir[64];         /* short, under /tmp: a socket's path holds 108 bytes */
 };
 
-/* kvtierd: the option, $KVTIERD, beside this program, or the build tree's. */
-static int find_kvtierd(const char *opt, char *out, size_t len)
-{
-	char self[PATH_MAX - 64], *slash;
-	ssize_t n;
-
-	if (opt || (opt = getenv("KVTIERD"))) {
-		snprintf(out, len, "%s", opt);
-		return access(out, X_OK) ? -ENOENT : 0;
-	}
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n <= 0)
-		return -ENOENT;
-	self[n] = 0;
-	slash = strrchr(self, '/');
-	if (!slash)
-		return -ENOENT;
-	*slash = 0;
-	snprintf(out, len, "%s/kvtierd", self);
-	if (!access(out, X_OK))
-		return 0;
-	snprintf(out, len, "%s/../app/kvtierd", self);
-	return access(out, X_OK) ? -ENOENT : 0;
-}
-
 static int daemon_start(struct daemon *d, const char *bin, const char *top,
 			const struct e2e_args *a, bool huge)
 {
@@ -738,7 +713,7 @@ int kvt_bench_sidecar_ssd_main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (find_kvtierd(a.kvtierd, bin, sizeof(bin))) {
+	if (kvt_bench_find_kvtierd(a.kvtierd, bin, sizeof(bin))) {
 		fprintf(stderr, "kvtier-bench: kvtierd not found (--kvtierd PATH)\n");
 		return 2;
 	}

@@ -2,6 +2,7 @@
 #include "bench/bench.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,4 +84,28 @@ void kvt_bench_fill_bf16_normal(uint16_t *v, size_t n, uint64_t *rng)
 {
 	for (size_t i = 0; i < n; i++)
 		v[i] = kvt_bench_bf16((float)kvt_bench_rand_normal(rng));
+}
+
+int kvt_bench_find_kvtierd(const char *opt, char *out, size_t len)
+{
+	char self[PATH_MAX - 64], *slash;
+	ssize_t n;
+
+	if (opt || (opt = getenv("KVTIERD"))) {
+		snprintf(out, len, "%s", opt);
+		return access(out, X_OK) ? -ENOENT : 0;
+	}
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		return -ENOENT;
+	self[n] = 0;
+	slash = strrchr(self, '/');
+	if (!slash)
+		return -ENOENT;
+	*slash = 0;
+	snprintf(out, len, "%s/kvtierd", self);
+	if (!access(out, X_OK))
+		return 0;
+	snprintf(out, len, "%s/../app/kvtierd", self);
+	return access(out, X_OK) ? -ENOENT : 0;
 }

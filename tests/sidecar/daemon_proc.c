@@ -350,3 +350,43 @@ double kvtd_metric(const char *text, const char *series)
 		p = strstr(p + 1, series);
 	return p ? strtod(p + strlen(series), NULL) : NAN;
 }
+
+int kvtd_chain_open(struct kvtd_chain *e, const struct kvtd_proc *d, const char *model,
+		    uint32_t pages, uint32_t n, uint64_t seed)
+{
+	struct kvt_ns_desc desc;
+	uint32_t *tokens = calloc((size_t)n * 16, sizeof(*tokens));
+	uint64_t s = seed | 1;
+	int err = -ENOMEM;
+
+	memset(e, 0, sizeof(*e));
+	e->m.fd = -1;
+	e->keys = calloc(n, sizeof(*e->keys));
+	if (!tokens || !e->keys)
+		goto out;
+	err = -ECONNREFUSED;
+	e->c = kvtd_connect(d, NULL);
+	if (!e->c)
+		goto out;
+	kvtd_test_desc_128k(&desc, model);
+	err = kvt_client_hello(e->c, &desc, &e->ns);
+	if (!err)
+		err = engine_mem_open(&e->m, e->c, &e->ns, &desc, pages);
+	if (err)
+		goto out;
+	for (uint32_t i = 0; i < n * 16; i++)
+		tokens[i] = (uint32_t)kvt_test_rand(&s);
+	err = kvt_client_prefix_keys(&e->ns, NULL, tokens, (size_t)n * 16, e->keys, n);
+	err = err == (int)n ? 0 : err < 0 ? err : -EIO;
+out:
+	free(tokens);
+	return err;
+}
+
+void kvtd_chain_close(struct kvtd_chain *e)
+{
+	engine_mem_close(&e->m);
+	kvt_client_close(e->c);
+	free(e->keys);
+	memset(e, 0, sizeof(*e));
+}

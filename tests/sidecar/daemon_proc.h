@@ -85,4 +85,19 @@ uint8_t *engine_page(const struct engine_mem *m, uint32_t page, uint32_t layer, 
 void engine_page_fill(const struct engine_mem *m, uint32_t page, uint64_t seed);
 int engine_page_check(const struct engine_mem *m, uint32_t page, uint64_t seed);
 
+/* An engine of the SSD tests: a connection to d, the namespace of
+ * kvtd_test_desc_128k(model), engine memory of `pages` pages, and the keys of
+ * one chain of n blocks of 16 random tokens each from seed. Returns 0 or
+ * -errno; kvtd_chain_close takes what it holds. */
+struct kvtd_chain {
+	struct kvt_client *c;
+	struct kvt_client_ns ns;
+	struct engine_mem m;
+	struct kvt_key *keys;
+};
+
+int kvtd_chain_open(struct kvtd_chain *e, const struct kvtd_proc *d, const char *model,
+		    uint32_t pages, uint32_t n, uint64_t seed);
+void kvtd_chain_close(struct kvtd_chain *e);
+
 #endif

@@ -32,38 +32,13 @@
 static uint64_t seed;
 static struct loopfs fs;
 
-struct engine {
-	struct kvt_client *c;
-	struct kvt_client_ns ns;
-	struct engine_mem m;
-	struct kvt_key keys[BLOCKS];
-};
-
-static void engine_open(struct engine *e, const struct kvtd_proc *d)
+static void engine_open(struct kvtd_chain *e, const struct kvtd_proc *d)
 {
-	struct kvt_ns_desc desc;
-	uint32_t tokens[BLOCKS * BLOCK_TOKENS];
-	uint64_t s = seed | 1;
-
-	e->c = kvtd_connect(d, NULL);
-	assert_non_null(e->c);
-	kvtd_test_desc_128k(&desc, "test/full-disk");
-	assert_int_equal(kvt_client_hello(e->c, &desc, &e->ns), 0);
-	assert_int_equal(engine_mem_open(&e->m, e->c, &e->ns, &desc, BLOCKS), 0);
-	for (int i = 0; i < BLOCKS * BLOCK_TOKENS; i++)
-		tokens[i] = (uint32_t)kvt_test_rand(&s);
-	assert_int_equal(kvt_client_prefix_keys(&e->ns, NULL, tokens, BLOCKS * BLOCK_TOKENS,
-						e->keys, BLOCKS), BLOCKS);
-}
-
-static void engine_close(struct engine *e)
-{
-	engine_mem_close(&e->m);
-	kvt_client_close(e->c);
+	assert_int_equal(kvtd_chain_open(e, d, "test/full-disk", BLOCKS, BLOCKS, seed), 0);
 }
 
 /* Save n blocks; returns how many LOOKUP then places on SSD. */
-static int save(struct engine *e, uint32_t n, uint8_t *tiers)
+static int save(struct kvtd_chain *e, uint32_t n, uint8_t *tiers)
 {
 	uint32_t pages[BLOCKS];
 	uint64_t ticket;
@@ -82,7 +57,7 @@ static int save(struct engine *e, uint32_t n, uint8_t *tiers)
 	return on_ssd;
 }
 
-static void assert_loads(struct engine *e, uint32_t i)
+static void assert_loads(struct kvtd_chain *e, uint32_t i)
 {
 	uint32_t page = i;
 	uint64_t ticket;
@@ -118,7 +93,7 @@ static void a_full_disk_starts_the_daemon_with_what_fits(void **state)
 	const char *args[] = { "--data-dir", data, "--dram", "8M", "--ssd", "40M", NULL };
 	struct kvtd_proc d = { 0 };
 	uint8_t tiers[BLOCKS];
-	struct engine e;
+	struct kvtd_chain e;
 	json_t *st;
 	long long cap;
 	int n;
@@ -130,7 +105,7 @@ static void a_full_disk_starts_the_daemon_with_what_fits(void **state)
 	assert_int_equal(kvtd_start(&d, NULL, args), 0);
 	engine_open(&e, &d);
 	assert_true(save(&e, BLOCKS, tiers) >= BLOCKS / 4);
-	engine_close(&e);
+	kvtd_chain_close(&e);
 	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
 
 	fill(fs.mnt);
@@ -146,7 +121,7 @@ static void a_full_disk_starts_the_daemon_with_what_fits(void **state)
 	assert_true(n >= 1);
 	for (int i = 0; i < n; i++)
 		assert_loads(&e, (uint32_t)i);
-	engine_close(&e);
+	kvtd_chain_close(&e);
 	assert_true(kvtd_log_has(&d, "event=ssd.short"));
 	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
 
@@ -158,7 +133,7 @@ static void a_full_disk_starts_the_daemon_with_what_fits(void **state)
 	st = kvtd_stats(e.c);
 	assert_null(json_object_get(json_object_get(st, "tiers"), "ssd"));
 	json_decref(st);
-	engine_close(&e);
+	kvtd_chain_close(&e);
 	assert_true(kvtd_log_has(&d, "no SSD tier"));
 	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
 	kvtd_cleanup(&d);

@@ -32,41 +32,15 @@
 static uint64_t seed;
 static const char *const extra[] = { "--dram", "8M", "--ssd", "256M", NULL };
 
-/* A connection with the namespace, engine memory of 2 x BLOCKS pages (the
- * saved blocks in [0, BLOCKS), loads land in [BLOCKS, 2 BLOCKS)) and the
- * keys of one chain of BLOCKS blocks. */
-struct engine {
-	struct kvt_client *c;
-	struct kvt_client_ns ns;
-	struct engine_mem m;
-	struct kvt_key keys[BLOCKS];
-};
-
-static void engine_open(struct engine *e, const struct kvtd_proc *d)
+/* Engine memory of 2 x BLOCKS pages (the saved blocks in [0, BLOCKS), loads
+ * land in [BLOCKS, 2 BLOCKS)) and the keys of one chain of BLOCKS blocks. */
+static void engine_open(struct kvtd_chain *e, const struct kvtd_proc *d)
 {
-	struct kvt_ns_desc desc;
-	uint32_t tokens[BLOCKS * BLOCK_TOKENS];
-	uint64_t s = seed | 1;
-
-	e->c = kvtd_connect(d, NULL);
-	assert_non_null(e->c);
-	kvtd_test_desc_128k(&desc, "test/ssd-load");
-	assert_int_equal(kvt_client_hello(e->c, &desc, &e->ns), 0);
-	assert_int_equal(engine_mem_open(&e->m, e->c, &e->ns, &desc, 2 * BLOCKS), 0);
-	for (int i = 0; i < BLOCKS * BLOCK_TOKENS; i++)
-		tokens[i] = (uint32_t)kvt_test_rand(&s);
-	assert_int_equal(kvt_client_prefix_keys(&e->ns, NULL, tokens, BLOCKS * BLOCK_TOKENS,
-						e->keys, BLOCKS), BLOCKS);
-}
-
-static void engine_close(struct engine *e)
-{
-	engine_mem_close(&e->m);
-	kvt_client_close(e->c);
+	assert_int_equal(kvtd_chain_open(e, d, "test/ssd-load", 2 * BLOCKS, BLOCKS, seed), 0);
 }
 
 /* Save blocks [from, to) of the chain from pages of the same numbers. */
-static void save_range(struct engine *e, uint32_t from, uint32_t to)
+static void save_range(struct kvtd_chain *e, uint32_t from, uint32_t to)
 {
 	uint32_t pages[BLOCKS];
 	uint64_t ticket;
@@ -82,7 +56,7 @@ static void save_range(struct engine *e, uint32_t from, uint32_t to)
 }
 
 /* How many of the chain's blocks are on SSD. */
-static int on_ssd(struct engine *e)
+static int on_ssd(struct kvtd_chain *e)
 {
 	uint8_t tiers[BLOCKS];
 	int n = 0;
@@ -95,7 +69,7 @@ static int on_ssd(struct engine *e)
 
 /* LOAD keys[0, n) into pages [BLOCKS, BLOCKS + n) (wiped first). Returns
  * the LOAD's result. */
-static int load(struct engine *e, const struct kvt_key *keys, uint32_t n)
+static int load(struct kvtd_chain *e, const struct kvt_key *keys, uint32_t n)
 {
 	uint32_t pages[BLOCKS];
 	uint64_t ticket;
@@ -110,12 +84,12 @@ static int load(struct engine *e, const struct kvt_key *keys, uint32_t n)
 }
 
 /* Load page BLOCKS + j holds chain block i. */
-static bool loaded_right(struct engine *e, uint32_t j, uint32_t i)
+static bool loaded_right(struct kvtd_chain *e, uint32_t j, uint32_t i)
 {
 	return engine_page_check(&e->m, BLOCKS + j, seed + i) == 0;
 }
 
-static void start_with_chain(struct kvtd_proc *d, struct engine *e)
+static void start_with_chain(struct kvtd_proc *d, struct kvtd_chain *e)
 {
 	assert_int_equal(kvtd_start(d, NULL, extra), 0);
 	engine_open(e, d);
@@ -133,7 +107,7 @@ static void start_with_chain(struct kvtd_proc *d, struct engine *e)
 static void load_of_many_windows_delivers_every_byte_and_none_past_a_miss(void **state)
 {
 	struct kvtd_proc d = { 0 };
-	struct engine e;
+	struct kvtd_chain e;
 	struct kvt_key keys[BLOCKS];
 	const uint32_t hole = 100;
 
@@ -168,7 +142,7 @@ static void load_of_many_windows_delivers_every_byte_and_none_past_a_miss(void *
 			assert_int_equal(kvt_client_wait_layer(e.c, ticket, l, WAIT_MS), 0);
 		assert_int_equal(kvt_client_wait(e.c, ticket, WAIT_MS), BLOCKS);
 	}
-	engine_close(&e);
+	kvtd_chain_close(&e);
 	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
 	kvtd_cleanup(&d);
 }
@@ -185,7 +159,7 @@ struct loader {
 static void *loader_main(void *arg)
 {
 	struct loader *l = arg;
-	struct engine e;
+	struct kvtd_chain e;
 
 	engine_open(&e, l->d);
 	for (int round = 0; round < l->rounds; round++) {
@@ -209,7 +183,7 @@ static void *loader_main(void *arg)
 		}
 		l->stuck += done < BLOCKS;
 	}
-	engine_close(&e);
+	kvtd_chain_close(&e);
 	return NULL;
 }
 
@@ -219,7 +193,7 @@ static void *loader_main(void *arg)
 static void two_loads_of_the_same_keys_both_deliver(void **state)
 {
 	struct kvtd_proc d = { 0 };
-	struct engine e;
+	struct kvtd_chain e;
 	struct loader l[2] = { { .d = &d, .rounds = 4 }, { .d = &d, .rounds = 4 } };
 	pthread_t th[2];
 
@@ -233,7 +207,7 @@ static void two_loads_of_the_same_keys_both_deliver(void **state)
 		assert_int_equal(l[k].wrong, 0);
 		assert_int_equal(l[k].stuck, 0);
 	}
-	engine_close(&e);
+	kvtd_chain_close(&e);
 	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
 	kvtd_cleanup(&d);
 }
@@ -252,7 +226,7 @@ struct saver {
 static void *saver_main(void *arg)
 {
 	struct saver *s = arg;
-	struct engine e;
+	struct kvtd_chain e;
 
 	engine_open(&e, s->d);
 	for (uint32_t i = 0; i < BLOCKS; i++)
@@ -281,7 +255,7 @@ static void *saver_main(void *arg)
 		}
 		s->rounds++;
 	}
-	engine_close(&e);
+	kvtd_chain_close(&e);
 	return NULL;
 }
 
@@ -292,7 +266,7 @@ static void *saver_main(void *arg)
 static void save_and_remove_racing_a_load_of_the_same_keys(void **state)
 {
 	struct kvtd_proc d = { 0 };
-	struct engine e;
+	struct kvtd_chain e;
 	struct saver s = { .d = &d };
 	pthread_t th;
 
@@ -312,7 +286,7 @@ static void save_and_remove_racing_a_load_of_the_same_keys(void **state)
 	pthread_join(th, NULL);
 	assert_int_equal(s.failed, 0);
 	assert_true(s.rounds > 0);
-	engine_close(&e);
+	kvtd_chain_close(&e);
 	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
 	kvtd_cleanup(&d);
 }
@@ -323,7 +297,7 @@ static void save_and_remove_racing_a_load_of_the_same_keys(void **state)
 static void daemon_killed_with_reads_in_flight_keeps_every_block(void **state)
 {
 	struct kvtd_proc d = { 0 };
-	struct engine e;
+	struct kvtd_chain e;
 	uint8_t tiers[BLOCKS];
 	uint32_t pages[BLOCKS];
 	uint64_t ticket;
@@ -342,7 +316,7 @@ static void daemon_killed_with_reads_in_flight_keeps_every_block(void **state)
 		usleep(100);
 	}
 	assert_int_equal(kvtd_stop(&d, SIGKILL), 128 + SIGKILL);
-	engine_close(&e);
+	kvtd_chain_close(&e);
 
 	assert_int_equal(kvtd_start(&d, d.dir, extra), 0);
 	engine_open(&e, &d);
@@ -356,7 +330,7 @@ static void daemon_killed_with_reads_in_flight_keeps_every_block(void **state)
 		if (!loaded_right(&e, 0, i))
 			fail_msg("block %u loaded wrong bytes after the restart", i);
 	}
-	engine_close(&e);
+	kvtd_chain_close(&e);
 	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
 	kvtd_cleanup(&d);
 }

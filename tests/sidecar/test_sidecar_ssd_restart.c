@@ -31,41 +31,10 @@
 static uint64_t seed;
 static const char *const extra[] = { "--dram", "8M", "--ssd", "256M", NULL };
 
-/* 4 layers x K,V x 4 heads x 128 dims x bf16 x 16 tokens = 128 KiB */
-static void desc_of(struct kvt_ns_desc *d)
+/* 128 KiB blocks (kvtd_test_desc_128k), one chain of BLOCKS */
+static void engine_open(struct kvtd_chain *e, const struct kvtd_proc *d)
 {
-	kvtd_test_desc_128k(d, "test/ssd-restart");
-}
-
-/* A connection with the namespace and engine memory of BLOCKS pages. */
-struct engine {
-	struct kvt_client *c;
-	struct kvt_client_ns ns;
-	struct engine_mem m;
-	struct kvt_key keys[BLOCKS];
-};
-
-static void engine_open(struct engine *e, const struct kvtd_proc *d)
-{
-	struct kvt_ns_desc desc;
-	uint32_t tokens[BLOCKS * BLOCK_TOKENS];
-	uint64_t s = seed | 1;
-
-	e->c = kvtd_connect(d, NULL);
-	assert_non_null(e->c);
-	desc_of(&desc);
-	assert_int_equal(kvt_client_hello(e->c, &desc, &e->ns), 0);
-	assert_int_equal(engine_mem_open(&e->m, e->c, &e->ns, &desc, BLOCKS), 0);
-	for (int i = 0; i < BLOCKS * BLOCK_TOKENS; i++)
-		tokens[i] = (uint32_t)kvt_test_rand(&s);
-	assert_int_equal(kvt_client_prefix_keys(&e->ns, NULL, tokens, BLOCKS * BLOCK_TOKENS,
-						e->keys, BLOCKS), BLOCKS);
-}
-
-static void engine_close(struct engine *e)
-{
-	engine_mem_close(&e->m);
-	kvt_client_close(e->c);
+	assert_int_equal(kvtd_chain_open(e, d, "test/ssd-restart", BLOCKS, BLOCKS, seed), 0);
 }
 
 /* A number from the daemon's stats: tiers.ssd.key. */
@@ -106,7 +75,7 @@ static long long recovery_stat(struct kvt_client *c, const char *key)
 }
 
 /* Save every block; return which ones went down to SSD. */
-static int save_all(struct engine *e, bool *on_ssd)
+static int save_all(struct kvtd_chain *e, bool *on_ssd)
 {
 	uint32_t pages[BLOCKS];
 	uint8_t tiers[BLOCKS];
@@ -129,7 +98,7 @@ static int save_all(struct engine *e, bool *on_ssd)
 }
 
 /* Block i is there and loads back byte for byte. */
-static void assert_loads(struct engine *e, uint32_t i)
+static void assert_loads(struct kvtd_chain *e, uint32_t i)
 {
 	uint32_t page = i;
 	uint64_t ticket;
@@ -144,7 +113,7 @@ static void assert_loads(struct engine *e, uint32_t i)
 	assert_int_equal(engine_page_check(&e->m, page, seed + i), 0);
 }
 
-static void assert_present(struct engine *e, uint32_t i)
+static void assert_present(struct kvtd_chain *e, uint32_t i)
 {
 	if (kvt_client_lookup(e->c, &e->ns, &e->keys[i], 1, NULL) != 1)
 		fail_msg("block %u is gone", i);
@@ -158,7 +127,7 @@ static void meta_path(const struct kvtd_proc *d, char *buf, size_t len)
 static void lost_meta_file_loses_no_block(void **state)
 {
 	struct kvtd_proc d = { 0 };
-	struct engine e;
+	struct kvtd_chain e;
 	bool on_ssd[BLOCKS];
 	char meta[600];
 	int n;
@@ -168,7 +137,7 @@ static void lost_meta_file_loses_no_block(void **state)
 	engine_open(&e, &d);
 	n = save_all(&e, on_ssd);
 	assert_true(n >= BLOCKS / 3);
-	engine_close(&e);
+	kvtd_chain_close(&e);
 	meta_path(&d, meta, sizeof(meta));
 	for (int round = 0; round < 2; round++) {
 		assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
@@ -184,21 +153,21 @@ static void lost_meta_file_loses_no_block(void **state)
 		assert_int_equal(ssd_stat(e.c, "evictions"), 0);
 		assert_true(recovery_stat(e.c, "recovered") >= n);
 		assert_int_equal(recovery_stat(e.c, "quarantined"), 0);
-		engine_close(&e);
+		kvtd_chain_close(&e);
 		assert_true(kvtd_log_has(&d, "event=ssd.meta_rebuilt"));
 	}
 	engine_open(&e, &d);
 	for (uint32_t i = 0; i < BLOCKS; i++)
 		if (on_ssd[i])
 			assert_loads(&e, i);
-	engine_close(&e);
+	kvtd_chain_close(&e);
 	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
 	kvtd_cleanup(&d);
 }
 
 /* Save n fresh blocks (keys from tag) from engine pages 0..n-1 as their own
  * chain; remove them again unless keep is set. */
-static void save_fresh(struct engine *e, uint64_t tag, uint32_t n, struct kvt_key *keys,
+static void save_fresh(struct kvtd_chain *e, uint64_t tag, uint32_t n, struct kvt_key *keys,
 		       bool keep)
 {
 	uint32_t tokens[BLOCKS * BLOCK_TOKENS], pages[BLOCKS];
@@ -230,7 +199,7 @@ static void save_fresh(struct engine *e, uint64_t tag, uint32_t n, struct kvt_ke
 static void graceful_restarts_lose_nothing(void **state)
 {
 	struct kvtd_proc d = { 0 };
-	struct engine e;
+	struct kvtd_chain e;
 	bool on_ssd[BLOCKS];
 	static struct kvt_key fresh[ROUNDS][FRESH], filler[BLOCKS];
 
@@ -238,7 +207,7 @@ static void graceful_restarts_lose_nothing(void **state)
 	assert_int_equal(kvtd_start(&d, NULL, extra), 0);
 	engine_open(&e, &d);
 	assert_true(save_all(&e, on_ssd) >= BLOCKS / 3);
-	engine_close(&e);
+	kvtd_chain_close(&e);
 	for (int round = 0; round < ROUNDS; round++) {
 		assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
 		assert_int_equal(kvtd_start(&d, d.dir, extra), 0);
@@ -259,7 +228,7 @@ static void graceful_restarts_lose_nothing(void **state)
 				 ssd_stat(e.c, "evictions"));
 		assert_false(ssd_stat(e.c, "degraded"));
 		assert_true(ssd_stat(e.c, "used_bytes") < 128ll << 20);
-		engine_close(&e);
+		kvtd_chain_close(&e);
 	}
 	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
 	kvtd_cleanup(&d);
@@ -272,7 +241,7 @@ static void stats_after_a_restart_count_the_recovered_blocks(void **state)
 {
 	struct kvtd_proc d = { 0 };
 	struct kvt_client *c;
-	struct engine e;
+	struct kvtd_chain e;
 	bool on_ssd[BLOCKS];
 	long long on_disk;
 	int n;
@@ -282,7 +251,7 @@ static void stats_after_a_restart_count_the_recovered_blocks(void **state)
 	engine_open(&e, &d);
 	n = save_all(&e, on_ssd);
 	assert_true(n >= BLOCKS / 3);
-	engine_close(&e);
+	kvtd_chain_close(&e);
 	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
 	assert_int_equal(kvtd_start(&d, d.dir, extra), 0);
 	c = kvtd_connect(&d, NULL);
@@ -309,7 +278,7 @@ static void stats_after_a_restart_count_the_recovered_blocks(void **state)
 		json_decref(root);
 	}
 	assert_int_equal(ssd_stat(c, "blocks"), on_disk);
-	engine_close(&e);
+	kvtd_chain_close(&e);
 	kvt_client_close(c);
 	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
 	kvtd_cleanup(&d);
@@ -319,7 +288,7 @@ static void stats_after_a_restart_count_the_recovered_blocks(void **state)
 static void removed_block_stays_removed(void **state)
 {
 	struct kvtd_proc d = { 0 };
-	struct engine e;
+	struct kvtd_chain e;
 	bool on_ssd[BLOCKS];
 	int removed = 0;
 
@@ -331,7 +300,7 @@ static void removed_block_stays_removed(void **state)
 		if (on_ssd[i])
 			removed += kvt_client_remove(e.c, &e.ns, &e.keys[i], 1);
 	assert_true(removed > 0);
-	engine_close(&e);
+	kvtd_chain_close(&e);
 	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
 	assert_int_equal(kvtd_start(&d, d.dir, extra), 0);
 	engine_open(&e, &d);
@@ -346,7 +315,7 @@ static void removed_block_stays_removed(void **state)
 		if (i % 3 && !found)
 			fail_msg("block %u is gone", i);
 	}
-	engine_close(&e);
+	kvtd_chain_close(&e);
 	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
 	kvtd_cleanup(&d);
 }
@@ -356,7 +325,7 @@ static void removed_block_stays_removed(void **state)
 static void files_named_like_segments_do_not_stop_the_daemon(void **state)
 {
 	struct kvtd_proc d = { 0 };
-	struct engine e;
+	struct kvtd_chain e;
 	bool on_ssd[BLOCKS];
 	char p[700];
 	struct stat st;
@@ -376,7 +345,7 @@ static void files_named_like_segments_do_not_stop_the_daemon(void **state)
 	assert_true(save_all(&e, on_ssd) >= BLOCKS / 3);
 	assert_false(ssd_stat(e.c, "degraded"));
 	assert_int_equal(recovery_stat(e.c, "foreign"), 2);
-	engine_close(&e);
+	kvtd_chain_close(&e);
 	assert_true(kvtd_log_has(&d, "event=ssd.foreign_file"));
 	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
 	snprintf(p, sizeof(p), "%s/data/ssd/seg-0000000000000003.kvt", d.dir);
