@@ -409,6 +409,20 @@ static void chain_blocks_kept_or_removed_during_their_write(void **state)
 	free(buf);
 }
 
+/* Let the held write batch go and check blocks [0, n): every byte right. */
+static void release_and_check_all(struct kvt_ns *ns, uint32_t n, void *buf)
+{
+	struct kvt_key k;
+
+	batch_hold_release();
+	kvt_ssd_io_set_test_hook(NULL, NULL);
+	for (uint32_t m = 0; m < n; m++) {
+		k = key_n(m);
+		assert_int_equal(kvt_get(ns, &k, buf, BLOCK), 0);
+		check_block(buf, m);
+	}
+}
+
 /* With DRAM full and the demoter's write batch held in flight, a put takes
  * the slot of the coldest block that has a clean copy on SSD (read back
  * earlier): it moves down to the copy, nothing is written. Before, the put
@@ -452,13 +466,7 @@ static void allocation_takes_a_clean_slot_while_the_demoter_writes(void **state)
 		put_block(ns, n++, buf);
 	assert_true(on_ssd(ns, clean));
 
-	batch_hold_release();
-	kvt_ssd_io_set_test_hook(NULL, NULL);
-	for (uint32_t m = 0; m < n; m++) {
-		k = key_n(m);
-		assert_int_equal(kvt_get(ns, &k, buf, BLOCK), 0);
-		check_block(buf, m);
-	}
+	release_and_check_all(ns, n, buf);
 	kvt_store_close(store);
 	kvt_test_rmdir(dir);
 	free(dir);
@@ -505,13 +513,7 @@ static void read_takes_the_slot_of_a_block_read_back_before(void **state)
 	check_block(buf, cold);
 	assert_true(on_ssd(ns, clean));
 
-	batch_hold_release();
-	kvt_ssd_io_set_test_hook(NULL, NULL);
-	for (uint32_t m = 0; m < n; m++) {
-		k = key_n(m);
-		assert_int_equal(kvt_get(ns, &k, buf, BLOCK), 0);
-		check_block(buf, m);
-	}
+	release_and_check_all(ns, n, buf);
 	kvt_store_close(store);
 	kvt_test_rmdir(dir);
 	free(dir);
