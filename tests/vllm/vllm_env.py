@@ -93,8 +93,9 @@ class Engine:
 
 
 def push_to_ssd(socket, dram_bytes, on_ssd):
-    """Push blocks from kvtierd's DRAM down to SSD (a clean stop does not
-    write DRAM down): other blocks (a namespace of their own, 2 MiB each)
+    """Push blocks out of kvtierd's DRAM so that they are only on SSD (a
+    clean stop writes DRAM-only blocks down but keeps nothing out of DRAM
+    in a running daemon): other blocks (a namespace of their own, 2 MiB each)
     are saved, a DRAM's worth at a time, until on_ssd() (which may LOOKUP:
     a lookup is a use, so it waits for each DRAM's worth) says so; then they
     are removed. Returns on_ssd()."""
