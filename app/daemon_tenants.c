@@ -37,7 +37,10 @@ struct kvtd_tenant *kvtd_tenant_named(struct kvtd_config *cfg, const char *name)
 	if (cfg->n_tenants >= KVTD_MAX_TENANTS || !tenant_name_ok(name) ||
 	    !kvtd_fits(name, sizeof(t->salt)))
 		return NULL;
+	/* a slot the command line's tenants took back from the file's holds
+	 * that tenant's settings still */
 	t = &cfg->tenants[cfg->n_tenants++];
+	memset(t, 0, sizeof(*t));
 	kvtd_set_str(t->name, sizeof(t->name), name);
 	kvtd_set_str(t->salt, sizeof(t->salt), name);
 	return t;
