@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* kvtierd's configuration: embedded defaults, then a config file (INI, read
- * with libinih), then command-line overrides, each layer over the last. */
+ * with libinih), then command-line overrides, each layer over the last. Each
+ * option is a row of the table in daemon_options.h. */
 #ifndef KVT_APP_DAEMON_CONFIG_H
 #define KVT_APP_DAEMON_CONFIG_H
 

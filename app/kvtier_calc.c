@@ -13,6 +13,7 @@
 
 #include "app/kvtier_cmds.h"
 #include "kvtier/model.h"
+#include "util/size.h"
 
 void kvt_calc_usage(FILE *f)
 {
@@ -88,29 +89,13 @@ void kvt_calc_usage(FILE *f)
 		"    kvtier calc --model Qwen3-8B --gpu H100-SXM --plan dram:60,ssd:4 --tier-bw ssd=2e9\n");
 }
 
-/* "131072", "128K", "2G" (x1024 powers). */
+/* "131072", "128K", "2G" (x1024 powers): the shared size parser's forms,
+ * less its percentages, which mean nothing here. */
 static int parse_count(const char *s, uint64_t *out)
 {
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || v < 0)
+	if (strchr(s, '%'))
 		return -EINVAL;
-	switch (*end) {
-	case 0: break;
-	case 'k': case 'K': v *= 1024; end++; break;
-	case 'm': case 'M': v *= 1024.0 * 1024; end++; break;
-	case 'g': case 'G': v *= 1024.0 * 1024 * 1024; end++; break;
-	default: return -EINVAL;
-	}
-	if (*end == 'i' || *end == 'B')
-		end += *end == 'i' ? (end[1] == 'B' ? 2 : 1) : 1;
-	if (*end)
-		return -EINVAL;
-	*out = (uint64_t)v;
-	return 0;
+	return kvt_parse_size(s, 0, out);
 }
 
 static int parse_frac(const char *s, double lo, double hi, double *out)

@@ -259,6 +259,29 @@ static void bad_input_exit_status(void **state)
 	free(out);
 }
 
+/* Token counts and sizes are read by the shared size parser: what is no
+ * count (NaN, infinity, a number past 64 bits, a percentage) is a usage
+ * error, never a figure made of it. */
+static void counts_that_are_no_number_are_refused(void **state)
+{
+	const char *bad[] = {
+		"--context nan", "--context inf", "--context 1e30", "--context 50%",
+		"--overhead inf", "--overhead nan", "--users 1e30", "--block-tokens nan",
+	};
+	char args[256], *out;
+	json_t *j;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(args, sizeof(args), "calc --model Qwen3-8B --gpu H100-SXM %s --json", bad[i]);
+		if (run(args, &out) != 2)
+			fail_msg("kvtier %s: not refused:\n%s", args, out);
+		free(out);
+	}
+	j = run_json("calc --model Qwen3-8B --gpu H100-SXM --context 128KiB --overhead 1.5G --json");
+	assert_int_equal(geti(j, "context"), 131072);
+	json_decref(j);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -269,6 +292,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(a_tp_plan_prices_the_whole_group),
 		cmocka_unit_test(the_batch_is_the_users_that_fit),
 		cmocka_unit_test(names_as_users_write_them),
+		cmocka_unit_test(counts_that_are_no_number_are_refused),
 		cmocka_unit_test(text_output_and_help),
 		cmocka_unit_test(bad_input_exit_status),
 	};

@@ -180,6 +180,22 @@ static void file_then_command_line(void **state)
 	free(out);
 }
 
+/* A --tenant replaces the file's tenants whole: none of their settings
+ * (the models a tenant may open) passes to the command line's. */
+static void command_line_tenants_keep_nothing_of_the_file(void **state)
+{
+	char ini[512], args[1400], *out;
+
+	snprintf(ini, sizeof(ini), "%s/models.ini", dir);
+	write_file(ini, "[tenant alice]\ntoken = tok-a\nmodels = Qwen/*\n");
+	snprintf(args, sizeof(args), "--config %s --tenant carol:tc --print-config", ini);
+	assert_int_equal(run(args, &out), 0);
+	assert_non_null(strstr(out, "[tenant carol]\n; token = (set, not shown)\nsalt = carol\n"));
+	if (strstr(out, "models"))
+		fail_msg("carol took alice's models:\n%s", out);
+	free(out);
+}
+
 /* The cluster's settings print back as the INI keys they came from. */
 static void cluster_settings_print_back(void **state)
 {
@@ -601,6 +617,7 @@ int main(void)
 		cmocka_unit_test(help_documents_every_option),
 		cmocka_unit_test(version_comes_from_the_library),
 		cmocka_unit_test(file_then_command_line),
+		cmocka_unit_test(command_line_tenants_keep_nothing_of_the_file),
 		cmocka_unit_test(defaults_without_a_file),
 		cmocka_unit_test(cluster_settings_print_back),
 		cmocka_unit_test(ssd_codec_auto_is_taken),
