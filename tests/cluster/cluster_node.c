@@ -29,8 +29,8 @@
 #include "cluster/directory.h"
 #include "helpers.h"
 #include "kvtier/store.h"
-#include "transport/peer_client.h"
-#include "transport/peer_server.h"
+#include "cluster/peer_client.h"
+#include "cluster/peer_server.h"
 #include "transport/sockio.h"
 
 #define MAX_BLOCKS 256

@@ -19,7 +19,7 @@
 #include <cmocka.h>
 
 #include "helpers.h"
-#include "transport/peer_auth.h"
+#include "cluster/peer_auth.h"
 #include "transport/sockio.h"
 
 struct side {

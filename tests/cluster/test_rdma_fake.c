@@ -18,7 +18,7 @@
 #include <xxhash.h>
 
 #include "helpers.h"
-#include "transport/peer_rdma.h"
+#include "cluster/peer_rdma.h"
 #include "transport/sockio.h"
 #include "verbs_fake.h"
 

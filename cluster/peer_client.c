@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The reader's side of the peer transport (see peer_client.h). */
-#include "transport/peer_client.h"
+#include "cluster/peer_client.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -16,7 +16,7 @@
 #include <openssl/crypto.h>
 #include <xxhash.h>
 
-#include "transport/peer_io.h"
+#include "cluster/peer_io.h"
 #include "transport/sockio.h"
 #include "transport/wire.h"
 

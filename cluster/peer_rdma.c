@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The RDMA peer transport (see peer_rdma.h). */
-#include "transport/peer_rdma.h"
+#include "cluster/peer_rdma.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The owner's side of the peer transport (see peer_server.h). */
-#include "transport/peer_server.h"
+#include "cluster/peer_server.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -20,7 +20,7 @@
 #include <xxhash.h>
 
 #include "cluster/lease.h"
-#include "transport/peer_io.h"
+#include "cluster/peer_io.h"
 #include "transport/sockio.h"
 #include "transport/wire.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The library's log: one handler for the process, stderr by default. */
-#include "store/log.h"
+#include "util/log.h"
 
 #include <pthread.h>
 #include <stdarg.h>
