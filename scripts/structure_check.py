@@ -6,7 +6,10 @@
                                              lower folder to a higher one
   structure_check.py [--root DIR] lines      no source file of the core
                                              folders is over MAX_LINES lines
-  structure_check.py selftest                both checks catch what they must
+  structure_check.py [--root DIR] api        util/api_layout.c checks the size
+                                             of every struct of include/kvtier/
+                                             and the offset of each of its fields
+  structure_check.py selftest                the checks catch what they must
 
 Exits 0 when the tree holds, 1 with one line per offence otherwise.
 """
@@ -95,6 +98,48 @@ def check_lines(root):
     return bad, allowed
 
 
+STRUCT_RE = re.compile(r"^struct (\w+) \{(.*?)^\};", re.S | re.M)
+
+
+def public_fields(root):
+    """[(struct, [field, ...])] of the public headers, in their order."""
+    out = []
+    top = os.path.join(root, FOLDER["kvtier"])
+    for name in sorted(os.listdir(top)):
+        if not name.endswith(".h"):
+            continue
+        with open(os.path.join(top, name)) as f:
+            text = f.read()
+        for m in STRUCT_RE.finditer(text):
+            body = re.sub(r"/\*.*?\*/", "", m.group(2), flags=re.S)
+            fields = []
+            for decl in (d.strip() for d in body.split(";")):
+                if not decl:
+                    continue
+                decl = re.sub(r"\[[^]]*\]", "", decl)
+                parts = decl.split(",")
+                fields.append(re.split(r"[\s*]+", parts[0].strip())[-1])
+                fields += [p.strip().lstrip("*").strip() for p in parts[1:]]
+            out.append((m.group(1), fields))
+    return out
+
+
+def check_api(root):
+    path = os.path.join(root, "util", "api_layout.c")
+    with open(path) as f:
+        text = f.read()
+    sizes = set(re.findall(r"^KVT_SIZE\((\w+),", text, re.M))
+    offsets = set(re.findall(r"^KVT_AT\((\w+), (\w+),", text, re.M))
+    bad = []
+    for struct, fields in public_fields(root):
+        if struct not in sizes:
+            bad.append(f"util/api_layout.c: no KVT_SIZE({struct}, ...)")
+        for f in fields:
+            if (struct, f) not in offsets:
+                bad.append(f"util/api_layout.c: no KVT_AT({struct}, {f}, ...)")
+    return bad
+
+
 def report(what, bad, notes=()):
     for n in notes:
         print(f"note: {n}")
@@ -132,6 +177,13 @@ def selftest():
         write(root, "store/store.c", "x\n")
         bad, _ = check_lines(root)
         assert any("take it off LINE_ALLOW" in b for b in bad), bad
+
+        write(root, "include/kvtier/x.h", "struct kvt_a {\n\tsize_t size;\n\tuint32_t b, c;"
+              "\n\tchar d[4]; /* e; */\n};\n")
+        write(root, "util/api_layout.c", "KVT_SIZE(kvt_a, 16);\nKVT_AT(kvt_a, size, 0);\n"
+              "KVT_AT(kvt_a, b, 8);\nKVT_AT(kvt_a, c, 12);\n")
+        bad = check_api(root)
+        assert bad == ["util/api_layout.c: no KVT_AT(kvt_a, d, ...)"], bad
     print("selftest: ok")
     return 0
 
@@ -140,12 +192,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    ap.add_argument("check", choices=["includes", "lines", "selftest"])
+    ap.add_argument("check", choices=["includes", "lines", "api", "selftest"])
     a = ap.parse_args()
     if a.check == "selftest":
         return selftest()
     if a.check == "includes":
         return report("includes", check_includes(a.root))
+    if a.check == "api":
+        return report("api", check_api(a.root))
     bad, allowed = check_lines(a.root)
     return report("lines", bad, allowed)
 
