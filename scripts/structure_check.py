@@ -9,6 +9,11 @@
   structure_check.py [--root DIR] api        util/api_layout.c checks the size
                                              of every struct of include/kvtier/
                                              and the offset of each of its fields
+  structure_check.py [--root DIR] api-lines [--build-dir B]
+                                             print today's KVT_SIZE/KVT_AT lines
+                                             (compiled with cc against B's
+                                             generated headers), to compare with
+                                             util/api_layout.c after a change
   structure_check.py selftest                the checks catch what they must
 
 Exits 0 when the tree holds, 1 with one line per offence otherwise.
@@ -16,6 +21,7 @@ Exits 0 when the tree holds, 1 with one line per offence otherwise.
 import argparse
 import os
 import re
+import subprocess
 import sys
 import tempfile
 
@@ -140,6 +146,27 @@ def check_api(root):
     return bad
 
 
+def api_lines(root, build_dir):
+    """Today's layout lines, from a program that prints sizeof and offsetof."""
+    headers = sorted(n for n in os.listdir(os.path.join(root, FOLDER["kvtier"])) if n.endswith(".h"))
+    src = ["#include <stdio.h>", "#include <stddef.h>", "#include <stdbool.h>",
+           "#include <stdint.h>"] + ['#include "kvtier/%s"' % h for h in headers]
+    src.append("int main(void)\n{")
+    for struct, fields in public_fields(root):
+        src.append('printf("KVT_SIZE(%s, %%zu);\\n", sizeof(struct %s));' % (struct, struct))
+        for f in fields:
+            src.append('printf("KVT_AT(%s, %s, %%zu);\\n", offsetof(struct %s, %s));'
+                       % (struct, f, struct, f))
+    src.append("return 0;\n}")
+    with tempfile.TemporaryDirectory(prefix="api-lines-") as tmp:
+        c, exe = os.path.join(tmp, "lines.c"), os.path.join(tmp, "lines")
+        with open(c, "w") as f:
+            f.write("\n".join(src) + "\n")
+        subprocess.run(["cc", "-std=c11", "-D_GNU_SOURCE", "-I", os.path.join(root, "include"),
+                        "-I", os.path.join(build_dir, "include"), c, "-o", exe], check=True)
+        return subprocess.run([exe], check=True, capture_output=True, text=True).stdout
+
+
 def report(what, bad, notes=()):
     for n in notes:
         print(f"note: {n}")
@@ -192,7 +219,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    ap.add_argument("check", choices=["includes", "lines", "api", "selftest"])
+    ap.add_argument("--build-dir", help="for api-lines: a configured build tree (default build/release)")
+    ap.add_argument("check", choices=["includes", "lines", "api", "api-lines", "selftest"])
     a = ap.parse_args()
     if a.check == "selftest":
         return selftest()
@@ -200,6 +228,9 @@ def main():
         return report("includes", check_includes(a.root))
     if a.check == "api":
         return report("api", check_api(a.root))
+    if a.check == "api-lines":
+        sys.stdout.write(api_lines(a.root, a.build_dir or os.path.join(a.root, "build", "release")))
+        return 0
     bad, allowed = check_lines(a.root)
     return report("lines", bad, allowed)
 

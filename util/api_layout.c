@@ -7,7 +7,8 @@
  * moves every field after it, which these lines catch too.
  *
  * When a build stops here: if the change appended fields to a struct that
- * starts with `size`, add their KVT_AT lines and the new KVT_SIZE; anything
+ * starts with `size`, add their KVT_AT lines and the new KVT_SIZE
+ * (`scripts/structure_check.py api-lines` prints today's lines); anything
  * else breaks the callers already built, and needs a new major version
  * (transport/client.map, CHANGELOG.md). The figures are those of LP64 Linux
  * (x86-64, aarch64), the targets kvtier is built for. */
