@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "util/log.h"
+
 static enum kvt_log_level max_level = KVT_LOG_INFO;
 static const char *const names[] = { "error", "warn", "info", "debug" };
 
@@ -32,13 +34,11 @@ void kvtd_log_cb(void *arg, enum kvt_log_level level, const char *msg)
 
 void kvtd_log(enum kvt_log_level level, const char *fmt, ...)
 {
-	char msg[1024];
 	va_list ap;
 
 	if (level > max_level)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	kvt_vlog_to(kvtd_log_cb, NULL, level, fmt, ap);
 	va_end(ap);
-	kvtd_log_cb(NULL, level, msg);
 }

@@ -10,8 +10,8 @@
 #include "cluster/directory.h"
 #include "cluster/lease.h"
 #include "kvtier/store.h"
-#include "transport/peer_client.h"
-#include "transport/peer_rdma.h"
+#include "cluster/peer_client.h"
+#include "cluster/peer_rdma.h"
 #include "transport/textbuf.h"
 
 /* Open `device` through verbs (NULL: libibverbs), register the store's DRAM

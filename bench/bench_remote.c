@@ -35,10 +35,10 @@
 #include "cluster/directory.h"
 #include "cluster/redis_conn.h"
 #include "kvtier/store.h"
-#include "transport/peer_client.h"
-#include "transport/peer_server.h"
+#include "cluster/peer_client.h"
+#include "cluster/peer_server.h"
 #include "transport/sockio.h"
-#include "transport/verbs.h"
+#include "cluster/verbs.h"
 #include "util/clock.h"
 #include "util/size.h"
 

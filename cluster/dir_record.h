@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "cluster/directory.h"
-#include "transport/peer_proto.h" /* kvt_node_id_valid */
+#include "cluster/peer_proto.h" /* kvt_node_id_valid */
 
 #define KVT_NODE_RECORD_VERSION 1
 #define KVT_HINT_VALUE_MAX 32

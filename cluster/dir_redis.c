@@ -6,25 +6,11 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cluster/dir_record.h"
-
-void kvt_rdir_log(struct kvt_rdir *d, enum kvt_log_level lvl, const char *fmt, ...)
-{
-	char msg[768];
-	va_list ap;
-
-	if (!d->o.log)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	d->o.log(d->o.log_arg, lvl, msg);
-}
 
 int kvt_rdir_key(const struct kvt_rdir *d, char *buf, size_t len, const char *kind,
 		 const char *name)
@@ -128,7 +114,7 @@ static bool sleep_until(struct kvt_rdir *d, uint64_t deadline_ns, bool idle_only
 	pthread_mutex_lock(&d->mu);
 	while (!d->stop && (!idle_only || (!d->lk_head && !d->ring_n && !d->self_dirty &&
 					   !d->conn_dropped)) &&
-	       kvt_clock_ns() < deadline_ns)
+	       kvt_now_ns() < deadline_ns)
 		if (pthread_cond_timedwait(&d->wake, &d->mu, &ts) == ETIMEDOUT)
 			break;
 	d->conn_dropped = false;
@@ -163,7 +149,7 @@ static void *dir_thread(void *arg)
 		if (!d->conn) {
 			/* a connection lost soon after it was made waits too, so a
 			 * Redis that accepts and then fails is not hammered */
-			if (kvt_clock_ns() < next_connect && !sleep_until(d, next_connect, false))
+			if (kvt_now_ns() < next_connect && !sleep_until(d, next_connect, false))
 				break;
 			next_connect = kvt_deadline_ms(backoff);
 			backoff = backoff * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS : backoff * 2;
@@ -188,7 +174,7 @@ static void *dir_thread(void *arg)
 			kvt_rdir_conn_lost(d, -ENOENT);
 			continue;
 		}
-		if (kvt_clock_ns() >= next_renew || dirty) {
+		if (kvt_now_ns() >= next_renew || dirty) {
 			err = kvt_rdir_renew(d);
 			if (!err)
 				err = kvt_rdir_refresh_members(d);

@@ -39,6 +39,7 @@
 
 #include "cluster/directory.h"
 #include "cluster/redis_conn.h"
+#include "util/log.h"
 
 #define RECONNECT_MIN_MS 50
 #define RECONNECT_MAX_MS 2000
@@ -106,8 +107,7 @@ static inline uint64_t kvt_rdir_deadline(const struct kvt_rdir *d)
 
 /* ---- helpers (dir_redis.c); all but the log run on the thread --------- */
 
-void kvt_rdir_log(struct kvt_rdir *d, enum kvt_log_level lvl, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+#define kvt_rdir_log(d, lvl, ...) kvt_log_to((d)->o.log, (d)->o.log_arg, lvl, __VA_ARGS__)
 
 /* "<prefix><kind><name>" into buf. */
 int kvt_rdir_key(const struct kvt_rdir *d, char *buf, size_t len, const char *kind,

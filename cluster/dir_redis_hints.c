@@ -224,7 +224,7 @@ static void count_batch(struct kvt_rdir *d, uint64_t t0, uint64_t stale, uint64_
 	pthread_mutex_lock(&d->mu);
 	d->st.lookup_hit_keys += hits;
 	d->st.lookup_batches++;
-	d->st.lookup_batch_ns += kvt_clock_ns() - t0;
+	d->st.lookup_batch_ns += kvt_now_ns() - t0;
 	d->st.stale_hints += stale;
 	pthread_mutex_unlock(&d->mu);
 }
@@ -235,7 +235,7 @@ void kvt_rdir_lookups(struct kvt_rdir *d)
 {
 	struct lookup_req *list, *r, *last = NULL;
 	redisReply **rep;
-	uint64_t stale = 0, t0 = kvt_clock_ns();
+	uint64_t stale = 0, t0 = kvt_now_ns();
 	size_t total = 0, n_req = 0;
 	int err;
 
@@ -274,7 +274,7 @@ void kvt_rdir_lookups(struct kvt_rdir *d)
 
 int kvt_rdir_lookup_now(struct kvt_rdir *d, struct lookup_req *r, uint64_t deadline_ns)
 {
-	uint64_t stale = 0, t0 = kvt_clock_ns();
+	uint64_t stale = 0, t0 = kvt_now_ns();
 	redisReply *rep;
 	int err = answer(d, r, 1, &rep, deadline_ns, &stale);
 

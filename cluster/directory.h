@@ -29,7 +29,7 @@
 #include <stdint.h>
 
 #include "kvtier/types.h"
-#include "transport/server.h" /* kvt_log_cb */
+#include "kvtier/log.h" /* kvt_log_cb */
 
 #define KVT_NODE_ID_MAX 64     /* [A-Za-z0-9._-], 1..64 characters (kvt_node_id_valid) */
 #define KVT_NODE_ADDR_MAX 128  /* "HOST:PORT" */

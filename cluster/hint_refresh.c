@@ -141,7 +141,7 @@ int kvt_hint_refresh_start(const struct kvt_hint_refresh_opts *opts,
 	pthread_condattr_t ca;
 	int err;
 
-	if (!opts || !out || opts->size < sizeof(*opts) || !opts->store || !opts->publish_cb ||
+	if (!opts || !out || opts->size != sizeof(*opts) || !opts->store || !opts->publish_cb ||
 	    opts->every_ms == 0 || opts->batch_keys == 0 || opts->backlog_max == 0)
 		return -EINVAL;
 	h = calloc(1, sizeof(*h));

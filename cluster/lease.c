@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include <xxhash.h>
 
 #include "transport/sockio.h"
+#include "util/log.h"
 
 struct lease {
 	struct lease *next;
@@ -41,21 +41,7 @@ void kvt_lease_opts_init(struct kvt_lease_opts *opts, size_t size_bytes)
 	opts->max_lease_ms = 10000;
 }
 
-static void llog(struct kvt_lease_table *t, enum kvt_log_level lvl, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void llog(struct kvt_lease_table *t, enum kvt_log_level lvl, const char *fmt, ...)
-{
-	char msg[256];
-	va_list ap;
-
-	if (!t->o.log)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	t->o.log(t->o.log_arg, lvl, msg);
-}
+#define llog(t, lvl, ...) kvt_log_to((t)->o.log, (t)->o.log_arg, lvl, __VA_ARGS__)
 
 /* Release a lease's blocks and free it (lock not held). Returns how many
  * blocks it held. */
@@ -115,7 +101,7 @@ static void *reaper(void *arg)
 
 	pthread_mutex_lock(&t->mu);
 	while (!t->stop) {
-		uint64_t now = kvt_clock_ns(), next = now + 1000000000ull;
+		uint64_t now = kvt_now_ns(), next = now + 1000000000ull;
 		struct lease *gone;
 		struct timespec ts;
 		uint64_t n = 0;

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "kvtier/store.h"
-#include "transport/server.h" /* kvt_log_cb */
+#include "kvtier/log.h" /* kvt_log_cb */
 
 struct kvt_lease_opts {
 	size_t size;            /* sizeof(struct kvt_lease_opts), set by _init */

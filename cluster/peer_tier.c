@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +13,7 @@
 
 #include "tiers/tier.h"
 #include "util/clock.h"
+#include "util/log.h"
 
 /* Holders a lookup found, kept for the read that follows it: slots by the
  * key's first bytes (keys are digests), each taken by one read. */
@@ -56,21 +56,7 @@ static struct kvt_peer_tier *pt_of(struct kvt_storage_tier *t)
 	return (struct kvt_peer_tier *)t;
 }
 
-static void logf_(struct kvt_peer_tier *pt, enum kvt_log_level lvl, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void logf_(struct kvt_peer_tier *pt, enum kvt_log_level lvl, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-
-	if (!pt->opts.log)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	pt->opts.log(pt->opts.log_arg, lvl, msg);
-}
+#define logf_(pt, lvl, ...) kvt_log_to((pt)->opts.log, (pt)->opts.log_arg, lvl, __VA_ARGS__)
 
 /* ---- holders a lookup found ------------------------------------------------ */
 

@@ -42,8 +42,8 @@
 
 #include "cluster/directory.h"
 #include "kvtier/store.h"
-#include "transport/peer_client.h"
-#include "transport/peer_rdma.h"
+#include "cluster/peer_client.h"
+#include "cluster/peer_rdma.h"
 
 /* Keys one lookup considers; a longer prefix ends there. */
 #define KVT_PEER_TIER_MAX_KEYS 1024u

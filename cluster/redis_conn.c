@@ -144,7 +144,7 @@ static int wait_fd(struct kvt_redis *r, short events, uint64_t deadline_ns)
 	int rc;
 
 	for (;;) {
-		now = kvt_clock_ns();
+		now = kvt_now_ns();
 		if (now >= deadline_ns)
 			return -ETIMEDOUT;
 		rc = poll(&pfd, 1, (int)((deadline_ns - now + 999999) / 1000000));

@@ -10,7 +10,7 @@
 
 #include "cuda/backend.h"
 #include "util/opts.h"
-#include "store/log.h"
+#include "util/log.h"
 
 static _Thread_local char last_error[256];
 

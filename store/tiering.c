@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "store/log.h"
+#include "util/log.h"
 #include "store/warm.h"
 #include "util/clock.h"
 

@@ -9,7 +9,7 @@
 #include <xxhash.h>
 
 #include "store/catalog.h"
-#include "store/log.h"
+#include "util/log.h"
 #include "store/tiering.h"
 #include "tiers/dram.h"
 #include "tiers/warm_region.h"

@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <liburing.h>
+
 void kvt_test_skip(const char *require, const char *fmt, ...)
 {
 	va_list ap;
@@ -22,6 +24,27 @@ void kvt_test_skip(const char *require, const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 	exit(fail ? 1 : KVT_TEST_SKIP);
+}
+
+void kvt_test_need_io_uring(void)
+{
+	struct io_uring ring;
+	int err = io_uring_queue_init(4, &ring, 0);
+
+	if (!err) {
+		io_uring_queue_exit(&ring);
+		return;
+	}
+	kvt_test_skip("KVT_TEST_REQUIRE_IO_URING",
+		      "no io_uring here (io_uring_setup: %s); the thread-pool run of this "
+		      "test covers the fallback", strerror(-err));
+}
+
+bool kvt_test_io_uring_required(void)
+{
+	const char *req = getenv("KVT_TEST_REQUIRE_IO_URING");
+
+	return req && strcmp(req, "1") == 0;
 }
 
 uint64_t kvt_test_seed(void)

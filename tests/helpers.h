@@ -3,6 +3,7 @@
 #ifndef KVT_TESTS_HELPERS_H
 #define KVT_TESTS_HELPERS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,17 @@
  * case the missing hardware is a failure. */
 void kvt_test_skip(const char *require, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3), noreturn));
+
+/* For the io_uring run of a test that has a thread-pool twin (its
+ * `threads` run): exit 77 with the reason when this kernel, or a seccomp
+ * filter around the test, refuses io_uring, since the run would only repeat
+ * the thread pool's. KVT_TEST_REQUIRE_IO_URING=1 makes that a failure (CI,
+ * where io_uring must exist). Returns when a ring can be set up. */
+void kvt_test_need_io_uring(void);
+
+/* Whether KVT_TEST_REQUIRE_IO_URING=1: a case of the io_uring run that finds
+ * its engine on the thread pool after all fails rather than skips. */
+bool kvt_test_io_uring_required(void);
 
 /* Seed for randomised tests: $KVT_TEST_SEED or the clock. Printed, so a
  * failing run can be replayed. */

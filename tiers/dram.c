@@ -8,7 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "store/log.h"
+#include "util/log.h"
 #include "tiers/warm_region.h"
 #include "util/opts.h"
 

@@ -20,7 +20,7 @@
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
-#include "store/log.h"
+#include "util/log.h"
 
 #ifdef KVT_TESTING
 static kvt_ssd_create_hook_cb create_hook;

@@ -14,7 +14,7 @@
 
 #include "util/clock.h"
 #include "util/opts.h"
-#include "store/log.h"
+#include "util/log.h"
 
 /* io_uring refuses to register more than 1 GiB in one iovec. */
 #define KVT_IO_BUF_CHUNK (1ULL << 30)

@@ -21,7 +21,7 @@
 
 #include <xxhash.h>
 
-#include "store/log.h"
+#include "util/log.h"
 #include "tiers/ssd_helper.h"
 #include "util/clock.h"
 #include "util/opts.h"

@@ -14,7 +14,7 @@
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
-#include "store/log.h"
+#include "util/log.h"
 #include "tiers/codec.h"
 #include "tiers/ssd_helper.h"
 

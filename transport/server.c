@@ -21,19 +21,18 @@
 
 #include "tiers/dram.h"
 #include "transport/server_int.h"
+#include "util/log.h"
 #include "util/opts.h"
 
 void kvt_srv_log(struct kvt_server *srv, enum kvt_log_level lvl, const char *fmt, ...)
 {
-	char msg[1024];
 	va_list ap;
 
-	if (!srv->opts.log || lvl > srv->opts.log_level)
+	if (lvl > srv->opts.log_level)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	kvt_vlog_to(srv->opts.log, srv->opts.log_arg, lvl, fmt, ap);
 	va_end(ap);
-	srv->opts.log(srv->opts.log_arg, lvl, msg);
 }
 
 static const struct kvt_server_opts server_defaults = {

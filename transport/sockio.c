@@ -125,7 +125,7 @@ int kvt_sock_nonblock(int fd)
 
 static int remaining_ms(uint64_t deadline_ns)
 {
-	uint64_t now = kvt_clock_ns(), ms;
+	uint64_t now = kvt_now_ns(), ms;
 
 	if (now >= deadline_ns)
 		return 0;
@@ -241,7 +241,7 @@ static int sendv(int fd, struct iovec *iov, int n, int flags, uint64_t deadline_
 			continue;
 		}
 		if (idle_ns)
-			deadline_ns = kvt_clock_ns() + idle_ns;
+			deadline_ns = kvt_now_ns() + idle_ns;
 		while (n > 0 && (size_t)w >= iov->iov_len) {
 			w -= (ssize_t)iov->iov_len;
 			iov++;
@@ -264,7 +264,7 @@ int kvt_sock_sendv_idle(int fd, struct iovec *iov, int n, int flags, unsigned id
 {
 	uint64_t idle = (uint64_t)idle_ms * 1000000ull;
 
-	return sendv(fd, iov, n, flags, kvt_clock_ns() + idle, idle);
+	return sendv(fd, iov, n, flags, kvt_now_ns() + idle, idle);
 }
 
 int kvt_sock_send(int fd, const void *buf, size_t len, uint64_t deadline_ns)

@@ -13,21 +13,13 @@
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <time.h>
 
-/* Monotonic clock in nanoseconds. */
-static inline uint64_t kvt_clock_ns(void)
-{
-	struct timespec ts;
+#include "util/clock.h"
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* now + ms, as a deadline. */
+/* now + ms, as a deadline on kvt_now_ns's clock. */
 static inline uint64_t kvt_deadline_ms(unsigned ms)
 {
-	return kvt_clock_ns() + (uint64_t)ms * 1000000ull;
+	return kvt_now_ns() + (uint64_t)ms * 1000000ull;
 }
 
 /* A parsed "HOST:PORT" (IPv4 dotted quad or name; "[v6]:PORT" for IPv6). */

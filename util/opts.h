@@ -13,7 +13,17 @@
  *   - A struct the library fills (stats, info) gets the fields that fit in
  *     the caller's size, which the library sets to what it wrote.
  *
- * The helpers work on any such struct; the caller passes its own defaults. */
+ * The helpers work on any such struct; the caller passes its own defaults.
+ *
+ * The option structs inside the tree that no program outside it is built
+ * against (cluster/: directory, hint refresher, leases, peer client, peer
+ * server, RDMA transport, peer tier; bench/trace/: reader, converter,
+ * synthesiser, payload, replay, daemon replay) keep the `size` field and
+ * their `_init`, and their calls take only size == sizeof: every caller is
+ * compiled in the same build as the callee, so a caller with a shorter
+ * struct cannot exist, and the size check's one job is to catch a struct
+ * that skipped `_init`. One of them that moves to include/kvtier/ takes the
+ * whole convention above (and util/api_layout.c's checks). */
 #ifndef KVT_UTIL_OPTS_H
 #define KVT_UTIL_OPTS_H
 

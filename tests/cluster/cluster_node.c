@@ -29,8 +29,8 @@
 #include "cluster/directory.h"
 #include "helpers.h"
 #include "kvtier/store.h"
-#include "transport/peer_client.h"
-#include "transport/peer_server.h"
+#include "cluster/peer_client.h"
+#include "cluster/peer_server.h"
 #include "transport/sockio.h"
 
 #define MAX_BLOCKS 256
@@ -136,7 +136,7 @@ static void cmd_fetch(uint64_t seed, int n)
 	struct kvt_peer_item items[MAX_BLOCKS];
 	struct kvt_slot slots[MAX_BLOCKS];
 	uint8_t *want = malloc(bb), *got = malloc(bb);
-	uint64_t t0 = kvt_clock_ns();
+	uint64_t t0 = kvt_now_ns();
 	int local, remote = 0, fetched = 0, bad = 0, first_err = 0, i;
 	const char *dstate = "ok";
 
@@ -194,7 +194,7 @@ static void cmd_fetch(uint64_t seed, int n)
 		i += advanced;
 	}
 	printf("ok local=%d remote=%d fetched=%d bad=%d miss=%d ms=%" PRIu64 " dir=%s err=%d\n",
-	       local, remote, fetched, bad, n - local - fetched, (kvt_clock_ns() - t0) / 1000000,
+	       local, remote, fetched, bad, n - local - fetched, (kvt_now_ns() - t0) / 1000000,
 	       dstate, first_err);
 	free(want);
 	free(got);

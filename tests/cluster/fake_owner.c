@@ -13,7 +13,7 @@
 #include <cmocka.h>
 #include <xxhash.h>
 
-#include "transport/peer_io.h"
+#include "cluster/peer_io.h"
 #include "transport/sockio.h"
 
 void kvt_fake_owner_start(struct kvt_fake_owner *o, void *(*fn)(void *), void *arg)

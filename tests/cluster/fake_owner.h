@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "transport/peer_auth.h"
-#include "transport/peer_proto.h"
+#include "cluster/peer_auth.h"
+#include "cluster/peer_proto.h"
 #include "transport/wire.h"
 
 struct kvt_fake_owner {

@@ -56,7 +56,7 @@ static uint64_t seed;
 
 static uint64_t now_ms(void)
 {
-	return kvt_clock_ns() / 1000000;
+	return kvt_now_ns() / 1000000;
 }
 
 static void print_log(const char *path)

@@ -21,9 +21,9 @@
 #include "cluster/lease.h"
 #include "helpers.h"
 #include "kvtier/store.h"
-#include "transport/peer_client.h"
-#include "transport/peer_rdma.h"
-#include "transport/peer_server.h"
+#include "cluster/peer_client.h"
+#include "cluster/peer_rdma.h"
+#include "cluster/peer_server.h"
 #include "transport/sockio.h"
 #include "verbs_fake.h"
 

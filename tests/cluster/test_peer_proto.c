@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "transport/peer_proto.h"
+#include "cluster/peer_proto.h"
 #include "transport/wire.h"
 
 static struct kvt_key key_n(int i)

@@ -27,9 +27,9 @@
 #include "fake_owner.h"
 #include "helpers.h"
 #include "kvtier/store.h"
-#include "transport/peer_client.h"
-#include "transport/peer_io.h"
-#include "transport/peer_server.h"
+#include "cluster/peer_client.h"
+#include "cluster/peer_io.h"
+#include "cluster/peer_server.h"
 #include "transport/sockio.h"
 #include "transport/wire.h"
 
@@ -448,9 +448,9 @@ static int evil_fetch(enum evil mode, int *st, uint64_t *ms)
 	snprintf(addr, sizeof(addr), "%s", e.fo.addr);
 	for (int i = 0; i < 3; i++)
 		it[i] = (struct kvt_peer_item){ .key = key_of(5, i), .dst = buf[i] };
-	t0 = kvt_clock_ns();
+	t0 = kvt_now_ns();
 	got = kvt_peer_fetch(c, &(struct kvt_peer_target){ .node_id = "owner", .addr = addr }, &salt, 32768, it, 3);
-	*ms = (kvt_clock_ns() - t0) / 1000000;
+	*ms = (kvt_now_ns() - t0) / 1000000;
 	for (int i = 0; i < 3; i++)
 		st[i] = it[i].status;
 	/* the block that arrived whole is right */
@@ -459,13 +459,13 @@ static int evil_fetch(enum evil mode, int *st, uint64_t *ms)
 	assert_memory_equal(buf[0], want, sizeof(want));
 	if (mode == EVIL_HALF_SILENT) {
 		/* the peer is now known down: the next fetch fails at once */
-		t0 = kvt_clock_ns();
+		t0 = kvt_now_ns();
 		assert_int_equal(kvt_peer_fetch(c, &(struct kvt_peer_target){ .node_id = "owner", .addr = addr }, &salt,
 						32768, it, 1), 0);
 		assert_int_equal(it[0].status, -EHOSTDOWN);
 		/* well under the timeout it would otherwise wait (a loaded
 		 * machine may delay the thread, not by half a second) */
-		assert_true((kvt_clock_ns() - t0) / 1000000 < TIMEOUT_MS / 2);
+		assert_true((kvt_now_ns() - t0) / 1000000 < TIMEOUT_MS / 2);
 	}
 	kvt_peer_client_close(c);
 	evil_stop(&e);
@@ -554,9 +554,9 @@ static void closing_the_server_ends_idle_connections(void **state)
 	owner_open(&o, 32ull << 20, NULL);
 	owner_put(&o, 7, 8);
 	assert_int_equal(fetch_into_store(c, &o, 7, 8, NULL), 8);
-	t0 = kvt_clock_ns();
+	t0 = kvt_now_ns();
 	owner_close(&o); /* four idle pooled connections are open */
-	assert_true((kvt_clock_ns() - t0) / 1000000 < 2000);
+	assert_true((kvt_now_ns() - t0) / 1000000 < 2000);
 	kvt_peer_client_close(c);
 }
 

@@ -13,7 +13,7 @@
 #include <xxhash.h>
 
 #include "helpers.h"
-#include "transport/peer_rdma.h"
+#include "cluster/peer_rdma.h"
 #include "transport/sockio.h"
 
 #define BLOCK (256u << 10)

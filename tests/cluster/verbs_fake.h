@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "transport/verbs.h"
+#include "cluster/verbs.h"
 
 #define FAKE_MAX_MRS 64
 #define FAKE_LOG 8192

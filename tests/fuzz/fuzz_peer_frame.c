@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "transport/peer_proto.h"
+#include "cluster/peer_proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -68,7 +68,8 @@ static void a_data_dir_in_use_names_its_holder(void **state)
 	assert_int_equal(kvtd_start(&d, NULL, extra), 0);
 	if (kvtd_log_has(&d, "ssd.odirect_refused")) {
 		kvtd_cleanup(&d);
-		skip(); /* the temp dir's file system has no O_DIRECT: no SSD tier */
+		print_message("SKIP: the temp dir's file system has no O_DIRECT: no SSD tier\n");
+		skip();
 	}
 	snprintf(args, sizeof(args), "--socket %s/second.sock --data-dir %s/data --dram 16M "
 		 "--ssd 32M --metrics off --no-prefault --no-gpu", sockdir, d.dir);

@@ -81,7 +81,8 @@ static void a_node_outside_its_cluster_is_not_ready(void **state)
 	int port;
 
 #ifndef KVT_HAVE_CLUSTER
-	skip(); /* built without the cluster (no hiredis) */
+	print_message("SKIP: built without the cluster (no hiredis)\n");
+	skip();
 #endif
 	d.dir = kvt_test_mkdtemp("health");
 	assert_non_null(d.dir);

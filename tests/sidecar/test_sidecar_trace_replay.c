@@ -66,8 +66,10 @@ static void trace_replays_through_the_daemon(void **state)
 	long long blocks, hits, refused;
 
 	(void)state;
-	if (!bench)
+	if (!bench) {
+		print_message("SKIP: KVTIER_BENCH is not set: no kvtier-bench to run\n");
 		skip();
+	}
 	assert_int_equal(kvtd_start(&d, NULL, extra), 0);
 	snprintf(trace, sizeof(trace), "%s/trace.jsonl", d.dir);
 	snprintf(cmd, sizeof(cmd), "%s trace --generate 400 --seed %llu --out %s >/dev/null",
@@ -135,8 +137,10 @@ static void the_replay_saves_with_the_reuse_class(void **state)
 	double with, without;
 
 	(void)state;
-	if (!bench)
+	if (!bench) {
+		print_message("SKIP: KVTIER_BENCH is not set: no kvtier-bench to run\n");
 		skip();
+	}
 	with = class_lru_hit_rate(bench, true);
 	without = class_lru_hit_rate(bench, false);
 	print_message("class-lru through kvtierd: %.4f with the classes, %.4f without\n", with,

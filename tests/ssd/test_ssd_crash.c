@@ -93,6 +93,8 @@ static uint64_t run_writer(const char *writer, const char *dir, uint64_t first, 
 
 int main(int argc, char **argv)
 {
+	if (!(argc > 2 && !strcmp(argv[2], "threads")))
+		kvt_test_need_io_uring(); /* before anything is made */
 	const char *env = getenv("KVT_CRASH_ITERS");
 	int iters = env ? atoi(env) : 40;
 	bool threads = argc > 2 && !strcmp(argv[2], "threads");

@@ -155,6 +155,8 @@ static void ring_failure_reaps_and_falls_back(void **state)
 	rig_open(&rig, "ssd_io_ring", 8);
 	kvt_ssd_io_stats(rig.io, &st);
 	if (!st.uring) {
+		if (!force_threads && kvt_test_io_uring_required())
+			fail_msg("KVT_TEST_REQUIRE_IO_URING=1, and the engine is on the thread pool");
 		rig_close(&rig);
 		print_message("SKIP: io_uring is not in use here (%s): the thread pool has no "
 			      "ring to break\n", st.uring_error ? strerror(-st.uring_error) : "forced");
@@ -204,6 +206,8 @@ static bool uring_or_skip(struct rig *r, const char *what)
 	kvt_ssd_io_stats(r->io, &st);
 	if (st.uring)
 		return true;
+	if (!force_threads && kvt_test_io_uring_required())
+		fail_msg("KVT_TEST_REQUIRE_IO_URING=1, and the engine is on the thread pool");
 	rig_close(r);
 	print_message("SKIP: io_uring is not in use here (%s): on the thread pool %s\n",
 		      st.uring_error ? strerror(-st.uring_error) : "forced", what);
@@ -286,6 +290,8 @@ int main(int argc, char **argv)
 	};
 
 	force_threads = argc > 1 && !strcmp(argv[1], "threads");
+	if (!force_threads)
+		kvt_test_need_io_uring();
 	seed = kvt_test_seed();
 	batch_hold_watchdog(90);
 	return cmocka_run_group_tests(tests, NULL, NULL);

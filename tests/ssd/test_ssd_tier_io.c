@@ -359,6 +359,8 @@ static void ring_failure_in_a_write_keeps_the_tier(void **state)
 	(void)state;
 	kvt_ssd_stats(ssd, &st);
 	if (!st.io.uring) {
+		if (!force_threads && kvt_test_io_uring_required())
+			fail_msg("KVT_TEST_REQUIRE_IO_URING=1, and the tier's I/O is on the thread pool");
 		kvt_ssd_close(ssd);
 		kvt_test_rmdir(dir);
 		free(dir);
@@ -600,6 +602,8 @@ int main(int argc, char **argv)
 	};
 
 	force_threads = argc > 1 && !strcmp(argv[1], "threads");
+	if (!force_threads)
+		kvt_test_need_io_uring();
 	seed = kvt_test_seed();
 	batch_hold_watchdog(90);
 	return cmocka_run_group_tests(tests, NULL, NULL);

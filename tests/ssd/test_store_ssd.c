@@ -1182,6 +1182,8 @@ int main(int argc, char **argv)
 	};
 
 	force_threads = argc > 1 && !strcmp(argv[1], "threads");
+	if (!force_threads)
+		kvt_test_need_io_uring();
 	seed = kvt_test_seed();
 	return cmocka_run_group_tests_name(force_threads ? "store_ssd (thread pool)" :
 				   "store_ssd (io_uring)", tests, NULL, NULL);

@@ -625,6 +625,8 @@ int main(int argc, char **argv)
 	};
 
 	force_threads = argc > 1 && !strcmp(argv[1], "threads");
+	if (!force_threads)
+		kvt_test_need_io_uring();
 	seed = kvt_test_seed();
 	batch_hold_watchdog(90);
 	return cmocka_run_group_tests(tests, NULL, NULL);

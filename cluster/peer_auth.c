@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Peer authentication with the cluster secret (see peer_auth.h). */
-#include "transport/peer_auth.h"
+#include "cluster/peer_auth.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
-#include "transport/peer_io.h"
+#include "cluster/peer_io.h"
 #include "transport/sockio.h"
 
 int kvt_peer_secret_set(struct kvt_peer_secret *s, const void *p, size_t len)

@@ -11,14 +11,14 @@
  * ibverbs details (protection domain, completion queue, address vectors).
  * Every op returns 0 (or a count) or a negative errno; a provider keeps
  * its library's own message for the log (errstr). */
-#ifndef KVT_TRANSPORT_VERBS_H
-#define KVT_TRANSPORT_VERBS_H
+#ifndef KVT_CLUSTER_VERBS_H
+#define KVT_CLUSTER_VERBS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "transport/peer_proto.h" /* struct kvt_peer_ep */
+#include "cluster/peer_proto.h" /* struct kvt_peer_ep */
 
 struct kvt_verbs_dev;
 struct kvt_verbs_mr;
@@ -97,4 +97,4 @@ struct kvt_verbs_ops {
 /* The libibverbs provider, or NULL when kvtier was built without RDMA. */
 const struct kvt_verbs_ops *kvt_verbs_ibv(void);
 
-#endif /* KVT_TRANSPORT_VERBS_H */
+#endif /* KVT_CLUSTER_VERBS_H */

@@ -17,16 +17,16 @@
  * it too. The caller retries another holder or reports a miss.
  *
  * Thread-safe: concurrent fetches use distinct connections. */
-#ifndef KVT_TRANSPORT_PEER_CLIENT_H
-#define KVT_TRANSPORT_PEER_CLIENT_H
+#ifndef KVT_CLUSTER_PEER_CLIENT_H
+#define KVT_CLUSTER_PEER_CLIENT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "kvtier/types.h"
-#include "transport/peer_auth.h"
-#include "transport/peer_proto.h"
-#include "transport/server.h" /* kvt_log_cb */
+#include "cluster/peer_auth.h"
+#include "cluster/peer_proto.h"
+#include "kvtier/log.h" /* kvt_log_cb */
 
 struct kvt_peer_client_opts {
 	size_t size;               /* sizeof(struct kvt_peer_client_opts), set by _init */
@@ -120,4 +120,4 @@ int kvt_peer_client_stats(struct kvt_peer_client *c, struct kvt_peer_stats *out,
 /* Close every connection. NULL is accepted. No call may be running. */
 void kvt_peer_client_close(struct kvt_peer_client *c);
 
-#endif /* KVT_TRANSPORT_PEER_CLIENT_H */
+#endif /* KVT_CLUSTER_PEER_CLIENT_H */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Frame encoding and strict decoding of the peer protocol (see peer_proto.h). */
-#include "transport/peer_proto.h"
+#include "cluster/peer_proto.h"
 
 #include <errno.h>
 #include <string.h>

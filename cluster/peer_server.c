@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The owner's side of the peer transport (see peer_server.h). */
-#include "transport/peer_server.h"
+#include "cluster/peer_server.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +19,10 @@
 #include <xxhash.h>
 
 #include "cluster/lease.h"
-#include "transport/peer_io.h"
+#include "cluster/peer_io.h"
 #include "transport/sockio.h"
 #include "transport/wire.h"
+#include "util/log.h"
 
 struct pconn {
 	struct pconn *next;
@@ -65,21 +65,7 @@ void kvt_peer_server_opts_init(struct kvt_peer_server_opts *opts, size_t size_by
 	opts->max_unauth_per_source = 8;
 }
 
-static void slog(struct kvt_peer_server *s, enum kvt_log_level lvl, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void slog(struct kvt_peer_server *s, enum kvt_log_level lvl, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-
-	if (!s->o.log)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	s->o.log(s->o.log_arg, lvl, msg);
-}
+#define slog(s, lvl, ...) kvt_log_to((s)->o.log, (s)->o.log_arg, lvl, __VA_ARGS__)
 
 static uint64_t deadline(const struct kvt_peer_server *s)
 {

@@ -30,8 +30,8 @@
  *
  * Block bytes travel beside the frames so that they can be sent straight
  * from a DRAM slot and received straight into one. */
-#ifndef KVT_TRANSPORT_PEER_PROTO_H
-#define KVT_TRANSPORT_PEER_PROTO_H
+#ifndef KVT_CLUSTER_PEER_PROTO_H
+#define KVT_CLUSTER_PEER_PROTO_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -173,4 +173,4 @@ int kvt_peer_enc_ep(struct kvt_wr *w, uint16_t op, uint64_t id, int32_t status,
 /* A reply with a status and no payload. */
 int kvt_peer_enc_status(struct kvt_wr *w, uint16_t op, uint64_t id, int32_t status);
 
-#endif /* KVT_TRANSPORT_PEER_PROTO_H */
+#endif /* KVT_CLUSTER_PEER_PROTO_H */

@@ -14,16 +14,16 @@
  *
  * Blocks are found by their namespace's salt through find_ns_cb, so the
  * server names no namespace registry of its own. */
-#ifndef KVT_TRANSPORT_PEER_SERVER_H
-#define KVT_TRANSPORT_PEER_SERVER_H
+#ifndef KVT_CLUSTER_PEER_SERVER_H
+#define KVT_CLUSTER_PEER_SERVER_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "kvtier/store.h"
-#include "transport/peer_auth.h"
-#include "transport/server.h" /* kvt_log_cb */
+#include "cluster/peer_auth.h"
+#include "kvtier/log.h" /* kvt_log_cb */
 
 struct kvt_lease_table;
 
@@ -103,4 +103,4 @@ void kvt_peer_server_stats(struct kvt_peer_server *srv, struct kvt_peer_server_s
  * join the threads. NULL is accepted. */
 void kvt_peer_server_close(struct kvt_peer_server *srv);
 
-#endif /* KVT_TRANSPORT_PEER_SERVER_H */
+#endif /* KVT_CLUSTER_PEER_SERVER_H */

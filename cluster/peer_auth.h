@@ -15,14 +15,14 @@
  * encrypt or sign the frames that follow (a cluster network an attacker can
  * write to needs IPsec or WireGuard under it), though every block is still
  * checksummed end to end. */
-#ifndef KVT_TRANSPORT_PEER_AUTH_H
-#define KVT_TRANSPORT_PEER_AUTH_H
+#ifndef KVT_CLUSTER_PEER_AUTH_H
+#define KVT_CLUSTER_PEER_AUTH_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "transport/peer_proto.h"
+#include "cluster/peer_proto.h"
 
 #define KVT_PEER_SECRET_MIN 16
 #define KVT_PEER_SECRET_MAX 1024
@@ -63,4 +63,4 @@ int kvt_peer_auth_client(int fd, const struct kvt_peer_secret *s, const char *se
 			 const char *expect_id, uint64_t deadline_ns,
 			 char server_id[KVT_PEER_ID_MAX + 1], uint32_t *flags);
 
-#endif /* KVT_TRANSPORT_PEER_AUTH_H */
+#endif /* KVT_CLUSTER_PEER_AUTH_H */

@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The reader's side of the peer transport (see peer_client.h). */
-#include "transport/peer_client.h"
+#include "cluster/peer_client.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +15,10 @@
 #include <openssl/crypto.h>
 #include <xxhash.h>
 
-#include "transport/peer_io.h"
+#include "cluster/peer_io.h"
 #include "transport/sockio.h"
 #include "transport/wire.h"
+#include "util/log.h"
 
 #define MAX_CONNS 64
 
@@ -54,21 +54,7 @@ void kvt_peer_client_opts_init(struct kvt_peer_client_opts *opts, size_t size_by
 	opts->down_ms = 1000;
 }
 
-static void clog_(struct kvt_peer_client *c, enum kvt_log_level lvl, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void clog_(struct kvt_peer_client *c, enum kvt_log_level lvl, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-
-	if (!c->o.log)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	c->o.log(c->o.log_arg, lvl, msg);
-}
+#define clog_(c, lvl, ...) kvt_log_to((c)->o.log, (c)->o.log_arg, lvl, __VA_ARGS__)
 
 int kvt_peer_client_open(const struct kvt_peer_client_opts *o, struct kvt_peer_client **out)
 {
@@ -175,7 +161,7 @@ static bool peer_down(struct kvt_peer_client *c, struct peer *p)
 	bool down;
 
 	pthread_mutex_lock(&c->mu);
-	down = p->down_until > kvt_clock_ns();
+	down = p->down_until > kvt_now_ns();
 	pthread_mutex_unlock(&c->mu);
 	return down;
 }
@@ -320,7 +306,7 @@ static int send_frame(struct fetch *f, struct fconn *fc)
 	f->w.len = 0;
 	fc->state = F_HDR;
 	fc->got = 0;
-	fc->last_progress = kvt_clock_ns();
+	fc->last_progress = kvt_now_ns();
 	return err;
 }
 
@@ -410,7 +396,7 @@ static int step(struct fetch *f, struct fconn *fc)
 				continue;
 			return errno == EAGAIN ? 0 : -errno;
 		}
-		fc->last_progress = kvt_clock_ns();
+		fc->last_progress = kvt_now_ns();
 		turn += (size_t)r;
 		if (fc->state == F_DATA)
 			XXH3_64bits_update(fc->xs, dst, (size_t)r);
@@ -476,7 +462,7 @@ static void run(struct fetch *f, struct fconn *fcs, size_t k)
 	size_t map[MAX_CONNS];
 
 	for (;;) {
-		uint64_t now = kvt_clock_ns(), wake = UINT64_MAX;
+		uint64_t now = kvt_now_ns(), wake = UINT64_MAX;
 		size_t np = 0;
 		int rc, ms;
 
@@ -496,7 +482,7 @@ static void run(struct fetch *f, struct fconn *fcs, size_t k)
 		rc = poll(pfd, np, ms);
 		if (rc < 0 && errno != EINTR)
 			rc = 0; /* ENOMEM and the like: the idle clock decides */
-		now = kvt_clock_ns();
+		now = kvt_now_ns();
 		for (size_t i = 0; i < np; i++) {
 			struct fconn *fc = &fcs[map[i]];
 			int err;
@@ -644,7 +630,7 @@ int kvt_peer_lease(struct kvt_peer_client *c, const struct kvt_peer_target *t,
 	kvt_wr_init(&w);
 	id = new_id(c);
 	err = kvt_peer_enc_keys_req(&w, KVT_PEER_LEASE, id, salt, block_bytes, keys, n, lease_ms);
-	*sent_ns = kvt_clock_ns();
+	*sent_ns = kvt_now_ns();
 	if (!err)
 		err = rpc(c, t, &w, KVT_PEER_LEASE, id, &h, buf, KVT_PROTO_MAX_PAYLOAD);
 	if (!err && h.status)
@@ -745,7 +731,7 @@ void kvt_peer_conn_close(struct kvt_peer_conn *conn)
 
 int kvt_peer_client_stats(struct kvt_peer_client *c, struct kvt_peer_stats *out, size_t max)
 {
-	uint64_t now = kvt_clock_ns();
+	uint64_t now = kvt_now_ns();
 	size_t n = 0;
 
 	pthread_mutex_lock(&c->mu);

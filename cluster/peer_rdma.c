@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The RDMA peer transport (see peer_rdma.h). */
-#include "transport/peer_rdma.h"
+#include "cluster/peer_rdma.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +13,7 @@
 #include <xxhash.h>
 
 #include "transport/sockio.h"
+#include "util/log.h"
 
 #define MAX_QPS_PER_READ 16
 
@@ -59,21 +59,7 @@ void kvt_rdma_opts_init(struct kvt_rdma_opts *opts, size_t size_bytes)
 	opts->mr_overlap = 64ull << 20;
 }
 
-static void rlog(struct kvt_rdma *r, enum kvt_log_level lvl, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void rlog(struct kvt_rdma *r, enum kvt_log_level lvl, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-
-	if (!r->o.log)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	r->o.log(r->o.log_arg, lvl, msg);
-}
+#define rlog(r, lvl, ...) kvt_log_to((r)->o.log, (r)->o.log_arg, lvl, __VA_ARGS__)
 
 static const char *verr(const struct kvt_rdma *r)
 {
@@ -438,7 +424,7 @@ static void complete(struct kvt_rdma *r, struct kvt_rdma_item *it, const struct 
 		l->broken = true;
 		return;
 	}
-	if (kvt_clock_ns() >= it->valid_until_ns) {
+	if (kvt_now_ns() >= it->valid_until_ns) {
 		it->status = -ESTALE; /* the owner may have let the slot go */
 		st->lease_expired++;
 		return;
@@ -540,7 +526,7 @@ int kvt_rdma_read(struct kvt_rdma *r, const char *peer, struct kvt_rdma_item *it
 					items[l->idx[l->next_post++]].status = -ECANCELED;
 			left += l->outstanding + (l->n - l->next_post);
 		}
-		if (left && kvt_clock_ns() >= deadline) {
+		if (left && kvt_now_ns() >= deadline) {
 			/* Out of time: move the late queue pairs to ERROR so what is
 			 * outstanding flushes, then take those completions (the
 			 * destinations must not be written after we return). */
@@ -555,7 +541,7 @@ int kvt_rdma_read(struct kvt_rdma *r, const char *peer, struct kvt_rdma_item *it
 				l->broken = true;
 				while (l->next_post < l->n)
 					items[l->idx[l->next_post++]].status = -ETIMEDOUT;
-				while (l->outstanding && kvt_clock_ns() < drain) {
+				while (l->outstanding && kvt_now_ns() < drain) {
 					int got = r->v->poll(l->q->h, wc, (int)r->o.poll_batch);
 
 					for (int c = 0; c < got; c++)

@@ -2,7 +2,7 @@
 /* The libibverbs provider of the verbs ops (see verbs.h). Built when
  * libibverbs is found (KVT_HAVE_RDMA); otherwise kvt_verbs_ibv() is NULL and
  * the RDMA transport reports -EOPNOTSUPP. */
-#include "transport/verbs.h"
+#include "cluster/verbs.h"
 
 #ifndef KVT_HAVE_RDMA
 

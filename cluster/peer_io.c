@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Whole peer frames over a socket (see peer_io.h). */
-#include "transport/peer_io.h"
+#include "cluster/peer_io.h"
 
 #include <errno.h>
 

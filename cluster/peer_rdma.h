@@ -25,15 +25,15 @@
  * can act on (retry over TCP, another holder, or recompute).
  *
  * Every verbs call goes through a const struct kvt_verbs_ops (verbs.h). */
-#ifndef KVT_TRANSPORT_PEER_RDMA_H
-#define KVT_TRANSPORT_PEER_RDMA_H
+#ifndef KVT_CLUSTER_PEER_RDMA_H
+#define KVT_CLUSTER_PEER_RDMA_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "cluster/directory.h" /* struct kvt_node_mr */
-#include "transport/peer_server.h"
-#include "transport/verbs.h"
+#include "cluster/peer_server.h"
+#include "cluster/verbs.h"
 
 struct kvt_rdma_opts {
 	size_t size;                 /* sizeof(struct kvt_rdma_opts), set by _init */
@@ -129,4 +129,4 @@ void kvt_rdma_stats(struct kvt_rdma *r, struct kvt_rdma_stats *out);
 /* Destroy every queue pair, deregister, close the device. NULL is accepted. */
 void kvt_rdma_close(struct kvt_rdma *r);
 
-#endif /* KVT_TRANSPORT_PEER_RDMA_H */
+#endif /* KVT_CLUSTER_PEER_RDMA_H */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The library's log: one handler for the process, stderr by default. */
-#include "store/log.h"
+#include "util/log.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -28,18 +28,41 @@ static void log_stderr(enum kvt_log_level level, const char *msg)
 	fprintf(stderr, "kvtier %s: %s\n", names[level], msg);
 }
 
-void kvt_log(enum kvt_log_level level, const char *fmt, ...)
+/* The program's handler, or stderr: kvt_log's destination. */
+static void handler_cb(void *unused, enum kvt_log_level level, const char *msg)
 {
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	pthread_rwlock_rdlock(&handler_lock);
 	if (handler)
 		handler(handler_arg, level, msg);
 	else
 		log_stderr(level, msg);
 	pthread_rwlock_unlock(&handler_lock);
+}
+
+void kvt_vlog_to(kvt_log_cb cb, void *arg, enum kvt_log_level level, const char *fmt, va_list ap)
+{
+	char msg[1024]; /* a longer line is cut, never split */
+
+	if (!cb)
+		return;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	cb(arg, level, msg);
+}
+
+void kvt_log_to(kvt_log_cb cb, void *arg, enum kvt_log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	kvt_vlog_to(cb, arg, level, fmt, ap);
+	va_end(ap);
+}
+
+void kvt_log(enum kvt_log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	kvt_vlog_to(handler_cb, NULL, level, fmt, ap);
+	va_end(ap);
 }
