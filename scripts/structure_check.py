@@ -44,7 +44,6 @@ LINE_ALLOW = {
     "store/store.c",
     "store/tiering.c",
     "tiers/ssd_io.c",
-    "app/daemon_config.c",
 }
 
 SOURCE_EXT = (".c", ".h", ".cu", ".cuh")
