@@ -60,8 +60,8 @@ bool kvt_tiering_refuse(struct kvt_store *s, uint32_t i, struct storage *to)
 	if (kvt_catalog_admit(&s->cat, i, to->t->kind))
 		return false;
 	s->counters.tier[s->mem->kind].evictions++;
-	s->counters.ssd_admission_refused++;
-	s->counters.ssd_admission_refused_bytes += r->size;
+	to->refused++;
+	to->refused_bytes += r->size;
 	kvt_tiering_discard(s, i);
 	return true;
 }

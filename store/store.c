@@ -215,3 +215,19 @@ int kvt_store_stats(struct kvt_store *s, struct kvt_store_stats *out)
 	/* a caller built against an older, smaller struct gets its prefix */
 	return kvt_opts_store(out, &st, sizeof(st));
 }
+
+int kvt_store_tier_counters(struct kvt_store *s, enum kvt_tier tier, struct kvt_counter *out,
+			    size_t max)
+{
+	size_t n;
+
+	if (!s || (max && !out))
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	if (tier == s->mem->kind)
+		n = s->mem->ops->counters ? s->mem->ops->counters(s->mem, out, max) : 0;
+	else
+		n = kvt_tiering_counters(s, tier, out, max);
+	pthread_mutex_unlock(&s->lock);
+	return (int)n;
+}

@@ -126,7 +126,7 @@ static void forget_dropped_of(struct kvt_store *s, struct storage *st)
 			if (r->copy_tier == kind && r->copy_loc == d[k].loc) {
 				/* the block stays in memory; its copy is written again */
 				r->copy_tier = KVT_TIER_NONE;
-				s->counters.ssd_copies_dropped++;
+				st->copies_dropped++;
 				kvt_tiering_want_rewrite(s->tiering, i);
 				continue;
 			}
@@ -192,7 +192,7 @@ uint64_t kvt_tiering_evict_from(struct kvt_store *s, struct storage *st, uint64_
 		if (r->state != KVT_REC_FREE && r->copy_tier == kind) {
 			freed += r->size;
 			kvt_tiering_drop_copy(s, r);
-			s->counters.ssd_copies_dropped++;
+			st->copies_dropped++;
 			n_freed++;
 		}
 	}

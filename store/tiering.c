@@ -51,7 +51,38 @@ void kvt_tiering_stats(struct kvt_store *s, struct kvt_store_stats *st)
 			st->tier[t->kind].used_bytes += sg->recovered[j].len;
 		st->tier[t->kind].blocks += sg->n_recovered;
 		st->recovered_unattached += sg->n_recovered;
+		/* the fields older callers read: demotions went to the SSD tier
+		 * alone when they were named */
+		st->ssd_copies_dropped += sg->copies_dropped;
+		st->ssd_admission_refused += sg->refused;
+		st->ssd_admission_refused_bytes += sg->refused_bytes;
 	}
+}
+
+size_t kvt_tiering_counters(struct kvt_store *s, enum kvt_tier kind, struct kvt_counter *out,
+			    size_t max)
+{
+	struct storage *sg = storage_of(s, kind);
+	size_t n;
+
+	if (!sg)
+		return 0;
+	n = sg->t->ops->counters ? sg->t->ops->counters(sg->t, out, max) : 0;
+	if (sg->t->caps & KVT_TIER_CAP_DEMOTE) {
+		const struct kvt_counter c[] = {
+			{ "copies_dropped", "Spare copies of blocks in memory the tier let go for "
+			  "room (the block stays).", "blocks", KVT_COUNTER_COUNTER,
+			  sg->copies_dropped },
+			{ "admission_refused", "Blocks leaving memory the tier's admission rule "
+			  "refused: dropped, not written.", "blocks", KVT_COUNTER_COUNTER,
+			  sg->refused },
+			{ "admission_refused_bytes", "Bytes of the blocks the tier's admission rule "
+			  "refused: writes saved.", "bytes", KVT_COUNTER_COUNTER, sg->refused_bytes },
+		};
+
+		n += KVT_TIER_COUNTERS(out + n, max - n, c);
+	}
+	return n;
 }
 
 /* ---- the list -------------------------------------------------------------- */

@@ -37,6 +37,9 @@ struct storage {
 	/* a degraded tier is probed, with backoff */
 	uint64_t probe_at;        /* CLOCK_MONOTONIC ns; 0: not seen degraded */
 	uint64_t probe_backoff;   /* ns */
+	/* what the store did with the tier, in the tier's counters */
+	uint64_t copies_dropped;  /* spare copies let go for room (block in memory) */
+	uint64_t refused, refused_bytes; /* blocks its admission rule kept off it */
 };
 
 /* A demotion batch and the records it holds busy. */

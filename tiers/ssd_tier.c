@@ -134,6 +134,28 @@ static void op_stats(struct kvt_storage_tier *t, struct kvt_store_stats *st)
 	st->ssd_write_stored_bytes = ss.write_stored_bytes;
 }
 
+/* The SSD tier's named counters (tiers/tier.h): a new one is a row here. */
+static size_t op_counters(struct kvt_storage_tier *t, struct kvt_counter *out, size_t max)
+{
+	struct kvt_ssd_stats ss;
+
+	kvt_ssd_stats(ssd_of(t), &ss);
+	const struct kvt_counter c[] = {
+		{ "compressed_writes", "SSD records written encoded by the codec (the others raw).",
+		  "records", KVT_COUNTER_COUNTER, ss.compressed_writes },
+		{ "tombstones", "Removals logged in the SSD tier, on disk.", "records",
+		  KVT_COUNTER_GAUGE, ss.tombstones },
+		{ "probes", "Write probes of a degraded SSD tier.", "", KVT_COUNTER_COUNTER,
+		  ss.probes },
+		{ "resumed", "Times a degraded SSD tier came back.", "", KVT_COUNTER_COUNTER,
+		  ss.resumed },
+		{ "recovery_scanned_segments", "Segments the last open read whole (no valid summary).",
+		  "segments", KVT_COUNTER_GAUGE, ss.recovery_scanned },
+	};
+
+	return KVT_TIER_COUNTERS(out, max, c);
+}
+
 static void op_close(struct kvt_storage_tier *t)
 {
 	struct ssd_tier *st = (struct ssd_tier *)t;
@@ -156,6 +178,7 @@ static const struct kvt_storage_tier_ops ssd_tier_ops = {
 	.probe = op_probe,
 	.register_region = op_register_region,
 	.stats = op_stats,
+	.counters = op_counters,
 	.close = op_close,
 };
 
