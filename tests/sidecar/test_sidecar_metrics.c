@@ -333,6 +333,12 @@ static void tier_counters_reach_stats_metrics_and_cli(void **state)
 	assert_true(table_everywhere(st, "dram", metrics, table) >= 4);
 	ssd = json_object_get(json_object_get(st, "tiers"), "ssd");
 	assert_true(kvtd_stat(ssd, "counters", NULL, "tombstones") >= 0);
+	/* the LOAD had its SSD reads in flight together */
+	assert_true(kvtd_stat(ssd, "counters", NULL, "reads_in_flight_max") >= 1);
+	assert_true(kvtd_stat(ssd, "counters", NULL, "reads_in_flight_max") <= N);
+	assert_true(kvtd_metric_checked(metrics, "kvtier_ssd_reads_in_flight_max ") >= 1);
+	if (table)
+		assert_non_null(strstr(table, "reads_in_flight_max"));
 	/* rows that were fields: the old field and the old metric name hold */
 	assert_int_equal(kvtd_stat(ssd, "counters", NULL, "compressed_writes"),
 			 kvtd_stat(st, "store", NULL, "ssd_compressed_writes"));
