@@ -11,10 +11,11 @@
  * so that it sees one index. A few functions below it let that lock go and
  * take it again before they return, and they are the only ones: those that
  * wait for a device (a tier's submit, wait or probe, kvt_tier_run: the
- * demoter's batches and tombstones, write_copies, the reads of fetch.c) and
- * those that wait for room (kvt_tiering_alloc: make_room and wait_pass wait
- * on the demoter's condition variable). Each says so in its contract
- * ("released while ..."). This is needed: a device wait under the lock
+ * demoter's batches and tombstones, write_copies, probe_degraded, the reads
+ * of fetch.c) and those that wait on a condition variable (kvt_tiering_alloc:
+ * make_room and wait_pass wait for the demoter to make room; demoter_wait
+ * for work; store_get.c for a block another reader brings up). Each says so
+ * in its contract ("released while ..."). This is needed: a device wait under the lock
  * would stop every other client for a device's latency, and the room an
  * allocation waits for is made by the demoter, which needs the lock; while
  * the callers hold records (busy, pending) that the wait must not let go.
