@@ -29,6 +29,9 @@
 
 static struct kvtd_proc d;
 static int port;
+/* the daemon with an SSD tier of one test: stopped by teardown too, so a
+ * failed assertion does not leave it running */
+static struct kvtd_proc ds;
 
 static int setup(void **state)
 {
@@ -45,6 +48,8 @@ static int teardown(void **state)
 	int status = kvtd_stop(&d, SIGTERM);
 
 	kvtd_cleanup(&d);
+	if (ds.dir)
+		kvtd_cleanup(&ds);
 	return status == 0 ? 0 : -1;
 }
 
@@ -287,7 +292,6 @@ static void tier_counters_reach_stats_metrics_and_cli(void **state)
 		{ "tiers", "dram", "evictions" },
 	};
 	enum { N = 96 }; /* 12 MiB of 128 KiB blocks: a third goes to SSD */
-	struct kvtd_proc ds = { 0 };
 	struct kvtd_chain e;
 	struct kvt_key keys[16];
 	uint32_t pages[N], n_ssd = 0;
@@ -363,6 +367,7 @@ static void tier_counters_reach_stats_metrics_and_cli(void **state)
 	kvtd_chain_close(&e);
 	assert_int_equal(kvtd_stop(&ds, SIGTERM), 0);
 	kvtd_cleanup(&ds);
+	memset(&ds, 0, sizeof(ds));
 }
 
 int main(void)
