@@ -25,7 +25,8 @@ void kvt_stats_usage(FILE *f)
 	      "DESCRIPTION\n"
 	      "    Asks the daemon for its counters over its socket and prints, per tier,\n"
 	      "    capacity, occupancy, blocks, hits, bytes in and out, evictions, errors\n"
-	      "    and whether it is degraded; lookup hits and misses; with an SSD tier,\n"
+	      "    and whether it is degraded, then each tier's own named counters\n"
+	      "    (docs/tiers-interface.md); lookup hits and misses; with an SSD tier,\n"
 	      "    the blocks its admission rule (kvtierd --ssd-admission) kept off it and\n"
 	      "    the spare copies it let go; bytes copied to and from engine memory;\n"
 	      "    and per operation the count, errors and latency\n"
@@ -195,6 +196,44 @@ static void print_restart(json_t *r)
 		       "%.0f left\n", num(wd, "blocks"), num(wd, "refused"), num(wd, "left"));
 }
 
+/* Each tier's named counters (tiers.<tier>.counters, with their units),
+ * as many to a line as fit: a counter a tier adds shows up here as it is. */
+static void print_tier_counters(json_t *tiers)
+{
+	const char *name, *key;
+	json_t *t, *v;
+
+	json_object_foreach(tiers, name, t) {
+		json_t *units = json_object_get(t, "units");
+		const char *label = name; /* the tier's name on its first line */
+		int col = 0;
+
+		json_object_foreach(json_object_get(t, "counters"), key, v) {
+			const char *unit = json_string_value(json_object_get(units, key));
+			char val[48], item[160];
+			int len;
+
+			if (unit && !strcmp(unit, "bytes"))
+				kvt_fmt_bytes((uint64_t)json_number_value(v), val, sizeof(val));
+			else
+				snprintf(val, sizeof(val), "%.0f", json_number_value(v));
+			len = snprintf(item, sizeof(item), "%s %s", key, val);
+			if (col && col + 2 + len > 100) {
+				printf("\n");
+				col = 0;
+			}
+			if (col) {
+				col += printf(", %s", item);
+			} else {
+				col = printf("%-9s %s", label, item);
+				label = "";
+			}
+		}
+		if (col)
+			printf("\n");
+	}
+}
+
 static void print_table(json_t *root, const char *socket)
 {
 	json_t *server = json_object_get(root, "server"), *store = json_object_get(root, "store");
@@ -218,6 +257,7 @@ static void print_table(json_t *root, const char *socket)
 		       bytes_of(t, "bytes_out", d, sizeof(d)), num(t, "evictions"),
 		       num(t, "errors"), json_is_true(json_object_get(t, "degraded")) ? "DEGRADED" : "ok");
 	}
+	print_tier_counters(tiers);
 	printf("\nlookups   %.0f keys: %.0f hits (%.1f%%), %.0f misses; %.0f blocks in %.0f namespaces\n",
 	       keys, hits, keys ? 100 * hits / keys : 0, keys - hits, num(store, "blocks"),
 	       num(store, "namespaces"));

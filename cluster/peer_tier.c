@@ -431,6 +431,28 @@ static void op_stats(struct kvt_storage_tier *t, struct kvt_store_stats *st)
 	st->tier[t->kind].errors += __atomic_load_n(&pt->st.errors, __ATOMIC_RELAXED);
 }
 
+/* The peer tier's named counters (tiers/tier.h): a new one is a row here. */
+static size_t op_counters(struct kvt_storage_tier *t, struct kvt_counter *out, size_t max)
+{
+	struct kvt_peer_tier_stats ps;
+
+	kvt_peer_tier_stats(pt_of(t), &ps);
+	const struct kvt_counter c[] = {
+		{ "fetches", "Read batches the peer tier sent to other nodes.", "",
+		  KVT_COUNTER_COUNTER, ps.fetches },
+		{ "fetched_bytes", "Bytes the peer tier fetched from other nodes and verified.",
+		  "bytes", KVT_COUNTER_COUNTER, ps.bytes },
+		{ "rdma_blocks", "Blocks the peer tier read by RDMA.", "blocks", KVT_COUNTER_COUNTER,
+		  ps.rdma_blocks },
+		{ "rdma_fallbacks", "Peer tier requests sent over TCP: the holder lent nothing by "
+		  "RDMA.", "", KVT_COUNTER_COUNTER, ps.rdma_fallbacks },
+		{ "lookup_unanswered", "Lookups after a local miss the directory could not answer "
+		  "in time.", "", KVT_COUNTER_COUNTER, ps.lookup_unanswered },
+	};
+
+	return KVT_TIER_COUNTERS(out, max, c);
+}
+
 static void op_close(struct kvt_storage_tier *t)
 {
 	kvt_peer_tier_close(pt_of(t));
@@ -444,6 +466,7 @@ static const struct kvt_storage_tier_ops peer_tier_ops = {
 	.degraded = op_degraded,
 	.register_region = op_register_region,
 	.stats = op_stats,
+	.counters = op_counters,
 	.lookup = op_lookup,
 	.close = op_close,
 };

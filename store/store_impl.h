@@ -1,9 +1,27 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The store's own structures, shared by the files of the store core
- * (store.c: the API; tiering.c: movement over the list of tiers; fetch.c:
- * batched reads up from storage tiers; store_tiers.c: the storage tiers the
- * options ask for). Not a public header: callers see only
- * include/kvtier/store.h. */
+ * (store.c, namespace.c, store_put.c, store_get.c, store_keys.c: the API;
+ * tiering.c and the files it names: movement over the list of tiers;
+ * fetch.c: batched reads up from storage tiers; store_tiers.c: the storage
+ * tiers the options ask for). Not a public header: callers see only
+ * include/kvtier/store.h.
+ *
+ * The lock. s->lock is taken by the API function a caller enters (and by
+ * the demoter's thread for its loop) and held across the whole operation,
+ * so that it sees one index. A few functions below it let that lock go and
+ * take it again before they return, and they are the only ones: those that
+ * wait for a device (a tier's submit, wait or probe, kvt_tier_run: the
+ * demoter's batches and tombstones, write_copies, probe_degraded, the reads
+ * of fetch.c) and those that wait on a condition variable (kvt_tiering_alloc:
+ * make_room and wait_pass wait for the demoter to make room; demoter_wait
+ * for work; store_get.c for a block another reader brings up). Each says so
+ * in its contract ("released while ..."). This is needed: a device wait under the lock
+ * would stop every other client for a device's latency, and the room an
+ * allocation waits for is made by the demoter, which needs the lock; while
+ * the callers hold records (busy, pending) that the wait must not let go.
+ * So a caller of such a function looks its records up again after the call
+ * (they may have moved or gone), as reserve_locked and fetch.c do; no other
+ * function lets go of a lock it did not take. */
 #ifndef KVT_STORE_STORE_IMPL_H
 #define KVT_STORE_STORE_IMPL_H
 

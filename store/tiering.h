@@ -125,4 +125,11 @@ int kvt_tiering_write_down(struct kvt_store *s, uint64_t deadline_ns, struct kvt
 /* Fill every storage tier's stats into st. */
 void kvt_tiering_stats(struct kvt_store *s, struct kvt_store_stats *st);
 
+/* The named counters of the storage tier of a kind into out[0..max): the
+ * tier's own, then what the store counts for it (copies dropped, blocks its
+ * admission rule refused, for a tier that takes demotions). Returns how
+ * many; 0 for no such tier. */
+size_t kvt_tiering_counters(struct kvt_store *s, enum kvt_tier kind, struct kvt_counter *out,
+			    size_t max);
+
 #endif /* KVT_STORE_TIERING_H */

@@ -216,6 +216,24 @@ static void dram_stats(struct kvt_mem_tier *t, struct kvt_tier_stats *out)
 	out->capacity_bytes = d->region_bytes;
 }
 
+/* The DRAM tier's named counters (tiers/tier.h): a new one is a row here. */
+static size_t dram_counters(struct kvt_mem_tier *t, struct kvt_counter *out, size_t max)
+{
+	struct dram *d = to_dram(t);
+	const struct kvt_counter c[] = {
+		{ "slab_bytes", "Bytes of each DRAM slab (slots of one size class share a slab).",
+		  "bytes", KVT_COUNTER_GAUGE, d->slab_bytes },
+		{ "slabs", "Slabs of the DRAM region.", "slabs", KVT_COUNTER_GAUGE, d->n_slabs },
+		{ "slabs_in_use", "DRAM slabs serving a size class (the others free for any).",
+		  "slabs", KVT_COUNTER_GAUGE, d->slabs_in_use },
+		{ "free_slot_bytes", "Bytes of free slots inside the DRAM slabs in use (room only "
+		  "blocks of their size class can take).", "bytes", KVT_COUNTER_GAUGE,
+		  d->free_slot_bytes },
+	};
+
+	return KVT_TIER_COUNTERS(out, max, c);
+}
+
 static void *dram_region(struct kvt_mem_tier *t, uint64_t *len)
 {
 	struct dram *d = to_dram(t);
@@ -263,6 +281,7 @@ static const struct kvt_mem_tier_ops dram_ops = {
 	.max_block = dram_max_block,
 	.occupied = dram_occupied,
 	.stats = dram_stats,
+	.counters = dram_counters,
 	.close = dram_close,
 };
 

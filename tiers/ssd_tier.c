@@ -11,6 +11,9 @@ struct ssd_tier {
 	/* what recovery found, handed out once by take_recovered */
 	struct kvt_tier_rec *found;
 	size_t n_found, cap_found, next_found;
+	/* block reads submitted and not waited for yet, and the most there
+	 * were at once (atomic: readers submit from any thread) */
+	uint64_t reads_in_flight, reads_in_flight_max;
 };
 
 static struct kvt_ssd *ssd_of(struct kvt_storage_tier *t)
@@ -43,14 +46,36 @@ static int found_cb(const struct kvt_ssd_rec_info *r, void *arg)
 	return 0;
 }
 
+/* Count a read batch in flight (n > 0) or done (n < 0), and keep the
+ * high-water mark. */
+static void reads_in_flight(struct ssd_tier *st, int64_t n)
+{
+	uint64_t now = __atomic_add_fetch(&st->reads_in_flight, (uint64_t)n, __ATOMIC_RELAXED);
+	uint64_t max = __atomic_load_n(&st->reads_in_flight_max, __ATOMIC_RELAXED);
+
+	while (n > 0 && now > max &&
+	       !__atomic_compare_exchange_n(&st->reads_in_flight_max, &max, now, true,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
 static int op_submit(struct kvt_storage_tier *t, struct kvt_tier_batch *b)
 {
-	return kvt_ssd_submit(ssd_of(t), b);
+	int err;
+
+	if (!b->write)
+		reads_in_flight((struct ssd_tier *)t, (int64_t)b->n);
+	err = kvt_ssd_submit(ssd_of(t), b);
+	if (err && !b->write)
+		reads_in_flight((struct ssd_tier *)t, -(int64_t)b->n); /* none is in flight */
+	return err;
 }
 
 static void op_wait(struct kvt_storage_tier *t, struct kvt_tier_batch *b)
 {
 	kvt_ssd_wait(ssd_of(t), b);
+	if (!b->write)
+		reads_in_flight((struct ssd_tier *)t, -(int64_t)b->n);
 }
 
 static void op_free(struct kvt_storage_tier *t, uint64_t loc)
@@ -134,6 +159,31 @@ static void op_stats(struct kvt_storage_tier *t, struct kvt_store_stats *st)
 	st->ssd_write_stored_bytes = ss.write_stored_bytes;
 }
 
+/* The SSD tier's named counters (tiers/tier.h): a new one is a row here. */
+static size_t op_counters(struct kvt_storage_tier *t, struct kvt_counter *out, size_t max)
+{
+	struct kvt_ssd_stats ss;
+
+	kvt_ssd_stats(ssd_of(t), &ss);
+	const struct kvt_counter c[] = {
+		{ "compressed_writes", "SSD records written encoded by the codec (the others raw).",
+		  "records", KVT_COUNTER_COUNTER, ss.compressed_writes },
+		{ "tombstones", "Removals logged in the SSD tier, on disk.", "records",
+		  KVT_COUNTER_GAUGE, ss.tombstones },
+		{ "probes", "Write probes of a degraded SSD tier.", "", KVT_COUNTER_COUNTER,
+		  ss.probes },
+		{ "resumed", "Times a degraded SSD tier came back.", "", KVT_COUNTER_COUNTER,
+		  ss.resumed },
+		{ "recovery_scanned_segments", "Segments the last open read whole (no valid summary).",
+		  "segments", KVT_COUNTER_GAUGE, ss.recovery_scanned },
+		{ "reads_in_flight_max", "The most block reads the SSD tier had in flight at once "
+		  "since it opened (how deep LOADs drive the device).", "blocks", KVT_COUNTER_GAUGE,
+		  __atomic_load_n(&((struct ssd_tier *)t)->reads_in_flight_max, __ATOMIC_RELAXED) },
+	};
+
+	return KVT_TIER_COUNTERS(out, max, c);
+}
+
 static void op_close(struct kvt_storage_tier *t)
 {
 	struct ssd_tier *st = (struct ssd_tier *)t;
@@ -156,6 +206,7 @@ static const struct kvt_storage_tier_ops ssd_tier_ops = {
 	.probe = op_probe,
 	.register_region = op_register_region,
 	.stats = op_stats,
+	.counters = op_counters,
 	.close = op_close,
 };
 

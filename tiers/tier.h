@@ -29,9 +29,9 @@
  * Ops a tier has no use for may be NULL where marked optional.
  *
  * Threading: every op may be called from any thread, never with the store's
- * lock held, except free, hold, seq_reserve, take_dropped and
- * degraded, which the store calls under its lock: they must not block on
- * I/O. */
+ * lock held, except free, hold, seq_reserve, take_dropped, degraded, stats
+ * and counters, which the store calls under its lock: they must not block
+ * on I/O. */
 #ifndef KVT_TIERS_TIER_H
 #define KVT_TIERS_TIER_H
 
@@ -69,6 +69,9 @@ struct kvt_mem_tier_ops {
 	uint64_t (*occupied)(const struct kvt_mem_tier *t);
 	/* Capacity into out (the store merges its counters in). */
 	void (*stats)(struct kvt_mem_tier *t, struct kvt_tier_stats *out);
+	/* Optional: the tier's named counters into out[0..max), see
+	 * kvt_tier_counters_copy. Returns how many were written. */
+	size_t (*counters)(struct kvt_mem_tier *t, struct kvt_counter *out, size_t max);
 	void (*close)(struct kvt_mem_tier *t);
 };
 
@@ -171,8 +174,12 @@ struct kvt_storage_tier_ops {
 	/* Register the memory tier's region, so blocks move without copies. */
 	int (*register_region)(struct kvt_storage_tier *t, void *base, uint64_t len);
 	/* Fill st->tier[t->kind] (capacity, degraded, errors, ...) and any part
-	 * of st that is the tier's own (st->ssd). */
+	 * of st that is the tier's own (st->ssd). Those structs no longer grow:
+	 * a new counter goes in the tier's table (counters). */
 	void (*stats)(struct kvt_storage_tier *t, struct kvt_store_stats *st);
+	/* Optional: the tier's named counters into out[0..max), see
+	 * kvt_tier_counters_copy. Returns how many were written. */
+	size_t (*counters)(struct kvt_storage_tier *t, struct kvt_counter *out, size_t max);
 	/* Optional (KEYED): how many leading keys of keys[0..n) the tier can
 	 * serve, within a bounded time of its own (never blocking the caller
 	 * on a peer or a directory that does not answer: 0 then). */
@@ -190,5 +197,19 @@ struct kvt_storage_tier {
 /* Run a batch to the end: submit, then wait. Returns the number of records
  * whose res is 0. */
 int kvt_tier_run(struct kvt_storage_tier *t, struct kvt_tier_batch *b);
+
+/* A tier's named counters (its `counters` op) are a const table it fills
+ * with the values of the moment and hands over with this: c[0..n) into
+ * out[0..max). Returns how many were copied. Each name is the tier's to
+ * choose; STATS shows it as tiers.<tier>.counters.<name>, /metrics as
+ * kvtier_<tier>_<name> (with _total for a counter), `kvtier stats` in the
+ * tier's lines: adding a counter is a row in the tier's table and nothing
+ * else (docs/tiers-interface.md). */
+size_t kvt_tier_counters_copy(struct kvt_counter *out, size_t max, const struct kvt_counter *c,
+			      size_t n);
+
+/* kvt_tier_counters_copy of a whole array. */
+#define KVT_TIER_COUNTERS(out, max, table) \
+	kvt_tier_counters_copy(out, max, table, sizeof(table) / sizeof((table)[0]))
 
 #endif /* KVT_TIERS_TIER_H */

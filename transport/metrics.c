@@ -174,8 +174,34 @@ static void add_ssd_health(json_t *o, const struct kvt_ssd_health *h)
 	KVT_JSON_SET_COUNTS(o, health_counts);
 }
 
-/* One tier's figures (the SSD tier's with its health). */
-static json_t *tier_json(const struct kvt_store_stats *st, int t)
+/* Tier t's table of named counters into c[0..KVT_TIER_COUNTERS_MAX): how
+ * many (0 on error). */
+static size_t tier_counters(struct kvt_store *store, int t, struct kvt_counter *c)
+{
+	int n = kvt_store_tier_counters(store, (enum kvt_tier)t, c, KVT_TIER_COUNTERS_MAX);
+
+	return n > 0 ? (size_t)n : 0;
+}
+
+/* Into tier object o: its named counters ("counters": name -> value) and
+ * the units of those that have one ("units": name -> unit). */
+static void add_tier_counters(json_t *o, struct kvt_store *store, int t)
+{
+	struct kvt_counter c[KVT_TIER_COUNTERS_MAX];
+	size_t n = tier_counters(store, t, c);
+	json_t *values = json_object(), *units = json_object();
+
+	for (size_t i = 0; i < n; i++) {
+		kvt_json_set_count(values, c[i].name, c[i].value);
+		if (c[i].unit && *c[i].unit)
+			json_object_set_new(units, c[i].name, json_string(c[i].unit));
+	}
+	json_object_set_new(o, "counters", values);
+	json_object_set_new(o, "units", units);
+}
+
+/* One tier's figures (the SSD tier's with its health), and its counters. */
+static json_t *tier_json(struct kvt_store *store, const struct kvt_store_stats *st, int t)
 {
 	const struct kvt_tier_stats *ts = &st->tier[t];
 	json_t *o = json_object();
@@ -196,6 +222,7 @@ static json_t *tier_json(const struct kvt_store_stats *st, int t)
 	json_object_set_new(o, "degraded", json_boolean(ts->degraded));
 	if (t == KVT_TIER_SSD)
 		add_ssd_health(o, &st->ssd);
+	add_tier_counters(o, store, t);
 	return o;
 }
 
@@ -239,13 +266,13 @@ static json_t *restart_json(const struct kvt_store_stats *st)
 }
 
 /* The tiers present, by name. */
-static json_t *tiers_json(const struct kvt_store_stats *st)
+static json_t *tiers_json(struct kvt_store *store, const struct kvt_store_stats *st)
 {
 	json_t *o = json_object();
 
 	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++)
 		if (st->tier[t].present)
-			json_object_set_new(o, kvt_tier_name(t), tier_json(st, t));
+			json_object_set_new(o, kvt_tier_name(t), tier_json(store, st, t));
 	return o;
 }
 
@@ -376,7 +403,7 @@ char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
 	if (add_section(root, "server", server_json(srv)) ||
 	    add_section(root, "copies", copies_json(&srv->c, &st)) ||
 	    add_section(root, "store", store_json(&st)) ||
-	    add_section(root, "tiers", tiers_json(&st)) ||
+	    add_section(root, "tiers", tiers_json(srv->opts.store, &st)) ||
 	    add_section(root, "ops", ops_json(&srv->c)) ||
 	    (tenant < srv->opts.n_tenants &&
 	     add_section(root, "tenant", kvt_insight_tenant_json(srv->insight, tenant, &st))))
@@ -459,28 +486,19 @@ static void tier_sample(struct kvt_textbuf *b, const struct tier_family *f, cons
 	}
 }
 
-/* What the SSD tier reports beside the per-tier families. */
+/* What the SSD tier reports beside the per-tier families and its table,
+ * from the fields of struct kvt_store_stats kept for older callers (labelled
+ * families a table's flat rows do not make). */
 static void ssd_prom(struct kvt_textbuf *b, const struct kvt_store_stats *st)
 {
 	const struct kvt_ssd_health *h = &st->ssd;
 	const struct kvt_prom_count written[] = {
-		{ "kvtier_ssd_copies_dropped_total", "counter",
-		  "Spare SSD copies of blocks in DRAM let go for room.", st->ssd_copies_dropped },
-		{ "kvtier_ssd_admission_refused_total", "counter",
-		  "Blocks leaving DRAM the SSD admission rule refused: dropped, not written.",
-		  st->ssd_admission_refused },
-		{ "kvtier_ssd_admission_refused_bytes_total", "counter",
-		  "Bytes of the blocks the SSD admission rule refused: SSD writes saved.",
-		  st->ssd_admission_refused_bytes },
 		{ "kvtier_demote_batches_total", "counter",
 		  "Write batches the demoter sent to the SSD tier (each one group commit).",
 		  st->demote_batches },
 		{ "kvtier_demote_batch_blocks_total", "counter",
 		  "Blocks those batches carried (divided by the batches: the mean batch).",
 		  st->demote_batch_blocks },
-		{ "kvtier_ssd_compressed_writes_total", "counter",
-		  "SSD records written encoded by the codec (the others raw).",
-		  st->ssd_compressed_writes },
 	};
 	const struct kvt_prom_sample write_bytes[] = {
 		{ "raw", st->ssd_write_raw_bytes },
@@ -497,14 +515,6 @@ static void ssd_prom(struct kvt_textbuf *b, const struct kvt_store_stats *st)
 		{ "quarantined", h->quarantined },
 		{ "foreign", h->foreign },
 	};
-	const struct kvt_prom_count health[] = {
-		{ "kvtier_ssd_tombstones", "gauge", "Removals logged in the SSD tier, on disk.",
-		  h->tombstones },
-		{ "kvtier_ssd_probes_total", "counter", "Write probes of a degraded SSD tier.",
-		  h->probes },
-		{ "kvtier_ssd_resumed_total", "counter", "Times a degraded SSD tier came back.",
-		  h->resumed },
-	};
 
 	kvt_prom_counts(b, written, KVT_COUNT_OF(written));
 	kvt_prom_labelled(b, "kvtier_ssd_write_bytes_total", "counter",
@@ -515,11 +525,8 @@ static void ssd_prom(struct kvt_textbuf *b, const struct kvt_store_stats *st)
 	kvt_prom_labelled(b, "kvtier_ssd_recovery_files", "gauge",
 		 "Files the SSD tier's last open moved to quarantine/ or left in place.",
 		 "fate", files, KVT_COUNT_OF(files));
-	kvt_prom_count(b, "kvtier_ssd_recovery_scanned_segments", "gauge",
-	    "Segments the last open read whole (no valid summary).", h->scanned);
 	kvt_prom_help(b, "kvtier_ssd_open_seconds", "gauge", "How long the SSD tier took to open.");
 	kvt_textbuf_printf(b, "kvtier_ssd_open_seconds %.3f\n", (double)h->open_ms / 1e3);
-	kvt_prom_counts(b, health, KVT_COUNT_OF(health));
 }
 
 /* The DRAM tier across a restart (restart_json's figures). */
@@ -561,14 +568,30 @@ static void restart_prom(struct kvt_textbuf *b, const struct kvt_store_stats *st
 	kvt_textbuf_printf(b, "kvtier_restart_rebuild_seconds %.6f\n", (double)w->rebuild_us / 1e6);
 }
 
-/* The per-tier families, each with a sample for every tier present. */
-static void tiers_prom(struct kvt_textbuf *b, const struct kvt_store_stats *st)
+/* The per-tier families, each with a sample for every tier present; then
+ * each tier's table of named counters, one family per row:
+ * kvtier_<tier>_<name>, with _total for a counter. */
+static void tiers_prom(struct kvt_textbuf *b, struct kvt_store *store,
+		       const struct kvt_store_stats *st)
 {
 	for (size_t i = 0; i < KVT_COUNT_OF(tier_families); i++) {
 		kvt_prom_help(b, tier_families[i].name, tier_families[i].type, tier_families[i].help);
 		for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++)
 			if (st->tier[t].present)
 				tier_sample(b, &tier_families[i], kvt_tier_name(t), &st->tier[t]);
+	}
+	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++) {
+		struct kvt_counter c[KVT_TIER_COUNTERS_MAX];
+		size_t n = st->tier[t].present ? tier_counters(store, t, c) : 0;
+
+		for (size_t i = 0; i < n; i++) {
+			bool counter = c[i].kind == KVT_COUNTER_COUNTER;
+			char name[128];
+
+			snprintf(name, sizeof(name), "kvtier_%s_%s%s", kvt_tier_name(t), c[i].name,
+				 counter ? "_total" : "");
+			kvt_prom_count(b, name, counter ? "counter" : "gauge", c[i].help, c[i].value);
+		}
 	}
 }
 
@@ -737,7 +760,7 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 	struct kvt_textbuf b = { 0 };
 
 	kvt_store_stats(srv->opts.store, &st);
-	tiers_prom(&b, &st);
+	tiers_prom(&b, srv->opts.store, &st);
 	lookups_prom(&b, &srv->c, &st);
 	plan_prom(&b, srv, &st);
 	engine_bytes_prom(&b, &srv->c);

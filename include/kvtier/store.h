@@ -348,6 +348,31 @@ int kvt_remove(struct kvt_ns *ns, const struct kvt_key *key);
 
 /* ---- stats ------------------------------------------------------------- */
 
+/* The fixed structs below (struct kvt_tier_stats, struct kvt_ssd_health and
+ * the ssd_* fields of struct kvt_store_stats) are kept for callers built
+ * against them and no longer grow: a tier's own counters, new ones
+ * included, are its table of named counters (kvt_store_tier_counters),
+ * which STATS, /metrics and `kvtier stats` walk (docs/tiers-interface.md). */
+
+enum kvt_counter_kind {
+	KVT_COUNTER_COUNTER = 0, /* only grows (a Prometheus counter) */
+	KVT_COUNTER_GAUGE = 1,   /* goes up and down */
+};
+
+/* One named counter of a tier. The strings are static: they live as long
+ * as the program (a tier's table is code). */
+struct kvt_counter {
+	const char *name;  /* [a-z0-9_], unique within its tier, no "_total"
+	                    * (a counter's metric gets it) */
+	const char *help;  /* one sentence, for /metrics' HELP */
+	const char *unit;  /* "bytes", "blocks", "records", "segments", ... or "" */
+	enum kvt_counter_kind kind;
+	uint64_t value;
+};
+
+/* The most counters one tier reports. */
+#define KVT_TIER_COUNTERS_MAX 64
+
 struct kvt_tier_stats {
 	uint64_t capacity_bytes;
 	uint64_t used_bytes;   /* bytes of the blocks stored; SSD: the disk bytes
@@ -443,6 +468,12 @@ struct kvt_store_stats {
 /* Snapshot of the counters, as far as stats->size (set by the caller)
  * reaches. Returns 0 or -EINVAL. */
 int kvt_store_stats(struct kvt_store *store, struct kvt_store_stats *stats);
+
+/* Snapshot of tier's named counters (its own, then those the store keeps
+ * for it) into out[0..max), in the tier's order. Returns how many were
+ * written (0 for a tier the store does not have), or -EINVAL. */
+int kvt_store_tier_counters(struct kvt_store *store, enum kvt_tier tier, struct kvt_counter *out,
+			    size_t max);
 
 #ifdef __cplusplus
 }

@@ -489,6 +489,12 @@ class Client:
         finally:
             _libc.free(p)
 
+    def tier_counters(self, tier):
+        """A tier's own named counters as a dict, name -> value (its table,
+        docs/tiers-interface.md): {} for a tier the daemon does not have.
+        tier: "dram", "ssd", "remote"."""
+        return self.stats().get("tiers", {}).get(tier, {}).get("counters", {})
+
     def ping(self, data=b"ping"):
         _check(_lib.kvt_client_ping(self._c, data, len(data)), "ping")
 

@@ -163,6 +163,11 @@ class BindingTest(unittest.TestCase):
             self.assertIn("dram", st["tiers"])
             self.assertEqual(st["tiers"]["dram"]["capacity_bytes"], 64 << 20)
             self.assertGreaterEqual(st["ops"]["PING"]["count"], 1)
+            # each tier's own named counters, the table STATS carries
+            dram = c.tier_counters("dram")
+            self.assertEqual(dram["slabs"] * dram["slab_bytes"], 64 << 20)
+            self.assertEqual(dram, st["tiers"]["dram"]["counters"])
+            self.assertEqual(c.tier_counters("hbm"), {})
 
     def test_example_engines(self):
         env = dict(os.environ)
