@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #include <openssl/evp.h>
-#include <xxhash.h>
 
 #include "kvtier/store.h"
 #include "store/catalog.h"
@@ -30,6 +29,7 @@
 #include "store/warm.h"
 #include "tiers/dram.h"
 #include "tiers/warm_region.h"
+#include "util/block_sum.h"
 #include "util/clock.h"
 #include "util/opts.h"
 
@@ -517,10 +517,12 @@ int kvt_put_class(struct kvt_ns *ns, const struct kvt_key *key, const struct kvt
 	if (err)
 		return err;
 
-	memcpy(dst, data, len);
-	/* a warm tier keeps every block's checksum in its slot's header */
+	/* a warm tier keeps every block's checksum in its slot's header: it
+	 * is computed as the bytes are copied, not in a second pass */
 	if (s->opts.checksum_on_put || s->warm)
-		sum = XXH3_64bits(dst, len);
+		sum = kvt_copy_sum(dst, data, len);
+	else
+		memcpy(dst, data, len);
 
 	pthread_mutex_lock(&s->lock);
 	rec(s, i)->checksum = sum;
@@ -550,7 +552,7 @@ static int verify_locked(struct kvt_store *s, uint32_t i, const void *bytes)
 	if (r->flags & KVT_REC_UNVERIFIED)
 		return kvt_warm_verify(s, i, true);
 	if (!s->opts.checksum_on_put || r->checksum == 0 ||
-	    XXH3_64bits(bytes, r->size) == r->checksum)
+	    kvt_block_sum(bytes, r->size) == r->checksum)
 		return 0;
 	s->counters.checksum_failures++;
 	s->counters.tier[r->tier].errors++;
@@ -956,19 +958,26 @@ static uint32_t pending_of(struct kvt_ns *ns, const struct kvt_slot *slot)
 	return i;
 }
 
-int kvt_commit(struct kvt_ns *ns, struct kvt_slot *slot)
+bool kvt_ns_sums_blocks(const struct kvt_ns *ns)
+{
+	return ns && (ns->store->opts.checksum_on_put || ns->store->warm);
+}
+
+/* kvt_commit with the block's sum: computed here when !have_sum. */
+static int commit_sum(struct kvt_ns *ns, struct kvt_slot *slot, bool have_sum, uint64_t sum)
 {
 	struct kvt_store *s;
-	uint64_t sum = 0;
 	uint32_t i;
 	int err = -EINVAL;
 
 	if (!ns || !slot)
 		return -EINVAL;
 	s = ns->store;
+	if (!kvt_ns_sums_blocks(ns))
+		sum = 0;
 	/* hashed before the lock is taken: the slot is the caller's until then */
-	if ((s->opts.checksum_on_put || s->warm) && slot->data && slot->len == ns->block_bytes)
-		sum = XXH3_64bits(slot->data, slot->len);
+	else if (!have_sum && slot->data && slot->len == ns->block_bytes)
+		sum = kvt_block_sum(slot->data, slot->len);
 	pthread_mutex_lock(&s->lock);
 	i = pending_of(ns, slot);
 	if (i != KVT_NIL) {
@@ -981,6 +990,16 @@ int kvt_commit(struct kvt_ns *ns, struct kvt_slot *slot)
 	}
 	pthread_mutex_unlock(&s->lock);
 	return err;
+}
+
+int kvt_commit(struct kvt_ns *ns, struct kvt_slot *slot)
+{
+	return commit_sum(ns, slot, false, 0);
+}
+
+int kvt_commit_summed(struct kvt_ns *ns, struct kvt_slot *slot, uint64_t xxh3)
+{
+	return commit_sum(ns, slot, true, xxh3);
 }
 
 void kvt_abort(struct kvt_ns *ns, struct kvt_slot *slot)

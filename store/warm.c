@@ -6,13 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <xxhash.h>
-
 #include "store/catalog.h"
 #include "store/log.h"
 #include "store/tiering.h"
 #include "tiers/dram.h"
 #include "tiers/warm_region.h"
+#include "util/block_sum.h"
 #include "util/clock.h"
 
 static inline struct kvt_rec *rec(struct kvt_store *s, uint32_t i)
@@ -32,7 +31,7 @@ static void placed_cb(void *arg, uint32_t i)
 		return;
 	/* a block fetched by key from a peer has no checksum yet */
 	if (!r->checksum)
-		r->checksum = XXH3_64bits(s->mem->ops->slot_ptr(s->mem, r->loc), r->size);
+		r->checksum = kvt_block_sum(s->mem->ops->slot_ptr(s->mem, r->loc), r->size);
 	memset(&h, 0, sizeof(h));
 	h.len = r->size;
 	h.key = r->key;
@@ -84,7 +83,7 @@ int kvt_warm_verify(struct kvt_store *s, uint32_t i, bool held)
 	if (!(r->flags & KVT_REC_UNVERIFIED))
 		return 0;
 	if (r->tier != s->mem->kind ||
-	    XXH3_64bits(s->mem->ops->slot_ptr(s->mem, r->loc), r->size) == r->checksum) {
+	    kvt_block_sum(s->mem->ops->slot_ptr(s->mem, r->loc), r->size) == r->checksum) {
 		r->flags &= (uint8_t)~KVT_REC_UNVERIFIED;
 		s->warm_stats.verified++;
 		return 0;
