@@ -14,6 +14,9 @@
 #include "util/block_sum.h"
 #include "util/clock.h"
 
+_Static_assert(KVT_WARM_MAX_NS >= MAX_NAMESPACES,
+	       "the region keeps every namespace a store can have");
+
 static inline struct kvt_rec *rec(struct kvt_store *s, uint32_t i)
 {
 	return kvt_index_rec(s->cat.idx, i);
@@ -63,8 +66,9 @@ void kvt_warm_ns_attached(struct kvt_store *s, struct kvt_ns *ns)
 {
 	struct kvt_warm_region *wr = s->warm ? kvt_dram_warm(s->mem) : NULL;
 
+	/* not reached while the table has an entry per namespace id */
 	if (wr && kvt_warm_ns_put(wr, &ns->salt, &ns->desc))
-		kvt_log(KVT_LOG_WARN, "event=dram.warm.ns_table_full model=%s reason=\"its blocks "
+		kvt_log(KVT_LOG_ERROR, "event=dram.warm.ns_table_full model=%s reason=\"its blocks "
 			"will not survive a restart in DRAM\"", ns->desc.model_id);
 }
 
@@ -103,9 +107,10 @@ int kvt_warm_verify(struct kvt_store *s, uint32_t i, bool held)
  * digests to the fingerprint kept with it. Returns how many were not. */
 static uint64_t attach_namespaces(struct kvt_store *s, struct kvt_warm_region *wr)
 {
+	uint32_t used = kvt_warm_ns_used(wr);
 	uint64_t bad = 0;
 
-	for (uint32_t k = 0; k < KVT_WARM_MAX_NS; k++) {
+	for (uint32_t k = 0; k < used; k++) {
 		struct kvt_warm_ns e = wr->ns_table[k];
 		struct kvt_key salt;
 		struct kvt_ns *ns;

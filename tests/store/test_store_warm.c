@@ -4,7 +4,7 @@
  * committed block with its namespace; a header a kill cut short, bytes that
  * changed, and a region of another version or geometry are refused, never
  * served, nor bytes that change after the restart before their first use;
- * blocks committed with the sum their copy
+ * more namespaces than 256; blocks committed with the sum their copy
  * computed; the region's mode and seals; a clean stop writing DRAM-only
  * blocks down to the SSD tier under the admission rule. */
 #include <errno.h>
@@ -367,6 +367,52 @@ static void payload_corrupted_after_restart_dropped(void **state)
 	kvt_store_close(s);
 }
 
+/* More namespaces than the region's table once held (256) each keep their
+ * blocks across a restart: none is dropped for want of a table entry. */
+static void many_namespaces_survive(void **state)
+{
+	enum { N_NS = 300 };
+	uint64_t seed = kvt_test_seed();
+	struct kvt_store_stats st;
+	struct kvt_store *s;
+	struct kvt_ns_desc d;
+	struct kvt_ns *ns;
+	char model[32];
+	uint32_t back = 0;
+	int fd;
+
+	(void)state;
+	assert_int_equal(open_warm(&s, DRAM_BYTES, NULL, -1, NULL), 0);
+	for (int m = 0; m < N_NS; m++) {
+		uint8_t buf[BLOCK];
+		struct kvt_key k = key_n(0);
+
+		snprintf(model, sizeof(model), "test/warm-%d", m);
+		small_desc(&d, model);
+		assert_int_equal(kvt_ns_attach(s, &d, &ns), 0);
+		kvt_test_fill(buf, sizeof(buf), seed + (uint64_t)m);
+		assert_int_equal(kvt_put(ns, &k, NULL, buf, sizeof(buf)), 0);
+	}
+	fd = dup(kvt_store_dram_fd(s));
+	kvt_store_close(s);
+
+	assert_int_equal(open_warm(&s, DRAM_BYTES, NULL, fd, NULL), 0);
+	warm_stats(s, &st);
+	printf("# %d namespaces: %llu blocks back, %llu dropped for their namespace\n", N_NS,
+	       (unsigned long long)st.warm.blocks, (unsigned long long)st.warm.dropped_namespace);
+	assert_int_equal(st.warm.dropped_namespace, 0);
+	assert_int_equal(st.warm.blocks, N_NS);
+	assert_int_equal(st.namespaces, N_NS);
+	for (int m = 0; m < N_NS; m++) {
+		snprintf(model, sizeof(model), "test/warm-%d", m);
+		small_desc(&d, model);
+		assert_int_equal(kvt_ns_attach(s, &d, &ns), 0);
+		back += check_block(ns, 0, seed + (uint64_t)m) == 0;
+	}
+	assert_int_equal(back, N_NS);
+	kvt_store_close(s);
+}
+
 /* A block filled in place with its sum computed on the way
  * (kvt_commit_summed) survives like any other; one committed with a sum
  * that is not its bytes' is dropped at its first use, never served. */
@@ -567,6 +613,7 @@ int main(void)
 		cmocka_unit_test(write_down_keeps_dram_only_blocks),
 		cmocka_unit_test(write_down_under_admission_then_handover),
 		cmocka_unit_test(payload_corrupted_after_restart_dropped),
+		cmocka_unit_test(many_namespaces_survive),
 		cmocka_unit_test(summed_commits_verify),
 	};
 
