@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(KVT_HAVE_XXH_DISPATCH) && (defined(__x86_64__) || defined(__i386__))
 #include <xxh_x86dispatch.h> /* XXH3_64bits* become their dispatching forms */
 #endif
 

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Block checksums: XXH3-64 at the widest vector unit the CPU has (the
- * library's run-time dispatch: AVX2 or AVX-512 where present, about twice
- * the SSE2 build's rate), and copies that compute one on the way. The
- * sums are XXH3_64bits' own, whichever unit computed them.
+ * library's run-time dispatch where it has one, as Debian's does: AVX2 or
+ * AVX-512 where present, about twice the SSE2 build's rate), and copies
+ * that compute one on the way. The sums are XXH3_64bits' own, whichever
+ * unit computed them.
  *
  * A copy that hashes what it wrote, a cache-sized chunk at a time, reads
  * the bytes for the hash from cache instead of from DRAM a second time: a
