@@ -20,6 +20,7 @@
 
 #define MAGIC "KVTH1\0\0"   /* 8 bytes with its NUL */
 #define ASK "KVTH1 take-over"
+#define SERVING "KVTH1 serving"
 #define MAX_FDS 3
 
 struct kvtd_handover {
@@ -211,6 +212,37 @@ int kvtd_handover_send(struct kvtd_handover *h, int sidecar_fd, int dram_fd)
 	return 0;
 }
 
+int kvtd_handover_wait_confirm(struct kvtd_handover *h, unsigned timeout_ms)
+{
+	uint64_t deadline = kvt_now_ns() + (uint64_t)timeout_ms * 1000000;
+	char buf[sizeof(SERVING)];
+	size_t got = 0;
+
+	if (!h || h->conn < 0)
+		return -EPIPE;
+	while (got < sizeof(buf)) {
+		struct pollfd p = { .fd = h->conn, .events = POLLIN };
+		uint64_t now = kvt_now_ns();
+		ssize_t n;
+		int r;
+
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		r = poll(&p, 1, (int)((deadline - now) / 1000000) + 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r ? -errno : -ETIMEDOUT;
+		n = recv(h->conn, buf + got, sizeof(buf) - got, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -EPIPE;
+		got += (size_t)n;
+	}
+	return memcmp(buf, SERVING, sizeof(buf)) ? -EPIPE : 0;
+}
+
 void kvtd_handover_close(struct kvtd_handover *h, bool handed)
 {
 	if (!h)
@@ -264,7 +296,7 @@ int kvtd_handover_receive(const char *path, unsigned timeout_ms, struct kvtd_han
 	int fds[MAX_FDS], n_fds = 0, fd, err;
 	ssize_t got;
 
-	*out = (struct kvtd_handed){ -1, -1, -1 };
+	*out = (struct kvtd_handed){ -1, -1, -1, -1 };
 	err = set_addr(&sa, path);
 	if (err)
 		return err;
@@ -302,8 +334,79 @@ int kvtd_handover_receive(const char *path, unsigned timeout_ms, struct kvtd_han
 	out->sidecar = fd_named(buf + 8, fds, n_fds, "sidecar");
 	out->dram = fd_named(buf + 8, fds, n_fds, "dram");
 	out->handover = fd_named(buf + 8, fds, n_fds, "handover");
-	err = 0;
+	out->conn = fd;
+	return 0;
 out:
 	close(fd);
+	return err;
+}
+
+void kvtd_handover_confirm(struct kvtd_handed *out)
+{
+	if (out->conn < 0)
+		return;
+	if (send(out->conn, SERVING, sizeof(SERVING), MSG_NOSIGNAL) != (ssize_t)sizeof(SERVING))
+		kvtd_log(KVT_LOG_WARN, "event=takeover.confirm_failed err=\"%s\"", strerror(errno));
+	close(out->conn);
+	out->conn = -1;
+}
+
+/* The first fd systemd passes (sd_listen_fds(3)). */
+#define LISTEN_FDS_START 3
+#define MAX_ARGS 256
+
+int kvtd_handover_reexec(char **argv, int sidecar_fd, int dram_fd)
+{
+	char *args[MAX_ARGS], pid[24], n_fds[8], names[32] = "";
+	int from[2], n = 0, k = 0, err;
+
+	/* not a successor of the daemon that is gone: it is this one */
+	for (int i = 0; argv[i] && k < MAX_ARGS - 2; i++) {
+		if (!strcmp(argv[i], "--take-over")) {
+			i += argv[i + 1] != NULL;
+			continue;
+		}
+		if (!strncmp(argv[i], "--take-over=", 12))
+			continue;
+		args[k++] = argv[i];
+	}
+	args[k++] = (char *)"--take-over="; /* over a take_over of the config file */
+	args[k] = NULL;
+	/* above the slots they go to, so that no dup2 below overwrites one */
+	if (sidecar_fd >= 0) {
+		from[n] = fcntl(sidecar_fd, F_DUPFD_CLOEXEC, LISTEN_FDS_START + 2);
+		strcat(names, "sidecar");
+		if (from[n++] < 0)
+			return -errno;
+	}
+	if (dram_fd >= 0) {
+		from[n] = fcntl(dram_fd, F_DUPFD_CLOEXEC, LISTEN_FDS_START + 2);
+		strcat(names, n ? ":dram" : "dram");
+		if (from[n++] < 0) {
+			err = -errno;
+			goto fail;
+		}
+	}
+	/* dup2 leaves the new fd open across exec; every other fd of the
+	 * daemon is close-on-exec */
+	for (int i = 0; i < n; i++)
+		if (dup2(from[i], LISTEN_FDS_START + i) < 0) {
+			err = -errno;
+			goto fail;
+		}
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	snprintf(n_fds, sizeof(n_fds), "%d", n);
+	if (setenv("LISTEN_PID", pid, 1) || setenv("LISTEN_FDS", n_fds, 1) ||
+	    setenv("LISTEN_FDNAMES", names, 1)) {
+		err = -errno;
+		goto fail;
+	}
+	/* the program this process runs, even where an upgrade replaced its file */
+	execv("/proc/self/exe", args);
+	err = -errno;
+fail:
+	for (int i = 0; i < n; i++)
+		if (from[i] >= 0)
+			close(from[i]);
 	return err;
 }

@@ -212,6 +212,24 @@ static void write_down(struct kvt_store *store, const struct kvtd_config *cfg)
 			 (unsigned long long)wd.left, (unsigned long long)wd.ms);
 }
 
+/* How long a daemon that handed over waits for its successor to serve. */
+#define HANDOVER_CONFIRM_MS 120000u
+
+/* The successor died before it served (err): start over on the listening
+ * socket and the region as this process's own successor would, by
+ * executing kvtierd again (the same pid) with both passed the way systemd
+ * passes them. Returns only when that failed (the fds stay the caller's). */
+static void take_back(char **argv, int listen_fd, int dram_fd, int err)
+{
+	kvtd_log(KVT_LOG_ERROR, "event=handover.taken_back err=\"%s\" action=\"the successor "
+		 "did not serve: this daemon starts over on its socket and region\"",
+		 kvt_strerror(err));
+	fflush(NULL);
+	err = kvtd_handover_reexec(argv, listen_fd, dram_fd);
+	kvtd_log(KVT_LOG_ERROR, "event=handover.take_back_failed err=\"%s\" reason=\"the region "
+		 "is lost with this process\"", kvt_strerror(err));
+}
+
 /* Successor: take the listening socket and the DRAM tier over from the
  * daemon whose hand-over socket is cfg->take_over. Returns 0 or -errno. */
 static int take_over(struct kvtd_config *cfg, struct kvtd_handed *h)
@@ -369,10 +387,10 @@ int main(int argc, char **argv)
 	struct kvtd_cluster *cluster = NULL;
 	char ssd_dir[4200], gpu_why[160] = "";
 	char sd_path[sizeof(cfg.socket_path)];
-	struct kvtd_handed handed = { -1, -1, -1 };
+	struct kvtd_handed handed = { -1, -1, -1, -1 };
 	struct kvtd_handover *handover = NULL;
 	pthread_t sig_thread;
-	int err, status = 0, listen_fd, dram_fd = -1, spare_dram_fd;
+	int err, status = 0, listen_fd, dram_fd = -1, spare_dram_fd, send_err = 0;
 	bool handing = false; /* a successor takes the socket and the region */
 
 	err = kvtd_config_load(&cfg, argc, argv);
@@ -558,6 +576,9 @@ int main(int argc, char **argv)
 		goto out_cluster;
 	}
 	listen_fd = 0; /* the server's now */
+	/* the store serves the region and the server the socket: the daemon
+	 * that handed them over may go */
+	kvtd_handover_confirm(&handed);
 	if (cfg.metrics[0] && kvt_server_metrics_port(srv)) {
 		/* port 0 asks for any free port: show the one bound */
 		char *colon = strrchr(cfg.metrics, ':');
@@ -616,24 +637,40 @@ out_store:
 		 * 4 KiB pages) */
 		kvt_store_quiesce(store);
 		herr = kvtd_handover_send(handover, listen_fd, dram_fd);
+		send_err = herr;
 
 		kvtd_log(herr ? KVT_LOG_ERROR : KVT_LOG_INFO, "event=handover.sent%s%s region=%s",
 			 herr ? " err=" : "", herr ? kvt_strerror(herr) : "",
 			 dram_fd >= 0 ? "yes" : "no");
-		kvtd_handover_close(handover, herr == 0);
+	}
+	/* closing the store writes back what the tiers keep across restarts */
+	kvt_store_close(store);
+	if (handing) {
+		/* the socket and the region stay ours (in these fds) until the
+		 * successor serves them: one that dies first, or never got them
+		 * (a failed send), hands them back */
+		int cerr = send_err ? send_err :
+			   kvtd_handover_wait_confirm(handover, HANDOVER_CONFIRM_MS);
+
+		if (cerr == -ETIMEDOUT)
+			kvtd_log(KVT_LOG_WARN, "event=handover.unconfirmed err=\"%s\" action=\"exit: "
+				 "the successor keeps the region\"", kvt_strerror(cerr));
+		else if (cerr)
+			take_back(argv, listen_fd, dram_fd, cerr);
+		kvtd_handover_close(handover, true);
 		handover = NULL;
 		if (dram_fd >= 0)
 			close(dram_fd);
 		dram_fd = -1;
 	}
-	/* closing the store writes back what the tiers keep across restarts */
-	kvt_store_close(store);
 out_signals:
 	kvtd_handover_close(handover, false);
 	if (dram_fd >= 0)
 		close(dram_fd);
 	if (handed.handover >= 0)
 		close(handed.handover);
+	if (handed.conn >= 0)
+		close(handed.conn); /* not serving: the old daemon takes the region back */
 	if (listen_fd > 0)
 		close(listen_fd); /* never served, or handed over */
 	stop_signal_thread(sig_thread);

@@ -399,9 +399,16 @@ static int run_way(const struct args *a, const char *bin, int way, int rep_no, s
 	if (out->accept_ms < 0 || engine_open(&e, sock, a->block))
 		goto out;
 	out->rebuild_ms = (double)stat_restart(e.c, "rebuild_us") / 1e3;
-	found = kvt_client_lookup(e.c, &e.ns, keys, n, tiers);
-	for (int i = 0; i < found; i++)
-		warm += tiers[i] == KVT_TIER_DRAM;
+	/* a request carries at most max_keys keys: the chain a piece at a time */
+	for (uint32_t from = 0; from < n; from += e.ns.max_keys) {
+		uint32_t part = n - from < e.ns.max_keys ? n - from : e.ns.max_keys;
+
+		found = kvt_client_lookup(e.c, &e.ns, keys + from, part, tiers + from);
+		for (int i = 0; i < found; i++)
+			warm += tiers[from + i] == KVT_TIER_DRAM;
+		if (found != (int)part)
+			break;
+	}
 	moved = move_blocks(&e, keys, n, true, &wrong);
 	out->blocks = n;
 	out->missing = moved < 0 ? n : n - (uint64_t)moved;

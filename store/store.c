@@ -25,7 +25,6 @@
 #include <unistd.h>
 
 #include <openssl/evp.h>
-#include <xxhash.h>
 
 #include "kvtier/store.h"
 #include "store/catalog.h"

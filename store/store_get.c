@@ -7,14 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <xxhash.h>
-
 #include "kvtier/store.h"
 #include "store/catalog.h"
 #include "store/fetch.h"
 #include "store/store_blocks.h"
 #include "store/tiering.h"
 #include "store/warm.h"
+#include "util/block_sum.h"
 
 static void unhold_locked(struct kvt_store *s, uint32_t i)
 {
@@ -36,7 +35,7 @@ static int verify_locked(struct kvt_store *s, uint32_t i, const void *bytes)
 	if (r->flags & KVT_REC_UNVERIFIED)
 		return kvt_warm_verify(s, i, true);
 	if (!s->opts.checksum_on_put || r->checksum == 0 ||
-	    XXH3_64bits(bytes, r->size) == r->checksum)
+	    kvt_block_sum(bytes, r->size) == r->checksum)
 		return 0;
 	s->counters.checksum_failures++;
 	s->counters.tier[r->tier].errors++;

@@ -6,11 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <xxhash.h>
-
 #include "kvtier/store.h"
 #include "store/store_blocks.h"
 #include "store/tiering.h"
+#include "util/block_sum.h"
 
 static int reserve_locked(struct kvt_ns *ns, const struct kvt_key *key, unsigned cls,
 			  uint32_t *out)
@@ -77,10 +76,12 @@ int kvt_put_class(struct kvt_ns *ns, const struct kvt_key *key, const struct kvt
 	if (err)
 		return err;
 
-	memcpy(dst, data, len);
-	/* a warm tier keeps every block's checksum in its slot's header */
+	/* a warm tier keeps every block's checksum in its slot's header: it
+	 * is computed as the bytes are copied, not in a second pass */
 	if (s->opts.checksum_on_put || s->warm)
-		sum = XXH3_64bits(dst, len);
+		sum = kvt_copy_sum(dst, data, len);
+	else
+		memcpy(dst, data, len);
 
 	pthread_mutex_lock(&s->lock);
 	rec(s, i)->checksum = sum;
@@ -138,19 +139,26 @@ static uint32_t pending_of(struct kvt_ns *ns, const struct kvt_slot *slot)
 	return i;
 }
 
-int kvt_commit(struct kvt_ns *ns, struct kvt_slot *slot)
+bool kvt_ns_sums_blocks(const struct kvt_ns *ns)
+{
+	return ns && (ns->store->opts.checksum_on_put || ns->store->warm);
+}
+
+/* kvt_commit with the block's sum: computed here when !have_sum. */
+static int commit_sum(struct kvt_ns *ns, struct kvt_slot *slot, bool have_sum, uint64_t sum)
 {
 	struct kvt_store *s;
-	uint64_t sum = 0;
 	uint32_t i;
 	int err = -EINVAL;
 
 	if (!ns || !slot)
 		return -EINVAL;
 	s = ns->store;
+	if (!kvt_ns_sums_blocks(ns))
+		sum = 0;
 	/* hashed before the lock is taken: the slot is the caller's until then */
-	if ((s->opts.checksum_on_put || s->warm) && slot->data && slot->len == ns->block_bytes)
-		sum = XXH3_64bits(slot->data, slot->len);
+	else if (!have_sum && slot->data && slot->len == ns->block_bytes)
+		sum = kvt_block_sum(slot->data, slot->len);
 	pthread_mutex_lock(&s->lock);
 	i = pending_of(ns, slot);
 	if (i != KVT_NIL) {
@@ -163,6 +171,16 @@ int kvt_commit(struct kvt_ns *ns, struct kvt_slot *slot)
 	}
 	pthread_mutex_unlock(&s->lock);
 	return err;
+}
+
+int kvt_commit(struct kvt_ns *ns, struct kvt_slot *slot)
+{
+	return commit_sum(ns, slot, false, 0);
+}
+
+int kvt_commit_summed(struct kvt_ns *ns, struct kvt_slot *slot, uint64_t xxh3)
+{
+	return commit_sum(ns, slot, true, xxh3);
 }
 
 void kvt_abort(struct kvt_ns *ns, struct kvt_slot *slot)

@@ -6,14 +6,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <xxhash.h>
-
 #include "store/catalog.h"
 #include "util/log.h"
 #include "store/tiering.h"
 #include "tiers/dram.h"
 #include "tiers/warm_region.h"
+#include "util/block_sum.h"
 #include "util/clock.h"
+
+_Static_assert(KVT_WARM_MAX_NS >= MAX_NAMESPACES,
+	       "the region keeps every namespace a store can have");
 
 static inline struct kvt_rec *rec(struct kvt_store *s, uint32_t i)
 {
@@ -32,7 +34,7 @@ static void placed_cb(void *arg, uint32_t i)
 		return;
 	/* a block fetched by key from a peer has no checksum yet */
 	if (!r->checksum)
-		r->checksum = XXH3_64bits(s->mem->ops->slot_ptr(s->mem, r->loc), r->size);
+		r->checksum = kvt_block_sum(s->mem->ops->slot_ptr(s->mem, r->loc), r->size);
 	memset(&h, 0, sizeof(h));
 	h.len = r->size;
 	h.key = r->key;
@@ -64,8 +66,9 @@ void kvt_warm_ns_attached(struct kvt_store *s, struct kvt_ns *ns)
 {
 	struct kvt_warm_region *wr = s->warm ? kvt_dram_warm(s->mem) : NULL;
 
+	/* not reached while the table has an entry per namespace id */
 	if (wr && kvt_warm_ns_put(wr, &ns->salt, &ns->desc))
-		kvt_log(KVT_LOG_WARN, "event=dram.warm.ns_table_full model=%s reason=\"its blocks "
+		kvt_log(KVT_LOG_ERROR, "event=dram.warm.ns_table_full model=%s reason=\"its blocks "
 			"will not survive a restart in DRAM\"", ns->desc.model_id);
 }
 
@@ -84,7 +87,7 @@ int kvt_warm_verify(struct kvt_store *s, uint32_t i, bool held)
 	if (!(r->flags & KVT_REC_UNVERIFIED))
 		return 0;
 	if (r->tier != s->mem->kind ||
-	    XXH3_64bits(s->mem->ops->slot_ptr(s->mem, r->loc), r->size) == r->checksum) {
+	    kvt_block_sum(s->mem->ops->slot_ptr(s->mem, r->loc), r->size) == r->checksum) {
 		r->flags &= (uint8_t)~KVT_REC_UNVERIFIED;
 		s->warm_stats.verified++;
 		return 0;
@@ -104,9 +107,10 @@ int kvt_warm_verify(struct kvt_store *s, uint32_t i, bool held)
  * digests to the fingerprint kept with it. Returns how many were not. */
 static uint64_t attach_namespaces(struct kvt_store *s, struct kvt_warm_region *wr)
 {
+	uint32_t used = kvt_warm_ns_used(wr);
 	uint64_t bad = 0;
 
-	for (uint32_t k = 0; k < KVT_WARM_MAX_NS; k++) {
+	for (uint32_t k = 0; k < used; k++) {
 		struct kvt_warm_ns e = wr->ns_table[k];
 		struct kvt_key salt;
 		struct kvt_ns *ns;

@@ -32,6 +32,9 @@ struct kvt_warm_hdr {
 	uint64_t slabs_off;
 	uint64_t generation;
 	uint64_t sum;           /* XXH3-64 of every field above */
+	/* namespace table entries ever used (not covered by sum: it moves
+	 * with every new namespace; read clamped to max_ns) */
+	uint32_t ns_used;
 };
 
 static uint64_t round_up(uint64_t v, uint64_t a)
@@ -256,12 +259,20 @@ void kvt_warm_slab_set(struct kvt_warm_region *r, uint32_t si, uint64_t slot_byt
 	__atomic_store_n(&r->slab_table[si], slot_bytes, __ATOMIC_RELEASE);
 }
 
+uint32_t kvt_warm_ns_used(const struct kvt_warm_region *r)
+{
+	uint32_t n = __atomic_load_n(&r->hdr->ns_used, __ATOMIC_ACQUIRE);
+
+	return n < KVT_WARM_MAX_NS ? n : KVT_WARM_MAX_NS;
+}
+
 int kvt_warm_ns_put(struct kvt_warm_region *r, const struct kvt_key *salt,
 		    const struct kvt_ns_desc *desc)
 {
 	struct kvt_warm_ns *spare = NULL;
+	uint32_t used = kvt_warm_ns_used(r);
 
-	for (uint32_t i = 0; i < KVT_WARM_MAX_NS; i++) {
+	for (uint32_t i = 0; i < used; i++) {
 		struct kvt_warm_ns *e = &r->ns_table[i];
 
 		if (e->state == KVT_WARM_COMMITTED && !memcmp(&e->salt, salt, sizeof(*salt)))
@@ -269,8 +280,13 @@ int kvt_warm_ns_put(struct kvt_warm_region *r, const struct kvt_key *salt,
 		if (!spare && e->state != KVT_WARM_COMMITTED)
 			spare = e;
 	}
-	if (!spare)
+	if (!spare && used == KVT_WARM_MAX_NS)
 		return -ENOSPC;
+	if (!spare) {
+		/* the mark first: an entry is read at a restart only below it */
+		spare = &r->ns_table[used];
+		__atomic_store_n(&r->hdr->ns_used, used + 1, __ATOMIC_RELEASE);
+	}
 	__atomic_store_n(&spare->state, KVT_WARM_WRITING, __ATOMIC_RELEASE);
 	spare->desc_bytes = sizeof(*desc);
 	spare->salt = *salt;
@@ -281,7 +297,9 @@ int kvt_warm_ns_put(struct kvt_warm_region *r, const struct kvt_key *salt,
 
 void kvt_warm_ns_drop(struct kvt_warm_region *r, const struct kvt_key *salt)
 {
-	for (uint32_t i = 0; i < KVT_WARM_MAX_NS; i++) {
+	uint32_t used = kvt_warm_ns_used(r);
+
+	for (uint32_t i = 0; i < used; i++) {
 		struct kvt_warm_ns *e = &r->ns_table[i];
 
 		if (e->state == KVT_WARM_COMMITTED && !memcmp(&e->salt, salt, sizeof(*salt)))

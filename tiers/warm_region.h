@@ -11,7 +11,8 @@
  * opener asks for is refused whole. The slab table gives each slab's slot
  * size (0: free). The namespace table holds the descriptors of the
  * namespaces with blocks here, keyed by their fingerprint (the namespace's
- * salt, a digest of its descriptor). Every slot has a header, written when
+ * salt, a digest of its descriptor), filled from its start: entries past
+ * the high-water mark kept in the region header were never used. Every slot has a header, written when
  * its block is committed (key, namespace, parent, length, XXH3 of the
  * bytes, generation, and the header's own checksum), and marked free when
  * the slot is. The state word is written last on commit and first on free,
@@ -31,8 +32,12 @@
 #include "kvtier/types.h"
 
 #define KVT_WARM_MAGIC 0x316d726177747663ull /* "cvtwarm1" */
-#define KVT_WARM_VERSION 1u
-#define KVT_WARM_MAX_NS 256u
+#define KVT_WARM_VERSION 2u
+/* As many namespaces as a store has ids for (store_impl.h): every namespace
+ * with blocks in DRAM finds room. The table's pages are allocated as its
+ * entries are first used (about 180 bytes each), and only the entries
+ * below the high-water mark are ever read. */
+#define KVT_WARM_MAX_NS 65535u
 
 enum kvt_warm_state {
 	KVT_WARM_FREE = 0,
@@ -140,6 +145,9 @@ int kvt_warm_ns_put(struct kvt_warm_region *r, const struct kvt_key *salt,
 
 /* Forget namespace salt (detached: it holds nothing). */
 void kvt_warm_ns_drop(struct kvt_warm_region *r, const struct kvt_key *salt);
+
+/* Entries of the namespace table ever used: those to read at a restart. */
+uint32_t kvt_warm_ns_used(const struct kvt_warm_region *r);
 
 /* The region's generation (1 for a new region, +1 at each adoption). */
 uint64_t kvt_warm_generation(const struct kvt_warm_region *r);

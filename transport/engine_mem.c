@@ -11,6 +11,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include "util/block_sum.h"
+
 /* a*b + acc without overflow, or false. */
 static bool mul_add(uint64_t a, uint64_t b, uint64_t *acc)
 {
@@ -215,6 +217,18 @@ void kvt_engine_mem_gather(const struct kvt_engine_mem *m, uint32_t page, void *
 	for (uint32_t l = 0; l < m->layers; l++)
 		for (uint32_t kv = 0; kv < m->kvn; kv++, dst += m->page_bytes)
 			memcpy(dst, page_addr(m, page, l, kv), m->page_bytes);
+}
+
+uint64_t kvt_engine_mem_gather_sum(const struct kvt_engine_mem *m, uint32_t page, void *block)
+{
+	uint8_t *dst = block;
+	struct kvt_sum sum;
+
+	kvt_sum_begin(&sum);
+	for (uint32_t l = 0; l < m->layers; l++)
+		for (uint32_t kv = 0; kv < m->kvn; kv++, dst += m->page_bytes)
+			kvt_sum_copy(&sum, dst, page_addr(m, page, l, kv), m->page_bytes);
+	return kvt_sum_end(&sum);
 }
 
 void kvt_engine_mem_scatter_layer(const struct kvt_engine_mem *m, uint32_t page,

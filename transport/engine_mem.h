@@ -57,6 +57,10 @@ void kvt_engine_mem_put(struct kvt_engine_mem *m);
 /* Copy every layer of engine page `page` into block (page_bytes*kvn*layers). */
 void kvt_engine_mem_gather(const struct kvt_engine_mem *m, uint32_t page, void *block);
 
+/* kvt_engine_mem_gather, returning the XXH3-64 of the block's bytes,
+ * computed as they are copied (util/block_sum.h). */
+uint64_t kvt_engine_mem_gather_sum(const struct kvt_engine_mem *m, uint32_t page, void *block);
+
 /* Copy layer `layer` of block into engine page `page`. */
 void kvt_engine_mem_scatter_layer(const struct kvt_engine_mem *m, uint32_t page,
 				  uint32_t layer, const void *block);

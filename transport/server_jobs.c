@@ -246,14 +246,23 @@ static int save_window(struct worker *w, struct kvt_job *job, struct kvt_slot *s
 		       void **blocks, const uint32_t *pages, uint32_t m)
 {
 	struct kvt_server *srv = w->srv;
-	int err = m ? copy_of(job)->gather(w, job, pages, blocks, m) : 0;
+	/* a store that keeps checksums gets each computed as its block is
+	 * gathered on the host, not in a second pass over it at commit */
+	bool summed = m && !job->mem->layout && kvt_ns_sums_blocks(job->ns);
+	uint64_t sums[WINDOW];
+	int err = 0;
 
+	for (uint32_t k = 0; summed && k < m; k++)
+		sums[k] = kvt_engine_mem_gather_sum(job->mem, pages[k], blocks[k]);
+	if (m && !summed)
+		err = copy_of(job)->gather(w, job, pages, blocks, m);
 	for (uint32_t k = 0; k < m; k++) {
 		if (err) {
 			kvt_abort(job->ns, &slots[k]);
 			continue;
 		}
-		if (kvt_commit(job->ns, &slots[k]) == 0) {
+		if ((summed ? kvt_commit_summed(job->ns, &slots[k], sums[k]) :
+			      kvt_commit(job->ns, &slots[k])) == 0) {
 			__atomic_add_fetch(&srv->c.save_blocks, 1, __ATOMIC_RELAXED);
 			__atomic_add_fetch(&srv->c.gather_bytes, slots[k].len, __ATOMIC_RELAXED);
 		}

@@ -276,6 +276,17 @@ int kvt_reserve_class(struct kvt_ns *ns, const struct kvt_key *key,
 /* Publish a reserved block. Returns 0 or -EINVAL for a slot not reserved. */
 int kvt_commit(struct kvt_ns *ns, struct kvt_slot *slot);
 
+/* Whether the store keeps a checksum of each block of ns (a warm DRAM
+ * tier, or checksum_on_put): then kvt_commit hashes the slot, unless the
+ * caller gives the sum with kvt_commit_summed. */
+bool kvt_ns_sums_blocks(const struct kvt_ns *ns);
+
+/* kvt_commit of a slot whose bytes' XXH3-64 the caller computed as it
+ * filled them (kvt_sum_copy), sparing a second pass over the block. A
+ * wrong sum makes the block fail its verification (it is dropped, never
+ * served). Returns as kvt_commit. */
+int kvt_commit_summed(struct kvt_ns *ns, struct kvt_slot *slot, uint64_t xxh3);
+
 /* Drop a reservation; its slot is freed. */
 void kvt_abort(struct kvt_ns *ns, struct kvt_slot *slot);
 

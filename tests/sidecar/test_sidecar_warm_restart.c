@@ -6,7 +6,8 @@
  * stopped cleanly with no successor (the blocks only DRAM holds go to SSD
  * first). And the edges: a region of another geometry is refused and the
  * tier starts empty; the hand-over socket is mode 0600 and answers no
- * other uid. */
+ * other uid; a successor that dies before it serves hands the region
+ * back to the old daemon. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -414,6 +415,56 @@ static void handover_refuses_other_uid(void **state)
 	kvtd_cleanup(&d);
 }
 
+/* A successor that dies after it received the socket and the region, but
+ * before it served them (a crash at start-up, a bad configuration): the old
+ * daemon takes both back (it starts over on them, the same pid) and the
+ * engine finds every block in DRAM. Without that, the region died with the
+ * old daemon. */
+static void successor_dying_hands_back(void **state)
+{
+	struct kvtd_proc a = { 0 };
+	char hsock[300];
+	struct engine e;
+	pid_t child;
+
+	(void)state;
+	assert_int_equal(kvtd_start(&a, NULL, extra), 0);
+	assert_int_equal(engine_open(&e, a.socket), 0);
+	save_range(&e, 0, BLOCKS / 2);
+	engine_close(&e);
+	snprintf(hsock, sizeof(hsock), "%s.takeover", a.socket);
+	child = fork();
+	if (child == 0) {
+		/* the successor: ask, take the fds, and die before serving */
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		char buf[64], cbuf[CMSG_SPACE(3 * sizeof(int))];
+		struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+				    .msg_controllen = sizeof(cbuf) };
+		int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%.100s", hsock);
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+		    send(fd, "KVTH1 take-over", 16, MSG_NOSIGNAL) != 16)
+			_exit(2);
+		_exit(recvmsg(fd, &m, 0) > 0 && CMSG_FIRSTHDR(&m) ? 0 : 1);
+	}
+	assert_int_equal(wait_exit(child), 0); /* it had the fds, and died */
+	/* the old daemon serves again, on the same socket, the same pid */
+	for (int t = 0; t < 1000 && engine_open(&e, a.socket); t++)
+		kvt_test_sleep_ms(10);
+	assert_non_null(e.c);
+	assert_int_equal(waitpid(a.pid, NULL, WNOHANG), 0);
+	assert_true(kvtd_log_has(&a, "event=handover.taken_back"));
+	assert_int_equal(restart_stat(e.c, "adopted", NULL), 1);
+	assert_int_equal(in_dram(&e), BLOCKS / 2);
+	for (uint32_t i = 0; i < BLOCKS / 2; i++)
+		assert_int_equal(load_one(&e, i), 1);
+	engine_close(&e);
+	assert_int_equal(kvtd_stop(&a, SIGTERM), 0);
+	kvtd_cleanup(&a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -421,6 +472,7 @@ int main(void)
 		cmocka_unit_test(fdstore_survives_kill9),
 		cmocka_unit_test(clean_stop_writes_down),
 		cmocka_unit_test(handover_refuses_other_uid),
+		cmocka_unit_test(successor_dying_hands_back),
 	};
 
 	seed = kvt_test_seed();
