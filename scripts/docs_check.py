@@ -217,7 +217,21 @@ def check_options(bin_dir, env):
         print("FAIL docs/configuration.md does not document kvtierd %s" % o)
     print("%s   kvtierd --help: %d options, %d missing from docs/configuration.md" %
           ("FAIL" if missing or not opts else "ok", len(opts), len(missing)))
-    return 1 if missing or not opts else 0
+    return 1 if missing or not opts else check_shipped_ini(bin_dir, env)
+
+
+def check_shipped_ini(bin_dir, env):
+    """The installed kvtierd.ini names every key --print-config writes."""
+    out = subprocess.run([os.path.join(bin_dir, "app", "kvtierd"), "--print-config"], env=env,
+                         stdout=subprocess.PIPE, text=True).stdout
+    keys = sorted(set(re.findall(r"^([a-z_]+) *=", out, re.M)))
+    ini = open(os.path.join(ROOT, "packaging", "kvtierd.ini"), encoding="utf-8").read()
+    missing = [k for k in keys if not re.search(r"^;?%s *=" % re.escape(k), ini, re.M)]
+    for k in missing:
+        print("FAIL packaging/kvtierd.ini does not name the key %s" % k)
+    print("%s   kvtierd --print-config: %d keys, %d missing from packaging/kvtierd.ini" %
+          ("FAIL" if missing or not keys else "ok", len(keys), len(missing)))
+    return 1 if missing or not keys else 0
 
 
 # tests registered only under an option, named in the docs all the same
