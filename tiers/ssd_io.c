@@ -102,6 +102,12 @@ void kvt_io_complete(struct kvt_ssd_io_run *run, size_t i)
 
 /* ---- runs --------------------------------------------------------------- */
 
+static bool op_valid(const struct kvt_ssd_io *io, const struct kvt_ssd_io_op *op)
+{
+	return op->file < io->opts.max_files && op->kind <= KVT_SSD_IO_SYNC &&
+	       (!op->iov || (op->kind == KVT_SSD_IO_READ && op->iovcnt > 0));
+}
+
 /* Issue what can be issued (lock held). On the pool every op is queued at
  * once: the workers are the window. */
 static void run_fill(struct kvt_ssd_io_run *run)
@@ -136,7 +142,7 @@ int kvt_ssd_io_start(struct kvt_ssd_io *io, struct kvt_ssd_io_op *ops, size_t n,
 	if (!io || !out || cap < n || !cap || !ops)
 		return -EINVAL;
 	for (size_t i = 0; i < n; i++)
-		if (ops[i].file >= io->opts.max_files || ops[i].kind > KVT_SSD_IO_SYNC)
+		if (!op_valid(io, &ops[i]))
 			return -EINVAL;
 	run = calloc(1, sizeof(*run));
 	if (!run)
@@ -178,7 +184,7 @@ int kvt_ssd_io_add(struct kvt_ssd_io_run *run, size_t k)
 		return -EINVAL;
 	io = run->io;
 	for (size_t i = run->n; i < run->n + k; i++) {
-		if (run->ops[i].file >= io->opts.max_files || run->ops[i].kind > KVT_SSD_IO_SYNC)
+		if (!op_valid(io, &run->ops[i]))
 			return -EINVAL;
 		run->ops[i].res = 0;
 		run->ops[i].lat_ns = 0;

@@ -148,6 +148,25 @@ static inline int kvt_io_take_fault(struct kvt_ssd_io *io, const struct kvt_ssd_
 static inline int kvt_io_take_ring_fault(struct kvt_ssd_io *io) { (void)io; return 0; }
 #endif
 
+/* Where byte `done` of op lies: the piece of op->iov holding it, and how
+ * far into it (for an op without pieces: buf + done). A resumed read of
+ * pieces goes on from there, one piece at a time. */
+static inline void kvt_io_piece(const struct kvt_ssd_io_op *op, size_t done, char **at,
+				size_t *len)
+{
+	unsigned j = 0;
+
+	if (!op->iov) {
+		*at = (char *)op->buf + done;
+		*len = op->len - done;
+		return;
+	}
+	while (j + 1 < op->iovcnt && done >= op->iov[j].iov_len)
+		done -= op->iov[j++].iov_len;
+	*at = (char *)op->iov[j].iov_base + done;
+	*len = op->iov[j].iov_len - done;
+}
+
 /* ---- the thread pool (ssd_io_pool.c) ---- */
 
 /* Take the first item of the pool's FIFO and execute it (lock held; let go

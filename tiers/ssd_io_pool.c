@@ -18,9 +18,13 @@ static int do_sync_op(int fd, struct kvt_ssd_io_op *op)
 	if (op->kind == KVT_SSD_IO_SYNC)
 		return fdatasync(fd) ? -errno : 0;
 	while (done < op->len) {
-		ssize_t r = op->kind == KVT_SSD_IO_READ ?
-			pread(fd, (char *)op->buf + done, op->len - done, (off_t)(op->off + done)) :
-			pwrite(fd, (char *)op->buf + done, op->len - done, (off_t)(op->off + done));
+		char *at;
+		size_t len;
+		ssize_t r;
+
+		kvt_io_piece(op, done, &at, &len);
+		r = op->kind == KVT_SSD_IO_READ ? pread(fd, at, len, (off_t)(op->off + done)) :
+						  pwrite(fd, at, len, (off_t)(op->off + done));
 		if (r < 0) {
 			if (errno == EINTR || errno == EAGAIN)
 				continue;

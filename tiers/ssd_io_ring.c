@@ -151,14 +151,18 @@ static void prep(struct kvt_ssd_io *io, struct kvt_io_ring *r, struct io_uring_s
 		 struct kvt_ssd_io_op *op, size_t done)
 {
 	int fd = r->fixed_files ? (int)op->file : io->fds[op->file];
-	char *buf = (char *)op->buf + done;
-	size_t len = op->len - done;
 	uint64_t off = op->off + done;
-	int bi = op->kind == KVT_SSD_IO_SYNC ? -1 : buf_index(r, buf, len);
+	char *buf;
+	size_t len;
+	int bi;
 
+	kvt_io_piece(op, done, &buf, &len);
+	bi = op->kind == KVT_SSD_IO_SYNC || op->iov ? -1 : buf_index(r, buf, len);
 	switch (op->kind) {
 	case KVT_SSD_IO_READ:
-		if (bi >= 0)
+		if (op->iov && !done)
+			io_uring_prep_readv(sqe, fd, op->iov, op->iovcnt, off);
+		else if (bi >= 0)
 			io_uring_prep_read_fixed(sqe, fd, buf, (unsigned)len, off, bi);
 		else
 			io_uring_prep_read(sqe, fd, buf, (unsigned)len, off);
