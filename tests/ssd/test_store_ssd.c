@@ -977,6 +977,56 @@ static void read_into_lands_ssd_blocks_in_pieces_and_leaves_them_there(void **st
 	free(buf);
 }
 
+/* A block stored compressed cannot land in the caller's pieces as it lies
+ * on SSD: kvt_read_into leaves it to the caller (-EAGAIN), writing nothing. */
+static void read_into_leaves_compressed_blocks_to_the_caller(void **state)
+{
+	enum { N = 30 };
+	struct fixture *f = *state;
+	char *buf = malloc(BLOCK), *want = malloc(BLOCK);
+	char *mem = aligned_alloc(4096, BLOCK);
+	struct kvt_store_stats st = { .size = sizeof(st) };
+	struct kvt_key keys[N];
+	uint8_t tiers[N];
+	struct iovec iov;
+	const struct iovec *dst = &iov;
+	unsigned cnt = 1;
+	int res, tried = 0;
+	struct kvt_read_into ri = { .dst = &dst, .dst_cnt = &cnt, .res = &res };
+
+	assert_non_null(mem);
+	open_store(f);
+	assert_int_equal(kvt_ns_set_ssd_codec(f->ns, "shuf16-lz4", 1.2), 0);
+	for (uint32_t n = 0; n < N; n++) {
+		struct kvt_key p = key_n(n - 1);
+
+		keys[n] = key_n(n);
+		kvt_test_fill(buf, BLOCK, seed + n);
+		for (size_t j = 1; j < BLOCK; j += 2) /* bf16-like: it shrinks */
+			buf[j] = (char)(0x3f + (j / 2) % 3);
+		assert_int_equal(kvt_put(f->ns, &keys[n], n ? &p : NULL, buf, BLOCK), 0);
+	}
+	settle(f, 16);
+	assert_int_equal(kvt_store_stats(f->store, &st), 0);
+	assert_true(st.tier[KVT_TIER_SSD].bytes_in > 0);
+	assert_int_equal(kvt_lookup(f->ns, keys, N, tiers), N);
+	iov = (struct iovec){ mem, BLOCK };
+	memset(want, 0xee, BLOCK);
+	for (uint32_t n = 0; n < N; n++) {
+		if (tiers[n] != KVT_TIER_SSD)
+			continue;
+		tried++;
+		memset(mem, 0xee, BLOCK);
+		assert_int_equal(kvt_read_into(f->ns, &keys[n], 1, &ri), 0);
+		assert_int_equal(res, -EAGAIN);
+		assert_memory_equal(mem, want, BLOCK);
+	}
+	assert_true(tried > 0);
+	free(mem);
+	free(want);
+	free(buf);
+}
+
 /* Blocks of a namespace not attached yet sit in segments that reclaim
  * releases while the attached one fills the SSD: the records it drops must
  * be forgotten, never freed later by a loc a new record now has, nor
@@ -1247,6 +1297,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(read_back_blocks_keep_their_ssd_copy, setup, teardown),
 		cmocka_unit_test_setup_teardown(read_into_lands_ssd_blocks_in_pieces_and_leaves_them_there,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(read_into_leaves_compressed_blocks_to_the_caller, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(unattached_namespace_records_dropped_by_reclaim, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(pinned_block_survives_segment_release, setup, teardown),
