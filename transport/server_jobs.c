@@ -619,6 +619,9 @@ struct load_run {
 	const struct copy_ops *cp;
 	struct load_meter lm;
 	int err;                  /* a copy error, or -ECANCELED: nothing more is sent */
+	/* the LOAD's timeline, logged at debug level */
+	uint64_t first_ns;        /* its first delivery */
+	uint32_t direct, copied;  /* blocks read straight into engine memory, copied */
 };
 
 /* Copy blocks [from, upto) of the window (every one in) to engine memory,
@@ -647,6 +650,10 @@ static void deliver(struct load_run *lr, struct load_window *lw, uint32_t from, 
 		return;
 	}
 	meter_delivered(&lr->lm, job, lw->got + from, lw->slots + from, n);
+	if (!lr->first_ns)
+		lr->first_ns = lr->lm.last_ns;
+	lr->copied += c;
+	lr->direct += n - c;
 	for (uint32_t k = from; k < upto; k++) {
 		__atomic_add_fetch(&srv->c.scatter_bytes, lw->slots[k].len, __ATOMIC_RELAXED);
 		if (!lw->direct[k])
@@ -709,6 +716,7 @@ static int32_t run_load(struct worker *w, struct kvt_job *job)
 	struct kvt_server *srv = w->srv;
 	struct load_run lr = { .w = w, .job = job, .cp = copy_of(job),
 			       .lm = { .last_ns = kvt_now_ns() } };
+	uint64_t t0 = lr.lm.last_ns;
 	struct load_window win[2];
 	struct load_plan plan = { .edge = 0 };
 	uint32_t got = 0, next = 0; /* next: the first key of no window yet */
@@ -792,6 +800,11 @@ static int32_t run_load(struct worker *w, struct kvt_job *job)
 			    (unsigned long long)job->ticket, got, job->n, kvt_strerror(err));
 	}
 	__atomic_add_fetch(&srv->c.load_blocks, got, __ATOMIC_RELAXED);
+	kvt_srv_log(srv, KVT_LOG_DEBUG, "event=load.timeline ticket=%llu blocks=%u direct=%u "
+		    "copied=%u first_us=%llu last_us=%llu", (unsigned long long)job->ticket, got,
+		    lr.direct, lr.copied,
+		    (unsigned long long)(lr.first_ns ? (lr.first_ns - t0) / 1000 : 0),
+		    (unsigned long long)((lr.lm.last_ns - t0) / 1000));
 	for (unsigned t = 0; t < KVT_TIER_COUNT; t++)
 		if (lr.lm.bytes[t])
 			kvt_tier_rates_add(&srv->rates, t, lr.lm.bytes[t], lr.lm.ns[t]);
