@@ -93,6 +93,11 @@ ram_up() {
   mount "$loop" "$mnt"
 }
 ram_down() {
+  # a daemon that just exited may hold the mount for a moment
+  tries=0
+  while mountpoint -q "$mnt" 2>/dev/null && ! umount "$mnt" 2>/dev/null && [ $tries -lt 50 ]; do
+    tries=$((tries + 1)); sleep 0.2
+  done
   if mountpoint -q "$mnt" 2>/dev/null; then umount "$mnt"; fi
   [ -d "$mnt" ] && rmdir "$mnt"
   [ -n "$loop" ] && losetup -d "$loop"

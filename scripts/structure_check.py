@@ -41,7 +41,6 @@ MAX_LINES = 900
 # Files over MAX_LINES that are being split right now. Each entry goes when
 # its split lands; the list then stays empty and takes no new entries.
 LINE_ALLOW = {
-    "tiers/ssd_io.c",
 }
 
 SOURCE_EXT = (".c", ".h", ".cu", ".cuh")
@@ -116,6 +115,8 @@ def public_fields(root):
             text = f.read()
         for m in STRUCT_RE.finditer(text):
             body = re.sub(r"/\*.*?\*/", "", m.group(2), flags=re.S)
+            # a function pointer "ret (*name)(args)" is the field name
+            body = re.sub(r"\(\s*\*\s*(\w+)\s*\)\s*\([^)]*\)", r"\1", body)
             fields = []
             for decl in (d.strip() for d in body.split(";")):
                 if not decl:

@@ -18,8 +18,11 @@
  * enough that a batch's records are acknowledged soon. The batches of a
  * pass someone waits for are a quarter of that, so the wait is short. */
 #define DEMOTE_BATCH 32
-/* Demotion batches in flight: one being synced, the next being written. */
-#define DEMOTE_INFLIGHT 2
+/* Demotion batches in flight: while one is synced (its group commit),
+ * the others' writes keep the device busy; four short batches of a pass
+ * someone waits for are as deep a queue as one long one. A storage tier
+ * takes this many write batches at once (KVT_SSD_WRITE_BATCHES). */
+#define DEMOTE_INFLIGHT 4
 /* Memory-tier records with a clean copy below, remembered newest last (see
  * drop_clean); older ones fall off. */
 #define CLEAN_RING 1024

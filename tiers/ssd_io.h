@@ -49,14 +49,20 @@ enum kvt_ssd_io_kind {
 	KVT_SSD_IO_SYNC = 2, /* fdatasync of the file; off, buf, len unused */
 };
 
-/* One operation of a run. The caller fills kind..len; the engine fills res
- * and lat_ns. */
+/* One operation of a run. The caller fills kind..iovcnt; the engine fills
+ * res and lat_ns. */
 struct kvt_ssd_io_op {
 	enum kvt_ssd_io_kind kind;
 	uint32_t file;   /* slot of the file table */
 	uint64_t off;    /* 4 KiB aligned for O_DIRECT */
 	void *buf;       /* 4 KiB aligned */
 	size_t len;      /* multiple of 4 KiB */
+	/* A read may land in pieces instead of buf: iov[0..iovcnt), each
+	 * piece 4 KiB aligned and a multiple of 4 KiB long, len bytes in all
+	 * (another's memory, such as an engine's mapped KV pages: never a
+	 * registered buffer). The array must stay until the op is reaped. */
+	const struct iovec *iov;
+	unsigned iovcnt;
 	int res;         /* 0, or -errno; a short transfer is -EIO */
 	uint64_t lat_ns; /* submission to completion */
 };

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,14 @@
  * against the checksum the header carried, and decode it. */
 static int read_verify(struct kvt_tier_io *io, struct rrec *c, void *scratch)
 {
+	if (io->iov) {
+		XXH3_state_t st;
+
+		XXH3_64bits_reset(&st);
+		for (unsigned j = 0; j < io->iovcnt; j++)
+			XXH3_64bits_update(&st, io->iov[j].iov_base, io->iov[j].iov_len);
+		return XXH3_64bits_digest(&st) == c->sum ? 0 : -EBADMSG;
+	}
 	if (c->stage) {
 		if (XXH3_64bits(c->stage, c->stored) != c->sum)
 			return -EBADMSG;
@@ -43,6 +52,23 @@ static int read_verify(struct kvt_tier_io *io, struct rrec *c, void *scratch)
 		return -EBADMSG;
 	memcpy((char *)io->buf + body, c->tail, tail);
 	return 0;
+}
+
+/* Whether a read into pieces can land whole: raw on the device, every
+ * piece 4 KiB aligned and long, len bytes in all (0 or -EOPNOTSUPP, -EINVAL
+ * for pieces that do not add up to len). */
+static int iov_readable(const struct kvt_tier_io *io, uint8_t codec)
+{
+	size_t sum = 0;
+
+	if (codec != KVT_CODEC_RAW || io->iovcnt > IOV_MAX || (io->len & (PAGE - 1)))
+		return -EOPNOTSUPP;
+	for (unsigned j = 0; j < io->iovcnt; j++) {
+		if (!aligned(io->iov[j].iov_base) || (io->iov[j].iov_len & (PAGE - 1)))
+			return -EOPNOTSUPP;
+		sum += io->iov[j].iov_len;
+	}
+	return sum == io->len ? 0 : -EINVAL;
 }
 
 /* Reads fetch the payload only: the header was verified when the record was
@@ -73,7 +99,7 @@ int kvt_ssd_read_submit(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 
 		r[i].lat_ns = 0;
 		r[i].res = 0;
-		if (!r[i].buf || !r[i].len || r[i].by_key) {
+		if ((!r[i].buf && !r[i].iov) || !r[i].len || r[i].by_key || (r[i].iov && !r[i].iovcnt)) {
 			r[i].res = -EINVAL;
 			continue;
 		}
@@ -89,12 +115,14 @@ int kvt_ssd_read_submit(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 			r[i].res = -ENOENT;
 			continue;
 		}
+		if (r[i].iov && (r[i].res = iov_readable(&r[i], rec->codec)))
+			continue;
 		s->users++;
 		c[i].pinned = true;
 		c[i].stored = rec->stored_len;
 		c[i].sum = rec->sum;
 		c[i].codec = rec->codec;
-		if (rec->codec != KVT_CODEC_RAW || !aligned(r[i].buf)) {
+		if (!r[i].iov && (rec->codec != KVT_CODEC_RAW || !aligned(r[i].buf))) {
 			size_t sc = kvt_codec_scratch_bytes((enum kvt_codec_id)rec->codec, r[i].len);
 
 			scratch = sc > scratch ? sc : scratch;
@@ -117,7 +145,11 @@ int kvt_ssd_read_submit(struct kvt_ssd *ssd, struct kvt_tier_batch *b)
 
 		if (r[i].res)
 			continue;
-		if (c[i].stage) {
+		if (r[i].iov) {
+			sb->ops[sb->n_ops] = io_op(KVT_SSD_IO_READ, slot, off, NULL, r[i].len);
+			sb->ops[sb->n_ops].iov = r[i].iov;
+			sb->ops[sb->n_ops++].iovcnt = r[i].iovcnt;
+		} else if (c[i].stage) {
 			sb->ops[sb->n_ops++] = io_op(KVT_SSD_IO_READ, slot, off, c[i].stage,
 						     pages_of(c[i].stored) * PAGE);
 		} else if (r[i].room) {

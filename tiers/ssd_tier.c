@@ -221,7 +221,7 @@ int kvt_ssd_tier_open(const struct kvt_ssd_opts *opts, struct kvt_storage_tier *
 	if (!t)
 		return -ENOMEM;
 	t->base = (struct kvt_storage_tier){ .ops = &ssd_tier_ops, .kind = KVT_TIER_SSD,
-					     .caps = KVT_TIER_CAP_DEMOTE };
+					     .caps = KVT_TIER_CAP_DEMOTE | KVT_TIER_CAP_READ_IOV };
 	err = kvt_ssd_open(opts, found_cb, t, &t->ssd);
 	if (err) {
 		free(t->found);

@@ -26,6 +26,8 @@
  *    not have (a peer tier: blocks other nodes hold). The store asks
  *    lookup() after a local miss, and reads such blocks by key (by_key);
  *    each fetched block joins the index in the memory tier.
+ *  - KVT_TIER_CAP_READ_IOV: it reads a block straight into the caller's
+ *    pieces of memory (io->iov), no memory-tier slot in between.
  * Ops a tier has no use for may be NULL where marked optional.
  *
  * Threading: every op may be called from any thread, never with the store's
@@ -38,6 +40,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "kvtier/store.h"
 #include "tiers/codec.h"
@@ -87,6 +90,7 @@ struct kvt_mem_tier {
 enum {
 	KVT_TIER_CAP_DEMOTE = 1u << 0,
 	KVT_TIER_CAP_KEYED = 1u << 1,
+	KVT_TIER_CAP_READ_IOV = 1u << 2, /* reads into io->iov (see below) */
 };
 
 /* One record of a batch: a block to write, a removal to log, or a block to
@@ -107,6 +111,12 @@ struct kvt_tier_io {
 	const struct kvt_codec_cfg *codec; /* write: NULL = raw */
 	void *buf;                /* the block (read: where it lands) */
 	size_t len;               /* its bytes */
+	/* read, KVT_TIER_CAP_READ_IOV tiers only: the block lands in these
+	 * pieces instead of buf (another's memory: an engine's KV pages), each
+	 * 4 KiB aligned and a multiple of 4 KiB, len bytes in all; a record
+	 * the tier cannot read so (compressed, say) gets -EOPNOTSUPP */
+	const struct iovec *iov;
+	unsigned iovcnt;
 	uint64_t loc;             /* write: out; read: in (unless by_key) */
 	int res;                  /* out: 0 or -errno, see below */
 	uint64_t lat_ns;          /* out: device time of the record */

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "kvtier/types.h"
 
@@ -329,6 +330,33 @@ typedef void (*kvt_acquire_cb)(void *arg, size_t k, int res, size_t reading);
  * acquired, or -EINVAL (NULL arrays with n > 0), -ENOMEM (nothing done). */
 int kvt_acquire_many(struct kvt_ns *ns, const struct kvt_key *keys, size_t n,
 		     struct kvt_slot *slots, int *res, kvt_acquire_cb cb, void *arg);
+
+/* kvt_read_into: where each block goes and what the caller hears. */
+struct kvt_read_into {
+	const struct iovec *const *dst; /* dst[k]: pieces block k lands in, in
+	                                 * order, each 4 KiB aligned and long */
+	const unsigned *dst_cnt;        /* dst_cnt[k]: pieces of dst[k] */
+	int *res;                       /* out: res[k] */
+	/* Each key looked at, before any read goes out: found is the number
+	 * of leading keys the index holds. May be NULL. */
+	void (*planned_cb)(void *arg, size_t found);
+	kvt_acquire_cb landed_cb;       /* each result as it comes; may be NULL */
+	void *arg;
+};
+
+/* Read the blocks of keys[0..n) that lie on a storage tier able to read
+ * into another's memory (the SSD tier, a block stored raw) straight into
+ * ri->dst[k], with no DRAM slot in between: nothing waits for DRAM room,
+ * and the block stays where it is (no promotion). Each block is held while
+ * it is read (a removal meanwhile takes effect after) and verified against
+ * its checksum as it lands. res[k]: 0 (dst[k] holds the block), -EIO (its
+ * checksum failed: dropped, and dst[k] holds garbage), or -EAGAIN: not read
+ * here (in DRAM, moving between tiers, not readable so, or at or after the
+ * first key the index lacks, so no memory after a miss is written): the
+ * caller acquires those (kvt_acquire_many). Returns the number of blocks
+ * read, or -EINVAL, -ENOMEM (nothing read). */
+int kvt_read_into(struct kvt_ns *ns, const struct kvt_key *keys, size_t n,
+		  const struct kvt_read_into *ri);
 
 /* Copy the blocks of keys[0..n) out into bufs[0..n) (each len = block
  * size), read as kvt_acquire_many reads them, each slot let go as soon as

@@ -4,7 +4,8 @@
  * blocks are copied) delivers every byte, and none past a miss; two LOADs
  * of the same keys at once both deliver them; a SAVE, a removal and a LOAD
  * of the same keys racing deliver only right bytes; and a daemon killed
- * with reads in flight comes back with every block. The DRAM tier holds 64
+ * with reads in flight comes back with every block. Blocks on SSD are read
+ * straight into engine memory, and stay on SSD. The DRAM tier holds 64
  * blocks, fewer than the LOADs ask for at once, so windows also wait for
  * room and go on where they had none. No timing is asserted. */
 #include <errno.h>
@@ -142,6 +143,31 @@ static void load_of_many_windows_delivers_every_byte_and_none_past_a_miss(void *
 			assert_int_equal(kvt_client_wait_layer(e.c, ticket, l, WAIT_MS), 0);
 		assert_int_equal(kvt_client_wait(e.c, ticket, WAIT_MS), BLOCKS);
 	}
+	kvtd_chain_close(&e);
+	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
+	kvtd_cleanup(&d);
+}
+
+/* Blocks on SSD go straight into engine memory: a LOAD delivers them byte
+ * for byte and leaves them on SSD, where a LOAD through DRAM slots brought
+ * each up into DRAM. */
+static void load_reads_ssd_blocks_straight_into_engine_memory(void **state)
+{
+	struct kvtd_proc d = { 0 };
+	struct kvtd_chain e;
+	uint8_t before[BLOCKS], after[BLOCKS];
+
+	(void)state;
+	start_with_chain(&d, &e);
+	assert_int_equal(kvt_client_lookup(e.c, &e.ns, e.keys, BLOCKS, before), BLOCKS);
+	assert_int_equal(load(&e, e.keys, BLOCKS), BLOCKS);
+	for (uint32_t i = 0; i < BLOCKS; i++)
+		if (!loaded_right(&e, i, i))
+			fail_msg("block %u loaded wrong bytes", i);
+	assert_int_equal(kvt_client_lookup(e.c, &e.ns, e.keys, BLOCKS, after), BLOCKS);
+	for (uint32_t i = 0; i < BLOCKS; i++)
+		if (before[i] == KVT_TIER_SSD && after[i] != KVT_TIER_SSD)
+			fail_msg("block %u was brought up from SSD (tier %u)", i, after[i]);
 	kvtd_chain_close(&e);
 	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
 	kvtd_cleanup(&d);
@@ -339,6 +365,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(load_of_many_windows_delivers_every_byte_and_none_past_a_miss),
+		cmocka_unit_test(load_reads_ssd_blocks_straight_into_engine_memory),
 		cmocka_unit_test(two_loads_of_the_same_keys_both_deliver),
 		cmocka_unit_test(save_and_remove_racing_a_load_of_the_same_keys),
 		cmocka_unit_test(daemon_killed_with_reads_in_flight_keeps_every_block),

@@ -903,6 +903,130 @@ static void read_back_blocks_keep_their_ssd_copy(void **state)
 	free(buf);
 }
 
+static void count_planned(void *arg, size_t found)
+{
+	*(size_t *)arg = found;
+}
+
+/* kvt_read_into reads blocks on SSD straight into the caller's pieces (here
+ * each block's two halves in swapped places), verified, and leaves them on
+ * SSD; a block in DRAM is left to the caller (-EAGAIN), and so is every key
+ * from the first one the store lacks on, whose memory stays untouched. */
+static void read_into_lands_ssd_blocks_in_pieces_and_leaves_them_there(void **state)
+{
+	enum { N = 40, MISS = 30, HALF = BLOCK / 2 };
+	struct fixture *f = *state;
+	char *buf = malloc(BLOCK), *want = malloc(BLOCK);
+	char *mem = aligned_alloc(4096, (size_t)N * BLOCK);
+	struct kvt_key keys[N];
+	uint8_t tiers[N];
+	struct iovec iov[N][2];
+	const struct iovec *dst[N];
+	unsigned cnt[N];
+	int res[N];
+	size_t found = 0;
+	struct kvt_read_into ri = { .dst = dst, .dst_cnt = cnt, .res = res,
+				    .planned_cb = count_planned, .arg = &found };
+	int on_ssd = 0, read;
+
+	assert_non_null(mem);
+	open_store(f);
+	put_chain(f, 0, N, buf);
+	settle(f, 16);
+	for (uint32_t n = 0; n < N; n++) {
+		keys[n] = key_n(n);
+		iov[n][0] = (struct iovec){ mem + (size_t)n * BLOCK + HALF, HALF };
+		iov[n][1] = (struct iovec){ mem + (size_t)n * BLOCK, HALF };
+		dst[n] = iov[n];
+		cnt[n] = 2;
+	}
+	keys[MISS] = key_n(1000); /* never stored */
+	assert_int_equal(kvt_lookup(f->ns, keys, MISS, tiers), MISS);
+	memset(mem, 0xee, (size_t)N * BLOCK);
+
+	read = kvt_read_into(f->ns, keys, N, &ri);
+	assert_int_equal(found, MISS);
+	for (uint32_t n = 0; n < MISS; n++) {
+		if (tiers[n] != KVT_TIER_SSD) {
+			assert_int_equal(res[n], -EAGAIN);
+			continue;
+		}
+		on_ssd++;
+		assert_int_equal(res[n], 0);
+		kvt_test_fill(want, BLOCK, seed + n);
+		assert_memory_equal(mem + (size_t)n * BLOCK + HALF, want, HALF);
+		assert_memory_equal(mem + (size_t)n * BLOCK, want + HALF, HALF);
+	}
+	assert_true(on_ssd >= MISS - (int)(DRAM_BYTES / BLOCK));
+	assert_int_equal(read, on_ssd);
+	memset(want, 0xee, BLOCK);
+	for (uint32_t n = MISS; n < N; n++) {
+		assert_int_equal(res[n], -EAGAIN);
+		assert_memory_equal(mem + (size_t)n * BLOCK, want, BLOCK);
+	}
+	/* not promoted: what was on SSD is there still */
+	for (uint32_t n = 0; n < MISS; n++) {
+		uint8_t t;
+
+		assert_int_equal(kvt_lookup(f->ns, &keys[n], 1, &t), 1);
+		if (tiers[n] == KVT_TIER_SSD)
+			assert_int_equal(t, KVT_TIER_SSD);
+	}
+	free(mem);
+	free(want);
+	free(buf);
+}
+
+/* A block stored compressed cannot land in the caller's pieces as it lies
+ * on SSD: kvt_read_into leaves it to the caller (-EAGAIN), writing nothing. */
+static void read_into_leaves_compressed_blocks_to_the_caller(void **state)
+{
+	enum { N = 30 };
+	struct fixture *f = *state;
+	char *buf = malloc(BLOCK), *want = malloc(BLOCK);
+	char *mem = aligned_alloc(4096, BLOCK);
+	struct kvt_store_stats st = { .size = sizeof(st) };
+	struct kvt_key keys[N];
+	uint8_t tiers[N];
+	struct iovec iov;
+	const struct iovec *dst = &iov;
+	unsigned cnt = 1;
+	int res, tried = 0;
+	struct kvt_read_into ri = { .dst = &dst, .dst_cnt = &cnt, .res = &res };
+
+	assert_non_null(mem);
+	open_store(f);
+	assert_int_equal(kvt_ns_set_ssd_codec(f->ns, "shuf16-lz4", 1.2), 0);
+	for (uint32_t n = 0; n < N; n++) {
+		struct kvt_key p = key_n(n - 1);
+
+		keys[n] = key_n(n);
+		kvt_test_fill(buf, BLOCK, seed + n);
+		for (size_t j = 1; j < BLOCK; j += 2) /* bf16-like: it shrinks */
+			buf[j] = (char)(0x3f + (j / 2) % 3);
+		assert_int_equal(kvt_put(f->ns, &keys[n], n ? &p : NULL, buf, BLOCK), 0);
+	}
+	settle(f, 16);
+	assert_int_equal(kvt_store_stats(f->store, &st), 0);
+	assert_true(st.tier[KVT_TIER_SSD].bytes_in > 0);
+	assert_int_equal(kvt_lookup(f->ns, keys, N, tiers), N);
+	iov = (struct iovec){ mem, BLOCK };
+	memset(want, 0xee, BLOCK);
+	for (uint32_t n = 0; n < N; n++) {
+		if (tiers[n] != KVT_TIER_SSD)
+			continue;
+		tried++;
+		memset(mem, 0xee, BLOCK);
+		assert_int_equal(kvt_read_into(f->ns, &keys[n], 1, &ri), 0);
+		assert_int_equal(res, -EAGAIN);
+		assert_memory_equal(mem, want, BLOCK);
+	}
+	assert_true(tried > 0);
+	free(mem);
+	free(want);
+	free(buf);
+}
+
 /* Blocks of a namespace not attached yet sit in segments that reclaim
  * releases while the attached one fills the SSD: the records it drops must
  * be forgotten, never freed later by a loc a new record now has, nor
@@ -1171,6 +1295,10 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(graceful_restarts_keep_every_block, setup, teardown),
 		cmocka_unit_test_setup_teardown(removed_blocks_stay_removed, setup, teardown),
 		cmocka_unit_test_setup_teardown(read_back_blocks_keep_their_ssd_copy, setup, teardown),
+		cmocka_unit_test_setup_teardown(read_into_lands_ssd_blocks_in_pieces_and_leaves_them_there,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(read_into_leaves_compressed_blocks_to_the_caller, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(unattached_namespace_records_dropped_by_reclaim, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(pinned_block_survives_segment_release, setup, teardown),

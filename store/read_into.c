@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* kvt_read_into: blocks read from a storage tier straight into the caller's
+ * memory (an engine's KV pages), with no DRAM slot in between. A LOAD of
+ * blocks on SSD otherwise lands each in a DRAM slot, which may first have
+ * to wait for the demoter to write another block out, and then copies it
+ * once more; read so, the device's bytes go where they are wanted, and
+ * the reads of a window need nothing from the DRAM tier. The block stays
+ * where it is: reading it does not promote it. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "store/store_impl.h"
+#include "store/tiering.h"
+
+struct direct {
+	uint32_t rec;
+	size_t k;                 /* the caller's key */
+	uint64_t loc;             /* where it was read from */
+	struct kvt_storage_tier *t;
+};
+
+struct read_into {
+	struct kvt_ns *ns;
+	const struct kvt_read_into *ri;
+	struct direct *items;
+	struct kvt_tier_io *io;   /* io[j] reads items[j] */
+	size_t in_flight;
+	int ok;
+};
+
+static inline struct kvt_rec *rec(struct kvt_store *s, uint32_t i)
+{
+	return kvt_index_rec(s->cat.idx, i);
+}
+
+/* Hold record i for the read (lock held): the tier keeps its record. */
+static void hold_locked(struct kvt_store *s, uint32_t i)
+{
+	kvt_catalog_touch(&s->cat, i);
+	kvt_catalog_busy(&s->cat, i, +1);
+}
+
+/* The read of item d ended with res (lock held): count it, let go of the
+ * hold, and say what the caller gets. */
+static int finish_locked(struct kvt_store *s, const struct direct *d, struct kvt_tier_io *io)
+{
+	struct kvt_rec *r = rec(s, d->rec);
+	enum kvt_tier from = d->t->kind;
+	int res = io->res;
+
+	if (res == 0) {
+		s->counters.gets++;
+		s->counters.tier[from].hits++;
+		s->counters.tier[from].bytes_out += io->len;
+	} else if (res == -EBADMSG || res == -EIO) {
+		/* a block that cannot be read back is dropped, never served */
+		if (res == -EBADMSG)
+			s->counters.checksum_failures++;
+		s->counters.tier[from].errors++;
+		s->counters.gets++;
+		s->counters.get_misses++;
+		if (r->state == KVT_REC_LIVE && r->tier == from && r->loc == d->loc)
+			kvt_catalog_retire(&s->cat, d->rec);
+		res = -EIO;
+	} else {
+		/* stale, not readable into pieces, no memory: the caller's
+		 * acquire finds out what became of it (and counts it) */
+		res = -EAGAIN;
+	}
+	kvt_catalog_busy(&s->cat, d->rec, -1);
+	if (r->state == KVT_REC_DYING && r->busy == 0)
+		kvt_tiering_discard(s, d->rec);
+	else if (r->busy == 0)
+		kvt_tiering_kick(s);
+	return res;
+}
+
+static void on_done(struct kvt_tier_batch *b, size_t j)
+{
+	struct read_into *x = b->arg;
+	struct kvt_store *s = x->ns->store;
+	size_t at = (size_t)(b->io - x->io) + j;
+	const struct direct *d = &x->items[at];
+	int res;
+
+	pthread_mutex_lock(&s->lock);
+	res = finish_locked(s, d, &x->io[at]);
+	pthread_mutex_unlock(&s->lock);
+	x->ri->res[d->k] = res;
+	x->ok += res == 0;
+	x->in_flight--;
+	if (x->ri->landed_cb)
+		x->ri->landed_cb(x->ri->arg, d->k, res, x->in_flight);
+}
+
+/* Look at every key in order (lock held): hold and queue in items/io the
+ * blocks a storage tier can read into the caller's pieces, up to the first
+ * key the index lacks. Returns how many were queued; *found gets the
+ * number of leading keys the index holds. */
+static size_t plan_locked(struct read_into *x, const struct kvt_key *keys, size_t n,
+			  size_t *found)
+{
+	struct kvt_ns *ns = x->ns;
+	struct kvt_store *s = ns->store;
+	const struct kvt_read_into *ri = x->ri;
+	size_t m = 0;
+
+	*found = n;
+	for (size_t k = 0; k < n; k++) {
+		uint32_t i = kvt_index_find(s->cat.idx, ns->id, &keys[k]);
+		struct kvt_storage_tier *t;
+		struct kvt_rec *r;
+
+		if (i == KVT_NIL || rec(s, i)->state != KVT_REC_LIVE) {
+			*found = k;
+			break;
+		}
+		r = rec(s, i);
+		if (r->tier == s->mem->kind || (r->flags & KVT_REC_MOVING) ||
+		    r->loc == KVT_LOC_NONE || r->size != ns->block_bytes)
+			continue;
+		t = kvt_tiering_tier(s, (enum kvt_tier)r->tier);
+		if (!t || !(t->caps & KVT_TIER_CAP_READ_IOV))
+			continue;
+		hold_locked(s, i);
+		x->items[m] = (struct direct){ .rec = i, .k = k, .loc = r->loc, .t = t };
+		x->io[m++] = (struct kvt_tier_io){
+			.ns_id = kvt_ns_storage_id(ns), .ns_salt = &ns->salt, .key = r->key,
+			.len = r->size, .loc = r->loc, .iov = ri->dst[k], .iovcnt = ri->dst_cnt[k] };
+	}
+	return m;
+}
+
+/* Put items [0, m) in order of their tier, io beside them, so that each
+ * tier's reads are one run of io[]. */
+static void group_by_tier(struct read_into *x, size_t m)
+{
+	for (size_t a = 1; a < m; a++) {
+		struct direct d = x->items[a];
+		struct kvt_tier_io io = x->io[a];
+		size_t b = a;
+
+		for (; b > 0 && x->items[b - 1].t->kind > d.t->kind; b--) {
+			x->items[b] = x->items[b - 1];
+			x->io[b] = x->io[b - 1];
+		}
+		x->items[b] = d;
+		x->io[b] = io;
+	}
+}
+
+int kvt_read_into(struct kvt_ns *ns, const struct kvt_key *keys, size_t n,
+		  const struct kvt_read_into *ri)
+{
+	struct read_into x = { .ns = ns, .ri = ri };
+	struct kvt_tier_batch b[KVT_MAX_STORAGE_TIERS];
+	bool submitted[KVT_MAX_STORAGE_TIERS];
+	size_t m, found, nb = 0;
+	struct kvt_store *s;
+
+	if (!ns || !ri || (n && (!keys || !ri->dst || !ri->dst_cnt || !ri->res)) || n > INT32_MAX)
+		return -EINVAL;
+	for (size_t k = 0; k < n; k++)
+		ri->res[k] = -EAGAIN;
+	if (!n)
+		return 0;
+	s = ns->store;
+	x.items = malloc(n * sizeof(*x.items));
+	x.io = malloc(n * sizeof(*x.io));
+	if (!x.items || !x.io) {
+		free(x.items);
+		free(x.io);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&s->lock);
+	m = plan_locked(&x, keys, n, &found);
+	pthread_mutex_unlock(&s->lock);
+	if (ri->planned_cb)
+		ri->planned_cb(ri->arg, found);
+
+	group_by_tier(&x, m);
+	x.in_flight = m;
+	for (size_t j = 0; j < m; nb++) {
+		size_t j0 = j;
+
+		while (j < m && x.items[j].t == x.items[j0].t)
+			j++;
+		b[nb] = (struct kvt_tier_batch){ .io = x.io + j0, .n = j - j0, .done_cb = on_done,
+						 .arg = &x };
+		/* a refused batch has every res set, nothing in flight */
+		submitted[nb] = x.items[j0].t->ops->submit(x.items[j0].t, &b[nb]) == 0;
+		if (!submitted[nb])
+			for (size_t i = 0; i < b[nb].n; i++)
+				on_done(&b[nb], i);
+	}
+	for (size_t t = 0; t < nb; t++)
+		if (submitted[t])
+			x.items[b[t].io - x.io].t->ops->wait(x.items[b[t].io - x.io].t, &b[t]);
+	free(x.items);
+	free(x.io);
+	return x.ok;
+}
