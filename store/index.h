@@ -36,6 +36,9 @@ enum {
 	KVT_REC_UNVERIFIED = 1u << 2, /* found in a region handed over at a
 	                            * restart: its bytes are checked against
 	                            * checksum before they are first used */
+	KVT_REC_READ_STRAIGHT = 1u << 3, /* read once from a storage tier
+	                            * straight into a caller's memory: the
+	                            * next read brings it up into DRAM */
 };
 
 struct kvt_rec {

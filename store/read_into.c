@@ -4,8 +4,10 @@
  * blocks on SSD otherwise lands each in a DRAM slot, which may first have
  * to wait for the demoter to write another block out, and then copies it
  * once more; read so, the device's bytes go where they are wanted, and
- * the reads of a window need nothing from the DRAM tier. The block stays
- * where it is: reading it does not promote it. */
+ * the reads of a window need nothing from the DRAM tier. The first such
+ * read leaves the block where it is; one read again is reused, and is
+ * left to the caller's acquire, which brings it up into DRAM (a prefix
+ * loaded twice is likely to be loaded again). */
 #include <errno.h>
 #include <stdlib.h>
 
@@ -49,6 +51,8 @@ static int finish_locked(struct kvt_store *s, const struct direct *d, struct kvt
 	int res = io->res;
 
 	if (res == 0) {
+		if (r->state == KVT_REC_LIVE && r->tier == from && r->loc == d->loc)
+			r->flags |= KVT_REC_READ_STRAIGHT;
 		s->counters.gets++;
 		s->counters.tier[from].hits++;
 		s->counters.tier[from].bytes_out += io->len;
@@ -116,7 +120,7 @@ static size_t plan_locked(struct read_into *x, const struct kvt_key *keys, size_
 			break;
 		}
 		r = rec(s, i);
-		if (r->tier == s->mem->kind || (r->flags & KVT_REC_MOVING) ||
+		if (r->tier == s->mem->kind || (r->flags & (KVT_REC_MOVING | KVT_REC_READ_STRAIGHT)) ||
 		    r->loc == KVT_LOC_NONE || r->size != ns->block_bytes)
 			continue;
 		t = kvt_tiering_tier(s, (enum kvt_tier)r->tier);

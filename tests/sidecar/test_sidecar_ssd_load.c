@@ -150,7 +150,8 @@ static void load_of_many_windows_delivers_every_byte_and_none_past_a_miss(void *
 
 /* Blocks on SSD go straight into engine memory: a LOAD delivers them byte
  * for byte and leaves them on SSD, where a LOAD through DRAM slots brought
- * each up into DRAM. */
+ * each up into DRAM. A block loaded again is reused: that LOAD brings it
+ * up into DRAM. */
 static void load_reads_ssd_blocks_straight_into_engine_memory(void **state)
 {
 	struct kvtd_proc d = { 0 };
@@ -168,6 +169,16 @@ static void load_reads_ssd_blocks_straight_into_engine_memory(void **state)
 	for (uint32_t i = 0; i < BLOCKS; i++)
 		if (before[i] == KVT_TIER_SSD && after[i] != KVT_TIER_SSD)
 			fail_msg("block %u was brought up from SSD (tier %u)", i, after[i]);
+
+	/* the first 16 again: those on SSD come up into DRAM (16 fit in it) */
+	assert_int_equal(load(&e, e.keys, 16), 16);
+	for (uint32_t i = 0; i < 16; i++)
+		if (!loaded_right(&e, i, i))
+			fail_msg("block %u loaded wrong bytes the second time", i);
+	assert_int_equal(kvt_client_lookup(e.c, &e.ns, e.keys, BLOCKS, after), BLOCKS);
+	for (uint32_t i = 0; i < 16; i++)
+		if (before[i] == KVT_TIER_SSD && after[i] != KVT_TIER_DRAM)
+			fail_msg("block %u loaded twice stayed on tier %u", i, after[i]);
 	kvtd_chain_close(&e);
 	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
 	kvtd_cleanup(&d);
