@@ -188,6 +188,14 @@ int kvt_store_dram_region(struct kvt_store *s, void **base, uint64_t *len)
 	return 0;
 }
 
+int kvt_store_dram_reach(struct kvt_store *s, uint64_t *end)
+{
+	if (!s || !end)
+		return -EINVAL;
+	*end = kvt_dram_reach(s->mem);
+	return 0;
+}
+
 /* ---- namespaces --------------------------------------------------------- */
 
 /* The caller's descriptor as a whole one (fields it lacks at their

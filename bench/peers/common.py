@@ -10,7 +10,6 @@ with this shape:
         name = "kvtier"
         def version(self) -> str
         def start(self, workdir, block_bytes, capacity, ssd=0)  # returns when ready
-        def wait_warm(self)                  # until its memory is faulted in
         def open_client(self, index, nblocks) -> client      # in the client's process
         def store_pids(self) -> [pid]        # processes whose memory the store is
         def engine_maps(self) -> [str]       # mappings that are engine memory, not the store's

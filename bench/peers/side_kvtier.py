@@ -7,7 +7,6 @@ scatters it back), LOOKUP for the prefix row, all through the Python client
 
 import os
 import shutil
-import time
 
 import kvtier
 from kvtier.daemon import Daemon
@@ -92,17 +91,6 @@ class Store:
         self.args = dict(dram="%dM" % (capacity // MB), ssd=("%dM" % (ssd // MB)) if ssd else "0",
                          base=workdir, env=env)
         self.daemon = Daemon(**self.args)
-
-    def wait_warm(self, timeout=600):
-        """Until kvtierd has faulted its DRAM tier in (it logs
-        event=dram.prefault when done)."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            with open(self.daemon.log.name) as f:
-                if "event=dram.prefault" in f.read():
-                    return
-            time.sleep(0.01)
-        raise RuntimeError("kvtierd did not fault its DRAM tier in")
 
     def restart_cold(self):
         """Stop (a clean stop writes DRAM-only blocks to the SSD tier) and

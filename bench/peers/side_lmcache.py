@@ -167,9 +167,6 @@ class Store:
                     p.wait()
         self.procs = []
 
-    def wait_warm(self):
-        """Its memory is allocated before it accepts clients."""
-
     def restart_cold(self):
         """Restart the server on the same L2 directory, its page cache
         dropped: what comes back comes from the files."""

@@ -149,9 +149,6 @@ class Store:
         self.procs.append(client)
         wait_port(self.client_port, client, "mooncake_client")
 
-    def wait_warm(self):
-        """Its memory is allocated before it accepts clients."""
-
     def restart_cold(self):
         raise common.Unsupported("no SSD tier measured")
 
