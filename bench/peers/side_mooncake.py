@@ -13,7 +13,12 @@ zero-copy path, the same shape as kvtier's registered engine memory.
 Mooncake keeps a block as one contiguous object: each put is one 2 MiB (or
 256 KiB) buffer, where kvtier gathers the block from 64 pages (32 layers x
 K, V) of the engine's paged memory. That favours Mooncake; it is its
-documented zero-copy path."""
+documented zero-copy path.
+
+The two-node row: one master, two mooncake_client processes (node A with
+the segment, node B with none of its own, so every object lives in A's);
+an engine of A puts, an engine of B gets: B's transfer engine reads A's
+segment over TCP."""
 
 import ctypes
 import importlib.metadata
@@ -49,12 +54,12 @@ def wait_port(port, proc, what, timeout=60):
 
 
 class Client:
-    def __init__(self, store, index, nblocks):
+    def __init__(self, store, index, nblocks, node=0):
         from mooncake.store import MooncakeDistributedStore
         self.bs = store.block_bytes
         self.s = MooncakeDistributedStore()
         pool = 2 * common.BATCH * self.bs
-        rc = self.s.setup_dummy(pool + 16 * MB, 16 * MB, "127.0.0.1:%d" % store.client_port)
+        rc = self.s.setup_dummy(pool + 16 * MB, 16 * MB, "127.0.0.1:%d" % store.client_ports[node])
         if rc != 0:
             raise RuntimeError("setup_dummy: %d" % rc)
         self.base = self.s.alloc_from_mem_pool(pool)
@@ -128,32 +133,50 @@ class Store:
         self.block_bytes = block_bytes
         self.dir = os.path.abspath(os.path.join(workdir, "mooncake"))
         os.makedirs(self.dir, exist_ok=True)
-        rpc, meta, metrics, self.client_port = free_port(), free_port(), free_port(), free_port()
+        self._start_master()
+        self.client_ports = [self._start_client("client", capacity)]
+
+    def start_pair(self, workdir, block_bytes, capacity):
+        """Node A holding the segment, node B a client with none."""
+        self.block_bytes = block_bytes
+        self.dir = os.path.abspath(os.path.join(workdir, "mooncake"))
+        os.makedirs(self.dir, exist_ok=True)
+        self._start_master()
+        self.client_ports = [self._start_client("client-a", capacity),
+                             self._start_client("client-b", 0)]
+
+    def _start_master(self):
+        self.rpc, self.meta, metrics = free_port(), free_port(), free_port()
         log = open(os.path.join(self.dir, "master.log"), "w")
         master = subprocess.Popen(
-            [self._bin("mooncake_master"), "--rpc_port=%d" % rpc, "--rpc_address=127.0.0.1",
-             "--enable_http_metadata_server=true", "--http_metadata_server_host=127.0.0.1",
-             "--http_metadata_server_port=%d" % meta, "--metrics_host=127.0.0.1",
+            [self._bin("mooncake_master"), "--rpc_port=%d" % self.rpc,
+             "--rpc_address=127.0.0.1", "--enable_http_metadata_server=true",
+             "--http_metadata_server_host=127.0.0.1",
+             "--http_metadata_server_port=%d" % self.meta, "--metrics_host=127.0.0.1",
              "--metrics_port=%d" % metrics],
             stdout=log, stderr=log, cwd=self.dir)
         self.procs.append(master)
-        wait_port(rpc, master, "mooncake_master")
-        wait_port(meta, master, "mooncake_master's metadata server")
-        log = open(os.path.join(self.dir, "client.log"), "w")
+        wait_port(self.rpc, master, "mooncake_master")
+        wait_port(self.meta, master, "mooncake_master's metadata server")
+
+    def _start_client(self, name, segment):
+        port = free_port()
+        log = open(os.path.join(self.dir, name + ".log"), "w")
         client = subprocess.Popen(
-            [self._bin("mooncake_client"), "--host=127.0.0.1", "--port=%d" % self.client_port,
-             "--global_segment_size=%d MB" % (capacity // MB),
-             "--master_server_address=127.0.0.1:%d" % rpc,
-             "--metadata_server=http://127.0.0.1:%d/metadata" % meta, "--protocol=tcp"],
+            [self._bin("mooncake_client"), "--host=127.0.0.1", "--port=%d" % port,
+             "--global_segment_size=%d MB" % (segment // MB),
+             "--master_server_address=127.0.0.1:%d" % self.rpc,
+             "--metadata_server=http://127.0.0.1:%d/metadata" % self.meta, "--protocol=tcp"],
             stdout=log, stderr=log, cwd=self.dir)
         self.procs.append(client)
-        wait_port(self.client_port, client, "mooncake_client")
+        wait_port(port, client, "mooncake_client " + name)
+        return port
 
     def restart_cold(self):
         raise common.Unsupported("no SSD tier measured")
 
-    def open_client(self, index, nblocks):
-        return Client(self, index, nblocks)
+    def open_client(self, index, nblocks, node=0):
+        return Client(self, index, nblocks, node)
 
     def store_pids(self):
         return [p.pid for p in self.procs]
