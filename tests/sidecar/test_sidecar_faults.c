@@ -87,7 +87,7 @@ static void wait_prefault_step(const struct kvtd_proc *d)
 
 static void the_dram_tier_is_faulted_in_as_it_fills_after_the_socket_answers(void **state)
 {
-	const uint64_t dram = 1024 * MiB, lead = 128 * MiB, slab = 64 * MiB;
+	const uint64_t dram = 1024 * MiB, lead = 64 * MiB, slab = 64 * MiB;
 	struct kvtd_proc d = { 0 };
 	const char *extra[] = { "--dram", "1G", "--ssd", "0", "--metrics", "off", "--no-gpu",
 				"--log-level", "debug", NULL };
