@@ -126,10 +126,14 @@ class Store:
 
     def start(self, workdir, block_bytes, capacity, ssd=0):
         if ssd:
+            # what trials of this wheel's offload did (docs/peers-bench.md)
             raise common.Unsupported(
-                "not measured: with mooncake_master and mooncake_client --enable_offload "
-                "(MOONCAKE_OFFLOAD_FILE_STORAGE_PATH set) this wheel wrote nothing to the "
-                "directory; once its memory segment was full, puts failed (-200) instead")
+                "not measured: this wheel's offload (--enable_offload, "
+                "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH) writes only once a bucket fills "
+                "(nothing from 64 MiB of objects with its default bucket limits); with "
+                "small buckets it offloads at put end on a 1 s heartbeat, and puts past a "
+                "full segment evicted 24 of 32 objects before they reached the disk (gone); "
+                "with --offload_on_evict=true puts past a full segment kept failing (-200)")
         self.block_bytes = block_bytes
         self.dir = os.path.abspath(os.path.join(workdir, "mooncake"))
         os.makedirs(self.dir, exist_ok=True)
