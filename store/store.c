@@ -192,6 +192,14 @@ int kvt_store_dram_region(struct kvt_store *s, void **base, uint64_t *len)
 	return 0;
 }
 
+int kvt_store_dram_reach(struct kvt_store *s, uint64_t *end)
+{
+	if (!s || !end)
+		return -EINVAL;
+	*end = kvt_dram_reach(s->mem);
+	return 0;
+}
+
 int kvt_store_stats(struct kvt_store *s, struct kvt_store_stats *out)
 {
 	struct kvt_store_stats st;

@@ -43,6 +43,7 @@ struct dram {
 	int n_classes;
 	uint32_t slabs_in_use;
 	uint64_t free_slot_bytes; /* free slots inside slabs in use */
+	uint64_t reach;      /* atomic: the end of the highest slab ever taken */
 	struct kvt_warm_region warm; /* when is_warm: the region and its headers */
 	bool is_warm;
 	uint64_t *found;     /* committed slots found in an adopted region */
@@ -108,6 +109,15 @@ static int class_of(struct dram *d, uint64_t slot_bytes)
 	return spare;
 }
 
+/* Slab si is in use: the region up to its end may be touched from now on. */
+static void reach_to(struct dram *d, uint32_t si)
+{
+	uint64_t end = (uint64_t)(si + 1) * d->slab_bytes;
+
+	if (end > d->reach)
+		__atomic_store_n(&d->reach, end, __ATOMIC_RELEASE);
+}
+
 /* Give slab si to class cls. */
 static int slab_take(struct dram *d, uint32_t si, int cls)
 {
@@ -126,6 +136,7 @@ static int slab_take(struct dram *d, uint32_t si, int cls)
 	d->classes[cls].slabs++;
 	d->slabs_in_use++;
 	d->free_slot_bytes += (uint64_t)s->n_slots * slot;
+	reach_to(d, si);
 	if (d->is_warm)
 		kvt_warm_slab_set(&d->warm, si, slot);
 	return 0;
@@ -409,6 +420,7 @@ static int adopt_slabs(struct dram *d)
 		d->classes[cls].slabs++;
 		d->slabs_in_use++;
 		d->free_slot_bytes += (uint64_t)s->n_free * slot;
+		reach_to(d, si);
 		s->partial = false;
 		if (s->n_used < s->n_slots)
 			partial_push(d, s, si);
@@ -517,6 +529,11 @@ const struct kvt_warm_slot *kvt_dram_slot_hdr(struct kvt_mem_tier *t, uint64_t l
 void kvt_dram_slot_commit(struct kvt_mem_tier *t, uint64_t loc, const struct kvt_warm_slot *h)
 {
 	kvt_warm_slot_commit(&to_dram(t)->warm, (uint32_t)(loc >> 32), (uint32_t)loc, h);
+}
+
+uint64_t kvt_dram_reach(struct kvt_mem_tier *t)
+{
+	return t->ops == &dram_ops ? __atomic_load_n(&to_dram(t)->reach, __ATOMIC_ACQUIRE) : 0;
 }
 
 #ifndef MADV_POPULATE_WRITE

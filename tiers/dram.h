@@ -57,6 +57,12 @@ int kvt_dram_open(const struct kvt_dram_opts *opts, struct kvt_mem_tier **out);
 int kvt_dram_prefault(void *base, uint64_t len, bool before_use, const int *stop,
 		      uint64_t *done);
 
+/* How far into the region slots have ever been handed out: the end of the
+ * highest slab taken (slabs never used are taken lowest first, so the next
+ * one to be used lies just past it); 0 for another tier. Read without the
+ * store's lock, by a prefault that runs ahead of use. */
+uint64_t kvt_dram_reach(struct kvt_mem_tier *t);
+
 /* ---- warm restart (opts.warm) ---------------------------------------------- */
 
 struct kvt_warm_region;

@@ -10,6 +10,11 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
 
 #include "util/block_sum.h"
 
@@ -119,6 +124,11 @@ int kvt_engine_mem_import(struct kvt_dev *dev, int fd, const struct kvt_req_regi
 	free(k_base);
 	free(v_base);
 	m->refs = 1;
+	if (fd >= 0) {
+		m->host = kvt_dev_mem_ptr(m->dmem);
+		m->host_len = r->bytes;
+	}
+	pthread_mutex_init(&m->populate_lock, NULL);
 	m->dev = dev;
 	m->ns = r->ns;
 	m->layers = r->layers;
@@ -171,6 +181,9 @@ int kvt_engine_mem_map(int fd, const struct kvt_req_register *r, uint32_t kvn,
 		return err;
 	}
 	m->refs = 1;
+	m->host = m->map;
+	m->host_len = total;
+	pthread_mutex_init(&m->populate_lock, NULL);
 	m->map_len = total;
 	m->base = m->map + r->offset;
 	m->ns = r->ns;
@@ -183,6 +196,32 @@ int kvt_engine_mem_map(int fd, const struct kvt_req_register *r, uint32_t kvn,
 	m->page_bytes = page_bytes;
 	*out = m;
 	return 0;
+}
+
+/* Map [p, p + len) in without changing a byte. */
+static void populate(uint8_t *p, uint64_t len)
+{
+	const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uint8_t *start = (uint8_t *)((uintptr_t)p & ~(pg - 1));
+	uint64_t n = len + (uint64_t)(p - start);
+
+	if (madvise(start, n, MADV_POPULATE_WRITE) == 0 || errno != EINVAL)
+		return;
+	/* before Linux 5.14: a read maps each page of a shared memfd */
+	for (uint64_t off = 0; off < n; off += pg)
+		(void)*(volatile uint8_t *)(start + off);
+}
+
+void kvt_engine_mem_populate(struct kvt_engine_mem *m)
+{
+	if (!m->host || __atomic_load_n(&m->populated, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&m->populate_lock);
+	if (!m->populated) {
+		populate(m->host, m->host_len);
+		__atomic_store_n(&m->populated, 1, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&m->populate_lock);
 }
 
 void kvt_engine_mem_get(struct kvt_engine_mem *m)
@@ -200,6 +239,7 @@ void kvt_engine_mem_put(struct kvt_engine_mem *m)
 	} else {
 		munmap(m->map, m->map_len);
 	}
+	pthread_mutex_destroy(&m->populate_lock);
 	free(m);
 }
 

@@ -10,6 +10,7 @@
 #ifndef KVT_TRANSPORT_ENGINE_MEM_H
 #define KVT_TRANSPORT_ENGINE_MEM_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "transport/proto.h"
@@ -31,6 +32,12 @@ struct kvt_engine_mem {
 	struct kvt_dev *dev;
 	struct kvt_dev_mem *dmem;
 	struct kvt_dev_layout *layout;
+	/* the engine's memfd as mapped here (NULL for CUDA memory), faulted in
+	 * whole by the first copy that uses it (kvt_engine_mem_populate) */
+	uint8_t *host;
+	uint64_t host_len;
+	pthread_mutex_t populate_lock;
+	int populated;          /* atomic: 0, then 1 once tried */
 };
 
 /* Map fd per r for a namespace whose pages are page_bytes long with kvn (1 or
@@ -49,6 +56,16 @@ int kvt_engine_mem_map(int fd, const struct kvt_req_register *r, uint32_t kvn,
  * and kvt_dev_layout_create. */
 int kvt_engine_mem_import(struct kvt_dev *dev, int fd, const struct kvt_req_register *r,
 			  const struct kvt_ns_desc *d, struct kvt_engine_mem **out);
+
+/* Map every page of the engine's memfd into the daemon before the first copy
+ * that uses it (MADV_POPULATE_WRITE: no byte changes), so that copies do not
+ * take one page fault per 4 KiB page of engine memory inside a request. For
+ * a copy worker, never the event loop: a large region takes a while. The
+ * first caller populates, callers meanwhile wait for it, later ones return
+ * at once. A kernel without MADV_POPULATE_WRITE gets each page read once;
+ * a failure leaves the pages to fault as they are copied (never an error
+ * for the copy). No-op for CUDA memory. */
+void kvt_engine_mem_populate(struct kvt_engine_mem *m);
 
 void kvt_engine_mem_get(struct kvt_engine_mem *m);
 /* Drop a reference; the last one unmaps. NULL is accepted. */

@@ -40,7 +40,8 @@ struct kvt_server_tenant {
 
 enum kvt_prefault {
 	KVT_PREFAULT_NONE = 0,
-	KVT_PREFAULT_BACKGROUND = 1, /* a thread, 64 MiB at a time, while serving */
+	KVT_PREFAULT_BACKGROUND = 1, /* a thread while serving, ahead of the slots
+	                              * handed out (not the whole region) */
 	KVT_PREFAULT_BEFORE = 2,     /* all of it before listening */
 };
 

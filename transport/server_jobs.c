@@ -842,6 +842,8 @@ static void *worker_main(void *arg)
 		job->qnext = NULL;
 		pthread_mutex_unlock(&srv->qlock);
 
+		/* here, not at REGISTER: faulting a large region in would hold up the loop */
+		kvt_engine_mem_populate(job->mem);
 		job->result = job->op == KVT_OP_SAVE ? run_save(&w, job) : run_load(&w, job);
 		kvt_jobs_notify(srv, job, true);
 	}

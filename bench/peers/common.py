@@ -10,10 +10,10 @@ with this shape:
         name = "kvtier"
         def version(self) -> str
         def start(self, workdir, block_bytes, capacity, ssd=0)  # returns when ready
-        def wait_warm(self)                  # until its memory is faulted in
-        def open_client(self, index, nblocks) -> client      # in the client's process
+        def open_client(self, index, nblocks, node=0) -> client  # in the client's process
         def store_pids(self) -> [pid]        # processes whose memory the store is
         def engine_maps(self) -> [str]       # mappings that are engine memory, not the store's
+        def start_pair(self, workdir, block_bytes, capacity)  # two nodes (or raise Unsupported)
         def restart_cold(self)               # SSD row: blocks on SSD only (or raise Unsupported)
         def stop(self)
 

@@ -5,12 +5,12 @@ block shapes, the same counts, the same file system, in one run.
 
     peers_bench.py [--stores kvtier,mooncake,lmcache] [--shapes 2M,256K]
                    [--total 1G] [--clients 8] [--reps 3] [--dir DIR]
-                   [--no-ssd] [--json FILE] [--require STORES] [--smoke]
+                   [--no-ssd] [--no-peer] [--json FILE] [--require STORES] [--smoke]
 
 Each repetition starts each store afresh, then, per block shape:
   - ready_s: from starting the store's processes to a client connecting;
-    warm_s: to the store's memory faulted in (kvtierd faults its DRAM tier in
-    the background once it accepts clients; the rows below start after it);
+    the rows below start then: every store faults its memory in as it is
+    used (kvtierd a little ahead of its slots, in the background);
   - one client puts --total bytes in 32-block batches (put_gbps_1), gets them
     back (get_gbps_1), gets each 32-block batch again timed alone
     (get32_p50_ms, get32_p99_ms) and looks up a 64-block prefix 200 times
@@ -20,6 +20,11 @@ Each repetition starts each store afresh, then, per block shape:
   - mem_per_gb: bytes the store's processes hold (RSS and huge pages, less
     the engines' buffers they map) per byte stored, with both phases' blocks
     stored; every store gets the same capacity, room for all of them;
+  - peer_get_gbps: two nodes of the store on this machine, over TCP on
+    loopback; one client puts --total bytes through node A, another gets
+    them through node B, which fetches them from A (kvtierd: its cluster's
+    peer tier, with a redis-server the bench starts; Mooncake: a second
+    mooncake_client reading A's segment with its TCP transfer engine);
   - ssd_get_gbps: a store with a small DRAM tier and an SSD tier under --dir,
     --total put, the store restarted so that what is read comes from its
     files, then one client gets the leading run of blocks on the SSD.
@@ -50,10 +55,15 @@ ROWS = [
     ("get32_p99_ms", "32-block get p99 ms", False),
     ("lookup64_p50_us", "64-block lookup p50 us", False),
     ("ssd_get_gbps", "SSD-resident get GB/s", True),
+    ("peer_get_gbps", "get GB/s from another node, TCP", True),
     ("mem_per_gb", "memory per GB stored", False),
     ("ready_s", "start to ready s", False),
-    ("warm_s", "start to memory faulted in s", False),
 ]
+
+
+# (store, row) a store cannot do on this machine (common.Unsupported): not
+# counted against --require
+CANNOT = set()
 
 
 # the DRAM tier of the SSD row: small beside --total, so most blocks go down
@@ -158,6 +168,41 @@ def _cold_get(store, nblocks, phase, out):
         out.put((None, "%s: %s\n%s" % (type(e).__name__, e, traceback.format_exc())))
 
 
+def _peer_get(store, nblocks, phase, out):
+    """The two-node row: put through node A (phase "put"), then get through
+    node B what B finds is stored (the directory of the cluster may take a
+    moment to tell B)."""
+    try:
+        bs = store.block_bytes
+        if phase == "put":
+            c = store.open_client(0, nblocks, node=0)
+            for b in range(0, nblocks, common.BATCH):
+                c.put(b, min(common.BATCH, nblocks - b))
+            c.close()
+            out.put((None, None))
+            return
+        c = store.open_client(0, nblocks, node=1)
+        end = time.monotonic() + 30
+        while c.lookup(nblocks) < nblocks and time.monotonic() < end:
+            time.sleep(0.05)
+        where = c.tiers(nblocks)
+        if c.lookup(nblocks) < nblocks or (where and set(where) != {"remote"}):
+            raise RuntimeError("node B finds %d of %d blocks (%s)" %
+                               (c.lookup(nblocks), nblocks, sorted(set(where))))
+        t0 = time.monotonic()
+        got = 0
+        for b in range(0, nblocks, common.BATCH):
+            got += c.get(b, min(common.BATCH, nblocks - b))
+        gbps = nblocks * bs / (time.monotonic() - t0) / 1e9
+        if got != nblocks:
+            raise RuntimeError("node B got %d of %d blocks" % (got, nblocks))
+        c.verify()
+        c.close()
+        out.put(({"peer_get_gbps": gbps}, None))
+    except Exception as e:
+        out.put((None, "%s: %s\n%s" % (type(e).__name__, e, traceback.format_exc())))
+
+
 def in_child(fn, *args):
     ctx = multiprocessing.get_context("fork")
     q = ctx.Queue()
@@ -187,6 +232,7 @@ def run_rep(store, shape, args, work):
             fn()
         except common.Unsupported as e:
             why.update({r: str(e) for r in rows})
+            CANNOT.update((store.name, r) for r in rows)
         except Exception as e:
             msg = str(e).strip().splitlines()
             why.update({r: "failed: " + (msg[0] if msg else type(e).__name__) for r in rows})
@@ -212,10 +258,6 @@ def run_rep(store, shape, args, work):
     store.start(work, shape, capacity)
     values["ready_s"] = time.monotonic() - t0
     try:
-        # the throughput rows start once the store's memory is faulted in
-        # (kvtierd does it in the background after it accepts clients)
-        store.wait_warm()
-        values["warm_s"] = time.monotonic() - t0
         phase(["put_gbps_1", "get_gbps_1", "get32_p50_ms", "get32_p99_ms", "lookup64_p50_us"],
               one_client)
         store.generation += 1
@@ -227,6 +269,16 @@ def run_rep(store, shape, args, work):
         phase(["mem_per_gb"], memory)
     finally:
         store.stop()
+    if args.peer:
+        def peer():
+            store.generation += 1
+            store.start_pair(work, shape, capacity)
+            try:
+                in_child(_peer_get, store, nblocks, "put")
+                values.update(in_child(_peer_get, store, nblocks, "get"))
+            finally:
+                store.stop()
+        phase(["peer_get_gbps"], peer)
     if args.ssd:
         def ssd():
             store.generation += 1
@@ -276,6 +328,8 @@ def main():
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--no-ssd", dest="ssd", action="store_false")
+    ap.add_argument("--no-peer", dest="peer", action="store_false",
+                    help="leave out the two-node row")
     ap.add_argument("--dir", default=None, help="where the stores keep their files "
                     "(the same file system for all; not tmpfs)")
     ap.add_argument("--json", default=None, help="write the JSON here ('-': stdout)")
@@ -315,7 +369,11 @@ def main():
         per = {s.name: [] for s in stores}
         why = {s.name: {} for s in stores}
         for rep in range(args.reps):
-            for st in stores:
+            # each repetition starts with the next store, so that each store
+            # follows each other one as often: a store's exit (memory freed,
+            # files written back) slows the one after it
+            k = rep % len(stores) if stores else 0
+            for st in stores[k:] + stores[:k]:
                 try:
                     v, w = run_rep(st, shape, args, work)
                 except common.Unsupported as e:
@@ -360,7 +418,8 @@ def main():
                 f.write(text + "\n")
     missing = ["%s %s: %s" % (sh["block"], key, n)
                for n in filter(None, args.require.split(","))
-               for sh in doc["shapes"] for key, _, _ in ROWS if sh["rows"][key].get(n) is None]
+               for sh in doc["shapes"] for key, _, _ in ROWS
+               if sh["rows"][key].get(n) is None and (n, key) not in CANNOT]
     if missing:
         sys.exit("rows not measured: " + ", ".join(missing))
 

@@ -3,10 +3,16 @@
 engine's paged memory in a memfd registered once, SAVE/LOAD of 32-block
 batches (the daemon gathers each block from 32 layers x K, V pages and
 scatters it back), LOOKUP for the prefix row, all through the Python client
-(python/kvtier)."""
+(python/kvtier). The two-node row: two kvtierd joined in a cluster through a
+redis-server the bench starts, their peer TCP listeners on loopback; blocks
+saved through one node are loaded through the other, which fetches them
+from the first over TCP (its peer tier)."""
 
 import os
+import secrets
 import shutil
+import socket
+import subprocess
 import time
 
 import kvtier
@@ -21,9 +27,9 @@ class Client:
     """One engine process: a connection, its namespace and engine memory of
     2 x BATCH pages (put from pages 0..31, get into pages 32..63)."""
 
-    def __init__(self, store, index, nblocks):
+    def __init__(self, store, index, nblocks, node=0):
         kv_heads, head_dim = common.SHAPES[store.block_bytes]
-        self.c = kvtier.Client(socket=store.daemon.socket)
+        self.c = kvtier.Client(socket=store.daemons[node].socket)
         self.ns = self.c.hello("peers-bench", layers=common.LAYERS, kv_heads=kv_heads,
                                head_dim=head_dim, block_tokens=common.BLOCK_TOKENS, dtype="bf16")
         assert self.ns.block_bytes == store.block_bytes, self.ns.block_bytes
@@ -69,12 +75,36 @@ class Client:
         self.mem.close()
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc, what, timeout=30):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError("%s exited %d" % (what, proc.returncode))
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.01)
+    raise RuntimeError("%s did not listen on %d" % (what, port))
+
+
 class Store:
     name = "kvtier"
 
     def __init__(self):
-        self.daemon = None
+        self.daemons = []
+        self.redis = None
         self.generation = 0
+
+    @property
+    def daemon(self):
+        return self.daemons[0]
 
     def version(self):
         out = os.popen(kvtier.daemon.find_kvtierd() + " --version").read().strip()
@@ -91,18 +121,37 @@ class Store:
             env = dict(os.environ, ASAN_OPTIONS=os.environ["KVT_DAEMON_ASAN_OPTIONS"])
         self.args = dict(dram="%dM" % (capacity // MB), ssd=("%dM" % (ssd // MB)) if ssd else "0",
                          base=workdir, env=env)
-        self.daemon = Daemon(**self.args)
+        self.daemons = [Daemon(**self.args)]
 
-    def wait_warm(self, timeout=600):
-        """Until kvtierd has faulted its DRAM tier in (it logs
-        event=dram.prefault when done)."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            with open(self.daemon.log.name) as f:
-                if "event=dram.prefault" in f.read():
-                    return
-            time.sleep(0.01)
-        raise RuntimeError("kvtierd did not fault its DRAM tier in")
+    def start_pair(self, workdir, block_bytes, capacity):
+        """Two nodes of one cluster: a redis-server on a free loopback port,
+        two kvtierd with DRAM tiers of capacity bytes, a shared secret, and
+        peer listeners on loopback."""
+        if not shutil.which("redis-server"):
+            raise common.Unsupported("no redis-server (Debian's redis-server package)")
+        if "--cluster" not in subprocess.run([kvtier.daemon.find_kvtierd(), "--help"],
+                                             capture_output=True, text=True).stdout:
+            raise common.Unsupported("this kvtierd is built without the cluster (hiredis)")
+        self.block_bytes = block_bytes
+        self.workdir = workdir
+        self.rdir = os.path.join(workdir, "kvtier-redis")
+        os.makedirs(self.rdir, exist_ok=True)
+        port = free_port()
+        self.redis = subprocess.Popen(
+            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", self.rdir], stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
+        wait_port(port, self.redis, "redis-server")
+        secret = os.path.join(self.rdir, "cluster.secret")
+        fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.write(fd, secrets.token_hex(32).encode())
+        os.close(fd)
+        for node in ("a", "b"):
+            extra = ["--cluster", "redis://127.0.0.1:%d" % port, "--node-id", node,
+                     "--peer-listen", "127.0.0.1:%d" % free_port(),
+                     "--cluster-secret-file", secret]
+            self.daemons.append(Daemon(extra=extra, dram="%dM" % (capacity // MB), ssd="0",
+                                       base=workdir))
 
     def restart_cold(self):
         """Stop (a clean stop writes DRAM-only blocks to the SSD tier) and
@@ -113,17 +162,23 @@ class Store:
             raise RuntimeError("kvtierd exited %d" % rc)
         self.daemon.start()
 
-    def open_client(self, index, nblocks):
-        return Client(self, index, nblocks)
+    def open_client(self, index, nblocks, node=0):
+        return Client(self, index, nblocks, node)
 
     def store_pids(self):
-        return [self.daemon.proc.pid]
+        return [d.proc.pid for d in self.daemons]
 
     def engine_maps(self):
         return ["kvtier-engine"]
 
     def stop(self):
-        if self.daemon is not None:
-            self.daemon.stop()
-            shutil.rmtree(self.daemon.dir, ignore_errors=True)
-            self.daemon = None
+        for d in self.daemons:
+            d.stop()
+            shutil.rmtree(d.dir, ignore_errors=True)
+            shutil.rmtree(d.sockdir, ignore_errors=True)
+        self.daemons = []
+        if self.redis is not None:
+            self.redis.terminate()
+            self.redis.wait(20)
+            self.redis = None
+            shutil.rmtree(self.rdir, ignore_errors=True)

@@ -167,8 +167,11 @@ class Store:
                     p.wait()
         self.procs = []
 
-    def wait_warm(self):
-        """Its memory is allocated before it accepts clients."""
+    def start_pair(self, workdir, block_bytes, capacity):
+        raise common.Unsupported(
+            "not measured: LMCache shares KV between instances through its P2P "
+            "backend and controller, which this bench does not set up; its "
+            "`lmcache server` serves the engines of one machine")
 
     def restart_cold(self):
         """Restart the server on the same L2 directory, its page cache

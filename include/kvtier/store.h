@@ -104,6 +104,12 @@ int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out);
  * Valid until kvt_store_close. Returns 0, or -EINVAL. */
 int kvt_store_dram_region(struct kvt_store *store, void **base, uint64_t *len);
 
+/* How far into that region the DRAM tier has ever handed out slots (it
+ * hands them out from the start of the region): *end bytes from base. For
+ * faulting the region in ahead of use instead of whole. Returns 0, or
+ * -EINVAL. */
+int kvt_store_dram_reach(struct kvt_store *store, uint64_t *end);
+
 /* The memfd holding the DRAM tier of a store opened with dram_warm: the
  * store's (dup it to keep it past kvt_store_close, to hand to a successor
  * or to systemd's fd store). Returns the fd, or -EINVAL (NULL, or no

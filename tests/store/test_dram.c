@@ -167,6 +167,26 @@ static void prefault_maps_the_region_and_keeps_stored_bytes(void **state)
 	t->ops->close(t);
 }
 
+/* The reach a prefault runs ahead of: the end of the highest slab ever
+ * taken; a freed slab is taken again before a new one. */
+static void reach_is_the_end_of_the_highest_slab_taken(void **state)
+{
+	struct kvt_mem_tier *t = open_dram();
+	uint64_t locs[2 * SLAB / 65536], more;
+	size_t n;
+
+	assert_int_equal(kvt_dram_reach(t), 0);
+	n = fill(t, 65536, locs, SLAB / 65536); /* one slab's slots */
+	assert_int_equal(n, SLAB / 65536);
+	assert_int_equal(kvt_dram_reach(t), SLAB);
+	assert_int_equal(t->ops->alloc(t, 65536, &more), 0);
+	assert_int_equal(kvt_dram_reach(t), 2 * SLAB);
+	t->ops->free(t, more); /* its slab goes back to the pool, ... */
+	assert_int_equal(t->ops->alloc(t, 65536, &more), 0);
+	assert_int_equal(kvt_dram_reach(t), 2 * SLAB); /* ... and is taken again */
+	t->ops->close(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -176,6 +196,7 @@ int main(void)
 		cmocka_unit_test(size_classes_are_recycled_and_their_end_is_enobufs),
 		cmocka_unit_test(bad_options_are_refused),
 		cmocka_unit_test(prefault_maps_the_region_and_keeps_stored_bytes),
+		cmocka_unit_test(reach_is_the_end_of_the_highest_slab_taken),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
