@@ -146,9 +146,10 @@ const struct kvtd_option kvtd_options[] = {
 	{ .name = "no-prefault", .key = "prefault",
 	  .type = &kvtd_bool, FIELD(prefault), .def = "true", .flag_value = "false",
 	  .accepts = "true or false", .sample = "false",
-	  .help = "Do not fault the DRAM tier in (by default a thread does it while the "
-		  "daemon serves, 64 MiB at a time, so saves stop paying for first-touch "
-		  "page faults)." },
+	  .help = "Do not fault the DRAM tier in ahead of use (by default a thread keeps "
+		  "it faulted in one 64 MiB slab ahead of the slots handed out, so saves "
+		  "rarely pay for first-touch page faults and the daemon's memory grows "
+		  "with what it stores)." },
 	{ .name = "policy", .arg = "NAME", .key = "policy",
 	  .type = &kvtd_string, FIELD(policy), .def = "tail-lru", .valid = policy_ok,
 	  .names = kvt_policy_names, .sample = "lfu",
