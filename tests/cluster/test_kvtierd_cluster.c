@@ -31,7 +31,7 @@
 
 #include "bench/netlab/netlab.h"
 #include "helpers.h"
-#include "sidecar/daemon_proc.h"
+#include "app/daemon_proc.h"
 #include "transport/sockio.h"
 
 #define TIMEOUT_MS 800   /* the nodes' --peer-timeout */

@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "sidecar/daemon_proc.h"
+#include "app/daemon_proc.h"
 #include "cluster/verbs.h"
 
 static void an_absent_device_stops_the_start_and_names_those_found(void **state)

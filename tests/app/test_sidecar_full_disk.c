@@ -23,7 +23,7 @@
 
 #include "daemon_proc.h"
 #include "helpers.h"
-#include "ssd/loopfs.h"
+#include "tiers/loopfs.h"
 #include "stats_checked.h"
 
 #define BLOCKS 128

@@ -2,7 +2,7 @@
 /* no_io_uring PROGRAM [ARGS...]: run PROGRAM where io_uring_setup fails with
  * ENOSYS, as under a kernel without io_uring or a container's seccomp filter
  * that refuses it, to prove how the io_uring tests behave there
- * (tests/ssd/uring_skip.sh). Everything else is allowed. */
+ * (tests/tiers/uring_skip.sh). Everything else is allowed. */
 #include <errno.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
