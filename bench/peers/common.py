@@ -27,6 +27,7 @@ with this shape:
 
 import multiprocessing
 import os
+import socket
 import statistics
 import time
 
@@ -45,6 +46,27 @@ BLOCK_TOKENS = 16
 
 class Unsupported(Exception):
     """The store cannot do this row here; the message says why."""
+
+
+def free_port():
+    """A TCP port on loopback that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc, what, timeout=60):
+    """Wait until proc (a server the bench started) listens on port."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError("%s exited %d" % (what, proc.returncode))
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.005)
+    raise RuntimeError("%s did not listen on %d" % (what, port))
 
 
 def shape_name(block_bytes):

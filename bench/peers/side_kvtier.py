@@ -11,9 +11,7 @@ from the first over TCP (its peer tier)."""
 import os
 import secrets
 import shutil
-import socket
 import subprocess
-import time
 
 import kvtier
 from kvtier.daemon import Daemon
@@ -75,25 +73,6 @@ class Client:
         self.mem.close()
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, proc, what, timeout=30):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise RuntimeError("%s exited %d" % (what, proc.returncode))
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.01)
-    raise RuntimeError("%s did not listen on %d" % (what, port))
-
-
 class Store:
     name = "kvtier"
 
@@ -136,19 +115,19 @@ class Store:
         self.workdir = workdir
         self.rdir = os.path.join(workdir, "kvtier-redis")
         os.makedirs(self.rdir, exist_ok=True)
-        port = free_port()
+        port = common.free_port()
         self.redis = subprocess.Popen(
             ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--dir", self.rdir], stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL)
-        wait_port(port, self.redis, "redis-server")
+        common.wait_port(port, self.redis, "redis-server")
         secret = os.path.join(self.rdir, "cluster.secret")
         fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.write(fd, secrets.token_hex(32).encode())
         os.close(fd)
         for node in ("a", "b"):
             extra = ["--cluster", "redis://127.0.0.1:%d" % port, "--node-id", node,
-                     "--peer-listen", "127.0.0.1:%d" % free_port(),
+                     "--peer-listen", "127.0.0.1:%d" % common.free_port(),
                      "--cluster-secret-file", secret]
             self.daemons.append(Daemon(extra=extra, dram="%dM" % (capacity // MB), ssd="0",
                                        base=workdir))

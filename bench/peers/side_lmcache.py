@@ -27,7 +27,6 @@ import sys
 import time
 
 import common
-from side_mooncake import free_port, wait_port
 
 GIB = 1 << 30
 # its client library logs every SHM segment it maps at INFO
@@ -135,12 +134,12 @@ class Store:
         self.dir = os.path.abspath(os.path.join(workdir, "lmcache"))
         os.makedirs(self.dir, exist_ok=True)
         self.ssd = ssd
-        self.rpc_port, self.http_port = free_port(), free_port()
+        self.rpc_port, self.http_port = common.free_port(), common.free_port()
         self.args = [os.path.join(os.path.dirname(sys.executable), "lmcache"), "server",
                      "--host", "127.0.0.1", "--port", str(self.rpc_port),
                      "--l1-size-gb", "%.4f" % (capacity / GIB), "--eviction-policy", "LRU",
                      "--http-host", "127.0.0.1", "--http-port", str(self.http_port),
-                     "--disable-observability", "--prometheus-port", str(free_port())]
+                     "--disable-observability", "--prometheus-port", str(common.free_port())]
         if ssd:
             os.makedirs(os.path.join(self.dir, "l2"), exist_ok=True)
             self.args += ["--l2-adapter",
@@ -153,8 +152,8 @@ class Store:
         p = subprocess.Popen(self.args, stdout=log, stderr=log, cwd=self.dir, env=env)
         self.procs.append(p)
         # the HTTP frontend comes up after the request server is running
-        wait_port(self.http_port, p, "lmcache server", timeout=300)
-        wait_port(self.rpc_port, p, "lmcache server", timeout=60)
+        common.wait_port(self.http_port, p, "lmcache server", timeout=300)
+        common.wait_port(self.rpc_port, p, "lmcache server", timeout=60)
 
     def _kill(self):
         for p in self.procs:

@@ -40,32 +40,12 @@ import importlib.metadata
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 
 import common
 
 MB = 1 << 20
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, proc, what, timeout=60):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise RuntimeError("%s exited %d" % (what, proc.returncode))
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.005)
-    raise RuntimeError("%s did not listen on %d" % (what, port))
 
 
 class Client:
@@ -184,7 +164,7 @@ class Store:
             MOONCAKE_OFFLOAD_HEARTBEAT_INTERVAL_SECONDS="1")
 
     def _start_master(self):
-        self.rpc, self.meta, metrics = free_port(), free_port(), free_port()
+        self.rpc, self.meta, metrics = common.free_port(), common.free_port(), common.free_port()
         log = open(os.path.join(self.dir, "master.log"), "w")
         master = subprocess.Popen(
             [self._bin("mooncake_master"), "--rpc_port=%d" % self.rpc,
@@ -194,11 +174,11 @@ class Store:
              "--metrics_port=%d" % metrics] + self._offload()[0],
             stdout=log, stderr=log, cwd=self.dir, env=self._offload()[1])
         self.procs.append(master)
-        wait_port(self.rpc, master, "mooncake_master")
-        wait_port(self.meta, master, "mooncake_master's metadata server")
+        common.wait_port(self.rpc, master, "mooncake_master")
+        common.wait_port(self.meta, master, "mooncake_master's metadata server")
 
     def _start_client(self, name, segment):
-        port = free_port()
+        port = common.free_port()
         log = open(os.path.join(self.dir, name + ".log"), "w")
         client = subprocess.Popen(
             [self._bin("mooncake_client"), "--host=127.0.0.1", "--port=%d" % port,
@@ -207,7 +187,7 @@ class Store:
              "--metadata_server=http://127.0.0.1:%d/metadata" % self.meta, "--protocol=tcp"]
             + self._offload()[0], stdout=log, stderr=log, cwd=self.dir, env=self._offload()[1])
         self.procs.append(client)
-        wait_port(port, client, "mooncake_client " + name)
+        common.wait_port(port, client, "mooncake_client " + name)
         return port
 
     def restart_cold(self):
