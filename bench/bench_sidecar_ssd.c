@@ -80,8 +80,9 @@ static void usage(FILE *f)
 "                     engine's K/V are then bf16 values of a normal, which\n"
 "                     codecs for bf16 shrink, instead of bytes none does\n"
 "  --reps N           repetitions, each with a fresh daemon (default 3)\n"
-"  --pages KIND       huge (the daemon's DRAM tier and fio's buffers in\n"
-"                     explicit huge pages), 4k (both in 4 KiB pages), auto\n"
+"  --pages KIND       huge (the daemon's DRAM tier, the engines' memory and\n"
+"                     fio's buffers in explicit huge pages), 4k (all in\n"
+"                     4 KiB pages), auto\n"
 "                     (default: huge when enough are reserved)\n"
 "  --kvtierd PATH     the daemon (default: $KVTIERD, else beside this program\n"
 "                     or in the build tree's app/)\n"
@@ -282,8 +283,21 @@ struct engine {
 	uint32_t pages, layers;
 };
 
+/* An engine page: 16 tokens x 8 KV heads x head_dim 128 x bf16 (a block is
+ * one page of each layer's K and V: 64 KiB a layer). */
+#define ENGINE_PAGE_BYTES (16ull * 8 * 128 * 2)
+
+/* Bytes of one engine's memory: 2 x xfer pages of each layer's K and V. */
+static uint64_t engine_bytes(const struct e2e_args *a)
+{
+	return 2ull * a->xfer * 2 * a->layers * ENGINE_PAGE_BYTES;
+}
+
+/* The engine's memory: in explicit huge pages where the daemon's DRAM tier
+ * and fio's buffers are (like for like: a block read straight into it is
+ * one request to the device, as fio's 2 MiB reads are), else 4 KiB. */
 static int engine_open(struct engine *e, const char *socket, uint32_t layers, uint32_t pages,
-		       bool bf16)
+		       bool bf16, bool huge)
 {
 	struct kvt_client_opts o;
 	struct kvt_client_region r = { .size = sizeof(r) };
@@ -311,9 +325,15 @@ static int engine_open(struct engine *e, const char *socket, uint32_t layers, ui
 		return err;
 	e->layers = layers;
 	e->pages = pages;
-	e->page = (uint64_t)d.block_tokens * d.kv_heads * d.head_dim * 2;
+	e->page = ENGINE_PAGE_BYTES;
 	e->bytes = e->page * pages * 2 * layers;
-	e->fd = kvt_client_memfd_create("bench-e2e", e->bytes, (void **)&e->kv);
+	if (huge) {
+		e->bytes = (e->bytes + KVT_CLIENT_HUGE_PAGE_BYTES - 1) /
+			   KVT_CLIENT_HUGE_PAGE_BYTES * KVT_CLIENT_HUGE_PAGE_BYTES;
+		e->fd = kvt_client_memfd_create_huge("bench-e2e", e->bytes, (void **)&e->kv);
+	} else {
+		e->fd = kvt_client_memfd_create("bench-e2e", e->bytes, (void **)&e->kv);
+	}
 	if (e->fd < 0)
 		return e->fd;
 	if (bf16) {
@@ -388,6 +408,7 @@ struct e2e_engine {
 	struct e2e_shared *sh;
 	uint32_t index;
 	struct engine e;
+	bool huge;                    /* its memory in explicit huge pages */
 	uint64_t n, k;                /* blocks saved, blocks found on SSD */
 	struct kvt_key *keys, *ssd_keys;
 	uint64_t *ssd_idx, (*spans)[2];
@@ -410,7 +431,7 @@ static int engine_setup(struct e2e_engine *g)
 	uint64_t block;
 	int err;
 
-	err = engine_open(&g->e, g->socket, a->layers, 2 * x, a->codec != NULL);
+	err = engine_open(&g->e, g->socket, a->layers, 2 * x, a->codec != NULL, g->huge);
 	if (err)
 		return err;
 	block = g->e.ns.block_bytes;
@@ -596,7 +617,7 @@ static int run_daemon(const struct e2e_args *a, const char *bin, const char *top
 	memset(g, 0, sizeof(g));
 	for (uint32_t i = 0; i < ne; i++)
 		g[i] = (struct e2e_engine){ .a = a, .socket = d.socket, .sh = &sh, .index = i,
-					    .e = { .fd = -1 } };
+					    .huge = huge, .e = { .fd = -1 } };
 	err = daemon_start(&d, bin, top, a, huge);
 	for (uint32_t i = 0; i < ne && !err; i++)
 		err = engine_setup(&g[i]);
@@ -726,7 +747,8 @@ int kvt_bench_sidecar_ssd_main(int argc, char **argv)
 	 * brings back from SSD (what the daemon moved is recounted per rep) */
 	fio_bytes = (a.ws - a.dram) / block * block;
 	huge = a.pages == 1 ||
-	       (a.pages == 0 && kvt_bench_huge_free() >= a.dram + 32 * block + (64ull << 20));
+	       (a.pages == 0 && kvt_bench_huge_free() >= a.dram + 32 * block + (64ull << 20) +
+				a.engines * engine_bytes(&a));
 	snprintf(top, sizeof(top), "%s/kvtier-bench-e2e.%d", a.dir, (int)getpid());
 	for (int i = 0; i < a.reps && !err; i++) {
 		if (mkdir(top, 0755)) {

@@ -137,8 +137,9 @@ tierbench() {
 }
 
 # huge pages for the daemon's DRAM tier (512 MiB by default), fio's buffers
-# and the tier bench's region: 1 GiB, given back at the end
-case "$rows" in *huge*) huge_reserve $(( 1024 << 20 )) ;; esac
+# and each engine's memory (128 MiB), and the tier bench's region; given
+# back at the end
+case "$rows" in *huge*) huge_reserve $(( (1024 + 128 * engines) << 20 )) ;; esac
 [ "$tier" = 1 ] && huge_reserve $(( 1280 << 20 ))
 
 for r in $(echo "$rows" | tr ',' ' '); do

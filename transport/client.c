@@ -477,14 +477,15 @@ int kvt_client_register(struct kvt_client *c, const struct kvt_client_ns *ns,
 	return err ? err : (int)region;
 }
 
-int kvt_client_memfd_create(const char *name, uint64_t bytes, void **map)
+/* A sealed memfd of bytes, created with extra memfd_create flags, mapped. */
+static int memfd_make(const char *name, uint64_t bytes, unsigned flags, void **map)
 {
 	int fd, err;
 	void *p;
 
 	if (!map || bytes == 0 || bytes > SIZE_MAX)
 		return -EINVAL;
-	fd = memfd_create(name ? name : "kvtier-engine", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	fd = memfd_create(name ? name : "kvtier-engine", MFD_CLOEXEC | MFD_ALLOW_SEALING | flags);
 	if (fd < 0)
 		return -errno;
 	if (ftruncate(fd, (off_t)bytes) ||
@@ -501,6 +502,18 @@ int kvt_client_memfd_create(const char *name, uint64_t bytes, void **map)
 	}
 	*map = p;
 	return fd;
+}
+
+int kvt_client_memfd_create(const char *name, uint64_t bytes, void **map)
+{
+	return memfd_make(name, bytes, 0, map);
+}
+
+int kvt_client_memfd_create_huge(const char *name, uint64_t bytes, void **map)
+{
+	if (bytes % KVT_CLIENT_HUGE_PAGE_BYTES)
+		return -EINVAL;
+	return memfd_make(name, bytes, MFD_HUGETLB, map);
 }
 
 static int keys_op(struct kvt_client *c, uint16_t op, const struct kvt_client_ns *ns,

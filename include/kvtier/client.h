@@ -135,6 +135,17 @@ int kvt_client_register(struct kvt_client *c, const struct kvt_client_ns *ns,
  * memory of their own. Returns the fd and *map, or -errno. Unmap with munmap. */
 int kvt_client_memfd_create(const char *name, uint64_t bytes, void **map);
 
+/* Explicit huge pages (hugetlbfs) of this size back the memfd of
+ * kvt_client_memfd_create_huge. */
+#define KVT_CLIENT_HUGE_PAGE_BYTES (2ull << 20)
+
+/* kvt_client_memfd_create in explicit 2 MiB huge pages (bytes a multiple
+ * of KVT_CLIENT_HUGE_PAGE_BYTES, else -EINVAL; -ENOMEM when too few are
+ * reserved, see /proc/sys/vm/nr_hugepages). Blocks the daemon reads
+ * straight from SSD into such memory go to the device as one request each,
+ * where 4 KiB pages cut a block into many. */
+int kvt_client_memfd_create_huge(const char *name, uint64_t bytes, void **map);
+
 /* The longest stored prefix of keys[0..n): returns the count of leading keys
  * stored; tiers[i] (when not NULL) receives each key's tier (enum kvt_tier,
  * KVT_TIER_NONE past the prefix). -EBADF for an unknown ns, -E2BIG for n over
