@@ -138,3 +138,65 @@ void kvt_test_write_secret(const char *path, const char *text)
 	fclose(f);
 	chmod(path, 0600);
 }
+
+static long huge_read(const char *path, const char *field)
+{
+	char line[256];
+	long v = -1;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!field ? sscanf(line, "%ld", &v) == 1 :
+			     !strncmp(line, field, strlen(field)) &&
+				     sscanf(line + strlen(field), "%ld", &v) == 1)
+			break;
+	fclose(f);
+	return v;
+}
+
+static int huge_set(long total)
+{
+	FILE *f = fopen("/proc/sys/vm/nr_hugepages", "w");
+	int err;
+
+	if (!f)
+		return -errno;
+	err = fprintf(f, "%ld\n", total) < 0 ? -EIO : 0;
+	if (fclose(f) && !err)
+		err = -errno;
+	return err;
+}
+
+int kvt_test_huge_reserve(unsigned pages)
+{
+	long free_now = huge_read("/proc/meminfo", "HugePages_Free:");
+	long total = huge_read("/proc/sys/vm/nr_hugepages", NULL);
+	long need = (long)pages - free_now;
+	int err;
+
+	if (free_now < 0 || total < 0) {
+		fprintf(stderr, "no huge pages here: /proc/meminfo has no HugePages_Free\n");
+		return -ENOENT;
+	}
+	if (need <= 0)
+		return 0;
+	err = huge_set(total + need);
+	if (!err && huge_read("/proc/sys/vm/nr_hugepages", NULL) < total + need)
+		err = -ENOMEM;
+	if (err) {
+		huge_set(total);
+		fprintf(stderr, "cannot reserve %ld huge pages of 2 MiB: %s\n", need, strerror(-err));
+		return err;
+	}
+	return (int)need;
+}
+
+void kvt_test_huge_release(int added)
+{
+	long total = huge_read("/proc/sys/vm/nr_hugepages", NULL);
+
+	if (added > 0 && total >= added)
+		huge_set(total - added);
+}

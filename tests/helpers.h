@@ -58,6 +58,13 @@ void kvt_test_rmdir(const char *path);
 
 void kvt_test_sleep_ms(unsigned ms);
 
+/* Make sure pages explicit 2 MiB huge pages are free, reserving what is
+ * missing (root only). Returns how many it added (give them back with
+ * kvt_test_huge_release once their users are unmapped), or -errno with the
+ * reason printed. */
+int kvt_test_huge_reserve(unsigned pages);
+void kvt_test_huge_release(int added);
+
 /* Write text and a newline to path, mode 0600 (a secret file). */
 void kvt_test_write_secret(const char *path, const char *text);
 

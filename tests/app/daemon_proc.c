@@ -192,8 +192,8 @@ void kvtd_test_desc_128k(struct kvt_ns_desc *d, const char *model)
 	d->block_tokens = 16;
 }
 
-int engine_mem_open(struct engine_mem *m, struct kvt_client *c, const struct kvt_client_ns *ns,
-		    const struct kvt_ns_desc *desc, uint32_t pages)
+static int mem_open(struct engine_mem *m, struct kvt_client *c, const struct kvt_client_ns *ns,
+		    const struct kvt_ns_desc *desc, uint32_t pages, bool huge)
 {
 	struct kvt_client_region r = { .size = sizeof(r) };
 	void *map;
@@ -207,7 +207,13 @@ int engine_mem_open(struct engine_mem *m, struct kvt_client *c, const struct kvt
 	m->kv_stride = m->page_bytes * pages;
 	m->layer_stride = 2 * m->kv_stride;
 	m->bytes = m->layer_stride * m->layers;
-	m->fd = kvt_client_memfd_create("test-engine", m->bytes, &map);
+	if (huge) {
+		m->bytes = (m->bytes + KVT_CLIENT_HUGE_PAGE_BYTES - 1) /
+			   KVT_CLIENT_HUGE_PAGE_BYTES * KVT_CLIENT_HUGE_PAGE_BYTES;
+		m->fd = kvt_client_memfd_create_huge("test-engine", m->bytes, &map);
+	} else {
+		m->fd = kvt_client_memfd_create("test-engine", m->bytes, &map);
+	}
 	if (m->fd < 0)
 		return m->fd;
 	m->map = map;
@@ -220,6 +226,19 @@ int engine_mem_open(struct engine_mem *m, struct kvt_client *c, const struct kvt
 	r.page_stride = m->page_stride;
 	m->region = c ? kvt_client_register(c, ns, &r) : 0;
 	return m->region < 0 ? m->region : 0;
+}
+
+int engine_mem_open(struct engine_mem *m, struct kvt_client *c, const struct kvt_client_ns *ns,
+		    const struct kvt_ns_desc *desc, uint32_t pages)
+{
+	return mem_open(m, c, ns, desc, pages, false);
+}
+
+int engine_mem_open_huge(struct engine_mem *m, struct kvt_client *c,
+			 const struct kvt_client_ns *ns, const struct kvt_ns_desc *desc,
+			 uint32_t pages)
+{
+	return mem_open(m, c, ns, desc, pages, true);
 }
 
 void engine_mem_close(struct engine_mem *m)

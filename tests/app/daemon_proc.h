@@ -79,6 +79,10 @@ struct engine_mem {
 
 int engine_mem_open(struct engine_mem *m, struct kvt_client *c, const struct kvt_client_ns *ns,
 		    const struct kvt_ns_desc *desc, uint32_t pages);
+/* The same in explicit 2 MiB huge pages (its bytes rounded up to them). */
+int engine_mem_open_huge(struct engine_mem *m, struct kvt_client *c,
+			 const struct kvt_client_ns *ns, const struct kvt_ns_desc *desc,
+			 uint32_t pages);
 void engine_mem_close(struct engine_mem *m);
 uint8_t *engine_page(const struct engine_mem *m, uint32_t page, uint32_t layer, uint32_t kv);
 /* Fill page with bytes derived from seed; check returns 0 when they match. */

@@ -184,6 +184,63 @@ static void load_reads_ssd_blocks_straight_into_engine_memory(void **state)
 	kvtd_cleanup(&d);
 }
 
+/* Huge pages this test reserved, given back by its teardown. */
+static int huge_added;
+
+static int give_back_huge_pages(void **state)
+{
+	(void)state;
+	kvt_test_huge_release(huge_added);
+	huge_added = 0;
+	return 0;
+}
+
+/* Engine memory in explicit huge pages: blocks on SSD go straight into it
+ * (each one request to the device), byte for byte, and stay on SSD. */
+static void load_into_engine_memory_in_huge_pages(void **state)
+{
+	struct kvtd_proc d = { 0 };
+	struct kvtd_chain e;
+	struct engine_mem hm;
+	struct kvt_ns_desc desc;
+	uint8_t before[BLOCKS], after[BLOCKS];
+	uint32_t pages[BLOCKS];
+	uint64_t ticket;
+
+	(void)state;
+	start_with_chain(&d, &e);
+	/* after the daemon started, so that its DRAM tier does not take them:
+	 * BLOCKS pages of 4 layers' K and V of 16 KiB, 32 MiB */
+	huge_added = kvt_test_huge_reserve(16);
+	if (huge_added < 0) {
+		huge_added = 0;
+		kvtd_chain_close(&e);
+		kvtd_stop(&d, SIGTERM);
+		kvtd_cleanup(&d);
+		skip();
+	}
+	kvtd_test_desc_128k(&desc, "test/ssd-load");
+	assert_int_equal(engine_mem_open_huge(&hm, e.c, &e.ns, &desc, BLOCKS), 0);
+	assert_int_equal(hm.bytes % KVT_CLIENT_HUGE_PAGE_BYTES, 0);
+	assert_int_equal(kvt_client_lookup(e.c, &e.ns, e.keys, BLOCKS, before), BLOCKS);
+	for (uint32_t j = 0; j < BLOCKS; j++)
+		pages[j] = j;
+	assert_int_equal(kvt_client_load(e.c, &e.ns, (uint32_t)hm.region, e.keys, pages, BLOCKS,
+					 &ticket), 0);
+	assert_int_equal(kvt_client_wait(e.c, ticket, WAIT_MS), BLOCKS);
+	for (uint32_t j = 0; j < BLOCKS; j++)
+		if (engine_page_check(&hm, j, seed + j))
+			fail_msg("block %u loaded wrong bytes into huge pages", j);
+	assert_int_equal(kvt_client_lookup(e.c, &e.ns, e.keys, BLOCKS, after), BLOCKS);
+	for (uint32_t i = 0; i < BLOCKS; i++)
+		if (before[i] == KVT_TIER_SSD && after[i] != KVT_TIER_SSD)
+			fail_msg("block %u was not read straight into huge pages", i);
+	engine_mem_close(&hm);
+	kvtd_chain_close(&e);
+	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
+	kvtd_cleanup(&d);
+}
+
 /* A loader: its own connection, loading the chain again and again; a LOAD
  * may come back short (the DRAM tier had no room for it), and then goes on
  * from there, but what it reports loaded is right. */
@@ -377,6 +434,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(load_of_many_windows_delivers_every_byte_and_none_past_a_miss),
 		cmocka_unit_test(load_reads_ssd_blocks_straight_into_engine_memory),
+		cmocka_unit_test_teardown(load_into_engine_memory_in_huge_pages,
+					  give_back_huge_pages),
 		cmocka_unit_test(two_loads_of_the_same_keys_both_deliver),
 		cmocka_unit_test(save_and_remove_racing_a_load_of_the_same_keys),
 		cmocka_unit_test(daemon_killed_with_reads_in_flight_keeps_every_block),
