@@ -39,10 +39,6 @@ struct kvt_fetch {
 	void *arg;
 };
 
-static inline struct kvt_rec *rec(struct kvt_store *s, uint32_t i)
-{
-	return kvt_index_rec(s->cat.idx, i);
-}
 
 static void drive(struct kvt_fetch *f);
 

@@ -30,10 +30,6 @@ struct read_into {
 	int ok;
 };
 
-static inline struct kvt_rec *rec(struct kvt_store *s, uint32_t i)
-{
-	return kvt_index_rec(s->cat.idx, i);
-}
 
 /* Hold record i for the read (lock held): the tier keeps its record. */
 static void hold_locked(struct kvt_store *s, uint32_t i)

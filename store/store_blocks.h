@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* What the block operations of the store's API share: a record by number
- * and a slot lent to a caller (store_put.c, store_get.c, store_keys.c).
+/* What the block operations of the store's API share: a slot lent to a
+ * caller (store_put.c, store_get.c, store_keys.c).
  * Not a public header. */
 #ifndef KVT_STORE_STORE_BLOCKS_H
 #define KVT_STORE_STORE_BLOCKS_H
@@ -11,10 +11,6 @@
 
 #include "store/store_impl.h"
 
-static inline struct kvt_rec *rec(struct kvt_store *s, uint32_t i)
-{
-	return kvt_index_rec(s->cat.idx, i);
-}
 
 /* What a lent slot carries for the store, kept in kvt_slot.priv. */
 struct slot_priv {
@@ -43,7 +39,5 @@ static inline void slot_lend(struct kvt_slot *slot, uint64_t handle, const struc
 	memset(slot->priv, 0, sizeof(slot->priv));
 	memcpy(slot->priv, &p, sizeof(p));
 }
-
-/* Reserve record + slot for a new block of reuse class cls; lock held. */
 
 #endif /* KVT_STORE_STORE_BLOCKS_H */

@@ -77,6 +77,12 @@ int kvt_ns_digest(const struct kvt_ns_desc *d, struct kvt_key *out);
  * its open (-EINVAL, -ENOMEM). */
 int kvt_store_open_mem(const struct kvt_store_opts *opts, struct kvt_mem_tier **out);
 
+/* Record i of the store's index. */
+static inline struct kvt_rec *rec(struct kvt_store *s, uint32_t i)
+{
+	return kvt_index_rec(s->cat.idx, i);
+}
+
 /* Open the storage tiers opts ask for and add them to s's list (lock not
  * held). Returns 0 or the -errno of a tier's open. */
 int kvt_store_add_tiers(struct kvt_store *s, const struct kvt_store_opts *opts);

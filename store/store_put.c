@@ -90,8 +90,6 @@ int kvt_put_class(struct kvt_ns *ns, const struct kvt_key *key, const struct kvt
 	return 0;
 }
 
-/* Drop a busy hold; the last reader of a removed block frees it. Lock held. */
-
 /* ---- zero-copy slots ---------------------------------------------------- */
 
 int kvt_reserve(struct kvt_ns *ns, const struct kvt_key *key, const struct kvt_key *parent,

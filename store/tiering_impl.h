@@ -84,10 +84,6 @@ struct kvt_tiering {
 	struct wbatch wb[DEMOTE_INFLIGHT];
 };
 
-static inline struct kvt_rec *rec(struct kvt_store *s, uint32_t i)
-{
-	return kvt_index_rec(s->cat.idx, i);
-}
 
 static inline struct storage *storage_of(struct kvt_store *s, unsigned kind)
 {

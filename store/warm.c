@@ -17,10 +17,6 @@
 _Static_assert(KVT_WARM_MAX_NS >= MAX_NAMESPACES,
 	       "the region keeps every namespace a store can have");
 
-static inline struct kvt_rec *rec(struct kvt_store *s, uint32_t i)
-{
-	return kvt_index_rec(s->cat.idx, i);
-}
 
 /* The catalog's report that record i became live in a tier: in the memory
  * tier, its slot's header is written (committed). */

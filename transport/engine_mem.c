@@ -271,6 +271,14 @@ uint64_t kvt_engine_mem_gather_sum(const struct kvt_engine_mem *m, uint32_t page
 	return kvt_sum_end(&sum);
 }
 
+void kvt_engine_mem_pieces(const struct kvt_engine_mem *m, uint32_t page, struct iovec *v)
+{
+	for (uint32_t l = 0; l < m->layers; l++)
+		for (uint32_t kv = 0; kv < m->kvn; kv++, v++)
+			*v = (struct iovec){ .iov_base = page_addr(m, page, l, kv),
+					     .iov_len = m->page_bytes };
+}
+
 void kvt_engine_mem_scatter_layer(const struct kvt_engine_mem *m, uint32_t page,
 				  uint32_t layer, const void *block)
 {

@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "transport/proto.h"
 
@@ -77,6 +78,10 @@ void kvt_engine_mem_gather(const struct kvt_engine_mem *m, uint32_t page, void *
 /* kvt_engine_mem_gather, returning the XXH3-64 of the block's bytes,
  * computed as they are copied (util/block_sum.h). */
 uint64_t kvt_engine_mem_gather_sum(const struct kvt_engine_mem *m, uint32_t page, void *block);
+
+/* Where engine page `page`'s pieces lie, in the order of a block (layer,
+ * then K/V): v gets layers * kvn entries. */
+void kvt_engine_mem_pieces(const struct kvt_engine_mem *m, uint32_t page, struct iovec *v);
 
 /* Copy layer `layer` of block into engine page `page`. */
 void kvt_engine_mem_scatter_layer(const struct kvt_engine_mem *m, uint32_t page,

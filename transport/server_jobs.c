@@ -576,15 +576,7 @@ static void window_pieces(struct load_window *lw)
 	unsigned per = m->layers * m->kvn;
 
 	for (uint32_t k = 0; k < lw->want; k++) {
-		uint8_t *page = m->base + (uint64_t)lw->job->pages[lw->got + k] * m->page_stride;
-		struct iovec *v = lw->iov + (size_t)k * per;
-
-		for (uint32_t l = 0; l < m->layers; l++)
-			for (uint32_t kv = 0; kv < m->kvn; kv++, v++) {
-				v->iov_base = page + (uint64_t)l * m->layer_stride +
-					      (uint64_t)kv * m->kv_stride;
-				v->iov_len = m->page_bytes;
-			}
+		kvt_engine_mem_pieces(m, lw->job->pages[lw->got + k], lw->iov + (size_t)k * per);
 		lw->dst[k] = lw->iov + (size_t)k * per;
 		lw->iovcnt[k] = per;
 	}
