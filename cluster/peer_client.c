@@ -254,6 +254,8 @@ struct fconn {
 	uint8_t buf[KVT_PROTO_HDR_BYTES + KVT_PEER_BLOCK_META_BYTES];
 	uint8_t trailer[KVT_PEER_TRAILER_BYTES];
 	size_t got;
+	unsigned piece;            /* F_DATA into pieces: the one being filled */
+	size_t piece_got;          /* and its bytes in */
 	XXH3_state_t *xs;
 };
 
@@ -346,8 +348,42 @@ static int on_meta(struct fetch *f, struct fconn *fc)
 		return -EPROTO;
 	fc->state = F_DATA;
 	fc->got = 0;
+	fc->piece = 0;
+	fc->piece_got = 0;
 	XXH3_64bits_reset(fc->xs);
 	return 0;
+}
+
+static uint64_t iov_bytes(const struct iovec *iov, unsigned cnt)
+{
+	uint64_t sum = 0;
+
+	for (unsigned k = 0; k < cnt; k++)
+		sum += iov[k].iov_len;
+	return sum;
+}
+
+/* Where the current item's next bytes go, and how many fit there: the rest
+ * of its buffer, or of the piece being filled (the next piece once one is
+ * full). NULL: the pieces end before the block does. */
+static uint8_t *data_span(const struct fetch *f, struct fconn *fc, size_t *want)
+{
+	const struct kvt_peer_item *it = &f->items[fc->cur];
+
+	if (!it->iov) {
+		*want = f->block_bytes - fc->got;
+		return (uint8_t *)it->dst + fc->got;
+	}
+	while (fc->piece < it->iovcnt && fc->piece_got == it->iov[fc->piece].iov_len) {
+		fc->piece++;
+		fc->piece_got = 0;
+	}
+	if (fc->piece == it->iovcnt)
+		return NULL;
+	*want = it->iov[fc->piece].iov_len - fc->piece_got;
+	if (*want > f->block_bytes - fc->got)
+		*want = f->block_bytes - fc->got;
+	return (uint8_t *)it->iov[fc->piece].iov_base + fc->piece_got;
 }
 
 /* Bytes one connection may take per turn, so that a fast stream cannot
@@ -376,8 +412,9 @@ static int step(struct fetch *f, struct fconn *fc)
 			want = KVT_PEER_BLOCK_META_BYTES - fc->got;
 			break;
 		case F_DATA:
-			dst = (uint8_t *)f->items[fc->cur].dst + fc->got;
-			want = f->block_bytes - fc->got;
+			dst = data_span(f, fc, &want);
+			if (!dst)
+				return -EINVAL; /* the caller's pieces are short */
 			break;
 		case F_TRAILER:
 			dst = fc->trailer + fc->got;
@@ -398,10 +435,12 @@ static int step(struct fetch *f, struct fconn *fc)
 		}
 		fc->last_progress = kvt_now_ns();
 		turn += (size_t)r;
-		if (fc->state == F_DATA)
+		if (fc->state == F_DATA) {
 			XXH3_64bits_update(fc->xs, dst, (size_t)r);
+			fc->piece_got += (size_t)r;
+		}
 		fc->got += (size_t)r;
-		if ((size_t)r < want)
+		if ((size_t)r < want || (fc->state == F_DATA && fc->got < f->block_bytes))
 			continue;
 		switch (fc->state) {
 		case F_HDR:
@@ -509,6 +548,12 @@ int kvt_peer_fetch(struct kvt_peer_client *c, const struct kvt_peer_target *t,
 
 	if (!c || !salt || (n && !items) || block_bytes == 0 || block_bytes > KVT_PEER_MAX_BLOCK)
 		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (items[i].iov && iov_bytes(items[i].iov, items[i].iovcnt) != block_bytes) {
+			for (size_t j = 0; j < n; j++)
+				items[j].status = -EINVAL;
+			return -EINVAL;
+		}
 	if (n == 0)
 		return 0;
 	for (size_t i = 0; i < n; i++)

@@ -7,8 +7,9 @@
  * fetch of n blocks spreads them over up to conns_per_peer connections, each
  * streaming a contiguous run; the calling thread drives all of them with
  * poll(). Every block's bytes are received straight into the caller's
- * buffer (a DRAM slot from kvt_reserve, say), hashed as they arrive, and
- * accepted only if the XXH3 the owner computed matches.
+ * memory (a DRAM slot from kvt_reserve, or the pieces of an engine's KV
+ * pages), hashed as they arrive, and accepted only if the XXH3 the owner
+ * computed matches.
  *
  * A peer that dies or a link that drops mid-transfer: a connection that
  * makes no progress for timeout_ms fails its remaining blocks with
@@ -22,6 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "kvtier/types.h"
 #include "cluster/peer_auth.h"
@@ -48,10 +50,13 @@ struct kvt_peer_target {
 	                            * and its failure record */
 };
 
-/* One block to fetch. */
+/* One block to fetch: into dst, or when iov is set into its pieces, in
+ * order (iovcnt of them, block_bytes in all). */
 struct kvt_peer_item {
 	struct kvt_key key;
 	void *dst;                 /* block_bytes of room */
+	const struct iovec *iov;
+	unsigned iovcnt;
 	int status;                /* out: 0, or why the block was not fetched */
 };
 
@@ -81,7 +86,8 @@ int kvt_peer_client_open(const struct kvt_peer_client_opts *opts, struct kvt_pee
  * -EHOSTDOWN (the peer failed recently), -EACCES (refused: wrong secret),
  * -ESTALE (another node answers at that address), -EBADF (the owner does
  * not have the namespace), -EPROTO (the owner broke the protocol). Returns
- * the number of items fetched, or -EINVAL. */
+ * the number of items fetched, or -EINVAL (an item's pieces do not add up
+ * to block_bytes: nothing is asked, every item gets -EINVAL). */
 int kvt_peer_fetch(struct kvt_peer_client *c, const struct kvt_peer_target *t,
 		   const struct kvt_key *salt, uint64_t block_bytes, struct kvt_peer_item *items,
 		   size_t n);

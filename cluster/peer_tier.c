@@ -245,7 +245,7 @@ static int rdma_read(struct kvt_peer_tier *pt, struct rd *rd, size_t m,
 static void transfer(struct kvt_peer_tier *pt, struct rd *rd, size_t m,
 		     const struct kvt_peer_target *tg, const struct kvt_key *salt, uint64_t len)
 {
-	if (pt->rdma_ok && rdma_read(pt, rd, m, tg, salt, len) == 0)
+	if (pt->rdma_ok && !rd->items[0].iov && rdma_read(pt, rd, m, tg, salt, len) == 0)
 		return;
 	kvt_peer_fetch(pt->opts.client, tg, salt, len, rd->items, m);
 }
@@ -266,7 +266,9 @@ static void fetch_from(struct kvt_peer_tier *pt, struct kvt_tier_batch *b, struc
 			continue;
 		rd->tried[j]++;
 		rd->idx[m] = j;
-		rd->items[m++] = (struct kvt_peer_item){ .key = b->io[j].key, .dst = b->io[j].buf };
+		rd->items[m++] = (struct kvt_peer_item){ .key = b->io[j].key, .dst = b->io[j].buf,
+							 .iov = b->io[j].iov,
+							 .iovcnt = b->io[j].iovcnt };
 	}
 	if (a)
 		ADD(retries, m);
@@ -353,8 +355,8 @@ static int op_submit(struct kvt_storage_tier *t, struct kvt_tier_batch *b)
 
 		io->lat_ns = 0;
 		/* blocks are found by key only: this tier hands out no loc */
-		io->res = !io->by_key ? -ENOENT : !io->ns_salt || !io->buf || !io->len ? -EINVAL :
-										   -EINPROGRESS;
+		io->res = !io->by_key ? -ENOENT :
+			  !io->ns_salt || !(io->buf || io->iov) || !io->len ? -EINVAL : -EINPROGRESS;
 	}
 	find_holders(pt, b, rd);
 	/* each record's first holder, then the next for what failed */
@@ -382,7 +384,8 @@ static void op_wait(struct kvt_storage_tier *t, struct kvt_tier_batch *b)
 	/* the peer item is larger than a key, so the keys fit where items were */
 	_Static_assert(sizeof(struct kvt_peer_item) >= sizeof(struct kvt_key), "room for keys");
 	for (size_t i = 0; i < b->n; i++) {
-		if (!b->io[i].res)
+		/* a block read into another's pieces is not the store's */
+		if (!b->io[i].res && !b->io[i].iov)
 			got[n_got++] = b->io[i].key;
 		if (b->done_cb)
 			b->done_cb(b, i);
@@ -494,8 +497,11 @@ int kvt_peer_tier_open(const struct kvt_peer_tier_opts *opts, struct kvt_peer_ti
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&pt->held_mu, NULL);
+	/* over TCP a block is received wherever it is wanted, an engine's
+	 * pages too; RDMA READs land only in the registered memory tier */
 	pt->base = (struct kvt_storage_tier){ .ops = &peer_tier_ops, .kind = KVT_TIER_REMOTE,
-					      .caps = KVT_TIER_CAP_KEYED };
+					      .caps = KVT_TIER_CAP_KEYED |
+						      (opts->rdma ? 0 : KVT_TIER_CAP_READ_IOV) };
 	pt->opts = *opts;
 	if (!pt->opts.rdma_lease_ms)
 		pt->opts.rdma_lease_ms = 2000;

@@ -20,7 +20,9 @@
  *    -EHOSTDOWN (the holder failed in the last down_ms), -EACCES (refused
  *    the cluster secret), -ENOTCONN (the directory is out of reach). The
  *    store serves none of those: a miss, never wrong bytes. Fetched blocks
- *    join the store's index in the memory tier.
+ *    join the store's index in the memory tier; without RDMA a read can
+ *    also land in the caller's pieces (io.iov, KVT_TIER_CAP_READ_IOV: an
+ *    engine's pages, kvt_read_into), and such a block is not the store's.
  *
  * The holders a lookup found are kept for a moment, so the reads that
  * follow it (the store looks up, then reads) do not ask the directory

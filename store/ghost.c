@@ -10,9 +10,14 @@
 
 #include <xxhash.h>
 
+uint64_t kvt_ghost_hash_key(const struct kvt_key *key, uint16_t ns)
+{
+	return XXH3_64bits_withSeed(key->bytes, KVT_KEY_BYTES, ns);
+}
+
 uint64_t kvt_ghost_hash(const struct kvt_rec *r)
 {
-	return XXH3_64bits_withSeed(r->key.bytes, KVT_KEY_BYTES, r->ns);
+	return kvt_ghost_hash_key(&r->key, r->ns);
 }
 
 static inline uint64_t key_of(uint64_t h)

@@ -25,6 +25,8 @@ struct kvt_ghost {
 
 /* The hash a ghost list remembers a record's key (and namespace) by. */
 uint64_t kvt_ghost_hash(const struct kvt_rec *r);
+/* The same for a key of namespace number ns that has no record. */
+uint64_t kvt_ghost_hash_key(const struct kvt_key *key, uint16_t ns);
 
 /* An empty ghost list of cap (rounded up to a power of two, at least 64)
  * entries. Returns 0 or -ENOMEM. */

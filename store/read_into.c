@@ -7,7 +7,13 @@
  * the reads of a window need nothing from the DRAM tier. The first such
  * read leaves the block where it is; one read again is reused, and is
  * left to the caller's acquire, which brings it up into DRAM (a prefix
- * loaded twice is likely to be loaded again). */
+ * loaded twice is likely to be loaded again).
+ *
+ * Keys the index lacks after the found ones may be held by other nodes:
+ * a keyed tier that reads into pieces (the peer tier over TCP) receives
+ * them straight into the caller's memory too, with no record made here.
+ * The store remembers such keys (s->read_keyed); a second read of one is
+ * left to the acquire, which keeps it in DRAM as the cluster's copy. */
 #include <errno.h>
 #include <stdlib.h>
 
@@ -15,7 +21,7 @@
 #include "store/tiering.h"
 
 struct direct {
-	uint32_t rec;
+	uint32_t rec;             /* KVT_NIL: read by key (no record here) */
 	size_t k;                 /* the caller's key */
 	uint64_t loc;             /* where it was read from */
 	struct kvt_storage_tier *t;
@@ -75,6 +81,32 @@ static int finish_locked(struct kvt_store *s, const struct direct *d, struct kvt
 	return res;
 }
 
+/* The read by key of item d ended with res (lock held): remember the key
+ * when it came, and say what the caller gets (a block whose bytes failed
+ * their checksum from every holder is -EIO; any other failure is left to
+ * the caller's acquire, which asks again or reports the miss). */
+static int finish_keyed_locked(struct kvt_ns *ns, const struct direct *d,
+			       struct kvt_tier_io *io)
+{
+	struct kvt_store *s = ns->store;
+	enum kvt_tier from = d->t->kind;
+
+	if (io->res == 0) {
+		kvt_ghost_add(&s->read_keyed, kvt_ghost_hash_key(&io->key, ns->id), 0);
+		s->counters.gets++;
+		s->counters.tier[from].hits++;
+		s->counters.tier[from].bytes_out += io->len;
+		return 0;
+	}
+	if (io->res != -EBADMSG && io->res != -EIO)
+		return -EAGAIN;
+	s->counters.checksum_failures++;
+	s->counters.tier[from].errors++;
+	s->counters.gets++;
+	s->counters.get_misses++;
+	return -EIO;
+}
+
 static void on_done(struct kvt_tier_batch *b, size_t j)
 {
 	struct read_into *x = b->arg;
@@ -84,13 +116,25 @@ static void on_done(struct kvt_tier_batch *b, size_t j)
 	int res;
 
 	pthread_mutex_lock(&s->lock);
-	res = finish_locked(s, d, &x->io[at]);
+	res = d->rec == KVT_NIL ? finish_keyed_locked(x->ns, d, &x->io[at]) :
+				  finish_locked(s, d, &x->io[at]);
 	pthread_mutex_unlock(&s->lock);
 	x->ri->res[d->k] = res;
 	x->ok += res == 0;
 	x->in_flight--;
 	if (x->ri->landed_cb)
 		x->ri->landed_cb(x->ri->arg, d->k, res, x->in_flight);
+}
+
+/* Whether every piece is whole 4 KiB pages: what a tier reading with
+ * O_DIRECT needs (tiers/tier.h). */
+static bool whole_pages(const struct iovec *iov, unsigned cnt)
+{
+	uintptr_t bits = 0;
+
+	for (unsigned k = 0; k < cnt; k++)
+		bits |= (uintptr_t)iov[k].iov_base | iov[k].iov_len;
+	return bits % 4096 == 0;
 }
 
 /* Look at every key in order (lock held): hold and queue in items/io the
@@ -120,7 +164,8 @@ static size_t plan_locked(struct read_into *x, const struct kvt_key *keys, size_
 		    r->loc == KVT_LOC_NONE || r->size != ns->block_bytes)
 			continue;
 		t = kvt_tiering_tier(s, (enum kvt_tier)r->tier);
-		if (!t || !(t->caps & KVT_TIER_CAP_READ_IOV))
+		if (!t || !(t->caps & KVT_TIER_CAP_READ_IOV) ||
+		    !whole_pages(ri->dst[k], ri->dst_cnt[k]))
 			continue;
 		hold_locked(s, i);
 		x->items[m] = (struct direct){ .rec = i, .k = k, .loc = r->loc, .t = t };
@@ -128,6 +173,51 @@ static size_t plan_locked(struct read_into *x, const struct kvt_key *keys, size_
 			.ns_id = kvt_ns_storage_id(ns), .ns_salt = &ns->salt, .key = r->key,
 			.len = r->size, .loc = r->loc, .iov = ri->dst[k], .iovcnt = ri->dst_cnt[k] };
 	}
+	return m;
+}
+
+/* After the found keys: queue in items/io, from m on, the reads by key of
+ * the leading keys the index lacks that a keyed tier reading into pieces
+ * answers for (its lookup is one round trip; lock not held). Keys read so
+ * before are found, and left to the acquire. Returns the new count of
+ * queued reads; *found grows by the keys the tier answers for. */
+static size_t plan_keyed(struct read_into *x, const struct kvt_key *keys, size_t n, size_t m,
+			 size_t *found)
+{
+	struct kvt_ns *ns = x->ns;
+	struct kvt_store *s = ns->store;
+	struct kvt_storage_tier *t = NULL;
+	size_t from = *found, end = from;
+	int held;
+
+	if (from == n)
+		return m;
+	pthread_mutex_lock(&s->lock);
+	/* the first keyed tier is the one the acquire would ask first */
+	if (kvt_tiering_keyed(s, &t, 1) && (t->caps & KVT_TIER_CAP_READ_IOV))
+		while (end < n && kvt_index_find(s->cat.idx, ns->id, &keys[end]) == KVT_NIL)
+			end++;
+	pthread_mutex_unlock(&s->lock);
+	if (end == from)
+		return m;
+	held = t->ops->lookup(t, kvt_ns_storage_id(ns), keys + from, end - from);
+	if (held <= 0)
+		return m;
+	pthread_mutex_lock(&s->lock);
+	for (size_t k = from; k < from + (size_t)held; k++) {
+		unsigned tag;
+		uint64_t age;
+
+		if (kvt_ghost_take(&s->read_keyed, kvt_ghost_hash_key(&keys[k], ns->id), &tag, &age))
+			continue; /* read before: the acquire keeps it this time */
+		x->items[m] = (struct direct){ .rec = KVT_NIL, .k = k, .t = t };
+		x->io[m++] = (struct kvt_tier_io){
+			.ns_id = kvt_ns_storage_id(ns), .ns_salt = &ns->salt, .key = keys[k],
+			.by_key = true, .len = ns->block_bytes, .iov = x->ri->dst[k],
+			.iovcnt = x->ri->dst_cnt[k] };
+	}
+	pthread_mutex_unlock(&s->lock);
+	*found = from + (size_t)held;
 	return m;
 }
 
@@ -175,6 +265,7 @@ int kvt_read_into(struct kvt_ns *ns, const struct kvt_key *keys, size_t n,
 	pthread_mutex_lock(&s->lock);
 	m = plan_locked(&x, keys, n, &found);
 	pthread_mutex_unlock(&s->lock);
+	m = plan_keyed(&x, keys, n, m, &found);
 	if (ri->planned_cb)
 		ri->planned_cb(ri->arg, found);
 

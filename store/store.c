@@ -37,6 +37,10 @@
 #include "util/clock.h"
 #include "util/opts.h"
 
+/* Keys read straight from a keyed tier that the store remembers: enough for
+ * the prefixes of a few dozen requests in flight. */
+#define READ_KEYED_REMEMBERED 4096u
+
 static const struct kvt_store_opts store_defaults = {
 	.size = sizeof(struct kvt_store_opts),
 	.dram_huge_pages = true,
@@ -91,10 +95,13 @@ int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out)
 	err = kvt_catalog_init(&s->cat, policy, o.dram_bytes / (64 << 10));
 	if (err)
 		goto fail_mem;
+	err = kvt_ghost_init(&s->read_keyed, READ_KEYED_REMEMBERED);
+	if (err)
+		goto fail_catalog;
 	err = pthread_mutex_init(&s->lock, NULL);
 	if (err) {
 		err = -err;
-		goto fail_catalog;
+		goto fail_ghost;
 	}
 	err = pthread_cond_init(&s->moved, NULL);
 	if (err) {
@@ -123,6 +130,8 @@ fail_cond:
 	pthread_cond_destroy(&s->moved);
 fail_lock:
 	pthread_mutex_destroy(&s->lock);
+fail_ghost:
+	kvt_ghost_fini(&s->read_keyed);
 fail_catalog:
 	kvt_catalog_fini(&s->cat);
 fail_mem:
@@ -152,6 +161,7 @@ void kvt_store_close(struct kvt_store *s)
 		free(s->ns[i]);
 	free(s->ns);
 	free(s->free_ids);
+	kvt_ghost_fini(&s->read_keyed);
 	kvt_catalog_fini(&s->cat);
 	s->mem->ops->close(s->mem);
 	pthread_cond_destroy(&s->moved);

@@ -30,6 +30,7 @@
 
 #include "kvtier/store.h"
 #include "store/catalog.h"
+#include "store/ghost.h"
 #include "tiers/codec.h"
 #include "tiers/tier.h"
 
@@ -63,6 +64,10 @@ struct kvt_store {
 	struct kvt_tiering *tiering; /* the storage tiers after mem, the demoter */
 	bool warm;                  /* the memory tier outlives the process (store/warm.h) */
 	struct kvt_warm_stats warm_stats;
+	/* keys kvt_read_into read straight from a keyed tier (no record of
+	 * them here): a second read of one is left to the caller's acquire,
+	 * which keeps it (store/read_into.c) */
+	struct kvt_ghost read_keyed;
 };
 
 /* The 64-bit name of a namespace in storage tiers' records: the first 8

@@ -112,9 +112,10 @@ struct kvt_tier_io {
 	void *buf;                /* the block (read: where it lands) */
 	size_t len;               /* its bytes */
 	/* read, KVT_TIER_CAP_READ_IOV tiers only: the block lands in these
-	 * pieces instead of buf (another's memory: an engine's KV pages), each
-	 * 4 KiB aligned and a multiple of 4 KiB, len bytes in all; a record
-	 * the tier cannot read so (compressed, say) gets -EOPNOTSUPP */
+	 * pieces instead of buf (another's memory: an engine's KV pages), len
+	 * bytes in all; a tier located by loc (the SSD tier, O_DIRECT) is
+	 * given pieces 4 KiB aligned and a multiple of 4 KiB; a record the
+	 * tier cannot read so (compressed, say) gets -EOPNOTSUPP */
 	const struct iovec *iov;
 	unsigned iovcnt;
 	uint64_t loc;             /* write: out; read: in (unless by_key) */

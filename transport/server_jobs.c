@@ -376,11 +376,11 @@ static void meter_delivered(struct load_meter *lm, const struct kvt_job *job, ui
  * result is a prefix. The two windows hold WINDOW slots at most. */
 #define LOAD_WINDOW (WINDOW / 2)
 
-/* Blocks on SSD go straight into engine memory where the engine's pages are
- * mapped here and every piece of a block is whole 4 KiB pages (the SSD tier
- * reads them with O_DIRECT): no DRAM slot, no copy. The reads of a window
- * start only once every key before it was found in the index, so that no
- * page after a miss is written. */
+/* Blocks on SSD, and those other nodes hold, go straight into engine memory
+ * where the engine's pages are mapped here (kvt_read_into): no DRAM slot, no
+ * copy. The reads of a window start only once every key before it was
+ * found (in the index, or held by another node), so that no page after a
+ * miss is written. */
 struct load_plan {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -433,15 +433,12 @@ static uint64_t block_bytes(const struct kvt_engine_mem *m)
 	return (uint64_t)m->layers * m->kvn * m->page_bytes;
 }
 
-/* Whether blocks can be read straight into m: mapped here, every piece
- * whole 4 KiB pages (O_DIRECT), and few enough pieces for one read. */
+/* Whether blocks can be read straight into m: mapped here, and few enough
+ * pieces for one read (the store reads from SSD only into pieces of whole
+ * 4 KiB pages, for O_DIRECT; from other nodes into any). */
 static bool direct_ok(const struct kvt_engine_mem *m)
 {
-	const uint64_t page = 4096;
-
-	return m->map && !m->layout && m->layers * m->kvn <= 1024 &&
-	       ((uintptr_t)m->base | m->page_bytes | m->page_stride | m->layer_stride |
-		m->kv_stride) % page == 0;
+	return m->map && !m->layout && m->layers * m->kvn <= 1024;
 }
 
 /* kvt_acquire_many's report of its block j (the window's amap[j]), on the

@@ -340,11 +340,13 @@ int kvt_acquire_many(struct kvt_ns *ns, const struct kvt_key *keys, size_t n,
 /* kvt_read_into: where each block goes and what the caller hears. */
 struct kvt_read_into {
 	const struct iovec *const *dst; /* dst[k]: pieces block k lands in, in
-	                                 * order, each 4 KiB aligned and long */
+	                                 * order (read from SSD only where each
+	                                 * is 4 KiB aligned and long) */
 	const unsigned *dst_cnt;        /* dst_cnt[k]: pieces of dst[k] */
 	int *res;                       /* out: res[k] */
 	/* Each key looked at, before any read goes out: found is the number
-	 * of leading keys the index holds. May be NULL. */
+	 * of leading keys the index holds, or other nodes hold after those
+	 * (the cluster's peer tier). May be NULL. */
 	void (*planned_cb)(void *arg, size_t found);
 	kvt_acquire_cb landed_cb;       /* each result as it comes; may be NULL */
 	void *arg;
@@ -355,10 +357,16 @@ struct kvt_read_into {
  * ri->dst[k], with no DRAM slot in between: nothing waits for DRAM room,
  * and the block stays where it is (no promotion). Each block is held while
  * it is read (a removal meanwhile takes effect after) and verified against
- * its checksum as it lands. res[k]: 0 (dst[k] holds the block), -EIO (its
- * checksum failed: dropped, and dst[k] holds garbage), or -EAGAIN: not read
- * here (in DRAM, moving between tiers, not readable so, or at or after the
- * first key the index lacks, so no memory after a miss is written): the
+ * its checksum as it lands. The keys the index lacks after the leading
+ * ones it holds are read so from other nodes, where the cluster's peer
+ * tier reads over TCP: those the directory says others hold, up to the
+ * first it does not, verified the same way and not kept here. A block
+ * read so before is found but not read here: the caller's acquire keeps
+ * it this time (a block loaded twice is likely to be loaded again).
+ * res[k]: 0 (dst[k] holds the block), -EIO (its checksum failed: dropped,
+ * and dst[k] holds garbage), or -EAGAIN: not read here (in DRAM, moving
+ * between tiers, read so before, not readable so, a holder that failed,
+ * or after the found keys, so no memory after a miss is written): the
  * caller acquires those (kvt_acquire_many). Returns the number of blocks
  * read, or -EINVAL, -ENOMEM (nothing read). */
 int kvt_read_into(struct kvt_ns *ns, const struct kvt_key *keys, size_t n,

@@ -375,7 +375,13 @@ static void saved_on_a_loads_byte_exact_on_b_and_c(void **state)
 	assert_int_equal(remote, N);
 	assert_int_equal(load(1, 1, NULL), N);
 	assert_int_equal(load(2, 1, NULL), N);
-	/* now local on C: found in DRAM, not remote */
+	/* a first LOAD lands the blocks in the engine's pages only (no DRAM
+	 * slot, no copy): C holds none of them yet */
+	assert_int_equal(lookup(2, 1, &remote), N);
+	assert_int_equal(remote, N);
+	/* loaded again, they are kept: now local on B and C, found in DRAM */
+	assert_int_equal(load(1, 1, NULL), N);
+	assert_int_equal(load(2, 1, NULL), N);
 	assert_int_equal(lookup(2, 1, &remote), N);
 	assert_int_equal(remote, 0);
 	assert_int_equal(load(2, 1, NULL), N);
@@ -484,7 +490,8 @@ static void a_killed_nodes_blocks_load_from_another_holder(void **state)
 	(void)state;
 	save(0, 3);
 	assert_true(hinted(1, 3));
-	assert_int_equal(load(1, 3, NULL), N); /* B holds it too now */
+	assert_int_equal(load(1, 3, NULL), N);
+	assert_int_equal(load(1, 3, NULL), N); /* loaded twice: B holds it too now */
 	node_stop(0, SIGKILL);
 	/* A's hints may still be live: C tries A, is refused, takes B's */
 	assert_int_equal(load(2, 3, NULL), N);

@@ -12,7 +12,10 @@
  * tier still serves peers only the blocks it holds. Over RDMA (the fake
  * verbs provider, leases over the real TCP control channel) the same reads
  * are one-sided READs into the store's slots, failed and corrupted READs
- * are misses, and an owner that lends nothing by RDMA is read over TCP. */
+ * are misses, and an owner that lends nothing by RDMA is read over TCP.
+ * kvt_read_into receives blocks other nodes hold straight into a caller's
+ * pieces over TCP, keeps none of them, and leaves a second read of one to
+ * the acquire, which keeps it. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -508,6 +511,111 @@ static void lookup_carries_the_prefix_and_reads_fetch_it_into_the_store(void **s
 	owner_close(&a);
 }
 
+/* kvt_read_into of keys the reader's index lacks: found=planned. */
+static void on_planned(void *arg, size_t found)
+{
+	*(size_t *)arg = found;
+}
+
+/* Read keys [0, n) through kvt_read_into into blocks of pieces of odd
+ * sizes (not whole pages: the peer transport needs none), each first set
+ * to 0x5a. Returns what kvt_read_into returned; *found what it planned. */
+static int read_into_pieces(struct reader *r, size_t n, uint8_t *mem, int *res, size_t *found)
+{
+	uint64_t bb = kvt_ns_block_bytes(r->node.ns);
+	const size_t cuts[3] = { 1000, 15001, 0 };
+	struct iovec iov[N + 1][3];
+	const struct iovec *dst[N + 1];
+	unsigned cnt[N + 1];
+	struct kvt_key keys[N + 1];
+	struct kvt_read_into ri = { .dst = dst, .dst_cnt = cnt, .res = res,
+				    .planned_cb = on_planned, .arg = found };
+
+	assert_true(n <= N + 1);
+	memset(mem, 0x5a, n * bb);
+	for (size_t k = 0; k < n; k++) {
+		uint8_t *at = mem + k * bb;
+
+		keys[k] = key_n((int)k);
+		iov[k][0] = (struct iovec){ at, cuts[0] };
+		iov[k][1] = (struct iovec){ at + cuts[0], cuts[1] };
+		iov[k][2] = (struct iovec){ at + cuts[0] + cuts[1], bb - cuts[0] - cuts[1] };
+		dst[k] = iov[k];
+		cnt[k] = 3;
+	}
+	*found = SIZE_MAX;
+	return kvt_read_into(r->node.ns, keys, n, &ri);
+}
+
+/* Without RDMA, blocks other nodes hold are received straight into the
+ * caller's pieces (an engine's pages): checked, byte-exact, and not kept
+ * by the reader (no index entry, no hint); read again, they are left to
+ * the acquire, which keeps them. With RDMA reads land only in the store's
+ * registered slots: nothing is read into pieces. */
+static void read_into_receives_peer_blocks_straight_into_pieces(void **state)
+{
+	struct owner a;
+	struct reader *r = reader_open(), *rr;
+	uint64_t bb = kvt_ns_block_bytes(r->node.ns);
+	uint8_t *mem = malloc((N + 1) * bb), *want = malloc(bb), *untouched = malloc(bb);
+	int res[N + 1], res2[N];
+	size_t found;
+	struct kvt_store_stats st;
+
+	(void)state;
+	owner_open(&a, "a");
+	put_chain(a.ns, 0, N);
+	put_chain(r->node.ns, 0, 2); /* the reader has the first two in DRAM */
+	dir_hold(&r->dir, 0, N, "a", a.addr);
+	memset(untouched, 0x5a, bb);
+
+	/* key N nobody holds: found are the N before it */
+	assert_int_equal(read_into_pieces(r, N + 1, mem, res, &found), N - 2);
+	assert_int_equal(found, N);
+	for (int k = 0; k <= N; k++) {
+		struct kvt_key key = key_n(k);
+
+		block_of(&key, want, bb);
+		/* in DRAM, and after the found keys: left to the acquire */
+		assert_int_equal(res[k], k < 2 || k == N ? -EAGAIN : 0);
+		assert_memory_equal(mem + (size_t)k * bb, res[k] ? untouched : want, bb);
+	}
+	assert_int_equal(served_at_least(&a, N - 2), N - 2);
+	assert_false(holds_locally(r, 2));
+	assert_false(holds_locally(r, N - 1));
+	assert_int_equal(r->n_fetched, 0); /* not the reader's: no hint */
+	st = store_stats(r->node.store);
+	assert_int_equal(st.tier[KVT_TIER_REMOTE].hits, N - 2);
+	assert_int_equal(st.tier[KVT_TIER_REMOTE].bytes_out, (N - 2) * bb);
+	assert_int_equal(tier_stats(r).blocks, N - 2);
+
+	/* read again: found, not read here, and the acquire keeps them */
+	assert_int_equal(read_into_pieces(r, N, mem, res, &found), 0);
+	assert_int_equal(found, N);
+	for (int k = 0; k < N; k++)
+		assert_int_equal(res[k], -EAGAIN);
+	assert_int_equal(get_range(r, 0, N, res2), N);
+	assert_true(holds_locally(r, 2));
+	assert_true(holds_locally(r, N - 1));
+	assert_int_equal(r->n_fetched, N - 2);
+	reader_close(r);
+
+	/* a reader reading by RDMA reads nothing into pieces */
+	fake_reset(1ull << 40, 1024);
+	rr = reader_open_with(true);
+	dir_hold(&rr->dir, 0, N, "a", a.addr);
+	assert_int_equal(read_into_pieces(rr, N, mem, res, &found), 0);
+	assert_int_equal(found, 0);
+	for (int k = 0; k < N; k++)
+		assert_int_equal(res[k], -EAGAIN);
+	assert_memory_equal(mem, untouched, bb);
+	reader_close(rr);
+	owner_close(&a);
+	free(mem);
+	free(want);
+	free(untouched);
+}
+
 static void an_unanswering_directory_is_local_only(void **state)
 {
 	struct owner a;
@@ -661,6 +769,33 @@ static void a_holder_that_fails_is_a_miss_never_wrong_bytes(void **state)
 	reader_close(r);
 }
 
+/* A holder that sends wrong bytes into a caller's pieces: -EIO, counted as
+ * a checksum failure, never kept. */
+static void read_into_a_liars_blocks_is_an_error_never_kept(void **state)
+{
+	struct reader *r = reader_open();
+	uint64_t bb = kvt_ns_block_bytes(r->node.ns);
+	uint8_t *mem = malloc(2 * bb);
+	struct evil_owner e;
+	uint64_t checksum0 = store_stats(r->node.store).checksum_failures;
+	int res[2];
+	size_t found;
+
+	(void)state;
+	evil_start(&e, EVIL_BAD_SUM, "liar");
+	dir_hold(&r->dir, 0, 2, "liar", e.fo.addr);
+	assert_int_equal(read_into_pieces(r, 2, mem, res, &found), 0);
+	assert_int_equal(found, 2);
+	assert_int_equal(res[0], -EIO);
+	assert_int_equal(res[1], -EIO);
+	assert_int_equal(store_stats(r->node.store).checksum_failures, checksum0 + 2);
+	assert_false(holds_locally(r, 0));
+	assert_int_equal(r->n_fetched, 0);
+	evil_stop(&e);
+	reader_close(r);
+	free(mem);
+}
+
 static void a_failed_holder_gives_way_to_the_next(void **state)
 {
 	struct owner a;
@@ -797,8 +932,10 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(lookup_carries_the_prefix_and_reads_fetch_it_into_the_store),
+		cmocka_unit_test(read_into_receives_peer_blocks_straight_into_pieces),
 		cmocka_unit_test(an_unanswering_directory_is_local_only),
 		cmocka_unit_test(a_holder_that_fails_is_a_miss_never_wrong_bytes),
+		cmocka_unit_test(read_into_a_liars_blocks_is_an_error_never_kept),
 		cmocka_unit_test(a_failed_holder_gives_way_to_the_next),
 		cmocka_unit_test(a_node_serves_peers_its_own_blocks_only),
 		cmocka_unit_test(rdma_reads_lease_the_blocks_and_read_them_one_sided),
