@@ -363,27 +363,61 @@ static uint64_t iov_bytes(const struct iovec *iov, unsigned cnt)
 	return sum;
 }
 
-/* Where the current item's next bytes go, and how many fit there: the rest
- * of its buffer, or of the piece being filled (the next piece once one is
- * full). NULL: the pieces end before the block does. */
-static uint8_t *data_span(const struct fetch *f, struct fconn *fc, size_t *want)
+/* Pieces one receive of a block's bytes fills at most. */
+#define SPAN_MAX 64
+
+/* Where the rest of the current item's block goes, as at most SPAN_MAX
+ * pieces: the rest of its buffer, or its pieces from the one being filled
+ * on. Returns the number of pieces; *want gets their bytes. */
+static unsigned data_span(const struct fetch *f, const struct fconn *fc, struct iovec *span,
+			  size_t *want)
+{
+	const struct kvt_peer_item *it = &f->items[fc->cur];
+	size_t left = f->block_bytes - fc->got;
+	unsigned n = 0;
+
+	if (!it->iov) {
+		span[0] = (struct iovec){ (uint8_t *)it->dst + fc->got, left };
+		*want = left;
+		return 1;
+	}
+	*want = 0;
+	for (unsigned k = fc->piece; k < it->iovcnt && n < SPAN_MAX && *want < left; k++) {
+		size_t off = k == fc->piece ? fc->piece_got : 0;
+		size_t len = it->iov[k].iov_len - off;
+
+		if (len > left - *want)
+			len = left - *want;
+		span[n++] = (struct iovec){ (uint8_t *)it->iov[k].iov_base + off, len };
+		*want += len;
+	}
+	return n;
+}
+
+/* r bytes came into span: hash them, and move the piece cursor on. */
+static void data_landed(const struct fetch *f, struct fconn *fc, const struct iovec *span,
+			size_t r)
 {
 	const struct kvt_peer_item *it = &f->items[fc->cur];
 
-	if (!it->iov) {
-		*want = f->block_bytes - fc->got;
-		return (uint8_t *)it->dst + fc->got;
+	for (size_t k = 0, left = r; left; k++) {
+		size_t take = span[k].iov_len < left ? span[k].iov_len : left;
+
+		XXH3_64bits_update(fc->xs, span[k].iov_base, take);
+		left -= take;
 	}
-	while (fc->piece < it->iovcnt && fc->piece_got == it->iov[fc->piece].iov_len) {
-		fc->piece++;
-		fc->piece_got = 0;
+	while (it->iov && r) {
+		size_t take = it->iov[fc->piece].iov_len - fc->piece_got;
+
+		if (take > r)
+			take = r;
+		fc->piece_got += take;
+		r -= take;
+		if (fc->piece_got == it->iov[fc->piece].iov_len) {
+			fc->piece++;
+			fc->piece_got = 0;
+		}
 	}
-	if (fc->piece == it->iovcnt)
-		return NULL;
-	*want = it->iov[fc->piece].iov_len - fc->piece_got;
-	if (*want > f->block_bytes - fc->got)
-		*want = f->block_bytes - fc->got;
-	return (uint8_t *)it->iov[fc->piece].iov_base + fc->piece_got;
 }
 
 /* Bytes one connection may take per turn, so that a fast stream cannot
@@ -397,7 +431,9 @@ static int step(struct fetch *f, struct fconn *fc)
 	size_t turn = 0;
 
 	for (;;) {
-		uint8_t *dst;
+		struct iovec span[SPAN_MAX];
+		unsigned n_span = 1;
+		uint8_t *dst = NULL;
 		size_t want;
 		ssize_t r;
 		int err;
@@ -412,9 +448,7 @@ static int step(struct fetch *f, struct fconn *fc)
 			want = KVT_PEER_BLOCK_META_BYTES - fc->got;
 			break;
 		case F_DATA:
-			dst = data_span(f, fc, &want);
-			if (!dst)
-				return -EINVAL; /* the caller's pieces are short */
+			n_span = data_span(f, fc, span, &want);
 			break;
 		case F_TRAILER:
 			dst = fc->trailer + fc->got;
@@ -425,7 +459,7 @@ static int step(struct fetch *f, struct fconn *fc)
 		}
 		if (turn >= TURN_BYTES)
 			return 0; /* poll says whether there is more */
-		r = recv(fc->fd, dst, want, 0);
+		r = dst ? recv(fc->fd, dst, want, 0) : readv(fc->fd, span, (int)n_span);
 		if (r == 0)
 			return -ECONNRESET;
 		if (r < 0) {
@@ -435,10 +469,8 @@ static int step(struct fetch *f, struct fconn *fc)
 		}
 		fc->last_progress = kvt_now_ns();
 		turn += (size_t)r;
-		if (fc->state == F_DATA) {
-			XXH3_64bits_update(fc->xs, dst, (size_t)r);
-			fc->piece_got += (size_t)r;
-		}
+		if (fc->state == F_DATA)
+			data_landed(f, fc, span, (size_t)r);
 		fc->got += (size_t)r;
 		if ((size_t)r < want || (fc->state == F_DATA && fc->got < f->block_bytes))
 			continue;

@@ -517,14 +517,17 @@ static void on_planned(void *arg, size_t found)
 	*(size_t *)arg = found;
 }
 
+/* Pieces of a block in read_into_pieces: more than one receive fills. */
+#define MAX_PIECES 128
+
 /* Read keys [0, n) through kvt_read_into into blocks of pieces of odd
- * sizes (not whole pages: the peer transport needs none), each first set
- * to 0x5a. Returns what kvt_read_into returned; *found what it planned. */
+ * sizes (not whole pages: the peer transport needs none; 1000 and 15001
+ * bytes, then about a hundred of 167), each first set to 0x5a. Returns
+ * what kvt_read_into returned; *found what it planned. */
 static int read_into_pieces(struct reader *r, size_t n, uint8_t *mem, int *res, size_t *found)
 {
 	uint64_t bb = kvt_ns_block_bytes(r->node.ns);
-	const size_t cuts[3] = { 1000, 15001, 0 };
-	struct iovec iov[N + 1][3];
+	static struct iovec iov[N + 1][MAX_PIECES];
 	const struct iovec *dst[N + 1];
 	unsigned cnt[N + 1];
 	struct kvt_key keys[N + 1];
@@ -535,13 +538,19 @@ static int read_into_pieces(struct reader *r, size_t n, uint8_t *mem, int *res, 
 	memset(mem, 0x5a, n * bb);
 	for (size_t k = 0; k < n; k++) {
 		uint8_t *at = mem + k * bb;
+		size_t off = 0;
 
 		keys[k] = key_n((int)k);
-		iov[k][0] = (struct iovec){ at, cuts[0] };
-		iov[k][1] = (struct iovec){ at + cuts[0], cuts[1] };
-		iov[k][2] = (struct iovec){ at + cuts[0] + cuts[1], bb - cuts[0] - cuts[1] };
+		for (cnt[k] = 0; off < bb; cnt[k]++) {
+			size_t len = cnt[k] == 0 ? 1000 : cnt[k] == 1 ? 15001 : 167;
+
+			assert_true(cnt[k] < MAX_PIECES);
+			if (len > bb - off)
+				len = bb - off;
+			iov[k][cnt[k]] = (struct iovec){ at + off, len };
+			off += len;
+		}
 		dst[k] = iov[k];
-		cnt[k] = 3;
 	}
 	*found = SIZE_MAX;
 	return kvt_read_into(r->node.ns, keys, n, &ri);
