@@ -13,11 +13,11 @@
 #include <unistd.h>
 
 #include <openssl/crypto.h>
-#include <xxhash.h>
 
 #include "cluster/peer_io.h"
 #include "transport/sockio.h"
 #include "transport/wire.h"
+#include "util/block_sum.h"
 #include "util/log.h"
 
 #define MAX_CONNS 64
@@ -256,7 +256,7 @@ struct fconn {
 	size_t got;
 	unsigned piece;            /* F_DATA into pieces: the one being filled */
 	size_t piece_got;          /* and its bytes in */
-	XXH3_state_t *xs;
+	struct kvt_sum sum;        /* F_DATA: of the block's bytes in */
 };
 
 struct fetch {
@@ -350,7 +350,7 @@ static int on_meta(struct fetch *f, struct fconn *fc)
 	fc->got = 0;
 	fc->piece = 0;
 	fc->piece_got = 0;
-	XXH3_64bits_reset(fc->xs);
+	kvt_sum_begin(&fc->sum);
 	return 0;
 }
 
@@ -403,7 +403,7 @@ static void data_landed(const struct fetch *f, struct fconn *fc, const struct io
 	for (size_t k = 0, left = r; left; k++) {
 		size_t take = span[k].iov_len < left ? span[k].iov_len : left;
 
-		XXH3_64bits_update(fc->xs, span[k].iov_base, take);
+		kvt_sum_add(&fc->sum, span[k].iov_base, take);
 		left -= take;
 	}
 	while (it->iov && r) {
@@ -504,7 +504,7 @@ static int step(struct fetch *f, struct fconn *fc)
 			fc->got = 0;
 			break;
 		case F_TRAILER:
-			if (XXH3_64bits_digest(fc->xs) == kvt_get_u64(fc->trailer)) {
+			if (kvt_sum_end(&fc->sum) == kvt_get_u64(fc->trailer)) {
 				f->items[fc->cur].status = 0;
 				f->blocks++;
 				f->bytes += f->block_bytes;
@@ -620,8 +620,7 @@ int kvt_peer_fetch(struct kvt_peer_client *c, const struct kvt_peer_target *t,
 		fc->cur = at;
 		fc->end = at + per + (j < extra);
 		at = fc->end;
-		fc->xs = XXH3_createState();
-		err = fc->xs ? send_frame(&f, fc) : -ENOMEM;
+		err = send_frame(&f, fc);
 		if (err)
 			fail_rest(&f, fc, err);
 	}
@@ -631,7 +630,6 @@ int kvt_peer_fetch(struct kvt_peer_client *c, const struct kvt_peer_target *t,
 			checkin(c, f.p, fcs[j].fd);
 		else
 			close(fcs[j].fd); /* mid-stream: the stream cannot be reused */
-		XXH3_freeState(fcs[j].xs);
 	}
 	kvt_wr_free(&f.w);
 	if (f.fail_err)

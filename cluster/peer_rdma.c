@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <xxhash.h>
 
 #include "transport/sockio.h"
+#include "util/block_sum.h"
 #include "util/log.h"
 
 #define MAX_QPS_PER_READ 16
@@ -429,7 +429,7 @@ static void complete(struct kvt_rdma *r, struct kvt_rdma_item *it, const struct 
 		st->lease_expired++;
 		return;
 	}
-	if (XXH3_64bits(it->dst, it->len) != it->xxh3) {
+	if (kvt_block_sum(it->dst, it->len) != it->xxh3) {
 		it->status = -EIO;
 		st->checksum_errors++;
 		return;

@@ -16,12 +16,12 @@
 #include <unistd.h>
 
 #include <openssl/crypto.h>
-#include <xxhash.h>
 
 #include "cluster/lease.h"
 #include "cluster/peer_io.h"
 #include "transport/sockio.h"
 #include "transport/wire.h"
+#include "util/block_sum.h"
 #include "util/log.h"
 
 struct pconn {
@@ -38,7 +38,7 @@ struct pconn {
 	char addr[64];
 	struct kvt_wr w;
 	uint8_t *buf;           /* one request payload */
-	XXH3_state_t *xs;       /* the checksum of the block being sent */
+	struct kvt_sum *sum;    /* the checksum of the block being sent */
 };
 
 struct kvt_peer_server {
@@ -107,12 +107,12 @@ static int send_block(struct pconn *c, const uint8_t *data, uint64_t len)
 	uint64_t off = 0;
 	int err = 0;
 
-	XXH3_64bits_reset(c->xs);
+	kvt_sum_begin(c->sum);
 	while (off < len && !err) {
 		size_t n = len - off < SEND_CHUNK ? (size_t)(len - off) : SEND_CHUNK;
 		int k = 0;
 
-		XXH3_64bits_update(c->xs, data + off, n);
+		kvt_sum_add(c->sum, data + off, n);
 		if (c->w.len)
 			iov[k++] = (struct iovec){ c->w.buf, c->w.len };
 		iov[k++] = (struct iovec){ (void *)(data + off), n };
@@ -122,7 +122,7 @@ static int send_block(struct pconn *c, const uint8_t *data, uint64_t len)
 	}
 	if (err)
 		return err;
-	kvt_put_u64(trailer, XXH3_64bits_digest(c->xs));
+	kvt_put_u64(trailer, kvt_sum_end(c->sum));
 	/* the trailer leaves with the next frame, or at the end of the request */
 	kvt_wr_bytes(&c->w, trailer, sizeof(trailer));
 	return c->w.err;
@@ -323,8 +323,8 @@ static void *conn_thread(void *arg)
 	slog(s, KVT_LOG_DEBUG, "event=peer.conn conn=%" PRIu64 " node=%s addr=%s", c->id, c->peer,
 	     c->addr);
 	c->buf = malloc(KVT_PROTO_MAX_PAYLOAD);
-	c->xs = XXH3_createState();
-	if (!c->buf || !c->xs)
+	c->sum = aligned_alloc(_Alignof(struct kvt_sum), sizeof(*c->sum));
+	if (!c->buf || !c->sum)
 		goto out;
 	while (wait_request(c)) {
 		err = kvt_peer_recv_frame(c->fd, &h, c->buf, KVT_PROTO_MAX_PAYLOAD, deadline(s));
@@ -371,8 +371,8 @@ out:
 	shutdown(c->fd, SHUT_RDWR);
 	free(c->buf);
 	c->buf = NULL;
-	XXH3_freeState(c->xs);
-	c->xs = NULL;
+	free(c->sum);
+	c->sum = NULL;
 	kvt_wr_free(&c->w);
 	pthread_mutex_lock(&s->mu);
 	c->done = true;

@@ -23,6 +23,11 @@ void kvt_sum_begin(struct kvt_sum *s)
 	XXH3_64bits_reset(&s->st);
 }
 
+void kvt_sum_add(struct kvt_sum *s, const void *p, size_t len)
+{
+	XXH3_64bits_update(&s->st, p, len);
+}
+
 void kvt_sum_copy(struct kvt_sum *s, void *dst, const void *src, size_t len)
 {
 	uint8_t *d = dst;

@@ -17,7 +17,8 @@
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
-/* A sum over bytes given in pieces. */
+/* A sum over bytes given in pieces (64-byte aligned, as XXH3's state is:
+ * on the stack or in a struct the compiler lays out, or aligned_alloc). */
 struct kvt_sum {
 	XXH3_state_t st;
 };
@@ -29,6 +30,9 @@ uint64_t kvt_block_sum(const void *p, size_t len);
 uint64_t kvt_copy_sum(void *dst, const void *src, size_t len);
 
 void kvt_sum_begin(struct kvt_sum *s);
+
+/* Add len bytes at p to s. */
+void kvt_sum_add(struct kvt_sum *s, const void *p, size_t len);
 
 /* memcpy(dst, src, len) and add the bytes to s. */
 void kvt_sum_copy(struct kvt_sum *s, void *dst, const void *src, size_t len);
