@@ -12,9 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define XXH_STATIC_LINKING_ONLY
-#include <xxhash.h>
-
+#include "util/block_sum.h"
 #include "util/log.h"
 #include "tiers/codec.h"
 #include "tiers/ssd_helper.h"
@@ -26,29 +24,29 @@
 static int read_verify(struct kvt_tier_io *io, struct rrec *c, void *scratch)
 {
 	if (io->iov) {
-		XXH3_state_t st;
+		struct kvt_sum st;
 
-		XXH3_64bits_reset(&st);
+		kvt_sum_begin(&st);
 		for (unsigned j = 0; j < io->iovcnt; j++)
-			XXH3_64bits_update(&st, io->iov[j].iov_base, io->iov[j].iov_len);
-		return XXH3_64bits_digest(&st) == c->sum ? 0 : -EBADMSG;
+			kvt_sum_add(&st, io->iov[j].iov_base, io->iov[j].iov_len);
+		return kvt_sum_end(&st) == c->sum ? 0 : -EBADMSG;
 	}
 	if (c->stage) {
-		if (XXH3_64bits(c->stage, c->stored) != c->sum)
+		if (kvt_block_sum(c->stage, c->stored) != c->sum)
 			return -EBADMSG;
 		return kvt_codec_decode((enum kvt_codec_id)c->codec, c->stage, c->stored, io->buf,
 					io->len, scratch);
 	}
 	if (!c->tail)
-		return XXH3_64bits(io->buf, io->len) == c->sum ? 0 : -EBADMSG;
+		return kvt_block_sum(io->buf, io->len) == c->sum ? 0 : -EBADMSG;
 
 	size_t body = io->len & ~(size_t)(PAGE - 1), tail = io->len - body;
-	XXH3_state_t st;
+	struct kvt_sum st;
 
-	XXH3_64bits_reset(&st);
-	XXH3_64bits_update(&st, io->buf, body);
-	XXH3_64bits_update(&st, c->tail, tail);
-	if (XXH3_64bits_digest(&st) != c->sum)
+	kvt_sum_begin(&st);
+	kvt_sum_add(&st, io->buf, body);
+	kvt_sum_add(&st, c->tail, tail);
+	if (kvt_sum_end(&st) != c->sum)
 		return -EBADMSG;
 	memcpy((char *)io->buf + body, c->tail, tail);
 	return 0;

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <xxhash.h>
+#include "util/block_sum.h"
 
 #define PAGE KVT_SSD_PAGE
 #define SCAN_WINDOW (4u << 20)
@@ -241,7 +241,7 @@ static int scan_segment(int fd, uint64_t salt, struct kvt_ssd_found_seg *s, int3
 			rec = win_get(fd, s->n_pages, w, p, (uint32_t)(1 + pp), &err);
 		if (!rec && err)
 			break;
-		if (!rec || XXH3_64bits(rec + PAGE, h.stored_len) != h.payload_sum) {
+		if (!rec || kvt_block_sum(rec + PAGE, h.stored_len) != h.payload_sum) {
 			s->damaged++;
 			tail_add(tail, seg);
 			p++;

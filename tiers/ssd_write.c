@@ -10,10 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define XXH_STATIC_LINKING_ONLY
-#include <xxhash.h>
-
 #include "tiers/codec.h"
+#include "util/block_sum.h"
 
 /* ---- writes ------------------------------------------------------------ */
 
@@ -28,7 +26,7 @@ static int write_prepare(struct kvt_ssd *ssd, struct kvt_tier_io *w, struct wrec
 	if (w->tomb) {
 		/* a header alone */
 		c->codec = KVT_CODEC_RAW;
-		c->sum = XXH3_64bits(NULL, 0);
+		c->sum = kvt_block_sum(NULL, 0);
 		c->pages = 1;
 		return 0;
 	}
@@ -40,7 +38,7 @@ static int write_prepare(struct kvt_ssd *ssd, struct kvt_tier_io *w, struct wrec
 	if (raw && aligned(w->buf)) {
 		c->stored = w->len;
 		c->codec = KVT_CODEC_RAW;
-		c->sum = XXH3_64bits(w->buf, w->len);
+		c->sum = kvt_block_sum(w->buf, w->len);
 		/* the padding leaves with the block: zeros, not a neighbour's bytes */
 		if (w->room && w->len % PAGE)
 			memset((char *)w->buf + w->len, 0, PAGE - w->len % PAGE);
@@ -72,7 +70,7 @@ static int write_prepare(struct kvt_ssd *ssd, struct kvt_tier_io *w, struct wrec
 		c->stored = (uint64_t)n;
 		memset(c->stage + PAGE + n, 0, pages_of((uint64_t)n) * PAGE - (uint64_t)n);
 		c->stage_len = PAGE + pages_of((uint64_t)n) * PAGE;
-		c->sum = XXH3_64bits(c->stage + PAGE, (size_t)n);
+		c->sum = kvt_block_sum(c->stage + PAGE, (size_t)n);
 	}
 	c->pages = (uint32_t)(1 + pages_of(c->stored));
 	if (c->pages > ssd->seg_pages || pages_of(c->stored) > LOC_MAX_PPAGES)
