@@ -212,7 +212,8 @@ int kvt_lease_grant(struct kvt_lease_table *t, struct kvt_ns *ns, const struct k
 		g->data = l->slots[i].data;
 		g->len = l->slots[i].len;
 		g->generation = gen + i;
-		g->xxh3 = kvt_block_sum(g->data, g->len);
+		if (kvt_slot_sum(ns, &l->slots[i], &g->xxh3))
+			g->xxh3 = kvt_block_sum(g->data, g->len);
 	}
 	/* the lease runs from now: every block is held from here on */
 	l->deadline_ns = kvt_deadline_ms(lease_ms);

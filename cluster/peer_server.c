@@ -97,10 +97,12 @@ static struct kvt_ns *request_ns(struct pconn *c, const struct kvt_peer_keys_req
  * them in cache for the send's copy, so each block is read from memory once. */
 #define SEND_CHUNK (256u << 10)
 
-/* Send a block's bytes straight from the slot, then its XXH3 trailer,
- * hashing each chunk just before it is sent. The frame (and any miss frames
- * queued before it) leave with the first chunk. */
-static int send_block(struct pconn *c, const uint8_t *data, uint64_t len)
+/* Send a block's bytes straight from the slot, then its XXH3 trailer: the
+ * sum the store kept since the block was stored (have_sum), else hashing
+ * each chunk just before it is sent. The frame (and any miss frames queued
+ * before it) leave with the first chunk. */
+static int send_block(struct pconn *c, const uint8_t *data, uint64_t len, bool have_sum,
+		      uint64_t sum)
 {
 	uint8_t trailer[KVT_PEER_TRAILER_BYTES];
 	struct iovec iov[2];
@@ -112,7 +114,8 @@ static int send_block(struct pconn *c, const uint8_t *data, uint64_t len)
 		size_t n = len - off < SEND_CHUNK ? (size_t)(len - off) : SEND_CHUNK;
 		int k = 0;
 
-		kvt_sum_add(c->sum, data + off, n);
+		if (!have_sum)
+			kvt_sum_add(c->sum, data + off, n);
 		if (c->w.len)
 			iov[k++] = (struct iovec){ c->w.buf, c->w.len };
 		iov[k++] = (struct iovec){ (void *)(data + off), n };
@@ -122,7 +125,7 @@ static int send_block(struct pconn *c, const uint8_t *data, uint64_t len)
 	}
 	if (err)
 		return err;
-	kvt_put_u64(trailer, kvt_sum_end(c->sum));
+	kvt_put_u64(trailer, have_sum ? sum : kvt_sum_end(c->sum));
 	/* the trailer leaves with the next frame, or at the end of the request */
 	kvt_wr_bytes(&c->w, trailer, sizeof(trailer));
 	return c->w.err;
@@ -149,6 +152,8 @@ static int serve_get(struct pconn *c, const struct kvt_frame_hdr *h)
 	for (uint32_t i = 0; i < q.n && !err; i++) {
 		struct kvt_peer_block b = { .index = i };
 		struct kvt_slot slot;
+		uint64_t sum = 0;
+		bool have_sum;
 		int st;
 
 		memcpy(&b.key, &q.keys[i], sizeof(b.key));
@@ -165,9 +170,10 @@ static int serve_get(struct pconn *c, const struct kvt_frame_hdr *h)
 			continue;
 		}
 		b.data_len = slot.len;
+		have_sum = kvt_slot_sum(ns, &slot, &sum) == 0;
 		err = kvt_peer_enc_block(&c->w, h->id, 0, &b);
 		if (!err)
-			err = send_block(c, slot.data, slot.len);
+			err = send_block(c, slot.data, slot.len, have_sum, sum);
 		kvt_release(ns, &slot);
 		if (!err) {
 			sent++;

@@ -413,3 +413,31 @@ void kvt_release(struct kvt_ns *ns, struct kvt_slot *slot)
 	slot->data = NULL;
 	pthread_mutex_unlock(&s->lock);
 }
+
+int kvt_slot_sum(struct kvt_ns *ns, const struct kvt_slot *slot, uint64_t *xxh3)
+{
+	struct kvt_store *s;
+	struct kvt_rec *r;
+	uint64_t handle;
+	int err = -ENOENT;
+
+	if (!ns || !slot || !slot->data || !xxh3)
+		return -EINVAL;
+	handle = slot_get(slot).handle;
+	if (handle >= UINT32_MAX)
+		return -EINVAL;
+	s = ns->store;
+	pthread_mutex_lock(&s->lock);
+	if (kvt_index_valid(s->cat.idx, (uint32_t)handle)) {
+		r = rec(s, (uint32_t)handle);
+		/* lent (held busy), of this namespace, summed, and checked if
+		 * it came from a restart's region */
+		if (r->busy > 0 && r->ns == ns->id && r->checksum && r->size == slot->len &&
+		    !(r->flags & KVT_REC_UNVERIFIED)) {
+			*xxh3 = r->checksum;
+			err = 0;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	return err;
+}

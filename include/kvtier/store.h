@@ -294,6 +294,15 @@ bool kvt_ns_sums_blocks(const struct kvt_ns *ns);
  * served). Returns as kvt_commit. */
 int kvt_commit_summed(struct kvt_ns *ns, struct kvt_slot *slot, uint64_t xxh3);
 
+/* The XXH3-64 of a lent slot's block (from kvt_acquire and the like) as
+ * the store keeps it: computed when the block was stored, where the store
+ * sums blocks (kvt_ns_sums_blocks), and checked before a block found at a
+ * restart is lent. A sender can pass it on instead of reading the block
+ * once more to hash it, and the receiver then checks the bytes against the
+ * sum they had when they were stored. Returns 0 and *xxh3, -ENOENT (the
+ * store keeps no sum of it: hash the bytes), -EINVAL. */
+int kvt_slot_sum(struct kvt_ns *ns, const struct kvt_slot *slot, uint64_t *xxh3);
+
 /* Drop a reservation; its slot is freed. */
 void kvt_abort(struct kvt_ns *ns, struct kvt_slot *slot);
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <xxhash.h>
 
 #include "helpers.h"
 #include "kvtier/store.h"
@@ -459,6 +460,40 @@ static void checksums_at_put_catch_corruption(void **state)
 	kvt_store_close(f.store);
 }
 
+/* A lent slot carries the sum the store kept since the put (where it sums
+ * blocks): the sum of the bytes as stored, not as they are now. */
+static void a_lent_slot_has_the_sum_kept_at_put(void **state)
+{
+	struct fixture f = { .seed = 11 }, plain = { .seed = 12 };
+	struct kvt_key k = key_n(6);
+	uint8_t buf[BLOCK];
+	struct kvt_slot slot;
+	uint64_t sum = 0;
+
+	(void)state;
+	assert_int_equal(open_store(&f, NULL, true), 0);
+	kvt_test_fill(buf, BLOCK, 6);
+	assert_int_equal(kvt_put(f.ns, &k, NULL, buf, BLOCK), 0);
+	assert_int_equal(kvt_acquire(f.ns, &k, &slot), 0);
+	assert_int_equal(kvt_slot_sum(f.ns, &slot, &sum), 0);
+	assert_true(sum == XXH3_64bits(buf, BLOCK));
+	((uint8_t *)slot.data)[7] ^= 1; /* rot after the put: the sum stays */
+	assert_int_equal(kvt_slot_sum(f.ns, &slot, &sum), 0);
+	assert_true(sum == XXH3_64bits(buf, BLOCK));
+	kvt_release(f.ns, &slot);
+	assert_int_equal(kvt_slot_sum(f.ns, &slot, &sum), -EINVAL); /* let go */
+	assert_int_equal(kvt_slot_sum(NULL, &slot, &sum), -EINVAL);
+	kvt_store_close(f.store);
+
+	/* a store that sums nothing has nothing to say */
+	assert_int_equal(open_store(&plain, NULL, false), 0);
+	assert_int_equal(kvt_put(plain.ns, &k, NULL, buf, BLOCK), 0);
+	assert_int_equal(kvt_acquire(plain.ns, &k, &slot), 0);
+	assert_int_equal(kvt_slot_sum(plain.ns, &slot, &sum), -ENOENT);
+	kvt_release(plain.ns, &slot);
+	kvt_store_close(plain.store);
+}
+
 static void bad_arguments_get_the_right_errno(void **state)
 {
 	struct fixture *f = *state;
@@ -575,6 +610,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(empty_namespaces_detach_and_their_ids_are_reused,
 						setup, teardown),
 		cmocka_unit_test(checksums_at_put_catch_corruption),
+		cmocka_unit_test(a_lent_slot_has_the_sum_kept_at_put),
 		cmocka_unit_test_setup_teardown(bad_arguments_get_the_right_errno, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
