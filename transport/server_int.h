@@ -82,6 +82,7 @@ struct kvt_job {
 	int layers_pushed;          /* loop: the watermark last pushed */
 	/* written by the worker, read by the loop */
 	int layers_done;            /* atomic */
+	uint64_t progress_ns;       /* worker: when it last posted layer progress */
 	int32_t result;
 	bool finished;              /* loop-side: the final note was processed */
 	bool reaped;                /* loop-side: a WAIT/POLL took the result */

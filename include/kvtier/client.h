@@ -37,8 +37,9 @@ struct kvt_client;
 
 /* How a connection learns that a SAVE or LOAD, or a LOAD's layer, is done. */
 enum kvt_client_completions {
-	KVT_CLIENT_PUSHED = 0, /* the daemon pushes a frame per ticket and per LOAD
-	                        * layer; waits read them (a daemon of protocol 1:
+	KVT_CLIENT_PUSHED = 0, /* the daemon pushes a frame per ticket and as a
+	                        * LOAD's layers land (layers within 100 us share
+	                        * one); waits read them (a daemon of protocol 1:
 	                        * as WAITED) */
 	KVT_CLIENT_WAITED = 1, /* each wait is a WAIT (poll a POLL) round trip */
 };
