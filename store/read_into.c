@@ -17,13 +17,12 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "store/store_impl.h"
+#include "store/store_blocks.h"
 #include "store/tiering.h"
 
 struct direct {
 	uint32_t rec;             /* KVT_NIL: read by key (no record here) */
 	size_t k;                 /* the caller's key */
-	uint64_t loc;             /* where it was read from */
 	struct kvt_storage_tier *t;
 };
 
@@ -37,11 +36,17 @@ struct read_into {
 };
 
 
-/* Hold record i for the read (lock held): the tier keeps its record. */
-static void hold_locked(struct kvt_store *s, uint32_t i)
+/* Count a read from tier `from` that served len bytes (ok) or failed. */
+static void count_read_locked(struct kvt_store *s, enum kvt_tier from, bool ok, size_t len)
 {
-	kvt_catalog_touch(&s->cat, i);
-	kvt_catalog_busy(&s->cat, i, +1);
+	s->counters.gets++;
+	if (ok) {
+		s->counters.tier[from].hits++;
+		s->counters.tier[from].bytes_out += len;
+	} else {
+		s->counters.tier[from].errors++;
+		s->counters.get_misses++;
+	}
 }
 
 /* The read of item d ended with res (lock held): count it, let go of the
@@ -50,22 +55,19 @@ static int finish_locked(struct kvt_store *s, const struct direct *d, struct kvt
 {
 	struct kvt_rec *r = rec(s, d->rec);
 	enum kvt_tier from = d->t->kind;
+	bool same = r->state == KVT_REC_LIVE && r->tier == from && r->loc == io->loc;
 	int res = io->res;
 
 	if (res == 0) {
-		if (r->state == KVT_REC_LIVE && r->tier == from && r->loc == d->loc)
+		if (same)
 			r->flags |= KVT_REC_READ_STRAIGHT;
-		s->counters.gets++;
-		s->counters.tier[from].hits++;
-		s->counters.tier[from].bytes_out += io->len;
+		count_read_locked(s, from, true, io->len);
 	} else if (res == -EBADMSG || res == -EIO) {
 		/* a block that cannot be read back is dropped, never served */
 		if (res == -EBADMSG)
 			s->counters.checksum_failures++;
-		s->counters.tier[from].errors++;
-		s->counters.gets++;
-		s->counters.get_misses++;
-		if (r->state == KVT_REC_LIVE && r->tier == from && r->loc == d->loc)
+		count_read_locked(s, from, false, 0);
+		if (same)
 			kvt_catalog_retire(&s->cat, d->rec);
 		res = -EIO;
 	} else {
@@ -73,11 +75,7 @@ static int finish_locked(struct kvt_store *s, const struct direct *d, struct kvt
 		 * acquire finds out what became of it (and counts it) */
 		res = -EAGAIN;
 	}
-	kvt_catalog_busy(&s->cat, d->rec, -1);
-	if (r->state == KVT_REC_DYING && r->busy == 0)
-		kvt_tiering_discard(s, d->rec);
-	else if (r->busy == 0)
-		kvt_tiering_kick(s);
+	unhold_locked(s, d->rec);
 	return res;
 }
 
@@ -89,21 +87,16 @@ static int finish_keyed_locked(struct kvt_ns *ns, const struct direct *d,
 			       struct kvt_tier_io *io)
 {
 	struct kvt_store *s = ns->store;
-	enum kvt_tier from = d->t->kind;
 
 	if (io->res == 0) {
 		kvt_ghost_add(&s->read_keyed, kvt_ghost_hash_key(&io->key, ns->id), 0);
-		s->counters.gets++;
-		s->counters.tier[from].hits++;
-		s->counters.tier[from].bytes_out += io->len;
+		count_read_locked(s, d->t->kind, true, io->len);
 		return 0;
 	}
 	if (io->res != -EBADMSG && io->res != -EIO)
 		return -EAGAIN;
 	s->counters.checksum_failures++;
-	s->counters.tier[from].errors++;
-	s->counters.gets++;
-	s->counters.get_misses++;
+	count_read_locked(s, d->t->kind, false, 0);
 	return -EIO;
 }
 
@@ -140,16 +133,19 @@ static bool whole_pages(const struct iovec *iov, unsigned cnt)
 /* Look at every key in order (lock held): hold and queue in items/io the
  * blocks a storage tier can read into the caller's pieces, up to the first
  * key the index lacks. Returns how many were queued; *found gets the
- * number of leading keys the index holds. */
+ * number of leading keys the index holds. From the first key it lacks on,
+ * the run of keys it lacks goes up to *keyed_end, to be asked of *keyed:
+ * the first keyed tier (the one the acquire would ask first), where it
+ * reads into pieces (else *keyed_end is *found). */
 static size_t plan_locked(struct read_into *x, const struct kvt_key *keys, size_t n,
-			  size_t *found)
+			  size_t *found, struct kvt_storage_tier **keyed, size_t *keyed_end)
 {
 	struct kvt_ns *ns = x->ns;
 	struct kvt_store *s = ns->store;
 	const struct kvt_read_into *ri = x->ri;
 	size_t m = 0;
 
-	*found = n;
+	*found = *keyed_end = n;
 	for (size_t k = 0; k < n; k++) {
 		uint32_t i = kvt_index_find(s->cat.idx, ns->id, &keys[k]);
 		struct kvt_storage_tier *t;
@@ -157,6 +153,12 @@ static size_t plan_locked(struct read_into *x, const struct kvt_key *keys, size_
 
 		if (i == KVT_NIL || rec(s, i)->state != KVT_REC_LIVE) {
 			*found = k;
+			*keyed_end = k;
+			if (i == KVT_NIL && kvt_tiering_keyed(s, keyed, 1) &&
+			    ((*keyed)->caps & KVT_TIER_CAP_READ_IOV))
+				while (++*keyed_end < n &&
+				       kvt_index_find(s->cat.idx, ns->id, &keys[*keyed_end]) == KVT_NIL)
+					;
 			break;
 		}
 		r = rec(s, i);
@@ -168,7 +170,7 @@ static size_t plan_locked(struct read_into *x, const struct kvt_key *keys, size_
 		    !whole_pages(ri->dst[k], ri->dst_cnt[k]))
 			continue;
 		hold_locked(s, i);
-		x->items[m] = (struct direct){ .rec = i, .k = k, .loc = r->loc, .t = t };
+		x->items[m] = (struct direct){ .rec = i, .k = k, .t = t };
 		x->io[m++] = (struct kvt_tier_io){
 			.ns_id = kvt_ns_storage_id(ns), .ns_salt = &ns->salt, .key = r->key,
 			.len = r->size, .loc = r->loc, .iov = ri->dst[k], .iovcnt = ri->dst_cnt[k] };
@@ -176,28 +178,19 @@ static size_t plan_locked(struct read_into *x, const struct kvt_key *keys, size_
 	return m;
 }
 
-/* After the found keys: queue in items/io, from m on, the reads by key of
- * the leading keys the index lacks that a keyed tier reading into pieces
- * answers for (its lookup is one round trip; lock not held). Keys read so
- * before are found, and left to the acquire. Returns the new count of
- * queued reads; *found grows by the keys the tier answers for. */
-static size_t plan_keyed(struct read_into *x, const struct kvt_key *keys, size_t n, size_t m,
-			 size_t *found)
+/* Queue in items/io, from m on, the reads by key of keys [*found, end),
+ * which the index lacks, as far as tier t answers for them (its lookup is
+ * one round trip; lock not held). Keys read so before are found, and left
+ * to the acquire. Returns the new count of queued reads; *found grows by
+ * the keys the tier answers for. */
+static size_t plan_keyed(struct read_into *x, const struct kvt_key *keys, size_t m,
+			 size_t *found, struct kvt_storage_tier *t, size_t end)
 {
 	struct kvt_ns *ns = x->ns;
 	struct kvt_store *s = ns->store;
-	struct kvt_storage_tier *t = NULL;
-	size_t from = *found, end = from;
+	size_t from = *found;
 	int held;
 
-	if (from == n)
-		return m;
-	pthread_mutex_lock(&s->lock);
-	/* the first keyed tier is the one the acquire would ask first */
-	if (kvt_tiering_keyed(s, &t, 1) && (t->caps & KVT_TIER_CAP_READ_IOV))
-		while (end < n && kvt_index_find(s->cat.idx, ns->id, &keys[end]) == KVT_NIL)
-			end++;
-	pthread_mutex_unlock(&s->lock);
 	if (end == from)
 		return m;
 	held = t->ops->lookup(t, kvt_ns_storage_id(ns), keys + from, end - from);
@@ -245,7 +238,8 @@ int kvt_read_into(struct kvt_ns *ns, const struct kvt_key *keys, size_t n,
 	struct read_into x = { .ns = ns, .ri = ri };
 	struct kvt_tier_batch b[KVT_MAX_STORAGE_TIERS];
 	bool submitted[KVT_MAX_STORAGE_TIERS];
-	size_t m, found, nb = 0;
+	struct kvt_storage_tier *keyed = NULL;
+	size_t m, found, keyed_end, nb = 0;
 	struct kvt_store *s;
 
 	if (!ns || !ri || (n && (!keys || !ri->dst || !ri->dst_cnt || !ri->res)) || n > INT32_MAX)
@@ -263,9 +257,9 @@ int kvt_read_into(struct kvt_ns *ns, const struct kvt_key *keys, size_t n,
 		return -ENOMEM;
 	}
 	pthread_mutex_lock(&s->lock);
-	m = plan_locked(&x, keys, n, &found);
+	m = plan_locked(&x, keys, n, &found, &keyed, &keyed_end);
 	pthread_mutex_unlock(&s->lock);
-	m = plan_keyed(&x, keys, n, m, &found);
+	m = plan_keyed(&x, keys, m, &found, keyed, keyed_end);
 	if (ri->planned_cb)
 		ri->planned_cb(ri->arg, found);
 

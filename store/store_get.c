@@ -15,15 +15,6 @@
 #include "store/warm.h"
 #include "util/block_sum.h"
 
-static void unhold_locked(struct kvt_store *s, uint32_t i)
-{
-	kvt_catalog_busy(&s->cat, i, -1);
-	if (rec(s, i)->state == KVT_REC_DYING && rec(s, i)->busy == 0)
-		kvt_tiering_discard(s, i);
-	else if (rec(s, i)->busy == 0)
-		kvt_tiering_kick(s); /* it may be demoted now */
-}
-
 /* Verify a block in the memory tier when checksums are kept at put. A
  * mismatch drops the block: wrong bytes are never served. Returns 0 or
  * -EIO. */
@@ -88,7 +79,6 @@ static int lend_locked(struct acquire *a, size_t k, uint32_t i)
 	struct kvt_store *s = a->ns->store;
 	struct kvt_slot *slot = &a->slots[k];
 
-	slot_lend(slot, i, NULL);
 	slot->data = s->mem->ops->slot_ptr(s->mem, rec(s, i)->loc);
 	slot->len = a->ns->block_bytes;
 	if (verify_locked(s, i, slot->data)) {
@@ -96,6 +86,8 @@ static int lend_locked(struct acquire *a, size_t k, uint32_t i)
 		slot->data = NULL;
 		return -EIO;
 	}
+	/* verified: a block found at a restart is no longer flagged */
+	slot_lend_stored(slot, i, rec(s, i)->size == slot->len ? rec(s, i)->checksum : 0);
 	s->counters.tier[rec(s, i)->tier].bytes_out += slot->len;
 	return 0;
 }
@@ -118,8 +110,7 @@ static int take_locked(struct acquire *a, struct kvt_fetch *f, size_t k, bool fi
 		return -ENOENT;
 	if (rec(s, i)->flags & KVT_REC_MOVING)
 		return TAKE_LATER;
-	kvt_catalog_touch(&s->cat, i);
-	kvt_catalog_busy(&s->cat, i, +1);
+	hold_locked(s, i);
 	if (first)
 		s->counters.tier[rec(s, i)->tier].hits++;
 	if (rec(s, i)->tier == s->mem->kind) {
@@ -416,28 +407,15 @@ void kvt_release(struct kvt_ns *ns, struct kvt_slot *slot)
 
 int kvt_slot_sum(struct kvt_ns *ns, const struct kvt_slot *slot, uint64_t *xxh3)
 {
-	struct kvt_store *s;
-	struct kvt_rec *r;
-	uint64_t handle;
-	int err = -ENOENT;
+	struct slot_priv p;
 
 	if (!ns || !slot || !slot->data || !xxh3)
 		return -EINVAL;
-	handle = slot_get(slot).handle;
-	if (handle >= UINT32_MAX)
+	p = slot_get(slot);
+	if (p.handle >= UINT32_MAX || p.has_parent)
 		return -EINVAL;
-	s = ns->store;
-	pthread_mutex_lock(&s->lock);
-	if (kvt_index_valid(s->cat.idx, (uint32_t)handle)) {
-		r = rec(s, (uint32_t)handle);
-		/* lent (held busy), of this namespace, summed, and checked if
-		 * it came from a restart's region */
-		if (r->busy > 0 && r->ns == ns->id && r->checksum && r->size == slot->len &&
-		    !(r->flags & KVT_REC_UNVERIFIED)) {
-			*xxh3 = r->checksum;
-			err = 0;
-		}
-	}
-	pthread_mutex_unlock(&s->lock);
-	return err;
+	if (!p.sum)
+		return -ENOENT;
+	*xxh3 = p.sum;
+	return 0;
 }

@@ -78,7 +78,7 @@ int kvt_put_class(struct kvt_ns *ns, const struct kvt_key *key, const struct kvt
 
 	/* a warm tier keeps every block's checksum in its slot's header: it
 	 * is computed as the bytes are copied, not in a second pass */
-	if (s->opts.checksum_on_put || s->warm)
+	if (kvt_ns_sums_blocks(ns))
 		sum = kvt_copy_sum(dst, data, len);
 	else
 		memcpy(dst, data, len);
