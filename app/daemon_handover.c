@@ -59,24 +59,43 @@ static bool peer_is_ours(int conn, uid_t *uid, pid_t *pid)
 	return cr.uid == geteuid();
 }
 
+/* Read the fixed message want (len bytes, its NUL too) from conn within
+ * timeout_ms. Returns 0, -ETIMEDOUT, or -EPIPE (closed, or other bytes). */
+static int read_msg(int conn, const char *want, size_t len, unsigned timeout_ms)
+{
+	uint64_t deadline = kvt_now_ns() + (uint64_t)timeout_ms * 1000000;
+	char buf[64];
+	size_t got = 0;
+
+	if (len > sizeof(buf))
+		return -EPIPE;
+	while (got < len) {
+		struct pollfd p = { .fd = conn, .events = POLLIN };
+		uint64_t now = kvt_now_ns();
+		ssize_t n;
+		int r;
+
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		r = poll(&p, 1, (int)((deadline - now) / 1000000) + 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r ? -errno : -ETIMEDOUT;
+		n = recv(conn, buf + got, len - got, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -EPIPE;
+		got += (size_t)n;
+	}
+	return memcmp(buf, want, len) ? -EPIPE : 0;
+}
+
 /* Read the successor's request (a few bytes, within 2 s). */
 static bool read_ask(int conn)
 {
-	char buf[sizeof(ASK)];
-	struct pollfd p = { .fd = conn, .events = POLLIN };
-	size_t got = 0;
-
-	while (got < sizeof(buf)) {
-		ssize_t n;
-
-		if (poll(&p, 1, 2000) <= 0)
-			return false;
-		n = recv(conn, buf + got, sizeof(buf) - got, 0);
-		if (n <= 0)
-			return false;
-		got += (size_t)n;
-	}
-	return !memcmp(buf, ASK, sizeof(buf));
+	return read_msg(conn, ASK, sizeof(ASK), 2000) == 0;
 }
 
 static void *handover_main(void *arg)
@@ -214,33 +233,9 @@ int kvtd_handover_send(struct kvtd_handover *h, int sidecar_fd, int dram_fd)
 
 int kvtd_handover_wait_confirm(struct kvtd_handover *h, unsigned timeout_ms)
 {
-	uint64_t deadline = kvt_now_ns() + (uint64_t)timeout_ms * 1000000;
-	char buf[sizeof(SERVING)];
-	size_t got = 0;
-
 	if (!h || h->conn < 0)
 		return -EPIPE;
-	while (got < sizeof(buf)) {
-		struct pollfd p = { .fd = h->conn, .events = POLLIN };
-		uint64_t now = kvt_now_ns();
-		ssize_t n;
-		int r;
-
-		if (now >= deadline)
-			return -ETIMEDOUT;
-		r = poll(&p, 1, (int)((deadline - now) / 1000000) + 1);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return r ? -errno : -ETIMEDOUT;
-		n = recv(h->conn, buf + got, sizeof(buf) - got, 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -EPIPE;
-		got += (size_t)n;
-	}
-	return memcmp(buf, SERVING, sizeof(buf)) ? -EPIPE : 0;
+	return read_msg(h->conn, SERVING, sizeof(SERVING), timeout_ms);
 }
 
 void kvtd_handover_close(struct kvtd_handover *h, bool handed)

@@ -36,6 +36,9 @@ int kvt_bench_parse_size(const char *s, uint64_t *out);
 /* Page-aligned buffer of len bytes with every page touched; NULL on failure.
  * Free with kvt_bench_free(buf, len). */
 void *kvt_bench_alloc(size_t len);
+/* The same in the pages the DRAM tier asks for: transparent huge pages
+ * (thp), or 4 KiB pages only. */
+void *kvt_bench_alloc_pages(size_t len, bool thp);
 void kvt_bench_free(void *buf, size_t len);
 
 /* ---- TCP over loopback (bench_tcp.c) -------------------------------- */

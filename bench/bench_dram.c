@@ -135,7 +135,11 @@ struct case_result {
 static int run_case(const struct dram_args *a, uint64_t block, struct case_result *out)
 {
 	uint64_t n = a->store_bytes / block - 1; /* one slot spare: no eviction */
-	uint8_t *src = kvt_bench_alloc(n * block), *dst = kvt_bench_alloc(n * block);
+	/* the reference's buffers, and put's source and get's destination, in
+	 * the pages of the tier's region: transparent huge pages (a warm tier
+	 * is a memfd: 4 KiB shmem pages) */
+	uint8_t *src = kvt_bench_alloc_pages(n * block, !a->warm);
+	uint8_t *dst = kvt_bench_alloc_pages(n * block, !a->warm);
 	double *put = calloc(a->reps, sizeof(double)), *get = calloc(a->reps, sizeof(double));
 	double *ref = calloc(a->reps, sizeof(double));
 	double *put_ratio = calloc(a->reps, sizeof(double));

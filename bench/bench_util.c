@@ -45,14 +45,28 @@ int kvt_bench_parse_size(const char *s, uint64_t *out)
 	return kvt_parse_size(s, ram, out);
 }
 
-void *kvt_bench_alloc(size_t len)
+/* mmap len bytes, madvise them with advice (none when < 0), touch every page. */
+static void *alloc_touched(size_t len, int advice)
 {
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	if (p == MAP_FAILED)
 		return NULL;
+	if (advice >= 0)
+		madvise(p, len, advice);
 	memset(p, 0x5a, len); /* touch every page so the bench times copies, not faults */
 	return p;
+}
+
+void *kvt_bench_alloc(size_t len)
+{
+	return alloc_touched(len, -1);
+}
+
+void *kvt_bench_alloc_pages(size_t len, bool thp)
+{
+	/* as the DRAM tier asks for its region (tiers/dram.c map_region) */
+	return alloc_touched(len, thp ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 }
 
 void kvt_bench_free(void *buf, size_t len)

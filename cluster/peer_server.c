@@ -98,20 +98,22 @@ static struct kvt_ns *request_ns(struct pconn *c, const struct kvt_peer_keys_req
 #define SEND_CHUNK (256u << 10)
 
 /* Send a block's bytes straight from the slot, then its XXH3 trailer: the
- * sum the store kept since the block was stored (have_sum), else hashing
- * each chunk just before it is sent. The frame (and any miss frames queued
- * before it) leave with the first chunk. */
+ * sum the store kept since the block was stored (have_sum: the block goes
+ * in one send), else hashing each chunk just before it is sent. The frame
+ * (and any miss frames queued before it) leave with the first chunk. */
 static int send_block(struct pconn *c, const uint8_t *data, uint64_t len, bool have_sum,
 		      uint64_t sum)
 {
 	uint8_t trailer[KVT_PEER_TRAILER_BYTES];
+	uint64_t chunk = have_sum ? len : SEND_CHUNK;
 	struct iovec iov[2];
 	uint64_t off = 0;
 	int err = 0;
 
-	kvt_sum_begin(c->sum);
+	if (!have_sum)
+		kvt_sum_begin(c->sum);
 	while (off < len && !err) {
-		size_t n = len - off < SEND_CHUNK ? (size_t)(len - off) : SEND_CHUNK;
+		size_t n = len - off < chunk ? (size_t)(len - off) : (size_t)chunk;
 		int k = 0;
 
 		if (!have_sum)

@@ -245,7 +245,8 @@ static int rdma_read(struct kvt_peer_tier *pt, struct rd *rd, size_t m,
 static void transfer(struct kvt_peer_tier *pt, struct rd *rd, size_t m,
 		     const struct kvt_peer_target *tg, const struct kvt_key *salt, uint64_t len)
 {
-	if (pt->rdma_ok && !rd->items[0].iov && rdma_read(pt, rd, m, tg, salt, len) == 0)
+	/* a tier reading by RDMA is given no pieces (it lacks KVT_TIER_CAP_READ_IOV) */
+	if (pt->rdma_ok && rdma_read(pt, rd, m, tg, salt, len) == 0)
 		return;
 	kvt_peer_fetch(pt->opts.client, tg, salt, len, rd->items, m);
 }

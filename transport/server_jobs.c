@@ -68,7 +68,7 @@ static int save_window(struct worker *w, struct kvt_job *job, struct kvt_slot *s
 	struct kvt_server *srv = w->srv;
 	/* a store that keeps checksums gets each computed as its block is
 	 * gathered on the host, not in a second pass over it at commit */
-	bool summed = m && !job->mem->layout && kvt_ns_sums_blocks(job->ns);
+	bool summed = m && kvt_copy_of(job) == &kvt_direct_copy && kvt_ns_sums_blocks(job->ns);
 	uint64_t sums[WINDOW];
 	int err = 0;
 

@@ -4,6 +4,7 @@
  * and each is delivered to engine memory as it comes in, the last ones
  * layer by layer. */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,17 +102,13 @@ static void report(struct load_window *lw, size_t k, int res, bool late, bool di
 	pthread_mutex_unlock(&lw->mu);
 }
 
-static uint64_t block_bytes(const struct kvt_engine_mem *m)
-{
-	return (uint64_t)m->layers * m->kvn * m->page_bytes;
-}
-
-/* Whether blocks can be read straight into m: mapped here, and few enough
- * pieces for one read (the store reads from SSD only into pieces of whole
- * 4 KiB pages, for O_DIRECT; from other nodes into any). */
+/* Whether blocks can be read straight into m (copied directly, so not
+ * through the device layer): mapped here, and few enough pieces for one
+ * read (the store reads from SSD only into pieces of whole 4 KiB pages, for
+ * O_DIRECT; from other nodes into any). */
 static bool direct_ok(const struct kvt_engine_mem *m)
 {
-	return m->map && !m->layout && m->layers * m->kvn <= 1024;
+	return m->map && m->layers * m->kvn <= IOV_MAX;
 }
 
 /* kvt_acquire_many's report of its block j (the window's amap[j]), on the
@@ -135,7 +132,7 @@ static void on_direct(void *arg, size_t k, int res, size_t reading)
 	(void)reading;
 	if (res == -EAGAIN)
 		return;
-	lw->slots[k] = (struct kvt_slot){ .len = block_bytes(lw->job->mem) };
+	lw->slots[k] = (struct kvt_slot){ .len = kvt_ns_block_bytes(lw->job->ns) };
 	report(lw, k, res, false, res == 0);
 }
 

@@ -203,6 +203,17 @@ def _peer_get(store, nblocks, phase, out):
         out.put((None, "%s: %s\n%s" % (type(e).__name__, e, traceback.format_exc())))
 
 
+def peer_row(store, work, shape, capacity, nblocks):
+    """The two-node row on a pair of store's nodes started for it:
+    {"peer_get_gbps": GB/s}."""
+    store.start_pair(work, shape, capacity)
+    try:
+        in_child(_peer_get, store, nblocks, "put")
+        return in_child(_peer_get, store, nblocks, "get")
+    finally:
+        store.stop()
+
+
 def in_child(fn, *args):
     ctx = multiprocessing.get_context("fork")
     q = ctx.Queue()
@@ -272,12 +283,7 @@ def run_rep(store, shape, args, work):
     if args.peer:
         def peer():
             store.generation += 1
-            store.start_pair(work, shape, capacity)
-            try:
-                in_child(_peer_get, store, nblocks, "put")
-                values.update(in_child(_peer_get, store, nblocks, "get"))
-            finally:
-                store.stop()
+            values.update(peer_row(store, work, shape, capacity, nblocks))
         phase(["peer_get_gbps"], peer)
     if args.ssd:
         def ssd():

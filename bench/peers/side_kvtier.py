@@ -152,9 +152,7 @@ class Store:
 
     def stop(self):
         for d in self.daemons:
-            d.stop()
-            shutil.rmtree(d.dir, ignore_errors=True)
-            shutil.rmtree(d.sockdir, ignore_errors=True)
+            d.remove()
         self.daemons = []
         if self.redis is not None:
             self.redis.terminate()

@@ -39,13 +39,8 @@ def main():
                 store = side_kvtier.Store()
                 store.generation = rep
                 os.makedirs(args.dir, exist_ok=True)
-                store.start_pair(args.dir, shape, capacity)
-                try:
-                    peers_bench.in_child(peers_bench._peer_get, store, nblocks, "put")
-                    v = peers_bench.in_child(peers_bench._peer_get, store, nblocks,
-                                             "get")["peer_get_gbps"]
-                finally:
-                    store.stop()
+                v = peers_bench.peer_row(store, args.dir, shape, capacity,
+                                         nblocks)["peer_get_gbps"]
                 got.setdefault((shape, name), []).append(v)
                 print("%d KiB %s rep %d: %.3f GB/s" % (shape >> 10, name, rep, v), flush=True)
         old = statistics.median(got[(shape, "old")])
