@@ -338,9 +338,10 @@ void kvt_tenant_ns_prefill_add(struct kvt_server *srv, struct kvt_ns *ns, uint32
 double kvt_tenant_ns_prefill(struct kvt_server *srv, struct kvt_ns *ns);
 
 /* server_plan.c */
-/* Of the hit leading keys a LOOKUP matched in ns (their tiers), how many the
- * engine should load; the rest it recomputes. */
-uint32_t kvt_plan_loads(struct kvt_server *srv, struct kvt_ns *ns, uint32_t block_tokens,
+/* Of the hit leading keys a LOOKUP matched in ns (their tiers; d, the
+ * namespace as the engine described it), how many the engine should load;
+ * the rest it recomputes. */
+uint32_t kvt_plan_loads(struct kvt_server *srv, struct kvt_ns *ns, const struct kvt_ns_desc *d,
 			const uint8_t *tiers, uint32_t hit);
 /* Remember the tiers of the keys a LOOKUP of c matched, for its LOADs. */
 void kvt_plan_remember(struct kvt_conn *c, const struct kvt_key *keys, const uint8_t *tiers,

@@ -249,8 +249,7 @@ static int op_keys(struct kvt_conn *c, const struct kvt_req *req)
 			kvt_plan_remember(c, keys, tiers, (uint32_t)n);
 		}
 		if (n >= 0 && c->version >= 2) {
-			load = kvt_plan_loads(c->srv, ns, c->ns_desc[k->ns - 1].block_tokens, tiers,
-					      (uint32_t)n);
+			load = kvt_plan_loads(c->srv, ns, &c->ns_desc[k->ns - 1], tiers, (uint32_t)n);
 			c->srv->c.plan_lookups++;
 			c->srv->c.plan_load_blocks += load;
 			c->srv->c.plan_recompute_blocks += (uint32_t)n - load;

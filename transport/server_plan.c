@@ -3,7 +3,9 @@
  * should load, the rest being cheaper to recompute, from what this machine
  * measures: the bytes/s each tier delivered to engines (the copy workers'
  * rates) and the prefill speed the namespace's engines reported (PREFILL),
- * through the model's kvt_plan_prefix.
+ * through the model's kvt_plan_prefix. The cost is the whole group's: a
+ * namespace of tensor-parallel rank r of n holds a 1/n share of each block,
+ * and the group's load of a block moves all n shares.
  *
  * Cold start needs no configuration: a tier not yet measured is taken at
  * kvt_plan_opts_init's rate (DRAM 25 GB/s, SSD 3 GB/s), and until an engine
@@ -22,7 +24,7 @@
  * costed without a link); a peer over TCP is assumed to deliver 1 GB/s. */
 #define KVT_PLAN_REMOTE_BPS 1e9
 
-uint32_t kvt_plan_loads(struct kvt_server *srv, struct kvt_ns *ns, uint32_t block_tokens,
+uint32_t kvt_plan_loads(struct kvt_server *srv, struct kvt_ns *ns, const struct kvt_ns_desc *d,
 			const uint8_t *tiers, uint32_t hit)
 {
 	struct kvt_plan_opts o;
@@ -36,8 +38,12 @@ uint32_t kvt_plan_loads(struct kvt_server *srv, struct kvt_ns *ns, uint32_t bloc
 	kvt_plan_opts_init(&o, sizeof(o));
 	if (!(o.tier_bw[KVT_TIER_REMOTE] > 0))
 		o.tier_bw[KVT_TIER_REMOTE] = KVT_PLAN_REMOTE_BPS;
-	o.block_tokens = block_tokens;
-	o.block_bytes = kvt_ns_block_bytes(ns);
+	o.block_tokens = d->block_tokens;
+	/* The engine's prefill speed is its whole group's (every rank of a
+	 * tensor- or pipeline-parallel group computes each step together),
+	 * while a namespace holds one rank's share of a block: a load moves
+	 * tp_size shares through this node's tiers for the group. */
+	o.block_bytes = kvt_ns_block_bytes(ns) * d->tp_size;
 	o.prefill_tokens_s = tok_s;
 	for (uint32_t i = 0; i < hit; i++)
 		if (tiers[i] < KVT_TIER_COUNT)

@@ -320,6 +320,70 @@ static void the_plan_follows_the_engine_and_the_tiers(void **state)
 	eng_close(&e);
 }
 
+/* The plan of a LOOKUP in a tensor-parallel rank's namespace: the group's
+ * prefill speed against the group's load, every rank's share of a block. An
+ * engine that recomputes a block in twice the time one share loads in loads
+ * every block at tp_size 1 and none at tp_size 4, where its four ranks load
+ * four shares through this daemon. */
+static void the_plan_costs_the_whole_tensor_parallel_group(void **state)
+{
+	struct fx *f = *state;
+	struct eng one, four;
+	struct kvt_key keys[BLOCKS];
+	uint32_t pages[BLOCKS], load = 99;
+	uint64_t t, block_bytes;
+	double bw;
+	char *text;
+	json_t *root;
+
+	kvtd_test_desc(&f->desc, "test/plan-tp");
+	eng_open(f, &one, KVT_CLIENT_PUSHED);
+	f->desc.tp_rank = 0;
+	f->desc.tp_size = 4;
+	eng_open(f, &four, KVT_CLIENT_PUSHED);
+	f->desc.tp_size = 1;
+	block_bytes = 2ull * f->desc.layers * one.mem.page_bytes;
+	make_keys(f, &one, 5, keys, BLOCKS);
+	for (uint32_t i = 0; i < BLOCKS; i++)
+		pages[i] = i;
+	assert_int_equal(kvt_client_save(one.c, &one.ns, (uint32_t)one.mem.region, NULL, keys,
+					 pages, BLOCKS, &t), 0);
+	assert_int_equal(kvt_client_wait(one.c, t, 5000), BLOCKS);
+	assert_int_equal(kvt_client_save(four.c, &four.ns, (uint32_t)four.mem.region, NULL, keys,
+					 pages, BLOCKS, &t), 0);
+	assert_int_equal(kvt_client_wait(four.c, t, 5000), BLOCKS);
+	/* a LOAD measures the DRAM tier; the plan takes the rate STATS shows */
+	for (uint32_t i = 0; i < BLOCKS; i++)
+		pages[i] = 16 + i;
+	assert_int_equal(kvt_client_load(one.c, &one.ns, (uint32_t)one.mem.region, keys, pages,
+					 BLOCKS, &t), 0);
+	assert_int_equal(kvt_client_wait(one.c, t, 5000), BLOCKS);
+	assert_int_equal(kvt_client_stats(one.c, &text), 0);
+	root = json_loads(text, 0, NULL);
+	free(text);
+	assert_non_null(root);
+	bw = json_number_value(json_object_get(json_object_get(json_object_get(
+		json_object_get(root, "plan"), "tiers"), "dram"), "bytes_per_s"));
+	json_decref(root);
+	assert_true(bw > 0);
+
+	/* 1,000 blocks' tokens in 2,000 times one share's load time */
+	for (int e = 0; e < 2; e++) {
+		struct eng *x = e ? &four : &one;
+
+		assert_int_equal(kvt_client_prefill(x->c, &x->ns, 1000 * f->desc.block_tokens,
+						    (uint64_t)(2000 * block_bytes / bw * 1e9)), 0);
+	}
+	assert_int_equal(kvt_client_lookup_plan(one.c, &one.ns, keys, BLOCKS, NULL, &load),
+			 BLOCKS);
+	assert_int_equal(load, BLOCKS);
+	assert_int_equal(kvt_client_lookup_plan(four.c, &four.ns, keys, BLOCKS, NULL, &load),
+			 BLOCKS);
+	assert_int_equal(load, 0);
+	eng_close(&four);
+	eng_close(&one);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -328,6 +392,7 @@ int main(void)
 		cmocka_unit_test(a_pushed_ticket_can_be_polled),
 		cmocka_unit_test(a_version_1_client_is_served_as_before),
 		cmocka_unit_test(the_plan_follows_the_engine_and_the_tiers),
+		cmocka_unit_test(the_plan_costs_the_whole_tensor_parallel_group),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
