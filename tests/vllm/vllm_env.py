@@ -11,7 +11,6 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-MODEL = os.path.join(HERE, "tiny-llama")
 VENV = os.environ.get("KVT_VLLM_VENV") or os.path.join(ROOT, "build", "venv-vllm")
 PYTHON = os.path.join(VENV, "bin", "python")
 
@@ -20,6 +19,17 @@ def ensure_venv():
     """0 when the venv is ready (made now if need be), else the script's
     status (77: cannot be made here; its reason is on stderr)."""
     return subprocess.call(["sh", os.path.join(ROOT, "scripts", "vllm-venv.sh"), VENV])
+
+
+def seeded_model(seed=0):
+    """The tiny Llama with weights from seed, as a checkpoint directory
+    (seeded_model.py), made once per seed under $KVT_TEST_TMPDIR."""
+    base = os.environ.get("KVT_TEST_TMPDIR") or tempfile.gettempdir()
+    out = os.path.join(base, "tiny-llama-seed%d" % seed)
+    if not os.path.exists(os.path.join(out, "model.safetensors")):
+        os.makedirs(base, exist_ok=True)
+        subprocess.check_call([PYTHON, os.path.join(HERE, "seeded_model.py"), out, str(seed)])
+    return out
 
 
 def engine_env():
@@ -37,17 +47,18 @@ def engine_env():
 
 
 class Engine:
-    """A vLLM process with the tiny model; run() sends prompts (lists of
+    """A vLLM process with the tiny model (seeded weights); run() sends prompts (lists of
     token ids) and returns one answer each ({tokens, logprob0, cached,
     load_failed})."""
 
-    def __init__(self, name, connector=None, prefix_caching=False, model=MODEL, **cfg):
+    def __init__(self, name, connector=None, prefix_caching=False, model=None, **cfg):
         d = os.environ.get("KVT_TEST_TMPDIR") or None
         if d:
             os.makedirs(d, exist_ok=True)
         self.name = name
         self.logf = tempfile.NamedTemporaryFile("w+", prefix="vllm-%s." % name, suffix=".log",
                                                 dir=d, delete=False)
+        model = model or seeded_model(cfg.get("seed", 0))
         cfg = dict(cfg, model=model, connector=connector, prefix_caching=prefix_caching)
         self.p = subprocess.Popen([PYTHON, os.path.join(HERE, "vllm_engine.py"),
                                    json.dumps(cfg)], stdin=subprocess.PIPE,
