@@ -116,11 +116,16 @@ class _Req:
 
 
 class KVTierConnector:
-    """The engine's connector to kvtierd for one model namespace."""
+    """The engine's connector to kvtierd for one model namespace.
+
+    tp_rank, tp_size: the shard of the KV this process holds when the model
+    is split over a tensor- (or pipeline-) parallel group: part of the
+    namespace, so ranks never load each other's blocks, and the daemon's plan
+    costs a load as the whole group's (tp_size shares of a block)."""
 
     def __init__(self, model_id, layers, kv_heads, head_dim, block_tokens, kv_dtype="bf16",
                  socket=None, token=None, load_timeout_s=30.0, reconnect_s=5.0, use_plan=True,
-                 completions="push", reuse_classes=True):
+                 completions="push", reuse_classes=True, tp_rank=0, tp_size=1):
         if kv_dtype not in _TORCH_DTYPES:
             raise ValueError("kv_dtype: one of %s" % ", ".join(_TORCH_DTYPES))
         self.model_id = model_id
@@ -129,6 +134,10 @@ class KVTierConnector:
         self.head_dim = head_dim
         self.block_tokens = block_tokens
         self.kv_dtype = kv_dtype
+        if not 0 <= tp_rank < tp_size:
+            raise ValueError("tp_rank %d of tp_size %d" % (tp_rank, tp_size))
+        # the rank's shard: part of the namespace, so no two ranks share a key
+        self.tp_rank, self.tp_size = tp_rank, tp_size
         self.torch_dtype = _TORCH_DTYPES[kv_dtype]
         self.load_timeout_s = load_timeout_s
         self.reconnect_s = reconnect_s
@@ -182,7 +191,7 @@ class KVTierConnector:
                               completions=self.completions)
             ns = c.hello(self.model_id, layers=self.layers, kv_heads=self.kv_heads,
                          head_dim=self.head_dim, block_tokens=self.block_tokens,
-                         dtype=self.kv_dtype)
+                         dtype=self.kv_dtype, tp_rank=self.tp_rank, tp_size=self.tp_size)
             region = c.register(ns, self._region_spec) if self._region_spec else None
         except OSError as e:
             if c is not None:
@@ -428,7 +437,7 @@ class KVTierConnector:
         for spec in (self._meta.loads if self._meta else []):
             item = [spec, None, False]
             self._loading.append(item)
-            if self._region is None and not self._ensure():
+            if not self._has_memory():
                 item[2] = True
                 continue
             try:
@@ -439,6 +448,14 @@ class KVTierConnector:
             except OSError:
                 item[2] = True
         self._note_failures()
+
+    def _has_memory(self):
+        """Connected with the KV memory registered: loads and saves can go.
+        Memory never registered (a layout the engine's adapter could not
+        describe) means none can: its requests recompute, nothing is saved."""
+        if self._region is None and self._region_spec is not None:
+            self._ensure()
+        return self._region is not None
 
     def _note_failures(self):
         for spec, _, failed in self._loading:
@@ -505,7 +522,7 @@ class KVTierConnector:
             if spec.req_id in failed:
                 self.stats["save_failures"] += 1
                 continue
-            if self._region is None and not self._ensure():
+            if not self._has_memory():
                 self.stats["save_failures"] += 1
                 continue
             try:

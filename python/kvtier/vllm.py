@@ -34,7 +34,12 @@ extra config (all optional): socket (else $KVTIER_SOCKET, else the daemon's
 default), token (else $KVTIER_TOKEN), model_id (default the served model
 name), use_plan (default true: load only what the daemon's plan says beats
 recomputing), completions ("push", default, or "wait"), load_timeout_s,
-reconnect_s.
+reconnect_s, on_unsupported ("error", default: a KV layout kvtier cannot
+serve stops the engine's start; "warn": the connector is off, vLLM serves).
+
+Tensor and pipeline parallel ranks each hold a shard of the KV: the shard
+(rank modulo TP x PP, of TP x PP) goes into HELLO, so each rank has its own
+namespace and keys.
 """
 
 import contextlib
@@ -84,6 +89,17 @@ def _namespace_id(model, device, layout):
     return (name.encode()[-(63 - 17):].decode(errors="ignore") + "#" + digest)[-63:]
 
 
+def _shard_of(pc):
+    """(rank, ranks) of this process's KV shard in its engine: vLLM numbers
+    a data-parallel replica's workers PP-major, TP-minor (ModelConfig's
+    get_layers_start_end_indices), so rank modulo TP x PP is the shard. A
+    pipeline stage's namespace differs by its layer count too, but two
+    stages of equal depth would not: the shard keeps them apart. The
+    scheduler (rank 0) looks up the first shard's keys."""
+    shards = pc.tensor_parallel_size * pc.pipeline_parallel_size
+    return pc.rank % shards, shards
+
+
 def _layer_order(name):
     nums = re.findall(r"\d+", name)
     return (int(nums[0]) if nums else 0, name)
@@ -111,6 +127,11 @@ class KvtierConnector(KVConnectorBase_V1):
             served = served[0]
         model = extra.get("model_id") or served or mc.model
         self.namespace = _namespace_id(model, self._device, layout)
+        self.shard, self.shards = _shard_of(pc)
+        self._on_unsupported = extra.get("on_unsupported", "error")
+        if self._on_unsupported not in ("error", "warn"):
+            raise ValueError('kvtier: on_unsupported is "error" (default) or "warn", not %r'
+                             % (self._on_unsupported,))
         self._kv = KVTierConnector(
             self.namespace, mc.get_num_layers(pc), mc.get_num_kv_heads(pc),
             mc.get_head_size(), self._block_size, kv_dtype=_DTYPES[dtype],
@@ -119,7 +140,8 @@ class KvtierConnector(KVConnectorBase_V1):
             load_timeout_s=float(extra.get("load_timeout_s", 30.0)),
             reconnect_s=float(extra.get("reconnect_s", 5.0)),
             use_plan=bool(extra.get("use_plan", True)),
-            completions=extra.get("completions", "push"))
+            completions=extra.get("completions", "push"),
+            tp_rank=self.shard, tp_size=self.shards)
         self._reqs = {}             # scheduler side: request id -> _Sched
         self._kv_mem = None         # worker side: the memfd of the KV buffer
         self._registered = False
@@ -207,11 +229,17 @@ class KvtierConnector(KVConnectorBase_V1):
 
     def register_kv_caches(self, kv_caches):
         """Describe vLLM's per-layer KV views to kvtierd as one region.
-        A layout kvtier cannot describe leaves the connector off (warned):
-        vLLM serves, recomputing every prefix."""
+        A layout kvtier cannot describe stops the engine's start with an
+        error naming what differs; with extra config "on_unsupported":
+        "warn" the connector is off instead (warned) and vLLM serves,
+        recomputing every prefix."""
         try:
             spec, names = self._region_of(kv_caches)
         except ValueError as e:
+            if self._on_unsupported != "warn":
+                raise ValueError("kvtier cannot serve this KV layout: %s (set "
+                                 'kv_connector_extra_config "on_unsupported": "warn" to '
+                                 "serve without kvtier)" % e) from e
             log.warning("kvtier off: %s", e)
             return
         self._kv.register_region(spec, names)
