@@ -21,6 +21,7 @@ struct guard {
 static __thread struct guard *cur __attribute__((tls_model("initial-exec")));
 static struct sigaction old_bus;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
 static int installed;
 
 static void on_sigbus(int sig, siginfo_t *si, void *uc)
@@ -47,15 +48,31 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
 		raise(sig);
 }
 
+int kvt_fault_guard_install(void)
+{
+	struct sigaction sa, now;
+	int err = 0;
+
+	pthread_mutex_lock(&install_lock);
+	if (sigaction(SIGBUS, NULL, &now)) {
+		err = -errno;
+	} else if (!(now.sa_flags & SA_SIGINFO) || now.sa_sigaction != on_sigbus) {
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_sigaction = on_sigbus;
+		sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART;
+		sigemptyset(&sa.sa_mask);
+		old_bus = now;
+		err = sigaction(SIGBUS, &sa, NULL) ? -errno : 0;
+	}
+	if (!err)
+		__atomic_store_n(&installed, 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&install_lock);
+	return err;
+}
+
 static void install(void)
 {
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = on_sigbus;
-	sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART;
-	sigemptyset(&sa.sa_mask);
-	installed = sigaction(SIGBUS, &sa, &old_bus) == 0;
+	(void)kvt_fault_guard_install();
 }
 
 int kvt_fault_guard_run(const void *lo, size_t len, void (*fn)(void *arg), void *arg)
@@ -63,7 +80,7 @@ int kvt_fault_guard_run(const void *lo, size_t len, void (*fn)(void *arg), void 
 	struct guard g;
 
 	pthread_once(&once, install);
-	if (!installed) {
+	if (!__atomic_load_n(&installed, __ATOMIC_ACQUIRE)) {
 		fn(arg);
 		return 0;
 	}

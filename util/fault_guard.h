@@ -20,4 +20,9 @@
  * the jump out leaves SIGBUS unblocked without a signal-mask syscall. */
 int kvt_fault_guard_run(const void *lo, size_t len, void (*fn)(void *arg), void *arg);
 
+/* Install the SIGBUS handler now (the first kvt_fault_guard_run does it
+ * once), or again after another one replaced it: the handler found is
+ * kept, to run for a SIGBUS outside every guard. 0 or -errno. */
+int kvt_fault_guard_install(void);
+
 #endif /* KVT_UTIL_FAULT_GUARD_H */
