@@ -154,28 +154,12 @@ static int give_back_huge_pages(void **state)
 	return 0;
 }
 
-/* A /proc/meminfo figure, or -1. */
-static long meminfo(const char *field)
-{
-	char line[256];
-	long v = -1;
-	FILE *f = fopen("/proc/meminfo", "r");
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, field, strlen(field)) && sscanf(line + strlen(field), "%ld", &v) == 1)
-			break;
-	fclose(f);
-	return v;
-}
-
 /* Take every huge page no one has reserved: a shared hugetlb mapping
  * reserves its pages at mmap, so none is left for a fault elsewhere.
  * Returns the memfd (the caller closes it, *map, *len) or -errno. */
 static int take_free_huge_pages(void **map, size_t *len)
 {
-	long left = meminfo("HugePages_Free:") - meminfo("HugePages_Rsvd:");
+	long left = kvt_test_meminfo("HugePages_Free:") - kvt_test_meminfo("HugePages_Rsvd:");
 	int fd;
 
 	*map = NULL;

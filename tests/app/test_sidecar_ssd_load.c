@@ -11,6 +11,7 @@
  * (one page named for every key, or written while the LOAD runs) drops no
  * block. No timing is asserted. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -328,6 +330,66 @@ static void load_into_engine_memory_in_huge_pages(void **state)
 	kvtd_cleanup(&d);
 }
 
+/* Engine memory in huge pages with a hole punched in all of it, and no
+ * huge page free: the reads straight into it fail (EFAULT), which is the
+ * engine's memory, not the device. The LOAD fails; no record is dropped
+ * and the tier is not degraded (before: 16 records deleted, the SSD tier
+ * degraded), and every block loads into pages that work. */
+static void a_load_into_unbacked_huge_pages_fails_and_drops_no_block(void **state)
+{
+	struct kvtd_proc d = { 0 };
+	struct kvtd_chain e;
+	struct engine_mem hm;
+	struct kvt_ns_desc desc;
+	uint32_t pages[BLOCKS];
+	uint64_t ticket;
+	long left;
+	void *hog_map = NULL;
+	size_t hog_len = 0;
+	int hog = -1;
+
+	(void)state;
+	start_with_chain(&d, &e);
+	huge_added = kvt_test_huge_reserve(16);
+	if (huge_added < 0) {
+		huge_added = 0;
+		kvtd_chain_close(&e);
+		kvtd_stop(&d, SIGTERM);
+		kvtd_cleanup(&d);
+		skip();
+	}
+	kvtd_test_desc_128k(&desc, "test/ssd-load");
+	assert_int_equal(engine_mem_open_huge(&hm, e.c, &e.ns, &desc, BLOCKS), 0);
+	/* the engine uses its pages, then punches them out: a hole in pages
+	 * never touched would keep their reservation */
+	memset(hm.map, 1, hm.bytes);
+	assert_int_equal(fallocate(hm.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+				   (off_t)hm.bytes), 0);
+	/* every huge page no one reserved, reserved here (a shared mapping
+	 * reserves at mmap): none left for the hole */
+	left = kvt_test_meminfo("HugePages_Free:") - kvt_test_meminfo("HugePages_Rsvd:");
+	if (left > 0) {
+		hog_len = (size_t)left * KVT_CLIENT_HUGE_PAGE_BYTES;
+		hog = kvt_client_memfd_create_huge("test-hog", hog_len, &hog_map);
+		assert_true(hog >= 0);
+	}
+	for (uint32_t j = 0; j < BLOCKS; j++)
+		pages[j] = j;
+	assert_int_equal(kvt_client_load(e.c, &e.ns, (uint32_t)hm.region, e.keys, pages, BLOCKS,
+					 &ticket), 0);
+	assert_true(kvt_client_wait(e.c, ticket, WAIT_MS) < BLOCKS);
+	if (hog >= 0) {
+		munmap(hog_map, hog_len);
+		close(hog);
+	}
+	engine_mem_close(&hm);
+	every_block_still_loads(&e, "a LOAD into unbacked huge pages");
+	assert_true(kvtd_log_has(&d, "event=load.engine_memory"));
+	kvtd_chain_close(&e);
+	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
+	kvtd_cleanup(&d);
+}
+
 /* A loader: its own connection, loading the chain again and again; a LOAD
  * may come back short (the DRAM tier had no room for it), and then goes on
  * from there, but what it reports loaded is right. */
@@ -527,6 +589,8 @@ int main(void)
 		cmocka_unit_test(save_and_remove_racing_a_load_of_the_same_keys),
 		cmocka_unit_test(daemon_killed_with_reads_in_flight_keeps_every_block),
 		cmocka_unit_test(a_load_into_pages_the_engine_garbles_drops_no_block),
+		cmocka_unit_test_teardown(a_load_into_unbacked_huge_pages_fails_and_drops_no_block,
+					  give_back_huge_pages),
 	};
 
 	seed = kvt_test_seed();
