@@ -47,7 +47,9 @@ struct kvt_engine_mem {
 /* Map fd per r for a namespace whose pages are page_bytes long with kvn (1 or
  * 2) tensors per layer. The memfd must be sealed against shrinking
  * (F_SEAL_SHRINK): a file the engine could truncate under the daemon would
- * turn its copies into SIGBUS. Returns 0 and *out (one reference), -EINVAL
+ * turn its copies into SIGBUS. A hole the engine punches (which the seal
+ * allows) is met by the copies' fault guard instead. Nothing is faulted in
+ * here. Returns 0 and *out (one reference), -EINVAL
  * for a layout that leaves the region or disagrees with the namespace, -EPERM
  * for an unsealed fd, or the errno of fstat/mmap. fd stays the caller's. */
 int kvt_engine_mem_map(int fd, const struct kvt_req_register *r, uint32_t kvn,
