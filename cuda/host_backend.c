@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cuda/backend.h"
+#include "util/fault_guard.h"
 
 /* ---- the registry of memory kernels may touch --------------------------- */
 
@@ -292,6 +293,7 @@ struct host_event {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	uint64_t recorded, completed;
+	int err;        /* lock: a stream's error when it was last signalled */
 	atomic_int refs;
 };
 
@@ -346,11 +348,17 @@ static int host_event_wait(struct kvt_dev_event *ev)
 	struct host_event *e = ev->priv;
 	uint64_t gen;
 
+	int err;
+
 	pthread_mutex_lock(&e->lock);
 	gen = e->recorded;
 	pthread_mutex_unlock(&e->lock);
 	event_wait_gen(e, gen);
-	return 0;
+	pthread_mutex_lock(&e->lock);
+	err = e->err;
+	e->err = 0;
+	pthread_mutex_unlock(&e->lock);
+	return err;
 }
 
 /* ---- streams: one worker thread each ------------------------------------ */
@@ -376,23 +384,60 @@ struct host_stream {
 	struct op *head, *tail;
 	uint64_t queued, finished;
 	bool stop;
+	int err;        /* lock: a copy's fault, sticky as a CUDA stream's */
 };
 
-static void op_run(struct op *op)
+static void copy_fn(void *arg)
+{
+	const struct op *op = arg;
+
+	if (op->kind == OP_COPY)
+		memmove(op->u.copy.dst, op->u.copy.src, op->u.copy.len);
+	else
+		kvt_gs_run_cpu(op->u.gs);
+}
+
+/* A copy under a fault guard: memory imported from another process (an
+ * engine's memfd) may have a hole no page can back (huge pages, none free),
+ * which is the stream's error (-EFAULT), not the end of the process. Once a
+ * stream has failed, its copies are skipped, as on a CUDA stream. */
+static void op_copy(struct host_stream *hs, struct op *op)
+{
+	int err;
+
+	pthread_mutex_lock(&hs->lock);
+	err = hs->err;
+	pthread_mutex_unlock(&hs->lock);
+	if (!err && kvt_fault_guard_run(NULL, SIZE_MAX, copy_fn, op)) {
+		kvt_dev_fail(-EFAULT, "host: a copy touched memory that cannot be backed "
+				      "(a hole punched in huge pages?)");
+		pthread_mutex_lock(&hs->lock);
+		hs->err = -EFAULT;
+		pthread_mutex_unlock(&hs->lock);
+	}
+}
+
+static void op_run(struct host_stream *hs, struct op *op)
 {
 	struct host_event *e;
+	int err;
 
 	switch (op->kind) {
 	case OP_COPY:
-		memmove(op->u.copy.dst, op->u.copy.src, op->u.copy.len);
+		op_copy(hs, op);
 		break;
 	case OP_GS:
-		kvt_gs_run_cpu(op->u.gs);
+		op_copy(hs, op);
 		free(op->u.gs);
 		break;
 	case OP_SIGNAL:
 		e = op->u.ev.e;
+		pthread_mutex_lock(&hs->lock);
+		err = hs->err;
+		pthread_mutex_unlock(&hs->lock);
 		pthread_mutex_lock(&e->lock);
+		if (err)
+			e->err = err;
 		if (e->completed < op->u.ev.gen)
 			e->completed = op->u.ev.gen;
 		pthread_cond_broadcast(&e->cond);
@@ -404,7 +449,10 @@ static void op_run(struct op *op)
 		event_put(op->u.ev.e);
 		break;
 	case OP_CALLBACK:
-		op->u.cb.cb(op->u.cb.arg, 0);
+		pthread_mutex_lock(&hs->lock);
+		err = hs->err;
+		pthread_mutex_unlock(&hs->lock);
+		op->u.cb.cb(op->u.cb.arg, err);
 		break;
 	case OP_FREE:
 		free(op->u.free);
@@ -428,7 +476,7 @@ static void *stream_worker(void *arg)
 		if (!hs->head)
 			hs->tail = NULL;
 		pthread_mutex_unlock(&hs->lock);
-		op_run(op);
+		op_run(hs, op);
 		free(op);
 		pthread_mutex_lock(&hs->lock);
 		hs->finished++;
@@ -503,13 +551,15 @@ static int host_stream_sync(struct kvt_dev_stream *s)
 {
 	struct host_stream *hs = s->priv;
 	uint64_t target;
+	int err;
 
 	pthread_mutex_lock(&hs->lock);
 	target = hs->queued;
 	while (hs->finished < target)
 		pthread_cond_wait(&hs->done, &hs->lock);
+	err = hs->err;
 	pthread_mutex_unlock(&hs->lock);
-	return 0;
+	return err;
 }
 
 static int host_event_record(struct kvt_dev_event *ev, struct kvt_dev_stream *s)

@@ -175,7 +175,8 @@ static void layer_note_run(void *arg, int status)
 {
 	struct layer_note *n = arg;
 
-	n->cb(n->arg, n->layer);
+	if (!status) /* a layer the stream failed is not done */
+		n->cb(n->arg, n->layer);
 	free(n);
 }
 

@@ -62,6 +62,10 @@ static int finish_locked(struct kvt_store *s, const struct direct *d, struct kvt
 		if (same)
 			r->flags |= KVT_REC_READ_STRAIGHT;
 		count_read_locked(s, from, true, io->len);
+	} else if (res == -EFAULT) {
+		/* the caller's memory, not the record (tiers/tier.h): its
+		 * acquire reads it again into a DRAM slot, and blames the
+		 * record only if it fails there */
 	} else if (res == -EBADMSG || res == -EIO) {
 		/* a block that cannot be read back is dropped, never served */
 		if (res == -EBADMSG)
@@ -93,6 +97,8 @@ static int finish_keyed_locked(struct kvt_ns *ns, const struct direct *d,
 		count_read_locked(s, d->t->kind, true, io->len);
 		return 0;
 	}
+	if (io->res == -EFAULT)
+		return -EFAULT;
 	if (io->res != -EBADMSG && io->res != -EIO)
 		return -EAGAIN;
 	s->counters.checksum_failures++;

@@ -193,6 +193,11 @@ int kvt_test_huge_reserve(unsigned pages)
 	return (int)need;
 }
 
+long kvt_test_meminfo(const char *field)
+{
+	return huge_read("/proc/meminfo", field);
+}
+
 void kvt_test_huge_release(int added)
 {
 	long total = huge_read("/proc/sys/vm/nr_hugepages", NULL);

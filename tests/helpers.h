@@ -65,6 +65,10 @@ void kvt_test_sleep_ms(unsigned ms);
 int kvt_test_huge_reserve(unsigned pages);
 void kvt_test_huge_release(int added);
 
+/* A figure of /proc/meminfo (field with its colon: "HugePages_Free:"), or
+ * -1 when it has none. */
+long kvt_test_meminfo(const char *field);
+
 /* Write text and a newline to path, mode 0600 (a secret file). */
 void kvt_test_write_secret(const char *path, const char *text);
 

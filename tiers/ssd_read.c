@@ -13,24 +13,53 @@
 #include <string.h>
 
 #include "util/block_sum.h"
+#include "util/fault_guard.h"
 #include "util/log.h"
 #include "tiers/codec.h"
 #include "tiers/ssd_helper.h"
 
 /* ---- reads ------------------------------------------------------------- */
 
+struct iov_sum {
+	const struct kvt_tier_io *io;
+	struct kvt_sum st;
+};
+
+static void iov_sum_fn(void *arg)
+{
+	struct iov_sum *x = arg;
+
+	for (unsigned j = 0; j < x->io->iovcnt; j++)
+		kvt_sum_add(&x->st, x->io->iov[j].iov_base, x->io->iov[j].iov_len);
+}
+
+/* Whether the record read into io->iov verifies there (0), or -EFAULT: the
+ * pieces are another's memory (an engine's pages), which it may write
+ * while the read runs, or map to the same pages twice, or punch a hole in;
+ * a sum that fails there says nothing of the record (tiers/tier.h). */
+static int iov_verify(const struct kvt_tier_io *io, uint64_t sum)
+{
+	struct iov_sum x = { .io = io };
+	uintptr_t lo = UINTPTR_MAX, hi = 0;
+
+	for (unsigned j = 0; j < io->iovcnt; j++) {
+		uintptr_t p = (uintptr_t)io->iov[j].iov_base;
+
+		lo = p < lo ? p : lo;
+		hi = p + io->iov[j].iov_len > hi ? p + io->iov[j].iov_len : hi;
+	}
+	kvt_sum_begin(&x.st);
+	if (kvt_fault_guard_run((const void *)lo, hi - lo, iov_sum_fn, &x))
+		return -EFAULT;
+	return kvt_sum_end(&x.st) == sum ? 0 : -EFAULT;
+}
+
 /* Check a payload that landed in io->buf (and tail page tp) or in the stage
  * against the checksum the header carried, and decode it. */
 static int read_verify(struct kvt_tier_io *io, struct rrec *c, void *scratch)
 {
-	if (io->iov) {
-		struct kvt_sum st;
-
-		kvt_sum_begin(&st);
-		for (unsigned j = 0; j < io->iovcnt; j++)
-			kvt_sum_add(&st, io->iov[j].iov_base, io->iov[j].iov_len);
-		return kvt_sum_end(&st) == c->sum ? 0 : -EBADMSG;
-	}
+	if (io->iov)
+		return iov_verify(io, c->sum);
 	if (c->stage) {
 		if (kvt_block_sum(c->stage, c->stored) != c->sum)
 			return -EBADMSG;
@@ -201,6 +230,10 @@ static void read_finish(struct sbatch *sb, size_t i, uint64_t t[4], void *scratc
 		}
 		if (sb->ops[j].lat_ns > r->lat_ns)
 			r->lat_ns = sb->ops[j].lat_ns;
+	}
+	if (err && r->iov && (err == -EFAULT || err == -EINVAL)) {
+		r->res = -EFAULT; /* the pieces', not the device's */
+		return;
 	}
 	if (err) {
 		t[1]++;

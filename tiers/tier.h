@@ -125,7 +125,11 @@ struct kvt_tier_io {
 
 /* Results: 0; -ENOENT (read: no such record, or loc no longer holds it);
  * -EBADMSG (read: the bytes failed their checksum: a miss, never data; buf
- * may hold garbage); -ENOSPC (write: full, nothing the tier may drop: the
+ * may hold garbage); -EFAULT (read into iov: the pieces could not be written
+ * (EFAULT, EINVAL from the kernel), or the bytes failed their checksum there:
+ * another's memory, which its owner may write or punch meanwhile, so the
+ * record is not blamed and nothing is counted against the tier; the caller
+ * reads it again into memory of its own to know); -ENOSPC (write: full, nothing the tier may drop: the
  * store evicts and retries); -EFBIG (larger than the tier takes); -EIO (the
  * device failed: the tier degrades); -EROFS (write to a degraded tier);
  * -ETIMEDOUT, -ECONNRESET (a remote tier); -EINVAL, -ENOMEM. */

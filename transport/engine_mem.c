@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -17,6 +18,7 @@
 #endif
 
 #include "util/block_sum.h"
+#include "util/fault_guard.h"
 
 /* a*b + acc without overflow, or false. */
 static bool mul_add(uint64_t a, uint64_t b, uint64_t *acc)
@@ -45,6 +47,15 @@ static int layout_fits(const struct kvt_req_register *r, uint32_t kvn, uint64_t 
 	if (r->pages > 1 && r->page_stride < page_bytes)
 		return -EINVAL; /* pages would overlap */
 	return 0;
+}
+
+/* The bits of m->faulted for host_len bytes: 0 or -ENOMEM. */
+static int faulted_alloc(struct kvt_engine_mem *m)
+{
+	uint64_t chunks = (m->host_len + KVT_ENGINE_MEM_CHUNK - 1) / KVT_ENGINE_MEM_CHUNK;
+
+	m->faulted = calloc((size_t)((chunks + 63) / 64) + 1, sizeof(*m->faulted));
+	return m->faulted ? 0 : -ENOMEM;
 }
 
 /* A memfd the daemon maps must be sealed against shrinking. */
@@ -123,12 +134,15 @@ int kvt_engine_mem_import(struct kvt_dev *dev, int fd, const struct kvt_req_regi
 		goto fail;
 	free(k_base);
 	free(v_base);
+	k_base = v_base = NULL;
 	m->refs = 1;
 	if (fd >= 0) {
 		m->host = kvt_dev_mem_ptr(m->dmem);
 		m->host_len = r->bytes;
+		err = faulted_alloc(m);
+		if (err)
+			goto fail;
 	}
-	pthread_mutex_init(&m->populate_lock, NULL);
 	m->dev = dev;
 	m->ns = r->ns;
 	m->layers = r->layers;
@@ -142,8 +156,10 @@ int kvt_engine_mem_import(struct kvt_dev *dev, int fd, const struct kvt_req_regi
 	return 0;
 
 fail:
-	if (m)
+	if (m) {
+		kvt_dev_layout_destroy(m->layout);
 		kvt_dev_mem_free(m->dmem);
+	}
 	free(m);
 	free(k_base);
 	free(v_base);
@@ -183,8 +199,13 @@ int kvt_engine_mem_map(int fd, const struct kvt_req_register *r, uint32_t kvn,
 	m->refs = 1;
 	m->host = m->map;
 	m->host_len = total;
-	pthread_mutex_init(&m->populate_lock, NULL);
 	m->map_len = total;
+	err = faulted_alloc(m);
+	if (err) {
+		munmap(m->map, total);
+		free(m);
+		return err;
+	}
 	m->base = m->map + r->offset;
 	m->ns = r->ns;
 	m->layers = r->layers;
@@ -198,30 +219,83 @@ int kvt_engine_mem_map(int fd, const struct kvt_req_register *r, uint32_t kvn,
 	return 0;
 }
 
-/* Map [p, p + len) in without changing a byte. */
-static void populate(uint8_t *p, uint64_t len)
-{
-	const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
-	uint8_t *start = (uint8_t *)((uintptr_t)p & ~(pg - 1));
-	uint64_t n = len + (uint64_t)(p - start);
+struct span {
+	uint8_t *p;
+	uint64_t len;
+};
 
-	if (madvise(start, n, MADV_POPULATE_WRITE) == 0 || errno != EINVAL)
-		return;
-	/* before Linux 5.14: a read maps each page of a shared memfd */
-	for (uint64_t off = 0; off < n; off += pg)
-		(void)*(volatile uint8_t *)(start + off);
+/* before Linux 5.14: a read maps each page of a shared memfd */
+static void read_each_page(void *arg)
+{
+	const struct span *sp = arg;
+	const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+
+	for (uint64_t off = 0; off < sp->len; off += pg)
+		(void)*(volatile uint8_t *)(sp->p + off);
 }
 
-void kvt_engine_mem_populate(struct kvt_engine_mem *m)
+/* Map chunks [c0, c1) of m in without changing a byte. */
+static void populate_chunks(const struct kvt_engine_mem *m, uint64_t c0, uint64_t c1)
 {
-	if (!m->host || __atomic_load_n(&m->populated, __ATOMIC_ACQUIRE))
+	const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uint8_t *p = m->host + c0 * KVT_ENGINE_MEM_CHUNK;
+	uint64_t len = c1 * KVT_ENGINE_MEM_CHUNK > m->host_len ?
+		       m->host_len - c0 * KVT_ENGINE_MEM_CHUNK : (c1 - c0) * KVT_ENGINE_MEM_CHUNK;
+	/* host lies at the registered offset, which need not be page aligned */
+	struct span sp = { (uint8_t *)((uintptr_t)p & ~(pg - 1)), 0 };
+
+	sp.len = len + (uint64_t)(p - sp.p);
+	if (madvise(sp.p, sp.len, MADV_POPULATE_WRITE) == 0 || errno != EINVAL)
 		return;
-	pthread_mutex_lock(&m->populate_lock);
-	if (!m->populated) {
-		populate(m->host, m->host_len);
-		__atomic_store_n(&m->populated, 1, __ATOMIC_RELEASE);
+	(void)kvt_fault_guard_run(m->host, m->host_len, read_each_page, &sp);
+}
+
+static bool chunk_faulted(const struct kvt_engine_mem *m, uint64_t c)
+{
+	return __atomic_load_n(&m->faulted[c / 64], __ATOMIC_RELAXED) & (1ull << (c % 64));
+}
+
+/* Fault in the chunks of [p, p + len) not faulted in yet, runs of them at a
+ * time. Two workers may populate one chunk at once: harmless. */
+static void populate_range(struct kvt_engine_mem *m, const uint8_t *p, uint64_t len)
+{
+	uint64_t off = (uint64_t)(p - m->host);
+	uint64_t c = off / KVT_ENGINE_MEM_CHUNK, end = (off + len - 1) / KVT_ENGINE_MEM_CHUNK + 1;
+
+	while (c < end) {
+		uint64_t run = c;
+
+		while (run < end && !chunk_faulted(m, run))
+			run++;
+		if (run > c) {
+			populate_chunks(m, c, run);
+			for (; c < run; c++)
+				__atomic_or_fetch(&m->faulted[c / 64], 1ull << (c % 64),
+						  __ATOMIC_RELAXED);
+		}
+		while (c < end && chunk_faulted(m, c))
+			c++;
 	}
-	pthread_mutex_unlock(&m->populate_lock);
+}
+
+static uint8_t *layout_base(const struct kvt_engine_mem *m)
+{
+	return m->base ? m->base : m->host;
+}
+
+void kvt_engine_mem_populate(struct kvt_engine_mem *m, const uint32_t *pages, uint32_t n)
+{
+	if (!m->host)
+		return;
+	for (uint32_t k = 0; k < n; k++) {
+		if (pages[k] >= m->pages)
+			continue;
+		for (uint32_t l = 0; l < m->layers; l++)
+			for (uint32_t kv = 0; kv < m->kvn; kv++)
+				populate_range(m, layout_base(m) + (uint64_t)l * m->layer_stride +
+						  (uint64_t)kv * m->kv_stride +
+						  (uint64_t)pages[k] * m->page_stride, m->page_bytes);
+	}
 }
 
 void kvt_engine_mem_get(struct kvt_engine_mem *m)
@@ -239,7 +313,7 @@ void kvt_engine_mem_put(struct kvt_engine_mem *m)
 	} else {
 		munmap(m->map, m->map_len);
 	}
-	pthread_mutex_destroy(&m->populate_lock);
+	free(m->faulted);
 	free(m);
 }
 
@@ -250,25 +324,48 @@ static uint8_t *page_addr(const struct kvt_engine_mem *m, uint32_t page, uint32_
 	       (uint64_t)page * m->page_stride;
 }
 
-void kvt_engine_mem_gather(const struct kvt_engine_mem *m, uint32_t page, void *block)
-{
-	uint8_t *dst = block;
+/* One guarded copy of a page's pieces. */
+struct page_copy {
+	const struct kvt_engine_mem *m;
+	uint32_t page, layer;
+	uint8_t *block;
+	const uint8_t *src;
+	struct kvt_sum *sum;    /* gather: summed on the way when not NULL */
+};
 
-	for (uint32_t l = 0; l < m->layers; l++)
-		for (uint32_t kv = 0; kv < m->kvn; kv++, dst += m->page_bytes)
-			memcpy(dst, page_addr(m, page, l, kv), m->page_bytes);
+static void gather_fn(void *arg)
+{
+	struct page_copy *c = arg;
+	uint8_t *dst = c->block;
+
+	for (uint32_t l = 0; l < c->m->layers; l++)
+		for (uint32_t kv = 0; kv < c->m->kvn; kv++, dst += c->m->page_bytes) {
+			if (c->sum)
+				kvt_sum_copy(c->sum, dst, page_addr(c->m, c->page, l, kv),
+					     c->m->page_bytes);
+			else
+				memcpy(dst, page_addr(c->m, c->page, l, kv), c->m->page_bytes);
+		}
 }
 
-uint64_t kvt_engine_mem_gather_sum(const struct kvt_engine_mem *m, uint32_t page, void *block)
+int kvt_engine_mem_gather(const struct kvt_engine_mem *m, uint32_t page, void *block)
 {
-	uint8_t *dst = block;
-	struct kvt_sum sum;
+	struct page_copy c = { .m = m, .page = page, .block = block };
 
-	kvt_sum_begin(&sum);
-	for (uint32_t l = 0; l < m->layers; l++)
-		for (uint32_t kv = 0; kv < m->kvn; kv++, dst += m->page_bytes)
-			kvt_sum_copy(&sum, dst, page_addr(m, page, l, kv), m->page_bytes);
-	return kvt_sum_end(&sum);
+	return kvt_fault_guard_run(m->host, m->host_len, gather_fn, &c);
+}
+
+int kvt_engine_mem_gather_sum(const struct kvt_engine_mem *m, uint32_t page, void *block,
+			      uint64_t *sum)
+{
+	struct kvt_sum st;
+	struct page_copy c = { .m = m, .page = page, .block = block, .sum = &st };
+	int err;
+
+	kvt_sum_begin(&st);
+	err = kvt_fault_guard_run(m->host, m->host_len, gather_fn, &c);
+	*sum = kvt_sum_end(&st);
+	return err;
 }
 
 void kvt_engine_mem_pieces(const struct kvt_engine_mem *m, uint32_t page, struct iovec *v)
@@ -279,11 +376,21 @@ void kvt_engine_mem_pieces(const struct kvt_engine_mem *m, uint32_t page, struct
 					     .iov_len = m->page_bytes };
 }
 
-void kvt_engine_mem_scatter_layer(const struct kvt_engine_mem *m, uint32_t page,
-				  uint32_t layer, const void *block)
+static void scatter_fn(void *arg)
 {
-	const uint8_t *src = (const uint8_t *)block + (uint64_t)layer * m->kvn * m->page_bytes;
+	struct page_copy *c = arg;
+	const uint8_t *src = c->src;
 
-	for (uint32_t kv = 0; kv < m->kvn; kv++, src += m->page_bytes)
-		memcpy(page_addr(m, page, layer, kv), src, m->page_bytes);
+	for (uint32_t kv = 0; kv < c->m->kvn; kv++, src += c->m->page_bytes)
+		memcpy(page_addr(c->m, c->page, c->layer, kv), src, c->m->page_bytes);
+}
+
+int kvt_engine_mem_scatter_layer(const struct kvt_engine_mem *m, uint32_t page,
+				 uint32_t layer, const void *block)
+{
+	struct page_copy c = { .m = m, .page = page, .layer = layer,
+			       .src = (const uint8_t *)block +
+				      (uint64_t)layer * m->kvn * m->page_bytes };
+
+	return kvt_fault_guard_run(m->host, m->host_len, scatter_fn, &c);
 }

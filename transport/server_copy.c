@@ -27,20 +27,39 @@ static void layer_done(struct kvt_server *srv, struct kvt_job *job, uint32_t lay
 
 /* ---- direct copies of mapped engine memory ------------------------------ */
 
+void kvt_job_engine_fault(struct kvt_server *srv, const struct kvt_job *job, int err,
+			  const char *action)
+{
+	kvt_srv_log(srv, KVT_LOG_WARN, "event=%s.engine_memory ticket=%llu conn=%llu uid=%u "
+		    "err=\"%s\" action=\"%s\"", job->op == KVT_OP_SAVE ? "save" : "load",
+		    (unsigned long long)job->ticket, (unsigned long long)job->conn->id,
+		    (unsigned)job->conn->uid, kvt_strerror(err), action);
+}
+
 static int direct_gather(struct worker *w, struct kvt_job *job, const uint32_t *pages,
 			 void *const *blocks, size_t n)
 {
-	for (size_t k = 0; k < n; k++)
-		kvt_engine_mem_gather(job->mem, pages[k], blocks[k]);
-	return 0;
+	int err = 0;
+
+	for (size_t k = 0; k < n && !err; k++)
+		err = kvt_engine_mem_gather(job->mem, pages[k], blocks[k]);
+	if (err)
+		kvt_job_engine_fault(w->srv, job, err, "SAVE failed");
+	return err;
 }
 
 static int direct_scatter(struct worker *w, struct kvt_job *job, const uint32_t *pages,
 			  void *const *blocks, size_t n, bool progress)
 {
+	int err = 0;
+
 	for (uint32_t l = 0; l < job->mem->layers; l++) {
-		for (size_t k = 0; k < n; k++)
-			kvt_engine_mem_scatter_layer(job->mem, pages[k], l, blocks[k]);
+		for (size_t k = 0; k < n && !err; k++)
+			err = kvt_engine_mem_scatter_layer(job->mem, pages[k], l, blocks[k]);
+		if (err) {
+			kvt_job_engine_fault(w->srv, job, err, "LOAD failed");
+			return err;
+		}
 		if (progress)
 			layer_done(w->srv, job, l);
 	}
@@ -135,7 +154,10 @@ static int dev_xfer(struct worker *w, struct kvt_job *job, bool save, const uint
 	else
 		kvt_dev_stream_sync(stream); /* nothing may still run on these buffers */
 out:
-	if (err) {
+	if (err == -EFAULT && m->host) {
+		kvt_job_engine_fault(w->srv, job, err, save ? "SAVE failed" : "LOAD failed");
+		worker_dev_drop(w, m->dev);
+	} else if (err) {
 		kvt_srv_log(w->srv, KVT_LOG_WARN, "event=%s.device_error ticket=%llu err=\"%s\" "
 			    "dev=\"%s\"", save ? "save" : "load", (unsigned long long)job->ticket,
 			    kvt_strerror(err), kvt_dev_last_error());

@@ -44,6 +44,13 @@ extern const struct copy_ops kvt_direct_copy;
 /* The back end job's engine memory is copied with. */
 const struct copy_ops *kvt_copy_of(const struct kvt_job *job);
 
+/* The engine's own memory failed a job's copy (err: -EFAULT, a hole punched
+ * where nothing can back it; or the bytes read straight into it did not
+ * verify there): logged against the engine's connection, never blamed on a
+ * tier. */
+void kvt_job_engine_fault(struct kvt_server *srv, const struct kvt_job *job, int err,
+			  const char *action);
+
 /* Destroy the device streams and events w created. */
 void kvt_worker_fini(struct worker *w);
 

@@ -72,8 +72,10 @@ static int save_window(struct worker *w, struct kvt_job *job, struct kvt_slot *s
 	uint64_t sums[WINDOW];
 	int err = 0;
 
-	for (uint32_t k = 0; summed && k < m; k++)
-		sums[k] = kvt_engine_mem_gather_sum(job->mem, pages[k], blocks[k]);
+	for (uint32_t k = 0; summed && k < m && !err; k++)
+		err = kvt_engine_mem_gather_sum(job->mem, pages[k], blocks[k], &sums[k]);
+	if (summed && err)
+		kvt_job_engine_fault(srv, job, err, "SAVE failed");
 	if (m && !summed)
 		err = kvt_copy_of(job)->gather(w, job, pages, blocks, m);
 	for (uint32_t k = 0; k < m; k++) {
@@ -176,8 +178,8 @@ static void *worker_main(void *arg)
 		job->qnext = NULL;
 		pthread_mutex_unlock(&srv->qlock);
 
-		/* here, not at REGISTER: faulting a large region in would hold up the loop */
-		kvt_engine_mem_populate(job->mem);
+		/* here, not at REGISTER: faulting pages in would hold up the loop */
+		kvt_engine_mem_populate(job->mem, job->pages, job->n);
 		job->result = job->op == KVT_OP_SAVE ? run_save(&w, job) : kvt_run_load(&w, job);
 		kvt_jobs_notify(srv, job, true);
 	}

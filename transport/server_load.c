@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,13 +125,14 @@ static void on_landed(void *arg, size_t j, int res, size_t reading)
 }
 
 /* kvt_read_into's report of block k: in engine memory, failed, or left for
- * the acquire after it (-EAGAIN). */
+ * the acquire after it (-EAGAIN; -EFAULT: engine memory did not hold what
+ * was read, so it is read again through a DRAM slot). */
 static void on_direct(void *arg, size_t k, int res, size_t reading)
 {
 	struct load_window *lw = arg;
 
 	(void)reading;
-	if (res == -EAGAIN)
+	if (res == -EAGAIN || res == -EFAULT)
 		return;
 	lw->slots[k] = (struct kvt_slot){ .len = kvt_ns_block_bytes(lw->job->ns) };
 	report(lw, k, res, false, res == 0);
@@ -183,7 +185,7 @@ static uint32_t read_direct(struct load_window *lw)
 	struct kvt_job *job = lw->job;
 	struct kvt_read_into ri = { .dst = lw->dst, .dst_cnt = lw->iovcnt, .res = lw->ares,
 				    .planned_cb = on_planned, .landed_cb = on_direct, .arg = lw };
-	uint32_t left = 0;
+	uint32_t left = 0, fault = 0;
 
 	if (!plan_wait(lw) || kvt_read_into(job->ns, &job->keys[lw->got], lw->want, &ri) < 0 ||
 	    !lw->planned) {
@@ -193,9 +195,18 @@ static uint32_t read_direct(struct load_window *lw)
 			lw->amap[k] = k;
 		return lw->want;
 	}
-	for (uint32_t k = 0; k < lw->want; k++)
-		if (lw->ares[k] == -EAGAIN)
+	for (uint32_t k = 0; k < lw->want; k++) {
+		fault += lw->ares[k] == -EFAULT;
+		if (lw->ares[k] == -EAGAIN || lw->ares[k] == -EFAULT)
 			lw->amap[left++] = k;
+	}
+	if (fault) {
+		char what[96];
+
+		snprintf(what, sizeof(what), "%u blocks read again through DRAM, none dropped",
+			 fault);
+		kvt_job_engine_fault(job->conn->srv, job, -EFAULT, what);
+	}
 	return left;
 }
 

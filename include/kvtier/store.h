@@ -373,7 +373,11 @@ struct kvt_read_into {
  * read so before is found but not read here: the caller's acquire keeps
  * it this time (a block loaded twice is likely to be loaded again).
  * res[k]: 0 (dst[k] holds the block), -EIO (its checksum failed: dropped,
- * and dst[k] holds garbage), or -EAGAIN: not read here (in DRAM, moving
+ * and dst[k] holds garbage), -EFAULT (dst[k] could not be written, or the
+ * block failed its checksum there, which the memory's owner may have
+ * caused: writing it meanwhile, or naming the same pages for two keys;
+ * nothing was dropped, and the caller acquires it, which verifies it in a
+ * DRAM slot), or -EAGAIN: not read here (in DRAM, moving
  * between tiers, read so before, not readable so, a holder that failed,
  * or after the found keys, so no memory after a miss is written): the
  * caller acquires those (kvt_acquire_many). Returns the number of blocks
