@@ -263,9 +263,10 @@ static char *on_json(void *arg)
 			{ "bytes", peer->bytes },
 			{ "misses", peer->misses },
 			{ "errors", peer->checksum_errors + peer->timeouts + peer->conn_errors +
-				    peer->auth_errors },
+				    peer->auth_errors + peer->slow },
 			{ "checksum_errors", peer->checksum_errors },
 			{ "timeouts", peer->timeouts },
+			{ "slow", peer->slow },
 			{ "conn_errors", peer->conn_errors },
 			{ "auth_errors", peer->auth_errors },
 			{ "connects", peer->connects },
@@ -373,6 +374,7 @@ static char *on_prom(void *arg)
 	for (int i = 0; i < np && i < MAX_PEERS; i++) {
 		const struct kvt_prom_sample kinds[] = {
 			{ "timeout", ps[i].timeouts },
+			{ "slow", ps[i].slow },
 			{ "connection", ps[i].conn_errors },
 			{ "auth", ps[i].auth_errors },
 			{ "checksum", ps[i].checksum_errors },

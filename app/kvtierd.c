@@ -540,6 +540,9 @@ int main(int argc, char **argv)
 	vopts.tenants = tenants;
 	vopts.n_tenants = cfg.n_tenants;
 	vopts.workers = cfg.workers;
+	/* LOADs from other nodes may take half the copy workers, the rest keep
+	 * serving local SAVEs and LOADs while a peer is slow */
+	vopts.peer_workers = cluster ? (cfg.workers > 1 ? cfg.workers / 2 : 1) : 0;
 	vopts.metrics_addr = cfg.metrics[0] ? cfg.metrics : NULL;
 	vopts.dev_cuda = gpu;
 	vopts.dev_host = host_dev;

@@ -52,6 +52,8 @@ void kvt_peer_client_opts_init(struct kvt_peer_client_opts *opts, size_t size_by
 	opts->conns_per_peer = 4;
 	opts->timeout_ms = 2000;
 	opts->down_ms = 1000;
+	opts->min_rate = 8ull << 20;
+	opts->slow_down_ms = 10000;
 }
 
 #define clog_(c, lvl, ...) kvt_log_to((c)->o.log, (c)->o.log_arg, lvl, __VA_ARGS__)
@@ -62,7 +64,7 @@ int kvt_peer_client_open(const struct kvt_peer_client_opts *o, struct kvt_peer_c
 
 	if (!o || !out || o->size != sizeof(*o) || !kvt_node_id_valid(o->node_id) || !o->secret ||
 	    o->secret->len < KVT_PEER_SECRET_MIN || !o->conns_per_peer ||
-	    o->conns_per_peer > MAX_CONNS || !o->timeout_ms)
+	    o->conns_per_peer > MAX_CONNS || !o->timeout_ms || !o->min_rate)
 		return -EINVAL;
 	c = calloc(1, sizeof(*c));
 	if (!c)
@@ -156,6 +158,22 @@ static void peer_failed(struct kvt_peer_client *c, struct peer *p, int err)
 	      p->st.addr, kvt_strerror(err));
 }
 
+/* A peer that did not deliver a fetch by its deadline (in at bytes of
+ * want): counted, logged, and refused for slow_down_ms, so that the next
+ * callers ask another holder or miss at once instead of waiting on it. */
+static void peer_slow(struct kvt_peer_client *c, struct peer *p, uint64_t in, uint64_t want,
+		      uint64_t ms)
+{
+	pthread_mutex_lock(&c->mu);
+	p->st.slow++;
+	if (c->o.slow_down_ms)
+		p->down_until = kvt_deadline_ms(c->o.slow_down_ms);
+	pthread_mutex_unlock(&c->mu);
+	clog_(c, KVT_LOG_WARN, "event=peer.slow node=%s addr=%s bytes=%" PRIu64 " of=%" PRIu64
+	      " ms=%" PRIu64 " down_ms=%u effect=miss", p->st.node_id, p->st.addr, in, want, ms,
+	      c->o.slow_down_ms);
+}
+
 static bool peer_down(struct kvt_peer_client *c, struct peer *p)
 {
 	bool down;
@@ -166,14 +184,23 @@ static bool peer_down(struct kvt_peer_client *c, struct peer *p)
 	return down;
 }
 
-/* A new authenticated connection to p. Returns the fd or -errno. */
-static int dial(struct kvt_peer_client *c, struct peer *p)
+/* now + timeout_ms, or dl when that comes first (0: none). */
+static uint64_t io_deadline(const struct kvt_peer_client *c, uint64_t dl)
 {
-	uint64_t dl = kvt_deadline_ms(c->o.timeout_ms);
+	uint64_t t = kvt_deadline_ms(c->o.timeout_ms);
+
+	return dl && dl < t ? dl : t;
+}
+
+/* A new authenticated connection to p, made by dl (0: within timeout_ms).
+ * Returns the fd or -errno. */
+static int dial(struct kvt_peer_client *c, struct peer *p, uint64_t dl)
+{
 	char server[KVT_PEER_ID_MAX + 1];
 	uint32_t flags;
 	int fd, err;
 
+	dl = io_deadline(c, dl);
 	fd = kvt_sock_connect(&p->sa, dl);
 	if (fd < 0)
 		return fd;
@@ -199,8 +226,8 @@ static bool idle_alive(int fd)
 	return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
-/* An idle pooled connection that is still open, or a new one. */
-static int checkout(struct kvt_peer_client *c, struct peer *p)
+/* An idle pooled connection that is still open, or a new one made by dl. */
+static int checkout(struct kvt_peer_client *c, struct peer *p, uint64_t dl)
 {
 	for (;;) {
 		int fd = -1;
@@ -210,7 +237,7 @@ static int checkout(struct kvt_peer_client *c, struct peer *p)
 			fd = p->idle[--p->n_idle];
 		pthread_mutex_unlock(&c->mu);
 		if (fd < 0)
-			return dial(c, p);
+			return dial(c, p, dl);
 		if (idle_alive(fd))
 			return fd;
 		close(fd);
@@ -267,6 +294,9 @@ struct fetch {
 	struct kvt_peer_item *items;
 	struct kvt_wr w;
 	uint64_t blocks, bytes, misses, bad_sums;
+	uint64_t start, deadline;  /* of the whole fetch */
+	uint64_t in;               /* bytes received */
+	bool slow;                 /* the deadline cut it */
 	int fail_err; /* the first connection-level error */
 };
 
@@ -304,7 +334,7 @@ static int send_frame(struct fetch *f, struct fconn *fc)
 	if (keys != keys_stack)
 		free(keys);
 	if (!err)
-		err = kvt_peer_send_wr(fc->fd, &f->w, kvt_deadline_ms(f->c->o.timeout_ms));
+		err = kvt_peer_send_wr(fc->fd, &f->w, io_deadline(f->c, f->deadline));
 	f->w.len = 0;
 	fc->state = F_HDR;
 	fc->got = 0;
@@ -469,6 +499,7 @@ static int step(struct fetch *f, struct fconn *fc)
 		}
 		fc->last_progress = kvt_now_ns();
 		turn += (size_t)r;
+		f->in += (size_t)r;
 		if (fc->state == F_DATA)
 			data_landed(f, fc, span, (size_t)r);
 		fc->got += (size_t)r;
@@ -523,9 +554,11 @@ static int step(struct fetch *f, struct fconn *fc)
 	}
 }
 
-/* Drive every connection until its items are settled. A connection is
- * timed out only when poll finds nothing to read on it: time this thread
- * spent on the others is not the peer's fault. */
+/* Drive every connection until its items are settled or the fetch's
+ * deadline passes. A connection is timed out only when poll finds nothing
+ * to read on it: time this thread spent on the others is not the peer's
+ * fault. The deadline is the whole fetch's: the idle clock alone restarts
+ * at every byte, so a peer trickling bytes would hold the caller for ever. */
 static void run(struct fetch *f, struct fconn *fcs, size_t k)
 {
 	uint64_t idle = (uint64_t)f->c->o.timeout_ms * 1000000ull;
@@ -549,6 +582,8 @@ static void run(struct fetch *f, struct fconn *fcs, size_t k)
 		}
 		if (np == 0)
 			return;
+		if (f->deadline < wake)
+			wake = f->deadline;
 		ms = wake > now ? (int)((wake - now + 999999) / 1000000) : 0;
 		rc = poll(pfd, np, ms);
 		if (rc < 0 && errno != EINTR)
@@ -565,8 +600,22 @@ static void run(struct fetch *f, struct fconn *fcs, size_t k)
 			} else if (now - fc->last_progress >= idle) {
 				fail_rest(f, fc, -ETIMEDOUT);
 			}
+			if (fc->state != F_DONE && fc->state != F_FAILED && now >= f->deadline) {
+				fail_rest(f, fc, -ETIMEDOUT);
+				f->slow = true;
+			}
 		}
 	}
+}
+
+/* How long a fetch of `bytes` may take in all, in ns: the no-progress
+ * timeout, plus the bytes at the lowest rate a live peer is allowed. */
+static uint64_t fetch_allowance(const struct kvt_peer_client *c, uint64_t bytes)
+{
+	double ns = (double)bytes / (double)c->o.min_rate * 1e9;
+
+	/* a day at most: no overflow for any size asked */
+	return (uint64_t)c->o.timeout_ms * 1000000ull + (ns < 864e11 ? (uint64_t)ns : 86400000000000ull);
 }
 
 int kvt_peer_fetch(struct kvt_peer_client *c, const struct kvt_peer_target *t,
@@ -597,10 +646,12 @@ int kvt_peer_fetch(struct kvt_peer_client *c, const struct kvt_peer_target *t,
 		err = -EHOSTDOWN;
 		goto fail_all;
 	}
+	f.start = kvt_now_ns();
+	f.deadline = f.start + fetch_allowance(c, n * block_bytes);
 	k = n < c->o.conns_per_peer ? n : c->o.conns_per_peer;
 	memset(fcs, 0, sizeof(fcs));
 	for (size_t j = 0; j < k; j++) {
-		fcs[j].fd = checkout(c, f.p);
+		fcs[j].fd = checkout(c, f.p, f.deadline);
 		if (fcs[j].fd < 0) {
 			err = fcs[j].fd;
 			k = j;
@@ -632,7 +683,9 @@ int kvt_peer_fetch(struct kvt_peer_client *c, const struct kvt_peer_target *t,
 			close(fcs[j].fd); /* mid-stream: the stream cannot be reused */
 	}
 	kvt_wr_free(&f.w);
-	if (f.fail_err)
+	if (f.slow)
+		peer_slow(c, f.p, f.in, n * block_bytes, (kvt_now_ns() - f.start) / 1000000);
+	else if (f.fail_err)
 		peer_failed(c, f.p, f.fail_err);
 	pthread_mutex_lock(&c->mu);
 	f.p->st.blocks += f.blocks;
@@ -668,7 +721,7 @@ static int rpc(struct kvt_peer_client *c, const struct kvt_peer_target *t, struc
 		return err;
 	if (peer_down(c, p))
 		return -EHOSTDOWN;
-	fd = checkout(c, p);
+	fd = checkout(c, p, dl);
 	if (fd < 0) {
 		peer_failed(c, p, fd);
 		return fd;
@@ -768,7 +821,7 @@ int kvt_peer_qp_connect(struct kvt_peer_client *c, const struct kvt_peer_target 
 	pc = calloc(1, sizeof(*pc));
 	if (!pc)
 		return -ENOMEM;
-	fd = dial(c, p);
+	fd = dial(c, p, dl);
 	if (fd < 0) {
 		free(pc);
 		peer_failed(c, p, fd);

@@ -17,6 +17,12 @@
  * answered -EHOSTDOWN at once for down_ms, so other callers do not wait on
  * it too. The caller retries another holder or reports a miss.
  *
+ * A peer that makes progress, but too little (a byte now and then), is cut
+ * by the fetch's deadline: timeout_ms plus the bytes asked at min_rate
+ * bytes a second, counted from the call, over connecting, the handshake
+ * and every block. What is not in by then fails with -ETIMEDOUT, the peer
+ * is counted and logged slow, and answered -EHOSTDOWN for slow_down_ms.
+ *
  * Thread-safe: concurrent fetches use distinct connections. */
 #ifndef KVT_CLUSTER_PEER_CLIENT_H
 #define KVT_CLUSTER_PEER_CLIENT_H
@@ -37,6 +43,10 @@ struct kvt_peer_client_opts {
 	unsigned conns_per_peer;   /* connections a fetch spreads over (4) */
 	unsigned timeout_ms;       /* connect + handshake; no progress (2000) */
 	unsigned down_ms;          /* a failed peer is answered -EHOSTDOWN (1000) */
+	uint64_t min_rate;         /* bytes/s a fetch is allowed at least, on top
+	                            * of timeout_ms (8 MiB/s) */
+	unsigned slow_down_ms;     /* a peer that missed a fetch's deadline is
+	                            * answered -EHOSTDOWN (10000) */
 	kvt_log_cb log;
 	void *log_arg;
 };
@@ -68,6 +78,7 @@ struct kvt_peer_stats {
 	uint64_t misses;           /* the owner did not hold the block */
 	uint64_t checksum_errors;  /* bytes that did not match: never used */
 	uint64_t timeouts, conn_errors, auth_errors;
+	uint64_t slow;             /* fetches cut at their deadline */
 	uint64_t connects;
 	uint32_t idle_conns;
 	bool down;                 /* answered -EHOSTDOWN now */
@@ -81,8 +92,10 @@ void kvt_peer_client_opts_init(struct kvt_peer_client_opts *opts, size_t size_by
 int kvt_peer_client_open(const struct kvt_peer_client_opts *opts, struct kvt_peer_client **out);
 
 /* Fetch items[0..n) of the namespace with salt `salt` (blocks of
- * block_bytes) from peer t. Sets every item's status: 0, -ENOENT (the owner
- * does not hold it), -EIO (checksum mismatch), -ETIMEDOUT, -ECONNRESET,
+ * block_bytes) from peer t, within timeout_ms + n * block_bytes / min_rate.
+ * Sets every item's status: 0, -ENOENT (the owner
+ * does not hold it), -EIO (checksum mismatch), -ETIMEDOUT (no progress for
+ * timeout_ms, or not in by the deadline), -ECONNRESET,
  * -EHOSTDOWN (the peer failed recently), -EACCES (refused: wrong secret),
  * -ESTALE (another node answers at that address), -EBADF (the owner does
  * not have the namespace), -EPROTO (the owner broke the protocol). Returns

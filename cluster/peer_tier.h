@@ -32,7 +32,9 @@
  *
  * Time: a lookup waits at most the directory's lookup timeout; a read
  * waits on each holder at most the peer client's no-progress timeout, and
- * a holder that failed within the client's down_ms is skipped at once.
+ * in all at most its fetch deadline (the timeout plus the bytes at the
+ * client's min_rate), and a holder that failed within the client's down_ms
+ * (slow_down_ms, one that missed a deadline) is skipped at once.
  *
  * Thread-safe. The directory and the client are the caller's: they must
  * outlive every call into the store that can reach the tier. */

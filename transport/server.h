@@ -82,6 +82,11 @@ struct kvt_server_opts {
 	const struct kvt_server_tenant *tenants; /* required, >= 1; copied */
 	size_t n_tenants;
 	unsigned workers;           /* copy threads; default 4 */
+	unsigned peer_workers;      /* of them, how many may run LOADs that may
+	                             * wait on other nodes (a key LOOKUP saw in
+	                             * tier remote, or did not see) at once; the
+	                             * others keep running SAVEs and local LOADs.
+	                             * 0 (default): no cluster, no such LOADs */
 	unsigned max_clients;       /* default 1024 */
 	const char *metrics_addr;   /* "HOST:PORT" of the HTTP metrics endpoint;
 	                             * NULL = none */

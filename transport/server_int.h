@@ -79,6 +79,8 @@ struct kvt_job {
 	uint64_t start_ns;
 	uint64_t req_id;            /* the SAVE/LOAD request's: DONE frames carry it */
 	uint32_t push;              /* KVT_XFER_PUSH* of the request */
+	bool peer;                  /* LOAD: may wait on other nodes (counted
+	                             * against opts.peer_workers) */
 	int layers_pushed;          /* loop: the watermark last pushed */
 	/* written by the worker, read by the loop */
 	int layers_done;            /* atomic */
@@ -264,6 +266,7 @@ struct kvt_server {
 	pthread_cond_t qcond;
 	struct kvt_job *qhead, *qtail;
 	bool qstop;
+	unsigned peer_running;      /* workers running peer jobs (qlock) */
 	pthread_t prefault_thread;
 	bool prefault_running;
 	pthread_t *threads;

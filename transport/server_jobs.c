@@ -157,6 +157,30 @@ static int32_t run_save(struct worker *w, struct kvt_job *job)
 	return i == 0 && err ? err : (int32_t)i;
 }
 
+/* Take the first queued job this worker may run (qlock held): a LOAD that
+ * may wait on other nodes only while fewer than opts.peer_workers run such
+ * LOADs, so a slow peer never holds every worker and SAVEs and local LOADs
+ * queued behind peer LOADs go first. NULL when none may run now. */
+static struct kvt_job *take_job(struct kvt_server *srv)
+{
+	struct kvt_job *prev = NULL, *job;
+
+	for (job = srv->qhead; job; prev = job, job = job->qnext)
+		if (!job->peer || srv->peer_running < srv->opts.peer_workers)
+			break;
+	if (!job)
+		return NULL;
+	if (prev)
+		prev->qnext = job->qnext;
+	else
+		srv->qhead = job->qnext;
+	if (srv->qtail == job)
+		srv->qtail = prev;
+	job->qnext = NULL;
+	srv->peer_running += job->peer;
+	return job;
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker w = { .srv = arg };
@@ -165,22 +189,24 @@ static void *worker_main(void *arg)
 
 	for (;;) {
 		pthread_mutex_lock(&srv->qlock);
-		while (!srv->qhead && !srv->qstop)
+		/* a queue of peer LOADs none may take yet is not empty: a worker
+		 * leaves only once every job was taken */
+		while (!(job = take_job(srv)) && (srv->qhead || !srv->qstop))
 			pthread_cond_wait(&srv->qcond, &srv->qlock);
-		job = srv->qhead;
-		if (!job) {
-			pthread_mutex_unlock(&srv->qlock);
-			break;
-		}
-		srv->qhead = job->qnext;
-		if (!srv->qhead)
-			srv->qtail = NULL;
-		job->qnext = NULL;
 		pthread_mutex_unlock(&srv->qlock);
+		if (!job)
+			break;
 
 		/* here, not at REGISTER: faulting pages in would hold up the loop */
 		kvt_engine_mem_populate(job->mem, job->pages, job->n);
 		job->result = job->op == KVT_OP_SAVE ? run_save(&w, job) : kvt_run_load(&w, job);
+		if (job->peer) {
+			/* a peer LOAD queued behind the bound may go now */
+			pthread_mutex_lock(&srv->qlock);
+			srv->peer_running--;
+			pthread_cond_broadcast(&srv->qcond);
+			pthread_mutex_unlock(&srv->qlock);
+		}
 		kvt_jobs_notify(srv, job, true);
 	}
 	kvt_worker_fini(&w);

@@ -335,8 +335,12 @@ static int op_xfer(struct kvt_conn *c, const struct kvt_req *req)
 	memcpy(job->keys, x->keys, (size_t)x->n * sizeof(*job->keys));
 	for (uint32_t i = 0; i < x->n; i++)
 		job->pages[i] = kvt_proto_page(x, i);
-	for (uint32_t i = 0; job->tiers && i < x->n; i++)
+	for (uint32_t i = 0; job->tiers && i < x->n; i++) {
 		job->tiers[i] = kvt_plan_tier_of(c, &job->keys[i]);
+		/* a key not looked up may be fetched from another node too */
+		job->peer |= srv->opts.peer_workers && (job->tiers[i] == KVT_TIER_REMOTE ||
+							job->tiers[i] == KVT_TIER_NONE);
+	}
 	job->op = req->hdr.op;
 	job->req_id = req->hdr.id;
 	job->push = x->flags & (KVT_XFER_PUSH | KVT_XFER_PUSH_LAYERS);

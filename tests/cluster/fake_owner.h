@@ -38,6 +38,30 @@ void kvt_fake_owner_send_block(int fd, struct kvt_wr *w, uint64_t id, uint32_t i
 			       const struct kvt_key *key, const void *data, const void *good,
 			       size_t len);
 
+/* Send data[0..len) one byte every every_ms, until all is sent, the reader
+ * hangs up, or kvt_fake_owner_stop. Returns the bytes sent. */
+size_t kvt_fake_owner_trickle(struct kvt_fake_owner *o, int fd, const void *data, size_t len,
+			      unsigned every_ms);
+
+/* A peer that trickles: every connection (up to KVT_FAKE_TRICKLE_CONNS) is
+ * served on a thread of its own through the handshake and one GET, whose
+ * first block's frame is sent and then its bytes one every every_ms. Start
+ * with kvt_fake_owner_start(&t->fo, kvt_fake_trickler_main, t). */
+#define KVT_FAKE_TRICKLE_CONNS 64
+
+struct kvt_fake_trickler {
+	struct kvt_fake_owner fo;
+	const struct kvt_peer_secret *secret;
+	const char *id;            /* the node id it answers as */
+	unsigned every_ms;
+	pthread_t conn_th[KVT_FAKE_TRICKLE_CONNS];
+	int conn_fd[KVT_FAKE_TRICKLE_CONNS];
+	unsigned conns;            /* accepted (atomic) */
+	unsigned gets;             /* GETs read (atomic) */
+};
+
+void *kvt_fake_trickler_main(void *arg);
+
 /* Wait, connected and saying nothing, until kvt_fake_owner_stop. */
 void kvt_fake_owner_idle(struct kvt_fake_owner *o);
 

@@ -4,8 +4,9 @@
  * Blocks arrive byte-exact (from DRAM, and staged from the SSD tier); misses
  * and unknown namespaces are told apart; a reader without the secret gets
  * nothing; and misbehaving owners (wrong checksum, wrong key, a block cut
- * short by a close or by silence) fail those blocks within the timeout and
- * never hand over wrong bytes. */
+ * short by a close or by silence, bytes trickled) fail those blocks within
+ * the timeout (the trickle: the fetch's deadline) and never hand over wrong
+ * bytes. */
 #include <errno.h>
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -360,7 +361,13 @@ static void a_reader_without_the_secret_gets_nothing(void **state)
 
 /* ---- misbehaving owners ------------------------------------------------ */
 
-enum evil { EVIL_BAD_SUM, EVIL_BAD_KEY, EVIL_HALF_CLOSE, EVIL_HALF_SILENT };
+enum evil { EVIL_BAD_SUM, EVIL_BAD_KEY, EVIL_HALF_CLOSE, EVIL_HALF_SILENT, EVIL_TRICKLE };
+
+/* A trickling owner's pace: under the timeout, so each byte restarts the
+ * reader's idle clock; and the bytes it sends at most (then it falls
+ * silent), so a reader without a deadline is held about 10 s, not for ever. */
+#define TRICKLE_EVERY_MS (TIMEOUT_MS * 3 / 4)
+#define TRICKLE_BYTES 12
 
 struct evil_owner {
 	enum evil mode;
@@ -391,6 +398,12 @@ static void *evil_thread(void *arg)
 			data[100] ^= 1; /* a bit flipped after the checksum */
 		if (i == 1 && e->mode == EVIL_BAD_KEY)
 			b.key.bytes[0] ^= 1;
+		if (i == 1 && e->mode == EVIL_TRICKLE) {
+			kvt_peer_enc_block(&w, h.id, 0, &b);
+			kvt_peer_send_wr(fd, &w, kvt_deadline_ms(5000));
+			kvt_fake_owner_trickle(&e->fo, fd, data, TRICKLE_BYTES, TRICKLE_EVERY_MS);
+			break;
+		}
 		if (i == 1 && (e->mode == EVIL_HALF_CLOSE || e->mode == EVIL_HALF_SILENT)) {
 			kvt_peer_enc_block(&w, h.id, 0, &b);
 			kvt_peer_send_wr(fd, &w, kvt_deadline_ms(5000));
@@ -457,7 +470,16 @@ static int evil_fetch(enum evil mode, int *st, uint64_t *ms)
 	block_bytes_of(&it[0].key, want, sizeof(want));
 	assert_int_equal(st[0], 0);
 	assert_memory_equal(buf[0], want, sizeof(want));
-	if (mode == EVIL_HALF_SILENT) {
+	if (mode == EVIL_TRICKLE) {
+		struct kvt_peer_stats ps;
+
+		/* cut by the deadline: counted slow, not as an idle timeout */
+		assert_int_equal(kvt_peer_client_stats(c, &ps, 1), 1);
+		assert_int_equal(ps.slow, 1);
+		assert_int_equal(ps.timeouts, 0);
+		assert_true(ps.down);
+	}
+	if (mode == EVIL_HALF_SILENT || mode == EVIL_TRICKLE) {
 		/* the peer is now known down: the next fetch fails at once */
 		t0 = kvt_now_ns();
 		assert_int_equal(kvt_peer_fetch(c, &(struct kvt_peer_target){ .node_id = "owner", .addr = addr }, &salt,
@@ -498,6 +520,24 @@ static void a_transfer_cut_short_fails_within_the_timeout(void **state)
 	assert_true(ms < BOUND_MS);
 
 	assert_int_equal(evil_fetch(EVIL_HALF_SILENT, st, &ms), 1);
+	assert_int_equal(st[1], -ETIMEDOUT);
+	assert_int_equal(st[2], -ETIMEDOUT);
+	assert_true(ms >= TIMEOUT_MS);
+	assert_true(ms < BOUND_MS);
+}
+
+/* An owner that sends a byte of the second block now and then, each
+ * within the idle timeout: the fetch ends by its deadline (the timeout and
+ * the bytes asked at the lowest rate allowed, a few ms for 96 KiB) with
+ * those blocks missed, never in wrong bytes, and the owner is marked slow.
+ * Before, every byte restarted the idle clock and the fetch waited as long
+ * as the owner trickled. */
+static void a_trickling_owner_is_cut_at_the_fetch_deadline(void **state)
+{
+	int st[3];
+	uint64_t ms;
+
+	assert_int_equal(evil_fetch(EVIL_TRICKLE, st, &ms), 1);
 	assert_int_equal(st[1], -ETIMEDOUT);
 	assert_int_equal(st[2], -ETIMEDOUT);
 	assert_true(ms >= TIMEOUT_MS);
@@ -744,6 +784,7 @@ int main(void)
 		cmocka_unit_test(a_reader_without_the_secret_gets_nothing),
 		cmocka_unit_test(wrong_bytes_are_never_used),
 		cmocka_unit_test(a_transfer_cut_short_fails_within_the_timeout),
+		cmocka_unit_test(a_trickling_owner_is_cut_at_the_fetch_deadline),
 		cmocka_unit_test(many_small_blocks_over_several_connections),
 		cmocka_unit_test(a_restarted_owner_is_fetched_from_at_once),
 		cmocka_unit_test(closing_the_server_ends_idle_connections),
