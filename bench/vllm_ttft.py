@@ -75,7 +75,9 @@ def main():
     def prompt(p):
         return prefixes[p] + [rng.randrange(3, vocab) for _ in range(args.question_tokens)]
 
-    common = dict(model=args.model, served_name="kvtier-bench", dtype=args.dtype,
+    # vLLM's dummy weights: the times do not depend on their values
+    common = dict(model=args.model, load_format="dummy", served_name="kvtier-bench",
+                  dtype=args.dtype,
                   kv_bytes=(max(sizes) * 4 + 8192) * kv_bytes_per_token(cfg, args.dtype),
                   max_model_len=max(sizes) + 1024, max_batched=max(sizes) + 1024)
     rows = {p: {"prefix_tokens": p} for p in sizes}

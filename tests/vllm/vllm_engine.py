@@ -6,7 +6,8 @@ each with one JSON line on stdout.
 
     argv[1]: JSON {"model": dir (a checkpoint: vllm_env.seeded_model),
                    "connector": {...kv_transfer_config} or null,
-                   "prefix_caching": bool, "seed": int, "tp": tensor parallel size}
+                   "prefix_caching": bool, "seed": int, "tp": tensor parallel size,
+                   "load_format": "dummy" for a model directory without weights (benches)}
     request:  {"prompts": [[token ids]...], "max_tokens": n}
     answer:   {"outputs": [{"tokens": [...], "logprob0": float,
                             "cached": num_cached_tokens, "loaded_blocks": n,
@@ -40,7 +41,8 @@ def main():
     kw = {}
     if cfg.get("connector"):
         kw["kv_transfer_config"] = cfg["connector"]
-    llm = LLM(model=cfg["model"], skip_tokenizer_init=True,
+    llm = LLM(model=cfg["model"], load_format=cfg.get("load_format", "auto"),
+              skip_tokenizer_init=True,
               seed=cfg.get("seed", 0), dtype=cfg.get("dtype", "float32"),
               block_size=cfg.get("block_size", 32), enforce_eager=True,
               enable_prefix_caching=cfg.get("prefix_caching", False),
