@@ -29,6 +29,7 @@ struct kvtd_handover {
 	int stop_pipe[2];
 	char path[108];
 	bool inherited;
+	bool bound;         /* this process bound path: its file is ours to unlink */
 	pthread_t thread;
 	bool started;
 	kvtd_handover_cb cb;
@@ -43,6 +44,25 @@ static int set_addr(struct sockaddr_un *sa, const char *path)
 		return -ENAMETOOLONG;
 	memcpy(sa->sun_path, path, strlen(path));
 	return 0;
+}
+
+/* Whether the socket file at sa is stale: a socket no one listens on.
+ * Anything else (a live daemon's hand-over socket, a regular file) is not
+ * this process's to replace. */
+static bool socket_stale(const struct sockaddr_un *sa)
+{
+	struct stat st;
+	bool stale;
+	int probe;
+
+	if (lstat(sa->sun_path, &st) || !S_ISSOCK(st.st_mode))
+		return false;
+	probe = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (probe < 0)
+		return false;
+	stale = connect(probe, (const struct sockaddr *)sa, sizeof(*sa)) && errno == ECONNREFUSED;
+	close(probe);
+	return stale;
 }
 
 /* Whether the peer of conn runs as this daemon's uid: only a successor
@@ -148,6 +168,7 @@ int kvtd_handover_listen(const char *path, int inherited, kvtd_handover_cb cb, v
 	if (!h)
 		return -ENOMEM;
 	h->conn = -1;
+	h->listen_fd = -1;
 	h->cb = cb;
 	h->arg = arg;
 	h->stop_pipe[0] = h->stop_pipe[1] = -1;
@@ -166,10 +187,14 @@ int kvtd_handover_listen(const char *path, int inherited, kvtd_handover_cb cb, v
 			err = -errno;
 			goto fail;
 		}
-		unlink(path); /* a stale one: a live daemon's would have been asked */
 		old = umask(0177); /* mode 0600 from the start: no window */
 		err = bind(h->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0;
+		/* only a file left by a daemon that died is replaced: a live
+		 * daemon's must stay, or no successor could reach it again */
+		if (err == -EADDRINUSE && socket_stale(&sa) && !unlink(path))
+			err = bind(h->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0;
 		umask(old);
+		h->bound = !err;
 		if (err || listen(h->listen_fd, 4)) {
 			err = err ? err : -errno;
 			goto fail;
@@ -252,7 +277,9 @@ void kvtd_handover_close(struct kvtd_handover *h, bool handed)
 		close(h->conn);
 	if (h->listen_fd >= 0) {
 		close(h->listen_fd);
-		if (!handed)
+		/* never a file this process did not bind or inherit: after a
+		 * failed bind the path is another daemon's */
+		if (!handed && (h->bound || h->inherited))
 			unlink(h->path);
 	}
 	if (h->stop_pipe[0] >= 0)

