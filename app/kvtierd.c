@@ -255,6 +255,14 @@ static int take_over(struct kvtd_config *cfg, struct kvtd_handed *h)
 	return 0;
 }
 
+/* Whether the store took over the DRAM region it was handed. */
+static bool region_adopted(struct kvt_store *store)
+{
+	struct kvt_store_stats st = { .size = sizeof(st) };
+
+	return !kvt_store_stats(store, &st) && st.warm.adopted;
+}
+
 static void stop_signal_thread(pthread_t thread)
 {
 	pthread_mutex_lock(&sig_lock);
@@ -392,6 +400,7 @@ int main(int argc, char **argv)
 	pthread_t sig_thread;
 	int err, status = 0, listen_fd, dram_fd = -1, spare_dram_fd, send_err = 0;
 	bool handing = false; /* a successor takes the socket and the region */
+	bool region_handed = false; /* this successor was handed a region */
 
 	err = kvtd_config_load(&cfg, argc, argv);
 	if (err)
@@ -412,6 +421,7 @@ int main(int argc, char **argv)
 			return 1;
 		listen_fd = handed.sidecar >= 0 ? handed.sidecar : 0;
 		dram_fd = handed.dram;
+		region_handed = dram_fd >= 0;
 	} else {
 		listen_fd = kvtd_sd_listen_fd(sd_path, sizeof(sd_path), &dram_fd);
 	}
@@ -487,6 +497,20 @@ int main(int argc, char **argv)
 		kvtd_log(KVT_LOG_ERROR, "event=store.open.failed err=\"%s\" %s dram_bytes=%llu",
 			 kvt_strerror(err), why, (unsigned long long)cfg.dram_bytes);
 		goto out_signals;
+	}
+	/* a successor that cannot adopt the region it was handed (another
+	 * --dram, warm restarts off) declines before it confirms: the old
+	 * daemon takes the region back and serves on. Confirming would lose
+	 * every block only DRAM holds, which a stop and a start keep (the stop
+	 * writes them down) */
+	if (region_handed && !region_adopted(store)) {
+		kvtd_log(KVT_LOG_ERROR, "event=takeover.declined reason=\"this configuration "
+			 "cannot adopt the DRAM region handed over%s\" action=\"the old daemon "
+			 "takes it back and serves on; to change the DRAM tier, stop it (its clean "
+			 "stop writes DRAM down to SSD) and start this one\"", cfg.warm_restart ?
+			 " (see event=dram.warm.refused)" : ": warm restarts are off");
+		err = -ENOTSUP;
+		goto out_store;
 	}
 	/* under systemd the region outlives a crash too: the fd store keeps it */
 	fd_store("dram", kvt_store_dram_fd(store));

@@ -218,10 +218,57 @@ static void second_start_keeps_the_handover_socket(void **state)
 	free(other);
 }
 
+/* Connect to d's socket, waiting up to 10 s for a daemon that starts over. */
+static int engine_open_retry(struct engine *e, const struct kvtd_proc *d, uint32_t n)
+{
+	for (int t = 0; t < 1000; t++) {
+		if (!engine_open(e, d, n))
+			return 0;
+		kvt_test_sleep_ms(10);
+	}
+	return -1;
+}
+
+/* A successor with another --dram cannot adopt the region: it declines the
+ * hand-over before it confirms, and the old daemon takes the region back
+ * and serves every block from it. Before, the successor confirmed and
+ * started empty: every block only DRAM held was lost (64 of 64 here; 300
+ * of 300 going from 256M to 512M). */
+static void successor_that_cannot_adopt_declines(void **state)
+{
+	const char *extra[] = { "--dram", "32M", "--ssd", "16M", NULL };
+	const char *bigger[] = { "--dram", "64M", "--ssd", "16M", "--take-over", NULL, NULL };
+	struct kvtd_proc a = { 0 };
+	char hsock[300];
+	struct engine e;
+	pid_t b;
+
+	(void)state;
+	assert_int_equal(kvtd_start(&a, NULL, extra), 0);
+	assert_int_equal(engine_open(&e, &a, 64), 0);
+	save_all(&e);
+	engine_close(&e);
+	snprintf(hsock, sizeof(hsock), "%s.takeover", a.socket);
+	bigger[5] = hsock;
+	b = spawn(a.socket, a.dir, bigger);
+	assert_true(b > 0);
+	assert_true(wait_exit_within(b, 60000) > 0); /* it exits, and not 0 */
+	assert_true(kvtd_log_has(&a, "event=takeover.declined"));
+	/* the old daemon serves again, the same pid, every block from DRAM */
+	assert_int_equal(engine_open_retry(&e, &a, 64), 0);
+	assert_int_equal(waitpid(a.pid, NULL, WNOHANG), 0);
+	assert_true(kvtd_log_has(&a, "event=handover.taken_back"));
+	assert_int_equal(load_all(&e), 64);
+	engine_close(&e);
+	assert_int_equal(kvtd_stop(&a, SIGTERM), 0);
+	kvtd_cleanup(&a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(second_start_keeps_the_handover_socket),
+		cmocka_unit_test(successor_that_cannot_adopt_declines),
 	};
 
 	seed = kvt_test_seed();
