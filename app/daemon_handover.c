@@ -80,7 +80,8 @@ static bool peer_is_ours(int conn, uid_t *uid, pid_t *pid)
 }
 
 /* Read the fixed message want (len bytes, its NUL too) from conn within
- * timeout_ms. Returns 0, -ETIMEDOUT, or -EPIPE (closed, or other bytes). */
+ * timeout_ms. Returns 0, -ETIMEDOUT, -ENODATA (closed before a byte: a
+ * probe), or -EPIPE (closed, or other bytes). */
 static int read_msg(int conn, const char *want, size_t len, unsigned timeout_ms)
 {
 	uint64_t deadline = kvt_now_ns() + (uint64_t)timeout_ms * 1000000;
@@ -106,17 +107,12 @@ static int read_msg(int conn, const char *want, size_t len, unsigned timeout_ms)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			return -EPIPE;
+			return n == 0 && !got ? -ENODATA : -EPIPE;
 		got += (size_t)n;
 	}
 	return memcmp(buf, want, len) ? -EPIPE : 0;
 }
 
-/* Read the successor's request (a few bytes, within 2 s). */
-static bool read_ask(int conn)
-{
-	return read_msg(conn, ASK, sizeof(ASK), 2000) == 0;
-}
 
 static void *handover_main(void *arg)
 {
@@ -127,7 +123,7 @@ static void *handover_main(void *arg)
 	for (;;) {
 		uid_t uid = 0;
 		pid_t pid = 0;
-		int conn;
+		int conn, err;
 
 		if (poll(p, 2, -1) < 0 && errno != EINTR)
 			return NULL;
@@ -145,9 +141,14 @@ static void *handover_main(void *arg)
 			close(conn);
 			continue;
 		}
-		if (!read_ask(conn)) {
-			kvtd_log(KVT_LOG_WARN, "event=handover.refused uid=%u pid=%d reason=\"no "
-				 "take-over request\"", (unsigned)uid, (int)pid);
+		/* the successor's request: a few bytes, within 2 s */
+		err = read_msg(conn, ASK, sizeof(ASK), 2000);
+		if (err) {
+			/* one that closes before a byte is a daemon making sure
+			 * this socket is live (socket_stale): not worth a warning */
+			kvtd_log(err == -ENODATA ? KVT_LOG_DEBUG : KVT_LOG_WARN, "event=handover.%s "
+				 "uid=%u pid=%d reason=\"no take-over request\"", err == -ENODATA ?
+				 "probed" : "refused", (unsigned)uid, (int)pid);
 			close(conn);
 			continue;
 		}
@@ -258,9 +259,12 @@ int kvtd_handover_send(struct kvtd_handover *h, int sidecar_fd, int dram_fd)
 
 int kvtd_handover_wait_confirm(struct kvtd_handover *h, unsigned timeout_ms)
 {
+	int err;
+
 	if (!h || h->conn < 0)
 		return -EPIPE;
-	return read_msg(h->conn, SERVING, sizeof(SERVING), timeout_ms);
+	err = read_msg(h->conn, SERVING, sizeof(SERVING), timeout_ms);
+	return err == -ENODATA ? -EPIPE : err;
 }
 
 void kvtd_handover_close(struct kvtd_handover *h, bool handed)

@@ -190,11 +190,16 @@ static bool fd_store(const char *name, int fd)
 
 /* A clean stop without a successor: the blocks only DRAM holds go down to
  * the SSD tier, in what is left of the drain timeout but a margin for
- * closing the store. */
+ * closing the store; what was kept and what was not goes to the log and
+ * the stop summary (stdout). */
 static void write_down(struct kvt_store *store, const struct kvtd_config *cfg)
 {
 	uint64_t now = kvt_now_ns(), margin = drain_timeout_ns / 8, deadline;
+	struct kvt_store_stats st = { .size = sizeof(st) };
 	struct kvt_write_down wd;
+	const char *why;
+	unsigned timeout_ms;
+	char b[32];
 	int err;
 
 	pthread_mutex_lock(&sig_lock);
@@ -202,14 +207,31 @@ static void write_down(struct kvt_store *store, const struct kvtd_config *cfg)
 	pthread_mutex_unlock(&sig_lock);
 	if (!cfg->ssd_bytes || deadline <= now + margin)
 		return;
-	err = kvt_store_write_down(store, (unsigned)((deadline - now - margin) / 1000000), &wd);
-	if (err)
+	timeout_ms = (unsigned)((deadline - now - margin) / 1000000);
+	err = kvt_store_write_down(store, timeout_ms, &wd);
+	if (err) {
 		kvtd_log(KVT_LOG_WARN, "event=stop.write_down.failed err=\"%s\"", kvt_strerror(err));
-	else
-		kvtd_log(KVT_LOG_INFO, "event=stop.write_down blocks=%llu bytes=%llu refused=%llu "
-			 "left=%llu ms=%llu", (unsigned long long)wd.written,
-			 (unsigned long long)wd.written_bytes, (unsigned long long)wd.refused,
-			 (unsigned long long)wd.left, (unsigned long long)wd.ms);
+		return;
+	}
+	/* the tier stops at its capacity (it never evicts what it wrote) */
+	why = !wd.left ? "" : kvt_store_stats(store, &st) == 0 && st.tier[KVT_TIER_SSD].degraded ?
+	      "the SSD tier is degraded" : wd.ms >= timeout_ms ? "out of time" :
+	      "the SSD tier is full";
+	kvtd_log(wd.left ? KVT_LOG_WARN : KVT_LOG_INFO, "event=stop.write_down blocks=%llu "
+		 "bytes=%llu refused=%llu left=%llu ms=%llu kept=%llu dropped=%llu%s%s%s",
+		 (unsigned long long)wd.written, (unsigned long long)wd.written_bytes,
+		 (unsigned long long)wd.refused, (unsigned long long)wd.left,
+		 (unsigned long long)wd.ms, (unsigned long long)wd.written,
+		 (unsigned long long)wd.left, wd.left ? " reason=\"" : "", why, wd.left ? "\"" : "");
+	printf("kvtierd stopping: %llu blocks only in DRAM written down to SSD (%s)",
+	       (unsigned long long)wd.written, kvt_fmt_bytes(wd.written_bytes, b, sizeof(b)));
+	if (wd.left)
+		printf(", %llu not written (%s): they go with this process's DRAM tier",
+		       (unsigned long long)wd.left, why);
+	if (wd.refused)
+		printf(", %llu kept off SSD by the admission rule", (unsigned long long)wd.refused);
+	printf("\n");
+	fflush(stdout);
 }
 
 /* How long a daemon that handed over waits for its successor to serve. */
@@ -581,17 +603,8 @@ int main(int argc, char **argv)
 	 * 2 s), which is kept for closing the server and the store */
 	vopts.drain_timeout_ms = cfg.drain_timeout_ms -
 				 (cfg.drain_timeout_ms / 4 < 2000 ? cfg.drain_timeout_ms / 4 : 2000);
-	err = kvt_server_open(&vopts, &srv);
-	if (err) {
-		kvtd_log(KVT_LOG_ERROR, "event=server.open.failed err=\"%s\" socket=%s metrics=%s",
-			 kvt_strerror(err), cfg.socket_path, cfg.metrics[0] ? cfg.metrics : "off");
-		goto out_cluster;
-	}
-	listen_fd = 0; /* the server's now */
 	/* a successor may ask from now on: the stop it asks for waits until the
-	 * server runs (set_running). Only once the sidecar socket is this
-	 * daemon's: a second daemon on a live socket has exited above, before
-	 * it came near the running one's hand-over socket */
+	 * server runs (set_running) */
 	if (cfg.warm_restart) {
 		err = kvtd_handover_listen(cfg.handover_socket, handed.handover, handover_cb, NULL,
 					   &handover);
@@ -602,6 +615,13 @@ int main(int argc, char **argv)
 				 "works)\"", cfg.handover_socket, kvt_strerror(err));
 		err = 0;
 	}
+	err = kvt_server_open(&vopts, &srv);
+	if (err) {
+		kvtd_log(KVT_LOG_ERROR, "event=server.open.failed err=\"%s\" socket=%s metrics=%s",
+			 kvt_strerror(err), cfg.socket_path, cfg.metrics[0] ? cfg.metrics : "off");
+		goto out_cluster;
+	}
+	listen_fd = 0; /* the server's now */
 	/* the store serves the region and the server the socket: the daemon
 	 * that handed them over may go */
 	kvtd_handover_confirm(&handed);

@@ -153,7 +153,7 @@ static pid_t spawn(const char *socket, const char *dir, const char *const *extra
 
 /* The number after `key=` on the first line of d's log holding `what`;
  * -1 if none. */
-__attribute__((unused)) static long long log_number(const struct kvtd_proc *d, const char *what, const char *key)
+static long long log_number(const struct kvtd_proc *d, const char *what, const char *key)
 {
 	char line[2048], k[64];
 	FILE *f = fopen(d->log, "r");
@@ -264,11 +264,49 @@ static void successor_that_cannot_adopt_declines(void **state)
 	kvtd_cleanup(&a);
 }
 
+/* A clean stop whose write-down meets a full SSD tier stops at its
+ * capacity: every block it says it wrote is there at the next start, and
+ * the rest is reported dropped, in the log and the stop summary. Before,
+ * it evicted its own writes to go on: it logged 200 written here (1,022
+ * with --ssd 64M) and the next start held what the tier holds (496). */
+static void write_down_stops_at_capacity(void **state)
+{
+	const char *small[] = { "--dram", "64M", "--ssd", "16M", "--no-warm-restart", NULL };
+	struct kvtd_proc d = { 0 };
+	struct engine e;
+	long long written, left;
+	uint32_t n;
+
+	(void)state;
+	assert_int_equal(kvtd_start(&d, NULL, small), 0);
+	assert_int_equal(engine_open(&e, &d, 200), 0); /* 25 MiB: more than 16M holds */
+	save_all(&e);
+	engine_close(&e);
+	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
+	written = log_number(&d, "event=stop.write_down", "blocks");
+	left = log_number(&d, "event=stop.write_down", "left");
+	assert_true(written > 0);
+	assert_int_equal(written + left, 200);
+	assert_int_equal(kvtd_start(&d, d.dir, small), 0);
+	assert_int_equal(engine_open(&e, &d, 200), 0);
+	n = load_all(&e);
+	printf("# the write-down wrote %lld, left %lld; the next start loads %u\n", written, left, n);
+	assert_int_equal(n, written);
+	engine_close(&e);
+	/* what it kept and dropped, in its log line and the stop summary */
+	assert_int_equal(log_number(&d, "event=stop.write_down", "kept"), written);
+	assert_int_equal(log_number(&d, "event=stop.write_down", "dropped"), left);
+	assert_true(kvtd_log_has(&d, "not written (the SSD tier is full)"));
+	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
+	kvtd_cleanup(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(second_start_keeps_the_handover_socket),
 		cmocka_unit_test(successor_that_cannot_adopt_declines),
+		cmocka_unit_test(write_down_stops_at_capacity),
 	};
 
 	seed = kvt_test_seed();
