@@ -234,6 +234,33 @@ static void write_down(struct kvt_store *store, const struct kvtd_config *cfg)
 	fflush(stdout);
 }
 
+/* The drain timed out: a job is stuck (a copy on a device that does not
+ * answer, a LOAD waiting on a peer; the server has named them). Closing
+ * would wait for it, so the process ends without closing, but first keeps
+ * what a stop keeps: the blocks only DRAM holds go down to SSD, and a
+ * successor that asked gets the socket and the region (the SSD directory
+ * freed for it). It gets them as this process ends, with no take-back: a
+ * stuck job could still write into the region while this process lives. */
+static void drain_timed_out(struct kvt_server *srv, struct kvt_store *store,
+			    struct kvtd_handover *handover, const struct kvtd_config *cfg)
+{
+	int listen_fd = -1, err;
+
+	pthread_mutex_lock(&sig_lock);
+	if (handover_asked && handover)
+		listen_fd = kvt_server_take_listener(srv);
+	pthread_mutex_unlock(&sig_lock);
+	write_down(store, cfg);
+	if (listen_fd > 0) {
+		kvt_store_quiesce(store);
+		err = kvtd_handover_send(handover, listen_fd, kvt_store_dram_fd(store));
+		kvtd_log(err ? KVT_LOG_ERROR : KVT_LOG_INFO, "event=handover.sent%s%s region=%s "
+			 "reason=drain_timeout", err ? " err=" : "", err ? kvt_strerror(err) : "",
+			 kvt_store_dram_fd(store) >= 0 ? "yes" : "no");
+	}
+	exit_forced("drain");
+}
+
 /* How long a daemon that handed over waits for its successor to serve. */
 #define HANDOVER_CONFIRM_MS 120000u
 
@@ -651,7 +678,7 @@ int main(int argc, char **argv)
 		kvtd_log(KVT_LOG_WARN, "event=systemd.notify.failed state=READY");
 	err = kvt_server_run(srv);
 	if (err == -ETIMEDOUT)
-		exit_forced("drain"); /* closing would wait on the stuck copy */
+		drain_timed_out(srv, store, handover, &cfg); /* closing would wait on it */
 	set_running(NULL);
 	pthread_mutex_lock(&sig_lock);
 	if (handover_asked)

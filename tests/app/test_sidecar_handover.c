@@ -15,8 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -301,12 +304,175 @@ static void write_down_stops_at_capacity(void **state)
 	kvtd_cleanup(&d);
 }
 
+/* The system call thread tid of pid is in (-1 if none can be read). */
+static long thread_syscall(pid_t pid, pid_t tid)
+{
+	char path[64], sys[128] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (!fgets(sys, sizeof(sys), f) || !strncmp(sys, "running", 7))
+		sys[0] = 0;
+	fclose(f);
+	return sys[0] ? atol(sys) : -1;
+}
+
+/* Stop the copy worker of pid (kvtierd --workers 1 --no-prefault, metrics
+ * off, before any LOAD), as a copy stuck on a device would: ptrace stops
+ * one thread, not its process. The worker is the last thread kvtierd makes
+ * before it serves; it is stopped once idle (waiting on its queue, a
+ * futex). Returns its id. */
+static pid_t freeze_worker(pid_t pid)
+{
+	char path[64];
+	struct dirent *e;
+	pid_t worker = 0;
+	int status;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	dir = opendir(path);
+	assert_non_null(dir);
+	while ((e = readdir(dir)))
+		if (atoi(e->d_name) > worker)
+			worker = (pid_t)atoi(e->d_name);
+	closedir(dir);
+	assert_true(worker > 0 && worker != pid);
+	for (int t = 0; t < 500 && thread_syscall(pid, worker) != SYS_futex; t++)
+		kvt_test_sleep_ms(2);
+	assert_int_equal(thread_syscall(pid, worker), SYS_futex);
+	if (ptrace(PTRACE_SEIZE, worker, 0, 0) || ptrace(PTRACE_INTERRUPT, worker, 0, 0))
+		fail_msg("cannot stop thread %d: %s", (int)worker, strerror(errno));
+	assert_int_equal(waitpid(worker, &status, __WALL), worker);
+	assert_true(WIFSTOPPED(status));
+	return worker;
+}
+
+/* The exit status of pid within 20 s, reaping its thread `traced` (its
+ * tracer must, before the process's own status is reported); -1 if it
+ * still runs (then it is killed). */
+static int wait_exit_traced(pid_t pid, pid_t traced)
+{
+	int status;
+
+	for (int t = 0; t < 2000; t++) {
+		waitpid(traced, &status, __WALL | WNOHANG);
+		if (waitpid(pid, &status, __WALL | WNOHANG) == pid &&
+		    (WIFEXITED(status) || WIFSIGNALED(status)))
+			return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+		kvt_test_sleep_ms(10);
+	}
+	kill(pid, SIGKILL);
+	waitpid(traced, &status, __WALL);
+	while (waitpid(pid, &status, __WALL) == pid && !WIFEXITED(status) && !WIFSIGNALED(status))
+		;
+	return -1;
+}
+
+/* Save e's blocks, stop the copy worker and hand it one more SAVE, which
+ * cannot finish: the drain of any stop times out on it. Returns the
+ * worker's id. */
+static pid_t stick_a_job(struct engine *e, const struct kvtd_proc *d)
+{
+	uint32_t page = 0;
+	uint64_t ticket;
+	pid_t worker;
+
+	save_all(e);
+	worker = freeze_worker(d->pid);
+	engine_page_fill(&e->ch.m, 0, 7);
+	assert_int_equal(kvt_client_save(e->ch.c, &e->ch.ns, (uint32_t)e->ch.m.region, NULL,
+					 &e->ch.keys[e->n], &page, 1, &ticket), 0);
+	(void)ticket; /* it never completes: the drain names it (state=queued) */
+	return worker;
+}
+
+/* SIGTERM with a job stuck: the drain times out, the daemon names the job
+ * and still writes DRAM down before it exits 1; the next start has every
+ * block. Before, it exited 1 at once, naming nothing: every block only
+ * DRAM held was lost. */
+static void a_stuck_drain_still_writes_down(void **state)
+{
+	const char *stuck[] = { "--dram", "32M", "--ssd", "16M", "--workers", "1",
+				"--drain-timeout", "2", "--no-prefault", "--no-gpu", NULL };
+	struct kvtd_proc d = { 0 };
+	struct engine e;
+	pid_t worker;
+
+	(void)state;
+	assert_int_equal(kvtd_start(&d, NULL, stuck), 0);
+	assert_int_equal(kvtd_chain_open(&e.ch, &d, "test/handover", PAGES, 17, seed), 0);
+	e.n = 16; /* the 17th key is the stuck SAVE's */
+	worker = stick_a_job(&e, &d);
+	kill(d.pid, SIGTERM);
+	assert_int_equal(wait_exit_traced(d.pid, worker), 1);
+	d.pid = 0;
+	engine_close(&e);
+	assert_int_equal(kvtd_start(&d, d.dir, stuck), 0);
+	assert_int_equal(engine_open(&e, &d, 16), 0);
+	assert_int_equal(load_all(&e), 16);
+	engine_close(&e);
+	assert_true(kvtd_log_has(&d, "event=server.stuck_job state=queued op=SAVE"));
+	assert_true(kvtd_log_has(&d, "event=stop.write_down blocks=16"));
+	assert_true(kvtd_log_has(&d, "event=exit.forced reason=drain_timeout stage=drain"));
+	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
+	kvtd_cleanup(&d);
+}
+
+/* A hand-over whose drain times out on a stuck job still hands the socket
+ * and the region over (the old daemon exits 1, naming the job), and the
+ * successor serves every block. Before, the old daemon exited at once: the
+ * successor got nothing and exited 1 too, and the DRAM tier was lost. */
+static void a_stuck_drain_still_hands_over(void **state)
+{
+	const char *stuck[] = { "--dram", "32M", "--ssd", "16M", "--workers", "1",
+				"--drain-timeout", "2", "--no-prefault", "--no-gpu", NULL };
+	const char *takeover[] = { "--dram", "32M", "--ssd", "16M", "--no-gpu", "--take-over",
+				   NULL, NULL };
+	struct kvtd_proc a = { 0 }, b = { 0 };
+	char hsock[300];
+	struct engine e;
+	pid_t worker, succ;
+
+	(void)state;
+	assert_int_equal(kvtd_start(&a, NULL, stuck), 0);
+	assert_int_equal(kvtd_chain_open(&e.ch, &a, "test/handover", PAGES, 17, seed), 0);
+	e.n = 16;
+	worker = stick_a_job(&e, &a);
+	snprintf(hsock, sizeof(hsock), "%s.takeover", a.socket);
+	takeover[6] = hsock;
+	succ = spawn(a.socket, a.dir, takeover);
+	assert_true(succ > 0);
+	assert_int_equal(wait_exit_traced(a.pid, worker), 1);
+	a.pid = 0;
+	engine_close(&e);
+	/* the successor serves the socket, with every block */
+	b.pid = succ;
+	b.dir = a.dir;
+	b.sockdir = a.sockdir;
+	snprintf(b.socket, sizeof(b.socket), "%s", a.socket);
+	snprintf(b.log, sizeof(b.log), "%s", a.log);
+	assert_int_equal(engine_open_retry(&e, &b, 16), 0);
+	assert_int_equal(load_all(&e), 16);
+	engine_close(&e);
+	assert_true(kvtd_log_has(&b, "event=takeover.received"));
+	assert_true(kvtd_log_has(&a, "event=server.stuck_job state=queued op=SAVE"));
+	assert_true(kvtd_log_has(&a, "event=handover.sent region=yes reason=drain_timeout"));
+	assert_int_equal(kvtd_stop(&b, SIGTERM), 0);
+	kvtd_cleanup(&b); /* a's directories */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(second_start_keeps_the_handover_socket),
 		cmocka_unit_test(successor_that_cannot_adopt_declines),
 		cmocka_unit_test(write_down_stops_at_capacity),
+		cmocka_unit_test(a_stuck_drain_still_writes_down),
+		cmocka_unit_test(a_stuck_drain_still_hands_over),
 	};
 
 	seed = kvt_test_seed();
