@@ -455,6 +455,11 @@ int main(int argc, char **argv)
 	if (err)
 		return err > 0 ? 0 : 2;
 	if (cfg.print_config) {
+		/* refused here whatever the daemon would refuse before it starts
+		 * (sizes against this machine's memory and disk, path lengths) */
+		err = kvtd_config_check(&cfg);
+		if (err == -EINVAL)
+			return 2;
 		kvtd_config_print(&cfg, stdout);
 		return 0;
 	}
