@@ -304,12 +304,20 @@ static int take_over(struct kvtd_config *cfg, struct kvtd_handed *h)
 	return 0;
 }
 
-/* Whether the store took over the DRAM region it was handed. */
-static bool region_adopted(struct kvt_store *store)
+/* Whether the store took over the DRAM region it was handed; if not, the
+ * successor declines the hand-over (logged). */
+static bool region_adopted(struct kvt_store *store, const struct kvtd_config *cfg)
 {
 	struct kvt_store_stats st = { .size = sizeof(st) };
 
-	return !kvt_store_stats(store, &st) && st.warm.adopted;
+	if (!kvt_store_stats(store, &st) && st.warm.adopted)
+		return true;
+	kvtd_log(KVT_LOG_ERROR, "event=takeover.declined reason=\"this configuration cannot "
+		 "adopt the DRAM region handed over%s\" action=\"the old daemon takes it back "
+		 "and serves on; to change the DRAM tier, stop it (its clean stop writes DRAM "
+		 "down to SSD) and start this one\"", cfg->warm_restart ?
+		 " (see event=dram.warm.refused)" : ": warm restarts are off");
+	return false;
 }
 
 static void stop_signal_thread(pthread_t thread)
@@ -557,12 +565,7 @@ int main(int argc, char **argv)
 	 * daemon takes the region back and serves on. Confirming would lose
 	 * every block only DRAM holds, which a stop and a start keep (the stop
 	 * writes them down) */
-	if (region_handed && !region_adopted(store)) {
-		kvtd_log(KVT_LOG_ERROR, "event=takeover.declined reason=\"this configuration "
-			 "cannot adopt the DRAM region handed over%s\" action=\"the old daemon "
-			 "takes it back and serves on; to change the DRAM tier, stop it (its clean "
-			 "stop writes DRAM down to SSD) and start this one\"", cfg.warm_restart ?
-			 " (see event=dram.warm.refused)" : ": warm restarts are off");
+	if (region_handed && !region_adopted(store, &cfg)) {
 		err = -ENOTSUP;
 		goto out_store;
 	}
