@@ -92,6 +92,12 @@ int kvtd_config_load(struct kvtd_config *cfg, int argc, char **argv);
  * with a message. */
 int kvtd_config_resolve(struct kvtd_config *cfg);
 
+/* The checks of kvtd_config_resolve on a copy of cfg, making nothing (the
+ * data directory's file system is that of its nearest existing folder):
+ * for --print-config, which refuses what the daemon would. Returns 0,
+ * -EINVAL (a usage error, with its message), -ENOMEM, or another -errno. */
+int kvtd_config_check(const struct kvtd_config *cfg);
+
 /* Print the effective configuration as an INI file kvtierd reads back. */
 void kvtd_config_print(const struct kvtd_config *cfg, FILE *f);
 

@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -62,7 +63,32 @@ static int make_dirs(const char *path, mode_t mode)
 	return 0;
 }
 
-int kvtd_config_resolve(struct kvtd_config *cfg)
+/* statvfs of path, or of its nearest existing folder when it is not there
+ * yet (nothing is made: --print-config). */
+static int statvfs_near(const char *path, struct statvfs *vfs)
+{
+	char buf[4096];
+	char *slash;
+
+	if (!kvtd_fits(path, sizeof(buf)))
+		return -ENAMETOOLONG;
+	kvtd_set_str(buf, sizeof(buf), path);
+	while (statvfs(buf[0] ? buf : ".", vfs)) {
+		if (errno != ENOENT || !buf[0])
+			return -errno;
+		slash = strrchr(buf, '/');
+		if (slash == buf)
+			slash[1] = 0; /* the root */
+		else if (slash)
+			*slash = 0;
+		else
+			buf[0] = 0; /* relative: the working directory */
+	}
+	return 0;
+}
+
+/* kvtd_config_resolve; with !make, the same checks making nothing. */
+static int resolve(struct kvtd_config *cfg, bool make)
 {
 	char dir[sizeof(cfg->socket_path)], avail[32], limit[32];
 	struct kvtd_memory mem;
@@ -94,13 +120,11 @@ int kvtd_config_resolve(struct kvtd_config *cfg)
 		bool percent = strchr(cfg->ssd_spec, '%') != NULL;
 		char a[32], b[32], c[32];
 
-		err = make_dirs(cfg->data_dir, 0750);
+		err = make ? make_dirs(cfg->data_dir, 0750) : 0;
+		if (!err)
+			err = make ? (statvfs(cfg->data_dir, &vfs) ? -errno : 0) :
+			      statvfs_near(cfg->data_dir, &vfs);
 		if (err) {
-			fprintf(stderr, "kvtierd: data dir %s: %s\n", cfg->data_dir, strerror(-err));
-			return err;
-		}
-		if (statvfs(cfg->data_dir, &vfs)) {
-			err = -errno;
 			fprintf(stderr, "kvtierd: data dir %s: %s\n", cfg->data_dir, strerror(-err));
 			return err;
 		}
@@ -152,7 +176,7 @@ int kvtd_config_resolve(struct kvtd_config *cfg)
 	}
 	kvtd_set_str(dir, sizeof(dir), cfg->socket_path);
 	slash = strrchr(dir, '/');
-	if (slash && slash != dir) {
+	if (make && slash && slash != dir) {
 		*slash = 0;
 		err = make_dirs(dir, 0750);
 		if (err) {
@@ -161,4 +185,22 @@ int kvtd_config_resolve(struct kvtd_config *cfg)
 		}
 	}
 	return 0;
+}
+
+int kvtd_config_resolve(struct kvtd_config *cfg)
+{
+	return resolve(cfg, true);
+}
+
+int kvtd_config_check(const struct kvtd_config *cfg)
+{
+	struct kvtd_config *copy = malloc(sizeof(*copy));
+	int err;
+
+	if (!copy)
+		return -ENOMEM;
+	*copy = *cfg;
+	err = resolve(copy, false);
+	free(copy);
+	return err;
 }

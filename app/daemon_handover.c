@@ -29,6 +29,7 @@ struct kvtd_handover {
 	int stop_pipe[2];
 	char path[108];
 	bool inherited;
+	bool bound;         /* this process bound path: its file is ours to unlink */
 	pthread_t thread;
 	bool started;
 	kvtd_handover_cb cb;
@@ -43,6 +44,25 @@ static int set_addr(struct sockaddr_un *sa, const char *path)
 		return -ENAMETOOLONG;
 	memcpy(sa->sun_path, path, strlen(path));
 	return 0;
+}
+
+/* Whether the socket file at sa is stale: a socket no one listens on.
+ * Anything else (a live daemon's hand-over socket, a regular file) is not
+ * this process's to replace. */
+static bool socket_stale(const struct sockaddr_un *sa)
+{
+	struct stat st;
+	bool stale;
+	int probe;
+
+	if (lstat(sa->sun_path, &st) || !S_ISSOCK(st.st_mode))
+		return false;
+	probe = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (probe < 0)
+		return false;
+	stale = connect(probe, (const struct sockaddr *)sa, sizeof(*sa)) && errno == ECONNREFUSED;
+	close(probe);
+	return stale;
 }
 
 /* Whether the peer of conn runs as this daemon's uid: only a successor
@@ -60,7 +80,8 @@ static bool peer_is_ours(int conn, uid_t *uid, pid_t *pid)
 }
 
 /* Read the fixed message want (len bytes, its NUL too) from conn within
- * timeout_ms. Returns 0, -ETIMEDOUT, or -EPIPE (closed, or other bytes). */
+ * timeout_ms. Returns 0, -ETIMEDOUT, -ENODATA (closed before a byte: a
+ * probe), or -EPIPE (closed, or other bytes). */
 static int read_msg(int conn, const char *want, size_t len, unsigned timeout_ms)
 {
 	uint64_t deadline = kvt_now_ns() + (uint64_t)timeout_ms * 1000000;
@@ -86,17 +107,12 @@ static int read_msg(int conn, const char *want, size_t len, unsigned timeout_ms)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			return -EPIPE;
+			return n == 0 && !got ? -ENODATA : -EPIPE;
 		got += (size_t)n;
 	}
 	return memcmp(buf, want, len) ? -EPIPE : 0;
 }
 
-/* Read the successor's request (a few bytes, within 2 s). */
-static bool read_ask(int conn)
-{
-	return read_msg(conn, ASK, sizeof(ASK), 2000) == 0;
-}
 
 static void *handover_main(void *arg)
 {
@@ -107,7 +123,7 @@ static void *handover_main(void *arg)
 	for (;;) {
 		uid_t uid = 0;
 		pid_t pid = 0;
-		int conn;
+		int conn, err;
 
 		if (poll(p, 2, -1) < 0 && errno != EINTR)
 			return NULL;
@@ -125,9 +141,14 @@ static void *handover_main(void *arg)
 			close(conn);
 			continue;
 		}
-		if (!read_ask(conn)) {
-			kvtd_log(KVT_LOG_WARN, "event=handover.refused uid=%u pid=%d reason=\"no "
-				 "take-over request\"", (unsigned)uid, (int)pid);
+		/* the successor's request: a few bytes, within 2 s */
+		err = read_msg(conn, ASK, sizeof(ASK), 2000);
+		if (err) {
+			/* one that closes before a byte is a daemon making sure
+			 * this socket is live (socket_stale): not worth a warning */
+			kvtd_log(err == -ENODATA ? KVT_LOG_DEBUG : KVT_LOG_WARN, "event=handover.%s "
+				 "uid=%u pid=%d reason=\"no take-over request\"", err == -ENODATA ?
+				 "probed" : "refused", (unsigned)uid, (int)pid);
 			close(conn);
 			continue;
 		}
@@ -148,6 +169,7 @@ int kvtd_handover_listen(const char *path, int inherited, kvtd_handover_cb cb, v
 	if (!h)
 		return -ENOMEM;
 	h->conn = -1;
+	h->listen_fd = -1;
 	h->cb = cb;
 	h->arg = arg;
 	h->stop_pipe[0] = h->stop_pipe[1] = -1;
@@ -166,10 +188,14 @@ int kvtd_handover_listen(const char *path, int inherited, kvtd_handover_cb cb, v
 			err = -errno;
 			goto fail;
 		}
-		unlink(path); /* a stale one: a live daemon's would have been asked */
 		old = umask(0177); /* mode 0600 from the start: no window */
 		err = bind(h->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0;
+		/* only a file left by a daemon that died is replaced: a live
+		 * daemon's must stay, or no successor could reach it again */
+		if (err == -EADDRINUSE && socket_stale(&sa) && !unlink(path))
+			err = bind(h->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0;
 		umask(old);
+		h->bound = !err;
 		if (err || listen(h->listen_fd, 4)) {
 			err = err ? err : -errno;
 			goto fail;
@@ -233,9 +259,12 @@ int kvtd_handover_send(struct kvtd_handover *h, int sidecar_fd, int dram_fd)
 
 int kvtd_handover_wait_confirm(struct kvtd_handover *h, unsigned timeout_ms)
 {
+	int err;
+
 	if (!h || h->conn < 0)
 		return -EPIPE;
-	return read_msg(h->conn, SERVING, sizeof(SERVING), timeout_ms);
+	err = read_msg(h->conn, SERVING, sizeof(SERVING), timeout_ms);
+	return err == -ENODATA ? -EPIPE : err;
 }
 
 void kvtd_handover_close(struct kvtd_handover *h, bool handed)
@@ -252,7 +281,9 @@ void kvtd_handover_close(struct kvtd_handover *h, bool handed)
 		close(h->conn);
 	if (h->listen_fd >= 0) {
 		close(h->listen_fd);
-		if (!handed)
+		/* never a file this process did not bind or inherit: after a
+		 * failed bind the path is another daemon's */
+		if (!handed && (h->bound || h->inherited))
 			unlink(h->path);
 	}
 	if (h->stop_pipe[0] >= 0)

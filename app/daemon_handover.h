@@ -35,10 +35,12 @@ struct kvtd_handed {
  * uid asked to take over (its connection is kept for kvtd_handover_send). */
 typedef void (*kvtd_handover_cb)(void *arg);
 
-/* Listen for a successor at path (replacing a stale socket file), or on
- * inherited (>= 0: a hand-over socket passed by the daemon before, which
- * is then served as it is), and start the thread that waits for one.
- * Returns 0 and *out, or -errno. */
+/* Listen for a successor at path (replacing a stale socket file, one no
+ * process listens on), or on inherited (>= 0: a hand-over socket passed by
+ * the daemon before, which is then served as it is), and start the thread
+ * that waits for one. Returns 0 and *out, -EADDRINUSE (another daemon
+ * listens at path, or something else is there: left as it was), or
+ * -errno. */
 int kvtd_handover_listen(const char *path, int inherited, kvtd_handover_cb cb, void *arg,
 			 struct kvtd_handover **out);
 
@@ -52,7 +54,8 @@ int kvtd_handover_send(struct kvtd_handover *h, int sidecar_fd, int dram_fd);
 int kvtd_handover_wait_confirm(struct kvtd_handover *h, unsigned timeout_ms);
 
 /* Stop the thread and close the sockets; the socket file is unlinked
- * unless `handed` (the successor serves it now). NULL is accepted. */
+ * unless `handed` (the successor serves it now) or this process never
+ * bound it. NULL is accepted. */
 void kvtd_handover_close(struct kvtd_handover *h, bool handed);
 
 /* Successor: connect to path, ask, and wait up to timeout_ms for the fds

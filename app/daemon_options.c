@@ -343,7 +343,9 @@ const struct kvtd_option kvtd_options[] = {
 
 	{ .name = "print-config", .type = &kvtd_bool, FIELD(print_config),
 	  .flag_value = "true", .heading = "",
-	  .help = "Print the effective configuration as INI and exit." },
+	  .help = "Print the effective configuration as INI and exit; a configuration the "
+		  "daemon would refuse (a size this machine cannot give, a path too long) "
+		  "is refused the same way, with exit status 2." },
 	{ .name = "help", .letter = 'h', .action = KVTD_HELP, .help = "This text." },
 	{ .name = "version", .letter = 'V', .action = KVTD_VERSION, .help = "Print the version." },
 };

@@ -190,11 +190,16 @@ static bool fd_store(const char *name, int fd)
 
 /* A clean stop without a successor: the blocks only DRAM holds go down to
  * the SSD tier, in what is left of the drain timeout but a margin for
- * closing the store. */
+ * closing the store; what was kept and what was not goes to the log and
+ * the stop summary (stdout). */
 static void write_down(struct kvt_store *store, const struct kvtd_config *cfg)
 {
 	uint64_t now = kvt_now_ns(), margin = drain_timeout_ns / 8, deadline;
+	struct kvt_store_stats st = { .size = sizeof(st) };
 	struct kvt_write_down wd;
+	const char *why;
+	unsigned timeout_ms;
+	char b[32];
 	int err;
 
 	pthread_mutex_lock(&sig_lock);
@@ -202,14 +207,58 @@ static void write_down(struct kvt_store *store, const struct kvtd_config *cfg)
 	pthread_mutex_unlock(&sig_lock);
 	if (!cfg->ssd_bytes || deadline <= now + margin)
 		return;
-	err = kvt_store_write_down(store, (unsigned)((deadline - now - margin) / 1000000), &wd);
-	if (err)
+	timeout_ms = (unsigned)((deadline - now - margin) / 1000000);
+	err = kvt_store_write_down(store, timeout_ms, &wd);
+	if (err) {
 		kvtd_log(KVT_LOG_WARN, "event=stop.write_down.failed err=\"%s\"", kvt_strerror(err));
-	else
-		kvtd_log(KVT_LOG_INFO, "event=stop.write_down blocks=%llu bytes=%llu refused=%llu "
-			 "left=%llu ms=%llu", (unsigned long long)wd.written,
-			 (unsigned long long)wd.written_bytes, (unsigned long long)wd.refused,
-			 (unsigned long long)wd.left, (unsigned long long)wd.ms);
+		return;
+	}
+	/* the tier stops at its capacity (it never evicts what it wrote) */
+	why = !wd.left ? "" : kvt_store_stats(store, &st) == 0 && st.tier[KVT_TIER_SSD].degraded ?
+	      "the SSD tier is degraded" : wd.ms >= timeout_ms ? "out of time" :
+	      "the SSD tier is full";
+	kvtd_log(wd.left ? KVT_LOG_WARN : KVT_LOG_INFO, "event=stop.write_down blocks=%llu "
+		 "bytes=%llu refused=%llu left=%llu ms=%llu kept=%llu dropped=%llu%s%s%s",
+		 (unsigned long long)wd.written, (unsigned long long)wd.written_bytes,
+		 (unsigned long long)wd.refused, (unsigned long long)wd.left,
+		 (unsigned long long)wd.ms, (unsigned long long)wd.written,
+		 (unsigned long long)wd.left, wd.left ? " reason=\"" : "", why, wd.left ? "\"" : "");
+	printf("kvtierd stopping: %llu blocks only in DRAM written down to SSD (%s)",
+	       (unsigned long long)wd.written, kvt_fmt_bytes(wd.written_bytes, b, sizeof(b)));
+	if (wd.left)
+		printf(", %llu not written (%s): they go with this process's DRAM tier",
+		       (unsigned long long)wd.left, why);
+	if (wd.refused)
+		printf(", %llu kept off SSD by the admission rule", (unsigned long long)wd.refused);
+	printf("\n");
+	fflush(stdout);
+}
+
+/* The drain timed out: a job is stuck (a copy on a device that does not
+ * answer, a LOAD waiting on a peer; the server has named them). Closing
+ * would wait for it, so the process ends without closing, but first keeps
+ * what a stop keeps: the blocks only DRAM holds go down to SSD, and a
+ * successor that asked gets the socket and the region (the SSD directory
+ * freed for it). It gets them as this process ends, with no take-back: a
+ * stuck job could still write into the region while this process lives. */
+static void drain_timed_out(struct kvt_server *srv, struct kvt_store *store,
+			    struct kvtd_handover *handover, const struct kvtd_config *cfg)
+{
+	int listen_fd = -1, err;
+
+	pthread_mutex_lock(&sig_lock);
+	if (handover_asked && handover)
+		listen_fd = kvt_server_take_listener(srv);
+	pthread_mutex_unlock(&sig_lock);
+	write_down(store, cfg);
+	if (listen_fd > 0) {
+		kvt_store_quiesce(store);
+		err = kvtd_handover_send(handover, listen_fd, kvt_store_dram_fd(store));
+		kvtd_log(err ? KVT_LOG_ERROR : KVT_LOG_INFO, "event=handover.sent%s%s region=%s "
+			 "reason=drain_timeout", err ? " err=" : "", err ? kvt_strerror(err) : "",
+			 kvt_store_dram_fd(store) >= 0 ? "yes" : "no");
+	}
+	exit_forced("drain");
 }
 
 /* How long a daemon that handed over waits for its successor to serve. */
@@ -253,6 +302,22 @@ static int take_over(struct kvtd_config *cfg, struct kvtd_handed *h)
 		 cfg->socket_path, h->dram >= 0 ? "yes" : "no",
 		 (unsigned long long)((kvt_now_ns() - t0) / 1000000));
 	return 0;
+}
+
+/* Whether the store took over the DRAM region it was handed; if not, the
+ * successor declines the hand-over (logged). */
+static bool region_adopted(struct kvt_store *store, const struct kvtd_config *cfg)
+{
+	struct kvt_store_stats st = { .size = sizeof(st) };
+
+	if (!kvt_store_stats(store, &st) && st.warm.adopted)
+		return true;
+	kvtd_log(KVT_LOG_ERROR, "event=takeover.declined reason=\"this configuration cannot "
+		 "adopt the DRAM region handed over%s\" action=\"the old daemon takes it back "
+		 "and serves on; to change the DRAM tier, stop it (its clean stop writes DRAM "
+		 "down to SSD) and start this one\"", cfg->warm_restart ?
+		 " (see event=dram.warm.refused)" : ": warm restarts are off");
+	return false;
 }
 
 static void stop_signal_thread(pthread_t thread)
@@ -392,11 +457,17 @@ int main(int argc, char **argv)
 	pthread_t sig_thread;
 	int err, status = 0, listen_fd, dram_fd = -1, spare_dram_fd, send_err = 0;
 	bool handing = false; /* a successor takes the socket and the region */
+	bool region_handed = false; /* this successor was handed a region */
 
 	err = kvtd_config_load(&cfg, argc, argv);
 	if (err)
 		return err > 0 ? 0 : 2;
 	if (cfg.print_config) {
+		/* refused here whatever the daemon would refuse before it starts
+		 * (sizes against this machine's memory and disk, path lengths) */
+		err = kvtd_config_check(&cfg);
+		if (err == -EINVAL)
+			return 2;
 		kvtd_config_print(&cfg, stdout);
 		return 0;
 	}
@@ -412,6 +483,7 @@ int main(int argc, char **argv)
 			return 1;
 		listen_fd = handed.sidecar >= 0 ? handed.sidecar : 0;
 		dram_fd = handed.dram;
+		region_handed = dram_fd >= 0;
 	} else {
 		listen_fd = kvtd_sd_listen_fd(sd_path, sizeof(sd_path), &dram_fd);
 	}
@@ -487,6 +559,15 @@ int main(int argc, char **argv)
 		kvtd_log(KVT_LOG_ERROR, "event=store.open.failed err=\"%s\" %s dram_bytes=%llu",
 			 kvt_strerror(err), why, (unsigned long long)cfg.dram_bytes);
 		goto out_signals;
+	}
+	/* a successor that cannot adopt the region it was handed (another
+	 * --dram, warm restarts off) declines before it confirms: the old
+	 * daemon takes the region back and serves on. Confirming would lose
+	 * every block only DRAM holds, which a stop and a start keep (the stop
+	 * writes them down) */
+	if (region_handed && !region_adopted(store, &cfg)) {
+		err = -ENOTSUP;
+		goto out_store;
 	}
 	/* under systemd the region outlives a crash too: the fd store keeps it */
 	fd_store("dram", kvt_store_dram_fd(store));
@@ -608,7 +689,7 @@ int main(int argc, char **argv)
 		kvtd_log(KVT_LOG_WARN, "event=systemd.notify.failed state=READY");
 	err = kvt_server_run(srv);
 	if (err == -ETIMEDOUT)
-		exit_forced("drain"); /* closing would wait on the stuck copy */
+		drain_timed_out(srv, store, handover, &cfg); /* closing would wait on it */
 	set_running(NULL);
 	pthread_mutex_lock(&sig_lock);
 	if (handover_asked)

@@ -89,14 +89,11 @@ void kvt_peer_auth_mac(const struct kvt_peer_secret *s, bool server,
 	HMAC(EVP_sha256(), s->bytes, (int)s->len, msg, n, out, &out_len);
 }
 
-int kvt_peer_auth_server(int fd, const struct kvt_peer_secret *s, const char *self_id,
-			 uint32_t flags, uint64_t deadline_ns, char peer_id[KVT_PEER_ID_MAX + 1])
+int kvt_peer_auth_challenge(int fd, const char *self_id, uint32_t flags, uint64_t deadline_ns,
+			    uint8_t nonce[KVT_PEER_NONCE_BYTES])
 {
 	struct kvt_peer_challenge c = { .min_version = KVT_PEER_VERSION,
 					.max_version = KVT_PEER_VERSION, .flags = flags };
-	struct kvt_peer_auth a;
-	struct kvt_frame_hdr h;
-	uint8_t buf[256], mac[KVT_PEER_MAC_BYTES];
 	struct kvt_wr w;
 	int err;
 
@@ -108,21 +105,40 @@ int kvt_peer_auth_server(int fd, const struct kvt_peer_secret *s, const char *se
 	}
 	err = kvt_peer_enc_challenge(&w, &c);
 	if (!err)
-		err = kvt_peer_exchange(fd, &w, &h, buf, sizeof(buf), deadline_ns);
+		err = kvt_peer_send_wr(fd, &w, deadline_ns);
+	if (!err)
+		memcpy(nonce, c.nonce, sizeof(c.nonce));
+out:
+	kvt_wr_free(&w);
+	return err;
+}
+
+int kvt_peer_auth_finish(int fd, const struct kvt_peer_secret *s, const char *self_id,
+			 const uint8_t nonce[KVT_PEER_NONCE_BYTES], uint64_t deadline_ns,
+			 char peer_id[KVT_PEER_ID_MAX + 1])
+{
+	struct kvt_peer_auth a;
+	struct kvt_frame_hdr h;
+	uint8_t buf[256], mac[KVT_PEER_MAC_BYTES];
+	struct kvt_wr w;
+	int err;
+
+	kvt_wr_init(&w);
+	err = kvt_peer_recv_frame(fd, &h, buf, sizeof(buf), deadline_ns);
 	if (err)
 		goto out;
 	if (h.op != KVT_PEER_AUTH || h.status != 0 || kvt_peer_dec_auth(buf, h.len, &a)) {
 		err = -EBADMSG;
 		goto out;
 	}
-	kvt_peer_auth_mac(s, false, c.nonce, a.nonce, a.id, self_id, mac);
+	kvt_peer_auth_mac(s, false, nonce, a.nonce, a.id, self_id, mac);
 	if (CRYPTO_memcmp(mac, a.mac, sizeof(mac)) != 0) {
 		kvt_peer_enc_auth_rep(&w, -EACCES, NULL);
 		kvt_peer_send_wr(fd, &w, deadline_ns);
 		err = -EACCES;
 		goto out;
 	}
-	kvt_peer_auth_mac(s, true, c.nonce, a.nonce, a.id, self_id, mac);
+	kvt_peer_auth_mac(s, true, nonce, a.nonce, a.id, self_id, mac);
 	err = kvt_peer_enc_auth_rep(&w, 0, mac);
 	if (!err)
 		err = kvt_peer_send_wr(fd, &w, deadline_ns);
@@ -132,6 +148,15 @@ out:
 	OPENSSL_cleanse(mac, sizeof(mac));
 	kvt_wr_free(&w);
 	return err;
+}
+
+int kvt_peer_auth_server(int fd, const struct kvt_peer_secret *s, const char *self_id,
+			 uint32_t flags, uint64_t deadline_ns, char peer_id[KVT_PEER_ID_MAX + 1])
+{
+	uint8_t nonce[KVT_PEER_NONCE_BYTES];
+	int err = kvt_peer_auth_challenge(fd, self_id, flags, deadline_ns, nonce);
+
+	return err ? err : kvt_peer_auth_finish(fd, s, self_id, nonce, deadline_ns, peer_id);
 }
 
 int kvt_peer_auth_client(int fd, const struct kvt_peer_secret *s, const char *self_id,

@@ -54,6 +54,17 @@ void kvt_peer_auth_mac(const struct kvt_peer_secret *s, bool server,
 int kvt_peer_auth_server(int fd, const struct kvt_peer_secret *s, const char *self_id,
 			 uint32_t flags, uint64_t deadline_ns, char peer_id[KVT_PEER_ID_MAX + 1]);
 
+/* The owner's side in two steps, kvt_peer_auth_server's: send the
+ * CHALLENGE (its nonce kept in nonce), so that a reader can answer before
+ * anything else runs for its connection; then read the AUTH, check it and
+ * answer. Return as kvt_peer_auth_server (the first, -EIO or the socket
+ * error). */
+int kvt_peer_auth_challenge(int fd, const char *self_id, uint32_t flags, uint64_t deadline_ns,
+			    uint8_t nonce[KVT_PEER_NONCE_BYTES]);
+int kvt_peer_auth_finish(int fd, const struct kvt_peer_secret *s, const char *self_id,
+			 const uint8_t nonce[KVT_PEER_NONCE_BYTES], uint64_t deadline_ns,
+			 char peer_id[KVT_PEER_ID_MAX + 1]);
+
 /* The reader's side on a connected socket. expect_id, when not NULL, is the
  * node the caller means to reach. Returns 0 with the owner's id and flags,
  * or -EACCES (refused, or the owner's proof is wrong: it does not know the

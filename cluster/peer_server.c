@@ -12,6 +12,7 @@
 #include <sys/eventfd.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -34,6 +35,7 @@ struct pconn {
 	bool authed;            /* its handshake succeeded (under srv->mu) */
 	bool dropped;           /* cut before its handshake ended (under srv->mu) */
 	struct sockaddr_storage src;
+	uint8_t nonce[KVT_PEER_NONCE_BYTES]; /* of the challenge sent at accept */
 	char peer[KVT_PEER_ID_MAX + 1];
 	char addr[64];
 	struct kvt_wr w;
@@ -50,6 +52,7 @@ struct kvt_peer_server {
 	pthread_t accept_thread;
 	pthread_mutex_t mu;
 	struct pconn *conns;
+	unsigned cut;           /* connections cut whose thread has not ended */
 	uint64_t next_conn;
 	struct kvt_peer_server_stats st;
 };
@@ -305,13 +308,13 @@ static void *conn_thread(void *arg)
 	struct pconn *c = arg;
 	struct kvt_peer_server *s = c->srv;
 	struct kvt_frame_hdr h;
-	uint32_t flags = s->o.rdma.rkey_cb ? KVT_PEER_F_RDMA : 0;
 	uint64_t failures = 0;
 	bool dropped;
 	int err;
 
 	kvt_sock_keepalive(c->fd, 30, 5);
-	err = kvt_peer_auth_server(c->fd, &s->secret, s->node_id, flags,
+	/* the challenge went at accept */
+	err = kvt_peer_auth_finish(c->fd, &s->secret, s->node_id, c->nonce,
 				   kvt_deadline_ms(s->o.auth_timeout_ms), c->peer);
 	pthread_mutex_lock(&s->mu);
 	dropped = c->dropped; /* counted and logged where it was cut */
@@ -385,6 +388,7 @@ out:
 	pthread_mutex_lock(&s->mu);
 	c->done = true;
 	s->st.conns--;
+	s->cut -= c->dropped;
 	pthread_mutex_unlock(&s->mu);
 	return NULL;
 }
@@ -430,43 +434,76 @@ static bool same_source(const struct sockaddr_storage *a, const struct sockaddr_
 	return false;
 }
 
-/* Whether one more connection from src may start its handshake: past
- * max_unauth_per_source of src's it is refused (closed at once, no thread
- * made), so one address, secret or not, holds few places; past max_unauth
- * in all (many addresses), the oldest in its handshake is cut instead, so
- * that a node's handshake (a round trip) still gets through. Called with
- * s->mu held. */
-static bool unauth_admit(struct kvt_peer_server *s, const struct sockaddr_storage *src,
-			 const char *addr)
+/* Cut connection c in its handshake (s->mu held): its thread sees the end
+ * and leaves. Counted; logged at the 1st, 2nd, 4th, 8th... cut, so that a
+ * flood is told, not echoed. */
+static void unauth_cut(struct kvt_peer_server *s, struct pconn *c, const char *why)
 {
-	struct pconn *oldest = NULL;
-	unsigned all = 0, from_src = 0;
-	bool admit = true;
-
-	for (struct pconn *c = s->conns; c; c = c->next) {
-		if (c->authed || c->dropped || c->done)
-			continue;
-		all++;
-		if (!oldest || c->id < oldest->id)
-			oldest = c;
-		from_src += same_source(&c->src, src);
-	}
-	if (from_src >= s->o.max_unauth_per_source) {
-		admit = false;
-	} else if (all >= s->o.max_unauth && oldest) {
-		oldest->dropped = true;
-		shutdown(oldest->fd, SHUT_RDWR); /* its thread sees the end and leaves */
-	} else {
-		return true;
-	}
+	c->dropped = true;
+	s->cut++;
+	shutdown(c->fd, SHUT_RDWR);
 	s->st.unauth_dropped++;
-	/* logged at 1, 2, 4, 8... drops: a flood is told, not echoed */
 	if (!(s->st.unauth_dropped & (s->st.unauth_dropped - 1)))
 		slog(s, KVT_LOG_WARN, "event=peer.unauth_dropped addr=%s drops=%" PRIu64
-		     " reason=\"too many connections in their handshake%s\"",
-		     admit ? oldest->addr : addr, s->st.unauth_dropped,
-		     admit ? "" : " from one address");
-	return admit;
+		     " reason=\"too many connections in their handshake%s\"", c->addr,
+		     s->st.unauth_dropped, why);
+}
+
+/* The most connections in their handshake max_unauth may allow. */
+#define UNAUTH_MAX 256
+
+/* Whether connection c's answer to its challenge waits whole, unread (its
+ * thread not run yet): a node's, about to be checked. One that is garbage
+ * fails at once when its thread reads it. */
+static bool answer_waits(const struct pconn *c)
+{
+	int n = 0;
+
+	return ioctl(c->fd, FIONREAD, &n) == 0 &&
+	       n >= KVT_PROTO_HDR_BYTES + KVT_PEER_NONCE_BYTES + KVT_PEER_MAC_BYTES;
+}
+
+/* Make room for one more connection in its handshake: past max_unauth in
+ * all, one is cut: the oldest of the address that holds the most, when it
+ * holds max_unauth_per_source or more (a flood's), else the oldest of all.
+ * The new one is never the one cut, nor refused: a node's connection from
+ * a flooded address (the node's own host, or one it shares behind NAT)
+ * looks like the flood's until its handshake proves the secret, which the
+ * flood cannot do; the flood's connections, which never answer, are the
+ * older, and go first. A node's connection is cut only if max_unauth more
+ * get in while its handshake (a round trip) runs; one from an address
+ * holding fewer than max_unauth_per_source is not cut while a flooding
+ * address holds more. Called with s->mu held. */
+static void unauth_admit(struct kvt_peer_server *s)
+{
+	struct pconn *v[UNAUTH_MAX], *victim = NULL;
+	unsigned n = 0, most = 0;
+	int from = -1;
+
+	for (struct pconn *c = s->conns; c && n < sizeof(v) / sizeof(v[0]); c = c->next)
+		if (!c->authed && !c->dropped && !c->done)
+			v[n++] = c;
+	if (n < s->o.max_unauth)
+		return;
+	/* the address holding the most */
+	for (unsigned i = 0; i < n; i++) {
+		unsigned from_src = 0;
+
+		for (unsigned k = 0; k < n; k++)
+			from_src += same_source(&v[i]->src, &v[k]->src);
+		if (from_src > most) {
+			most = from_src;
+			from = (int)i;
+		}
+	}
+	/* its oldest (the list is newest first), else the oldest of all; one
+	 * whose answer waits to be read is passed by while another can go */
+	for (int pass = 0; pass < 2 && !victim; pass++)
+		for (unsigned k = n; k-- > 0 && !victim;)
+			if ((most < s->o.max_unauth_per_source ||
+			     same_source(&v[from]->src, &v[k]->src)) && (pass || !answer_waits(v[k])))
+				victim = v[k];
+	unauth_cut(s, victim, most >= s->o.max_unauth_per_source ? " from one address" : "");
 }
 
 static void *accept_thread(void *arg)
@@ -502,8 +539,24 @@ static void *accept_thread(void *arg)
 			continue;
 		}
 		kvt_sockaddr_str(&sa, c->addr, sizeof(c->addr));
+		/* the challenge goes at once (a small frame into an empty send
+		 * buffer), before a thread is made: a node answers while its
+		 * thread starts, and its answer, waiting whole, keeps it from
+		 * being cut (answer_waits) */
+		if (kvt_peer_auth_challenge(fd, s->node_id, s->o.rdma.rkey_cb ? KVT_PEER_F_RDMA : 0,
+					    kvt_deadline_ms(10), c->nonce)) {
+			close(fd);
+			free(c);
+			continue;
+		}
 		pthread_mutex_lock(&s->mu);
-		if (s->st.conns >= s->o.max_conns || !unauth_admit(s, &ss, c->addr)) {
+		/* a connection cut is on its way out (its thread sees the end at
+		 * once): its place is not held against a new one, up to
+		 * max_unauth of them */
+		if (s->st.conns - s->cut < s->o.max_conns)
+			unauth_admit(s);
+		if (s->st.conns - s->cut >= s->o.max_conns ||
+		    s->st.conns >= (uint64_t)s->o.max_conns + s->o.max_unauth) {
 			s->st.refused++;
 			pthread_mutex_unlock(&s->mu);
 			close(fd);
@@ -556,6 +609,8 @@ int kvt_peer_server_open(const struct kvt_peer_server_opts *o, struct kvt_peer_s
 	/* nodes keep at least three quarters of the places */
 	if (s->o.max_unauth > s->o.max_conns / 4)
 		s->o.max_unauth = s->o.max_conns / 4 ? s->o.max_conns / 4 : 1;
+	if (s->o.max_unauth > UNAUTH_MAX)
+		s->o.max_unauth = UNAUTH_MAX;
 	snprintf(s->node_id, sizeof(s->node_id), "%s", o->node_id);
 	pthread_mutex_init(&s->mu, NULL);
 	s->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -564,7 +619,7 @@ int kvt_peer_server_open(const struct kvt_peer_server_opts *o, struct kvt_peer_s
 		goto fail;
 	}
 	/* room for nodes' connects behind a burst of others, which are taken
-	 * and closed at once past their address's handshake bound */
+	 * at once (each cutting an older handshake past the bound) */
 	s->lfd = kvt_sock_listen(&sa, 1024);
 	if (s->lfd < 0) {
 		err = s->lfd;

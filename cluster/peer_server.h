@@ -63,12 +63,15 @@ struct kvt_peer_server_opts {
 	void *log_arg;
 	/* Connections that have not finished the handshake are bounded below
 	 * max_conns, so that anyone who can reach the port, secret or not,
-	 * cannot take the places of nodes: past the bound per source address a
-	 * new one is closed at once; past the bound in all, the oldest in its
-	 * handshake is cut. */
+	 * cannot take the places of nodes: past the bound in all, one in its
+	 * handshake is cut, never the new one (a node's connection from a
+	 * flooded address proves the secret within a round trip; the flood's
+	 * never do, and are the older): the oldest of the address holding the
+	 * most when it holds the bound per source or more, else the oldest. */
 	unsigned auth_timeout_ms;   /* the handshake's deadline (2000; at most timeout_ms) */
-	unsigned max_unauth;        /* in all (max_conns / 4) */
-	unsigned max_unauth_per_source; /* from one address (8) */
+	unsigned max_unauth;        /* in all (max_conns / 4, at most 256) */
+	unsigned max_unauth_per_source; /* from one address before its own are
+	                             * cut first (8) */
 };
 
 struct kvt_peer_server_stats {
@@ -76,9 +79,8 @@ struct kvt_peer_server_stats {
 	uint64_t accepted, refused; /* refused: over max_conns */
 	uint64_t auth_failures;     /* handshakes that failed: wrong secret, garbage,
 	                             * silence past auth_timeout_ms */
-	uint64_t unauth_dropped;    /* connections closed or cut in their handshake
-	                             * for the max_unauth* bounds (also in refused
-	                             * when closed at accept) */
+	uint64_t unauth_dropped;    /* connections cut in their handshake for the
+	                             * max_unauth* bounds */
 	uint64_t requests, bad_requests;
 	uint64_t blocks_sent, bytes_sent;
 	uint64_t misses;            /* blocks asked for and not held */

@@ -13,6 +13,7 @@
 
 #include "store/warm.h"
 #include "util/clock.h"
+#include "util/log.h"
 
 /* Probes of a degraded storage tier: after 1 s, then doubling up to 64 s. */
 #define PROBE_FIRST_NS 1000000000ULL
@@ -184,7 +185,7 @@ static uint64_t finish(struct kvt_store *s, struct wbatch *b, uint64_t *refused)
 		kvt_tiering_unhold(s, i);
 	}
 	kvt_tiering_forget_dropped(s);
-	*refused = full_bytes && kvt_tiering_evict_from(s, to, full_bytes) ? full_bytes : 0;
+	*refused = full_bytes && kvt_tiering_evict_from(s, to, full_bytes, true) ? full_bytes : 0;
 	/* room in the tier below is not room here: only a block that left
 	 * wakes the allocations waiting */
 	if (moved)
@@ -312,7 +313,7 @@ void kvt_tiering_rewrite_copies(struct kvt_store *s)
 		list[n++] = t->rewrite[--t->n_rewrite];
 	write_copies(s, &t->wb[0], to, list, n, true, &full_bytes, &copied, &copied_bytes);
 	/* no room: colder blocks make way (the retry stops when none can) */
-	if (full_bytes && !kvt_tiering_evict_from(s, to, full_bytes))
+	if (full_bytes && !kvt_tiering_evict_from(s, to, full_bytes, true))
 		t->n_rewrite = 0;
 }
 
@@ -323,11 +324,16 @@ int kvt_tiering_write_down(struct kvt_store *s, uint64_t deadline_ns, struct kvt
 	struct wbatch *b = malloc(sizeof(*b));
 	uint32_t *list = NULL;
 	size_t n = 0, done = 0;
+	uint64_t evicted0 = 0; /* then how many the tier evicted for room */
+	const char *why;
+	bool no_room = false;
 	int err = 0;
 
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&s->lock);
 	to = target(s);
+	if (to)
+		evicted0 = s->counters.tier[to->t->kind].evictions;
 	if (!to)
 		err = -ENODEV;
 	else if (!b || !(list = malloc((kvt_index_high(s->cat.idx) + 1) * sizeof(*list))))
@@ -349,13 +355,26 @@ int kvt_tiering_write_down(struct kvt_store *s, uint64_t deadline_ns, struct kvt
 		done += write_copies(s, b, to, list + done, n - done, false, &full, &out->written,
 				     &out->written_bytes);
 		/* a full tier makes room from its coldest blocks, as for a
-		 * demotion; when it cannot, the rest stays in DRAM only */
-		if (full && !kvt_tiering_evict_from(s, to, full))
+		 * demotion, but never from the copies of blocks in memory: those
+		 * are what this write-down wrote (it would evict its own writes,
+		 * and keep no more), or blocks already kept. When nothing else
+		 * can go, the tier is at capacity and the rest stays in DRAM */
+		if (full && !kvt_tiering_evict_from(s, to, full, false)) {
+			no_room = true;
 			break;
+		}
 	}
 	out->left = n - out->written;
+	if (to)
+		evicted0 = s->counters.tier[to->t->kind].evictions - evicted0;
+	why = no_room ? "the tier is full: the rest stays only in DRAM" :
+	      to && degraded(to) ? "the tier is degraded" : "out of time";
 	out->ms = (kvt_now_ns() - t0) / 1000000;
 	pthread_mutex_unlock(&s->lock);
+	if (out->left)
+		kvt_log(KVT_LOG_WARN, "event=write_down.stopped kept=%llu dropped=%llu evicted=%llu "
+			"reason=\"%s\"", (unsigned long long)out->written,
+			(unsigned long long)out->left, (unsigned long long)evicted0, why);
 	free(list);
 	free(b);
 	return err;

@@ -154,13 +154,15 @@ void kvt_tiering_forget_dropped(struct kvt_store *s)
 
 /* Make room in storage tier st for about `bytes`: first records no
  * namespace claimed, then its policy's coldest blocks, and only when none
- * is left the spare copies of blocks that are in memory. A block read back
- * sits in memory, where it is more recent than any block only in st (the
- * tier's policy takes a block coming down as its most recent), so its copy
- * goes after them: it stays durable as long as colder blocks are kept.
- * Every record let go is counted: an eviction when the block is lost, a
- * dropped copy when not. Returns the number of records let go. */
-uint64_t kvt_tiering_evict_from(struct kvt_store *s, struct storage *st, uint64_t bytes)
+ * is left (and `copies`) the spare copies of blocks that are in memory. A
+ * block read back sits in memory, where it is more recent than any block
+ * only in st (the tier's policy takes a block coming down as its most
+ * recent), so its copy goes after them: it stays durable as long as colder
+ * blocks are kept. Every record let go is counted: an eviction when the
+ * block is lost, a dropped copy when not. Returns the number of records
+ * let go. */
+uint64_t kvt_tiering_evict_from(struct kvt_store *s, struct storage *st, uint64_t bytes,
+				bool copies)
 {
 	struct kvt_tiering *t = s->tiering;
 	unsigned kind = st->t->kind;
@@ -185,7 +187,7 @@ uint64_t kvt_tiering_evict_from(struct kvt_store *s, struct storage *st, uint64_
 		kvt_tiering_discard(s, v);
 		n_freed++;
 	}
-	for (uint32_t n = 0; freed < bytes && n < high; n++) {
+	for (uint32_t n = 0; copies && freed < bytes && n < high; n++) {
 		uint32_t i = t->copy_cursor++ % high;
 		struct kvt_rec *r = rec(s, i);
 

@@ -125,7 +125,8 @@ void kvt_tiering_drop_copy(struct kvt_store *s, struct kvt_rec *r);
 void kvt_tiering_unhold(struct kvt_store *s, uint32_t i);
 int kvt_tiering_recovered_push(struct storage *st, const struct kvt_tier_rec *r);
 void kvt_tiering_want_rewrite(struct kvt_tiering *t, uint32_t i);
-uint64_t kvt_tiering_evict_from(struct kvt_store *s, struct storage *st, uint64_t bytes);
+uint64_t kvt_tiering_evict_from(struct kvt_store *s, struct storage *st, uint64_t bytes,
+				bool copies);
 bool kvt_tiering_refuse(struct kvt_store *s, uint32_t i, struct storage *to);
 void kvt_tiering_rewrite_copies(struct kvt_store *s);
 void kvt_tiering_write_tombs(struct kvt_store *s, struct storage *st);

@@ -446,6 +446,7 @@ int kvt_server_run(struct kvt_server *srv)
 	if (busy > 0) {
 		kvt_srv_log(srv, KVT_LOG_ERROR, "event=server.drain_timeout jobs=%d timeout_ms=%u",
 			    busy, srv->opts.drain_timeout_ms);
+		kvt_jobs_log_stuck(srv);
 		return -ETIMEDOUT;
 	}
 	kvt_srv_log(srv, KVT_LOG_INFO, "event=server.stopped");

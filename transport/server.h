@@ -153,9 +153,10 @@ int kvt_server_open(const struct kvt_server_opts *opts, struct kvt_server **out)
 /* Run the event loop until kvt_server_stop(); then stop accepting, let the
  * operations in flight finish and their replies go out, waiting at most
  * opts.drain_timeout_ms. Returns 0, or -ETIMEDOUT when jobs were still in
- * flight at the timeout: a copy is stuck (a device that does not answer),
- * and kvt_server_close would wait for it, so the caller should leave without
- * closing. */
+ * flight at the timeout (each is logged, running or queued: event=
+ * server.stuck_job): a copy is stuck (a device that does not answer), and
+ * kvt_server_close would wait for it, so the caller should leave without
+ * closing. The store stays usable meanwhile. */
 int kvt_server_run(struct kvt_server *srv);
 
 /* Ask a running loop to stop. Async-signal-safe; callable from any thread. */

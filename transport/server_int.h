@@ -271,6 +271,9 @@ struct kvt_server {
 	bool prefault_running;
 	pthread_t *threads;
 	unsigned n_threads;
+	struct kvt_job **running;   /* qlock: the job each worker runs, NULL when
+	                             * idle (n_threads entries): what a drain
+	                             * that timed out names */
 	int busy_jobs;              /* atomic: handed to the queue, not yet final */
 
 	/* notes from the workers to the loop: jobs linked by note_next, oldest
@@ -379,6 +382,8 @@ void kvt_tickets_close(struct kvt_conn *c);
 int kvt_jobs_start(struct kvt_server *srv);
 void kvt_jobs_stop(struct kvt_server *srv);
 void kvt_jobs_submit(struct kvt_server *srv, struct kvt_job *job);
+/* Log each job the workers run and each still queued (loop thread). */
+void kvt_jobs_log_stuck(struct kvt_server *srv);
 /* Post a note to the loop (worker side): progress (a layer is in place), or
  * final (the result is set; the worker never touches the job again).
  * Never allocates or fails. */

@@ -157,6 +157,16 @@ static int32_t run_save(struct worker *w, struct kvt_job *job)
 	return i == 0 && err ? err : (int32_t)i;
 }
 
+/* Replace `from` by `to` in the list of running jobs (qlock held). */
+static void running_set(struct kvt_server *srv, const struct kvt_job *from, struct kvt_job *to)
+{
+	for (unsigned i = 0; srv->running && i < srv->n_threads; i++)
+		if (srv->running[i] == from) {
+			srv->running[i] = to;
+			return;
+		}
+}
+
 /* Take the first queued job this worker may run (qlock held): a LOAD that
  * may wait on other nodes only while fewer than opts.peer_workers run such
  * LOADs, so a slow peer never holds every worker and SAVEs and local LOADs
@@ -193,6 +203,8 @@ static void *worker_main(void *arg)
 		 * leaves only once every job was taken */
 		while (!(job = take_job(srv)) && (srv->qhead || !srv->qstop))
 			pthread_cond_wait(&srv->qcond, &srv->qlock);
+		if (job)
+			running_set(srv, NULL, job);
 		pthread_mutex_unlock(&srv->qlock);
 		if (!job)
 			break;
@@ -200,13 +212,15 @@ static void *worker_main(void *arg)
 		/* here, not at REGISTER: faulting pages in would hold up the loop */
 		kvt_engine_mem_populate(job->mem, job->pages, job->n);
 		job->result = job->op == KVT_OP_SAVE ? run_save(&w, job) : kvt_run_load(&w, job);
+		/* off the list before the note: the loop may free the job then;
+		 * a peer LOAD queued behind the bound may go now */
+		pthread_mutex_lock(&srv->qlock);
+		running_set(srv, job, NULL);
 		if (job->peer) {
-			/* a peer LOAD queued behind the bound may go now */
-			pthread_mutex_lock(&srv->qlock);
 			srv->peer_running--;
 			pthread_cond_broadcast(&srv->qcond);
-			pthread_mutex_unlock(&srv->qlock);
 		}
+		pthread_mutex_unlock(&srv->qlock);
 		kvt_jobs_notify(srv, job, true);
 	}
 	kvt_worker_fini(&w);
@@ -232,8 +246,14 @@ int kvt_jobs_start(struct kvt_server *srv)
 	unsigned n = srv->opts.workers ? srv->opts.workers : 4;
 
 	srv->threads = calloc(n, sizeof(*srv->threads));
-	if (!srv->threads)
+	srv->running = calloc(n, sizeof(*srv->running));
+	if (!srv->threads || !srv->running) {
+		free(srv->threads);
+		free(srv->running);
+		srv->threads = NULL;
+		srv->running = NULL;
 		return -ENOMEM;
+	}
 	for (; srv->n_threads < n; srv->n_threads++) {
 		int err = pthread_create(&srv->threads[srv->n_threads], NULL, worker_main, srv);
 		if (err) {
@@ -254,6 +274,63 @@ void kvt_jobs_stop(struct kvt_server *srv)
 	for (unsigned i = 0; i < srv->n_threads; i++)
 		pthread_join(srv->threads[i], NULL);
 	free(srv->threads);
+	free(srv->running);
 	srv->threads = NULL;
+	srv->running = NULL;
 	srv->n_threads = 0;
+}
+
+/* What kvt_jobs_log_stuck names of a job. */
+struct stuck {
+	bool running;
+	uint16_t op;
+	uint64_t ticket, conn, age_ms;
+	uint32_t blocks;
+	int pid, layers_done;
+	unsigned uid;
+};
+
+#define STUCK_MAX 32 /* jobs named one by one; the rest are counted */
+
+static void stuck_note(struct stuck *v, size_t *n, const struct kvt_job *job, bool running,
+		       uint64_t now)
+{
+	if (*n == STUCK_MAX)
+		return;
+	v[(*n)++] = (struct stuck){
+		.running = running, .op = job->op, .ticket = job->ticket, .conn = job->conn->id,
+		.age_ms = (now - job->start_ns) / 1000000, .blocks = job->n, .pid = job->conn->pid,
+		.layers_done = __atomic_load_n(&job->layers_done, __ATOMIC_ACQUIRE),
+		.uid = (unsigned)job->conn->uid,
+	};
+}
+
+void kvt_jobs_log_stuck(struct kvt_server *srv)
+{
+	struct stuck v[STUCK_MAX];
+	uint64_t now = kvt_now_ns();
+	unsigned running = 0, queued = 0;
+	size_t n = 0;
+
+	/* a job's connection outlives it (its reference), so the loop may read
+	 * it; the list is copied under the lock and logged after */
+	pthread_mutex_lock(&srv->qlock);
+	for (unsigned i = 0; srv->running && i < srv->n_threads; i++)
+		if (srv->running[i]) {
+			running++;
+			stuck_note(v, &n, srv->running[i], true, now);
+		}
+	for (const struct kvt_job *j = srv->qhead; j; j = j->qnext) {
+		queued++;
+		stuck_note(v, &n, j, false, now);
+	}
+	pthread_mutex_unlock(&srv->qlock);
+	for (size_t k = 0; k < n; k++)
+		kvt_srv_log(srv, KVT_LOG_ERROR, "event=server.stuck_job state=%s op=%s ticket=%llu "
+			    "conn=%llu pid=%d uid=%u blocks=%u layers_done=%d age_ms=%llu",
+			    v[k].running ? "running" : "queued", kvt_op_name(v[k].op),
+			    (unsigned long long)v[k].ticket, (unsigned long long)v[k].conn, v[k].pid,
+			    v[k].uid, v[k].blocks, v[k].layers_done, (unsigned long long)v[k].age_ms);
+	kvt_srv_log(srv, KVT_LOG_ERROR, "event=server.stuck_jobs running=%u queued=%u named=%zu",
+		    running, queued, n);
 }

@@ -532,6 +532,60 @@ static void config_gaps_are_usage_errors(void **state)
 	}
 }
 
+/* The daemon's checks of its settings against this machine (the DRAM tier
+ * within the memory this process may use, the SSD tier within its file
+ * system and at least 4 MiB, the hand-over socket's path within a socket
+ * path's length) are --print-config's too: a configuration the daemon
+ * refuses with exit 2 is refused the same way, where it used to be printed
+ * with exit 0. Nothing is made by --print-config (the data directory). */
+static void print_config_refuses_what_the_daemon_refuses(void **state)
+{
+	static const struct { const char *file, *args, *says; } cases[] = {
+		{ NULL, "--dram 1000T --ssd 0", "--dram" },
+		{ "[kvtierd]\ndram = 512K\n", "--ssd 0", "--dram" },
+		{ NULL, "--dram 1M --ssd 1M", "--ssd" },
+		{ "[kvtierd]\nssd = 1000T\n", "--dram 1M", "--ssd" },
+		{ NULL, "--dram 1M --ssd 0 --socket %s/%.*s", "--handover-socket" },
+	};
+	char ini[512], data[512], sock[512], args[2400], more[512], *out;
+	struct stat st;
+
+	(void)state;
+	snprintf(ini, sizeof(ini), "%s/checks.ini", dir);
+	snprintf(sock, sizeof(sock), "%s/checks.sock", sockdir);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		bool own_socket = strstr(cases[i].args, "--socket") != NULL;
+
+		/* a socket path of 100 bytes: it fits, but not with ".takeover" */
+		snprintf(more, sizeof(more), cases[i].args, sockdir, 99 - (int)strlen(sockdir),
+			 "ssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssss"
+			 "ssssssssssssssssssssssssssssssssssssssss");
+		for (int print = 0; print < 2; print++) {
+			int n = 0;
+
+			/* a data directory of its own, not there yet */
+			snprintf(data, sizeof(data), "%s/checks-%zu-%d/data", dir, i, print);
+			if (cases[i].file) {
+				write_file(ini, cases[i].file);
+				n = snprintf(args, sizeof(args), "--config %s ", ini);
+			}
+			snprintf(args + n, sizeof(args) - (size_t)n, "%s%s%s --data-dir %s "
+				 "--no-prefault --no-gpu --metrics off%s", more,
+				 own_socket ? "" : " --socket ", own_socket ? "" : sock, data,
+				 print ? " --print-config" : "");
+			if (run_limit(args, 10, &out) != 2)
+				fail_msg("%s%s: not a usage error:\n%s", cases[i].file ? cases[i].file : "",
+					 args, out);
+			if (!strstr(out, cases[i].says))
+				fail_msg("%s: the message does not say \"%s\":\n%s", args, cases[i].says,
+					 out);
+			free(out);
+			if (print)
+				assert_int_not_equal(stat(data, &st), 0);
+		}
+	}
+}
+
 /* --socket replaces only a stale socket (one left by a daemon that died): a
  * regular file, or a symlink, at the path is refused and left as it was. */
 static void only_a_stale_socket_is_replaced(void **state)
@@ -628,6 +682,7 @@ int main(void)
 		cmocka_unit_test(metrics_beyond_loopback_warn),
 		cmocka_unit_test(ambiguous_tokens_are_refused),
 		cmocka_unit_test(config_gaps_are_usage_errors),
+		cmocka_unit_test(print_config_refuses_what_the_daemon_refuses),
 		cmocka_unit_test(only_a_stale_socket_is_replaced),
 		cmocka_unit_test(a_live_socket_is_not_taken_over),
 	};

@@ -775,6 +775,45 @@ static void an_unauthenticated_flood_does_not_lock_nodes_out(void **state)
 	owner_close(&o);
 }
 
+/* The same flood from the reader's own address (a node's host, or an
+ * address it shares behind NAT): it cannot authenticate, so it does not
+ * keep the reader out either. Before, the bound per address refused the
+ * reader's connections at accept with the flood's: 0 of 16 blocks in 10 of
+ * 10 tries. */
+static void a_flood_from_a_nodes_own_address_does_not_lock_it_out(void **state)
+{
+	struct owner o;
+	struct kvt_peer_client *c = client("reader", &secret);
+	struct kvt_peer_server_stats st;
+	struct flood f = { .bind_addr = "127.0.0.1" };
+	int got[5];
+
+	(void)state;
+	owner_open(&o, 32ull << 20, NULL);
+	owner_put(&o, 9, 16);
+	f.port = kvt_peer_server_port(o.srv);
+	assert_int_equal(pthread_create(&f.th, NULL, flood_thread, &f), 0);
+	kvt_test_sleep_ms(300); /* the flood is in place */
+	for (int i = 0; i < 5; i++) {
+		got[i] = fetch_into_store(c, &o, 9, 16, NULL);
+		kvt_test_sleep_ms(100);
+	}
+	__atomic_store_n(&f.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(f.th, NULL);
+	kvt_peer_server_stats(o.srv, &st);
+	fprintf(stderr, "flood from 127.0.0.1: %llu connections opened; owner: accepted %llu, "
+		"refused %llu, dropped in handshake %llu; fetches got %d %d %d %d %d of 16\n",
+		(unsigned long long)f.opened, (unsigned long long)st.accepted,
+		(unsigned long long)st.refused, (unsigned long long)st.unauth_dropped, got[0],
+		got[1], got[2], got[3], got[4]);
+	for (int i = 0; i < 5; i++)
+		if (got[i] != 16)
+			fail_msg("fetch %d under the flood got %d of 16 blocks", i, got[i]);
+	assert_true(st.unauth_dropped > 0);
+	kvt_peer_client_close(c);
+	owner_close(&o);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -789,6 +828,7 @@ int main(void)
 		cmocka_unit_test(a_restarted_owner_is_fetched_from_at_once),
 		cmocka_unit_test(closing_the_server_ends_idle_connections),
 		cmocka_unit_test(an_unauthenticated_flood_does_not_lock_nodes_out),
+		cmocka_unit_test(a_flood_from_a_nodes_own_address_does_not_lock_it_out),
 		cmocka_unit_test(a_reader_that_vanishes_mid_get_leaves_nothing_behind),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
