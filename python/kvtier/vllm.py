@@ -100,6 +100,34 @@ def _shard_of(pc):
     return pc.rank % shards, shards
 
 
+def _unsupported_model(mc, dtype, kv_cache_config):
+    """Why kvtier cannot serve this model's KV, or None. The KV of an MLA
+    model is one latent tensor per layer (no K and V); a hybrid model's
+    layers keep state kvtier does not store, or KV cache groups of several
+    attention kinds overlaid in one memory; sliding-window layers managed as
+    such free their blocks outside the window, so a prompt's early blocks
+    are gone by the time its prefill ends."""
+    if dtype not in _DTYPES:
+        return "KV dtype %s (kvtier stores bf16, fp16 and fp32)" % dtype
+    if mc.use_mla:
+        return "MLA attention (one latent tensor per layer, no K/V split)"
+    if mc.is_hybrid or mc.is_attention_free:
+        return "a hybrid model (layers with state that is not attention KV)"
+    groups = getattr(kv_cache_config, "kv_cache_groups", None) or []
+    if len(groups) > 1:
+        return "%d KV cache groups (%s): a hybrid of attention kinds" % (
+            len(groups), ", ".join(type(g.kv_cache_spec).__name__ for g in groups))
+    # without vLLM's hybrid manager (off beside a connector that does not
+    # declare it) sliding-window layers keep every block: full attention's
+    # spec, and their KV is whole
+    kinds = {type(g.kv_cache_spec).__name__ for g in groups}
+    if kinds - {"FullAttentionSpec"}:
+        return "sliding-window or local attention (%s)" % ", ".join(sorted(kinds))
+    if not groups and mc.get_sliding_window():
+        return "sliding-window attention (window %s)" % mc.get_sliding_window()
+    return None
+
+
 def _layer_order(name):
     nums = re.findall(r"\d+", name)
     return (int(nums[0]) if nums else 0, name)
@@ -116,8 +144,6 @@ class KvtierConnector(KVConnectorBase_V1):
         cc = vllm_config.cache_config
         self._block_size = cc.block_size
         dtype = mc.dtype if cc.cache_dtype in (None, "auto") else cc.cache_dtype
-        if dtype not in _DTYPES:
-            raise ValueError("kvtier: KV dtype %s not supported (bf16, fp16, fp32)" % dtype)
         from vllm.platforms import current_platform
         self._device = current_platform.device_type
         layout = cc.kv_cache_layout or ("LBHNC" if self._device == "cpu" else "auto")
@@ -132,6 +158,18 @@ class KvtierConnector(KVConnectorBase_V1):
         if self._on_unsupported not in ("error", "warn"):
             raise ValueError('kvtier: on_unsupported is "error" (default) or "warn", not %r'
                              % (self._on_unsupported,))
+        self._reqs = {}             # scheduler side: request id -> _Sched
+        self._kv_mem = None         # worker side: the memfd of the KV buffer
+        self._registered = False
+        reason = _unsupported_model(mc, dtype, kv_cache_config)
+        if reason:
+            if self._on_unsupported != "warn":
+                raise ValueError("kvtier cannot serve this model: %s (set "
+                                 'kv_connector_extra_config "on_unsupported": "warn" to '
+                                 "serve without kvtier)" % reason)
+            log.warning("kvtier off: %s", reason)
+            self._kv = _Off()
+            return
         self._kv = KVTierConnector(
             self.namespace, mc.get_num_layers(pc), mc.get_num_kv_heads(pc),
             mc.get_head_size(), self._block_size, kv_dtype=_DTYPES[dtype],
@@ -142,9 +180,6 @@ class KvtierConnector(KVConnectorBase_V1):
             use_plan=bool(extra.get("use_plan", True)),
             completions=extra.get("completions", "push"),
             tp_rank=self.shard, tp_size=self.shards)
-        self._reqs = {}             # scheduler side: request id -> _Sched
-        self._kv_mem = None         # worker side: the memfd of the KV buffer
-        self._registered = False
 
     @property
     def kvtier(self):
@@ -233,6 +268,8 @@ class KvtierConnector(KVConnectorBase_V1):
         error naming what differs; with extra config "on_unsupported":
         "warn" the connector is off instead (warned) and vLLM serves,
         recomputing every prefix."""
+        if isinstance(self._kv, _Off):
+            return
         try:
             spec, names = self._region_of(kv_caches)
         except ValueError as e:
@@ -334,3 +371,45 @@ class KvtierConnector(KVConnectorBase_V1):
 def _address(mem):
     """Address of an EngineMemory's mapping in this process."""
     return ctypes.addressof(ctypes.c_char.from_buffer(mem.buf))
+
+
+class _Off:
+    """The connector of a model kvtier cannot serve, with on_unsupported
+    "warn": nothing matched, loaded or saved, on both sides; vLLM serves
+    as without a connector."""
+
+    def get_num_new_matched_tokens(self, request, num_computed_tokens):
+        return 0, False
+
+    def update_state_after_alloc(self, request, block_ids, num_external_tokens):
+        pass
+
+    def build_connector_meta(self, scheduled):
+        return None
+
+    def request_finished(self, request, block_ids=None):
+        return False, None
+
+    def bind_connector_metadata(self, meta):
+        pass
+
+    def clear_connector_metadata(self):
+        pass
+
+    def start_load_kv(self, forward_context=None, **kwargs):
+        pass
+
+    def wait_for_layer_load(self, layer):
+        return True
+
+    def wait_for_save(self):
+        return 0
+
+    def get_finished(self, finished_req_ids=()):
+        return set(), set()
+
+    def get_block_ids_with_load_errors(self):
+        return set()
+
+    def close(self):
+        pass
