@@ -17,6 +17,7 @@
 
 #include "app/daemon_log.h"
 #include "util/clock.h"
+#include "util/unix_sock.h"
 
 #define MAGIC "KVTH1\0\0"   /* 8 bytes with its NUL */
 #define ASK "KVTH1 take-over"
@@ -44,25 +45,6 @@ static int set_addr(struct sockaddr_un *sa, const char *path)
 		return -ENAMETOOLONG;
 	memcpy(sa->sun_path, path, strlen(path));
 	return 0;
-}
-
-/* Whether the socket file at sa is stale: a socket no one listens on.
- * Anything else (a live daemon's hand-over socket, a regular file) is not
- * this process's to replace. */
-static bool socket_stale(const struct sockaddr_un *sa)
-{
-	struct stat st;
-	bool stale;
-	int probe;
-
-	if (lstat(sa->sun_path, &st) || !S_ISSOCK(st.st_mode))
-		return false;
-	probe = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (probe < 0)
-		return false;
-	stale = connect(probe, (const struct sockaddr *)sa, sizeof(*sa)) && errno == ECONNREFUSED;
-	close(probe);
-	return stale;
 }
 
 /* Whether the peer of conn runs as this daemon's uid: only a successor
@@ -145,7 +127,7 @@ static void *handover_main(void *arg)
 		err = read_msg(conn, ASK, sizeof(ASK), 2000);
 		if (err) {
 			/* one that closes before a byte is a daemon making sure
-			 * this socket is live (socket_stale): not worth a warning */
+			 * this socket is live (kvt_unix_sock_stale): not worth a warning */
 			kvtd_log(err == -ENODATA ? KVT_LOG_DEBUG : KVT_LOG_WARN, "event=handover.%s "
 				 "uid=%u pid=%d reason=\"no take-over request\"", err == -ENODATA ?
 				 "probed" : "refused", (unsigned)uid, (int)pid);
@@ -192,7 +174,7 @@ int kvtd_handover_listen(const char *path, int inherited, kvtd_handover_cb cb, v
 		err = bind(h->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0;
 		/* only a file left by a daemon that died is replaced: a live
 		 * daemon's must stay, or no successor could reach it again */
-		if (err == -EADDRINUSE && socket_stale(&sa) && !unlink(path))
+		if (err == -EADDRINUSE && kvt_unix_sock_stale(&sa) && !unlink(path))
 			err = bind(h->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0;
 		umask(old);
 		h->bound = !err;

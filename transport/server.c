@@ -24,6 +24,7 @@
 #include "transport/server_int.h"
 #include "util/log.h"
 #include "util/opts.h"
+#include "util/unix_sock.h"
 
 void kvt_srv_log(struct kvt_server *srv, enum kvt_log_level lvl, const char *fmt, ...)
 {
@@ -66,31 +67,23 @@ int kvt_srv_watch(struct kvt_server *srv, int op, int fd, uint32_t events, void 
 	return epoll_ctl(srv->epfd, op, fd, &ev) ? -errno : 0;
 }
 
-/* Whether the socket file at sa is stale: a socket no one listens on, left
- * by a daemon that died. Anything else there (a live daemon, one too busy to
- * accept, a regular file, a symlink) is not ours to replace; why goes to the
- * log. */
+/* Whether the socket file at sa is stale (kvt_unix_sock_stale); why not
+ * goes to the log. */
 static bool socket_stale(struct kvt_server *srv, const struct sockaddr_un *sa)
 {
 	const char *path = srv->opts.socket_path;
 	struct stat st;
-	bool stale;
-	int probe;
 
 	if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
 		kvt_srv_log(srv, KVT_LOG_ERROR, "event=socket.refused path=%s reason=\"it exists and "
 			    "is not a socket: not replaced\"", path);
 		return false;
 	}
-	probe = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (probe < 0)
-		return false;
-	stale = connect(probe, (const struct sockaddr *)sa, sizeof(*sa)) && errno == ECONNREFUSED;
-	close(probe);
-	if (!stale)
-		kvt_srv_log(srv, KVT_LOG_ERROR, "event=socket.refused path=%s reason=\"a daemon "
-			    "listens on it\"", path);
-	return stale;
+	if (kvt_unix_sock_stale(sa))
+		return true;
+	kvt_srv_log(srv, KVT_LOG_ERROR, "event=socket.refused path=%s reason=\"a daemon "
+		    "listens on it\"", path);
+	return false;
 }
 
 static int bind_socket(struct kvt_server *srv)
