@@ -23,7 +23,11 @@
 #include "transport/sockio.h"
 #include "transport/wire.h"
 #include "util/block_sum.h"
+#include "util/clock.h"
 #include "util/log.h"
+
+/* The most connections in their handshake max_unauth may allow. */
+#define UNAUTH_MAX 256
 
 struct pconn {
 	struct pconn *next;
@@ -32,8 +36,7 @@ struct pconn {
 	int fd;                 /* closed by whoever joins the thread */
 	uint64_t id;            /* grows with accept order */
 	bool done;              /* the thread has finished (under srv->mu) */
-	bool authed;            /* its handshake succeeded (under srv->mu) */
-	bool dropped;           /* cut before its handshake ended (under srv->mu) */
+	uint64_t auth_deadline; /* in its handshake: when it is cut for silence */
 	struct sockaddr_storage src;
 	uint8_t nonce[KVT_PEER_NONCE_BYTES]; /* of the challenge sent at accept */
 	char peer[KVT_PEER_ID_MAX + 1];
@@ -51,8 +54,11 @@ struct kvt_peer_server {
 	int stop_fd;            /* eventfd, readable once closing */
 	pthread_t accept_thread;
 	pthread_mutex_t mu;
-	struct pconn *conns;
-	unsigned cut;           /* connections cut whose thread has not ended */
+	struct pconn *conns;    /* authenticated: a thread each */
+	/* in their handshake, oldest first: the accept thread's alone, no
+	 * thread of their own (a flood of them costs descriptors, not threads) */
+	struct pconn *pend[UNAUTH_MAX];
+	unsigned n_pend;
 	uint64_t next_conn;
 	struct kvt_peer_server_stats st;
 };
@@ -303,34 +309,15 @@ static bool wait_request(struct pconn *c)
 	}
 }
 
+/* An authenticated connection's requests, until it ends. */
 static void *conn_thread(void *arg)
 {
 	struct pconn *c = arg;
 	struct kvt_peer_server *s = c->srv;
 	struct kvt_frame_hdr h;
-	uint64_t failures = 0;
-	bool dropped;
 	int err;
 
 	kvt_sock_keepalive(c->fd, 30, 5);
-	/* the challenge went at accept */
-	err = kvt_peer_auth_finish(c->fd, &s->secret, s->node_id, c->nonce,
-				   kvt_deadline_ms(s->o.auth_timeout_ms), c->peer);
-	pthread_mutex_lock(&s->mu);
-	dropped = c->dropped; /* counted and logged where it was cut */
-	c->authed = !err && !dropped;
-	if (err && !dropped)
-		failures = ++s->st.auth_failures;
-	pthread_mutex_unlock(&s->mu);
-	if (dropped)
-		goto out;
-	if (err) {
-		/* logged at the 1st, 2nd, 4th... failure: a flood is told, not echoed */
-		if (!(failures & (failures - 1)))
-			slog(s, KVT_LOG_WARN, "event=peer.auth_refused addr=%s err=\"%s\" "
-			     "failures=%" PRIu64, c->addr, kvt_strerror(err), failures);
-		goto out;
-	}
 	slog(s, KVT_LOG_DEBUG, "event=peer.conn conn=%" PRIu64 " node=%s addr=%s", c->id, c->peer,
 	     c->addr);
 	c->buf = malloc(KVT_PROTO_MAX_PAYLOAD);
@@ -388,7 +375,6 @@ out:
 	pthread_mutex_lock(&s->mu);
 	c->done = true;
 	s->st.conns--;
-	s->cut -= c->dropped;
 	pthread_mutex_unlock(&s->mu);
 	return NULL;
 }
@@ -434,27 +420,39 @@ static bool same_source(const struct sockaddr_storage *a, const struct sockaddr_
 	return false;
 }
 
-/* Cut connection c in its handshake (s->mu held): its thread sees the end
- * and leaves. Counted; logged at the 1st, 2nd, 4th, 8th... cut, so that a
- * flood is told, not echoed. */
-static void unauth_cut(struct kvt_peer_server *s, struct pconn *c, const char *why)
+/* Close pending handshake i and drop it from the list (the accept thread's;
+ * st.conns under s->mu). */
+static void pend_close(struct kvt_peer_server *s, unsigned i)
 {
-	c->dropped = true;
-	s->cut++;
-	shutdown(c->fd, SHUT_RDWR);
-	s->st.unauth_dropped++;
-	if (!(s->st.unauth_dropped & (s->st.unauth_dropped - 1)))
-		slog(s, KVT_LOG_WARN, "event=peer.unauth_dropped addr=%s drops=%" PRIu64
-		     " reason=\"too many connections in their handshake%s\"", c->addr,
-		     s->st.unauth_dropped, why);
+	struct pconn *c = s->pend[i];
+
+	close(c->fd);
+	free(c);
+	memmove(&s->pend[i], &s->pend[i + 1], (s->n_pend - i - 1) * sizeof(s->pend[0]));
+	s->n_pend--;
+	pthread_mutex_lock(&s->mu);
+	s->st.conns--;
+	pthread_mutex_unlock(&s->mu);
 }
 
-/* The most connections in their handshake max_unauth may allow. */
-#define UNAUTH_MAX 256
+/* Cut pending handshake i to make room. Counted; logged at the 1st, 2nd,
+ * 4th, 8th... cut, so that a flood is told, not echoed. */
+static void unauth_cut(struct kvt_peer_server *s, unsigned i, const char *why)
+{
+	uint64_t drops;
 
-/* Whether connection c's answer to its challenge waits whole, unread (its
- * thread not run yet): a node's, about to be checked. One that is garbage
- * fails at once when its thread reads it. */
+	pthread_mutex_lock(&s->mu);
+	drops = ++s->st.unauth_dropped;
+	pthread_mutex_unlock(&s->mu);
+	if (!(drops & (drops - 1)))
+		slog(s, KVT_LOG_WARN, "event=peer.unauth_dropped addr=%s drops=%" PRIu64
+		     " reason=\"too many connections in their handshake%s\"", s->pend[i]->addr,
+		     drops, why);
+	pend_close(s, i);
+}
+
+/* Whether connection c's answer to its challenge waits whole, unread: a
+ * node's, about to be checked. One that is garbage fails when it is read. */
 static bool answer_waits(const struct pconn *c)
 {
 	int n = 0;
@@ -463,123 +461,192 @@ static bool answer_waits(const struct pconn *c)
 	       n >= KVT_PROTO_HDR_BYTES + KVT_PEER_NONCE_BYTES + KVT_PEER_MAC_BYTES;
 }
 
-/* Make room for one more connection in its handshake: past max_unauth in
- * all, one is cut: the oldest of the address that holds the most, when it
- * holds max_unauth_per_source or more (a flood's), else the oldest of all.
- * The new one is never the one cut, nor refused: a node's connection from
- * a flooded address (the node's own host, or one it shares behind NAT)
- * looks like the flood's until its handshake proves the secret, which the
- * flood cannot do; the flood's connections, which never answer, are the
- * older, and go first. A node's connection is cut only if max_unauth more
- * get in while its handshake (a round trip) runs; one from an address
- * holding fewer than max_unauth_per_source is not cut while a flooding
- * address holds more. Called with s->mu held. */
+/* Make room for one more connection in its handshake: past max_unauth,
+ * one is cut: the oldest of the address that holds the most, when it holds
+ * max_unauth_per_source or more (a flood's), else the oldest of all. The
+ * new one is never the one cut, nor refused: a node's connection from a
+ * flooded address (the node's own host, or one it shares behind NAT) looks
+ * like the flood's until its handshake proves the secret, which the flood
+ * cannot do; the flood's connections, which never answer, are the older,
+ * and go first. A node's connection is cut only if max_unauth more get in
+ * while its handshake (a round trip) runs; one from an address holding
+ * fewer than max_unauth_per_source is not cut while a flooding address
+ * holds more. */
 static void unauth_admit(struct kvt_peer_server *s)
 {
-	struct pconn *v[UNAUTH_MAX], *victim = NULL;
-	unsigned n = 0, most = 0;
-	int from = -1;
+	unsigned n = s->n_pend, most = 0, from = 0;
+	int victim = -1;
 
-	for (struct pconn *c = s->conns; c && n < sizeof(v) / sizeof(v[0]); c = c->next)
-		if (!c->authed && !c->dropped && !c->done)
-			v[n++] = c;
 	if (n < s->o.max_unauth)
 		return;
-	/* the address holding the most */
 	for (unsigned i = 0; i < n; i++) {
 		unsigned from_src = 0;
 
 		for (unsigned k = 0; k < n; k++)
-			from_src += same_source(&v[i]->src, &v[k]->src);
+			from_src += same_source(&s->pend[i]->src, &s->pend[k]->src);
 		if (from_src > most) {
 			most = from_src;
-			from = (int)i;
+			from = i;
 		}
 	}
-	/* its oldest (the list is newest first), else the oldest of all; one
-	 * whose answer waits to be read is passed by while another can go */
-	for (int pass = 0; pass < 2 && !victim; pass++)
-		for (unsigned k = n; k-- > 0 && !victim;)
+	/* its oldest, else the oldest of all; one whose answer waits to be
+	 * read is passed by while another can go */
+	for (int pass = 0; pass < 2 && victim < 0; pass++)
+		for (unsigned k = 0; k < n && victim < 0; k++)
 			if ((most < s->o.max_unauth_per_source ||
-			     same_source(&v[from]->src, &v[k]->src)) && (pass || !answer_waits(v[k])))
-				victim = v[k];
-	unauth_cut(s, victim, most >= s->o.max_unauth_per_source ? " from one address" : "");
+			     same_source(&s->pend[from]->src, &s->pend[k]->src)) &&
+			    (pass || !answer_waits(s->pend[k])))
+				victim = (int)k;
+	unauth_cut(s, (unsigned)victim, most >= s->o.max_unauth_per_source ? " from one address" :
+		   "");
 }
 
-static void *accept_thread(void *arg)
+/* Pending handshake i failed (a wrong answer, silence past its deadline,
+ * the end of the connection): counted, logged at the 1st, 2nd, 4th...
+ * failure (a flood is told, not echoed), closed. */
+static void auth_failed(struct kvt_peer_server *s, unsigned i, int err)
 {
-	struct kvt_peer_server *s = arg;
-	struct pollfd p[2] = { { .fd = s->lfd, .events = POLLIN },
-			       { .fd = s->stop_fd, .events = POLLIN } };
+	uint64_t failures;
 
-	for (;;) {
-		struct sockaddr_storage ss;
-		socklen_t len = sizeof(ss);
-		struct kvt_sockaddr sa;
-		struct pconn *c;
-		int fd, rc, one = 1;
+	pthread_mutex_lock(&s->mu);
+	failures = ++s->st.auth_failures;
+	pthread_mutex_unlock(&s->mu);
+	if (!(failures & (failures - 1)))
+		slog(s, KVT_LOG_WARN, "event=peer.auth_refused addr=%s err=\"%s\" failures=%" PRIu64,
+		     s->pend[i]->addr, kvt_strerror(err), failures);
+	pend_close(s, i);
+}
 
-		rc = poll(p, 2, 1000);
-		if (p[1].revents & POLLIN)
-			break;
-		reap(s, false);
-		if (rc <= 0)
-			continue;
-		fd = accept4(s->lfd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
-			continue; /* EAGAIN, ECONNABORTED, EMFILE: the next poll retries */
-		/* replies end with small frames (a trailer, a miss): Nagle would
-		 * hold them for the reader's delayed ACK */
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		memcpy(&sa.ss, &ss, sizeof(ss));
-		sa.len = len;
-		c = calloc(1, sizeof(*c));
-		if (!c) {
-			close(fd);
-			continue;
-		}
-		kvt_sockaddr_str(&sa, c->addr, sizeof(c->addr));
-		/* the challenge goes at once (a small frame into an empty send
-		 * buffer), before a thread is made: a node answers while its
-		 * thread starts, and its answer, waiting whole, keeps it from
-		 * being cut (answer_waits) */
-		if (kvt_peer_auth_challenge(fd, s->node_id, s->o.rdma.rkey_cb ? KVT_PEER_F_RDMA : 0,
-					    kvt_deadline_ms(10), c->nonce)) {
-			close(fd);
-			free(c);
-			continue;
-		}
-		pthread_mutex_lock(&s->mu);
-		/* a connection cut is on its way out (its thread sees the end at
-		 * once): its place is not held against a new one, up to
-		 * max_unauth of them */
-		if (s->st.conns - s->cut < s->o.max_conns)
-			unauth_admit(s);
-		if (s->st.conns - s->cut >= s->o.max_conns ||
-		    s->st.conns >= (uint64_t)s->o.max_conns + s->o.max_unauth) {
-			s->st.refused++;
-			pthread_mutex_unlock(&s->mu);
-			close(fd);
-			free(c);
-			continue;
-		}
+/* Pending handshake i sent something or hung up: once its answer is whole,
+ * check it and give the connection a thread; a wrong answer, or the end of
+ * the connection, closes it. A partial answer waits for the rest. */
+static void pend_answered(struct kvt_peer_server *s, unsigned i, short revents)
+{
+	struct pconn *c = s->pend[i];
+	int err;
+
+	if (!answer_waits(c) && !(revents & (POLLHUP | POLLERR))) {
+		char b;
+
+		if (recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) != 0)
+			return; /* more to come */
+		err = -ECONNRESET;
+	} else {
+		/* whole (or never): read at once; the short verdict fits the
+		 * empty send buffer */
+		err = kvt_peer_auth_finish(c->fd, &s->secret, s->node_id, c->nonce,
+					   kvt_deadline_ms(10), c->peer);
+	}
+	if (!err) {
 		c->srv = s;
-		c->fd = fd;
-		c->src = ss;
 		kvt_wr_init(&c->w);
-		c->id = ++s->next_conn;
+		memmove(&s->pend[i], &s->pend[i + 1], (s->n_pend - i - 1) * sizeof(s->pend[0]));
+		s->n_pend--;
+		pthread_mutex_lock(&s->mu);
 		if (pthread_create(&c->thread, NULL, conn_thread, c)) {
+			s->st.conns--;
 			pthread_mutex_unlock(&s->mu);
-			close(fd);
+			close(c->fd);
 			free(c);
-			continue;
+			return;
 		}
 		c->next = s->conns;
 		s->conns = c;
-		s->st.conns++;
-		s->st.accepted++;
 		pthread_mutex_unlock(&s->mu);
+		return;
 	}
+	auth_failed(s, i, err);
+}
+
+/* Accept one connection: the challenge goes at once, and the connection
+ * waits among the pending handshakes for its answer. */
+static void accept_one(struct kvt_peer_server *s)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct kvt_sockaddr sa;
+	struct pconn *c;
+	int fd, one = 1;
+	bool full;
+
+	fd = accept4(s->lfd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0)
+		return; /* EAGAIN, ECONNABORTED, EMFILE: the next poll retries */
+	/* replies end with small frames (a trailer, a miss): Nagle would hold
+	 * them for the reader's delayed ACK */
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	memcpy(&sa.ss, &ss, sizeof(ss));
+	sa.len = len;
+	pthread_mutex_lock(&s->mu);
+	full = s->st.conns >= s->o.max_conns;
+	if (full)
+		s->st.refused++;
+	pthread_mutex_unlock(&s->mu);
+	c = full ? NULL : calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return;
+	}
+	kvt_sockaddr_str(&sa, c->addr, sizeof(c->addr));
+	if (kvt_peer_auth_challenge(fd, s->node_id, s->o.rdma.rkey_cb ? KVT_PEER_F_RDMA : 0,
+				    kvt_deadline_ms(10), c->nonce)) {
+		close(fd);
+		free(c);
+		return;
+	}
+	unauth_admit(s);
+	c->fd = fd;
+	c->src = ss;
+	c->auth_deadline = kvt_deadline_ms(s->o.auth_timeout_ms);
+	pthread_mutex_lock(&s->mu);
+	c->id = ++s->next_conn;
+	s->st.conns++;
+	s->st.accepted++;
+	pthread_mutex_unlock(&s->mu);
+	s->pend[s->n_pend++] = c;
+}
+
+/* The accept thread: new connections, and the handshakes in flight, in one
+ * poll. A connection gets a thread of its own only once its handshake
+ * proved the cluster's secret. */
+static void *accept_thread(void *arg)
+{
+	struct kvt_peer_server *s = arg;
+	struct pollfd p[2 + UNAUTH_MAX];
+
+	p[0] = (struct pollfd){ .fd = s->lfd, .events = POLLIN };
+	p[1] = (struct pollfd){ .fd = s->stop_fd, .events = POLLIN };
+	for (;;) {
+		uint64_t now = kvt_now_ns(), wake = now + 1000000000ull;
+		unsigned n = s->n_pend;
+		int rc;
+
+		for (unsigned i = 0; i < n; i++) {
+			p[2 + i] = (struct pollfd){ .fd = s->pend[i]->fd, .events = POLLIN };
+			if (s->pend[i]->auth_deadline < wake)
+				wake = s->pend[i]->auth_deadline;
+		}
+		rc = poll(p, 2 + n, wake > now ? (int)((wake - now + 999999) / 1000000) : 0);
+		if (p[1].revents & POLLIN)
+			break;
+		reap(s, false);
+		if (rc < 0)
+			continue;
+		/* answers first (from the newest: closing one moves those after
+		 * it), then the silent past their deadline, then new connections */
+		for (unsigned i = n; i-- > 0;)
+			if (p[2 + i].revents)
+				pend_answered(s, i, p[2 + i].revents);
+		now = kvt_now_ns();
+		for (unsigned i = s->n_pend; i-- > 0;)
+			if (s->pend[i]->auth_deadline <= now)
+				auth_failed(s, i, -ETIMEDOUT);
+		/* a few at a time: answers of those accepted are read between */
+		for (int k = 0; k < 8 && (p[0].revents & POLLIN); k++)
+			accept_one(s);
+	}
+	while (s->n_pend)
+		pend_close(s, s->n_pend - 1);
 	return NULL;
 }
 
