@@ -13,12 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "daemon_proc.h"
 #include "helpers.h"
+#include "raw_frames.h"
 
 #define LAYERS 8 /* more memfds than a connection queues without lending */
 #define PAGES 16
@@ -324,6 +326,108 @@ static void test_parts_interleaved_layers_taken(void **state)
 	kvt_client_close(c);
 }
 
+/* A raw connection (version 4): HELLO, then a REGISTER_PARTS of
+ * KVT_PROTO_MAX_PARTS parts of `bytes` (layer l in part l) encoded into w,
+ * to be sent with send_with_fds. Returns the socket. */
+static int raw_parts_conn(struct fx *f, uint64_t bytes, struct kvt_wr *w)
+{
+	static struct kvt_region_part parts[KVT_PROTO_MAX_PARTS];
+	struct kvt_region_layer layer[LAYERS];
+	struct kvt_rep_hello hello;
+	struct kvt_frame_hdr h;
+	struct kvt_region r;
+	int fd = kvtd_connect_raw(&f->d);
+	uint8_t *p;
+
+	assert_true(fd >= 0);
+	kvt_wr_init(w);
+	assert_int_equal(kvt_proto_enc_hello(w, 1, "", &f->desc), 0);
+	raw_send(fd, w);
+	raw_read(fd, &h, &p);
+	assert_int_equal(h.status, 0);
+	assert_int_equal(kvt_proto_rep_hello(p, h.len, &hello), 0);
+	assert_int_equal(hello.version, 4);
+	free(p);
+	for (uint32_t i = 0; i < KVT_PROTO_MAX_PARTS; i++)
+		parts[i] = (struct kvt_region_part){ 0, bytes, NULL };
+	for (uint32_t l = 0; l < LAYERS; l++)
+		layer[l] = (struct kvt_region_layer){ l, 0 };
+	r = (struct kvt_region){ .ns = hello.ns, .kind = KVT_MEM_HOST_MEMFD, .layers = LAYERS,
+				 .pages = PAGES, .n_parts = KVT_PROTO_MAX_PARTS,
+				 .kv_stride = PAGES * f->page, .page_stride = f->page,
+				 .parts = parts, .layer = layer };
+	assert_int_equal(kvt_proto_enc_register_parts(w, 2, &r), 0);
+	return fd;
+}
+
+/* Send buf[0..len) of a frame, with the part memfds on its first byte. */
+static void send_with_fds(int fd, const uint8_t *buf, size_t len, int memfd)
+{
+	union { struct cmsghdr h; char b[CMSG_SPACE(sizeof(int) * KVT_PROTO_MAX_PARTS)]; } ctl;
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
+			      .msg_controllen = sizeof(ctl.b) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+	int fds[KVT_PROTO_MAX_PARTS];
+
+	for (uint32_t i = 0; i < KVT_PROTO_MAX_PARTS; i++)
+		fds[i] = memfd;
+	memset(&ctl, 0, sizeof(ctl));
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+	assert_int_equal(sendmsg(fd, &msg, MSG_NOSIGNAL), (ssize_t)len);
+}
+
+static int32_t reply_status(int fd)
+{
+	struct kvt_frame_hdr h;
+	uint8_t *p;
+
+	raw_read(fd, &h, &p);
+	free(p);
+	return h.status;
+}
+
+/* Memfds past a connection's own 4 are lent from its uid's share (256): two
+ * connections holding REGISTER_PARTS frames of 128 memfds, still unsent past
+ * their first byte, leave a third too few, which gets -EAGAIN; once their
+ * frames are done the memfds are given back and the third registers. */
+static void test_parts_fd_budget_lent_and_given_back(void **state)
+{
+	struct fx *f = *state;
+	uint64_t bytes = 2 * PAGES * f->page;
+	struct kvt_wr w[3];
+	struct kvt_client *sync = kvtd_connect(&f->d, NULL);
+	void *map;
+	int memfd = kvt_client_memfd_create("budget", bytes, &map), fd[3];
+
+	assert_true(memfd >= 0 && sync);
+	for (int i = 0; i < 3; i++)
+		fd[i] = raw_parts_conn(f, bytes, &w[i]);
+	for (int i = 0; i < 2; i++)
+		send_with_fds(fd[i], w[i].buf, 1, memfd);
+	/* the daemon has read both before it answers a later PING */
+	assert_int_equal(kvt_client_ping(sync, "x", 1), 0);
+	send_with_fds(fd[2], w[2].buf, w[2].len, memfd);
+	assert_int_equal(reply_status(fd[2]), -EAGAIN);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(send(fd[i], w[i].buf + 1, w[i].len - 1, MSG_NOSIGNAL),
+				 (ssize_t)w[i].len - 1);
+		assert_int_equal(reply_status(fd[i]), 0);
+	}
+	send_with_fds(fd[2], w[2].buf, w[2].len, memfd);
+	assert_int_equal(reply_status(fd[2]), 0);
+	for (int i = 0; i < 3; i++) {
+		kvt_wr_free(&w[i]);
+		close(fd[i]);
+	}
+	kvt_client_close(sync);
+	munmap(map, bytes);
+	close(memfd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -332,6 +436,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_parts_malformed_refused_named, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_parts_interleaved_layers_taken, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_parts_fd_budget_lent_and_given_back, setup,
 						teardown),
 	};
 
