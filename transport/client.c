@@ -164,10 +164,8 @@ static int send_all(struct kvt_client *c, const uint8_t *buf, size_t len, const 
 		    int n_fds)
 {
 	union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int) * KVT_PROTO_MAX_PARTS)]; } ctl;
-	bool with_fd = n_fds > 0;
+	bool with_fd = n_fds > 0; /* 0..KVT_PROTO_MAX_PARTS: kvt_client_roundtrip */
 
-	if (n_fds < 0 || n_fds > (int)KVT_PROTO_MAX_PARTS)
-		return -EINVAL;
 	while (len) {
 		struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
 		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
@@ -366,6 +364,8 @@ int kvt_client_roundtrip(struct kvt_client *c, struct kvt_wr *w, int enc_err, st
 {
 	int err = enc_err;
 
+	if (!err && (n_fds < 0 || n_fds > (int)KVT_PROTO_MAX_PARTS))
+		err = -EINVAL;
 	if (!err)
 		err = call(c, w, k, fds, n_fds);
 	kvt_wr_free(w);

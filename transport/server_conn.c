@@ -16,9 +16,9 @@
 
 static void accept_resume(struct kvt_server *srv);
 
-/* Whether u's failed HELLOs are recent enough to count. */
 static void fds_account(struct kvt_conn *c);
 
+/* Whether u's failed HELLOs are recent enough to count. */
 static bool fails_remembered(const struct kvt_uid *u, uint64_t now)
 {
 	return u->hello_fails && now < u->last_fail_ns + KVT_HELLO_FAIL_MEMORY_NS;
