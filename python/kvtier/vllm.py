@@ -25,7 +25,8 @@ makes each such allocation a sealed memfd (the daemon maps it and copies
 blocks in and out of the engine's own tensors). On CUDA each allocation is
 exported to the daemon as a CUDA IPC handle (kvtierd with a GPU). Layers
 evenly spaced in one allocation are registered as one region; any other
-placement as a region in parts, one per allocation (kvtier.RegionParts). In both, a block of one layer is one dense page [kv_heads,
+placement as a region in parts, one per allocation (kvtier.RegionParts).
+In both, a block of one layer is one dense page [kv_heads,
 block_tokens, 2*head_dim] (CPU, LBHNC) or whatever the resolved layout puts
 there, as long as a layer's block is one contiguous run of bytes: the region
 is registered as pages of 2 x half a block (kv_stride = half, page_stride =
