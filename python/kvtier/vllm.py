@@ -270,7 +270,7 @@ class KvtierConnector(KVConnectorBase_V1):
             torch.zeros = real
 
     def register_kv_caches(self, kv_caches):
-        """Describe vLLM's per-layer KV views to kvtierd as one region.
+        """Describe vLLM's per-layer KV views to kvtierd as a region.
         A layout kvtier cannot describe stops the engine's start with an
         error naming what differs; with extra config "on_unsupported":
         "warn" the connector is off instead (warned) and vLLM serves,
