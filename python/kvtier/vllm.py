@@ -235,8 +235,9 @@ class KvtierConnector(KVConnectorBase_V1):
     # ---- worker side: memory -------------------------------------------
 
     def get_mem_pool_context(self):
-        """On CPU: vLLM's one KV allocation, a zeroed int8 buffer, comes from
-        a sealed memfd kvtierd can map. Elsewhere: vLLM's own pool."""
+        """On CPU: vLLM's KV allocations (zeroed int8 buffers: one, or one
+        per layer) come from sealed memfds kvtierd can map. Elsewhere:
+        vLLM's own pool."""
         if self._device != "cpu":
             return None
         return self._memfd_allocation()
