@@ -23,17 +23,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "transport/client_int.h"
 #include "transport/proto.h"
 #include "util/clock.h"
 #include "util/opts.h"
-
-struct call {
-	uint64_t id;
-	bool done;
-	struct kvt_frame_hdr hdr;
-	uint8_t *payload; /* malloc'd, hdr.len bytes */
-	struct call *next;
-};
 
 /* A ticket whose completions the daemon pushes (DONE frames carrying the
  * request id of its SAVE/LOAD), until its result is taken. */
@@ -167,10 +160,11 @@ void kvt_client_close(struct kvt_client *c)
 
 /* ---- wire -------------------------------------------------------------- */
 
-static int send_all(struct kvt_client *c, const uint8_t *buf, size_t len, int fd)
+static int send_all(struct kvt_client *c, const uint8_t *buf, size_t len, const int *fds,
+		    int n_fds)
 {
-	union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } ctl;
-	bool with_fd = fd >= 0;
+	union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int) * KVT_PROTO_MAX_PARTS)]; } ctl;
+	bool with_fd = n_fds > 0; /* 0..KVT_PROTO_MAX_PARTS: kvt_client_roundtrip */
 
 	while (len) {
 		struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
@@ -178,15 +172,15 @@ static int send_all(struct kvt_client *c, const uint8_t *buf, size_t len, int fd
 		ssize_t n;
 
 		if (with_fd) {
-			/* the fd rides on the first byte of the frame it belongs to */
+			/* the fds ride on the first byte of the frame they belong to */
 			memset(&ctl, 0, sizeof(ctl));
 			msg.msg_control = ctl.buf;
-			msg.msg_controllen = sizeof(ctl.buf);
+			msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n_fds);
 			struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
 			cm->cmsg_level = SOL_SOCKET;
 			cm->cmsg_type = SCM_RIGHTS;
-			cm->cmsg_len = CMSG_LEN(sizeof(int));
-			memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+			cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n_fds);
+			memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)n_fds);
 		}
 		n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
 		if (n < 0) {
@@ -314,7 +308,8 @@ static int read_one(struct kvt_client *c)
 
 /* Send the frame in w (request id already set to k->id) and wait for its
  * reply. On 0, k->hdr/k->payload hold the reply (caller frees payload). */
-static int call(struct kvt_client *c, struct kvt_wr *w, struct call *k, int fd)
+static int call(struct kvt_client *c, struct kvt_wr *w, struct call *k, const int *fds,
+		int n_fds)
 {
 	int err;
 
@@ -328,7 +323,7 @@ static int call(struct kvt_client *c, struct kvt_wr *w, struct call *k, int fd)
 	pthread_mutex_unlock(&c->lock);
 
 	pthread_mutex_lock(&c->send_lock);
-	err = send_all(c, w->buf, w->len, fd);
+	err = send_all(c, w->buf, w->len, fds, n_fds);
 	pthread_mutex_unlock(&c->send_lock);
 
 	pthread_mutex_lock(&c->lock);
@@ -359,20 +354,20 @@ static int call(struct kvt_client *c, struct kvt_wr *w, struct call *k, int fd)
 	return err;
 }
 
-static uint64_t new_id(struct kvt_client *c)
+uint64_t kvt_client_new_id(struct kvt_client *c)
 {
 	return __atomic_add_fetch(&c->next_id, 1, __ATOMIC_RELAXED);
 }
 
-/* Run a request built by `w` and return the reply's status; the payload is
- * left in k for the caller's decoder when status is 0. */
-static int roundtrip(struct kvt_client *c, struct kvt_wr *w, int enc_err, struct call *k,
-		     int fd, uint16_t op)
+int kvt_client_roundtrip(struct kvt_client *c, struct kvt_wr *w, int enc_err, struct call *k,
+			 const int *fds, int n_fds, uint16_t op)
 {
 	int err = enc_err;
 
+	if (!err && (n_fds < 0 || n_fds > (int)KVT_PROTO_MAX_PARTS))
+		err = -EINVAL;
 	if (!err)
-		err = call(c, w, k, fd);
+		err = call(c, w, k, fds, n_fds);
 	kvt_wr_free(w);
 	if (err)
 		return err;
@@ -387,6 +382,18 @@ static int roundtrip(struct kvt_client *c, struct kvt_wr *w, int enc_err, struct
 		return -EBADMSG;
 	}
 	return k->hdr.status;
+}
+
+/* kvt_client_roundtrip with at most one fd (-1: none). */
+static int roundtrip(struct kvt_client *c, struct kvt_wr *w, int enc_err, struct call *k,
+		     int fd, uint16_t op)
+{
+	return kvt_client_roundtrip(c, w, enc_err, k, &fd, fd >= 0, op);
+}
+
+static uint64_t new_id(struct kvt_client *c)
+{
+	return kvt_client_new_id(c);
 }
 
 /* ---- operations -------------------------------------------------------- */
@@ -433,87 +440,6 @@ int kvt_client_prefix_keys(const struct kvt_client_ns *ns, const struct kvt_key 
 		return -EINVAL;
 	return kvt_prefix_keys(ns->salt.bytes, KVT_KEY_BYTES, parent, tokens, n_tokens,
 			       ns->block_tokens, keys, max_keys);
-}
-
-int kvt_client_register(struct kvt_client *c, const struct kvt_client_ns *ns,
-			const struct kvt_client_region *given)
-{
-	struct kvt_client_region whole = { .size = sizeof(whole), .memfd = -1 };
-	const struct kvt_client_region *r = &whole;
-	struct kvt_req_register m = { 0 };
-	struct kvt_wr w;
-	struct call k = { 0 };
-	uint32_t region;
-	int err;
-
-	if (!c || !ns || kvt_opts_load(&whole, sizeof(whole), given))
-		return -EINVAL;
-	if (r->memfd < 0 && (!r->cuda_ipc || r->cuda_ipc_len == 0 ||
-			     r->cuda_ipc_len > KVT_PROTO_MAX_IPC))
-		return -EINVAL;
-	m.ns = ns->handle;
-	m.kind = r->memfd >= 0 ? KVT_MEM_HOST_MEMFD : KVT_MEM_CUDA_IPC;
-	if (r->memfd < 0) {
-		m.ipc = r->cuda_ipc;
-		m.ipc_len = r->cuda_ipc_len;
-		m.device = r->device;
-	}
-	m.bytes = r->bytes;
-	m.offset = r->offset;
-	m.layers = r->layers;
-	m.pages = r->pages;
-	m.layer_stride = r->layer_stride;
-	m.kv_stride = r->kv_stride;
-	m.page_stride = r->page_stride;
-	kvt_wr_init(&w);
-	k.id = new_id(c);
-	err = roundtrip(c, &w, kvt_proto_enc_register(&w, k.id, &m), &k, r->memfd,
-			KVT_OP_REGISTER);
-	if (!err)
-		err = kvt_proto_rep_u32(k.payload, k.hdr.len, &region);
-	free(k.payload);
-	if (!err && (region == 0 || region > INT32_MAX))
-		err = -EBADMSG;
-	return err ? err : (int)region;
-}
-
-/* A sealed memfd of bytes, created with extra memfd_create flags, mapped. */
-static int memfd_make(const char *name, uint64_t bytes, unsigned flags, void **map)
-{
-	int fd, err;
-	void *p;
-
-	if (!map || bytes == 0 || bytes > SIZE_MAX)
-		return -EINVAL;
-	fd = memfd_create(name ? name : "kvtier-engine", MFD_CLOEXEC | MFD_ALLOW_SEALING | flags);
-	if (fd < 0)
-		return -errno;
-	if (ftruncate(fd, (off_t)bytes) ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
-		err = -errno;
-		close(fd);
-		return err;
-	}
-	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED) {
-		err = -errno;
-		close(fd);
-		return err;
-	}
-	*map = p;
-	return fd;
-}
-
-int kvt_client_memfd_create(const char *name, uint64_t bytes, void **map)
-{
-	return memfd_make(name, bytes, 0, map);
-}
-
-int kvt_client_memfd_create_huge(const char *name, uint64_t bytes, void **map)
-{
-	if (bytes % KVT_CLIENT_HUGE_PAGE_BYTES)
-		return -EINVAL;
-	return memfd_make(name, bytes, MFD_HUGETLB, map);
 }
 
 static int keys_op(struct kvt_client *c, uint16_t op, const struct kvt_client_ns *ns,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* An engine's registered KV memory as the daemon sees it on the host backend:
- * the engine's memfd mapped into the daemon, and the paged layout that says
- * where each page of each layer lies. Gathers a block's pages into one
+/* An engine's registered KV memory as the daemon sees it: its parts (memfds
+ * mapped into the daemon, or memory opened through the device layer), and
+ * the paged layout that says where each page of each layer lies. Gathers a block's pages into one
  * contiguous buffer (a DRAM slot) and scatters it back, layer by layer.
  *
  * A block in a slot is laid out [layer][kv][page_bytes]: layer-major, so a
@@ -10,7 +10,7 @@
 #ifndef KVT_TRANSPORT_ENGINE_MEM_H
 #define KVT_TRANSPORT_ENGINE_MEM_H
 
-#include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/uio.h>
 
@@ -20,48 +20,56 @@ struct kvt_dev;
 struct kvt_dev_mem;
 struct kvt_dev_layout;
 
-struct kvt_engine_mem {
-	int refs;               /* atomic: the connection and each job using it */
-	uint8_t *map;
+/* One part of the engine's memory: a memfd mapped here, or memory opened
+ * through the device layer (a CUDA IPC handle, or a memfd on the host
+ * backend). */
+struct kvt_engine_part {
+	uint8_t *map;           /* mapped here (NULL when imported) */
 	uint64_t map_len;
-	uint8_t *base;          /* map + offset */
-	uint32_t ns;            /* handle of the namespace it was registered for */
-	uint32_t layers, pages, kvn;
-	uint64_t layer_stride, kv_stride, page_stride, page_bytes;
-	/* imported through the device layer (then map is NULL and copies go
-	 * through kvt_dev_gather/scatter on `dev`) */
-	struct kvt_dev *dev;
-	struct kvt_dev_mem *dmem;
-	struct kvt_dev_layout *layout;
-	/* the engine's memfd as mapped here (NULL for CUDA memory), faulted in
-	 * piece by piece as jobs name its pages (kvt_engine_mem_populate) */
+	struct kvt_dev_mem *dmem; /* imported through the device layer */
+	/* the memfd as mapped here (NULL for CUDA memory), faulted in piece by
+	 * piece as jobs name its pages (kvt_engine_mem_populate) */
 	uint8_t *host;
 	uint64_t host_len;
 	uint64_t *faulted;      /* atomic bits: one per KVT_ENGINE_MEM_CHUNK of
 	                         * host, set once that chunk was faulted in */
 };
 
+/* The region: its parts, each released once, by kvt_engine_mem_put; and
+ * where each layer's page 0 lies in this process. */
+struct kvt_engine_mem {
+	int refs;               /* atomic: the connection and each job using it */
+	uint32_t ns;            /* handle of the namespace it was registered for */
+	uint32_t layers, pages, kvn, n_parts;
+	uint64_t kv_stride, page_stride, page_bytes;
+	struct kvt_engine_part *parts;
+	uint8_t **layer_base;   /* layers: part base + the layer's offset */
+	uint32_t *layer_part;   /* layers: the part holding each */
+	bool on_host;           /* memfds (not CUDA memory) */
+	/* imported through the device layer (then copies go through
+	 * kvt_dev_gather/scatter on `dev`) */
+	struct kvt_dev *dev;
+	struct kvt_dev_layout *layout;
+};
+
 /* What kvt_engine_mem_populate faults in at a time. */
 #define KVT_ENGINE_MEM_CHUNK (64u << 10)
 
-/* Map fd per r for a namespace whose pages are page_bytes long with kvn (1 or
- * 2) tensors per layer. The memfd must be sealed against shrinking
- * (F_SEAL_SHRINK): a file the engine could truncate under the daemon would
- * turn its copies into SIGBUS. A hole the engine punches (which the seal
- * allows) is met by the copies' fault guard instead. Nothing is faulted in
- * here. Returns 0 and *out (one reference), -EINVAL
- * for a layout that leaves the region or disagrees with the namespace, -EPERM
- * for an unsealed fd, or the errno of fstat/mmap. fd stays the caller's. */
-int kvt_engine_mem_map(int fd, const struct kvt_req_register *r, uint32_t kvn,
-		       uint64_t page_bytes, struct kvt_engine_mem **out);
-
-/* Open engine memory through the device layer instead: a CUDA IPC handle
- * (fd < 0, r->ipc) on the cuda backend, or the memfd fd on the host backend,
- * and register its layout for kvt_dev_gather/scatter. d is the namespace's
- * descriptor. Errors as kvt_engine_mem_map, plus those of kvt_dev_mem_import
- * and kvt_dev_layout_create. */
-int kvt_engine_mem_import(struct kvt_dev *dev, int fd, const struct kvt_req_register *r,
-			  const struct kvt_ns_desc *d, struct kvt_engine_mem **out);
+/* Open engine memory laid out per r (checked by kvt_region_check) for a
+ * namespace of descriptor d: fds[i] is part i's memfd (NULL for CUDA
+ * memory, whose handles are in r's parts). With dev NULL each memfd is
+ * mapped here and copies are plain; with a device the parts are imported
+ * through it (a CUDA IPC handle on the cuda backend, the memfd on the host
+ * backend) and the layout registered for kvt_dev_gather/scatter. A memfd
+ * must be sealed against shrinking (F_SEAL_SHRINK): a file the engine could
+ * truncate under the daemon would turn its copies into SIGBUS. A hole the
+ * engine punches (which the seal allows) is met by the copies' fault guard
+ * instead. Nothing is faulted in here. Returns 0 and *out (one reference),
+ * -EINVAL for a memfd smaller than its part or a layout the namespace
+ * cannot have, -EPERM for an unsealed fd, or the errno of fstat/mmap,
+ * kvt_dev_mem_import and kvt_dev_layout_create. The fds stay the caller's. */
+int kvt_engine_mem_open(struct kvt_dev *dev, const int *fds, const struct kvt_region *r,
+			const struct kvt_ns_desc *d, struct kvt_engine_mem **out);
 
 /* Map the n engine pages a job names into the daemon before it copies them
  * (MADV_POPULATE_WRITE: no byte changes), so that copies do not take one
@@ -79,8 +87,8 @@ void kvt_engine_mem_get(struct kvt_engine_mem *m);
 /* Drop a reference; the last one unmaps. NULL is accepted. */
 void kvt_engine_mem_put(struct kvt_engine_mem *m);
 
-/* The copies below run under a fault guard (util/fault_guard.h): engine
- * memory the engine punched a hole in, where no page can back it (huge
+/* The copies below run under a fault guard (util/fault_guard.h), each
+ * layer's over its part: engine memory the engine punched a hole in, where no page can back it (huge
  * pages, none free), fails the copy with -EFAULT instead of killing the
  * daemon with SIGBUS. What was copied before the fault stays copied. */
 

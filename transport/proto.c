@@ -16,6 +16,7 @@ static const char *const op_names[KVT_OP_COUNT] = {
 	[KVT_OP_UNPIN] = "UNPIN",   [KVT_OP_REMOVE] = "REMOVE",
 	[KVT_OP_STATS] = "STATS",   [KVT_OP_PING] = "PING",
 	[KVT_OP_PREFILL] = "PREFILL", [KVT_OP_DONE] = "DONE",
+	[KVT_OP_REGISTER_PARTS] = "REGISTER_PARTS",
 };
 
 const char *kvt_op_name(unsigned op)
@@ -161,6 +162,56 @@ static int dec_register(struct kvt_rd *r, struct kvt_req_register *m)
 	return 0;
 }
 
+#define PART_BYTES 16u  /* u64 offset, u64 bytes; then ipc_len bytes */
+#define LAYER_BYTES 16u /* u32 part, u32 0, u64 offset */
+
+static int dec_register_parts(struct kvt_rd *r, struct kvt_req_register_parts *m)
+{
+	uint32_t reserved;
+
+	m->ns = kvt_rd_u32(r);
+	m->kind = kvt_rd_u32(r);
+	m->layers = kvt_rd_u32(r);
+	m->pages = kvt_rd_u32(r);
+	m->kv_stride = kvt_rd_u64(r);
+	m->page_stride = kvt_rd_u64(r);
+	m->device = kvt_rd_u32(r);
+	m->n_parts = kvt_rd_u32(r);
+	m->ipc_len = kvt_rd_u32(r);
+	reserved = kvt_rd_u32(r);
+	if (r->bad || reserved || m->n_parts == 0 || m->n_parts > KVT_PROTO_MAX_PARTS ||
+	    m->layers == 0 || m->layers > KVT_PROTO_MAX_PART_LAYERS || m->pages == 0 ||
+	    m->ipc_len > KVT_PROTO_MAX_IPC)
+		return -EBADMSG;
+	if (m->kind != KVT_MEM_HOST_MEMFD && m->kind != KVT_MEM_CUDA_IPC)
+		return -EBADMSG;
+	if ((m->kind == KVT_MEM_HOST_MEMFD) != (m->ipc_len == 0))
+		return -EBADMSG;
+	m->parts = kvt_rd_take(r, (size_t)m->n_parts * (PART_BYTES + m->ipc_len));
+	m->layer = kvt_rd_take(r, (size_t)m->layers * LAYER_BYTES);
+	if (kvt_rd_done(r))
+		return -EBADMSG;
+	for (uint32_t l = 0; l < m->layers; l++)
+		if (kvt_get_u32(m->layer + (size_t)l * LAYER_BYTES + 4))
+			return -EBADMSG;
+	return 0;
+}
+
+struct kvt_region_part kvt_proto_reg_part(const struct kvt_req_register_parts *r, uint32_t i)
+{
+	const uint8_t *p = r->parts + (size_t)i * (PART_BYTES + r->ipc_len);
+
+	return (struct kvt_region_part){ kvt_get_u64(p), kvt_get_u64(p + 8),
+					 r->ipc_len ? p + PART_BYTES : NULL };
+}
+
+struct kvt_region_layer kvt_proto_reg_layer(const struct kvt_req_register_parts *r, uint32_t l)
+{
+	const uint8_t *p = r->layer + (size_t)l * LAYER_BYTES;
+
+	return (struct kvt_region_layer){ kvt_get_u32(p), kvt_get_u64(p + 8) };
+}
+
 static int dec_keys(struct kvt_rd *r, struct kvt_req_keys *m)
 {
 	m->ns = kvt_rd_u32(r);
@@ -219,6 +270,8 @@ int kvt_proto_req_decode(const struct kvt_frame_hdr *h, const void *payload,
 		return dec_hello(&r, &req->u.hello);
 	case KVT_OP_REGISTER:
 		return dec_register(&r, &req->u.reg);
+	case KVT_OP_REGISTER_PARTS:
+		return dec_register_parts(&r, &req->u.parts);
 	case KVT_OP_LOOKUP:
 	case KVT_OP_PIN:
 	case KVT_OP_UNPIN:
@@ -330,6 +383,18 @@ int kvt_proto_rep_wait(const void *p, size_t len, struct kvt_rep_wait *out)
 	if (kvt_rd_done(&r) || out->done > 1)
 		return -EBADMSG;
 	return 0;
+}
+
+int kvt_proto_rep_region_fault(const void *p, size_t len, struct kvt_region_fault *out)
+{
+	struct kvt_rd r = { .p = p, .len = len };
+
+	out->kind = kvt_rd_u32(&r);
+	out->layer = kvt_rd_u32(&r);
+	out->other = kvt_rd_u32(&r);
+	kvt_rd_zero(&r, 4);
+	out->value = kvt_rd_u64(&r);
+	return kvt_rd_done(&r) || out->kind == 0 ? -EBADMSG : 0;
 }
 
 /* ---- writer ------------------------------------------------------------ */
@@ -491,6 +556,44 @@ int kvt_proto_enc_register(struct kvt_wr *w, uint64_t id, const struct kvt_req_r
 	kvt_wr_u32(w, m->ipc_len);
 	kvt_wr_bytes(w, m->ipc, m->ipc_len);
 	return kvt_wr_end(w);
+}
+
+int kvt_proto_enc_register_parts(struct kvt_wr *w, uint64_t id, const struct kvt_region *r)
+{
+	if (r->n_parts == 0 || r->n_parts > KVT_PROTO_MAX_PARTS || r->layers == 0 ||
+	    r->layers > KVT_PROTO_MAX_PART_LAYERS || r->ipc_len > KVT_PROTO_MAX_IPC)
+		return -EINVAL;
+	kvt_wr_begin(w, KVT_OP_REGISTER_PARTS, id, 0);
+	kvt_wr_u32(w, r->ns);
+	kvt_wr_u32(w, r->kind);
+	kvt_wr_u32(w, r->layers);
+	kvt_wr_u32(w, r->pages);
+	kvt_wr_u64(w, r->kv_stride);
+	kvt_wr_u64(w, r->page_stride);
+	kvt_wr_u32(w, r->device);
+	kvt_wr_u32(w, r->n_parts);
+	kvt_wr_u32(w, r->ipc_len);
+	kvt_wr_u32(w, 0);
+	for (uint32_t i = 0; i < r->n_parts; i++) {
+		kvt_wr_u64(w, r->parts[i].offset);
+		kvt_wr_u64(w, r->parts[i].bytes);
+		kvt_wr_bytes(w, r->parts[i].ipc, r->ipc_len);
+	}
+	for (uint32_t l = 0; l < r->layers; l++) {
+		kvt_wr_u32(w, r->layer[l].part);
+		kvt_wr_u32(w, 0);
+		kvt_wr_u64(w, r->layer[l].offset);
+	}
+	return kvt_wr_end(w);
+}
+
+void kvt_proto_put_region_fault(struct kvt_wr *w, const struct kvt_region_fault *f)
+{
+	kvt_wr_u32(w, f->kind);
+	kvt_wr_u32(w, f->layer);
+	kvt_wr_u32(w, f->other);
+	kvt_wr_u32(w, 0);
+	kvt_wr_u64(w, f->value);
 }
 
 int kvt_proto_enc_keys(struct kvt_wr *w, uint16_t op, uint64_t id, uint32_t ns,

@@ -14,9 +14,10 @@
  *
  * Many requests may be in flight on one connection; replies come in any order
  * and are matched by id. The header's version is the framing's and stays 1;
- * HELLO agrees on the version of the ops (1 to 3, see KVT_PROTO_VERSION_MAX):
+ * HELLO agrees on the version of the ops (1 to 4, see KVT_PROTO_VERSION_MAX):
  * version 2 adds pushed completions (DONE frames), PREFILL and LOOKUP's plan;
- * version 3 the reuse class of SAVE's blocks (in its flags). Payloads are decoded field by field with bounds checks
+ * version 3 the reuse class of SAVE's blocks (in its flags); version 4
+ * REGISTER_PARTS (memory in several parts, a layer table). Payloads are decoded field by field with bounds checks
  * (never cast onto structs), and strictly: a payload must have exactly the size
  * its counts imply, reserved fields must be zero, enums must be known. The
  * decoders only read the buffer; decoded keys and page ids point into it.
@@ -31,10 +32,11 @@
 #include <stdint.h>
 
 #include "kvtier/store.h"
+#include "transport/region.h"
 
 #define KVT_PROTO_MAGIC 0x3154564bu
 #define KVT_PROTO_VERSION 1     /* of the frames (the header's field) */
-#define KVT_PROTO_VERSION_MAX 3 /* of the ops, the newest HELLO agrees on */
+#define KVT_PROTO_VERSION_MAX 4 /* of the ops, the newest HELLO agrees on */
 #define KVT_PROTO_HDR_BYTES 24
 #define KVT_PROTO_MAX_PAYLOAD (1u << 20)
 #define KVT_PROTO_MAX_KEYS 16384u
@@ -58,6 +60,7 @@ enum kvt_op {
 	KVT_OP_PING = 12,
 	KVT_OP_PREFILL = 13, /* version 2 */
 	KVT_OP_DONE = 14,    /* version 2: pushed by the daemon, never a request */
+	KVT_OP_REGISTER_PARTS = 15, /* version 4 */
 	KVT_OP_COUNT
 };
 
@@ -110,6 +113,21 @@ struct kvt_req_register {
 	const uint8_t *ipc;
 };
 
+/* REGISTER_PARTS (version 4): u32 ns, u32 kind, u32 layers, u32 pages,
+ * u64 kv_stride, u64 page_stride, u32 device, u32 n_parts, u32 ipc_len, u32 0,
+ * then per part u64 offset, u64 bytes, ipc[ipc_len] (CUDA; 0 bytes for
+ * memfds, which come with the frame, n_parts of them, in part order), then
+ * per layer u32 part, u32 0, u64 offset (region.h). At most
+ * KVT_PROTO_MAX_PARTS parts and KVT_PROTO_MAX_PART_LAYERS layers. */
+#define KVT_PROTO_MAX_PART_LAYERS 1024u
+struct kvt_req_register_parts {
+	uint32_t ns, kind, layers, pages;
+	uint64_t kv_stride, page_stride;
+	uint32_t device, n_parts, ipc_len;
+	const uint8_t *parts;  /* raw: kvt_proto_reg_part() */
+	const uint8_t *layer;  /* raw: kvt_proto_reg_layer() */
+};
+
 /* LOOKUP, PIN, UNPIN, REMOVE: u32 ns, u32 n, key[n] (16 bytes each). */
 struct kvt_req_keys {
 	uint32_t ns, n;
@@ -150,6 +168,7 @@ struct kvt_req {
 	union {
 		struct kvt_req_hello hello;
 		struct kvt_req_register reg;
+		struct kvt_req_register_parts parts;
 		struct kvt_req_keys keys;
 		struct kvt_req_xfer xfer;
 		struct kvt_req_wait wait;
@@ -161,7 +180,9 @@ struct kvt_req {
 /* Replies (payload present when status is 0, except WAIT/POLL whose payload
  * is always present):
  *   HELLO    u16 version, u16 0, u32 ns, u64 block_bytes, salt[16], u32 max_keys
- *   REGISTER u32 region
+ *   REGISTER u32 region       REGISTER_PARTS u32 region; with -EINVAL for a
+ *            layout it refuses: u32 kind, u32 layer, u32 other, u32 0,
+ *            u64 value (struct kvt_region_fault), or empty
  *   LOOKUP   u32 hit, u32 n, u8 tier[n]; version 2 appends u32 load: the
  *            leading blocks the plan loads (<= hit), the rest recomputed
  *   SAVE     u64 ticket          LOAD u64 ticket, u32 layers
@@ -217,6 +238,10 @@ void kvt_proto_hdr_encode(const struct kvt_frame_hdr *h, void *out);
 int kvt_proto_req_decode(const struct kvt_frame_hdr *h, const void *payload,
 			 struct kvt_req *req);
 
+/* Part i and layer l of a REGISTER_PARTS request. */
+struct kvt_region_part kvt_proto_reg_part(const struct kvt_req_register_parts *r, uint32_t i);
+struct kvt_region_layer kvt_proto_reg_layer(const struct kvt_req_register_parts *r, uint32_t l);
+
 /* Page id i of a SAVE/LOAD request. */
 uint32_t kvt_proto_page(const struct kvt_req_xfer *x, uint32_t i);
 
@@ -228,6 +253,8 @@ int kvt_proto_rep_u64(const void *p, size_t len, uint64_t *out);
 int kvt_proto_rep_lookup(const void *p, size_t len, struct kvt_rep_lookup *out);
 int kvt_proto_rep_load(const void *p, size_t len, uint64_t *ticket, uint32_t *layers);
 int kvt_proto_rep_wait(const void *p, size_t len, struct kvt_rep_wait *out);
+/* The fault of a REGISTER_PARTS -EINVAL reply: 0, or -EBADMSG (none sent). */
+int kvt_proto_rep_region_fault(const void *p, size_t len, struct kvt_region_fault *out);
 
 /* ---- encoding ---------------------------------------------------------- */
 
@@ -261,6 +288,10 @@ int kvt_wr_end(struct kvt_wr *w);
 int kvt_proto_enc_hello(struct kvt_wr *w, uint64_t id, const char *token,
 			const struct kvt_ns_desc *desc);
 int kvt_proto_enc_register(struct kvt_wr *w, uint64_t id, const struct kvt_req_register *r);
+/* REGISTER_PARTS of r (r->parts[i].ipc: r->ipc_len bytes each, CUDA). */
+int kvt_proto_enc_register_parts(struct kvt_wr *w, uint64_t id, const struct kvt_region *r);
+/* The body of a REGISTER_PARTS -EINVAL reply (after kvt_wr_begin). */
+void kvt_proto_put_region_fault(struct kvt_wr *w, const struct kvt_region_fault *f);
 int kvt_proto_enc_keys(struct kvt_wr *w, uint16_t op, uint64_t id, uint32_t ns,
 		       const struct kvt_key *keys, uint32_t n);
 int kvt_proto_enc_xfer(struct kvt_wr *w, uint16_t op, uint64_t id, uint32_t ns,

@@ -203,17 +203,22 @@ static void *prefault_main(void *arg)
 	return NULL;
 }
 
-/* Each client holds its socket and may queue KVT_CONN_MAX_FDS passed fds;
- * keep max_clients within RLIMIT_NOFILE, less a margin for the store, the
- * metrics endpoint and the daemon itself. */
+/* Each client holds its socket and may queue KVT_CONN_MAX_FDS passed fds,
+ * and all of them together KVT_SRV_LENT_FDS more (an eighth of the limit at
+ * most); keep max_clients within RLIMIT_NOFILE, less a margin for the
+ * store, the metrics endpoint and the daemon itself. */
 static void size_max_clients(struct kvt_server *srv)
 {
-	const unsigned per_client = 1 + KVT_CONN_MAX_FDS, margin = 64;
+	const unsigned per_client = 1 + KVT_CONN_MAX_FDS;
+	unsigned margin = 64, fit;
 	struct rlimit rl;
-	unsigned fit;
 
+	srv->max_fds_lent = KVT_SRV_LENT_FDS;
 	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur == RLIM_INFINITY)
 		return;
+	if (rl.rlim_cur / 8 < srv->max_fds_lent)
+		srv->max_fds_lent = (unsigned)(rl.rlim_cur / 8);
+	margin += srv->max_fds_lent;
 	fit = rl.rlim_cur > margin + per_client ? (unsigned)((rl.rlim_cur - margin) / per_client) : 1;
 	if (srv->opts.max_clients > fit) {
 		kvt_srv_log(srv, KVT_LOG_WARN, "event=max_clients.lowered from=%u to=%u nofile=%llu",

@@ -16,6 +16,8 @@
 
 static void accept_resume(struct kvt_server *srv);
 
+static void fds_account(struct kvt_conn *c);
+
 /* Whether u's failed HELLOs are recent enough to count. */
 static bool fails_remembered(const struct kvt_uid *u, uint64_t now)
 {
@@ -247,6 +249,7 @@ void kvt_conn_close(struct kvt_conn *c, const char *why)
 	for (int i = 0; i < c->n_fds; i++)
 		close(c->fds[i].fd);
 	c->n_fds = 0;
+	fds_account(c);
 	for (int i = 0; i < KVT_CONN_MAX_REGIONS; i++) {
 		kvt_engine_mem_put(c->regions[i]);
 		c->regions[i] = NULL;
@@ -426,6 +429,35 @@ void kvt_conn_accept(struct kvt_server *srv)
 	}
 }
 
+/* Charge c's fds past KVT_CONN_MAX_FDS to its uid and the server, after
+ * the count changed. */
+static void fds_account(struct kvt_conn *c)
+{
+	int held = c->n_fds + c->n_frame_fds;
+	unsigned lent = held > KVT_CONN_MAX_FDS ? (unsigned)(held - KVT_CONN_MAX_FDS) : 0;
+	struct kvt_uid *u = uid_get(c->srv, c->uid, false);
+
+	if (u)
+		u->fds_lent = u->fds_lent + lent - c->fds_lent;
+	c->srv->fds_lent = c->srv->fds_lent + lent - c->fds_lent;
+	c->fds_lent = lent;
+}
+
+/* Whether c may queue one more passed fd: within its own KVT_CONN_MAX_FDS,
+ * or lent one from its uid's share and the server's pool. */
+static bool fd_room(struct kvt_conn *c)
+{
+	struct kvt_uid *u;
+
+	if (c->n_fds + c->n_frame_fds < KVT_CONN_MAX_FDS)
+		return true;
+	if (!c->tenant || c->n_fds >= KVT_CONN_QUEUE_FDS ||
+	    c->srv->fds_lent >= c->srv->max_fds_lent)
+		return false;
+	u = uid_get(c->srv, c->uid, false);
+	return u && u->fds_lent < KVT_UID_LENT_FDS;
+}
+
 /* Give the frame at stream bytes [fs, fe) the fds that came with it: those
  * of reads ending inside it that started no later than it did. Fds of reads
  * that ended inside it but began after its first byte rode on no frame's
@@ -439,12 +471,13 @@ static void frame_take_fds(struct kvt_conn *c, uint64_t fs, uint64_t fe)
 
 		if (f->end > fe)
 			c->fds[kept++] = *f;
-		else if (f->start <= fs && c->n_frame_fds < KVT_CONN_MAX_FDS)
+		else if (f->start <= fs && c->n_frame_fds < KVT_CONN_QUEUE_FDS)
 			c->frame_fds[c->n_frame_fds++] = f->fd;
 		else
 			close(f->fd);
 	}
 	c->n_fds = kept;
+	fds_account(c);
 }
 
 static void frame_close_fds(struct kvt_conn *c)
@@ -452,6 +485,8 @@ static void frame_close_fds(struct kvt_conn *c)
 	for (int i = 0; i < c->n_frame_fds; i++)
 		close(c->frame_fds[i]);
 	c->n_frame_fds = 0;
+	c->fds_dropped = false;
+	fds_account(c);
 }
 
 /* Parse and handle the whole frames in c->in. */
@@ -513,7 +548,7 @@ static void conn_process(struct kvt_conn *c)
 static int conn_read(struct kvt_conn *c)
 {
 	for (int rounds = 0; rounds < 16; rounds++) {
-		union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int) * KVT_CONN_MAX_FDS)]; } ctl;
+		union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int) * KVT_CONN_QUEUE_FDS)]; } ctl;
 		struct msghdr msg = { 0 };
 		struct iovec iov;
 		ssize_t n;
@@ -555,15 +590,18 @@ static int conn_read(struct kvt_conn *c)
 			for (size_t i = 0; i < nf; i++) {
 				uint64_t start = c->in_base + c->in_len;
 
-				if (c->n_fds < KVT_CONN_MAX_FDS)
+				if (fd_room(c)) {
 					c->fds[c->n_fds++] = (struct kvt_conn_fd){
 						fds[i], start, start + (uint64_t)n };
-				else
+					fds_account(c);
+				} else {
 					close(fds[i]);
+					c->fds_dropped = true;
+				}
 			}
 		}
-		if (msg.msg_flags & MSG_CTRUNC)
-			return -1;
+		if ((msg.msg_flags & MSG_CTRUNC) || (c->fds_dropped && !c->tenant))
+			return -1; /* more fds than a frame of its may carry */
 		c->in_len += (size_t)n;
 		conn_process(c);
 		if (c->closing || conn_throttled(c) || (size_t)n < iov.iov_len)

@@ -154,7 +154,7 @@ static int dev_xfer(struct worker *w, struct kvt_job *job, bool save, const uint
 	else
 		kvt_dev_stream_sync(stream); /* nothing may still run on these buffers */
 out:
-	if (err == -EFAULT && m->host) {
+	if (err == -EFAULT && m->on_host) {
 		kvt_job_engine_fault(w->srv, job, err, save ? "SAVE failed" : "LOAD failed");
 		worker_dev_drop(w, m->dev);
 	} else if (err) {

@@ -3,6 +3,7 @@
  *   server.c       the lifecycle: open, the event loop, drain, close
  *   server_conn.c  connections: accept, credentials, read/write, passed fds, close
  *   server_ops.c   operations: dispatch, HELLO's token and model checks, op_*
+ *   server_register.c  REGISTER and REGISTER_PARTS: engine memory as regions
  *   server_wait.c  tickets, parked WAITs, the workers' completion notes
  *   server_jobs.c  the copy workers: SAVE and LOAD
  *   server_plan.c  LOOKUP's plan: load or recompute, from the measured rates
@@ -26,7 +27,16 @@
 
 #define KVT_CONN_MAX_NS 16
 #define KVT_CONN_MAX_REGIONS 16
-#define KVT_CONN_MAX_FDS 4
+#define KVT_CONN_MAX_FDS 4   /* passed fds a connection may always queue */
+/* Past KVT_CONN_MAX_FDS, a connection queues fds lent from its uid's share
+ * and the server's pool (a REGISTER_PARTS sends a memfd per part): at most
+ * KVT_UID_LENT_FDS per uid, KVT_SRV_LENT_FDS in all (an eighth of the
+ * open-file limit where that is less), and only once it said HELLO. Fds over
+ * the budget are closed: the REGISTER_PARTS they came with gets -EAGAIN; a
+ * connection without HELLO that sends more than its own is closed. */
+#define KVT_CONN_QUEUE_FDS (KVT_CONN_MAX_FDS + (int)KVT_PROTO_MAX_PARTS)
+#define KVT_UID_LENT_FDS (2 * KVT_PROTO_MAX_PARTS)
+#define KVT_SRV_LENT_FDS 1024u
 #define KVT_CONN_MAX_TICKETS 4096
 /* Bytes of unreaped tickets a connection may hold (job records plus the key
  * and page arrays of the unfinished ones). */
@@ -147,10 +157,13 @@ struct kvt_conn {
 	struct kvt_wr out;
 	size_t out_off;
 	uint64_t in_base;           /* stream offset of in[0] */
-	struct kvt_conn_fd fds[KVT_CONN_MAX_FDS];
+	struct kvt_conn_fd fds[KVT_CONN_QUEUE_FDS];
 	int n_fds;
-	int frame_fds[KVT_CONN_MAX_FDS]; /* the fds of the frame in dispatch */
+	int frame_fds[KVT_CONN_QUEUE_FDS]; /* the fds of the frame in dispatch */
 	int n_frame_fds;
+	unsigned fds_lent;          /* of n_fds + n_frame_fds, past KVT_CONN_MAX_FDS */
+	bool fds_dropped;           /* fds were closed over the budget since the
+	                             * last frame */
 	struct kvt_ns *ns[KVT_CONN_MAX_NS];
 	uint64_t ns_block_bytes[KVT_CONN_MAX_NS];
 	struct kvt_ns_desc ns_desc[KVT_CONN_MAX_NS];
@@ -197,6 +210,8 @@ struct kvt_uid {
 	unsigned hello_fails;
 	uint64_t last_fail_ns;
 	uint64_t hello_retry_ns;    /* its HELLOs wait until then */
+	unsigned fds_lent;          /* passed fds its connections hold past
+	                             * KVT_CONN_MAX_FDS each */
 };
 
 #define KVT_LAT_BUCKETS 18
@@ -244,6 +259,7 @@ struct kvt_server {
 	struct kvt_conn *delayed;   /* HELLOs held back by their uid's delay */
 	struct kvt_uid *uids;       /* the uids with connections */
 	size_t n_uids, cap_uids;
+	unsigned fds_lent, max_fds_lent; /* passed fds lent, of at most */
 	struct kvt_wait *timed;     /* parked waits with a deadline */
 	/* the namespaces handed out (server_ns.c) */
 	struct kvt_ns_use **ns_uses;       /* KVT_NS_USE_BUCKETS chains */
@@ -315,6 +331,11 @@ void kvt_conn_hello_failed(struct kvt_conn *c);
 /* Handle one decoded request. Returns a kvt_req_result, or -errno (answer
  * with that status). */
 int kvt_dispatch(struct kvt_conn *c, const struct kvt_req *req);
+
+/* server_register.c */
+/* REGISTER or REGISTER_PARTS. Returns KVT_REQ_ANSWERED (a refused layout of
+ * REGISTER_PARTS is answered with its fault) or -errno. */
+int kvt_op_register(struct kvt_conn *c, const struct kvt_req *req);
 
 /* server_ns.c */
 int kvt_tenant_ns_init(struct kvt_server *srv);

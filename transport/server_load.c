@@ -109,7 +109,7 @@ static void report(struct load_window *lw, size_t k, int res, bool late, bool di
  * O_DIRECT; from other nodes into any). */
 static bool direct_ok(const struct kvt_engine_mem *m)
 {
-	return m->map && m->layers * m->kvn <= IOV_MAX;
+	return !m->layout && m->layers * m->kvn <= IOV_MAX;
 }
 
 /* kvt_acquire_many's report of its block j (the window's amap[j]), on the

@@ -152,69 +152,6 @@ static struct kvt_ns *conn_ns(struct kvt_conn *c, uint32_t handle)
 	return handle >= 1 && handle <= KVT_CONN_MAX_NS ? c->ns[handle - 1] : NULL;
 }
 
-static int op_register(struct kvt_conn *c, const struct kvt_req *req)
-{
-	const struct kvt_req_register *r = &req->u.reg;
-	struct kvt_ns *ns = conn_ns(c, r->ns);
-	const struct kvt_ns_desc *d;
-	struct kvt_engine_mem *m;
-	uint64_t page;
-	uint32_t kvn;
-	int slot = -1, fd, err;
-
-	if (!ns)
-		return -EBADF;
-	if (r->kind == KVT_MEM_CUDA_IPC && !c->srv->opts.dev_cuda)
-		return -EOPNOTSUPP; /* no GPU driven here: engine memory comes as a memfd */
-	if (r->kind == KVT_MEM_HOST_MEMFD) {
-		/* only the fd sent with this frame; frame_close_fds closes extras */
-		if (c->n_frame_fds != 1)
-			return -EBADF;
-		fd = c->frame_fds[0];
-		c->n_frame_fds = 0;
-	} else {
-		fd = -1;
-	}
-	for (int i = 0; i < KVT_CONN_MAX_REGIONS && slot < 0; i++)
-		if (!c->regions[i])
-			slot = i;
-	/* the region's pages are the namespace's: a block is layers x kvn pages */
-	d = &c->ns_desc[r->ns - 1];
-	kvn = d->layout == KVT_LAYOUT_MLA ? 1 : 2;
-	page = c->ns_block_bytes[r->ns - 1] / ((uint64_t)d->layers * kvn);
-	if (slot < 0) {
-		err = -EMFILE;
-	} else if (r->layers != d->layers || (kvn == 2 && r->kv_stride < page)) {
-		/* the engine's tensors are not the namespace's shape: say which
-		 * figure differs, the client sees only EINVAL */
-		kvt_srv_log(c->srv, KVT_LOG_WARN, "event=register.refused conn=%llu ns=%u "
-			    "model=\"%s\" reason=\"%s\" region_layers=%u ns_layers=%u "
-			    "kv_stride=%llu page_bytes=%llu", (unsigned long long)c->id, r->ns,
-			    d->model_id, r->layers != d->layers ? "the memory has another number "
-			    "of layers than the namespace" : "K and V are closer than one page of "
-			    "the namespace (kv_heads x head_dim x block_tokens x dtype)", r->layers,
-			    d->layers, (unsigned long long)r->kv_stride, (unsigned long long)page);
-		err = -EINVAL;
-	} else if (r->kind == KVT_MEM_CUDA_IPC) {
-		err = kvt_engine_mem_import(c->srv->opts.dev_cuda, -1, r, d, &m);
-	} else if (c->srv->opts.dev_host) {
-		err = kvt_engine_mem_import(c->srv->opts.dev_host, fd, r, d, &m);
-	} else {
-		err = kvt_engine_mem_map(fd, r, kvn, page, &m);
-	}
-	if (fd >= 0)
-		close(fd); /* mapped or duplicated: the daemon's copy is not needed */
-	if (err)
-		return err;
-	c->regions[slot] = m;
-	kvt_srv_log(c->srv, KVT_LOG_INFO, "event=register conn=%llu region=%d ns=%u bytes=%llu "
-		    "layers=%u pages=%u", (unsigned long long)c->id, slot + 1, r->ns,
-		    (unsigned long long)r->bytes, r->layers, r->pages);
-	kvt_wr_begin(&c->out, KVT_OP_REGISTER | KVT_OP_REPLY, req->hdr.id, 0);
-	kvt_wr_u32(&c->out, (uint32_t)slot + 1);
-	return kvt_wr_end(&c->out) ? -ENOMEM : KVT_REQ_ANSWERED;
-}
-
 static int op_keys(struct kvt_conn *c, const struct kvt_req *req)
 {
 	const struct kvt_req_keys *k = &req->u.keys;
@@ -449,7 +386,8 @@ int kvt_dispatch(struct kvt_conn *c, const struct kvt_req *req)
 	case KVT_OP_HELLO:
 		return op_hello(c, req);
 	case KVT_OP_REGISTER:
-		return op_register(c, req);
+	case KVT_OP_REGISTER_PARTS:
+		return kvt_op_register(c, req);
 	case KVT_OP_LOOKUP:
 	case KVT_OP_PIN:
 	case KVT_OP_UNPIN:

@@ -55,6 +55,27 @@ KVT_AT(kvt_client_region, page_stride, 56);
 KVT_AT(kvt_client_region, cuda_ipc, 64);
 KVT_AT(kvt_client_region, cuda_ipc_len, 72);
 KVT_AT(kvt_client_region, device, 76);
+KVT_SIZE(kvt_client_part, 32);
+KVT_AT(kvt_client_part, memfd, 0);
+KVT_AT(kvt_client_part, offset, 8);
+KVT_AT(kvt_client_part, bytes, 16);
+KVT_AT(kvt_client_part, cuda_ipc, 24);
+KVT_SIZE(kvt_client_layer, 16);
+KVT_AT(kvt_client_layer, part, 0);
+KVT_AT(kvt_client_layer, offset, 8);
+KVT_SIZE(kvt_client_parts, 80);
+KVT_AT(kvt_client_parts, size, 0);
+KVT_AT(kvt_client_parts, n_parts, 8);
+KVT_AT(kvt_client_parts, parts, 16);
+KVT_AT(kvt_client_parts, layers, 24);
+KVT_AT(kvt_client_parts, pages, 28);
+KVT_AT(kvt_client_parts, layer, 32);
+KVT_AT(kvt_client_parts, kv_stride, 40);
+KVT_AT(kvt_client_parts, page_stride, 48);
+KVT_AT(kvt_client_parts, cuda_ipc_len, 56);
+KVT_AT(kvt_client_parts, device, 60);
+KVT_AT(kvt_client_parts, why, 64);
+KVT_AT(kvt_client_parts, why_len, 72);
 
 /* kvtier/device.h */
 KVT_SIZE(kvt_dev_opts, 16);

@@ -132,6 +132,58 @@ struct kvt_client_region {
 int kvt_client_register(struct kvt_client *c, const struct kvt_client_ns *ns,
 			const struct kvt_client_region *region);
 
+/* One allocation of engine memory for kvt_client_register_parts: the part
+ * is [offset, offset + bytes) of the memfd, or of the CUDA allocation. */
+struct kvt_client_part {
+	int memfd;               /* host: a memfd sealed with F_SEAL_SHRINK; -1 for
+	                          * GPU memory named by cuda_ipc */
+	uint64_t offset, bytes;
+	const void *cuda_ipc;    /* GPU: the cudaIpcMemHandle_t of the allocation
+	                          * (cuda_ipc_len bytes) */
+};
+
+/* Where a layer lies: in part `part`, its page 0 `offset` bytes from the
+ * part's start. */
+struct kvt_client_layer {
+	uint32_t part;
+	uint64_t offset;
+};
+
+/* Engine KV memory in several parts (one per allocation: a tensor per layer,
+ * or any grouping): page p of layer l starts at
+ *   layer[l].offset + p*page_stride        in part layer[l].part
+ * and its V at + kv_stride (0 for MLA); the strides are common to the
+ * layers, so FlashAttention's [2, blocks, ...] (kv_stride = blocks x page,
+ * page_stride = page) and FlashInfer's [blocks, 2, ...] (kv_stride = page,
+ * page_stride = 2 x page) are both one description. */
+struct kvt_client_parts {
+	size_t size;             /* sizeof(struct kvt_client_parts); an older,
+	                          * smaller size leaves the fields past it 0 */
+	uint32_t n_parts;        /* 1 to 128; all memfds or all CUDA */
+	const struct kvt_client_part *parts;
+	uint32_t layers, pages;
+	const struct kvt_client_layer *layer; /* `layers` entries */
+	uint64_t kv_stride, page_stride;
+	uint32_t cuda_ipc_len;   /* GPU: bytes of each handle (<= 64) */
+	uint32_t device;         /* GPU: the engine's CUDA device ordinal */
+	char *why;               /* optional: on -EINVAL for the layout, the
+	                          * daemon's reason naming the layer and the
+	                          * stride or part at fault (NUL-terminated) */
+	size_t why_len;
+};
+
+/* Register engine memory in parts for ns: the memfds go to the daemon in one
+ * message (the caller keeps its own), CUDA handles are opened by the
+ * daemon's GPU. The daemon checks every layer: inside its part, no page of
+ * the region on another within a part. Returns a region handle (> 0), or
+ * -EINVAL (a layout the daemon refuses: its reason in why; or parts, layers
+ * or kinds out of range here), -EOPNOTSUPP (a daemon older than protocol
+ * version 4, or CUDA memory and no GPU there), -EAGAIN (the daemon is over
+ * its budget of passed fds: try again), and kvt_client_register's other
+ * errors. */
+int kvt_client_register_parts(struct kvt_client *c, const struct kvt_client_ns *ns,
+			      const struct kvt_client_parts *parts);
+
 /* Create a sealed memfd of bytes and map it; for engines (and tests) without
  * memory of their own. Returns the fd and *map, or -errno. Unmap with munmap. */
 int kvt_client_memfd_create(const char *name, uint64_t bytes, void **map);

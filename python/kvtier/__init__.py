@@ -38,8 +38,8 @@ import json
 import mmap
 import os
 
-__all__ = ["Client", "Namespace", "Ticket", "EngineMemory", "TIER_NAMES", "KEY_BYTES",
-           "REUSE_CLASS_MAX", "reuse_class_of"]
+__all__ = ["Client", "Namespace", "Ticket", "EngineMemory", "Part", "RegionParts",
+           "TIER_NAMES", "KEY_BYTES", "REUSE_CLASS_MAX", "reuse_class_of"]
 
 KEY_BYTES = 16
 
@@ -139,6 +139,24 @@ class _Region(ctypes.Structure):
                 ("cuda_ipc_len", ctypes.c_uint32), ("device", ctypes.c_uint32)]
 
 
+class _Part(ctypes.Structure):
+    _fields_ = [("memfd", ctypes.c_int), ("offset", ctypes.c_uint64),
+                ("bytes", ctypes.c_uint64), ("cuda_ipc", ctypes.c_void_p)]
+
+
+class _LayerAt(ctypes.Structure):
+    _fields_ = [("part", ctypes.c_uint32), ("offset", ctypes.c_uint64)]
+
+
+class _Parts(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("n_parts", ctypes.c_uint32),
+                ("parts", ctypes.POINTER(_Part)), ("layers", ctypes.c_uint32),
+                ("pages", ctypes.c_uint32), ("layer", ctypes.POINTER(_LayerAt)),
+                ("kv_stride", ctypes.c_uint64), ("page_stride", ctypes.c_uint64),
+                ("cuda_ipc_len", ctypes.c_uint32), ("device", ctypes.c_uint32),
+                ("why", ctypes.c_char_p), ("why_len", ctypes.c_size_t)]
+
+
 _P = ctypes.POINTER
 _vp = ctypes.c_void_p
 _sigs = {
@@ -151,6 +169,7 @@ _sigs = {
     "kvt_client_prefix_keys": (ctypes.c_int, [_P(_ClientNs), _P(_Key), _P(ctypes.c_uint32),
                                               ctypes.c_size_t, _P(_Key), ctypes.c_size_t]),
     "kvt_client_register": (ctypes.c_int, [_vp, _P(_ClientNs), _P(_Region)]),
+    "kvt_client_register_parts": (ctypes.c_int, [_vp, _P(_ClientNs), _P(_Parts)]),
     "kvt_client_memfd_create": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_uint64, _P(_vp)]),
     "kvt_client_lookup": (ctypes.c_int, [_vp, _P(_ClientNs), _P(_Key), ctypes.c_uint32,
                                          _P(ctypes.c_uint8)]),
@@ -321,6 +340,31 @@ class EngineMemory:
         self.close()
 
 
+class Part:
+    """One allocation of engine KV memory: bytes [offset, offset + nbytes) of
+    the memfd fd, or of a CUDA allocation (fd -1, cuda_ipc the 64 bytes of
+    its cudaIpcMemHandle_t)."""
+
+    def __init__(self, fd, nbytes, offset=0, cuda_ipc=None):
+        self.fd, self.nbytes, self.offset, self.cuda_ipc = fd, nbytes, offset, cuda_ipc
+
+
+class RegionParts:
+    """Engine KV memory in parts, for Client.register: layers[l] = (part
+    index, offset of the layer's page 0 from the part's start); page p of
+    layer l at + p*page_stride, its V at + kv_stride (0 for MLA); the
+    strides are the same for every layer. FlashAttention's [2, blocks, ...]
+    is kv_stride = blocks*page, page_stride = page; FlashInfer's [blocks, 2,
+    ...] kv_stride = page, page_stride = 2*page."""
+
+    def __init__(self, parts, layers, pages, kv_stride, page_stride, device=0):
+        self.parts = list(parts)
+        self.layer_parts = [(int(p), int(o)) for p, o in layers]
+        self.layers = len(self.layer_parts)
+        self.pages, self.kv_stride, self.page_stride = pages, kv_stride, page_stride
+        self.device = device
+
+
 class Client:
     """A connection to kvtierd. Thread-safe: calls from several threads share it.
     completions: "push" (default: the daemon pushes each SAVE/LOAD's
@@ -382,8 +426,12 @@ class Client:
     def register(self, ns, mem):
         """Register EngineMemory (or any object with its attributes: fd, nbytes,
         layers, pages, strides; for GPU memory fd = -1 and cuda_ipc = the 64
-        bytes of a cudaIpcMemHandle_t, e.g. from torch's storage._share_cuda_());
-        returns a region."""
+        bytes of a cudaIpcMemHandle_t, e.g. from torch's storage._share_cuda_()),
+        or a RegionParts; returns a region. A layout kvtierd refuses raises
+        OSError(EINVAL) saying why (for RegionParts: the layer, and the stride
+        or part at fault)."""
+        if getattr(mem, "layer_parts", None) is not None:
+            return self._register_parts(ns, mem)
         r = _Region()
         r.size = ctypes.sizeof(r)
         r.memfd = mem.fd
@@ -404,6 +452,32 @@ class Client:
                           "(memory: %d layers, K to V %d bytes apart; namespace: %d layers "
                           "of %d-byte pages); kvtierd's log says what differs"
                           % (mem.layers, mem.kv_stride, ns.layers, ns.page_bytes))
+        return _check(rc, "register")
+
+    def _register_parts(self, ns, mem):
+        n = len(mem.parts)
+        parts = (_Part * max(n, 1))()
+        keep = []
+        ipc_len = 0
+        for i, p in enumerate(mem.parts):
+            parts[i].memfd, parts[i].offset, parts[i].bytes = p.fd, p.offset, p.nbytes
+            if p.cuda_ipc is not None:
+                buf = ctypes.create_string_buffer(bytes(p.cuda_ipc), len(p.cuda_ipc))
+                keep.append(buf)
+                parts[i].cuda_ipc = ctypes.cast(buf, ctypes.c_void_p)
+                ipc_len = len(p.cuda_ipc)
+        layer = (_LayerAt * max(mem.layers, 1))()
+        for l, (part, off) in enumerate(mem.layer_parts):
+            layer[l].part, layer[l].offset = part, off
+        why = ctypes.create_string_buffer(512)
+        r = _Parts(size=ctypes.sizeof(_Parts), n_parts=n, parts=parts, layers=mem.layers,
+                   pages=mem.pages, layer=layer, kv_stride=mem.kv_stride,
+                   page_stride=mem.page_stride, cuda_ipc_len=ipc_len,
+                   device=getattr(mem, "device", 0),
+                   why=ctypes.cast(why, ctypes.c_char_p), why_len=len(why))
+        rc = _lib.kvt_client_register_parts(self._c, ctypes.byref(ns._raw), ctypes.byref(r))
+        if rc == -errno.EINVAL and why.value:
+            raise OSError(errno.EINVAL, "register: %s" % why.value.decode(errors="replace"))
         return _check(rc, "register")
 
     def lookup(self, ns, keys):

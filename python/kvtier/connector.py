@@ -405,9 +405,10 @@ class KVTierConnector:
 
     def register_region(self, spec, layer_names):
         """Register engine memory described by spec (the attributes
-        kvtier.Client.register reads) whose layers are layer_names, in
-        order: for engines that allocate their KV tensors themselves. Kept
-        and registered again after a reconnect."""
+        kvtier.Client.register reads, or a kvtier.RegionParts: a part per
+        allocation and each layer's part and offset) whose layers are
+        layer_names, in order: for engines that allocate their KV tensors
+        themselves. Kept and registered again after a reconnect."""
         self._region_spec = spec
         self._layer_index = {n: i for i, n in enumerate(layer_names)}
         if self._client is not None:

@@ -19,11 +19,14 @@ in get_block_ids_with_load_errors; with kv_load_failure_policy "recompute"
 vLLM then recomputes those tokens. Loads and saves are synchronous with the
 step, so get_finished reports nothing.
 
-KV memory. On CPU, vLLM allocates one int8 buffer for every layer's KV; the
-connector's get_mem_pool_context makes that allocation a sealed memfd (the
-daemon maps it and copies blocks in and out of the engine's own tensor). On
-CUDA the buffer is exported to the daemon as a CUDA IPC handle (kvtierd with
-a GPU). In both, a block of one layer is one dense page [kv_heads,
+KV memory. On CPU, vLLM allocates one int8 buffer for every layer's KV (or,
+in older releases, one per layer); the connector's get_mem_pool_context
+makes each such allocation a sealed memfd (the daemon maps it and copies
+blocks in and out of the engine's own tensors). On CUDA each allocation is
+exported to the daemon as a CUDA IPC handle (kvtierd with a GPU). Layers
+evenly spaced in one allocation are registered as one region; any other
+placement as a region in parts, one per allocation (kvtier.RegionParts).
+In both, a block of one layer is one dense page [kv_heads,
 block_tokens, 2*head_dim] (CPU, LBHNC) or whatever the resolved layout puts
 there, as long as a layer's block is one contiguous run of bytes: the region
 is registered as pages of 2 x half a block (kv_stride = half, page_stride =
@@ -232,25 +235,30 @@ class KvtierConnector(KVConnectorBase_V1):
     # ---- worker side: memory -------------------------------------------
 
     def get_mem_pool_context(self):
-        """On CPU: vLLM's one KV allocation, a zeroed int8 buffer, comes from
-        a sealed memfd kvtierd can map. Elsewhere: vLLM's own pool."""
+        """On CPU: vLLM's KV allocations (zeroed int8 buffers: one, or one
+        per layer) come from sealed memfds kvtierd can map. Elsewhere:
+        vLLM's own pool."""
         if self._device != "cpu":
             return None
         return self._memfd_allocation()
 
     @contextlib.contextmanager
     def _memfd_allocation(self):
+        """Every zeroed 1-D int8 CPU buffer allocated inside (vLLM's KV: one
+        buffer, or one per layer in releases that allocated so) comes from a
+        sealed memfd of its own, kept in self._kv_mem."""
         real = torch.zeros
-        conn = self
+        if self._kv_mem is None:
+            self._kv_mem = []
+        mems = self._kv_mem
 
         def zeros(*size, dtype=None, device=None, **kw):
             if len(size) == 1 and isinstance(size[0], (list, tuple)):
                 size = tuple(size[0])
-            if conn._kv_mem is None and dtype is torch.int8 and len(size) == 1 and \
-               isinstance(size[0], int) and size[0] > 0 and not kw and \
-               torch.device(device or "cpu").type == "cpu":
+            if dtype is torch.int8 and len(size) == 1 and isinstance(size[0], int) and \
+               size[0] > 0 and not kw and torch.device(device or "cpu").type == "cpu":
                 mem = kvtier.EngineMemory(size[0], 0, 0, 0, 0, 0, 0)
-                conn._kv_mem = mem
+                mems.append(mem)
                 # written now, as torch.zeros writes vLLM's own buffer: no
                 # page faults later, in a prefill or under a load
                 return torch.frombuffer(mem.buf, dtype=torch.int8).zero_()
@@ -263,7 +271,7 @@ class KvtierConnector(KVConnectorBase_V1):
             torch.zeros = real
 
     def register_kv_caches(self, kv_caches):
-        """Describe vLLM's per-layer KV views to kvtierd as one region.
+        """Describe vLLM's per-layer KV views to kvtierd as a region.
         A layout kvtier cannot describe stops the engine's start with an
         error naming what differs; with extra config "on_unsupported":
         "warn" the connector is off instead (warned) and vLLM serves,
@@ -283,6 +291,10 @@ class KvtierConnector(KVConnectorBase_V1):
         self._registered = True
 
     def _region_of(self, kv_caches):
+        """The region of vLLM's per-layer KV views: the old single-part
+        description when the layers are evenly spaced in one allocation
+        (any kvtierd takes it), else kvtier.RegionParts, one part per
+        backing allocation (a tensor per layer, or any grouping)."""
         names = sorted(set(kv_caches), key=_layer_order)
         views = [kv_caches[n] for n in names]
         if len(names) != self._kv.layers:
@@ -292,8 +304,8 @@ class KvtierConnector(KVConnectorBase_V1):
         page = self._block_size * self._kv.kv_heads * self._kv.head_dim * el
         if len({v.data_ptr() for v in views}) != len(views):
             raise ValueError("layers share KV tensors")
-        if any(v.stride() != v0.stride() or v.shape != v0.shape or v.dtype != v0.dtype
-               for v in views):
+        if any(v.stride() != v0.stride() or v.shape != v0.shape or v.dtype != v0.dtype or
+               v.device != v0.device for v in views):
             raise ValueError("KV tensors of different shapes or strides")
         # a manager block may be several kernel blocks, dense (vLLM checks)
         kblock = v0[0].numel() * el
@@ -305,20 +317,20 @@ class KvtierConnector(KVConnectorBase_V1):
         if ratio > 1 and v0.stride(0) * el != kblock:
             raise ValueError("kernel blocks of a block are not adjacent")
         pages = v0.shape[0] // ratio
+        if v0.device.type not in ("cpu", "cuda"):
+            raise ValueError("KV on %s: kvtier reaches CPU and CUDA memory" % v0.device)
         ptrs = [v.data_ptr() for v in views]
         layer_stride = ptrs[1] - ptrs[0] if len(ptrs) > 1 else page_stride * pages
-        if any(p != ptrs[0] + i * layer_stride for i, p in enumerate(ptrs)) or layer_stride <= 0:
-            raise ValueError("layers not evenly spaced in one allocation")
+        one = len({v.untyped_storage().data_ptr() for v in views}) == 1
+        if not one or layer_stride <= 0 or \
+           any(p != ptrs[0] + i * layer_stride for i, p in enumerate(ptrs)):
+            return _parts_of(views, self._kv_mem, pages, page, page_stride), names
         if v0.device.type == "cpu":
-            mem = self._kv_mem
-            base = _address(mem) if mem is not None else None
-            if base is None or not base <= ptrs[0] < base + mem.nbytes:
-                raise ValueError("KV buffer not allocated through get_mem_pool_context "
-                                 "(kvtierd cannot map it)")
+            mem, base = _memfd_of(self._kv_mem, ptrs[0])
             spec = _RegionSpec(mem.fd, ptrs[0] - base, len(names), pages, layer_stride,
                                page, page_stride)
             spec.nbytes = mem.nbytes - spec.offset
-        elif v0.device.type == "cuda":
+        else:
             storage = v0.untyped_storage()
             ipc = storage._share_cuda_()
             base = storage.data_ptr()
@@ -326,8 +338,6 @@ class KvtierConnector(KVConnectorBase_V1):
                                page, page_stride, cuda_ipc=bytes(ipc[1]),
                                device=v0.device.index or 0)
             spec.nbytes = storage.nbytes() - spec.offset
-        else:
-            raise ValueError("KV on %s: kvtier reaches CPU and CUDA memory" % v0.device)
         last = spec.offset + (len(names) - 1) * layer_stride + (pages - 1) * page_stride + \
             2 * page
         if last > spec.offset + spec.nbytes:
@@ -413,3 +423,44 @@ class _Off:
 
     def close(self):
         pass
+
+
+def _memfd_of(mems, ptr):
+    """(EngineMemory, its address) of the memfd of _memfd_allocation that
+    holds ptr; ValueError when none does."""
+    for mem in mems or ():
+        base = _address(mem)
+        if base <= ptr < base + mem.nbytes:
+            return mem, base
+    raise ValueError("KV buffer not allocated through get_mem_pool_context "
+                     "(kvtierd cannot map it)")
+
+
+def _parts_of(views, mems, pages, page, page_stride):
+    """kvtier.RegionParts of per-layer views (each a run of pages of 2 x
+    page bytes, K then V, page_stride apart): a part per memfd on CPU, per
+    CUDA allocation (its IPC handle; a tensor's storage may sit inside a
+    larger one) on GPU."""
+    parts, index, layers = [], {}, []
+    for v in views:
+        if v.device.type == "cpu":
+            mem, base = _memfd_of(mems, v.data_ptr())
+            key = id(mem)
+            if key not in index:
+                index[key] = len(parts)
+                parts.append(kvtier.Part(mem.fd, mem.nbytes))
+            layers.append((index[key], v.data_ptr() - base))
+            continue
+        st = v.untyped_storage()
+        ipc = st._share_cuda_()
+        handle, at = bytes(ipc[1]), int(ipc[3])   # the storage's offset in the allocation
+        if handle not in index:
+            index[handle] = len(parts)
+            parts.append(kvtier.Part(-1, 0, cuda_ipc=handle))
+        part = parts[index[handle]]
+        part.nbytes = max(part.nbytes, at + st.nbytes())
+        layers.append((index[handle], at + v.data_ptr() - st.data_ptr()))
+    if len(parts) > 128:
+        raise ValueError("%d KV allocations: kvtierd takes 128 parts at most" % len(parts))
+    return kvtier.RegionParts(parts, layers, pages, kv_stride=page, page_stride=page_stride,
+                              device=views[0].device.index or 0)

@@ -46,7 +46,7 @@ static void engine_open(struct engine *e, const struct kvtd_proc *d)
 	assert_non_null(e->c);
 	kvtd_test_desc_128k(&e->desc, "test/reuse-class");
 	assert_int_equal(kvt_client_hello(e->c, &e->desc, &e->ns), 0);
-	assert_int_equal(kvt_client_version(e->c), 3);
+	assert_true(kvt_client_version(e->c) >= 3); /* the class is version 3's */
 	assert_int_equal(engine_mem_open(&e->m, e->c, &e->ns, &e->desc, PAGES), 0);
 	e->s = seed | 1;
 }

@@ -28,6 +28,9 @@ seeds = {
     "hello": frame(1, hello()),
     "register": frame(2, struct.pack("<IIQQIIQQQII", 1, 1, 1 << 20, 0, 4, 16,
                                      65536, 32768, 2048, 0, 0)),
+    "register_parts": frame(15, struct.pack("<IIIIQQIIII", 1, 1, 2, 4, 256, 512, 0, 2, 0, 0) +
+                            struct.pack("<QQQQ", 0, 8192, 4096, 8192) +
+                            struct.pack("<IIQIIQ", 1, 0, 64, 0, 0, 128)),
     "lookup": frame(3, struct.pack("<II", 1, 3) + keys3),
     "save": frame(4, struct.pack("<IIII", 1, 0, 3, 1) + key + keys3 +
                   struct.pack("<3I", 0, 1, 2)),

@@ -95,6 +95,30 @@ class FailedLoadTest(unittest.TestCase):
             self.assertEqual(cl.lookup(ns, keys)[0], 2)
         c.close()
 
+    def test_no_memory_registered_fails_loads_and_saves_cleanly(self):
+        """A worker whose KV memory was never registered (a layout it could
+        not describe, warned and left off) while the daemon is up: its loads
+        fail (vLLM recomputes) and its saves are counted as failed, instead
+        of a save or load naming no region."""
+        prefix = list(range(500, 500 + 2 * BT))
+        with kvtier.Client(socket=self.d.socket) as cl:
+            ns = cl.hello("failed-load-test", layers=LAYERS, kv_heads=2, head_dim=16,
+                          block_tokens=BT, dtype="fp32")
+            with kvtier.EngineMemory.paged(ns, pages=4) as mem:
+                region = cl.register(ns, mem)
+                self.assertEqual(cl.save(ns, region, ns.prefix_keys(prefix), range(2)).wait(),
+                                 2)
+        c = KVTierConnector("failed-load-test", LAYERS, 2, 16, BT, kv_dtype="fp32",
+                            socket=self.d.socket, use_plan=False)
+        a = Req("a", prefix + [3] * 5)
+        self.assertEqual(c.get_num_new_matched_tokens(a, 0), (2 * BT, False))
+        c.update_state_after_alloc(a, [0, 1, 2], 2 * BT)
+        ok, saved = self.step(c, a, [0, 1, 2], 2 * BT)
+        self.assertEqual(ok, [False, False])
+        self.assertEqual(c.get_block_ids_with_load_errors(), {0, 1})
+        self.assertEqual(saved, 0)
+        self.assertEqual(c.stats["save_failures"], 1)
+        c.close()
 
     def test_lookup_after_a_restart_finds_the_blocks(self):
         """The daemon restarted since the connector last asked: the first

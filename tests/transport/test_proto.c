@@ -210,6 +210,66 @@ static void register_round_trip(void **state)
 	kvt_wr_free(&w);
 }
 
+/* REGISTER_PARTS: parts and the layer table come back as sent; the decoder
+ * is strict about counts, reserved fields and kinds. */
+static void register_parts_round_trip(void **state)
+{
+	struct kvt_region_part parts[2] = { { 0, 8192, NULL }, { 4096, 65536, NULL } };
+	struct kvt_region_layer layer[3] = { { 1, 640 }, { 0, 128 }, { 1, 32768 } };
+	struct kvt_region r = { .ns = 2, .kind = KVT_MEM_HOST_MEMFD, .layers = 3, .pages = 8,
+				.n_parts = 2, .kv_stride = 256, .page_stride = 512,
+				.parts = parts, .layer = layer };
+	struct kvt_region_fault f = { KVT_REGION_PAST_PART, 2, 1, 99999 }, g;
+	struct kvt_wr w;
+	struct kvt_req req;
+
+	kvt_wr_init(&w);
+	assert_int_equal(kvt_proto_enc_register_parts(&w, 4, &r), 0);
+	assert_int_equal(decode_one(&w, &req), 0);
+	assert_int_equal(req.u.parts.ns, 2);
+	assert_int_equal(req.u.parts.n_parts, 2);
+	assert_int_equal(req.u.parts.layers, 3);
+	assert_int_equal(req.u.parts.kv_stride, 256);
+	assert_int_equal(req.u.parts.page_stride, 512);
+	assert_int_equal(kvt_proto_reg_part(&req.u.parts, 1).offset, 4096);
+	assert_int_equal(kvt_proto_reg_part(&req.u.parts, 1).bytes, 65536);
+	assert_int_equal(kvt_proto_reg_layer(&req.u.parts, 0).part, 1);
+	assert_int_equal(kvt_proto_reg_layer(&req.u.parts, 2).offset, 32768);
+	assert_strict_length(&w);
+	/* the reserved word of a layer entry */
+	w.buf[w.len - 16 + 4] = 1;
+	assert_int_equal(decode_one(&w, &req), -EBADMSG);
+	kvt_wr_free(&w);
+	/* no parts, or more than the protocol takes */
+	r.n_parts = 0;
+	kvt_wr_init(&w);
+	assert_int_equal(kvt_proto_enc_register_parts(&w, 4, &r), -EINVAL);
+	kvt_wr_free(&w);
+	r.n_parts = KVT_PROTO_MAX_PARTS + 1;
+	kvt_wr_init(&w);
+	assert_int_equal(kvt_proto_enc_register_parts(&w, 4, &r), -EINVAL);
+	kvt_wr_free(&w);
+	/* CUDA parts carry handles, memfds none */
+	r.n_parts = 2;
+	r.kind = KVT_MEM_CUDA_IPC;
+	kvt_wr_init(&w);
+	assert_int_equal(kvt_proto_enc_register_parts(&w, 4, &r), 0);
+	assert_int_equal(decode_one(&w, &req), -EBADMSG);
+	kvt_wr_free(&w);
+
+	/* the fault of a refusal */
+	kvt_wr_init(&w);
+	kvt_wr_begin(&w, KVT_OP_REGISTER_PARTS | KVT_OP_REPLY, 4, -EINVAL);
+	kvt_proto_put_region_fault(&w, &f);
+	assert_int_equal(kvt_wr_end(&w), 0);
+	assert_int_equal(kvt_proto_rep_region_fault(w.buf + KVT_PROTO_HDR_BYTES,
+						    w.len - KVT_PROTO_HDR_BYTES, &g), 0);
+	assert_true(g.kind == f.kind && g.layer == f.layer && g.other == f.other &&
+		    g.value == f.value);
+	assert_int_equal(kvt_proto_rep_region_fault(w.buf + KVT_PROTO_HDR_BYTES, 8, &g), -EBADMSG);
+	kvt_wr_free(&w);
+}
+
 static void keys_and_xfer_round_trip(void **state)
 {
 	struct kvt_key keys[5], parent;
@@ -510,6 +570,7 @@ int main(void)
 		cmocka_unit_test(hello_round_trip),
 		cmocka_unit_test(hello_refuses_bad_descriptors),
 		cmocka_unit_test(register_round_trip),
+		cmocka_unit_test(register_parts_round_trip),
 		cmocka_unit_test(keys_and_xfer_round_trip),
 		cmocka_unit_test(counts_that_lie_are_refused),
 		cmocka_unit_test(wait_poll_stats_ping),

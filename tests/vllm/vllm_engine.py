@@ -7,7 +7,9 @@ each with one JSON line on stdout.
     argv[1]: JSON {"model": dir (a checkpoint: vllm_env.seeded_model),
                    "connector": {...kv_transfer_config} or null,
                    "prefix_caching": bool, "seed": int, "tp": tensor parallel size,
-                   "load_format": "dummy" for a model directory without weights (benches)}
+                   "load_format": "dummy" for a model directory without weights (benches),
+                   "per_layer_kv": bool (a KV tensor per layer, as older
+                   vLLM releases allocated)}
     request:  {"prompts": [[token ids]...], "max_tokens": n}
     answer:   {"outputs": [{"tokens": [...], "logprob0": float,
                             "cached": num_cached_tokens, "loaded_blocks": n,
@@ -39,6 +41,8 @@ def main():
     from vllm.inputs import TokensPrompt
 
     kw = {}
+    if cfg.get("per_layer_kv"):
+        _allocate_per_layer()
     if cfg.get("connector"):
         kw["kv_transfer_config"] = cfg["connector"]
     llm = LLM(model=cfg["model"], load_format=cfg.get("load_format", "auto"),
@@ -96,6 +100,41 @@ def _stat(name):
 
 def _load_failures():
     return _stat("load_failures")
+
+
+def _allocate_per_layer():
+    """vLLM's KV allocation as releases before the shared backing made it:
+    one zeroed int8 tensor per layer, each viewed as that layer's pages (the
+    same [B, H, N, C] view, dense pages, block stride one page). Each is an
+    allocation of its own, at whatever address the allocator gives."""
+    from dataclasses import replace
+    from math import prod
+
+    import torch
+    from vllm.v1 import kv_cache_interface as kci
+    from vllm.v1.worker import gpu_model_runner, utils
+
+    def allocate(kv_cache_config, device, layout, kernel_block_sizes=None):
+        kv_caches = {}
+        for tensor in kv_cache_config.kv_cache_tensors:
+            gid, group = next((i, g) for i, g in enumerate(kv_cache_config.kv_cache_groups)
+                              if tensor.layers[0] in g.layer_names)
+            kbs = kernel_block_sizes[gid] if kernel_block_sizes and \
+                gid < len(kernel_block_sizes) else None
+            blocks = kv_cache_config.num_blocks_of(tensor)
+            for name in tensor.layers:
+                spec = group.kv_cache_spec
+                spec = getattr(spec, "kv_cache_specs", {}).get(name, spec)
+                page = prod(kci.compute_layer_kv_cache_shape_bytes(spec, 1)[1:])
+                buf = torch.zeros(blocks * page, dtype=torch.int8, device=device)
+                one = replace(tensor, size=blocks * page, layers=[name], offset=0,
+                              layer_stride=blocks * page, block_stride=page)
+                kv_caches[name] = kci.create_kv_cache_views(buf, spec, blocks, layout, one,
+                                                            kernel_block_size=kbs)[0]
+        return kv_caches
+
+    assert utils.allocate_kv_cache is gpu_model_runner.allocate_kv_cache
+    utils.allocate_kv_cache = gpu_model_runner.allocate_kv_cache = allocate
 
 
 def _kill_after_first_layer(pid):
