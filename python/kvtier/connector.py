@@ -25,10 +25,15 @@ and per step:
     start_load_kv()                 LOAD per request (a ticket each)
     wait_for_layer_load(layer)      the layer's pages are in place
     save_kv_layer(...)              nothing: kvtierd gathers whole blocks
-    wait_for_save()                 SAVE of the blocks kvtier lacks, waited;
-                                    the step's prefill speed reported (PREFILL)
+    wait_for_save()                 SAVE of the blocks kvtier lacks, waited
+                                    (async_save: sent, not waited); the step's
+                                    prefill speed reported (PREFILL)
     get_finished(ids), get_block_ids_with_load_errors()
     clear_connector_metadata()
+With async_load / async_save (vLLM's asynchronous transfers; both off by
+default here), loads run between steps and saves past their step:
+get_finished_async(finished ids) names what ended, handle_preemptions(ids)
+waits for the saves of requests whose pages are about to be reused.
 
 The daemon plans: LOOKUP answers how many stored blocks are worth loading,
 comparing what each tier delivers on this machine (it measures every LOAD)
@@ -100,6 +105,9 @@ class KVTierConnectorMetadata:
     """What the scheduler side tells the worker side for one step."""
     loads: list = field(default_factory=list)
     saves: list = field(default_factory=list)
+    async_loads: list = field(default_factory=list)  # started, not waited for in the step
+    preempted: list = field(default_factory=list)   # request ids whose pages the step frees
+    idle: bool = False              # nothing computed in the step
     prefill_tokens: int = 0         # tokens the step computes, all of them prefill
     prefill_only: bool = False      # no decode in the step: its time is prefill's
     prefill_done: bool = False      # a prompt's prefill ends in the step
@@ -113,6 +121,7 @@ class _Req:
         self.matched_blocks = 0
         self.load = None            # LoadSpec waiting for build_connector_meta
         self.saved = False
+        self.save_sent = False      # a SaveSpec went to the workers: they owe its end
 
 
 class KVTierConnector:
@@ -121,11 +130,21 @@ class KVTierConnector:
     tp_rank, tp_size: the shard of the KV this process holds when the model
     is split over a tensor- (or pipeline-) parallel group: part of the
     namespace, so ranks never load each other's blocks, and the daemon's plan
-    costs a load as the whole group's (tp_size shares of a block)."""
+    costs a load as the whole group's (tp_size shares of a block).
+
+    async_load: loads run between steps: get_num_new_matched_tokens says so
+    (its second value), the worker starts them in start_load_kv without
+    waiting, and get_finished names each request once its load ended (a
+    failed one with its pages in get_block_ids_with_load_errors).
+    async_save: wait_for_save starts the SAVE and returns; request_finished
+    then returns True (keep the pages) for a request whose save was sent to
+    the workers, and get_finished names it once the engine finished it and
+    kvtierd has gathered its blocks (or the save failed)."""
 
     def __init__(self, model_id, layers, kv_heads, head_dim, block_tokens, kv_dtype="bf16",
                  socket=None, token=None, load_timeout_s=30.0, reconnect_s=5.0, use_plan=True,
-                 completions="push", reuse_classes=True, tp_rank=0, tp_size=1):
+                 completions="push", reuse_classes=True, tp_rank=0, tp_size=1,
+                 async_load=False, async_save=False):
         if kv_dtype not in _TORCH_DTYPES:
             raise ValueError("kv_dtype: one of %s" % ", ".join(_TORCH_DTYPES))
         self.model_id = model_id
@@ -144,6 +163,8 @@ class KVTierConnector:
         self.use_plan = use_plan    # False: load every stored block (benches)
         self.completions = completions  # "push", or "wait": a WAIT per layer
         self.reuse_classes = reuse_classes  # save with each request's reuse class
+        self.async_load = bool(async_load)
+        self.async_save = bool(async_save)
         self._socket = socket
         self._token = token
         self._client = None
@@ -160,6 +181,11 @@ class KVTierConnector:
         self._load_errors = set()
         self._finished_recving = set()
         self._finished_sending = set()
+        self._pending_loads = []    # scheduler: async LoadSpecs for the next metadata
+        self._async_loads = {}      # worker: req id -> [LoadSpec, ticket or None, deadline]
+        self._saving = {}           # worker: req id -> [SaveSpec, ticket or None, deadline]
+        self._save_owed = set()     # worker: saves sent, their end not yet reported
+        self._engine_done = set()   # worker: of those, requests the engine finished
         self._step_t0 = None        # when the bound step began
         self._load_wait_s = 0.0     # of it, spent in wait_for_layer_load
         self._pf_tokens = 0         # prefill measured, not yet reported
@@ -168,7 +194,8 @@ class KVTierConnector:
         self.stats = dict(lookups=0, lookup_blocks=0, hit_blocks=0, plan_blocks=0,
                           recompute_blocks=0, loads=0, loaded_blocks=0,
                           load_failures=0, saves=0, saved_blocks=0, save_present_blocks=0,
-                          save_failures=0, disconnects=0, connects=0, prefill_reports=0)
+                          save_failures=0, disconnects=0, connects=0, prefill_reports=0,
+                          async_loads=0, async_saves=0, preempt_save_waits=0)
         self._ensure()
 
     # ---- connection ----------------------------------------------------
@@ -222,6 +249,9 @@ class KVTierConnector:
             self._client = self._ns = self._region = None
             for item in self._loading:
                 item[2] = True
+            # tickets of the connection are gone: loads fail, saves end
+            for item in list(self._async_loads.values()) + list(self._saving.values()):
+                item[1] = None
             return True
         return False
 
@@ -260,7 +290,9 @@ class KVTierConnector:
         daemon's plan says to load (loading them beats recomputing them): a
         whole number of blocks, leaving at least the prompt's last token to
         compute (the engine needs its logits). Returns (count, False): loads
-        are synchronous with the step that computes the request."""
+        are synchronous with the step that computes the request; (count,
+        True) with async_load when count > 0: the engine waits for the load
+        outside the step (get_finished)."""
         st = self._reqs.get(request.request_id)
         if st is None:
             st = self._reqs[request.request_id] = _Req(request.prompt_token_ids)
@@ -282,7 +314,8 @@ class KVTierConnector:
         self.stats["plan_blocks"] += load
         self.stats["recompute_blocks"] += hit - load
         st.matched_blocks = load if self.use_plan else hit
-        return max(0, st.matched_blocks * self.block_tokens - num_computed_tokens), False
+        n = max(0, st.matched_blocks * self.block_tokens - num_computed_tokens)
+        return n, self.async_load and n > 0
 
     def update_state_after_alloc(self, request, block_ids, num_external_tokens):
         """The request's pages are allocated: remember where the
@@ -294,12 +327,23 @@ class KVTierConnector:
         first = st.num_computed // bt
         last = (st.num_computed + num_external_tokens) // bt
         st.load = LoadSpec(request.request_id, st.keys[first:last], list(block_ids[first:last]))
+        if self.async_load:
+            # the request waits unscheduled: its load goes in the next metadata
+            self._pending_loads.append(st.load)
+            st.load = None
 
-    def build_connector_meta(self, scheduled):
+    def build_connector_meta(self, scheduled, preempted=()):
         """This step's metadata from the engine's scheduled requests
         (ScheduledRequest entries): loads decided for them, and saves of the
-        full prompt blocks of each request whose prefill completes now."""
-        meta = KVTierConnectorMetadata(prefill_only=bool(scheduled))
+        full prompt blocks of each request whose prefill completes now.
+        preempted: ids of requests whose pages the engine frees in this step
+        (a save of theirs still running is waited for first)."""
+        meta = KVTierConnectorMetadata(prefill_only=bool(scheduled), idle=not scheduled,
+                                       async_loads=self._pending_loads,
+                                       preempted=[r for r in preempted
+                                                  if getattr(self._reqs.get(r), "save_sent",
+                                                             False)])
+        self._pending_loads = []
         bt = self.block_tokens
         for s in scheduled:
             rid = s.request.request_id
@@ -321,6 +365,7 @@ class KVTierConnector:
                 if self._ns is not None or self._ensure():
                     meta.saves.append(SaveSpec(rid, self._keys(st)[:n], list(s.block_ids[:n]),
                                                self._reuse_class(s.request)))
+                    st.save_sent = True
                 else:
                     self.stats["save_failures"] += 1
         return meta
@@ -340,10 +385,14 @@ class KVTierConnector:
         return kvtier.reuse_class_of(out) if out else 0
 
     def request_finished(self, request, block_ids=None):
-        """The engine is done with the request: forget its state. Saves are
-        waited for in wait_for_save, so the pages are free at once."""
-        self._reqs.pop(request.request_id, None)
-        return False, None
+        """The engine is done with the request: forget its state. Returns
+        (keep the pages, None): synchronous saves were waited for in
+        wait_for_save, so the pages are free at once; with async_save a
+        request whose save went to the workers keeps them until
+        get_finished names it (the workers report every save they were
+        sent, ended or failed)."""
+        st = self._reqs.pop(request.request_id, None)
+        return bool(self.async_save and st is not None and st.save_sent), None
 
     # ---- worker side: memory -------------------------------------------
 
@@ -449,6 +498,23 @@ class KVTierConnector:
             except OSError:
                 item[2] = True
         self._note_failures()
+        for spec in (self._meta.async_loads if self._meta else []):
+            self._start_async_load(spec)
+
+    def _start_async_load(self, spec):
+        """LOAD for a request that waits outside the step; get_finished
+        reports its end. One that cannot start fails at the next report."""
+        item = self._async_loads[spec.req_id] = [spec, None,
+                                                 time.monotonic() + self.load_timeout_s]
+        if not self._has_memory():
+            return
+        try:
+            item[1] = self._again(lambda: self._client.load(self._ns, self._region, spec.keys,
+                                                            spec.pages), "load")
+            self.stats["loads"] += 1
+            self.stats["async_loads"] += 1
+        except OSError:
+            item[1] = None
 
     def _has_memory(self):
         """Connected with the KV memory registered: loads and saves can go.
@@ -520,6 +586,9 @@ class KVTierConnector:
         # wrote: they are recomputed, and never saved from this step
         failed = {spec.req_id for spec, _, bad in self._loading if bad}
         for spec in (self._meta.saves if self._meta else []):
+            if self.async_save:
+                # owed: reported once ended and finished, whatever happens below
+                self._save_owed.add(spec.req_id)
             if spec.req_id in failed:
                 self.stats["save_failures"] += 1
                 continue
@@ -534,8 +603,14 @@ class KVTierConnector:
                                           spec.pages[hit:],
                                           parent=spec.keys[hit - 1] if hit else None,
                                           reuse_class=spec.reuse_class)
-                    n = t.wait(timeout=self.load_timeout_s)
                     self.stats["saves"] += 1
+                    if self.async_save:
+                        # the pages stay the engine's until get_finished says so
+                        self._saving[spec.req_id] = [spec, t, time.monotonic() +
+                                                     self.load_timeout_s]
+                        self.stats["async_saves"] += 1
+                        continue
+                    n = t.wait(timeout=self.load_timeout_s)
                     self.stats["saved_blocks"] += n
                     saved += n
                 self._finished_sending.add(spec.req_id)
@@ -564,10 +639,101 @@ class KVTierConnector:
 
     def get_finished(self, finished_req_ids=()):
         """(request ids whose saves finished, ids whose loads finished or
-        failed) since the last call."""
+        failed) since the last call: the synchronous ones of the step and
+        the asynchronous ones (get_finished_async)."""
         sending, recving = self._finished_sending, self._finished_recving
         self._finished_sending, self._finished_recving = set(), set()
+        a_send, a_recv = self._poll_async(finished_req_ids)
+        return sending | a_send, recving | a_recv
+
+    def get_finished_async(self, finished_req_ids=()):
+        """Only the asynchronous ends, as vLLM's get_finished wants them:
+        (ids of finished requests, among finished_req_ids of this call or an
+        earlier one, whose save ended or failed; ids whose async load ended
+        or failed). Synchronous loads and saves ended in their step and are
+        not named."""
+        self._finished_sending, self._finished_recving = set(), set()
+        return self._poll_async(finished_req_ids)
+
+    def handle_preemptions(self, preempted):
+        """The engine frees the pages of the preempted request ids in this
+        step: a save still gathering from them is waited for first (a
+        failed or late one is given up: the pages are the engine's)."""
+        for rid in preempted:
+            item = self._saving.get(rid)
+            if item is None or item[1] is None:
+                continue
+            self.stats["preempt_save_waits"] += 1
+            try:
+                self.stats["saved_blocks"] += item[1].wait(
+                    timeout=max(0.0, item[2] - time.monotonic()))
+            except OSError as e:
+                self.stats["save_failures"] += 1
+                self._failed(e, "save")
+            self._saving.pop(rid, None)
+
+    def _poll_async(self, finished_req_ids):
+        """Poll the async loads and saves (without waiting, but for a step
+        with nothing to compute: up to 5 ms on the oldest load, so that an
+        engine with only loads to wait for does not spin)."""
+        if self._meta is not None and self._meta.idle and self._async_loads:
+            spec, ticket, _ = next(iter(self._async_loads.values()))
+            if ticket is not None:
+                try:
+                    ticket.wait_layer(self.layers - 1, timeout=0.005)
+                except OSError:
+                    pass            # its poll below tells
+        recving, sending = set(), set()
+        now = time.monotonic()
+        for rid, item in list(self._async_loads.items()):
+            ok, got = self._poll(item, now, "load")
+            if ok is None:
+                continue
+            spec = item[0]
+            if ok and got < len(spec.keys):
+                log.warning("kvtier load: %d of %d blocks loaded", got, len(spec.keys))
+                ok = False
+            if ok:
+                self.stats["loaded_blocks"] += got
+            else:
+                self._load_errors.update(spec.pages)
+                self.stats["load_failures"] += 1
+            del self._async_loads[rid]
+            recving.add(rid)
+        for rid, item in list(self._saving.items()):
+            ok, got = self._poll(item, now, "save")
+            if ok is None:
+                continue
+            if ok:
+                self.stats["saved_blocks"] += got
+            else:
+                self.stats["save_failures"] += 1
+            del self._saving[rid]
+        self._engine_done.update(r for r in finished_req_ids if r in self._save_owed)
+        for rid in list(self._engine_done):
+            if rid not in self._saving:
+                sending.add(rid)
+                self._engine_done.discard(rid)
+                self._save_owed.discard(rid)
         return sending, recving
+
+    def _poll(self, item, now, what):
+        """(None, _) while item's ticket runs; (True, count) when it ended;
+        (False, 0) when it failed, its connection broke or it outlived
+        load_timeout_s (given up: its pages go back to the engine)."""
+        if item[1] is None:
+            return False, 0
+        try:
+            done, got, _ = item[1].poll()
+        except OSError as e:
+            self._failed(e, what)
+            return False, 0
+        if done:
+            return True, got
+        if now < item[2]:
+            return None, 0
+        log.warning("kvtier %s: still running after %g s, given up", what, self.load_timeout_s)
+        return False, 0
 
     def get_block_ids_with_load_errors(self):
         """Pages a failed load may have left half-written, since the last

@@ -16,8 +16,16 @@ layer by layer (wait_for_layer_load returns when the daemon has pushed that
 layer's completion) and saves the full blocks of each prompt when its prefill
 ends. A load that fails (daemon gone, block evicted, timeout) names its pages
 in get_block_ids_with_load_errors; with kv_load_failure_policy "recompute"
-vLLM then recomputes those tokens. Loads and saves are synchronous with the
-step, so get_finished reports nothing.
+vLLM then recomputes those tokens.
+
+Saves are asynchronous (extra config async_save, default true): wait_for_save
+sends the SAVE and returns; request_finished keeps the pages of a request
+whose save went to the workers (a SaveSpec in a step's metadata: the rule
+both sides share) until every worker names it in get_finished, once kvtierd
+has gathered its blocks or the save failed. Loads are synchronous unless
+async_load (default false): the request then waits outside the batch
+(WAITING_FOR_REMOTE_KVS) while its LOAD runs, and get_finished names it when
+the LOAD ended or failed (docs/vllm.md says when each pays).
 
 KV memory. On CPU, vLLM allocates one int8 buffer for every layer's KV (or,
 in older releases, one per layer); the connector's get_mem_pool_context
@@ -38,7 +46,8 @@ default), token (else $KVTIER_TOKEN), model_id (default the served model
 name), use_plan (default true: load only what the daemon's plan says beats
 recomputing), completions ("push", default, or "wait"), load_timeout_s,
 reconnect_s, on_unsupported ("error", default: a KV layout kvtier cannot
-serve stops the engine's start; "warn": the connector is off, vLLM serves).
+serve stops the engine's start; "warn": the connector is off, vLLM serves),
+async_load (false), async_save (true).
 
 Tensor and pipeline parallel ranks each hold a shard of the KV: the shard
 (rank modulo TP x PP, of TP x PP) goes into HELLO, so each rank has its own
@@ -182,7 +191,9 @@ class KvtierConnector(KVConnectorBase_V1):
             reconnect_s=float(extra.get("reconnect_s", 5.0)),
             use_plan=bool(extra.get("use_plan", True)),
             completions=extra.get("completions", "push"),
-            tp_rank=self.shard, tp_size=self.shards)
+            tp_rank=self.shard, tp_size=self.shards,
+            async_load=_flag(extra, "async_load", False),
+            async_save=_flag(extra, "async_save", True))
 
     @property
     def kvtier(self):
@@ -226,9 +237,13 @@ class KvtierConnector(KVConnectorBase_V1):
                     st.block_ids.extend(new_ids[0])
             scheduled.append(ScheduledRequest(st.request, st.block_ids,
                                               cached.num_computed_tokens[i], n_sched[rid]))
-        return KvtierConnectorMetadata(self._kv.build_connector_meta(scheduled))
+        preempted = getattr(scheduler_output, "preempted_req_ids", None) or ()
+        return KvtierConnectorMetadata(self._kv.build_connector_meta(scheduled, preempted))
 
     def request_finished(self, request, block_ids):
+        """True (vLLM keeps the pages) when the request's save went to the
+        workers (async_save): each worker names it in get_finished once
+        kvtierd has gathered its blocks or the save failed."""
         self._reqs.pop(request.request_id, None)
         return self._kv.request_finished(request, block_ids)
 
@@ -364,18 +379,39 @@ class KvtierConnector(KVConnectorBase_V1):
         """Nothing per layer: kvtierd gathers whole blocks in wait_for_save."""
 
     def wait_for_save(self):
+        """Starts this step's saves (async_save: not waited for)."""
         self._kv.wait_for_save()
 
+    def handle_preemptions(self, connector_metadata):
+        """Before the step reuses preempted requests' pages: their saves
+        still running are waited for."""
+        inner = getattr(connector_metadata, "inner", None)
+        if inner is not None and inner.preempted:
+            self._kv.handle_preemptions(inner.preempted)
+
     def get_finished(self, finished_req_ids):
-        """Loads and saves end within their step: nothing is pending."""
-        self._kv.get_finished(finished_req_ids)
-        return None, None
+        """(finished requests whose async save ended or failed, requests
+        whose async load ended or failed); synchronous loads and saves end
+        within their step and are not named. Each rank reports its own; vLLM
+        waits for all of them."""
+        sending, recving = self._kv.get_finished_async(finished_req_ids)
+        return sending or None, recving or None
 
     def get_block_ids_with_load_errors(self):
         return set(self._kv.get_block_ids_with_load_errors())
 
     def shutdown(self):
         self._kv.close()
+
+
+def _flag(extra, name, default):
+    """A boolean of the extra config (JSON true/false, or "true"/"false")."""
+    v = extra.get(name, default)
+    if isinstance(v, str):
+        if v.lower() not in ("true", "false", "1", "0"):
+            raise ValueError("kvtier: %s is true or false, not %r" % (name, v))
+        return v.lower() in ("true", "1")
+    return bool(v)
 
 
 def _address(mem):
@@ -394,11 +430,14 @@ class _Off:
     def update_state_after_alloc(self, request, block_ids, num_external_tokens):
         pass
 
-    def build_connector_meta(self, scheduled):
+    def build_connector_meta(self, scheduled, preempted=()):
         return None
 
     def request_finished(self, request, block_ids=None):
         return False, None
+
+    def handle_preemptions(self, preempted):
+        pass
 
     def bind_connector_metadata(self, meta):
         pass
@@ -416,6 +455,9 @@ class _Off:
         return 0
 
     def get_finished(self, finished_req_ids=()):
+        return set(), set()
+
+    def get_finished_async(self, finished_req_ids=()):
         return set(), set()
 
     def get_block_ids_with_load_errors(self):

@@ -15,7 +15,17 @@ each with one JSON line on stdout.
                             "cached": num_cached_tokens, "loaded_blocks": n,
                             "load_failed": bool, "seconds": time of generate}...]}
               (with "kill_pid": kvtierd is SIGKILLed after the first layer
-              of the next load)
+              of the next load; with "kill_on": "async_load", once the
+              first layer of the next async load is in place, "save": once
+              the next save is sent; "batch": true, the prompts go in one
+              generate; "drain": true, the engine steps until it holds no
+              request, finished ones included, and the answer adds
+              "free_blocks", "total_blocks", "preemptions")
+    request:  {"abort": prompt, "after": "load" or "prefill", "max_tokens": n}
+              ("load": the connector sees the load running until after
+              the abort, as it would a slow one)
+    answer:   {"aborted": true, "status": the request's status when aborted,
+               "free_blocks", "total_blocks"} (the engine drained)
     request:  {"quit": true}
 
 The engine core runs in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0), so
@@ -56,33 +66,110 @@ def main():
               served_model_name=cfg.get("served_name", "kvtier-tiny"),
               tensor_parallel_size=cfg.get("tp", 1), **kw)
     out = ANSWERS
+    sched = llm.llm_engine.engine_core.engine_core.scheduler
+    preemptions = _count_preemptions(sched)
     print(json.dumps({"ready": True}), file=out, flush=True)
     for line in sys.stdin:
         req = json.loads(line)
         if req.get("quit"):
             break
+        if "abort" in req:
+            print(json.dumps(_abort(llm, sched, req)), file=out, flush=True)
+            continue
         sp = SamplingParams(temperature=0.0, max_tokens=req.get("max_tokens", 8),
                             logprobs=1, detokenize=False, ignore_eos=True)
         failures, loaded = _load_failures(), _stat("loaded_blocks")
         if req.get("kill_pid"):
-            _kill_after_first_layer(req["kill_pid"])
+            {"async_load": _kill_after_async_layer, "save": _kill_after_save}.get(
+                req.get("kill_on"), _kill_after_first_layer)(req["kill_pid"])
         answers = []
+        if req.get("batch"):
+            rs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in req["prompts"]], sp,
+                              use_tqdm=False)
+            answers = [_answer(r, False, 0, 0.0) for r in rs]
+            req["prompts"] = []
         # one request at a time: each one's hits come from what the last saved
         for p in req["prompts"]:
             t0 = time.perf_counter()
             r = llm.generate([TokensPrompt(prompt_token_ids=p)], sp, use_tqdm=False)[0]
             seconds = time.perf_counter() - t0
-            c = r.outputs[0]
-            lp0 = c.logprobs[0][c.token_ids[0]].logprob if c.logprobs else None
             now, blocks = _load_failures(), _stat("loaded_blocks")
-            answers.append({"tokens": list(c.token_ids), "logprob0": lp0,
-                            "cached": r.num_cached_tokens or 0,
-                            "load_failed": now > failures, "loaded_blocks": blocks - loaded,
-                            "seconds": seconds})
+            answers.append(_answer(r, now > failures, blocks - loaded, seconds))
             failures, loaded = now, blocks
         if req.get("kill_pid"):
-            _worker_connector().kvtier.__dict__.pop("wait_for_layer_load", None)
-        print(json.dumps({"outputs": answers}), file=out, flush=True)
+            for name in ("wait_for_layer_load", "_start_async_load", "wait_for_save"):
+                _worker_connector().kvtier.__dict__.pop(name, None)
+        reply = {"outputs": answers}
+        if req.get("drain"):
+            reply.update(_drain(llm, sched), preemptions=preemptions[0])
+        print(json.dumps(reply), file=out, flush=True)
+
+
+def _answer(r, load_failed, loaded_blocks, seconds):
+    c = r.outputs[0]
+    lp0 = c.logprobs[0][c.token_ids[0]].logprob if c.logprobs else None
+    return {"tokens": list(c.token_ids), "logprob0": lp0, "cached": r.num_cached_tokens or 0,
+            "load_failed": load_failed, "loaded_blocks": loaded_blocks, "seconds": seconds}
+
+
+def _drain(llm, sched, limit_s=60.0):
+    """Step the engine until its scheduler holds no request (a finished one
+    whose pages wait for a save's end included); the pages free then."""
+    end = time.monotonic() + limit_s
+    while sched.has_requests() and time.monotonic() < end:
+        llm.llm_engine.step()
+    pool = sched.kv_cache_manager.block_pool
+    return {"free_blocks": pool.get_num_free_blocks(), "total_blocks": pool.num_gpu_blocks - 1,
+            "held_requests": len(sched.requests),
+            "stats": _worker_connector().kvtier.stats if _worker_connector() else {}}
+
+
+def _abort(llm, sched, req):
+    """One request, stepped until its async load is in flight ("load") or
+    its prefill has ended and its save been sent ("prefill"), then aborted
+    (vLLM's LLMEngine.abort_request) and the engine drained."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+    from vllm.v1.request import RequestStatus
+    sp = SamplingParams(temperature=0.0, max_tokens=req.get("max_tokens", 64),
+                        detokenize=False, ignore_eos=True)
+    rid = "abort-%d" % time.monotonic_ns()
+    kv = _worker_connector().kvtier
+    if req["after"] == "load":
+        # a slow load: the connector sees it running until after the abort
+        poll = kv._poll
+        kv._poll = lambda item, now, what: (None, 0) if what == "load" else poll(item, now, what)
+    llm.llm_engine.add_request(rid, TokensPrompt(prompt_token_ids=req["abort"]), sp)
+    status = None
+    for _ in range(1000):
+        llm.llm_engine.step()
+        r = next((x for k, x in sched.requests.items() if k.startswith(rid)), None)
+        if r is None:
+            break
+        status = r.status.name
+        if req["after"] == "load" and r.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
+            break
+        if req["after"] == "prefill" and r.num_computed_tokens >= r.num_prompt_tokens:
+            break
+    llm.llm_engine.step()
+    llm.llm_engine.abort_request([rid])
+    llm.llm_engine.step()
+    kv.__dict__.pop("_poll", None)
+    out = {"aborted": True, "status": status}
+    out.update(_drain(llm, sched))
+    return out
+
+
+def _count_preemptions(sched):
+    count = [0]
+    preempt = sched._preempt_request
+
+    def counted(*a, **kw):
+        count[0] += 1
+        return preempt(*a, **kw)
+
+    sched._preempt_request = counted
+    return count
 
 
 def _worker_connector():
@@ -154,6 +241,46 @@ def _kill_after_first_layer(pid):
         return ok
 
     kv.wait_for_layer_load = wait_then_kill
+
+
+def _kill_now(pid):
+    os.kill(pid, signal.SIGKILL)
+    while _alive(pid):
+        time.sleep(0.005)
+
+
+def _kill_after_async_layer(pid):
+    """SIGKILL kvtierd once the next async load's first layer is in place,
+    before the connector polls it: with completions "wait" the poll asks
+    the dead daemon, so the load fails."""
+    kv = _worker_connector().kvtier
+    start = kv._start_async_load
+
+    def start_then_kill(spec):
+        start(spec)
+        kv.__dict__.pop("_start_async_load", None)
+        ticket = kv._async_loads[spec.req_id][1]
+        if ticket is not None:
+            ticket.wait_layer(0, timeout=10)
+        _kill_now(pid)
+
+    kv._start_async_load = start_then_kill
+
+
+def _kill_after_save(pid):
+    """SIGKILL kvtierd as soon as the next step with a save has sent it."""
+    kv = _worker_connector().kvtier
+    wait = kv.wait_for_save
+
+    def save_then_kill():
+        sends = kv.stats["async_saves"]
+        n = wait()
+        if kv.stats["async_saves"] > sends:
+            kv.__dict__.pop("wait_for_save", None)
+            _kill_now(pid)
+        return n
+
+    kv.wait_for_save = save_then_kill
 
 
 def _alive(pid):

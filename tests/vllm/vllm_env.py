@@ -80,10 +80,13 @@ class Engine:
             return f.read()
 
     def run(self, prompts, max_tokens, **extra):
-        self.p.stdin.write(json.dumps(dict(extra, prompts=prompts, max_tokens=max_tokens)) +
-                           "\n")
+        return self.call(dict(extra, prompts=prompts, max_tokens=max_tokens))["outputs"]
+
+    def call(self, req):
+        """One request line (vllm_engine.py), its whole answer."""
+        self.p.stdin.write(json.dumps(req) + "\n")
         self.p.stdin.flush()
-        return self._read()["outputs"]
+        return self._read()
 
     def close(self):
         """Stop it; returns its log."""
