@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -27,7 +28,7 @@
 #include "util/log.h"
 
 /* The most connections in their handshake max_unauth may allow. */
-#define UNAUTH_MAX 256
+#define UNAUTH_MAX 4096
 
 struct pconn {
 	struct pconn *next;
@@ -70,7 +71,7 @@ void kvt_peer_server_opts_init(struct kvt_peer_server_opts *opts, size_t size_by
 	opts->timeout_ms = 5000;
 	opts->max_conns = 256;
 	opts->auth_timeout_ms = 2000;
-	opts->max_unauth = 64;
+	opts->max_unauth = 1024;
 	opts->max_unauth_per_source = 8;
 }
 
@@ -406,18 +407,23 @@ static void reap(struct kvt_peer_server *s, bool all)
 	}
 }
 
-/* Whether a and b are the same host (the port aside). */
-static bool same_source(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+/* A bucket of UNAUTH_MAX for the host of a (the port aside). */
+static unsigned source_bucket(const struct sockaddr_storage *a)
 {
-	if (a->ss_family != b->ss_family)
-		return false;
-	if (a->ss_family == AF_INET)
-		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-	if (a->ss_family == AF_INET6)
-		return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-			       &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr));
-	return false;
+	const uint8_t *p = NULL;
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+	size_t len = 0;
+
+	if (a->ss_family == AF_INET) {
+		p = (const uint8_t *)&((const struct sockaddr_in *)a)->sin_addr;
+		len = sizeof(struct in_addr);
+	} else if (a->ss_family == AF_INET6) {
+		p = (const uint8_t *)&((const struct sockaddr_in6 *)a)->sin6_addr;
+		len = sizeof(struct in6_addr);
+	}
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ p[i]) * 1099511628211ull;
+	return (unsigned)(h % UNAUTH_MAX);
 }
 
 /* Close pending handshake i and drop it from the list (the accept thread's;
@@ -474,19 +480,21 @@ static bool answer_waits(const struct pconn *c)
  * holds more. */
 static void unauth_admit(struct kvt_peer_server *s)
 {
+	static unsigned short count[UNAUTH_MAX]; /* the accept thread's alone */
 	unsigned n = s->n_pend, most = 0, from = 0;
 	int victim = -1;
 
 	if (n < s->o.max_unauth)
 		return;
+	/* the address holding the most, by a hash of each (two addresses
+	 * that share a bucket count as one: a choice of victim, not a bound) */
+	memset(count, 0, sizeof(count));
 	for (unsigned i = 0; i < n; i++) {
-		unsigned from_src = 0;
+		unsigned b = source_bucket(&s->pend[i]->src);
 
-		for (unsigned k = 0; k < n; k++)
-			from_src += same_source(&s->pend[i]->src, &s->pend[k]->src);
-		if (from_src > most) {
-			most = from_src;
-			from = i;
+		if (++count[b] > most) {
+			most = count[b];
+			from = b;
 		}
 	}
 	/* its oldest, else the oldest of all; one whose answer waits to be
@@ -494,7 +502,7 @@ static void unauth_admit(struct kvt_peer_server *s)
 	for (int pass = 0; pass < 2 && victim < 0; pass++)
 		for (unsigned k = 0; k < n && victim < 0; k++)
 			if ((most < s->o.max_unauth_per_source ||
-			     same_source(&s->pend[from]->src, &s->pend[k]->src)) &&
+			     source_bucket(&s->pend[k]->src) == from) &&
 			    (pass || !answer_waits(s->pend[k])))
 				victim = (int)k;
 	unauth_cut(s, (unsigned)victim, most >= s->o.max_unauth_per_source ? " from one address" :
@@ -543,6 +551,15 @@ static void pend_answered(struct kvt_peer_server *s, unsigned i, short revents)
 		memmove(&s->pend[i], &s->pend[i + 1], (s->n_pend - i - 1) * sizeof(s->pend[0]));
 		s->n_pend--;
 		pthread_mutex_lock(&s->mu);
+		/* the places are the authenticated connections' */
+		if (s->st.conns - s->n_pend > s->o.max_conns) {
+			s->st.refused++;
+			s->st.conns--;
+			pthread_mutex_unlock(&s->mu);
+			close(c->fd);
+			free(c);
+			return;
+		}
 		if (pthread_create(&c->thread, NULL, conn_thread, c)) {
 			s->st.conns--;
 			pthread_mutex_unlock(&s->mu);
@@ -567,7 +584,6 @@ static void accept_one(struct kvt_peer_server *s)
 	struct kvt_sockaddr sa;
 	struct pconn *c;
 	int fd, one = 1;
-	bool full;
 
 	fd = accept4(s->lfd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (fd < 0)
@@ -577,12 +593,7 @@ static void accept_one(struct kvt_peer_server *s)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	memcpy(&sa.ss, &ss, sizeof(ss));
 	sa.len = len;
-	pthread_mutex_lock(&s->mu);
-	full = s->st.conns >= s->o.max_conns;
-	if (full)
-		s->st.refused++;
-	pthread_mutex_unlock(&s->mu);
-	c = full ? NULL : calloc(1, sizeof(*c));
+	c = calloc(1, sizeof(*c));
 	if (!c) {
 		close(fd);
 		return;
@@ -654,6 +665,7 @@ int kvt_peer_server_open(const struct kvt_peer_server_opts *o, struct kvt_peer_s
 {
 	struct kvt_peer_server *s;
 	struct kvt_sockaddr sa;
+	struct rlimit rl;
 	int err;
 
 	if (!o || !out || o->size != sizeof(*o) || !o->listen || !kvt_node_id_valid(o->node_id) ||
@@ -673,9 +685,10 @@ int kvt_peer_server_open(const struct kvt_peer_server_opts *o, struct kvt_peer_s
 	s->secret = *o->secret;
 	if (s->o.auth_timeout_ms > s->o.timeout_ms)
 		s->o.auth_timeout_ms = s->o.timeout_ms;
-	/* nodes keep at least three quarters of the places */
-	if (s->o.max_unauth > s->o.max_conns / 4)
-		s->o.max_unauth = s->o.max_conns / 4 ? s->o.max_conns / 4 : 1;
+	/* handshakes hold descriptors: an eighth of what the process may open */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    s->o.max_unauth > rl.rlim_cur / 8)
+		s->o.max_unauth = rl.rlim_cur / 8 ? (unsigned)(rl.rlim_cur / 8) : 1;
 	if (s->o.max_unauth > UNAUTH_MAX)
 		s->o.max_unauth = UNAUTH_MAX;
 	snprintf(s->node_id, sizeof(s->node_id), "%s", o->node_id);

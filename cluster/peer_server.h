@@ -61,22 +61,25 @@ struct kvt_peer_server_opts {
 	unsigned max_conns;         /* connections at once; more are closed (256) */
 	kvt_log_cb log;
 	void *log_arg;
-	/* Connections that have not finished the handshake are bounded below
-	 * max_conns, so that anyone who can reach the port, secret or not,
-	 * cannot take the places of nodes: past the bound in all, one in its
-	 * handshake is cut, never the new one (a node's connection from a
-	 * flooded address proves the secret within a round trip; the flood's
-	 * never do, and are the older): the oldest of the address holding the
-	 * most when it holds the bound per source or more, else the oldest. */
+	/* Connections in their handshake hold a descriptor and a poll entry,
+	 * no thread and none of max_conns' places: anyone who can reach the
+	 * port, secret or not, can hold max_unauth of them for at most
+	 * auth_timeout_ms, never a node's place. Past max_unauth one is cut,
+	 * never the new one (a node's connection from a flooded address proves
+	 * the secret within a round trip; the flood's never do, and are the
+	 * older): the oldest of the address holding the most when it holds
+	 * max_unauth_per_source or more, else the oldest. A node is cut only if
+	 * max_unauth connections arrive during its round trip. */
 	unsigned auth_timeout_ms;   /* the handshake's deadline (2000; at most timeout_ms) */
-	unsigned max_unauth;        /* in all (max_conns / 4, at most 256) */
+	unsigned max_unauth;        /* in all (1024; at most 4096, and an eighth
+	                             * of the open-file limit) */
 	unsigned max_unauth_per_source; /* from one address before its own are
 	                             * cut first (8) */
 };
 
 struct kvt_peer_server_stats {
-	uint64_t conns;             /* connections now */
-	uint64_t accepted, refused; /* refused: over max_conns */
+	uint64_t conns;             /* connections now, in their handshake or not */
+	uint64_t accepted, refused; /* refused: authenticated past max_conns */
 	uint64_t auth_failures;     /* handshakes that failed: wrong secret, garbage,
 	                             * silence past auth_timeout_ms */
 	uint64_t unauth_dropped;    /* connections cut in their handshake for the

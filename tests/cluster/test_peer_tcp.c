@@ -109,7 +109,9 @@ static void open_store(struct kvt_store **st, struct kvt_ns **ns, uint64_t dram,
 	assert_int_equal(kvt_ns_attach(*st, &d, ns), 0);
 }
 
-static void owner_open_at(struct owner *o, uint64_t dram, const char *ssd, const char *listen)
+/* An owner at listen; max_unauth: its bound on handshakes (0: the default). */
+static void owner_open_bounded(struct owner *o, uint64_t dram, const char *ssd,
+			       const char *listen, unsigned max_unauth)
 {
 	struct kvt_peer_server_opts so;
 
@@ -124,8 +126,15 @@ static void owner_open_at(struct owner *o, uint64_t dram, const char *ssd, const
 	so.timeout_ms = TIMEOUT_MS;
 	so.log = log_cb;
 	so.log_arg = "owner";
+	if (max_unauth)
+		so.max_unauth = max_unauth;
 	assert_int_equal(kvt_peer_server_open(&so, &o->srv), 0);
 	snprintf(o->addr, sizeof(o->addr), "127.0.0.1:%d", kvt_peer_server_port(o->srv));
+}
+
+static void owner_open_at(struct owner *o, uint64_t dram, const char *ssd, const char *listen)
+{
+	owner_open_bounded(o, dram, ssd, listen, 0);
 }
 
 static void owner_open(struct owner *o, uint64_t dram, const char *ssd)
@@ -742,7 +751,8 @@ static void *flood_thread(void *arg)
  * open from another address and reopened as soon as closed, do not keep a
  * node with the secret out: each of its fetches gets every block. Old code
  * gave the flood all 256 places for the handshake's 5 s (here 1 s): the
- * reader got none. */
+ * reader got none. The owner's bound on handshakes is 64 here, under the
+ * flood's 300: handshakes are cut, the flooding address's first. */
 static void an_unauthenticated_flood_does_not_lock_nodes_out(void **state)
 {
 	struct owner o;
@@ -751,7 +761,7 @@ static void an_unauthenticated_flood_does_not_lock_nodes_out(void **state)
 	struct flood f = { .bind_addr = "127.0.0.2" };
 	int got[5];
 
-	owner_open(&o, 32ull << 20, NULL);
+	owner_open_bounded(&o, 32ull << 20, NULL, "127.0.0.1:0", 64);
 	owner_put(&o, 9, 16);
 	f.port = kvt_peer_server_port(o.srv);
 	assert_int_equal(pthread_create(&f.th, NULL, flood_thread, &f), 0);
@@ -776,8 +786,9 @@ static void an_unauthenticated_flood_does_not_lock_nodes_out(void **state)
 }
 
 /* The same flood from the reader's own address (a node's host, or an
- * address it shares behind NAT): it cannot authenticate, so it does not
- * keep the reader out either. Before, the bound per address refused the
+ * address it shares behind NAT), under the owner's default bound on
+ * handshakes (1,024, each a descriptor): it cannot authenticate, so it does
+ * not keep the reader out either. Before, the bound per address refused the
  * reader's connections at accept with the flood's: 0 of 16 blocks in 10 of
  * 10 tries. */
 static void a_flood_from_a_nodes_own_address_does_not_lock_it_out(void **state)
@@ -809,7 +820,7 @@ static void a_flood_from_a_nodes_own_address_does_not_lock_it_out(void **state)
 	for (int i = 0; i < 5; i++)
 		if (got[i] != 16)
 			fail_msg("fetch %d under the flood got %d of 16 blocks", i, got[i]);
-	assert_true(st.unauth_dropped > 0);
+	assert_true(st.accepted >= FLOOD); /* the flood was there, all of it */
 	kvt_peer_client_close(c);
 	owner_close(&o);
 }
