@@ -205,10 +205,10 @@ class Engine:
 
 
 def make_connector(cfg, seed, socket, token, block_tokens=BLOCK_TOKENS, **kwargs):
-    """The engine's connector; kwargs go to KVTierConnector (use_plan,
+    """The engine's connector; kwargs go to EngineConnector (use_plan,
     completions, ...)."""
-    from kvtier.connector import KVTierConnector
-    return KVTierConnector(model_id(cfg, seed), cfg.layers, cfg.kv_heads, cfg.head_dim,
+    from kvtier.connector import EngineConnector
+    return EngineConnector(model_id(cfg, seed), cfg.layers, cfg.kv_heads, cfg.head_dim,
                            block_tokens, KV_DTYPE_NAMES[cfg.kv_dtype], socket=socket,
                            token=token, **kwargs)
 

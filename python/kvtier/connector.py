@@ -12,7 +12,7 @@ Scheduler side, per request:
         -> (tokens worth loading beyond those, False)   LOOKUP with the plan
     update_state_after_alloc(request, block_ids, num_external_tokens)
         the pages those tokens will be loaded into
-    build_connector_meta(scheduled) -> KVTierConnectorMetadata
+    build_connector_meta(scheduled) -> EngineConnectorMetadata
         this step's loads, and the saves of requests whose prefill ends in it
 
 Worker side, once:
@@ -101,7 +101,7 @@ class SaveSpec:
 
 
 @dataclass
-class KVTierConnectorMetadata:
+class EngineConnectorMetadata:
     """What the scheduler side tells the worker side for one step."""
     loads: list = field(default_factory=list)
     saves: list = field(default_factory=list)
@@ -124,7 +124,7 @@ class _Req:
         self.save_sent = False      # a SaveSpec went to the workers: they owe its end
 
 
-class KVTierConnector:
+class EngineConnector:
     """The engine's connector to kvtierd for one model namespace.
 
     tp_rank, tp_size: the shard of the KV this process holds when the model
@@ -338,7 +338,7 @@ class KVTierConnector:
         full prompt blocks of each request whose prefill completes now.
         preempted: ids of requests whose pages the engine frees in this step
         (a save of theirs still running is waited for first)."""
-        meta = KVTierConnectorMetadata(prefill_only=bool(scheduled), idle=not scheduled,
+        meta = EngineConnectorMetadata(prefill_only=bool(scheduled), idle=not scheduled,
                                        async_loads=self._pending_loads,
                                        preempted=[r for r in preempted
                                                   if getattr(self._reqs.get(r), "save_sent",
@@ -756,3 +756,9 @@ class _RegionSpec:
     nbytes: int = 0
     cuda_ipc: bytes = None      # GPU memory: fd -1 and a cudaIpcMemHandle_t
     device: int = 0
+
+
+# The names of kvtier 0.1, deprecated: one letter's case apart from vLLM's
+# adapter (kvtier.vllm.KvtierConnector), they read as one class.
+KVTierConnector = EngineConnector
+KVTierConnectorMetadata = EngineConnectorMetadata

@@ -7,7 +7,7 @@
                            "kv_load_failure_policy":"recompute",
                            "kv_connector_extra_config":{"socket":"/run/kvtier/kvtierd.sock"}}'
 
-A thin adapter over kvtier.connector.KVTierConnector, which does the work:
+A thin adapter over kvtier.connector.EngineConnector, which does the work:
 the scheduler's connector looks prefixes up (one LOOKUP with the plan per
 request) and tells the worker's connector, through the step's metadata, which
 blocks to load into which pages and which finished prompts to save; the
@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 import torch
 
 import kvtier
-from kvtier.connector import KVTierConnector, ScheduledRequest, _RegionSpec
+from kvtier.connector import EngineConnector, ScheduledRequest, _RegionSpec
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorBase_V1,
     KVConnectorMetadata,
@@ -182,7 +182,7 @@ class KvtierConnector(KVConnectorBase_V1):
             log.warning("kvtier off: %s", reason)
             self._kv = _Off()
             return
-        self._kv = KVTierConnector(
+        self._kv = EngineConnector(
             self.namespace, mc.get_num_layers(pc), mc.get_num_kv_heads(pc),
             mc.get_head_size(), self._block_size, kv_dtype=_DTYPES[dtype],
             socket=extra.get("socket") or os.environ.get("KVTIER_SOCKET"),
@@ -197,7 +197,7 @@ class KvtierConnector(KVConnectorBase_V1):
 
     @property
     def kvtier(self):
-        """The KVTierConnector underneath (its stats, its connection)."""
+        """The EngineConnector underneath (its stats, its connection)."""
         return self._kv
 
     # ---- scheduler side ------------------------------------------------

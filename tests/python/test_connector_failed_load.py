@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "python"))
 
 import kvtier  # noqa: E402
-from kvtier.connector import KVTierConnector, ScheduledRequest  # noqa: E402
+from kvtier.connector import EngineConnector, ScheduledRequest  # noqa: E402
 from kvtier.daemon import Daemon  # noqa: E402
 
 DAEMON_ENV = dict(os.environ, ASAN_OPTIONS=os.environ["KVT_DAEMON_ASAN_OPTIONS"]) \
@@ -50,7 +50,7 @@ class FailedLoadTest(unittest.TestCase):
         self.d.remove()
 
     def connector(self):
-        c = KVTierConnector("failed-load-test", LAYERS, 2, 16, BT, kv_dtype="fp32",
+        c = EngineConnector("failed-load-test", LAYERS, 2, 16, BT, kv_dtype="fp32",
                             socket=self.d.socket, use_plan=False)
         kv = c.allocate_kv_cache(16)
         c.register_kv_caches({"layer%d" % i: kv[i] for i in range(LAYERS)})
@@ -108,7 +108,7 @@ class FailedLoadTest(unittest.TestCase):
                 region = cl.register(ns, mem)
                 self.assertEqual(cl.save(ns, region, ns.prefix_keys(prefix), range(2)).wait(),
                                  2)
-        c = KVTierConnector("failed-load-test", LAYERS, 2, 16, BT, kv_dtype="fp32",
+        c = EngineConnector("failed-load-test", LAYERS, 2, 16, BT, kv_dtype="fp32",
                             socket=self.d.socket, use_plan=False)
         a = Req("a", prefix + [3] * 5)
         self.assertEqual(c.get_num_new_matched_tokens(a, 0), (2 * BT, False))
@@ -125,7 +125,7 @@ class FailedLoadTest(unittest.TestCase):
         LOOKUP meets a closed connection, reconnects at once (whatever
         reconnect_s) and answers from the new daemon."""
         prefix = list(range(300, 300 + 3 * BT))
-        c = KVTierConnector("failed-load-test", LAYERS, 2, 16, BT, kv_dtype="fp32",
+        c = EngineConnector("failed-load-test", LAYERS, 2, 16, BT, kv_dtype="fp32",
                             socket=self.d.socket, use_plan=False, reconnect_s=3600)
         self.assertTrue(c.connected)
         self.assertEqual(self.d.stop(), 0)

@@ -157,19 +157,19 @@ class TorchEngineTest(unittest.TestCase):
     def test_0_an_absent_daemon_is_named(self):
         """The connector's warning names the socket it could not reach."""
         from types import SimpleNamespace
-        from kvtier.connector import KVTierConnector
+        from kvtier.connector import EngineConnector
         nope = os.path.join(self.d.sockdir, "absent.sock")
         req = SimpleNamespace(request_id="r", prompt_token_ids=list(range(4 * BT)))
         with self.assertLogs("kvtier.connector", "WARNING") as logs:
-            conn = KVTierConnector("test/absent", layers=2, kv_heads=2, head_dim=16,
+            conn = EngineConnector("test/absent", layers=2, kv_heads=2, head_dim=16,
                                    block_tokens=BT, socket=nope)
             self.assertEqual(conn.get_num_new_matched_tokens(req, 0), (0, False))
         self.assertIn(nope, "\n".join(logs.output))
         conn.close()
 
     def test_0_connector_contract(self):
-        from kvtier.connector import KVTierConnector, ScheduledRequest
-        conn = KVTierConnector("test/contract", layers=2, kv_heads=2, head_dim=16,
+        from kvtier.connector import EngineConnector, ScheduledRequest
+        conn = EngineConnector("test/contract", layers=2, kv_heads=2, head_dim=16,
                                block_tokens=BT, socket=self.d.socket)
         # kvtierd can only reach memory the connector allocated
         with self.assertRaises(ValueError):

@@ -95,7 +95,7 @@ class VllmModelsTest(unittest.TestCase):
 
     def test_a_plain_llama_is_served(self):
         c = self.make(os.path.join(HERE, "tiny-llama"), groups=lambda t: [self.full(t)])
-        self.assertEqual(type(c.kvtier).__name__, "KVTierConnector")
+        self.assertEqual(type(c.kvtier).__name__, "EngineConnector")
         c.shutdown()
 
     def test_mla_is_refused_by_name(self):
