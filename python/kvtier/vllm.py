@@ -348,11 +348,13 @@ class KvtierConnector(KVConnectorBase_V1):
         else:
             storage = v0.untyped_storage()
             ipc = storage._share_cuda_()
-            base = storage.data_ptr()
-            spec = _RegionSpec(-1, ptrs[0] - base, len(names), pages, layer_stride,
+            # the handle names the CUDA allocation; the storage lies at
+            # ipc[3] bytes into it (the caching allocator's blocks share one)
+            at = int(ipc[3]) + ptrs[0] - storage.data_ptr()
+            spec = _RegionSpec(-1, at, len(names), pages, layer_stride,
                                page, page_stride, cuda_ipc=bytes(ipc[1]),
                                device=v0.device.index or 0)
-            spec.nbytes = storage.nbytes() - spec.offset
+            spec.nbytes = storage.nbytes() - (ptrs[0] - storage.data_ptr())
         last = spec.offset + (len(names) - 1) * layer_stride + (pages - 1) * page_stride + \
             2 * page
         if last > spec.offset + spec.nbytes:
