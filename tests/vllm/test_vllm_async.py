@@ -37,18 +37,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
-from vllm_env import ensure_venv, Engine  # noqa: E402
+from vllm_env import BT, NAMESPACE, SEED, VOCAB, Engine, connector_config, ensure_venv  # noqa: E402,E501
 
 import kvtier  # noqa: E402
 from kvtier.daemon import Daemon  # noqa: E402
 
-SEED = int(os.environ.get("KVT_TEST_SEED") or time.time_ns() % (1 << 31))
-BT = 32
 PREFIX_BLOCKS = 3
 QUESTION = 20
 GENERATE = 8
-VOCAB = 2048
-NAMESPACE = "kvtier-tiny|vllm-cpu-LBHNC"
 LONG = 300              # tokens each preempted request generates
 SMALL_KV = 24 * 4 * 2 * 2 * 32 * BT * 4     # 24 blocks of the tiny model (fp32)
 
@@ -79,10 +75,7 @@ class VllmAsyncTest(unittest.TestCase):
         cls.daemon.remove()
 
     def connector(self, **extra):
-        return {"kv_connector": "KvtierConnector", "kv_connector_module_path": "kvtier.vllm",
-                "kv_role": "kv_both", "kv_load_failure_policy": "recompute",
-                "kv_connector_extra_config": dict(socket=self.daemon.socket, reconnect_s=0.5,
-                                                  use_plan=False, async_load=True, **extra)}
+        return connector_config(self.daemon.socket, reconnect_s=0.5, async_load=True, **extra)
 
     def check(self, name, outs, hit=None, bitwise=True):
         for o, r in zip(outs, self.ref[name]):

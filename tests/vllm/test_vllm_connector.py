@@ -36,18 +36,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
-from vllm_env import ensure_venv, Engine, push_to_ssd  # noqa: E402
+from vllm_env import BT, NAMESPACE, SEED, VOCAB, Engine, connector_config, ensure_venv, push_to_ssd  # noqa: E402,E501
 
 import kvtier  # noqa: E402
 from kvtier.daemon import Daemon  # noqa: E402
 
-SEED = int(os.environ.get("KVT_TEST_SEED") or time.time_ns() % (1 << 31))
-BT = 32                 # vLLM's block size (the CPU backend wants a multiple of 32)
 PREFIX_BLOCKS = 3
 QUESTION = 20
 GENERATE = 8
-VOCAB = 2048
-NAMESPACE = "kvtier-tiny|vllm-cpu-LBHNC"
 DRAM = 16 << 20
 
 
@@ -77,11 +73,7 @@ class VllmConnectorTest(unittest.TestCase):
         cls.daemon.remove()
 
     def connector(self, **extra):
-        cfg = {"kv_connector": "KvtierConnector", "kv_connector_module_path": "kvtier.vllm",
-               "kv_role": "kv_both", "kv_load_failure_policy": "recompute",
-               "kv_connector_extra_config": dict(socket=self.socket, reconnect_s=0.5,
-                                                 use_plan=False, **extra)}
-        return cfg
+        return connector_config(self.socket, reconnect_s=0.5, **extra)
 
     def check(self, name, outs, hit):
         ref = self.ref[name]

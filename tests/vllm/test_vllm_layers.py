@@ -23,23 +23,19 @@ KVT_TEST_SEED replays the random prompts."""
 import os
 import random
 import sys
-import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
-from vllm_env import ensure_venv, Engine  # noqa: E402
+from vllm_env import BT, SEED, VOCAB, Engine, connector_config, ensure_venv  # noqa: E402
 
 from kvtier.daemon import Daemon  # noqa: E402
 
-SEED = int(os.environ.get("KVT_TEST_SEED") or time.time_ns() % (1 << 31))
-BT = 32
 PREFIX_BLOCKS = 3
 QUESTION = 20
 GENERATE = 8
-VOCAB = 2048
 LAYERS = 4
 
 
@@ -64,10 +60,7 @@ class VllmPerLayerTest(unittest.TestCase):
 
         daemon = Daemon(dram="64M")
         try:
-            cfg = {"kv_connector": "KvtierConnector", "kv_connector_module_path": "kvtier.vllm",
-                   "kv_role": "kv_both", "kv_load_failure_policy": "recompute",
-                   "kv_connector_extra_config": {"socket": daemon.socket, "use_plan": False}}
-            e = Engine("e", connector=cfg, per_layer_kv=True)
+            e = Engine("e", connector=connector_config(daemon.socket), per_layer_kv=True)
             try:
                 got = [e.run(s, GENERATE) for s in sets]
             finally:

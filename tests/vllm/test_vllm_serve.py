@@ -24,12 +24,10 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
 
-from vllm_env import VENV, engine_env, ensure_venv, seeded_model  # noqa: E402
+from vllm_env import BT, SEED, VENV, connector_config, engine_env, ensure_venv, seeded_model  # noqa: E402,E501
 
 from kvtier.daemon import Daemon  # noqa: E402
 
-SEED = int(os.environ.get("KVT_TEST_SEED") or time.time_ns() % (1 << 31))
-BT = 32
 PREFIX = 4 * BT
 
 
@@ -58,10 +56,7 @@ class VllmServeTest(unittest.TestCase):
     @classmethod
     def start_server(cls):
         cls.port = free_port()
-        kvcfg = {"kv_connector": "KvtierConnector", "kv_connector_module_path": "kvtier.vllm",
-                 "kv_role": "kv_both", "kv_load_failure_policy": "recompute",
-                 "kv_connector_extra_config": {"socket": cls.daemon.socket,
-                                               "use_plan": False}}
+        kvcfg = connector_config(cls.daemon.socket)
         d = os.environ.get("KVT_TEST_TMPDIR") or None
         cls.logf = tempfile.NamedTemporaryFile("w+", prefix="vllm-serve.", suffix=".log",
                                                dir=d, delete=False)

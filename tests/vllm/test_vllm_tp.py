@@ -25,25 +25,20 @@ KVT_TEST_SEED replays the random prompts."""
 import os
 import random
 import sys
-import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
-from vllm_env import ensure_venv, Engine  # noqa: E402
+from vllm_env import BT, NAMESPACE, SEED, VOCAB, Engine, connector_config, ensure_venv  # noqa: E402,E501
 
 import kvtier  # noqa: E402
 from kvtier.daemon import Daemon  # noqa: E402
 
-SEED = int(os.environ.get("KVT_TEST_SEED") or time.time_ns() % (1 << 31))
-BT = 32
 PREFIX_BLOCKS = 4
 QUESTION = 20
 GENERATE = 8
-VOCAB = 2048
-NAMESPACE = "kvtier-tiny|vllm-cpu-LBHNC"
 TP = 2
 
 
@@ -64,10 +59,7 @@ class VllmTensorParallelTest(unittest.TestCase):
         cls.daemon.remove()
 
     def connector(self):
-        return {"kv_connector": "KvtierConnector", "kv_connector_module_path": "kvtier.vllm",
-                "kv_role": "kv_both", "kv_load_failure_policy": "recompute",
-                "kv_connector_extra_config": {"socket": self.daemon.socket,
-                                              "use_plan": False}}
+        return connector_config(self.daemon.socket)
 
     def shards(self):
         """Per rank: how many blocks of each prefix kvtierd holds in that

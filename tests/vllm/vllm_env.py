@@ -8,11 +8,30 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 VENV = os.environ.get("KVT_VLLM_VENV") or os.path.join(ROOT, "build", "venv-vllm")
 PYTHON = os.path.join(VENV, "bin", "python")
+
+
+# what the vLLM tests share: the seed of their random prompts (printed by
+# each test; KVT_TEST_SEED replays it), vLLM's block size (the CPU backend
+# wants a multiple of 32), the tiny model's vocabulary, the connector's
+# namespace for it (served name, device, layout)
+SEED = int(os.environ.get("KVT_TEST_SEED") or time.time_ns() % (1 << 31))
+BT = 32
+VOCAB = 2048
+NAMESPACE = "kvtier-tiny|vllm-cpu-LBHNC"
+
+
+def connector_config(socket, **extra):
+    """vLLM's kv_transfer_config for kvtier's connector on socket, loading
+    every stored block (use_plan off), with extra connector settings."""
+    return {"kv_connector": "KvtierConnector", "kv_connector_module_path": "kvtier.vllm",
+            "kv_role": "kv_both", "kv_load_failure_policy": "recompute",
+            "kv_connector_extra_config": dict(dict(socket=socket, use_plan=False), **extra)}
 
 
 def ensure_venv():
