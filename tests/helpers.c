@@ -169,6 +169,9 @@ static int huge_set(long total)
 	return err;
 }
 
+/* Huge pages kvt_test_huge_reserve added and nobody gave back yet. */
+static long huge_added;
+
 int kvt_test_huge_reserve(unsigned pages)
 {
 	long free_now = huge_read("/proc/meminfo", "HugePages_Free:");
@@ -190,6 +193,7 @@ int kvt_test_huge_reserve(unsigned pages)
 		fprintf(stderr, "cannot reserve %ld huge pages of 2 MiB: %s\n", need, strerror(-err));
 		return err;
 	}
+	huge_added += need;
 	return (int)need;
 }
 
@@ -198,10 +202,13 @@ long kvt_test_meminfo(const char *field)
 	return huge_read("/proc/meminfo", field);
 }
 
-void kvt_test_huge_release(int added)
+int kvt_test_huge_give_back(void **state)
 {
 	long total = huge_read("/proc/sys/vm/nr_hugepages", NULL);
 
-	if (added > 0 && total >= added)
-		huge_set(total - added);
+	(void)state;
+	if (huge_added > 0 && total >= huge_added)
+		huge_set(total - huge_added);
+	huge_added = 0;
+	return 0;
 }

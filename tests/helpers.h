@@ -59,11 +59,11 @@ void kvt_test_rmdir(const char *path);
 void kvt_test_sleep_ms(unsigned ms);
 
 /* Make sure pages explicit 2 MiB huge pages are free, reserving what is
- * missing (root only). Returns how many it added (give them back with
- * kvt_test_huge_release once their users are unmapped), or -errno with the
- * reason printed. */
+ * missing (root only). Returns how many it added, or -errno with the reason
+ * printed. What it added is given back by kvt_test_huge_give_back (a cmocka
+ * teardown: call it once their users are unmapped). */
 int kvt_test_huge_reserve(unsigned pages);
-void kvt_test_huge_release(int added);
+int kvt_test_huge_give_back(void **state);
 
 /* A figure of /proc/meminfo (field with its colon: "HugePages_Free:"), or
  * -1 when it has none. */

@@ -143,17 +143,6 @@ static void a_large_untouched_region_costs_the_daemon_only_the_pages_jobs_name(v
 	kvtd_cleanup(&d);
 }
 
-/* Huge pages the hole test reserved, given back by its teardown. */
-static int huge_added;
-
-static int give_back_huge_pages(void **state)
-{
-	(void)state;
-	kvt_test_huge_release(huge_added);
-	huge_added = 0;
-	return 0;
-}
-
 /* Take every huge page no one has reserved: a shared hugetlb mapping
  * reserves its pages at mmap, so none is left for a fault elsewhere.
  * Returns the memfd (the caller closes it, *map, *len) or -errno. */
@@ -193,9 +182,7 @@ static void a_hole_punched_in_huge_page_engine_memory_fails_the_job_not_the_daem
 	(void)state;
 	assert_int_equal(kvtd_start(&d, NULL, extra), 0);
 	/* after the daemon started, so that its DRAM tier does not take it */
-	huge_added = kvt_test_huge_reserve(1);
-	if (huge_added < 0) {
-		huge_added = 0;
+	if (kvt_test_huge_reserve(1) < 0) {
 		kvtd_stop(&d, SIGTERM);
 		kvtd_cleanup(&d);
 		skip();
@@ -295,7 +282,7 @@ int main(void)
 		cmocka_unit_test(the_dram_tier_is_faulted_in_as_it_fills_after_the_socket_answers),
 		cmocka_unit_test_teardown(
 			a_hole_punched_in_huge_page_engine_memory_fails_the_job_not_the_daemon,
-			give_back_huge_pages),
+			kvt_test_huge_give_back),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

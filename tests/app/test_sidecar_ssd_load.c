@@ -273,17 +273,6 @@ static void a_load_into_pages_the_engine_garbles_drops_no_block(void **state)
 	kvtd_cleanup(&d);
 }
 
-/* Huge pages this test reserved, given back by its teardown. */
-static int huge_added;
-
-static int give_back_huge_pages(void **state)
-{
-	(void)state;
-	kvt_test_huge_release(huge_added);
-	huge_added = 0;
-	return 0;
-}
-
 /* Engine memory in explicit huge pages: blocks on SSD go straight into it
  * (each one request to the device), byte for byte, and stay on SSD. */
 static void load_into_engine_memory_in_huge_pages(void **state)
@@ -300,9 +289,7 @@ static void load_into_engine_memory_in_huge_pages(void **state)
 	start_with_chain(&d, &e);
 	/* after the daemon started, so that its DRAM tier does not take them:
 	 * BLOCKS pages of 4 layers' K and V of 16 KiB, 32 MiB */
-	huge_added = kvt_test_huge_reserve(16);
-	if (huge_added < 0) {
-		huge_added = 0;
+	if (kvt_test_huge_reserve(16) < 0) {
 		kvtd_chain_close(&e);
 		kvtd_stop(&d, SIGTERM);
 		kvtd_cleanup(&d);
@@ -350,9 +337,7 @@ static void a_load_into_unbacked_huge_pages_fails_and_drops_no_block(void **stat
 
 	(void)state;
 	start_with_chain(&d, &e);
-	huge_added = kvt_test_huge_reserve(16);
-	if (huge_added < 0) {
-		huge_added = 0;
+	if (kvt_test_huge_reserve(16) < 0) {
 		kvtd_chain_close(&e);
 		kvtd_stop(&d, SIGTERM);
 		kvtd_cleanup(&d);
@@ -584,13 +569,13 @@ int main(void)
 		cmocka_unit_test(load_of_many_windows_delivers_every_byte_and_none_past_a_miss),
 		cmocka_unit_test(load_reads_ssd_blocks_straight_into_engine_memory),
 		cmocka_unit_test_teardown(load_into_engine_memory_in_huge_pages,
-					  give_back_huge_pages),
+					  kvt_test_huge_give_back),
 		cmocka_unit_test(two_loads_of_the_same_keys_both_deliver),
 		cmocka_unit_test(save_and_remove_racing_a_load_of_the_same_keys),
 		cmocka_unit_test(daemon_killed_with_reads_in_flight_keeps_every_block),
 		cmocka_unit_test(a_load_into_pages_the_engine_garbles_drops_no_block),
 		cmocka_unit_test_teardown(a_load_into_unbacked_huge_pages_fails_and_drops_no_block,
-					  give_back_huge_pages),
+					  kvt_test_huge_give_back),
 	};
 
 	seed = kvt_test_seed();
