@@ -60,6 +60,7 @@ struct kvt_peer_server {
 	 * thread of their own (a flood of them costs descriptors, not threads) */
 	struct pconn *pend[UNAUTH_MAX];
 	unsigned n_pend;
+	unsigned short per_bucket[UNAUTH_MAX]; /* unauth_admit's tally, by source_bucket */
 	uint64_t next_conn;
 	struct kvt_peer_server_stats st;
 };
@@ -480,7 +481,7 @@ static bool answer_waits(const struct pconn *c)
  * holds more. */
 static void unauth_admit(struct kvt_peer_server *s)
 {
-	static unsigned short count[UNAUTH_MAX]; /* the accept thread's alone */
+	unsigned short *count = s->per_bucket;
 	unsigned n = s->n_pend, most = 0, from = 0;
 	int victim = -1;
 
@@ -488,7 +489,7 @@ static void unauth_admit(struct kvt_peer_server *s)
 		return;
 	/* the address holding the most, by a hash of each (two addresses
 	 * that share a bucket count as one: a choice of victim, not a bound) */
-	memset(count, 0, sizeof(count));
+	memset(count, 0, sizeof(s->per_bucket));
 	for (unsigned i = 0; i < n; i++) {
 		unsigned b = source_bucket(&s->pend[i]->src);
 
