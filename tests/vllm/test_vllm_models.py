@@ -116,6 +116,11 @@ class VllmModelsTest(unittest.TestCase):
         self.refused(os.path.join(HERE, "tiny-llama"), "KV dtype fp8",
                      cache_dtype="fp8")
 
+    def test_a_misspelt_choice_is_refused(self):
+        with self.assertRaises(ValueError) as cm:
+            self.make(os.path.join(HERE, "tiny-llama"), on_unsupported="warning")
+        self.assertIn('on_unsupported is "error" (default) or "warn"', str(cm.exception))
+
     def test_warn_makes_a_connector_that_does_nothing(self):
         c = self.make(self.mla, on_unsupported="warn")
         req = type("Req", (), {"request_id": "r", "prompt_token_ids": list(range(200))})()
