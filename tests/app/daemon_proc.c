@@ -140,6 +140,16 @@ int kvtd_stop(struct kvtd_proc *d, int sig)
 	return 128 + WTERMSIG(status);
 }
 
+int kvtd_wait_exit(pid_t pid)
+{
+	int status;
+
+	while (waitpid(pid, &status, 0) != pid)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 void kvtd_cleanup(struct kvtd_proc *d)
 {
 	if (d->pid > 0)

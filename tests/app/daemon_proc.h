@@ -33,6 +33,10 @@ int kvtd_start(struct kvtd_proc *d, const char *dir, const char *const *extra);
 /* Send sig and wait for the exit; returns the exit status (128+sig if killed). */
 int kvtd_stop(struct kvtd_proc *d, int sig);
 
+/* Wait for child pid to end: its exit status, 128 + the signal that killed
+ * it, or -1 when pid is not a child of this process. */
+int kvtd_wait_exit(pid_t pid);
+
 /* Remove the temp dirs. */
 void kvtd_cleanup(struct kvtd_proc *d);
 

@@ -93,15 +93,6 @@ static uint32_t load_all(struct engine *e)
 	return n;
 }
 
-static int wait_exit(pid_t pid)
-{
-	int status;
-
-	if (waitpid(pid, &status, 0) != pid)
-		return -1;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 /* The exit status of a child within ms, or -1 (then it is killed). */
 static int wait_exit_within(pid_t pid, unsigned ms)
 {
@@ -113,7 +104,7 @@ static int wait_exit_within(pid_t pid, unsigned ms)
 		kvt_test_sleep_ms(10);
 	}
 	kill(pid, SIGKILL);
-	wait_exit(pid);
+	kvtd_wait_exit(pid);
 	return -1;
 }
 

@@ -138,15 +138,6 @@ static long long restart_stat(struct kvt_client *c, const char *key, const char 
 	return n;
 }
 
-static int wait_exit(pid_t pid)
-{
-	int status;
-
-	if (waitpid(pid, &status, 0) != pid)
-		return -1;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 static const char *const extra[] = { "--dram", "32M", "--ssd", "64M", NULL };
 
 /* The running daemon hands over to `kvtierd --take-over` while an engine
@@ -359,7 +350,7 @@ static int ask_as(const char *hsock, uid_t uid)
 			_exit(1);
 		_exit(recv(fd, buf, sizeof(buf), 0) > 0 ? 0 : 1);
 	}
-	return wait_exit(pid);
+	return kvtd_wait_exit(pid);
 }
 
 /* The hand-over socket is mode 0600; a process of another uid that gets
@@ -449,7 +440,7 @@ static void successor_dying_hands_back(void **state)
 			_exit(2);
 		_exit(recvmsg(fd, &m, 0) > 0 && CMSG_FIRSTHDR(&m) ? 0 : 1);
 	}
-	assert_int_equal(wait_exit(child), 0); /* it had the fds, and died */
+	assert_int_equal(kvtd_wait_exit(child), 0); /* it had the fds, and died */
 	/* the old daemon serves again, on the same socket, the same pid */
 	for (int t = 0; t < 1000 && engine_open(&e, a.socket); t++)
 		kvt_test_sleep_ms(10);
