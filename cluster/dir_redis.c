@@ -280,7 +280,7 @@ static int rd_lookup(struct kvt_dir *dir, const struct kvt_key *keys, size_t n,
 		return -ENOTCONN;
 	}
 	pthread_mutex_unlock(&d->mu);
-	deadline = kvt_deadline_ms(d->o.lookup_timeout_ms);
+	deadline = kvt_deadline_ms(d->o.lookup_timeout_ms + kvt_rdir_lookup_extra_ms(d, n));
 	if (!atomic_load(&d->io_wanted) && pthread_mutex_trylock(&d->io_mu) == 0) {
 		/* the thread sleeps: ask Redis here, without two wake-ups */
 		if (d->conn && !d->scripts_lost) {

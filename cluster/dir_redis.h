@@ -14,8 +14,10 @@
  *                 Cluster hash slots; tenants stay apart because block keys
  *                 already digest their namespace's salt.
  *
- * A lookup reads every key of the prefix with one MGET, so Redis does one
- * command whatever the prefix's length. Writes change one holder of a list
+ * A lookup reads the keys of the prefix with one MGET per lookup_batch_keys
+ * keys, pipelined: one round trip whatever the prefix's length, and no
+ * single command long enough to hold up the other nodes' (docs/cluster.md
+ * has the measurement). Writes change one holder of a list
  * atomically with a small Lua script per key (EVALSHA, pipelined), loaded
  * at each connect.
  *
@@ -43,7 +45,7 @@
 
 #define RECONNECT_MIN_MS 50
 #define RECONNECT_MAX_MS 2000
-#define MAX_LOOKUP_KEYS 65536u
+#define MAX_LOOKUP_KEYS KVT_DIR_MAX_LOOKUP_KEYS
 
 struct wop {
 	struct kvt_key key;
@@ -103,6 +105,18 @@ struct kvt_rdir {
 static inline uint64_t kvt_rdir_deadline(const struct kvt_rdir *d)
 {
 	return kvt_deadline_ms(d->o.io_timeout_ms);
+}
+
+/* MGETs of a lookup of n keys. */
+static inline size_t kvt_rdir_mgets(const struct kvt_rdir *d, size_t n)
+{
+	return (n + d->o.lookup_batch_keys - 1) / d->o.lookup_batch_keys;
+}
+
+/* What a lookup of n keys may take past its base timeout. */
+static inline unsigned kvt_rdir_lookup_extra_ms(const struct kvt_rdir *d, size_t n)
+{
+	return (unsigned)kvt_rdir_mgets(d, n) * KVT_DIR_LOOKUP_MS_PER_BATCH;
 }
 
 /* ---- helpers (dir_redis.c); all but the log run on the thread --------- */

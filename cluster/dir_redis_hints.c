@@ -149,28 +149,33 @@ void kvt_rdir_finish_lookups(struct kvt_rdir *d, struct lookup_req *list, int er
 	pthread_mutex_unlock(&d->mu);
 }
 
-/* Append MGET of a request's keys. */
+/* Append a request's MGETs: one per lookup_batch_keys keys. */
 static int append_mget(struct kvt_rdir *d, const struct lookup_req *r)
 {
-	size_t plen = strlen(d->prefix) + 4, klen = plen + 32;
-	const char **argv = malloc((r->n + 1) * sizeof(*argv));
-	size_t *lens = malloc((r->n + 1) * sizeof(*lens));
-	char *names = malloc(r->n * (klen + 1));
-	int err = -ENOMEM;
+	size_t plen = strlen(d->prefix) + 4, klen = plen + 32, batch = d->o.lookup_batch_keys;
+	size_t most = r->n < batch ? r->n : batch;
+	const char **argv = malloc((most + 1) * sizeof(*argv));
+	size_t *lens = malloc((most + 1) * sizeof(*lens));
+	char *names = malloc(most * (klen + 1));
+	int err = argv && lens && names ? 0 : -ENOMEM;
 
-	if (argv && lens && names) {
+	/* hiredis copies each command into its output buffer: one set of
+	 * names serves every batch */
+	for (size_t from = 0; from < r->n && !err; from += batch) {
+		size_t m = r->n - from < batch ? r->n - from : batch;
+
 		argv[0] = "MGET";
 		lens[0] = 4;
-		for (size_t i = 0; i < r->n; i++) {
+		for (size_t i = 0; i < m; i++) {
 			char *k = names + i * (klen + 1);
 
 			memcpy(k, d->prefix, plen - 4);
 			memcpy(k + plen - 4, "blk:", 4);
-			kvt_key_hex(&r->keys[i], k + plen);
+			kvt_key_hex(&r->keys[from + i], k + plen);
 			argv[i + 1] = k;
 			lens[i + 1] = klen;
 		}
-		err = kvt_redis_append(d->conn, (int)r->n + 1, argv, lens);
+		err = kvt_redis_append(d->conn, (int)m + 1, argv, lens);
 	}
 	free(argv);
 	free(lens);
@@ -178,36 +183,25 @@ static int append_mget(struct kvt_rdir *d, const struct lookup_req *r)
 	return err;
 }
 
-/* One MGET per request of list (n_req replies into rep), pipelined, read by
- * deadline_ns; each request's result and holders set. 0, or a negative
- * errno after which the connection is not to be used again. */
-static int answer(struct kvt_rdir *d, struct lookup_req *list, size_t n_req, redisReply **rep,
-		  uint64_t deadline_ns, uint64_t *stale)
+/* Request r's result and holders from its MGETs' replies rep[0..). The
+ * prefix ends at the first key without a holder; the keys after it get
+ * their holders too (a read by key may use them). */
+static void take_replies(struct kvt_rdir *d, struct lookup_req *r, redisReply **rep,
+			 const char *self, uint64_t *stale)
 {
-	char self[KVT_NODE_ID_MAX + 1];
-	struct lookup_req *r;
-	size_t k = 0;
-	int err = 0;
+	size_t batch = d->o.lookup_batch_keys;
+	bool prefix = true;
 
-	pthread_mutex_lock(&d->mu);
-	memcpy(self, d->self.id, sizeof(self));
-	pthread_mutex_unlock(&d->mu);
-	for (r = list; r && !err; r = r->next)
-		err = append_mget(d, r);
-	if (!err)
-		err = kvt_redis_exec(d->conn, rep, n_req, deadline_ns);
-	if (err)
-		return err;
-	for (r = list; r; r = r->next, k++) {
-		bool prefix = true;
+	r->result = 0;
+	for (size_t from = 0, k = 0; from < r->n; from += batch, k++) {
+		size_t m = r->n - from < batch ? r->n - from : batch;
 
-		r->result = 0;
-		if (rep[k]->type != REDIS_REPLY_ARRAY || rep[k]->elements != r->n) {
+		if (rep[k]->type != REDIS_REPLY_ARRAY || rep[k]->elements != m) {
 			r->result = -EPROTO;
-			continue;
+			return;
 		}
-		for (size_t i = 0; i < r->n; i++) {
-			uint32_t h = holders_of(d, rep[k]->element[i], self, &r->out[i], stale);
+		for (size_t i = 0; i < m; i++) {
+			uint32_t h = holders_of(d, rep[k]->element[i], self, &r->out[from + i], stale);
 
 			if (prefix && h)
 				r->result++;
@@ -215,8 +209,41 @@ static int answer(struct kvt_rdir *d, struct lookup_req *list, size_t n_req, red
 				prefix = false;
 		}
 	}
-	kvt_redis_free_replies(rep, n_req);
-	return 0;
+}
+
+/* The MGETs of every request of list, pipelined in one round trip and read
+ * by deadline_ns; each request's result and holders set. 0, or a negative
+ * errno after which the connection is not to be used again. */
+static int answer(struct kvt_rdir *d, struct lookup_req *list, uint64_t deadline_ns,
+		  uint64_t *stale)
+{
+	char self[KVT_NODE_ID_MAX + 1];
+	struct lookup_req *r;
+	redisReply **rep;
+	size_t n_cmds = 0, k = 0;
+	int err = 0;
+
+	pthread_mutex_lock(&d->mu);
+	memcpy(self, d->self.id, sizeof(self));
+	pthread_mutex_unlock(&d->mu);
+	for (r = list; r; r = r->next)
+		n_cmds += kvt_rdir_mgets(d, r->n);
+	rep = calloc(n_cmds, sizeof(*rep));
+	if (!rep)
+		return -ENOMEM;
+	for (r = list; r && !err; r = r->next)
+		err = append_mget(d, r);
+	if (!err)
+		err = kvt_redis_exec(d->conn, rep, n_cmds, deadline_ns);
+	if (!err) {
+		for (r = list; r; r = r->next) {
+			take_replies(d, r, rep + k, self, stale);
+			k += kvt_rdir_mgets(d, r->n);
+		}
+		kvt_redis_free_replies(rep, n_cmds);
+	}
+	free(rep);
+	return err;
 }
 
 static void count_batch(struct kvt_rdir *d, uint64_t t0, uint64_t stale, uint64_t hits)
@@ -229,21 +256,19 @@ static void count_batch(struct kvt_rdir *d, uint64_t t0, uint64_t stale, uint64_
 	pthread_mutex_unlock(&d->mu);
 }
 
-/* Answer every queued lookup (up to MAX_LOOKUP_KEYS keys): one MGET each,
- * pipelined. */
+/* Answer the queued lookups (up to MAX_LOOKUP_KEYS keys in all): their
+ * MGETs pipelined. */
 void kvt_rdir_lookups(struct kvt_rdir *d)
 {
 	struct lookup_req *list, *r, *last = NULL;
-	redisReply **rep;
 	uint64_t stale = 0, t0 = kvt_now_ns();
-	size_t total = 0, n_req = 0;
+	size_t total = 0;
 	int err;
 
 	pthread_mutex_lock(&d->mu);
 	list = d->lk_head;
 	for (r = list; r && total + r->n <= MAX_LOOKUP_KEYS; r = r->next) {
 		total += r->n;
-		n_req++;
 		last = r;
 	}
 	if (!last) { /* cannot happen: a request has at most MAX_LOOKUP_KEYS */
@@ -256,13 +281,8 @@ void kvt_rdir_lookups(struct kvt_rdir *d)
 	last->next = NULL;
 	pthread_mutex_unlock(&d->mu);
 
-	rep = calloc(n_req, sizeof(*rep));
-	if (!rep) {
-		kvt_rdir_finish_lookups(d, list, -ENOMEM, 0);
-		return;
-	}
-	err = answer(d, list, n_req, rep, kvt_rdir_deadline(d), &stale);
-	free(rep);
+	err = answer(d, list, kvt_deadline_ms(d->o.io_timeout_ms +
+					       kvt_rdir_lookup_extra_ms(d, total)), &stale);
 	if (err) {
 		kvt_rdir_conn_lost(d, err);
 		kvt_rdir_finish_lookups(d, list, err == -ETIMEDOUT ? -ETIMEDOUT : -ENOTCONN, 0);
@@ -275,8 +295,7 @@ void kvt_rdir_lookups(struct kvt_rdir *d)
 int kvt_rdir_lookup_now(struct kvt_rdir *d, struct lookup_req *r, uint64_t deadline_ns)
 {
 	uint64_t stale = 0, t0 = kvt_now_ns();
-	redisReply *rep;
-	int err = answer(d, r, 1, &rep, deadline_ns, &stale);
+	int err = answer(d, r, deadline_ns, &stale);
 
 	if (err) {
 		kvt_rdir_conn_lost(d, err);

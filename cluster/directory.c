@@ -27,6 +27,7 @@ void kvt_dir_opts_init(struct kvt_dir_opts *opts, size_t size_bytes)
 	opts->self.transports = KVT_NODE_TCP;
 	opts->io_timeout_ms = 250;
 	opts->lookup_timeout_ms = 50;
+	opts->lookup_batch_keys = 1024;
 	opts->member_ttl_ms = 3000;
 	opts->hint_ttl_ms = 600000;
 	opts->max_queued_keys = 65536;
@@ -39,7 +40,8 @@ int kvt_dir_open(const struct kvt_dir_opts *opts, struct kvt_dir **out)
 		return -EINVAL;
 	if (kvt_node_info_check(&opts->self) || opts->io_timeout_ms == 0 ||
 	    opts->lookup_timeout_ms == 0 || opts->member_ttl_ms < 300 || opts->hint_ttl_ms == 0 ||
-	    opts->max_queued_keys == 0 || opts->batch_keys == 0)
+	    opts->max_queued_keys == 0 || opts->batch_keys == 0 ||
+	    opts->lookup_batch_keys == 0)
 		return -EINVAL;
 	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
 		if (strncmp(opts->url, backends[i].scheme, strlen(backends[i].scheme)) == 0)

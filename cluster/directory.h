@@ -81,6 +81,14 @@ struct kvt_dir_holders {
 	struct kvt_dir_holder h[KVT_DIR_MAX_HOLDERS];
 };
 
+/* Keys one kvt_dir_lookup takes at most: 4x the sidecar's LOOKUP. */
+#define KVT_DIR_MAX_LOOKUP_KEYS 65536u
+/* What a lookup may take past lookup_timeout_ms per lookup_batch_keys keys
+ * (Redis answered 16,384 keys in about 10 ms on the build machine,
+ * docs/cluster.md): a long prefix is not cut off by the deadline of a
+ * short one, and a lookup still ends in bounded time. */
+#define KVT_DIR_LOOKUP_MS_PER_BATCH 4u
+
 struct kvt_dir_opts {
 	size_t size;                /* sizeof(struct kvt_dir_opts), set by _init */
 	const char *url;            /* redis://[:PASSWORD@]HOST[:PORT][/DB] or
@@ -89,7 +97,10 @@ struct kvt_dir_opts {
 	struct kvt_node_info self;  /* this node (id, addr, transports required;
 	                             * epoch is ignored) */
 	unsigned io_timeout_ms;     /* each connect and pipeline (250) */
-	unsigned lookup_timeout_ms; /* the longest a lookup waits (50) */
+	unsigned lookup_timeout_ms; /* the longest a lookup waits (50), plus
+	                             * KVT_DIR_LOOKUP_MS_PER_BATCH per batch */
+	unsigned lookup_batch_keys; /* keys per MGET of a lookup, the MGETs
+	                             * pipelined in one round trip (1024) */
 	unsigned member_ttl_ms;     /* membership TTL; renewed every third (3000) */
 	unsigned hint_ttl_ms;       /* block hint TTL, refreshed by publish (600000) */
 	unsigned max_queued_keys;   /* publish/forget keys queued at most; more are
@@ -162,12 +173,13 @@ void kvt_dir_publish(struct kvt_dir *d, const struct kvt_key *keys, size_t n, ui
 /* Queue the removal of this node's hints for keys[0..n) (evicted blocks). */
 void kvt_dir_forget(struct kvt_dir *d, const struct kvt_key *keys, size_t n);
 
-/* Find which other live nodes hold keys[0..n), in one round trip (one
- * command): out[i]
+/* Find which other live nodes hold keys[0..n), n <= KVT_DIR_MAX_LOOKUP_KEYS,
+ * in one round trip (an MGET per lookup_batch_keys keys, pipelined): out[i]
  * gets the holders of key i (this node excluded, stale hints dropped).
  * Returns the number of leading keys with at least one holder, or
  * -ENOTCONN (the store is unreachable now: answered at once), -ETIMEDOUT
- * (no answer within lookup_timeout_ms), -EINVAL, -ENOMEM. */
+ * (no answer within lookup_timeout_ms and the batches' allowance), -EINVAL,
+ * -ENOMEM. */
 int kvt_dir_lookup(struct kvt_dir *d, const struct kvt_key *keys, size_t n,
 		   struct kvt_dir_holders *out);
 

@@ -104,33 +104,42 @@ static bool held_take(struct kvt_peer_tier *pt, const struct kvt_key *key, uint6
 
 /* ---- lookup ---------------------------------------------------------------- */
 
+/* The prefix of keys[0..n) other nodes hold, asked of the directory in
+ * pieces of at most KVT_DIR_MAX_LOOKUP_KEYS (one round trip each, the next
+ * only when the last was held whole): no length is cut short. */
 static int op_lookup(struct kvt_storage_tier *t, uint64_t ns_id, const struct kvt_key *keys,
 		     size_t n)
 {
 	struct kvt_peer_tier *pt = pt_of(t);
+	size_t piece = n < KVT_DIR_MAX_LOOKUP_KEYS ? n : KVT_DIR_MAX_LOOKUP_KEYS;
 	struct kvt_dir_holders *hs;
-	int r;
+	size_t found = 0;
 
 	(void)ns_id; /* keys carry their namespace's salt */
-	if (n > KVT_PEER_TIER_MAX_KEYS)
-		n = KVT_PEER_TIER_MAX_KEYS;
-	if (!n)
+	if (!n || n > INT32_MAX)
 		return 0;
-	hs = malloc(n * sizeof(*hs));
+	hs = malloc(piece * sizeof(*hs));
 	if (!hs)
 		return 0;
 	ADD(lookups, 1);
 	ADD(lookup_keys, n);
-	r = kvt_dir_lookup(pt->opts.dir, keys, n, hs);
-	if (r < 0) {
-		ADD(lookup_unanswered, 1);
-		r = 0;
+	while (found < n) {
+		size_t m = n - found < piece ? n - found : piece;
+		int r = kvt_dir_lookup(pt->opts.dir, keys + found, m, hs);
+
+		if (r < 0) {
+			ADD(lookup_unanswered, 1);
+			break;
+		}
+		if (r > 0)
+			held_put(pt, keys + found, hs, (size_t)r);
+		found += (size_t)r;
+		if ((size_t)r < m)
+			break;
 	}
-	if (r > 0)
-		held_put(pt, keys, hs, (size_t)r);
 	free(hs);
-	ADD(lookup_remote_keys, r);
-	return r;
+	ADD(lookup_remote_keys, found);
+	return (int)found;
 }
 
 /* ---- reads by key ------------------------------------------------------------ */
@@ -161,8 +170,15 @@ static void find_holders(struct kvt_peer_tier *pt, struct kvt_tier_batch *b, str
 	if (ask) {
 		for (size_t j = 0; j < n_ask; j++)
 			ask[j] = b->io[rd->idx[j]].key;
-		/* the holders land in the gathered order, then go to their records */
-		r = kvt_dir_lookup(pt->opts.dir, ask, n_ask, rd->hs + b->n);
+		/* the holders land in the gathered order, then go to their
+		 * records; every key is asked, held or not, in pieces the
+		 * directory takes */
+		r = 0;
+		for (size_t j = 0; j < n_ask && r >= 0; j += KVT_DIR_MAX_LOOKUP_KEYS)
+			r = kvt_dir_lookup(pt->opts.dir, ask + j,
+					   n_ask - j < KVT_DIR_MAX_LOOKUP_KEYS ?
+						   n_ask - j : KVT_DIR_MAX_LOOKUP_KEYS,
+					   rd->hs + b->n + j);
 		free(ask);
 	}
 	if (r < 0) {

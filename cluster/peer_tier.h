@@ -49,9 +49,6 @@
 #include "cluster/peer_client.h"
 #include "cluster/peer_rdma.h"
 
-/* Keys one lookup considers; a longer prefix ends there. */
-#define KVT_PEER_TIER_MAX_KEYS 1024u
-
 struct kvt_peer_tier_opts {
 	size_t size;                  /* sizeof(struct kvt_peer_tier_opts), set by _init */
 	struct kvt_dir *dir;          /* required */

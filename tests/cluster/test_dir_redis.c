@@ -246,6 +246,42 @@ static void hints_are_published_looked_up_and_forgotten(void **state)
 	assert_int_equal(st.dropped_keys, 0);
 }
 
+/* A lookup longer than one MGET batch (1024 keys): its batches go in one
+ * pipeline, and the prefix runs across them, ending at the first key
+ * nobody holds, whichever batch it is in; the keys after it still get
+ * their holders. */
+static void a_lookup_spans_its_batches(void **state)
+{
+	enum { HELD = 2500, ASKED = 3000 };
+	struct kvt_key *k = calloc(ASKED, sizeof(*k));
+	struct kvt_dir_holders *h = calloc(ASKED, sizeof(*h));
+
+	(void)state;
+	assert_true(k && h);
+	for (size_t i = 0; i < ASKED; i++) {
+		k[i].bytes[0] = 7;
+		k[i].bytes[1] = (uint8_t)i;
+		k[i].bytes[2] = (uint8_t)(i >> 8);
+	}
+	kvt_dir_publish(na.dir, k, HELD, KVT_TIER_DRAM);
+	assert_true(WAIT_FOR(kvt_dir_lookup(nb.dir, k, ASKED, h) == HELD, 5000));
+	assert_int_equal(h[0].n, 1);
+	assert_int_equal(h[1024].n, 1); /* the second batch's first */
+	assert_string_equal(h[HELD - 1].h[0].node, "a");
+	assert_int_equal(h[HELD].n, 0);
+	assert_int_equal(h[ASKED - 1].n, 0);
+	/* a gap in the second batch ends the prefix there */
+	kvt_dir_forget(na.dir, &k[1500], 1);
+	assert_true(WAIT_FOR(kvt_dir_lookup(nb.dir, k, ASKED, h) == 1500, 5000));
+	assert_int_equal(h[1501].n, 1);
+	assert_int_equal(h[2048].n, 1);
+	/* at most KVT_DIR_MAX_LOOKUP_KEYS keys a call */
+	assert_int_equal(kvt_dir_lookup(nb.dir, k, KVT_DIR_MAX_LOOKUP_KEYS + 1, h), -EINVAL);
+	kvt_dir_forget(na.dir, k, HELD);
+	free(k);
+	free(h);
+}
+
 static void dram_holders_come_before_ssd(void **state)
 {
 	struct kvt_key k;
@@ -441,6 +477,9 @@ static void bad_options_are_refused(void **state)
 	strcpy(o.self.id, "x");
 	o.self.transports = KVT_NODE_RDMA; /* TCP is always there */
 	assert_int_equal(kvt_dir_open(&o, &d), -EINVAL);
+	o.self.transports = KVT_NODE_TCP;
+	o.lookup_batch_keys = 0;
+	assert_int_equal(kvt_dir_open(&o, &d), -EINVAL);
 	assert_null(d);
 }
 
@@ -449,6 +488,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(nodes_join_with_distinct_epochs),
 		cmocka_unit_test(hints_are_published_looked_up_and_forgotten),
+		cmocka_unit_test(a_lookup_spans_its_batches),
 		cmocka_unit_test(dram_holders_come_before_ssd),
 		cmocka_unit_test(expired_nodes_and_old_epochs_are_not_holders),
 		cmocka_unit_test(slow_redis_bounds_every_call),
