@@ -16,8 +16,8 @@
  *
  * A lookup reads the keys of the prefix with one MGET per lookup_batch_keys
  * keys, pipelined: one round trip whatever the prefix's length, and no
- * single command long enough to hold up the other nodes' (docs/cluster.md
- * has the measurement). Writes change one holder of a list
+ * single command that holds Redis long (docs/cluster.md, the directory's
+ * cost). Writes change one holder of a list
  * atomically with a small Lua script per key (EVALSHA, pipelined), loaded
  * at each connect.
  *

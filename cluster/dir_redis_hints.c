@@ -139,7 +139,7 @@ void kvt_rdir_finish_lookups(struct kvt_rdir *d, struct lookup_req *list, int er
 
 		if (err)
 			list->result = err;
-		else
+		else if (list->result > 0) /* not a failed request's -errno */
 			d->st.lookup_hit_keys += (uint64_t)list->result;
 		list->done = true;
 		kvt_rdir_req_put(list);
@@ -229,8 +229,11 @@ static int answer(struct kvt_rdir *d, struct lookup_req *list, uint64_t deadline
 	for (r = list; r; r = r->next)
 		n_cmds += kvt_rdir_mgets(d, r->n);
 	rep = calloc(n_cmds, sizeof(*rep));
-	if (!rep)
-		return -ENOMEM;
+	if (!rep) { /* nothing sent: the connection stays good */
+		for (r = list; r; r = r->next)
+			r->result = -ENOMEM;
+		return 0;
+	}
 	for (r = list; r && !err; r = r->next)
 		err = append_mget(d, r);
 	if (!err)
