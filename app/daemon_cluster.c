@@ -219,6 +219,8 @@ static char *on_json(void *arg)
 		{ "refresh_keys", rs.keys },
 		{ "errors", ds.errors },
 		{ "reconnects", ds.reconnects },
+		{ "primary_changes", ds.primary_changes },
+		{ "replayed_keys", ds.replayed_keys },
 	};
 	const struct kvt_json_count serving_counts[] = {
 		{ "connections", ss.conns },

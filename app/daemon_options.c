@@ -87,7 +87,32 @@ static bool peer_addr_ok(const char *v)
 /* a directory URL, or "" for none */
 static bool cluster_url_ok(const char *v)
 {
-	return !*v || !strncmp(v, "redis://", 8) || !strncmp(v, "unix://", 7);
+	return !*v || !strncmp(v, "redis://", 8) || !strncmp(v, "unix://", 7) ||
+	       !strncmp(v, "sentinel://", 11);
+}
+
+/* HOST:PORT[,HOST:PORT...]: 1 to 8 Sentinels, a host name or IPv4 address
+ * each and a port from 1 to 65535 */
+static bool sentinels_ok(const char *v)
+{
+	unsigned n = 0;
+
+	while (*v) {
+		size_t host = strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-");
+		unsigned port = 0;
+		size_t digits = 0;
+
+		if (host == 0 || v[host] != ':' || ++n > 8)
+			return false;
+		v += host + 1;
+		for (; *v >= '0' && *v <= '9' && digits < 6; v++, digits++)
+			port = port * 10 + (unsigned)(*v - '0');
+		if (digits == 0 || port < 1 || port > 65535 || (*v && *v != ','))
+			return false;
+		if (*v == ',' && !*++v)
+			return false;
+	}
+	return n > 0;
 }
 
 /* ---- the table ------------------------------------------------------------- */
@@ -299,10 +324,27 @@ const struct kvtd_option kvtd_options[] = {
 	{ .name = "cluster", .arg = "URL", .key = "cluster",
 	  .type = &kvtd_string, FIELD(cluster), .valid = cluster_url_ok,
 	  .flags = KVTD_PRINT_CLUSTER,
-	  .accepts = "redis://HOST:PORT or unix:///PATH", .sample = "redis://10.0.0.9:6379",
+	  .accepts = "redis://HOST:PORT, unix:///PATH or sentinel://HOST:PORT[,...]/MASTER",
+	  .sample = "redis://10.0.0.9:6379",
 	  .heading = "  Cluster (blocks shared between kvtierd nodes; see CLUSTER):",
 	  .help = "Join the cluster whose directory is this Redis: redis://HOST:PORT (or "
-		  "unix:///PATH). Needs --node-id and --peer-listen." },
+		  "unix:///PATH). Needs --node-id and --peer-listen. --redis-sentinel "
+		  "names it through Sentinels instead." },
+	{ .name = "redis-sentinel", .arg = "HOST:PORT[,...]", .key = "redis_sentinel",
+	  .type = &kvtd_string, FIELD(redis_sentinel), .valid = sentinels_ok,
+	  .flags = KVTD_PRINT_CLUSTER | KVTD_PRINT_IF_SET,
+	  .accepts = "1 to 8 HOST:PORT, comma-separated", .sample = "10.0.0.9:26379,10.0.0.10:26379",
+	  .help = "Join the cluster whose directory is the Redis primary these Sentinels "
+		  "name --redis-master (instead of --cluster): asked at each connect, and "
+		  "again when the connection is lost or the server answers READONLY, so "
+		  "the node follows a failover; the hints written lately are sent again "
+		  "to a new primary." },
+	{ .name = "redis-master", .arg = "NAME", .key = "redis_master",
+	  .type = &kvtd_string, FIELD(redis_master), .valid = node_id_ok,
+	  .flags = KVTD_PRINT_CLUSTER | KVTD_PRINT_IF_SET,
+	  .accepts = "1 to 64 characters of A-Z a-z 0-9 . _ -", .sample = "kvtier",
+	  .help = "The name the Sentinels of --redis-sentinel monitor the directory's "
+		  "primary under (their 'sentinel monitor NAME ...')." },
 	{ .name = "node-id", .arg = "ID", .key = "node_id",
 	  .type = &kvtd_string, FIELD(node_id), .valid = node_id_ok, .flags = KVTD_PRINT_CLUSTER,
 	  .accepts = "1 to 64 characters of A-Z a-z 0-9 . _ -", .sample = "gpu-7",
