@@ -211,39 +211,9 @@ static const struct kvtd_option *cli_option(int c)
 	return NULL;
 }
 
-/* --redis-sentinel and --redis-master name the directory as the URL
- * sentinel://SENTINELS/MASTER; --cluster may name the same (a printed
- * config read back), not another. */
-static int sentinel_url(struct kvtd_config *cfg)
-{
-	char url[sizeof(cfg->cluster)];
-
-	if (!cfg->redis_sentinel[0] && !cfg->redis_master[0])
-		return 0;
-	if (!cfg->redis_sentinel[0] || !cfg->redis_master[0]) {
-		fprintf(stderr, "kvtierd: --redis-sentinel HOST:PORT[,...] and --redis-master NAME "
-			"go together: the Sentinels, and the name they monitor the primary by\n");
-		return -EINVAL;
-	}
-	if (snprintf(url, sizeof(url), "sentinel://%s/%s", cfg->redis_sentinel,
-		     cfg->redis_master) >= (int)sizeof(url)) {
-		fprintf(stderr, "kvtierd: --redis-sentinel: the list is too long\n");
-		return -EINVAL;
-	}
-	if (cfg->cluster[0] && strcmp(cfg->cluster, url) != 0) {
-		fprintf(stderr, "kvtierd: --cluster %s and --redis-sentinel name two directories; "
-			"give one\n", cfg->cluster);
-		return -EINVAL;
-	}
-	memcpy(cfg->cluster, url, sizeof(url));
-	return 0;
-}
-
 /* The cluster's settings go together: a directory, a name, an address. */
-static int check_cluster(struct kvtd_config *cfg)
+static int check_cluster(const struct kvtd_config *cfg)
 {
-	if (sentinel_url(cfg))
-		return -EINVAL;
 	if (!cfg->cluster[0]) {
 		if (cfg->node_id[0] || cfg->peer_listen[0] || cfg->rdma_device[0]) {
 			fprintf(stderr, "kvtierd: node_id, peer_listen and rdma_device need "

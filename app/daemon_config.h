@@ -60,10 +60,7 @@ struct kvtd_config {
 	struct kvtd_tenant tenants[KVTD_MAX_TENANTS];
 	size_t n_tenants;
 	/* the cluster (all empty: a node of its own) */
-	char cluster[256];            /* directory URL: redis://HOST:PORT, unix:///PATH,
-	                               * sentinel://HOST:PORT[,...]/MASTER */
-	char redis_sentinel[200];     /* Sentinels' HOST:PORT,... ("" = none) */
-	char redis_master[65];        /* the primary's name at the Sentinels */
+	char cluster[256];            /* directory URL: redis://HOST:PORT, unix:///PATH */
 	char node_id[65];             /* [A-Za-z0-9._-], 1..64 */
 	char peer_listen[129];        /* ADDR:PORT peers connect to (and are told) */
 	char cluster_secret_file[4096]; /* default DATA_DIR/cluster.secret */

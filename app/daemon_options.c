@@ -84,13 +84,6 @@ static bool peer_addr_ok(const char *v)
 	return sscanf(colon + 1, "%u%c", &port, &tail) == 1 && port >= 1 && port <= 65535;
 }
 
-/* a directory URL, or "" for none */
-static bool cluster_url_ok(const char *v)
-{
-	return !*v || !strncmp(v, "redis://", 8) || !strncmp(v, "unix://", 7) ||
-	       !strncmp(v, "sentinel://", 11);
-}
-
 /* HOST:PORT[,HOST:PORT...]: 1 to 8 Sentinels, a host name or IPv4 address
  * each and a port from 1 to 65535 */
 static bool sentinels_ok(const char *v)
@@ -113,6 +106,23 @@ static bool sentinels_ok(const char *v)
 			return false;
 	}
 	return n > 0;
+}
+
+/* a directory URL, or "" for none; a Sentinels' one checked whole (the
+ * others are parsed by the directory) */
+static bool cluster_url_ok(const char *v)
+{
+	char list[256];
+	const char *slash;
+
+	if (!*v || !strncmp(v, "redis://", 8) || !strncmp(v, "unix://", 7))
+		return true;
+	if (strncmp(v, "sentinel://", 11) || !(slash = strchr(v + 11, '/')) ||
+	    (size_t)(slash - v - 11) >= sizeof(list))
+		return false;
+	memcpy(list, v + 11, (size_t)(slash - v - 11));
+	list[slash - v - 11] = 0;
+	return sentinels_ok(list) && node_id_ok(slash + 1);
 }
 
 /* ---- the table ------------------------------------------------------------- */
@@ -328,23 +338,10 @@ const struct kvtd_option kvtd_options[] = {
 	  .sample = "redis://10.0.0.9:6379",
 	  .heading = "  Cluster (blocks shared between kvtierd nodes; see CLUSTER):",
 	  .help = "Join the cluster whose directory is this Redis: redis://HOST:PORT (or "
-		  "unix:///PATH). Needs --node-id and --peer-listen. --redis-sentinel "
-		  "names it through Sentinels instead." },
-	{ .name = "redis-sentinel", .arg = "HOST:PORT[,...]", .key = "redis_sentinel",
-	  .type = &kvtd_string, FIELD(redis_sentinel), .valid = sentinels_ok,
-	  .flags = KVTD_PRINT_CLUSTER | KVTD_PRINT_IF_SET,
-	  .accepts = "1 to 8 HOST:PORT, comma-separated", .sample = "10.0.0.9:26379,10.0.0.10:26379",
-	  .help = "Join the cluster whose directory is the Redis primary these Sentinels "
-		  "name --redis-master (instead of --cluster): asked at each connect, and "
+		  "unix:///PATH), or the primary that Redis Sentinels name MASTER: "
+		  "sentinel://HOST:PORT[,HOST:PORT...]/MASTER, asked at each connect and "
 		  "again when the connection is lost or the server answers READONLY, so "
-		  "the node follows a failover; the hints written lately are sent again "
-		  "to a new primary." },
-	{ .name = "redis-master", .arg = "NAME", .key = "redis_master",
-	  .type = &kvtd_string, FIELD(redis_master), .valid = node_id_ok,
-	  .flags = KVTD_PRINT_CLUSTER | KVTD_PRINT_IF_SET,
-	  .accepts = "1 to 64 characters of A-Z a-z 0-9 . _ -", .sample = "kvtier",
-	  .help = "The name the Sentinels of --redis-sentinel monitor the directory's "
-		  "primary under (their 'sentinel monitor NAME ...')." },
+		  "the node follows a failover. Needs --node-id and --peer-listen." },
 	{ .name = "node-id", .arg = "ID", .key = "node_id",
 	  .type = &kvtd_string, FIELD(node_id), .valid = node_id_ok, .flags = KVTD_PRINT_CLUSTER,
 	  .accepts = "1 to 64 characters of A-Z a-z 0-9 . _ -", .sample = "gpu-7",

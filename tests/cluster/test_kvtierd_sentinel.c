@@ -2,7 +2,7 @@
 /* A directory that survives its Redis server: real redis-servers, a primary
  * and its replica, and one Sentinel monitoring them (down after 500 ms), all
  * on 127.0.0.1 at free ports with their files in a temp dir; two real
- * kvtierd nodes named the directory by --redis-sentinel/--redis-master.
+ * kvtierd nodes whose directory is `--cluster sentinel://127.0.0.1:PORT/kvtdir`.
  * Node A saves a new prefix every turn and node B LOOKUPs and LOADs one
  * saved a few turns before. The primary is killed (SIGKILL) under that load:
  * Sentinel promotes the replica and both nodes follow it. Meanwhile every
@@ -240,12 +240,11 @@ static bool sentinel_sees_replica(void)
 
 static void node_start(int i, const char *id)
 {
-	char sentinels[32], listen[32];
+	char url[64], listen[32];
 
-	snprintf(sentinels, sizeof(sentinels), "127.0.0.1:%d", sentinel.port);
+	snprintf(url, sizeof(url), "sentinel://127.0.0.1:%d/" MASTER, sentinel.port);
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", free_port());
-	const char *extra[] = { "--redis-sentinel", sentinels, "--redis-master", MASTER,
-				"--node-id", id, "--peer-listen", listen,
+	const char *extra[] = { "--cluster", url, "--node-id", id, "--peer-listen", listen,
 				"--cluster-secret-file", secret_file, "--peer-timeout", TIMEOUT_ARG,
 				NULL };
 	assert_int_equal(kvtd_start(&d[i], NULL, extra), 0);
