@@ -247,7 +247,7 @@ static void node_start(int i, const char *id)
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", free_port());
 	const char *extra[] = { "--cluster", url, "--node-id", id, "--peer-listen", listen,
 				"--cluster-secret-file", secret_file, "--peer-timeout", TIMEOUT_ARG,
-				NULL };
+				"--metrics", "127.0.0.1:0", NULL };
 	assert_int_equal(kvtd_start(&d[i], NULL, extra), 0);
 	c[i] = kvtd_connect(&d[i], NULL);
 	assert_non_null(c[i]);
@@ -536,6 +536,17 @@ static void the_nodes_follow_a_failover_and_lost_hints_come_back(void **state)
 	print_message("the hints the replica lacked were back %ld ms after that\n", ms);
 	assert_true(ms >= 0);
 	assert_true(dir_stat(0, "replayed_keys") >= N);
+	{
+		int port = kvtd_metrics_port(&d[0]);
+		char *text;
+
+		assert_true(port > 0);
+		text = kvtd_http(port, "GET /metrics HTTP/1.0\r\n\r\n");
+		assert_non_null(text);
+		assert_true(kvtd_metric(text, "kvtier_cluster_primary_changes_total") >= 1);
+		assert_true(kvtd_metric(text, "kvtier_cluster_hints_total{op=\"replayed\"}") >= N);
+		free(text);
+	}
 	assert_int_equal(hints_at(replica.port, LOST_TAG), N);
 	assert_true(wait_hinted(OLD_TAG, 5000) >= 0);
 
