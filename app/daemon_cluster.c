@@ -219,6 +219,8 @@ static char *on_json(void *arg)
 		{ "refresh_keys", rs.keys },
 		{ "errors", ds.errors },
 		{ "reconnects", ds.reconnects },
+		{ "primary_changes", ds.primary_changes },
+		{ "replayed_keys", ds.replayed_keys },
 	};
 	const struct kvt_json_count serving_counts[] = {
 		{ "connections", ss.conns },
@@ -323,11 +325,15 @@ static char *on_prom(void *arg)
 		{ "kvtier_cluster_epoch", "gauge",
 		  "This node's epoch (fencing token), 0 before it joined.", ds.epoch },
 		{ "kvtier_cluster_joins_total", "counter", "Times this node took an epoch.", ds.joins },
+		{ "kvtier_cluster_primary_changes_total", "counter",
+		  "Connections to Redis that reached another server than the last (a failover "
+		  "Sentinel made).", ds.primary_changes },
 	};
 	const struct kvt_prom_sample hints[] = {
 		{ "publish", ds.published_keys },
 		{ "forget", ds.forgotten_keys },
 		{ "dropped", ds.dropped_keys },
+		{ "replayed", ds.replayed_keys },
 	};
 	const struct kvt_prom_sample lookups[] = {
 		{ "answered", ds.lookups - ds.lookups_unreachable - ds.lookups_timed_out },
@@ -356,7 +362,7 @@ static char *on_prom(void *arg)
 	};
 
 	kvt_prom_counts(&b, membership, KVT_COUNT_OF(membership));
-	kvt_prom_labelled(&b, "kvtier_cluster_hints_total", "counter", "Block hints written and removed.",
+	kvt_prom_labelled(&b, "kvtier_cluster_hints_total", "counter", "Block hints written, removed, dropped, and sent again to a new primary.",
 			  "op", hints, KVT_COUNT_OF(hints));
 	kvt_prom_labelled(&b, "kvtier_cluster_directory_lookups_total", "counter",
 			  "Directory lookups, by result (unreachable and timed_out: answered local-only).",

@@ -84,10 +84,45 @@ static bool peer_addr_ok(const char *v)
 	return sscanf(colon + 1, "%u%c", &port, &tail) == 1 && port >= 1 && port <= 65535;
 }
 
-/* a directory URL, or "" for none */
+/* HOST:PORT[,HOST:PORT...]: 1 to 8 Sentinels, a host name or IPv4 address
+ * each and a port from 1 to 65535 */
+static bool sentinels_ok(const char *v)
+{
+	unsigned n = 0;
+
+	while (*v) {
+		size_t host = strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-");
+		unsigned port = 0;
+		size_t digits = 0;
+
+		if (host == 0 || v[host] != ':' || ++n > 8)
+			return false;
+		v += host + 1;
+		for (; *v >= '0' && *v <= '9' && digits < 6; v++, digits++)
+			port = port * 10 + (unsigned)(*v - '0');
+		if (digits == 0 || port < 1 || port > 65535 || (*v && *v != ','))
+			return false;
+		if (*v == ',' && !*++v)
+			return false;
+	}
+	return n > 0;
+}
+
+/* a directory URL, or "" for none; a Sentinels' one checked whole (the
+ * others are parsed by the directory) */
 static bool cluster_url_ok(const char *v)
 {
-	return !*v || !strncmp(v, "redis://", 8) || !strncmp(v, "unix://", 7);
+	char list[256];
+	const char *slash;
+
+	if (!*v || !strncmp(v, "redis://", 8) || !strncmp(v, "unix://", 7))
+		return true;
+	if (strncmp(v, "sentinel://", 11) || !(slash = strchr(v + 11, '/')) ||
+	    (size_t)(slash - v - 11) >= sizeof(list))
+		return false;
+	memcpy(list, v + 11, (size_t)(slash - v - 11));
+	list[slash - v - 11] = 0;
+	return sentinels_ok(list) && node_id_ok(slash + 1);
 }
 
 /* ---- the table ------------------------------------------------------------- */
@@ -299,10 +334,14 @@ const struct kvtd_option kvtd_options[] = {
 	{ .name = "cluster", .arg = "URL", .key = "cluster",
 	  .type = &kvtd_string, FIELD(cluster), .valid = cluster_url_ok,
 	  .flags = KVTD_PRINT_CLUSTER,
-	  .accepts = "redis://HOST:PORT or unix:///PATH", .sample = "redis://10.0.0.9:6379",
+	  .accepts = "redis://HOST:PORT, unix:///PATH or sentinel://HOST:PORT[,...]/MASTER",
+	  .sample = "redis://10.0.0.9:6379",
 	  .heading = "  Cluster (blocks shared between kvtierd nodes; see CLUSTER):",
 	  .help = "Join the cluster whose directory is this Redis: redis://HOST:PORT (or "
-		  "unix:///PATH). Needs --node-id and --peer-listen." },
+		  "unix:///PATH), or the primary that Redis Sentinels name MASTER: "
+		  "sentinel://HOST:PORT[,HOST:PORT...]/MASTER, asked at each connect and "
+		  "again when the connection is lost or the server answers READONLY, so "
+		  "the node follows a failover. Needs --node-id and --peer-listen." },
 	{ .name = "node-id", .arg = "ID", .key = "node_id",
 	  .type = &kvtd_string, FIELD(node_id), .valid = node_id_ok, .flags = KVTD_PRINT_CLUSTER,
 	  .accepts = "1 to 64 characters of A-Z a-z 0-9 . _ -", .sample = "gpu-7",

@@ -130,6 +130,7 @@ static void *dir_thread(void *arg)
 {
 	struct kvt_rdir *d = arg;
 	unsigned backoff = RECONNECT_MIN_MS;
+	unsigned max_backoff = d->url.n_sentinels ? RECONNECT_MAX_SENTINEL_MS : RECONNECT_MAX_MS;
 	uint64_t next_renew = 0, next_connect = 0;
 	char why[200];
 	int err;
@@ -152,7 +153,7 @@ static void *dir_thread(void *arg)
 			if (kvt_now_ns() < next_connect && !sleep_until(d, next_connect, false))
 				break;
 			next_connect = kvt_deadline_ms(backoff);
-			backoff = backoff * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS : backoff * 2;
+			backoff = backoff * 2 > max_backoff ? max_backoff : backoff * 2;
 			err = kvt_redis_connect(&d->url, kvt_rdir_deadline(d), &d->conn, why, sizeof(why));
 			if (err) {
 				pthread_mutex_lock(&d->mu);
@@ -167,6 +168,7 @@ static void *dir_thread(void *arg)
 				kvt_rdir_conn_lost(d, err);
 				continue;
 			}
+			kvt_rdir_primary_seen(d);
 			next_renew = 0;
 		}
 		if (d->scripts_lost) {
@@ -407,6 +409,8 @@ static void rd_close(struct kvt_dir *dir)
 	pthread_mutex_destroy(&d->mu);
 	free(d->members);
 	free(d->ring);
+	free(d->sent);
+	free(d->sent_ns);
 	free(d);
 }
 
@@ -457,7 +461,11 @@ static int rd_open(const struct kvt_dir_opts *o, struct kvt_dir **out)
 	d->self.epoch = 0;
 	d->ring_cap = o->max_queued_keys;
 	d->ring = calloc(d->ring_cap, sizeof(*d->ring));
-	if (!d->ring) {
+	/* writes to replay after a failover: only where a primary can change */
+	d->sent_cap = d->url.n_sentinels && o->replay_ms ? o->max_queued_keys : 0;
+	d->sent = d->sent_cap ? calloc(d->sent_cap, sizeof(*d->sent)) : NULL;
+	d->sent_ns = d->sent_cap ? calloc(d->sent_cap, sizeof(*d->sent_ns)) : NULL;
+	if (!d->ring || (d->sent_cap && (!d->sent || !d->sent_ns))) {
 		err = -ENOMEM;
 		goto fail_free;
 	}
@@ -481,6 +489,8 @@ fail_sync:
 	pthread_mutex_destroy(&d->mu);
 fail_free:
 	free(d->ring);
+	free(d->sent);
+	free(d->sent_ns);
 	free(d);
 	return err ? err : -EINVAL;
 }

@@ -45,6 +45,9 @@
 
 #define RECONNECT_MIN_MS 50
 #define RECONNECT_MAX_MS 2000
+/* With Sentinels a retry asks them first, which costs them little, and a
+ * failover is over as soon as they name the new primary: retry sooner. */
+#define RECONNECT_MAX_SENTINEL_MS 200
 #define MAX_LOOKUP_KEYS KVT_DIR_MAX_LOOKUP_KEYS
 
 struct wop {
@@ -96,6 +99,12 @@ struct kvt_rdir {
 	char sha_publish[41], sha_forget[41]; /* the scripts, loaded per connection */
 	bool scripts_lost;        /* Redis forgot them: reconnect */
 	uint64_t last_epoch; /* the highest epoch this node ever held */
+	char primary[300];   /* the server last connected to (kvt_redis_addr) */
+	/* the hint writes sent lately, oldest first, with when they went
+	 * (dir_redis_replay.c): sent again to a new primary */
+	struct wop *sent;
+	uint64_t *sent_ns;
+	size_t sent_cap, sent_head, sent_n;
 	bool was_up;
 	/* while Redis is out of reach: the failure last logged, so that each
 	 * kind (refused, junk, silence) is logged once, not each retry */
@@ -139,6 +148,17 @@ bool kvt_rdir_ok(const redisReply *r);
 
 /* The connection failed: close it, count, log the outage once. */
 void kvt_rdir_conn_lost(struct kvt_rdir *d, int err);
+
+/* ---- a new primary (dir_redis_replay.c) ------------------------------- */
+
+/* Remember ops[0..n), just written. */
+void kvt_rdir_sent(struct kvt_rdir *d, const struct wop *ops, size_t n);
+
+/* A connection was just made: if it reached another server than the last
+ * one (Sentinel promoted a replica), the writes sent in the last
+ * replay_ms go out again, before those queued since, since the old
+ * primary may have acknowledged them without passing them on. */
+void kvt_rdir_primary_seen(struct kvt_rdir *d);
 
 /* ---- membership (dir_redis_members.c) --------------------------------- */
 

@@ -389,6 +389,7 @@ void kvt_rdir_writes(struct kvt_rdir *d)
 	d->st.published_keys += pub;
 	d->st.forgotten_keys += n - pub;
 	pthread_mutex_unlock(&d->mu);
+	kvt_rdir_sent(d, ops, n);
 	kvt_redis_free_replies(rep, n_cmds);
 	free(rep);
 	free(ops);

@@ -17,6 +17,7 @@ static const struct {
 } backends[] = {
 	{ "redis://", &kvt_dir_redis_ops },
 	{ "unix://", &kvt_dir_redis_ops },
+	{ "sentinel://", &kvt_dir_redis_ops },
 };
 
 void kvt_dir_opts_init(struct kvt_dir_opts *opts, size_t size_bytes)
@@ -32,6 +33,7 @@ void kvt_dir_opts_init(struct kvt_dir_opts *opts, size_t size_bytes)
 	opts->hint_ttl_ms = 600000;
 	opts->max_queued_keys = 65536;
 	opts->batch_keys = 512;
+	opts->replay_ms = 60000;
 }
 
 int kvt_dir_open(const struct kvt_dir_opts *opts, struct kvt_dir **out)

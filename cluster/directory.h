@@ -19,7 +19,7 @@
  * it reconnects and rejoins by itself.
  *
  * A backend is a const struct kvt_dir_ops table found by the URL's scheme
- * (redis://, unix://), so an etcd membership with consistent hashing can take
+ * (redis://, unix://, sentinel:// for the primary that Redis Sentinels name), so an etcd membership with consistent hashing can take
  * Redis's place without a change to the callers. */
 #ifndef KVT_CLUSTER_DIRECTORY_H
 #define KVT_CLUSTER_DIRECTORY_H
@@ -91,8 +91,9 @@ struct kvt_dir_holders {
 
 struct kvt_dir_opts {
 	size_t size;                /* sizeof(struct kvt_dir_opts), set by _init */
-	const char *url;            /* redis://[:PASSWORD@]HOST[:PORT][/DB] or
-	                             * unix:///PATH[?db=N]; required */
+	const char *url;            /* redis://[:PASSWORD@]HOST[:PORT][/DB],
+	                             * unix:///PATH[?db=N], or
+	                             * sentinel://HOST:PORT[,...]/MASTER; required */
 	const char *key_prefix;     /* prepended to every key; default "kvt:" */
 	struct kvt_node_info self;  /* this node (id, addr, transports required;
 	                             * epoch is ignored) */
@@ -106,6 +107,10 @@ struct kvt_dir_opts {
 	unsigned max_queued_keys;   /* publish/forget keys queued at most; more are
 	                             * dropped and counted (65536) */
 	unsigned batch_keys;        /* keys per pipeline of writes (512) */
+	unsigned replay_ms;         /* when the store's primary changes (a Sentinel
+	                             * failover), the writes sent in this window
+	                             * are sent again, at most max_queued_keys of
+	                             * them (60000) */
 	/* Called on the directory's thread when this node (re)joined with a new
 	 * epoch: hints it published before are no longer believed, so the owner
 	 * republishes what it holds. Must not call into the directory
@@ -133,6 +138,8 @@ struct kvt_dir_stats {
 	uint64_t stale_hints;       /* hints of gone nodes or old epochs, ignored */
 	uint64_t errors;            /* failed connects and pipelines */
 	uint64_t reconnects;        /* connections re-established after a loss */
+	uint64_t primary_changes;   /* reconnects that reached another server */
+	uint64_t replayed_keys;     /* writes sent again to a new primary */
 };
 
 struct kvt_dir;

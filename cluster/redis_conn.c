@@ -2,6 +2,7 @@
 /* A Redis connection with deadlines (see redis_conn.h). */
 #include "cluster/redis_conn.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -14,6 +15,7 @@
 struct kvt_redis {
 	redisContext *c;
 	size_t pending; /* commands appended since the last exec */
+	char addr[300]; /* the server's "HOST:PORT" or socket path */
 	char err[160];
 };
 
@@ -41,10 +43,59 @@ static int parse_db(const char *s, unsigned *db)
 	return 0;
 }
 
+/* "HOST[:PORT]" (or "[v6][:PORT]") of len bytes into out as "HOST:PORT",
+ * def_port when it has none. */
+static int parse_hostport(const char *p, size_t len, unsigned def_port, char *out, size_t cap)
+{
+	char host[300];
+	const char *port;
+	char *end;
+	long v;
+
+	if (len == 0 || copy_part(host, sizeof(host) - 6, p, len))
+		return -EINVAL;
+	if ((host[0] == '[' && host[len - 1] == ']') || (host[0] != '[' && !strchr(host, ':')))
+		return snprintf(out, cap, "%s:%u", host, def_port) < (int)cap ? 0 : -EINVAL;
+	port = strrchr(host, ':') + 1;
+	errno = 0;
+	v = strtol(port, &end, 10);
+	if (!*port || *end || errno || v < 1 || v > 65535 || *port == '+' || *port == '-')
+		return -EINVAL;
+	return snprintf(out, cap, "%s", host) < (int)cap ? 0 : -EINVAL;
+}
+
+/* sentinel://HOST:PORT[,HOST:PORT...]/MASTER (the part after the scheme) */
+static int parse_sentinels(const char *p, struct kvt_redis_url *out)
+{
+	const char *slash = strchr(p, '/'), *m;
+
+	if (!slash || strchr(slash + 1, '/'))
+		return -EINVAL;
+	for (m = slash + 1; *m; m++)
+		if (!isalnum((unsigned char)*m) && *m != '.' && *m != '_' && *m != '-')
+			return -EINVAL;
+	if (copy_part(out->master, sizeof(out->master), slash + 1, strlen(slash + 1)) ||
+	    !out->master[0])
+		return -EINVAL;
+	while (p < slash) {
+		const char *comma = memchr(p, ',', (size_t)(slash - p));
+		const char *end = comma ? comma : slash;
+
+		if (out->n_sentinels == KVT_REDIS_MAX_SENTINELS ||
+		    parse_hostport(p, (size_t)(end - p), 26379, out->sentinels[out->n_sentinels],
+				   sizeof(out->sentinels[0])))
+			return -EINVAL;
+		out->n_sentinels++;
+		p = end + 1;
+		if (comma && p == slash)
+			return -EINVAL; /* a trailing comma */
+	}
+	return out->n_sentinels ? 0 : -EINVAL;
+}
+
 int kvt_redis_url_parse(const char *url, struct kvt_redis_url *out)
 {
 	const char *p, *at, *slash, *q;
-	char host[300];
 	size_t hlen;
 
 	memset(out, 0, sizeof(*out));
@@ -58,6 +109,13 @@ int kvt_redis_url_parse(const char *url, struct kvt_redis_url *out)
 		if (q)
 			return strncmp(q, "?db=", 4) == 0 && q[4] ? parse_db(q + 4, &out->db) : -EINVAL;
 		return 0;
+	}
+	if (strncmp(url, "sentinel://", 11) == 0) {
+		int err = parse_sentinels(url + 11, out);
+
+		if (err)
+			memset(out, 0, sizeof(*out));
+		return err;
 	}
 	if (strncmp(url, "redis://", 8) != 0)
 		return -EINVAL;
@@ -74,25 +132,10 @@ int kvt_redis_url_parse(const char *url, struct kvt_redis_url *out)
 		p = at + 1;
 	}
 	hlen = slash ? (size_t)(slash - p) : strlen(p);
-	if (hlen == 0 || copy_part(host, sizeof(host) - 6, p, hlen))
-		return -EINVAL;
 	if (slash && parse_db(slash + 1, &out->db))
 		return -EINVAL;
 	/* HOST alone gets the default port; "[v6]" likewise */
-	if ((host[0] == '[' && host[hlen - 1] == ']') || (host[0] != '[' && !strchr(host, ':'))) {
-		snprintf(out->hostport, sizeof(out->hostport), "%.290s:6379", host);
-	} else {
-		const char *port = strrchr(host, ':') + 1;
-		char *end;
-		long v;
-
-		errno = 0;
-		v = strtol(port, &end, 10);
-		if (!*port || *end || errno || v < 1 || v > 65535 || *port == '+' || *port == '-')
-			return -EINVAL;
-		snprintf(out->hostport, sizeof(out->hostport), "%s", host);
-	}
-	return 0;
+	return parse_hostport(p, hlen, 6379, out->hostport, sizeof(out->hostport));
 }
 
 static int fail(struct kvt_redis *r, int err, const char *what)
@@ -192,6 +235,12 @@ int kvt_redis_exec(struct kvt_redis *r, redisReply **replies, size_t n, uint64_t
 			goto out;
 		}
 	}
+	for (size_t i = 0; i < n; i++)
+		if (replies[i]->type == REDIS_REPLY_ERROR && !strncmp(replies[i]->str, "READONLY", 8)) {
+			snprintf(r->err, sizeof(r->err), "%.60s is a replica now (READONLY)", r->addr);
+			err = -EROFS;
+			goto out;
+		}
 	return 0;
 out:
 	kvt_redis_free_replies(replies, got);
@@ -252,39 +301,154 @@ static int handshake(struct kvt_redis *r, const struct kvt_redis_url *url, uint6
 	return err;
 }
 
+/* A connection to hostport by deadline_ns, for hiredis's protocol only. */
+static int open_fd(struct kvt_redis *r, const char *hostport, uint64_t deadline_ns)
+{
+	struct kvt_sockaddr sa;
+	int fd, err;
+
+	snprintf(r->addr, sizeof(r->addr), "%s", hostport);
+	err = kvt_sockaddr_parse(hostport, false, &sa);
+	if (err) {
+		snprintf(r->err, sizeof(r->err), "cannot resolve %.120s", hostport);
+		return err;
+	}
+	fd = kvt_sock_connect(&sa, deadline_ns);
+	if (fd < 0) {
+		snprintf(r->err, sizeof(r->err), "connect %.120s: %s", hostport, strerror(-fd));
+		return fd;
+	}
+	r->c = redisConnectFd(fd);
+	if (!r->c) {
+		close(fd);
+		snprintf(r->err, sizeof(r->err), "out of memory");
+		return -ENOMEM;
+	}
+	/* hiredis treats EAGAIN as "try again later" only without REDIS_BLOCK;
+	 * the socket is non-blocking and every wait is our poll(). */
+	r->c->flags &= ~REDIS_BLOCK;
+	return 0;
+}
+
+/* One command of argc arguments and its reply, by deadline_ns. */
+static int call(struct kvt_redis *r, int argc, const char **argv, redisReply **rep,
+		uint64_t deadline_ns)
+{
+	size_t lens[4];
+
+	for (int i = 0; i < argc; i++)
+		lens[i] = strlen(argv[i]);
+	if (kvt_redis_append(r, argc, argv, lens))
+		return -ENOMEM;
+	return kvt_redis_exec(r, rep, 1, deadline_ns);
+}
+
+/* Ask one Sentinel where the primary of url->master is, into addr. */
+static int ask_sentinel(struct kvt_redis *s, const struct kvt_redis_url *url, const char *where,
+			uint64_t deadline_ns, char *addr, size_t len)
+{
+	const char *argv[] = { "SENTINEL", "get-master-addr-by-name", url->master };
+	redisReply *rep;
+	int err;
+
+	err = open_fd(s, where, deadline_ns);
+	if (!err)
+		err = call(s, 3, argv, &rep, deadline_ns);
+	if (err)
+		return err;
+	if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+	    rep->element[0]->type == REDIS_REPLY_STRING &&
+	    rep->element[1]->type == REDIS_REPLY_STRING && rep->element[0]->len < 256 &&
+	    rep->element[1]->len < 8) {
+		const char *host = rep->element[0]->str;
+
+		snprintf(addr, len, strchr(host, ':') ? "[%s]:%s" : "%s:%s", host,
+			 rep->element[1]->str);
+	} else if (rep->type == REDIS_REPLY_NIL) {
+		snprintf(s->err, sizeof(s->err), "sentinel %.60s knows no master %.64s", where,
+			 url->master);
+		err = -ENOENT;
+	} else {
+		snprintf(s->err, sizeof(s->err), "sentinel %.80s: %.60s", where,
+			 rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+		err = -EPROTO;
+	}
+	kvt_redis_free_replies(&rep, 1);
+	return err;
+}
+
+/* The primary's address from the first Sentinel that names it; each is
+ * given an equal share of the time left, so one that is black-holed does
+ * not take the others' turn. */
+static int discover(struct kvt_redis *r, const struct kvt_redis_url *url, uint64_t deadline_ns,
+		    char *addr, size_t len)
+{
+	int err = -EHOSTUNREACH;
+
+	for (unsigned i = 0; i < url->n_sentinels; i++) {
+		uint64_t now = kvt_now_ns(), step;
+		struct kvt_redis s = { 0 };
+
+		if (now >= deadline_ns) {
+			err = -ETIMEDOUT;
+			break;
+		}
+		step = now + (deadline_ns - now) / (url->n_sentinels - i);
+		err = ask_sentinel(&s, url, url->sentinels[i], step, addr, len);
+		if (err)
+			snprintf(r->err, sizeof(r->err), "%s", s.err);
+		if (s.c)
+			redisFree(s.c);
+		if (!err)
+			return 0;
+	}
+	return err;
+}
+
+/* A server that Sentinel named must be a primary now. */
+static int check_primary(struct kvt_redis *r, uint64_t deadline_ns)
+{
+	const char *argv[] = { "ROLE" };
+	redisReply *rep;
+	int err = call(r, 1, argv, &rep, deadline_ns);
+
+	if (err)
+		return err;
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 ||
+	    rep->element[0]->type != REDIS_REPLY_STRING) {
+		snprintf(r->err, sizeof(r->err), "ROLE: unexpected reply from %.80s", r->addr);
+		err = -EPROTO;
+	} else if (strcmp(rep->element[0]->str, "master") != 0) {
+		snprintf(r->err, sizeof(r->err), "%.80s is a %.20s, not the primary yet", r->addr,
+			 rep->element[0]->str);
+		err = -EAGAIN;
+	}
+	kvt_redis_free_replies(&rep, 1);
+	return err;
+}
+
 int kvt_redis_connect(const struct kvt_redis_url *url, uint64_t deadline_ns,
 		      struct kvt_redis **out, char *errbuf, size_t errlen)
 {
-	struct kvt_sockaddr sa;
+	char primary[300];
 	struct kvt_redis *r;
-	int fd, err;
+	int err;
 
 	*out = NULL;
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
-	err = kvt_sockaddr_parse(url->hostport, false, &sa);
-	if (err) {
-		snprintf(r->err, sizeof(r->err), "cannot resolve %.120s", url->hostport);
-		goto fail;
+	if (url->n_sentinels) {
+		err = discover(r, url, deadline_ns, primary, sizeof(primary));
+		if (!err)
+			err = open_fd(r, primary, deadline_ns);
+	} else {
+		err = open_fd(r, url->hostport, deadline_ns);
 	}
-	fd = kvt_sock_connect(&sa, deadline_ns);
-	if (fd < 0) {
-		err = fd;
-		snprintf(r->err, sizeof(r->err), "connect %.120s: %s", url->hostport, strerror(-err));
-		goto fail;
-	}
-	r->c = redisConnectFd(fd);
-	if (!r->c) {
-		close(fd);
-		err = -ENOMEM;
-		snprintf(r->err, sizeof(r->err), "out of memory");
-		goto fail;
-	}
-	/* hiredis treats EAGAIN as "try again later" only without REDIS_BLOCK;
-	 * the socket is non-blocking and every wait is our poll(). */
-	r->c->flags &= ~REDIS_BLOCK;
-	err = handshake(r, url, deadline_ns);
+	if (!err)
+		err = handshake(r, url, deadline_ns);
+	if (!err && url->n_sentinels)
+		err = check_primary(r, deadline_ns);
 	if (err)
 		goto fail;
 	*out = r;
@@ -294,6 +458,11 @@ fail:
 		snprintf(errbuf, errlen, "%s", r->err);
 	kvt_redis_close(r);
 	return err;
+}
+
+const char *kvt_redis_addr(const struct kvt_redis *r)
+{
+	return r->addr;
 }
 
 const char *kvt_redis_errstr(const struct kvt_redis *r)

@@ -7,7 +7,9 @@ set -eu
 
 # build: compiler, cmake, pkg-config and the libraries of DESIGN.md;
 # cluster: hiredis (the directory's client), redis-server (started by its
-# tests), iperf3 and perftest (ib_read_bw): the remote bench's references;
+# tests; its binary is Sentinel too, `redis-server FILE --sentinel`, which
+# test_kvtierd_sentinel runs: Debian's redis-sentinel package only adds a
+# link to it and a system service, which the tests do not want), iperf3 and perftest (ib_read_bw): the remote bench's references;
 # packaging and its tests: dpkg-shlibdeps (dpkg-dev), systemd-analyze
 # (systemd, not booted), lexgrog and groff for the man pages, adduser for the
 # package's postinst, setuptools/wheel/pip/venv for `pip install ./python`;

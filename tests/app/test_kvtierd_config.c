@@ -93,7 +93,8 @@ static void help_documents_every_option(void **state)
 		"--ssd-admission", "--ssd-codec", "--metrics", "--workers", "--drain-timeout", "--hello-timeout",
 		"--max-conns-per-uid", "--max-ns-per-tenant", "--tenant", "--log-level",
 		"--print-config", "--help", "--cluster", "--node-id", "--peer-listen",
-		"--cluster-secret-file", "--rdma-device", "--peer-timeout", "CLUSTER",
+		"--cluster-secret-file", "--rdma-device", "--peer-timeout", "sentinel://",
+		"CLUSTER",
 		"--version", "[tenant NAME]", "SIGTERM", "EXIT STATUS",
 	};
 	char *out;
@@ -210,6 +211,11 @@ static void cluster_settings_print_back(void **state)
 	assert_non_null(strstr(out, "peer_timeout = 1500\n"));
 	assert_non_null(strstr(out, "cluster_secret_file = /etc/s\n"));
 	free(out);
+	/* the directory as the primary that Sentinels name */
+	assert_int_equal(run("--cluster sentinel://10.0.0.9:26379,s2:26380/kvt --node-id gpu-7 "
+			     "--peer-listen 10.0.0.7:7400 --print-config", &out), 0);
+	assert_non_null(strstr(out, "cluster = sentinel://10.0.0.9:26379,s2:26380/kvt\n"));
+	free(out);
 	assert_int_equal(run("--print-config", &out), 0);
 	assert_null(strstr(out, "cluster"));
 	free(out);
@@ -267,6 +273,14 @@ static void bad_input_is_a_usage_error(void **state)
 		"--peer-listen 10.0.0.1:7400", "--cluster redis://r:6379 --node-id a --peer-listen "
 		"0.0.0.0:7400", "--cluster redis://r:6379 --node-id a --peer-listen 10.0.0.1",
 		"--node-id a --peer-listen 10.0.0.1:7400", "--peer-timeout 5",
+		/* Sentinels: each HOST:PORT, then the master's name */
+		"--cluster sentinel://h:1 --node-id a --peer-listen 10.0.0.1:7400",
+		"--cluster sentinel://h/m --node-id a --peer-listen 10.0.0.1:7400",
+		"--cluster sentinel://h:1,/m --node-id a --peer-listen 10.0.0.1:7400",
+		"--cluster sentinel://h:1/ --node-id a --peer-listen 10.0.0.1:7400",
+		"--cluster 'sentinel://h:1/m n' --node-id a --peer-listen 10.0.0.1:7400",
+		"--cluster sentinel://h:70000/m --node-id a --peer-listen 10.0.0.1:7400",
+		"--cluster sentinel://h:1/m",
 	};
 	char ini[512], args[700], *out;
 

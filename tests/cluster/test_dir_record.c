@@ -205,9 +205,22 @@ static void redis_urls(void **state)
 	assert_int_equal(kvt_redis_url_parse("unix:///run/redis.sock?db=2", &u), 0);
 	assert_string_equal(u.hostport, "/run/redis.sock");
 	assert_int_equal(u.db, 2);
+	/* Sentinels: each HOST[:PORT] (26379 by default), then the master's name */
+	assert_int_equal(kvt_redis_url_parse("sentinel://10.0.0.1:26380,s2,[::1]:5/kv-dir_1", &u), 0);
+	assert_int_equal(u.n_sentinels, 3);
+	assert_string_equal(u.sentinels[0], "10.0.0.1:26380");
+	assert_string_equal(u.sentinels[1], "s2:26379");
+	assert_string_equal(u.sentinels[2], "[::1]:5");
+	assert_string_equal(u.master, "kv-dir_1");
+	assert_string_equal(u.hostport, "");
+	assert_int_equal(kvt_redis_url_parse("redis://h:1", &u), 0);
+	assert_int_equal(u.n_sentinels, 0);
 	static const char *bad[] = { "", "http://h", "redis://", "redis://h/x", "redis://h/-1",
 				     "unix://rel/path", "unix:///p?db=", "unix:///p?x=1",
-				     "redis://user@h" };
+				     "redis://user@h", "sentinel://", "sentinel://h:1",
+				     "sentinel://h:1/", "sentinel:///m", "sentinel://h:1,/m",
+				     "sentinel://h:0/m", "sentinel://h:1/m/x", "sentinel://h:1/m n",
+				     "sentinel://a,b,c,d,e,f,g,h,i/m" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		if (kvt_redis_url_parse(bad[i], &u) != -EINVAL)
 			fail_msg("accepted url '%s'", bad[i]);

@@ -4,7 +4,8 @@
  * published, looked up and forgotten, stale hints (gone nodes, old epochs)
  * ignored, and Redis paused (SIGSTOP: slow), killed and restarted: calls
  * stay bounded, the node goes local-only and comes back by itself with a
- * higher epoch. */
+ * higher epoch; the server made a replica under the node (READONLY): the
+ * node goes local-only and its queued hints wait for a primary. */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -14,6 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <cmocka.h>
@@ -459,6 +463,52 @@ static void redis_restart_pauses_and_resumes(void **state)
 	assert_true(h[0].h[0].epoch == a1.epoch);
 }
 
+/* The server is made a replica under the node (what a failover does to an
+ * old primary that comes back, or REPLICAOF by hand): its writes answer
+ * READONLY. The node treats that as a lost connection: local-only, the
+ * hints it was writing kept in its queue (not counted as sent and dropped),
+ * and written once a primary answers again. */
+static void a_demoted_server_keeps_the_writes_queued(void **state)
+{
+	struct kvt_redis_proc other;
+	struct kvt_redis *r = raw();
+	struct kvt_key k[4];
+	struct kvt_dir_holders h[4];
+	struct kvt_dir_stats a0, a1;
+	char dir[300], port[16];
+	int p;
+
+	snprintf(dir, sizeof(dir), "%s/other", tmpdir);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	{ /* a port nothing listens on now */
+		struct sockaddr_in a = { .sin_family = AF_INET,
+					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		socklen_t len = sizeof(a);
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+		assert_true(fd >= 0);
+		assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+		assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+		p = ntohs(a.sin_port);
+		close(fd);
+	}
+	assert_int_equal(kvt_redis_proc_start(&other, dir, NULL, 0, "127.0.0.1", p), 0);
+	snprintf(port, sizeof(port), "%d", p);
+	assert_true(WAIT_FOR(reachable(na.dir) && reachable(nb.dir), 5000));
+	kvt_dir_stats(na.dir, &a0);
+	make_keys(k, 4, 9);
+	raw_cmd(r, 3, (const char *[]){ "REPLICAOF", "127.0.0.1", port });
+	kvt_dir_publish(na.dir, k, 4, KVT_TIER_DRAM);
+	assert_true(WAIT_FOR(!reachable(na.dir), 5000));
+	raw_cmd(r, 3, (const char *[]){ "REPLICAOF", "NO", "ONE" });
+	assert_true(WAIT_FOR(kvt_dir_lookup(nb.dir, k, 4, h) == 4, 10000));
+	assert_string_equal(h[0].h[0].node, "a");
+	kvt_dir_stats(na.dir, &a1);
+	assert_int_equal(a1.dropped_keys, a0.dropped_keys);
+	kvt_redis_close(r);
+	kvt_redis_proc_stop(&other);
+}
+
 static void bad_options_are_refused(void **state)
 {
 	struct kvt_dir_opts o;
@@ -493,6 +543,7 @@ int main(void)
 		cmocka_unit_test(expired_nodes_and_old_epochs_are_not_holders),
 		cmocka_unit_test(slow_redis_bounds_every_call),
 		cmocka_unit_test(redis_restart_pauses_and_resumes),
+		cmocka_unit_test(a_demoted_server_keeps_the_writes_queued),
 		cmocka_unit_test(bad_options_are_refused),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
