@@ -1,0 +1,366 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""The benches' results as data, and the docs' tables generated from them.
+
+    bench_report.py [--check]             write (or, --check, compare) every table
+                                          between markers in README.md and docs/*.md
+    bench_report.py --from BENCH=FILE     take a bench's own --json output as
+                                          docs/results/BENCH.json (the machine probed here)
+    bench_report.py --run BENCH[,BENCH]   run each bench's documented command (its
+                                          "command" in docs/results/BENCH.json) and take
+                                          its JSON; then write the tables
+
+A table is generated between two markers:
+
+    <!-- table:results/dram.json -->          (or results/peers.json#2M: a named view)
+    ...the generated Markdown table...
+    <!-- /table -->
+
+The path is relative to docs/. docs/results/BENCH.json holds "bench",
+"source" ("run" or "transcribed from docs at DATE"), "command", "machine"
+(CPU model, cores, kernel, disk, fio, page sizes, date, commit) and "data":
+the bench's own JSON, or {"tables": {VIEW: {"columns", "rows", "formats"}}}
+where no view reads the bench's JSON yet. --check also fails where a ratio
+quoted in the prose of the measured pages (N.NN× or N.NNx) is in no results
+file: a figure stated twice then has one source.
+
+Exit status: 0 all good, 1 a table or a figure differs from its JSON.
+"""
+import argparse
+import datetime
+import glob
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MARK = re.compile(r"^<!-- table:(results/[A-Za-z0-9_.-]+\.json)(?:#([A-Za-z0-9_-]+))? -->\n"
+                  r"(.*?)^<!-- /table -->$", re.M | re.S)
+MACHINE_KEYS = ("cpu_model", "cores", "kernel", "disk", "fio", "page_size",
+                "huge_page_size", "date", "commit")
+# pages whose prose ratios must come from a results file
+PROSE_PAGES = ("README.md", "docs/benchmarks.md", "docs/ssd-performance.md",
+               "docs/peers-bench.md", "docs/limits.md")
+
+
+# ---- rendering ----------------------------------------------------------------
+
+def cell(v, fmt=None):
+    if v is None:
+        return "n/a"
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return str(v)
+    if fmt:
+        return format(v, fmt)
+    return format(v, "g")
+
+
+def markdown(columns, rows, formats=None, align=None):
+    formats = formats or [None] * len(columns)
+    align = align or ["---"] * len(columns)
+    def line(cells):
+        return "|" + "|".join(" %s " % c if c != "" else " " for c in cells) + "|"
+    out = [line(columns), "|" + "|".join(align) + "|"]
+    for r in rows:
+        out.append(line([cell(v, f) for v, f in zip(r, formats)]))
+    return "\n".join(out)
+
+
+def size_name(n):
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return "%d %s" % (n >> shift, unit)
+    return "%d B" % n
+
+
+# ---- views: a bench's own JSON as a table --------------------------------------
+
+def view_dram(d, _):
+    rows = [[size_name(c["block_bytes"]), c["put_gbps"], c["get_gbps"], c["memcpy_gbps"],
+             c["put_ratio"], c["get_ratio"]] for c in d["cases"]]
+    return markdown(["block", "put GB/s", "get GB/s", "memcpy GB/s", "put / memcpy",
+                     "get / memcpy"], rows, [None, ".2f", ".2f", ".2f", ".3f", ".3f"])
+
+
+PEER_ROWS = [
+    ("put_gbps_1", "put GB/s, 1 client"), ("get_gbps_1", "get GB/s, 1 client"),
+    ("put_gbps_8", "put GB/s, N clients"), ("get_gbps_8", "get GB/s, N clients"),
+    ("get32_p50_ms", "32-block get p50 ms"), ("get32_p99_ms", "32-block get p99 ms"),
+    ("lookup64_p50_us", "64-block lookup p50 us"), ("ssd_get_gbps", "SSD-resident get GB/s"),
+    ("peer_get_gbps", "get GB/s from another node, TCP"), ("mem_per_gb", "memory per GB stored"),
+    ("ready_s", "start to ready s"),
+]
+
+
+def peer_value(v):
+    """three significant digits, trailing zeros kept (1.90, 1020)"""
+    if v is None:
+        return "n/a"
+    if v >= 100:
+        return "%.0f" % v
+    return "%.1f" % v if v >= 10 else "%.2f" % v if v >= 1 else "%.3g" % v
+
+
+def peer_ratio(v):
+    return "n/a" if v is None else format(v, ".2f")
+
+
+def view_peers_shape(d, name):
+    sh = next(s for s in d["shapes"] if s["block"] == name)
+    stores = d["stores"]
+    peers = [s for s in stores if s != "kvtier"]
+    rows = []
+    for key, label in PEER_ROWS:
+        r = sh["rows"][key]
+        rows.append([label.replace("N clients", "%d clients" % d["clients"])]
+                    + [peer_value(r.get(s)) for s in stores]
+                    + [peer_ratio(r.get("kvtier_over_" + p)) for p in peers])
+    return markdown(["row"] + stores + ["kvtier/" + p for p in peers], rows)
+
+
+def view_peers_ratios(d, _):
+    """kvtier/peer for both shapes side by side: the README's table."""
+    shapes = d["shapes"]
+    peers = [s for s in d["stores"] if s != "kvtier"]
+    cols = ["row"] + ["/%s %s" % (p.capitalize().replace("Lmcache", "LMCache"),
+                                  s["block"].replace("M", " MiB").replace("K", " KiB"))
+                      for p in peers for s in shapes]
+    rows = []
+    for key, label in PEER_ROWS:
+        cells = [label.replace("N clients", "%d clients" % d["clients"])]
+        for p in peers:
+            for s in shapes:
+                r = s["rows"][key]
+                v = r.get("kvtier_over_" + p)
+                cells.append(peer_ratio(v) if v is not None else r.get("why", {}).get(p, "n/a"))
+        rows.append(cells)
+    return markdown(cols, rows)
+
+
+def view_recompute_paths(d, _):
+    rows = []
+    for p in d["paths"]:
+        ratio = "%.2f× %s" % (p["vs_reference"], p["reference"]) \
+            if p["source"] == "measured" and p["vs_reference"] else ""
+        rows.append([p["name"], p["bytes_per_s"] / 1e9, p["source"], ratio])
+    return markdown(["path", "GB/s into GPU memory", "measured or modeled", "vs reference"],
+                    rows, [None, ".2f", None, None])
+
+
+def view_recompute_model(d, name):
+    m = next(x for x in d["models"] if x["name"] == name)
+    gpu = next(r for r in m["recompute"] if r["name"] == "gpu")
+    last = gpu["points"][-1]
+    rows = [["recompute on the GPU", "modeled", "%.2f s" % last["seconds"], ""]]
+    for ic in m["interconnects"]:
+        pt = ic["points"][-1]
+        be = ic["break_even_tokens"]
+        rows.append(["load over " + ic["name"], ic["source"], fmt_s(pt["load_s"]),
+                     "always load" if be in (0, None) else "load from %d tokens" % be])
+    return markdown(["%s, %s-token prefix" % (name, tokens_name(last["tokens"])),
+                     "measured or modeled", "time", "break-even against the GPU"], rows)
+
+
+def fmt_s(s):
+    return "%.2f s" % s if s >= 1 else "%.1f ms" % (s * 1e3)
+
+
+def tokens_name(n):
+    return "%dK" % (n // 1024) if n % 1024 == 0 else str(n)
+
+
+def view_tables(d, name):
+    t = d["tables"][name or "main"]
+    return markdown(t["columns"], t["rows"], t.get("formats"), t.get("align"))
+
+
+VIEWS = {
+    "dram": {None: view_dram},
+    "peers": {"2M": view_peers_shape, "256K": view_peers_shape, "ratios": view_peers_ratios},
+    "recompute": {"paths": view_recompute_paths, "Qwen3-8B": view_recompute_model,
+                  "DeepSeek-V3": view_recompute_model, "Llama-3.1-70B": view_recompute_model},
+}
+
+
+def render(doc, view):
+    d = doc["data"]
+    if "tables" in d:
+        return view_tables(d, view)
+    fn = VIEWS.get(doc["bench"], {}).get(view)
+    if fn is None:
+        raise KeyError("no view %r of bench %r" % (view, doc["bench"]))
+    return fn(d, view)
+
+
+# ---- results files -------------------------------------------------------------
+
+def load(path):
+    doc = json.load(open(path, encoding="utf-8"))
+    missing = [k for k in ("bench", "source", "command", "machine", "data") if k not in doc]
+    missing += ["machine." + k for k in MACHINE_KEYS if k not in doc.get("machine", {})]
+    if missing:
+        raise ValueError("%s lacks %s" % (path, ", ".join(missing)))
+    return doc
+
+
+def probe_machine(dir_for_disk=None):
+    """What the file records of the machine a bench ran on."""
+    def run(*cmd):
+        try:
+            return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                  text=True, check=True, cwd=ROOT).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            return None
+    cpu = None
+    for line in open("/proc/cpuinfo", encoding="utf-8"):
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    huge = None
+    for line in open("/proc/meminfo", encoding="utf-8"):
+        if line.startswith("Hugepagesize:"):
+            huge = int(line.split()[1]) * 1024
+    disk = run("findmnt", "-n", "-o", "SOURCE,FSTYPE", "--target", dir_for_disk or ROOT)
+    if disk and disk.startswith("/dev/"):
+        model = run("lsblk", "-n", "-s", "-o", "MODEL", disk.split()[0])
+        model = " ".join(x for x in (model or "").split("\n") if x.strip())
+        disk += " (%s)" % model.strip() if model.strip() else ""
+    return {
+        "cpu_model": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
+        "disk": disk, "fio": run("fio", "--version") if shutil.which("fio") else None,
+        "page_size": os.sysconf("SC_PAGE_SIZE"), "huge_page_size": huge,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
+        "commit": run("git", "rev-parse", "HEAD"),
+    }
+
+
+def take(bench, data, command):
+    path = os.path.join(ROOT, "docs", "results", bench + ".json")
+    old = json.load(open(path, encoding="utf-8")) if os.path.exists(path) else {}
+    doc = {"bench": bench, "source": "run", "command": command or old.get("command", ""),
+           "machine": probe_machine(), "data": data}
+    if "tables" in old.get("data", {}) and "tables" not in data and bench not in VIEWS:
+        sys.exit("bench_report: no view reads %s's own JSON yet; docs/results/%s.json "
+                 "keeps its transcribed tables" % (bench, bench))
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    print("wrote " + os.path.relpath(path, ROOT))
+
+
+def run_bench(bench):
+    doc = load(os.path.join(ROOT, "docs", "results", bench + ".json"))
+    cmd = doc["command"]
+    if "--json" not in cmd:
+        cmd += " --json"
+    print("running: " + cmd, file=sys.stderr)
+    out = subprocess.run(cmd, shell=True, cwd=ROOT, stdout=subprocess.PIPE, text=True, check=True)
+    take(bench, json.loads(out.stdout), doc["command"])
+
+
+# ---- the pages -----------------------------------------------------------------
+
+def pages(root):
+    names = [os.path.join(root, "README.md")]
+    names += sorted(glob.glob(os.path.join(root, "docs", "*.md")))
+    return [n for n in names if os.path.exists(n)]
+
+
+def regenerate(root, write):
+    """Each table between markers against its JSON. Returns the problems."""
+    problems, cache = [], {}
+    for page in pages(root):
+        text = open(page, encoding="utf-8").read()
+
+        def repl(m):
+            path = os.path.join(root, "docs", m.group(1))
+            try:
+                if path not in cache:
+                    cache[path] = load(path)
+                want = render(cache[path], m.group(2)) + "\n"
+            except (OSError, ValueError, KeyError, StopIteration) as e:
+                problems.append("%s: %s: %s" % (os.path.relpath(page, root), m.group(1), e))
+                return m.group(0)
+            if m.group(3) != want and not write:
+                problems.append("%s: the table from %s%s differs from its JSON (make bench-report)"
+                                % (os.path.relpath(page, root), m.group(1),
+                                   "#" + m.group(2) if m.group(2) else ""))
+            return m.group(0)[:m.start(3) - m.start(0)] + want + "<!-- /table -->"
+        new = MARK.sub(repl, text)
+        if write and new != text:
+            with open(page, "w", encoding="utf-8") as f:
+                f.write(new)
+            print("wrote " + os.path.relpath(page, root))
+    return problems
+
+
+def numbers(v, out):
+    """Every number of a results file, as the tables and the prose write it."""
+    if isinstance(v, dict):
+        for x in v.values():
+            numbers(x, out)
+    elif isinstance(v, list):
+        for x in v:
+            numbers(x, out)
+    elif isinstance(v, bool):
+        pass
+    elif isinstance(v, (int, float)):
+        for f in ("g", ".2f", ".3f", ".1f", ".3g", ".2g"):
+            out.add(format(v, f))
+    elif isinstance(v, str):
+        out.update(re.findall(r"\d+\.\d+", v))
+
+
+def prose_ratios(root):
+    """A ratio in the prose of a measured page that no results file holds."""
+    known = set()
+    for path in glob.glob(os.path.join(root, "docs", "results", "*.json")):
+        numbers(json.load(open(path, encoding="utf-8")), known)
+    problems = []
+    for name in PROSE_PAGES:
+        page = os.path.join(root, name)
+        if not os.path.exists(page):
+            continue
+        text = open(page, encoding="utf-8").read()
+        text = MARK.sub("", text)
+        text = re.sub(r"```.*?```", "", text, flags=re.S)
+        for lineno, line in enumerate(text.split("\n"), 1):
+            if line.startswith("    ") or line.startswith("|"):
+                continue  # code blocks and option tables
+            for m in re.finditer(r"(?<![\d.])(\d+\.\d+)\s?[×x](?![A-Za-z0-9])", line):
+                if m.group(1) not in known:
+                    problems.append("%s: '%s' is in no docs/results/*.json: quote a figure "
+                                    "from the results file that holds it" % (name, m.group(0)))
+    return problems
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="compare, write nothing")
+    ap.add_argument("--from", dest="take", action="append", default=[], metavar="BENCH=FILE")
+    ap.add_argument("--tables", action="store_true", help="with --check: the tables only")
+    ap.add_argument("--run", default="", metavar="BENCH[,BENCH]")
+    ap.add_argument("--root", default=ROOT, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    for spec in a.take:
+        bench, _, path = spec.partition("=")
+        take(bench, json.load(open(path, encoding="utf-8")), None)
+    for bench in filter(None, a.run.split(",")):
+        run_bench(bench)
+    problems = regenerate(a.root, write=not a.check)
+    if a.check and not a.tables:
+        problems += prose_ratios(a.root)
+    for p in problems:
+        print("FAIL " + p)
+    if a.check:
+        print("bench_report: %d problems" % len(problems))
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

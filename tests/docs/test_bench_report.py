@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""scripts/bench_report.py on a tree of its own: a table edited by hand, a
+results file without its machine, a ratio quoted in prose that no results
+file holds, all fail the check; the generated tree passes it."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "scripts", "bench_report.py")
+MACHINE = {"cpu_model": "x", "cores": 2, "kernel": "6", "disk": "vda", "fio": "fio-3",
+           "page_size": 4096, "huge_page_size": 2097152, "date": "2026-12-08", "commit": "c"}
+RESULT = {"bench": "demo", "source": "run", "command": "kvtier-bench demo", "machine": MACHINE,
+          "data": {"tables": {"main": {"columns": ["op", "ratio"], "rows": [["LOAD", 0.85]],
+                                       "formats": [None, ".2f"]}}}}
+PAGE = "# Demo\n\nLOAD runs at 0.85x memcpy.\n\n<!-- table:results/demo.json -->\n<!-- /table -->\n"
+
+
+class BenchReport(unittest.TestCase):
+    def setUp(self):
+        self.root = tempfile.mkdtemp()
+        os.makedirs(os.path.join(self.root, "docs", "results"))
+        self.write_result(RESULT)
+        self.page = os.path.join(self.root, "docs", "benchmarks.md")
+        with open(self.page, "w") as f:
+            f.write(PAGE)
+
+    def tearDown(self):
+        shutil.rmtree(self.root)
+
+    def write_result(self, doc):
+        with open(os.path.join(self.root, "docs", "results", "demo.json"), "w") as f:
+            json.dump(doc, f)
+
+    def run_report(self, *args):
+        return subprocess.run([sys.executable, SCRIPT, "--root", self.root] + list(args),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def generate(self):
+        r = self.run_report()
+        self.assertEqual(r.returncode, 0, r.stdout)
+
+    def test_generated_table_passes(self):
+        self.generate()
+        self.assertIn("| LOAD | 0.85 |", open(self.page).read())
+        r = self.run_report("--check")
+        self.assertEqual(r.returncode, 0, r.stdout)
+
+    def test_table_edited_by_hand_fails(self):
+        self.generate()
+        text = open(self.page).read().replace("| LOAD | 0.85 |", "| LOAD | 1.17 |")
+        with open(self.page, "w") as f:
+            f.write(text)
+        r = self.run_report("--check")
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("differs from its JSON", r.stdout)
+
+    def test_results_without_machine_fail(self):
+        doc = dict(RESULT, machine={"cores": 2})
+        self.write_result(doc)
+        r = self.run_report("--check")
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("machine.cpu_model", r.stdout)
+
+    def test_prose_ratio_from_no_results_file_fails(self):
+        self.generate()
+        with open(self.page, "a") as f:
+            f.write("\nElsewhere LOAD was 1.17x memcpy.\n")
+        r = self.run_report("--check")
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("'1.17x' is in no docs/results", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
