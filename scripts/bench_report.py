@@ -147,9 +147,8 @@ def view_recompute_paths(d, _):
     for p in d["paths"]:
         ratio = "%.2f× %s" % (p["vs_reference"], p["reference"]) \
             if p["source"] == "measured" and p["vs_reference"] else ""
-        rows.append([p["name"], p["bytes_per_s"] / 1e9, p["source"], ratio])
-    return markdown(["path", "GB/s into GPU memory", "measured or modeled", "vs reference"],
-                    rows, [None, ".2f", None, None])
+        rows.append([p["name"], peer_value(p["bytes_per_s"] / 1e9), p["source"], ratio])
+    return markdown(["path", "GB/s into GPU memory", "measured or modeled", "vs reference"], rows)
 
 
 def view_recompute_model(d, name):
@@ -161,7 +160,8 @@ def view_recompute_model(d, name):
         pt = ic["points"][-1]
         be = ic["break_even_tokens"]
         rows.append(["load over " + ic["name"], ic["source"], fmt_s(pt["load_s"]),
-                     "always load" if be in (0, None) else "load from %d tokens" % be])
+                     "always load" if be == 1 else "never (recompute)" if be < 0
+                     else "load from {:,} tokens".format(be)])
     return markdown(["%s, %s-token prefix" % (name, tokens_name(last["tokens"])),
                      "measured or modeled", "time", "break-even against the GPU"], rows)
 
@@ -235,7 +235,8 @@ def probe_machine(dir_for_disk=None):
         "disk": disk, "fio": run("fio", "--version") if shutil.which("fio") else None,
         "page_size": os.sysconf("SC_PAGE_SIZE"), "huge_page_size": huge,
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
-        "commit": run("git", "rev-parse", "HEAD"),
+        "commit": (run("git", "rev-parse", "HEAD") or "") +
+        (" with uncommitted changes" if run("git", "status", "--porcelain", "-uno") else ""),
     }
 
 
@@ -343,13 +344,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="compare, write nothing")
     ap.add_argument("--from", dest="take", action="append", default=[], metavar="BENCH=FILE")
+    ap.add_argument("--command", default=None,
+                    help="with --from: the command that wrote FILE (else the file's old one)")
     ap.add_argument("--tables", action="store_true", help="with --check: the tables only")
     ap.add_argument("--run", default="", metavar="BENCH[,BENCH]")
     ap.add_argument("--root", default=ROOT, help=argparse.SUPPRESS)
     a = ap.parse_args()
     for spec in a.take:
         bench, _, path = spec.partition("=")
-        take(bench, json.load(open(path, encoding="utf-8")), None)
+        take(bench, json.load(open(path, encoding="utf-8")), a.command)
     for bench in filter(None, a.run.split(",")):
         run_bench(bench)
     problems = regenerate(a.root, write=not a.check)
