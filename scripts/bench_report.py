@@ -142,28 +142,25 @@ def view_peers_ratios(d, _):
     return markdown(cols, rows)
 
 
-def view_recompute_paths(d, _):
-    rows = []
-    for p in d["paths"]:
-        ratio = "%.2f× %s" % (p["vs_reference"], p["reference"]) \
-            if p["source"] == "measured" and p["vs_reference"] else ""
-        rows.append([p["name"], peer_value(p["bytes_per_s"] / 1e9), p["source"], ratio])
-    return markdown(["path", "GB/s into GPU memory", "measured or modeled", "vs reference"], rows)
-
-
 def view_recompute_model(d, name):
+    """Each path's rate, its ratio to its reference where measured, and what
+    it does for one model's longest prefix against the GPU's recompute."""
     m = next(x for x in d["models"] if x["name"] == name)
     gpu = next(r for r in m["recompute"] if r["name"] == "gpu")
     last = gpu["points"][-1]
-    rows = [["recompute on the GPU", "modeled", "%.2f s" % last["seconds"], ""]]
+    paths = {p["name"]: p for p in d["paths"]}
+    rows = [["recompute on the GPU", "modeled", "", "", "%.2f s" % last["seconds"], ""]]
     for ic in m["interconnects"]:
-        pt = ic["points"][-1]
+        p = paths[ic["name"]]
         be = ic["break_even_tokens"]
-        rows.append(["load over " + ic["name"], ic["source"], fmt_s(pt["load_s"]),
-                     "always load" if be == 1 else "never (recompute)" if be < 0
-                     else "load from {:,} tokens".format(be)])
-    return markdown(["%s, %s-token prefix" % (name, tokens_name(last["tokens"])),
-                     "measured or modeled", "time", "break-even against the GPU"], rows)
+        ratio = "%.2f× %s" % (p["vs_reference"], p["reference"]) \
+            if p["source"] == "measured" and p["vs_reference"] else ""
+        rows.append([ic["name"], ic["source"], peer_value(p["bytes_per_s"] / 1e9), ratio,
+                     fmt_s(ic["points"][-1]["load_s"]),
+                     "always" if be == 1 else "never" if be < 0 else "{:,} tokens".format(be)])
+    return markdown(["path", "measured or modeled", "GB/s", "vs reference",
+                     "%s, %s prefix" % (name, tokens_name(last["tokens"])),
+                     "loading wins from"], rows)
 
 
 def fmt_s(s):
@@ -182,7 +179,7 @@ def view_tables(d, name):
 VIEWS = {
     "dram": {None: view_dram},
     "peers": {"2M": view_peers_shape, "256K": view_peers_shape, "ratios": view_peers_ratios},
-    "recompute": {"paths": view_recompute_paths, "Qwen3-8B": view_recompute_model,
+    "recompute": {"Qwen3-8B": view_recompute_model,
                   "DeepSeek-V3": view_recompute_model, "Llama-3.1-70B": view_recompute_model},
 }
 
