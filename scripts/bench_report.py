@@ -87,6 +87,54 @@ def view_dram(d, _):
                      "get / memcpy"], rows, [None, ".2f", ".2f", ".2f", ".3f", ".3f"])
 
 
+def view_ssd(d, _):
+    """kvtier-bench ssd --json: the tier against fio per block size and depth."""
+    by = {}
+    for c in d["cases"]:
+        by.setdefault((c["block_bytes"], c["qd"]), {})[c["op"]] = c["ratio"]
+    rows = [["`kvtier-bench ssd`, pages %s" % d.get("pages", "?") if i == 0 else "",
+             size_name(blk), str(qd), r.get("write", ""), r.get("read", "")]
+            for i, ((blk, qd), r) in enumerate(sorted(by.items()))]
+    return markdown(["run", "block", "qd", "write / fio", "read / fio"], rows,
+                    [None, None, None, ".2f", ".2f"])
+
+
+def view_ssd_codecs(d, _):
+    rows = [[c["data"], c["codec"], c["ratio"], c["encode_gbps"], c["decode_gbps"],
+             c["memcpy_gbps"]] for c in d["compression"]]
+    return markdown(["data", "codec", "ratio", "encode GB/s", "decode GB/s", "memcpy GB/s"],
+                    rows, [None, None, ".3f", ".2f", ".2f", ".2f"],
+                    ["---", "---", "---:", "---:", "---:", "---:"])
+
+
+SIDECAR_OPS = (("ping", "PING"), ("lookup", "LOOKUP (64 keys)"),
+               ("save", "SAVE 1 block + WAIT"), ("load", "LOAD 1 block + WAIT"))
+
+
+def view_sidecar(d, view):
+    """kvtier-bench sidecar --json: round trips, throughput, per-layer waits."""
+    if view == "latency":
+        rows = [[r["clients"], label, r[op + "_p50_us"], r[op + "_p99_us"],
+                 r[op + "_ops_per_s"]] for r in d["runs"] for op, label in SIDECAR_OPS]
+        return markdown(["clients", "op", "p50 µs", "p99 µs", "ops/s"], rows,
+                        [None, None, ",.1f", ",.1f", ",.0f"])
+    if view == "throughput":
+        return markdown(["copies (`--host-copy`)", "run", "memcpy GB/s", "SAVE / memcpy",
+                         "LOAD / memcpy"],
+                        [["`%s`" % d["host_copy"], "one run", d["memcpy_gbps"],
+                          d["save_vs_memcpy"], d["load_vs_memcpy"]]],
+                        [None, None, ".2f", ".2f", ".2f"])
+    pushed, waited = d["layer_wait_p50_us_pushed"], d["layer_wait_p50_us_waited"]
+    lp, lw = d["layer_load_p50_us_pushed"], d["layer_load_p50_us_waited"]
+    return markdown(["LOAD of %d × 2 MiB blocks, %d layers, %d µs of compute after each"
+                     % (d["layer_blocks"], d["layers"], d["layer_compute_us"]),
+                     "pushed", "WAIT per layer", "pushed / WAIT"],
+                    [["one `kvt_client_wait_layer`, p50", "%.1f µs" % pushed,
+                      "%.1f µs" % waited, "%.3f×" % (pushed / waited if waited else 0)],
+                     ["the whole LOAD, request to result, p50", "%.2f ms" % (lp / 1e3),
+                      "%.2f ms" % (lw / 1e3), "**%.2f×**" % (lp / lw if lw else 0)]])
+
+
 PEER_ROWS = [
     ("put_gbps_1", "put GB/s, 1 client"), ("get_gbps_1", "get GB/s, 1 client"),
     ("put_gbps_8", "put GB/s, N clients"), ("get_gbps_8", "get GB/s, N clients"),
@@ -178,6 +226,9 @@ def view_tables(d, name):
 
 VIEWS = {
     "dram": {None: view_dram},
+    "ssd": {None: view_ssd},
+    "ssd-codecs": {None: view_ssd_codecs},
+    "sidecar": {"latency": view_sidecar, "throughput": view_sidecar, "layers": view_sidecar},
     "peers": {"2M": view_peers_shape, "256K": view_peers_shape, "ratios": view_peers_ratios},
     "recompute": {"Qwen3-8B": view_recompute_model,
                   "DeepSeek-V3": view_recompute_model, "Llama-3.1-70B": view_recompute_model},
@@ -237,8 +288,8 @@ def probe_machine(dir_for_disk=None):
     }
 
 
-def take(bench, data, command):
-    path = os.path.join(ROOT, "docs", "results", bench + ".json")
+def take(root, bench, data, command):
+    path = os.path.join(root, "docs", "results", bench + ".json")
     old = json.load(open(path, encoding="utf-8")) if os.path.exists(path) else {}
     doc = {"bench": bench, "source": "run", "command": command or old.get("command", ""),
            "machine": probe_machine(), "data": data}
@@ -248,17 +299,17 @@ def take(bench, data, command):
     with open(path, "w", encoding="utf-8") as f:
         json.dump(doc, f, indent=1, ensure_ascii=False)
         f.write("\n")
-    print("wrote " + os.path.relpath(path, ROOT))
+    print("wrote " + os.path.relpath(path, root))
 
 
-def run_bench(bench):
-    doc = load(os.path.join(ROOT, "docs", "results", bench + ".json"))
+def run_bench(root, bench):
+    doc = load(os.path.join(root, "docs", "results", bench + ".json"))
     cmd = doc["command"]
     if "--json" not in cmd:
         cmd += " --json"
     print("running: " + cmd, file=sys.stderr)
     out = subprocess.run(cmd, shell=True, cwd=ROOT, stdout=subprocess.PIPE, text=True, check=True)
-    take(bench, json.loads(out.stdout), doc["command"])
+    take(root, bench, json.loads(out.stdout), doc["command"])
 
 
 # ---- the pages -----------------------------------------------------------------
@@ -349,9 +400,9 @@ def main():
     a = ap.parse_args()
     for spec in a.take:
         bench, _, path = spec.partition("=")
-        take(bench, json.load(open(path, encoding="utf-8")), a.command)
+        take(a.root, bench, json.load(open(path, encoding="utf-8")), a.command)
     for bench in filter(None, a.run.split(",")):
-        run_bench(bench)
+        run_bench(a.root, bench)
     problems = regenerate(a.root, write=not a.check)
     if a.check and not a.tables:
         problems += prose_ratios(a.root)

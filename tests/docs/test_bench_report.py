@@ -67,6 +67,27 @@ class BenchReport(unittest.TestCase):
         self.assertEqual(r.returncode, 1, r.stdout)
         self.assertIn("machine.cpu_model", r.stdout)
 
+    def test_a_benchs_own_json_is_taken_with_the_machine(self):
+        """--from wraps kvtier-bench dram --json's output with the machine
+        it ran on, and the page's table is generated from its cases."""
+        with open(self.page, "w") as f:
+            f.write("# Demo\n\n<!-- table:results/dram.json -->\n<!-- /table -->\n")
+        out = os.path.join(self.root, "dram-run.json")
+        with open(out, "w") as f:
+            json.dump({"bench": "dram", "cases": [{
+                "block_bytes": 1 << 20, "put_gbps": 7.01, "get_gbps": 6.94,
+                "memcpy_gbps": 7.04, "put_ratio": 0.995, "get_ratio": 0.986}]}, f)
+        r = self.run_report("--from", "dram=" + out, "--command", "kvtier-bench dram")
+        self.assertEqual(r.returncode, 0, r.stdout)
+        doc = json.load(open(os.path.join(self.root, "docs", "results", "dram.json")))
+        self.assertEqual(doc["source"], "run")
+        self.assertEqual(doc["command"], "kvtier-bench dram")
+        for k in ("cpu_model", "cores", "kernel", "disk", "fio", "page_size",
+                  "huge_page_size", "date", "commit"):
+            self.assertIn(k, doc["machine"])
+        self.assertIn("| 1 MiB | 7.01 | 6.94 | 7.04 | 0.995 | 0.986 |", open(self.page).read())
+        self.assertEqual(self.run_report("--check", "--tables").returncode, 0)
+
     def test_prose_ratio_from_no_results_file_fails(self):
         self.generate()
         with open(self.page, "a") as f:
