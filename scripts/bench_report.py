@@ -44,7 +44,8 @@ MARK = re.compile(r"^<!-- table:(results/[A-Za-z0-9_.-]+\.json)(?:#([A-Za-z0-9_-
 MACHINE_KEYS = ("cpu_model", "cores", "kernel", "disk", "fio", "page_size",
                 "huge_page_size", "date", "commit")
 # pages whose prose ratios must come from a results file
-PROSE_PAGES = ("README.md", "docs/benchmarks.md", "docs/ssd-performance.md",
+PROSE_PAGES = ("README.md", "docs/benchmarks.md", "docs/ssd-performance.md", "docs/device.md",
+               "docs/engines.md", "docs/trace-replay.md",
                "docs/peers-bench.md", "docs/limits.md")
 
 
