@@ -349,43 +349,55 @@ def regenerate(root, write):
     return problems
 
 
-def numbers(v, out):
-    """Every number of a results file, as the tables and the prose write it."""
-    if isinstance(v, dict):
-        for x in v.values():
-            numbers(x, out)
-    elif isinstance(v, list):
-        for x in v:
-            numbers(x, out)
-    elif isinstance(v, bool):
-        pass
-    elif isinstance(v, (int, float)):
-        for f in ("g", ".2f", ".3f", ".1f", ".3g", ".2g"):
-            out.add(format(v, f))
-    elif isinstance(v, str):
-        out.update(re.findall(r"\d+\.\d+", v))
+def quotable(doc):
+    """The figures a page may quote from one results file: what its tables
+    show, and what its notes say (a figure of the run kept beside them)."""
+    texts = []
+    if "tables" in doc["data"]:
+        texts += [render(doc, v) for v in doc["data"]["tables"]]
+    for view in VIEWS.get(doc["bench"], {}):
+        try:
+            texts.append(render(doc, view))
+        except (KeyError, StopIteration, TypeError):
+            pass  # a view of a model or shape this run did not have
+    texts += [str(v) for v in doc.get("notes", {}).values()]
+    texts += ["%.1f %.2f" % (v, v) for v in doc.get("targets", {}).values()]
+    for k, v in doc["data"].items():  # the bench's own scalar figures
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            texts += [format(v, f) for f in ("g", ".1f", ".2f", ".3f")]
+            texts.append(format(v / 1e6, ".2f"))  # rates quoted in millions
+    return set(re.findall(r"\d+\.\d+", "\n".join(texts)))
 
 
 def prose_ratios(root):
-    """A ratio in the prose of a measured page that no results file holds."""
-    known = set()
-    for path in glob.glob(os.path.join(root, "docs", "results", "*.json")):
-        numbers(json.load(open(path, encoding="utf-8")), known)
-    problems = []
-    for name in PROSE_PAGES:
-        page = os.path.join(root, name)
-        if not os.path.exists(page):
+    """A ratio in the prose of a measured page must be in a results file
+    that its section names (a table marker or a `docs/results/X.json`)."""
+    cache, problems = {}, []
+
+    def known(name):
+        if name not in cache:
+            path = os.path.join(root, "docs", "results", name + ".json")
+            cache[name] = quotable(load(path)) if os.path.exists(path) else set()
+        return cache[name]
+    for page in PROSE_PAGES:
+        path = os.path.join(root, page)
+        if not os.path.exists(path):
             continue
-        text = open(page, encoding="utf-8").read()
-        text = MARK.sub("", text)
-        text = re.sub(r"```.*?```", "", text, flags=re.S)
-        for lineno, line in enumerate(text.split("\n"), 1):
-            if line.startswith("    ") or line.startswith("|"):
-                continue  # code blocks and option tables
-            for m in re.finditer(r"(?<![\d.])(\d+\.\d+)\s?[×x](?![A-Za-z0-9])", line):
-                if m.group(1) not in known:
-                    problems.append("%s: '%s' is in no docs/results/*.json: quote a figure "
-                                    "from the results file that holds it" % (name, m.group(0)))
+        text = re.sub(r"```.*?```", "", open(path, encoding="utf-8").read(), flags=re.S)
+        for section in re.split(r"^(?=#{1,6} )", text, flags=re.M):
+            names = set(re.findall(r"results/([A-Za-z0-9_.-]+)\.json", section))
+            figures = set().union(*(known(n) for n in names)) if names else set()
+            for line in MARK.sub("", section).split("\n"):
+                if line.startswith("    ") or line.startswith("|"):
+                    continue  # code blocks and option tables
+                for m in re.finditer(r"(?<![\d.])(\d+\.\d+)\s?[×x](?![A-Za-z0-9])", line):
+                    if not names:
+                        problems.append("%s: '%s' in a section that names no docs/results "
+                                        "file: name the file it comes from" % (page, m.group(0)))
+                    elif m.group(1) not in figures:
+                        problems.append("%s: '%s' is in none of %s: quote the figure from "
+                                        "the file that holds it" % (page, m.group(0), ", ".join(
+                                            "docs/results/%s.json" % n for n in sorted(names))))
     return problems
 
 

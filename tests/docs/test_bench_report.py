@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """scripts/bench_report.py on a tree of its own: a table edited by hand, a
-results file without its machine, a ratio quoted in prose that no results
-file holds, all fail the check; the generated tree passes it."""
+results file without its machine, a ratio quoted in prose that the results
+file its section names does not hold, or in a section that names none, all
+fail the check; the generated tree passes it, and a bench's own JSON taken
+with --from regenerates its table."""
 import json
 import os
 import shutil
@@ -94,7 +96,16 @@ class BenchReport(unittest.TestCase):
             f.write("\nElsewhere LOAD was 1.17x memcpy.\n")
         r = self.run_report("--check")
         self.assertEqual(r.returncode, 1, r.stdout)
-        self.assertIn("'1.17x' is in no docs/results", r.stdout)
+        self.assertIn("'1.17x' is in none of docs/results/demo.json", r.stdout)
+
+    def test_prose_ratio_without_its_file_fails(self):
+        """a figure in a section that names no results file has no source"""
+        self.generate()
+        with open(self.page, "a") as f:
+            f.write("\n## Elsewhere\n\nLOAD runs at 0.85x memcpy.\n")
+        r = self.run_report("--check")
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("'0.85x' in a section that names no docs/results file", r.stdout)
 
 
 if __name__ == "__main__":
