@@ -5,6 +5,9 @@
 #   make install [PREFIX=/usr/local] [DESTDIR=]  — install the release build
 #   make package — the Debian package, in build/release/package/
 #   make docs    — the documentation site, in build/site/ (mkdocs, strict)
+#   make bench-report [REPORT_ARGS=...] — the docs' tables from docs/results/*.json
+#                (REPORT_ARGS="--run dram,peers" reruns those benches first,
+#                "--from dram=FILE" takes a bench's JSON; scripts/bench_report.py)
 #   make bench-peers [PEERS_ARGS=...] — kvtier beside Mooncake Store and
 #                LMCache (docs/peers-bench.md); not part of `make test`
 JOBS ?= $(shell nproc)
@@ -16,7 +19,7 @@ DESTDIR ?=
 # KVT_TEST_DPKG=OFF.
 KVT_TEST_DPKG ?= $(if $(filter 0,$(shell id -u)),ON,OFF)
 
-.PHONY: all deps vllm-venv release asan tsan run test test-release test-asan test-tsan install package docs bench-peers clean
+.PHONY: all deps vllm-venv release asan tsan run test test-release test-asan test-tsan install package docs bench-peers bench-report clean
 
 all: release
 
@@ -86,6 +89,11 @@ bench-peers: release
 	KVTIER_CLIENT_LIB=build/release/transport/libkvtier-client.so.0 \
 	build/venv-peers/bin/python bench/peers/peers_bench.py --dir build/peers-bench \
 	  --json build/peers-bench/peers.json $(PEERS_ARGS)
+
+# The docs' tables regenerated from docs/results/*.json; make test fails
+# where a table differs from its file (ctest -R docs_tables).
+bench-report:
+	python3 scripts/bench_report.py $(REPORT_ARGS)
 
 clean:
 	rm -rf build

@@ -73,6 +73,8 @@ struct link {
 	const char *ref;       /* the reference of vs_memcpy: "memcpy" unless said */
 	const char *error;     /* why a measured one has no figure this run */
 	bool per_gpu;          /* each GPU of a TP group has its own (HBM, host link) */
+	const char *pages;     /* the measured path's source pages, where it has one */
+	const char *ref_pages; /* the reference's source pages */
 };
 
 struct model_run {
@@ -261,11 +263,15 @@ static double measure_memcpy(uint64_t bytes, uint64_t chunk, int reps)
 
 /* The DRAM tier: blocks of the model's layout put into a real store, then
  * read back with kvt_get, all of them per repetition, each repetition right
- * after a memcpy pass of the same blocks from a plain buffer into the same
+ * after a memcpy pass of the same blocks from a buffer into the same
  * destination (*ref_bw: its median), so both see the same machine load.
- * Returns B/s or -errno. */
+ * The reference's source is in the kind of pages the tier's region is in
+ * (tiers/dram.c: explicit huge pages when enough are reserved, else
+ * transparent ones), named in *pages and *ref_pages: a reference on 4 KiB
+ * pages made the tier look faster than memcpy. Returns B/s or -errno. */
 static double measure_dram_tier(const struct kvt_model *m, uint32_t block_tokens,
-				uint64_t bytes, int reps, double *ref_bw)
+				uint64_t bytes, int reps, double *ref_bw,
+				const char **pages, const char **ref_pages)
 {
 	void *src = NULL;
 	double tref[64];
@@ -287,6 +293,7 @@ static double measure_dram_tier(const struct kvt_model *m, uint32_t block_tokens
 	kvt_store_opts_init(&so, sizeof(so));
 	/* room for every block with slack, so nothing is evicted */
 	so.dram_bytes = nblocks * bb + nblocks * bb / 4 + (64ull << 20);
+	*pages = kvt_bench_huge_free() >= so.dram_bytes ? "hugetlb" : "thp";
 	err = kvt_store_open(&so, &st);
 	if (err)
 		return err;
@@ -295,7 +302,11 @@ static double measure_dram_tier(const struct kvt_model *m, uint32_t block_tokens
 		goto out;
 	keys = calloc(nblocks, sizeof(*keys));
 	buf = kvt_bench_alloc(bb);
-	src = kvt_bench_alloc(nblocks * bb);
+	if (!strcmp(*pages, "hugetlb") && kvt_bench_huge_free() >= nblocks * bb)
+		src = kvt_bench_region(nblocks * bb, true);
+	*ref_pages = src ? "hugetlb" : "thp";
+	if (!src)
+		src = kvt_bench_alloc_pages(nblocks * bb, true);
 	if (!keys || !buf || !src) {
 		err = -ENOMEM;
 		goto out;
@@ -856,12 +867,13 @@ static int print_json(const struct rc_args *a, const struct kvt_gpu *gpu, double
 	json_t *root, *models = json_array(), *paths = json_array();
 
 	for (size_t i = 0; i < n_links; i++)
-		json_array_append_new(paths, json_pack("{s:s, s:s, s:f, s:f, s:s, s:s, s:s?, s:b}",
+		json_array_append_new(paths, json_pack("{s:s, s:s, s:f, s:f, s:s, s:s, s:s?, s:b, s:s?, s:s?}",
 			"name", links[i].name, "source", links[i].measured ? "measured" : "modeled",
 			"bytes_per_s", links[i].bw > 0 ? links[i].bw : 0.0,
 			"vs_reference", links[i].vs_memcpy,
 			"reference", links[i].ref ? links[i].ref : "memcpy", "what", links[i].what,
-			"error", links[i].error, "per_gpu", links[i].per_gpu));
+			"error", links[i].error, "per_gpu", links[i].per_gpu,
+			"pages", links[i].pages, "reference_pages", links[i].ref_pages));
 	for (size_t mi = 0; mi < a->n_models; mi++) {
 		const struct model_run *mr = &runs[mi];
 		json_t *ls = json_array();
@@ -1160,11 +1172,12 @@ int kvt_bench_recompute_main(int argc, char **argv)
 			(unsigned long long)a.bytes);
 		return 1;
 	}
-#define MODELED(n, b, w) (links[nl++] = (struct link){ n, false, b, 0, w, NULL, NULL, false })
-#define MODELED_GPU(n, b, w) (links[nl++] = (struct link){ n, false, b, 0, w, NULL, NULL, true })
+#define MODELED(n, b, w) (links[nl++] = (struct link){ n, false, b, 0, w, NULL, NULL, false, NULL, NULL })
+#define MODELED_GPU(n, b, w) (links[nl++] = (struct link){ n, false, b, 0, w, NULL, NULL, true, NULL, NULL })
 #define MEASURED(n, b, w) (links[nl++] = (struct link){ n, true, (b) > 0 ? (b) : 0, \
 							 (b) > 0 ? (b) / memcpy_bw : 0, w, NULL, \
-							 (b) < 0 ? kvt_strerror((int)(b)) : NULL, false })
+							 (b) < 0 ? kvt_strerror((int)(b)) : NULL, false, \
+							 NULL, NULL })
 	{
 		static char why[256];
 		double spec = 0;
@@ -1175,7 +1188,8 @@ int kvt_bench_recompute_main(int argc, char **argv)
 				kvt_strerror((int)v), kvt_dev_last_error());
 		if (v > 0) {
 			links[nl++] = (struct link){ "h2d-pinned", true, v, spec > 0 ? v / spec : 0,
-						     why, "PCIe spec", NULL, true };
+						     why, "PCIe spec", NULL, true,
+						     NULL, NULL };
 		} else if (v == 0) {
 			fprintf(stderr, "kvtier-bench recompute: host to GPU: %s\n", why);
 		}
@@ -1196,7 +1210,10 @@ int kvt_bench_recompute_main(int argc, char **argv)
 	MODELED("nvme", 7e9, "one PCIe Gen4 x4 NVMe drive, 7 GB/s sequential read");
 	{
 		double ref = 0;
-		v = measure_dram_tier(&runs[0].m, a.block_tokens, a.bytes, a.reps, &ref);
+		const char *pages = NULL, *ref_pages = NULL;
+
+		v = measure_dram_tier(&runs[0].m, a.block_tokens, a.bytes, a.reps, &ref,
+				      &pages, &ref_pages);
 		if (v < 0)
 			fprintf(stderr, "kvtier-bench recompute: DRAM tier: %s\n",
 				kvt_strerror((int)v));
@@ -1206,6 +1223,8 @@ int kvt_bench_recompute_main(int argc, char **argv)
 		if (v > 0 && ref > 0)
 			links[nl - 1].vs_memcpy = v / ref;
 		links[nl - 1].ref = "memcpy";
+		links[nl - 1].pages = pages;
+		links[nl - 1].ref_pages = ref_pages;
 	}
 	v = measure_ssd(a.dir, a.bytes, a.reps);
 	if (v < 0)

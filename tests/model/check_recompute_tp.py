@@ -21,4 +21,10 @@ for want in sys.argv[2:]:
 for p in report["paths"]:
     if (p["source"] == "measured" and p["bytes_per_s"] == 0) != (p.get("error") is not None):
         sys.exit("path %s: bytes_per_s %g, error %r" % (p["name"], p["bytes_per_s"], p.get("error")))
+# the DRAM tier's ratio is to a memcpy from the same kind of pages as the tier's
+for p in report["paths"]:
+    if p["name"] == "dram-tier" and p["bytes_per_s"] > 0 and \
+            (not p.get("pages") or p.get("reference_pages") != p["pages"]):
+        sys.exit("path dram-tier on %r pages, its memcpy reference on %r" %
+                 (p.get("pages"), p.get("reference_pages")))
 print("ok")
