@@ -245,6 +245,8 @@ static char *on_json(void *arg)
 		{ "retries", ts.retries },
 		{ "misses", ts.misses },
 		{ "errors", ts.errors },
+		{ "parallel_rounds", ts.parallel_rounds },
+		{ "fetching_max", ts.fetching_max },
 	};
 
 	json_object_set_new(root, "node_id", json_string(cl->node_id));
