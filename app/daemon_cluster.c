@@ -238,6 +238,7 @@ static char *on_json(void *arg)
 		{ "lookups", ts.lookups },
 		{ "lookup_keys", ts.lookup_keys },
 		{ "lookup_remote_keys", ts.lookup_remote_keys },
+		{ "lookup_cached_keys", ts.lookup_cached_keys },
 		{ "lookup_unanswered", ts.lookup_unanswered },
 		{ "fetches", ts.fetches },
 		{ "blocks", ts.blocks },

@@ -15,15 +15,27 @@
 #include "util/clock.h"
 #include "util/log.h"
 
-/* Holders a lookup found, kept for the read that follows it: slots by the
- * key's first bytes (keys are digests), each taken by one read. */
-#define HELD_SLOTS 1024u
+/* Holders a lookup found, kept for the lookups and the reads that follow
+ * it (the engine's LOOKUP of a whole prefix, then its LOAD's windows, each
+ * of which looks up and reads its own keys): open addressing by the key's
+ * first bytes (keys are digests), HELD_PROBE slots a key, room for the
+ * longest lookup; an entry is taken by the read that uses it. The holder
+ * lists are kept apart, once for each run of keys that shares one (a
+ * prefix's blocks mostly do), so an entry is small. */
+#define HELD_SLOTS KVT_DIR_MAX_LOOKUP_KEYS
+#define HELD_PROBE 8
+#define HELD_SETS 1024u
 /* A lookup's holders older than this are asked of the directory again. */
 #define HELD_FRESH_NS 1000000000ull
 
 struct held {
 	struct kvt_key key;
 	uint64_t at_ns;            /* 0: empty */
+	uint64_t set;              /* its holders: sets[set % HELD_SETS], if still there */
+};
+
+struct held_set {
+	uint64_t seq;              /* 0: never used */
 	struct kvt_dir_holders h;
 };
 
@@ -34,6 +46,8 @@ struct kvt_peer_tier {
 	bool rdma_ok;                 /* the store's region is registered */
 	pthread_mutex_t held_mu;
 	struct held *held;
+	struct held_set *sets;
+	uint64_t last_set;            /* held_mu: the newest set's seq */
 	uint64_t in_flight;           /* holder requests now (atomic) */
 };
 
@@ -62,11 +76,59 @@ static struct kvt_peer_tier *pt_of(struct kvt_storage_tier *t)
 
 /* ---- holders a lookup found ------------------------------------------------ */
 
-static struct held *held_slot(struct kvt_peer_tier *pt, const struct kvt_key *key)
+static size_t held_home(const struct kvt_key *key)
 {
-	size_t i = ((size_t)key->bytes[0] | (size_t)key->bytes[1] << 8) & (HELD_SLOTS - 1);
+	uint32_t h;
 
-	return &pt->held[i];
+	memcpy(&h, key->bytes, sizeof(h));
+	return h & (HELD_SLOTS - 1);
+}
+
+static bool same_holders(const struct kvt_dir_holders *a, const struct kvt_dir_holders *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (uint32_t i = 0; i < a->n; i++)
+		if (a->h[i].epoch != b->h[i].epoch || a->h[i].tier != b->h[i].tier ||
+		    strcmp(a->h[i].node, b->h[i].node) || strcmp(a->h[i].addr, b->h[i].addr))
+			return false;
+	return true;
+}
+
+/* key's entry, fresh at now, whose holders are still kept; NULL if none
+ * (held_mu held). */
+static struct held *held_find(struct kvt_peer_tier *pt, const struct kvt_key *key, uint64_t now)
+{
+	size_t home = held_home(key);
+
+	for (size_t p = 0; p < HELD_PROBE; p++) {
+		struct held *e = &pt->held[(home + p) & (HELD_SLOTS - 1)];
+
+		if (e->at_ns && now - e->at_ns < HELD_FRESH_NS &&
+		    !memcmp(e->key.bytes, key->bytes, KVT_KEY_BYTES))
+			return pt->sets[e->set % HELD_SETS].seq == e->set ? e : NULL;
+	}
+	return NULL;
+}
+
+/* The slot for key: its own entry, else an empty or stale one, else the
+ * oldest of its probe (held_mu held). */
+static struct held *held_slot(struct kvt_peer_tier *pt, const struct kvt_key *key, uint64_t now)
+{
+	size_t home = held_home(key);
+	struct held *free_e = NULL, *oldest = NULL;
+
+	for (size_t p = 0; p < HELD_PROBE; p++) {
+		struct held *e = &pt->held[(home + p) & (HELD_SLOTS - 1)];
+
+		if (e->at_ns && !memcmp(e->key.bytes, key->bytes, KVT_KEY_BYTES))
+			return e;
+		if (!free_e && (!e->at_ns || now - e->at_ns >= HELD_FRESH_NS))
+			free_e = e;
+		if (!oldest || e->at_ns < oldest->at_ns)
+			oldest = e;
+	}
+	return free_e ? free_e : oldest;
 }
 
 static void held_put(struct kvt_peer_tier *pt, const struct kvt_key *keys,
@@ -76,11 +138,18 @@ static void held_put(struct kvt_peer_tier *pt, const struct kvt_key *keys,
 
 	pthread_mutex_lock(&pt->held_mu);
 	for (size_t i = 0; i < n; i++) {
-		struct held *e = held_slot(pt, &keys[i]);
+		struct held_set *last = &pt->sets[pt->last_set % HELD_SETS];
+		struct held *e;
 
+		if (!pt->last_set || last->seq != pt->last_set || !same_holders(&last->h, &hs[i])) {
+			last = &pt->sets[++pt->last_set % HELD_SETS];
+			last->seq = pt->last_set;
+			last->h = hs[i];
+		}
+		e = held_slot(pt, &keys[i], now);
 		e->key = keys[i];
 		e->at_ns = now;
-		e->h = hs[i];
+		e->set = pt->last_set;
 	}
 	pthread_mutex_unlock(&pt->held_mu);
 }
@@ -90,18 +159,30 @@ static void held_put(struct kvt_peer_tier *pt, const struct kvt_key *keys,
 static bool held_take(struct kvt_peer_tier *pt, const struct kvt_key *key, uint64_t now,
 		      struct kvt_dir_holders *out)
 {
-	struct held *e = held_slot(pt, key);
-	bool found;
+	struct held *e;
 
 	pthread_mutex_lock(&pt->held_mu);
-	found = e->at_ns && now - e->at_ns < HELD_FRESH_NS &&
-		!memcmp(e->key.bytes, key->bytes, KVT_KEY_BYTES);
-	if (found) {
-		*out = e->h;
+	e = held_find(pt, key, now);
+	if (e) {
+		*out = pt->sets[e->set % HELD_SETS].h;
 		e->at_ns = 0;
 	}
 	pthread_mutex_unlock(&pt->held_mu);
-	return found;
+	return e != NULL;
+}
+
+/* How many leading keys a lookup of the last HELD_FRESH_NS found held
+ * (left for the reads). */
+static size_t held_prefix(struct kvt_peer_tier *pt, const struct kvt_key *keys, size_t n)
+{
+	uint64_t now = kvt_now_ns();
+	size_t i = 0;
+
+	pthread_mutex_lock(&pt->held_mu);
+	while (i < n && held_find(pt, &keys[i], now))
+		i++;
+	pthread_mutex_unlock(&pt->held_mu);
+	return i;
 }
 
 /* ---- lookup ---------------------------------------------------------------- */
@@ -115,17 +196,22 @@ static int op_lookup(struct kvt_storage_tier *t, uint64_t ns_id, const struct kv
 	struct kvt_peer_tier *pt = pt_of(t);
 	size_t piece = n < KVT_DIR_MAX_LOOKUP_KEYS ? n : KVT_DIR_MAX_LOOKUP_KEYS;
 	struct kvt_dir_holders *hs;
+	struct kvt_dir_stats ds;
 	size_t found = 0;
 
 	(void)ns_id; /* keys carry their namespace's salt */
 	if (!n || n > INT32_MAX)
 		return 0;
-	hs = malloc(piece * sizeof(*hs));
-	if (!hs)
-		return 0;
 	ADD(lookups, 1);
 	ADD(lookup_keys, n);
-	while (found < n) {
+	/* what a lookup just found is not asked again (a LOAD's windows look
+	 * up the keys its LOOKUP found a moment ago), while the directory is
+	 * there to ask: without it the node is local-only at once */
+	kvt_dir_stats(pt->opts.dir, &ds);
+	found = ds.reachable ? held_prefix(pt, keys, n) : 0;
+	ADD(lookup_cached_keys, found);
+	hs = found < n ? malloc(piece * sizeof(*hs)) : NULL;
+	while (found < n && hs) {
 		size_t m = n - found < piece ? n - found : piece;
 		int r = kvt_dir_lookup(pt->opts.dir, keys + found, m, hs);
 
@@ -625,7 +711,10 @@ int kvt_peer_tier_open(const struct kvt_peer_tier_opts *opts, struct kvt_peer_ti
 	if (!pt)
 		return -ENOMEM;
 	pt->held = calloc(HELD_SLOTS, sizeof(*pt->held));
-	if (!pt->held) {
+	pt->sets = calloc(HELD_SETS, sizeof(*pt->sets));
+	if (!pt->held || !pt->sets) {
+		free(pt->held);
+		free(pt->sets);
 		free(pt);
 		return -ENOMEM;
 	}
@@ -685,5 +774,6 @@ void kvt_peer_tier_close(struct kvt_peer_tier *pt)
 		return;
 	pthread_mutex_destroy(&pt->held_mu);
 	free(pt->held);
+	free(pt->sets);
 	free(pt);
 }

@@ -74,6 +74,8 @@ struct kvt_peer_tier_opts {
 struct kvt_peer_tier_stats {
 	uint64_t lookups, lookup_keys;  /* lookups after a local miss, their keys */
 	uint64_t lookup_remote_keys;    /* keys found held by other nodes */
+	uint64_t lookup_cached_keys;    /* of them: found by a lookup of the last
+	                                 * second, not asked of the directory again */
 	uint64_t lookup_unanswered;     /* the directory could not tell in time */
 	uint64_t fetches;               /* read batches */
 	uint64_t blocks, bytes;         /* fetched and verified */
