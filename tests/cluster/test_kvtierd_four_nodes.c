@@ -437,6 +437,7 @@ static void a_node_joining_and_leaving_under_load_costs_only_its_blocks(void **s
 	}
 	assert_true(hinted(READER, 2));
 	assert_int_equal(load_on(r->c, &r->ns, &r->mem, 2, 0, N, &bad), N);
+	fprintf(stderr, "R took %ld blocks from D\n", hits_from(READER, "D"));
 	assert_true(hits_from(READER, "D") >= N / 4);
 	/* D leaves (SIGTERM: its record is deleted) while R loads */
 	assert_int_equal(node_stop(JOINER, SIGTERM), 0);
