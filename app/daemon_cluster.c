@@ -240,6 +240,7 @@ static char *on_json(void *arg)
 		{ "lookups", ts.lookups },
 		{ "lookup_keys", ts.lookup_keys },
 		{ "lookup_remote_keys", ts.lookup_remote_keys },
+		{ "lookup_cached_keys", ts.lookup_cached_keys },
 		{ "lookup_unanswered", ts.lookup_unanswered },
 		{ "fetches", ts.fetches },
 		{ "blocks", ts.blocks },
@@ -247,6 +248,8 @@ static char *on_json(void *arg)
 		{ "retries", ts.retries },
 		{ "misses", ts.misses },
 		{ "errors", ts.errors },
+		{ "parallel_rounds", ts.parallel_rounds },
+		{ "fetching_max", ts.fetching_max },
 	};
 
 	json_object_set_new(root, "node_id", json_string(cl->node_id));

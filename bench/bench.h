@@ -103,6 +103,7 @@ int kvt_bench_trace_main(int argc, char **argv);
 int kvt_bench_sidecar_main(int argc, char **argv);
 int kvt_bench_sidecar_ssd_main(int argc, char **argv); /* sidecar --tier ssd */
 int kvt_bench_remote_main(int argc, char **argv);
+int kvt_bench_nodes_main(int argc, char **argv);
 int kvt_bench_restart_main(int argc, char **argv);
 
 #endif

@@ -28,6 +28,8 @@ static const struct kvt_bench_cmd commands[] = {
 #ifndef KVT_NO_CLUSTER /* built without hiredis */
 	{ "remote", "block fetch between two nodes vs iperf3, directory LOOKUP vs a Redis GET",
 	  kvt_bench_remote_main },
+	{ "nodes", "a prefix spread over 1-3 holders vs iperf3 from them at once, links shaped by tc",
+	  kvt_bench_nodes_main },
 #endif
 };
 

@@ -135,6 +135,14 @@ static struct peer *get_peer(struct kvt_peer_client *c, const struct kvt_peer_ta
 	snprintf(p->st.node_id, sizeof(p->st.node_id), "%s", t->node_id);
 	snprintf(p->st.addr, sizeof(p->st.addr), "%s", t->addr);
 	pthread_mutex_lock(&c->mu);
+	/* another fetch may have made it meanwhile (a LOAD asks its holders
+	 * at once): one record per peer, or its counters split */
+	for (struct peer *q = c->peers; q; q = q->next)
+		if (!strcmp(q->st.node_id, t->node_id) && !strcmp(q->st.addr, t->addr)) {
+			pthread_mutex_unlock(&c->mu);
+			free(p);
+			return q;
+		}
 	p->next = c->peers;
 	c->peers = p;
 	pthread_mutex_unlock(&c->mu);

@@ -15,15 +15,27 @@
 #include "util/clock.h"
 #include "util/log.h"
 
-/* Holders a lookup found, kept for the read that follows it: slots by the
- * key's first bytes (keys are digests), each taken by one read. */
-#define HELD_SLOTS 1024u
+/* Holders a lookup found, kept for the lookups and the reads that follow
+ * it (the engine's LOOKUP of a whole prefix, then its LOAD's windows, each
+ * of which looks up and reads its own keys): open addressing by the key's
+ * first bytes (keys are digests), HELD_PROBE slots a key, room for the
+ * longest lookup; an entry is taken by the read that uses it. The holder
+ * lists are kept apart, once for each run of keys that shares one (a
+ * prefix's blocks mostly do), so an entry is small. */
+#define HELD_SLOTS KVT_DIR_MAX_LOOKUP_KEYS
+#define HELD_PROBE 8
+#define HELD_SETS 1024u
 /* A lookup's holders older than this are asked of the directory again. */
 #define HELD_FRESH_NS 1000000000ull
 
 struct held {
 	struct kvt_key key;
 	uint64_t at_ns;            /* 0: empty */
+	uint64_t set;              /* its holders: sets[set % HELD_SETS], if still there */
+};
+
+struct held_set {
+	uint64_t seq;              /* 0: never used */
 	struct kvt_dir_holders h;
 };
 
@@ -34,6 +46,9 @@ struct kvt_peer_tier {
 	bool rdma_ok;                 /* the store's region is registered */
 	pthread_mutex_t held_mu;
 	struct held *held;
+	struct held_set *sets;
+	uint64_t last_set;            /* held_mu: the newest set's seq */
+	uint64_t in_flight;           /* holder requests now (atomic) */
 };
 
 /* A read batch in flight: its records' holders and transfer items. */
@@ -42,6 +57,7 @@ struct rd {
 	struct kvt_peer_item *items; /* a holder's share, gathered */
 	size_t *idx;                 /* items[j] is record idx[j] */
 	uint8_t *tried;              /* holders asked, per record */
+	struct req *reqs;            /* a round's requests */
 	/* with RDMA: a request's keys, its lease, its READs (of items[ridx[j]]) */
 	struct kvt_key *keys;
 	struct kvt_peer_lease_entry *lease;
@@ -60,11 +76,59 @@ static struct kvt_peer_tier *pt_of(struct kvt_storage_tier *t)
 
 /* ---- holders a lookup found ------------------------------------------------ */
 
-static struct held *held_slot(struct kvt_peer_tier *pt, const struct kvt_key *key)
+static size_t held_home(const struct kvt_key *key)
 {
-	size_t i = ((size_t)key->bytes[0] | (size_t)key->bytes[1] << 8) & (HELD_SLOTS - 1);
+	uint32_t h;
 
-	return &pt->held[i];
+	memcpy(&h, key->bytes, sizeof(h));
+	return h & (HELD_SLOTS - 1);
+}
+
+static bool same_holders(const struct kvt_dir_holders *a, const struct kvt_dir_holders *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (uint32_t i = 0; i < a->n; i++)
+		if (a->h[i].epoch != b->h[i].epoch || a->h[i].tier != b->h[i].tier ||
+		    strcmp(a->h[i].node, b->h[i].node) || strcmp(a->h[i].addr, b->h[i].addr))
+			return false;
+	return true;
+}
+
+/* key's entry, fresh at now, whose holders are still kept; NULL if none
+ * (held_mu held). */
+static struct held *held_find(struct kvt_peer_tier *pt, const struct kvt_key *key, uint64_t now)
+{
+	size_t home = held_home(key);
+
+	for (size_t p = 0; p < HELD_PROBE; p++) {
+		struct held *e = &pt->held[(home + p) & (HELD_SLOTS - 1)];
+
+		if (e->at_ns && now - e->at_ns < HELD_FRESH_NS &&
+		    !memcmp(e->key.bytes, key->bytes, KVT_KEY_BYTES))
+			return pt->sets[e->set % HELD_SETS].seq == e->set ? e : NULL;
+	}
+	return NULL;
+}
+
+/* The slot for key: its own entry, else an empty or stale one, else the
+ * oldest of its probe (held_mu held). */
+static struct held *held_slot(struct kvt_peer_tier *pt, const struct kvt_key *key, uint64_t now)
+{
+	size_t home = held_home(key);
+	struct held *free_e = NULL, *oldest = NULL;
+
+	for (size_t p = 0; p < HELD_PROBE; p++) {
+		struct held *e = &pt->held[(home + p) & (HELD_SLOTS - 1)];
+
+		if (e->at_ns && !memcmp(e->key.bytes, key->bytes, KVT_KEY_BYTES))
+			return e;
+		if (!free_e && (!e->at_ns || now - e->at_ns >= HELD_FRESH_NS))
+			free_e = e;
+		if (!oldest || e->at_ns < oldest->at_ns)
+			oldest = e;
+	}
+	return free_e ? free_e : oldest;
 }
 
 static void held_put(struct kvt_peer_tier *pt, const struct kvt_key *keys,
@@ -74,11 +138,18 @@ static void held_put(struct kvt_peer_tier *pt, const struct kvt_key *keys,
 
 	pthread_mutex_lock(&pt->held_mu);
 	for (size_t i = 0; i < n; i++) {
-		struct held *e = held_slot(pt, &keys[i]);
+		struct held_set *last = &pt->sets[pt->last_set % HELD_SETS];
+		struct held *e;
 
+		if (!pt->last_set || last->seq != pt->last_set || !same_holders(&last->h, &hs[i])) {
+			last = &pt->sets[++pt->last_set % HELD_SETS];
+			last->seq = pt->last_set;
+			last->h = hs[i];
+		}
+		e = held_slot(pt, &keys[i], now);
 		e->key = keys[i];
 		e->at_ns = now;
-		e->h = hs[i];
+		e->set = pt->last_set;
 	}
 	pthread_mutex_unlock(&pt->held_mu);
 }
@@ -88,18 +159,30 @@ static void held_put(struct kvt_peer_tier *pt, const struct kvt_key *keys,
 static bool held_take(struct kvt_peer_tier *pt, const struct kvt_key *key, uint64_t now,
 		      struct kvt_dir_holders *out)
 {
-	struct held *e = held_slot(pt, key);
-	bool found;
+	struct held *e;
 
 	pthread_mutex_lock(&pt->held_mu);
-	found = e->at_ns && now - e->at_ns < HELD_FRESH_NS &&
-		!memcmp(e->key.bytes, key->bytes, KVT_KEY_BYTES);
-	if (found) {
-		*out = e->h;
+	e = held_find(pt, key, now);
+	if (e) {
+		*out = pt->sets[e->set % HELD_SETS].h;
 		e->at_ns = 0;
 	}
 	pthread_mutex_unlock(&pt->held_mu);
-	return found;
+	return e != NULL;
+}
+
+/* How many leading keys a lookup of the last HELD_FRESH_NS found held
+ * (left for the reads). */
+static size_t held_prefix(struct kvt_peer_tier *pt, const struct kvt_key *keys, size_t n)
+{
+	uint64_t now = kvt_now_ns();
+	size_t i = 0;
+
+	pthread_mutex_lock(&pt->held_mu);
+	while (i < n && held_find(pt, &keys[i], now))
+		i++;
+	pthread_mutex_unlock(&pt->held_mu);
+	return i;
 }
 
 /* ---- lookup ---------------------------------------------------------------- */
@@ -113,17 +196,22 @@ static int op_lookup(struct kvt_storage_tier *t, uint64_t ns_id, const struct kv
 	struct kvt_peer_tier *pt = pt_of(t);
 	size_t piece = n < KVT_DIR_MAX_LOOKUP_KEYS ? n : KVT_DIR_MAX_LOOKUP_KEYS;
 	struct kvt_dir_holders *hs;
+	struct kvt_dir_stats ds;
 	size_t found = 0;
 
 	(void)ns_id; /* keys carry their namespace's salt */
 	if (!n || n > INT32_MAX)
 		return 0;
-	hs = malloc(piece * sizeof(*hs));
-	if (!hs)
-		return 0;
 	ADD(lookups, 1);
 	ADD(lookup_keys, n);
-	while (found < n) {
+	/* what a lookup just found is not asked again (a LOAD's windows look
+	 * up the keys its LOOKUP found a moment ago), while the directory is
+	 * there to ask: without it the node is local-only at once */
+	kvt_dir_stats(pt->opts.dir, &ds);
+	found = ds.reachable ? held_prefix(pt, keys, n) : 0;
+	ADD(lookup_cached_keys, found);
+	hs = found < n ? malloc(piece * sizeof(*hs)) : NULL;
+	while (found < n && hs) {
 		size_t m = n - found < piece ? n - found : piece;
 		int r = kvt_dir_lookup(pt->opts.dir, keys + found, m, hs);
 
@@ -267,33 +355,74 @@ static void transfer(struct kvt_peer_tier *pt, struct rd *rd, size_t m,
 	kvt_peer_fetch(pt->opts.client, tg, salt, len, rd->items, m);
 }
 
-/* Ask holder a of record i for it and for every record still unserved that
- * the same holder has (one request, up to KVT_PEER_MAX_KEYS blocks). */
-static void fetch_from(struct kvt_peer_tier *pt, struct kvt_tier_batch *b, struct rd *rd,
-		       size_t i, uint32_t a)
+/* One request of a read round: a holder's run of records, gathered into
+ * the rd arrays at [off, off + m), fetched on lane `lane`. */
+struct req {
+	size_t i, off, m;         /* first record, where its items lie, how many */
+	uint32_t lane;
+};
+
+/* Gather the request of holder a of record i: it and every record still
+ * unserved the same holder has (up to KVT_PEER_MAX_KEYS blocks), into the
+ * arrays at off. Returns the number gathered. */
+static size_t gather(struct kvt_tier_batch *b, struct rd *rd, size_t i, uint32_t a, size_t off)
 {
-	const struct kvt_dir_holder *h = &rd->hs[i].h[a];
-	struct kvt_peer_target tg = { .node_id = h->node, .addr = h->addr, .epoch = h->epoch };
-	size_t m = 0, ok = 0, failed = 0;
-	uint64_t t0 = kvt_now_ns(), lat;
-	int why = 0;
+	size_t m = 0;
 
 	for (size_t j = i; j < b->n && m < KVT_PEER_MAX_KEYS; j++) {
 		if (b->io[j].res != -EINPROGRESS || rd->tried[j] != a || !same_request(b, rd, i, j, a))
 			continue;
 		rd->tried[j]++;
-		rd->idx[m] = j;
-		rd->items[m++] = (struct kvt_peer_item){ .key = b->io[j].key, .dst = b->io[j].buf,
-							 .iov = b->io[j].iov,
-							 .iovcnt = b->io[j].iovcnt };
+		rd->idx[off + m] = j;
+		rd->items[off + m++] = (struct kvt_peer_item){ .key = b->io[j].key, .dst = b->io[j].buf,
+							       .iov = b->io[j].iov,
+							       .iovcnt = b->io[j].iovcnt };
+	}
+	return m;
+}
+
+/* A holder request in flight: counted, and the most at once kept. */
+static void in_flight(struct kvt_peer_tier *pt, int d)
+{
+	uint64_t now = __atomic_add_fetch(&pt->in_flight, (uint64_t)(int64_t)d, __ATOMIC_RELAXED);
+	uint64_t max = __atomic_load_n(&pt->st.fetching_max, __ATOMIC_RELAXED);
+
+	while (d > 0 && now > max &&
+	       !__atomic_compare_exchange_n(&pt->st.fetching_max, &max, now, false,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+/* Fetch request q (attempt a) and settle its records: a record a holder
+ * failed keeps -EINPROGRESS when it has a next holder, else gets why. */
+static void fetch_req(struct kvt_peer_tier *pt, struct kvt_tier_batch *b, const struct rd *rd,
+		      const struct req *q, uint32_t a)
+{
+	const struct kvt_dir_holder *h = &rd->hs[q->i].h[a];
+	struct kvt_peer_target tg = { .node_id = h->node, .addr = h->addr, .epoch = h->epoch };
+	/* this request's share of the arrays: other lanes use the rest */
+	struct rd v = *rd;
+	size_t ok = 0, failed = 0;
+	uint64_t t0 = kvt_now_ns(), lat;
+	int why = 0;
+
+	v.items += q->off;
+	v.idx += q->off;
+	if (pt->rdma_ok) {
+		v.keys += q->off;
+		v.lease += q->off;
+		v.ritems += q->off;
+		v.ridx += q->off;
 	}
 	if (a)
-		ADD(retries, m);
-	transfer(pt, rd, m, &tg, b->io[i].ns_salt, b->io[i].len);
+		ADD(retries, q->m);
+	in_flight(pt, 1);
+	transfer(pt, &v, q->m, &tg, b->io[q->i].ns_salt, b->io[q->i].len);
+	in_flight(pt, -1);
 	lat = kvt_now_ns() - t0;
-	for (size_t k = 0; k < m; k++) {
-		struct kvt_tier_io *io = &b->io[rd->idx[k]];
-		int st = rd->items[k].status;
+	for (size_t k = 0; k < q->m; k++) {
+		struct kvt_tier_io *io = &b->io[v.idx[k]];
+		int st = v.items[k].status;
 
 		io->lat_ns = lat;
 		if (!st) {
@@ -306,15 +435,88 @@ static void fetch_from(struct kvt_peer_tier *pt, struct kvt_tier_batch *b, struc
 			why = st;
 		}
 		/* asked of the next holder, if it has one; else this is why */
-		if (rd->hs[rd->idx[k]].n <= a + 1u)
+		if (rd->hs[v.idx[k]].n <= a + 1u)
 			io->res = st == -EIO ? -EBADMSG : st;
 	}
 	ADD(blocks, ok);
-	ADD(bytes, ok * b->io[i].len);
+	ADD(bytes, ok * b->io[q->i].len);
 	ADD(errors, failed);
 	if (failed)
 		logf_(pt, KVT_LOG_DEBUG, "event=peer.fetch.failed node=%s addr=%s blocks=%zu "
 		      "err=\"%s\"", h->node, h->addr, failed, kvt_strerror(why));
+}
+
+/* Holders one read round fetches from at once: one lane each (a holder's
+ * requests go one after another on its lane, whose peer client spreads
+ * each over its connections); past this many, lanes are shared. */
+#define MAX_LANES 8
+
+struct lane {
+	struct kvt_peer_tier *pt;
+	struct kvt_tier_batch *b;
+	const struct rd *rd;
+	const struct req *reqs;
+	size_t n_req;
+	uint32_t a, id;
+	pthread_t th;
+};
+
+static void *lane_main(void *arg)
+{
+	struct lane *l = arg;
+
+	for (size_t r = 0; r < l->n_req; r++)
+		if (l->reqs[r].lane == l->id)
+			fetch_req(l->pt, l->b, l->rd, &l->reqs[r], l->a);
+	return NULL;
+}
+
+/* Round a: every record still unserved whose holder a exists is asked of
+ * it, each holder's run in one request, the holders at once (a lane
+ * thread each, the first on the calling thread): a reader takes a prefix
+ * spread over several nodes at the rate of all their links, not of one
+ * after another. */
+static void fetch_round(struct kvt_peer_tier *pt, struct kvt_tier_batch *b, struct rd *rd,
+			uint32_t a)
+{
+	struct lane lanes[MAX_LANES];
+	const char *lane_node[MAX_LANES];
+	bool started[MAX_LANES] = { false };
+	uint32_t n_lanes = 0;
+	size_t n_req = 0, off = 0;
+
+	for (size_t i = 0; i < b->n; i++) {
+		struct req *q = &rd->reqs[n_req];
+		uint32_t l;
+
+		if (b->io[i].res != -EINPROGRESS || rd->tried[i] != a || rd->hs[i].n <= a)
+			continue;
+		q->i = i;
+		q->off = off;
+		q->m = gather(b, rd, i, a, off);
+		off += q->m;
+		for (l = 0; l < n_lanes; l++)
+			if (!strcmp(lane_node[l], rd->hs[i].h[a].node))
+				break;
+		if (l == n_lanes && n_lanes < MAX_LANES)
+			lane_node[n_lanes++] = rd->hs[i].h[a].node;
+		q->lane = l < n_lanes ? l : (uint32_t)(n_req % MAX_LANES);
+		n_req++;
+	}
+	if (n_lanes > 1)
+		ADD(parallel_rounds, 1);
+	for (uint32_t l = 0; l < n_lanes; l++) {
+		lanes[l] = (struct lane){ .pt = pt, .b = b, .rd = rd, .reqs = rd->reqs,
+					  .n_req = n_req, .a = a, .id = l };
+		/* a lane that cannot have a thread runs on this one */
+		started[l] = l > 0 && pthread_create(&lanes[l].th, NULL, lane_main, &lanes[l]) == 0;
+	}
+	for (uint32_t l = 0; l < n_lanes; l++)
+		if (!started[l])
+			lane_main(&lanes[l]);
+	for (uint32_t l = 0; l < n_lanes; l++)
+		if (started[l])
+			pthread_join(lanes[l].th, NULL);
 }
 
 static void rd_free(struct rd *rd)
@@ -325,6 +527,7 @@ static void rd_free(struct rd *rd)
 	free(rd->items);
 	free(rd->idx);
 	free(rd->tried);
+	free(rd->reqs);
 	free(rd->keys);
 	free(rd->lease);
 	free(rd->ritems);
@@ -350,6 +553,7 @@ static int op_submit(struct kvt_storage_tier *t, struct kvt_tier_batch *b)
 		rd->items = malloc((n ? n : 1) * sizeof(*rd->items));
 		rd->idx = malloc((n ? n : 1) * sizeof(*rd->idx));
 		rd->tried = calloc(n ? n : 1, 1);
+		rd->reqs = malloc((n ? n : 1) * sizeof(*rd->reqs));
 		if (pt->rdma_ok) {
 			rd->keys = malloc((n ? n : 1) * sizeof(*rd->keys));
 			rd->lease = malloc((n ? n : 1) * sizeof(*rd->lease));
@@ -357,7 +561,7 @@ static int op_submit(struct kvt_storage_tier *t, struct kvt_tier_batch *b)
 			rd->ridx = malloc((n ? n : 1) * sizeof(*rd->ridx));
 		}
 	}
-	if (!err && (!rd || !rd->hs || !rd->items || !rd->idx || !rd->tried ||
+	if (!err && (!rd || !rd->hs || !rd->items || !rd->idx || !rd->tried || !rd->reqs ||
 		     (pt->rdma_ok && (!rd->keys || !rd->lease || !rd->ritems || !rd->ridx))))
 		err = -ENOMEM;
 	if (err) {
@@ -378,9 +582,7 @@ static int op_submit(struct kvt_storage_tier *t, struct kvt_tier_batch *b)
 	find_holders(pt, b, rd);
 	/* each record's first holder, then the next for what failed */
 	for (uint32_t a = 0; a < KVT_DIR_MAX_HOLDERS; a++)
-		for (size_t i = 0; i < n; i++)
-			if (b->io[i].res == -EINPROGRESS && rd->tried[i] == a && rd->hs[i].n > a)
-				fetch_from(pt, b, rd, i, a);
+		fetch_round(pt, b, rd, a);
 	for (size_t i = 0; i < n; i++) {
 		if (b->io[i].res == -EINPROGRESS) /* cannot happen: every holder was asked */
 			b->io[i].res = -ENOENT;
@@ -509,7 +711,10 @@ int kvt_peer_tier_open(const struct kvt_peer_tier_opts *opts, struct kvt_peer_ti
 	if (!pt)
 		return -ENOMEM;
 	pt->held = calloc(HELD_SLOTS, sizeof(*pt->held));
-	if (!pt->held) {
+	pt->sets = calloc(HELD_SETS, sizeof(*pt->sets));
+	if (!pt->held || !pt->sets) {
+		free(pt->held);
+		free(pt->sets);
 		free(pt);
 		return -ENOMEM;
 	}
@@ -569,5 +774,6 @@ void kvt_peer_tier_close(struct kvt_peer_tier *pt)
 		return;
 	pthread_mutex_destroy(&pt->held_mu);
 	free(pt->held);
+	free(pt->sets);
 	free(pt);
 }

@@ -26,9 +26,12 @@
  *
  * The holders a lookup found are kept for a moment, so the reads that
  * follow it (the store looks up, then reads) do not ask the directory
- * again. submit() runs the transfers (the peer client drives its
- * connections on the calling thread), so they overlap the other tiers'
- * reads already in flight; wait() reports each record.
+ * again. submit() runs the transfers, so they overlap the other tiers'
+ * reads already in flight; wait() reports each record. The records are
+ * asked in rounds (each one's first holder, then the next holder of those
+ * that failed), and a round asks its holders at once: one on the calling
+ * thread, each other one on a thread of its own (up to 8), so a prefix
+ * spread over several nodes comes in at the rate of all their links.
  *
  * Time: a lookup waits at most the directory's lookup timeout; a read
  * waits on each holder at most the peer client's no-progress timeout, and
@@ -71,6 +74,8 @@ struct kvt_peer_tier_opts {
 struct kvt_peer_tier_stats {
 	uint64_t lookups, lookup_keys;  /* lookups after a local miss, their keys */
 	uint64_t lookup_remote_keys;    /* keys found held by other nodes */
+	uint64_t lookup_cached_keys;    /* of them: found by a lookup of the last
+	                                 * second, not asked of the directory again */
 	uint64_t lookup_unanswered;     /* the directory could not tell in time */
 	uint64_t fetches;               /* read batches */
 	uint64_t blocks, bytes;         /* fetched and verified */
@@ -82,6 +87,8 @@ struct kvt_peer_tier_stats {
 	uint64_t rdma_blocks;           /* of blocks: read by RDMA */
 	uint64_t rdma_fallbacks;        /* requests sent over TCP: the holder lent
 	                                 * nothing by RDMA (no NIC, no room) */
+	uint64_t parallel_rounds;       /* read rounds that asked several holders at once */
+	uint64_t fetching_max;          /* the most holder requests in flight at once */
 };
 
 struct kvt_peer_tier;

@@ -293,3 +293,39 @@ int kvt_netlab_sh(const struct kvt_netlab *net, int node, const char *cmdline)
 		return -errno;
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
+
+static bool have_tc(void)
+{
+	return access("/usr/sbin/tc", X_OK) == 0 || access("/sbin/tc", X_OK) == 0 ||
+	       access("/usr/bin/tc", X_OK) == 0 || access("/bin/tc", X_OK) == 0;
+}
+
+int kvt_netlab_shape(const struct kvt_netlab *net, int node, uint64_t bits_per_s, char *why,
+		     size_t whylen)
+{
+	/* a burst must hold the largest (GSO) packet tbf lets through whole;
+	 * 1 ms at the rate keeps the bucket small against the link */
+	uint64_t burst = bits_per_s / 8 / 1000;
+	const char *ns[2] = { net->node[node], net->star ? net->hub : NULL };
+	char dev[2][16];
+
+	if (node < 0 || node >= net->n)
+		return -EINVAL;
+	if (!have_tc()) {
+		snprintf(why, whylen, "iproute2's tc is not installed");
+		return -ENOENT;
+	}
+	if (burst < 128 * 1024)
+		burst = 128 * 1024;
+	snprintf(dev[0], sizeof(dev[0]), "eth0");
+	snprintf(dev[1], sizeof(dev[1]), "vh%d", node);
+	for (int e = 0; e < 2 && ns[e]; e++) {
+		sh(NULL, 0, "ip netns exec %s tc qdisc del dev %s root", ns[e], dev[e]);
+		if (bits_per_s &&
+		    sh(why, whylen, "ip netns exec %s tc qdisc add dev %s root tbf rate %llubit "
+		       "burst %llu latency 50ms", ns[e], dev[e], (unsigned long long)bits_per_s,
+		       (unsigned long long)burst))
+			return -EOPNOTSUPP;
+	}
+	return 0;
+}

@@ -22,6 +22,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define KVT_NETLAB_MAX_NODES 8
@@ -64,6 +65,15 @@ pid_t kvt_netlab_spawn(const struct kvt_netlab *net, int node, char *const argv[
 /* Cut (up = false) or restore node's link to the hub (star), or the pair's
  * link. Returns 0 or -EIO. */
 int kvt_netlab_link(const struct kvt_netlab *net, int node, bool up);
+
+/* Shape node's link to bits_per_s each way (star: the node's and the hub's
+ * end of its veth; pair: the node's end) with a token bucket filter (tc
+ * tbf, bursts of 1 ms at that rate, 128 KiB at least), so that the link,
+ * not the CPU, limits what crosses it; 0 removes the shaping. Returns 0,
+ * -ENOENT (no tc), -EOPNOTSUPP (the kernel refused tbf: no sch_tbf); why
+ * receives the reason. */
+int kvt_netlab_shape(const struct kvt_netlab *net, int node, uint64_t bits_per_s, char *why,
+		     size_t whylen);
 
 /* Run a shell command line inside node's namespace; returns its exit status
  * (or -errno). */

@@ -178,6 +178,63 @@ static struct kvt_peer_client *client(const char *id, const struct kvt_peer_secr
 	return c;
 }
 
+/* ---- one record per peer ------------------------------------------------- */
+
+#define RACERS 8
+#define RACE_PEERS 200
+
+struct racer {
+	struct kvt_peer_client *c;
+	pthread_barrier_t *go;
+};
+
+/* Fetch once from each of RACE_PEERS peers (nothing listens there), all
+ * racers released together for each. */
+static void *racer_main(void *arg)
+{
+	struct racer *r = arg;
+	struct kvt_key salt = { 0 }, key = { 0 };
+	uint8_t buf[64];
+
+	for (int p = 0; p < RACE_PEERS; p++) {
+		char id[16];
+		struct kvt_peer_target t = { .node_id = id, .addr = "127.0.0.1:1" };
+		struct kvt_peer_item it = { .key = key, .dst = buf };
+
+		snprintf(id, sizeof(id), "p%d", p);
+		pthread_barrier_wait(r->go);
+		kvt_peer_fetch(r->c, &t, &salt, sizeof(buf), &it, 1);
+	}
+	return NULL;
+}
+
+/* A peer first fetched from by several threads at once (a LOAD asks its
+ * holders at once, two windows at a time) gets one record: before, each
+ * thread could add its own, and the peer's counters were split between
+ * them (STATS showed part of its hits). */
+static void concurrent_first_fetches_make_one_record_per_peer(void **state)
+{
+	struct kvt_peer_client *c = client("reader", &secret);
+	struct kvt_peer_stats *st = calloc(RACE_PEERS * RACERS, sizeof(*st));
+	pthread_barrier_t go;
+	pthread_t th[RACERS];
+	struct racer r = { c, &go };
+
+	(void)state;
+	assert_non_null(st);
+	pthread_barrier_init(&go, NULL, RACERS);
+	for (int i = 0; i < RACERS; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, racer_main, &r), 0);
+	for (int i = 0; i < RACERS; i++)
+		pthread_join(th[i], NULL);
+	pthread_barrier_destroy(&go);
+	assert_int_equal(kvt_peer_client_stats(c, st, RACE_PEERS * RACERS), RACE_PEERS);
+	for (int i = 0; i < RACE_PEERS; i++)
+		assert_int_equal(st[i].connects, 0);
+	free(st);
+	kvt_peer_client_close(c);
+}
+
 static int setup(void **state)
 {
 	assert_int_equal(kvt_peer_secret_set(&secret, SECRET, strlen(SECRET)), 0);
@@ -825,6 +882,7 @@ int main(void)
 		cmocka_unit_test(an_unauthenticated_flood_does_not_lock_nodes_out),
 		cmocka_unit_test(a_flood_from_a_nodes_own_address_does_not_lock_it_out),
 		cmocka_unit_test(a_reader_that_vanishes_mid_get_leaves_nothing_behind),
+		cmocka_unit_test(concurrent_first_fetches_make_one_record_per_peer),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -46,6 +46,7 @@
 #define BOUND_MS (TIMEOUT_MS + 2000)
 #define N 8
 #define MAX_FETCHED 64
+#define LONG 2048 /* keys of a long prefix: twice the holders the tier once kept */
 
 static struct kvt_peer_secret secret;
 
@@ -96,7 +97,7 @@ struct fake_dir {
 	struct {
 		struct kvt_key key;
 		struct kvt_dir_holders h;
-	} e[64];
+	} e[LONG];
 };
 
 static int fd_lookup(struct kvt_dir *d, const struct kvt_key *keys, size_t n,
@@ -124,7 +125,18 @@ static int fd_lookup(struct kvt_dir *d, const struct kvt_key *keys, size_t n,
 	return lead;
 }
 
-static const struct kvt_dir_ops fake_dir_ops = { .name = "fake", .lookup = fd_lookup };
+static void fd_stats(struct kvt_dir *d, struct kvt_dir_stats *out)
+{
+	struct fake_dir *f = (struct fake_dir *)d;
+
+	pthread_mutex_lock(&f->mu);
+	out->reachable = f->answer == 0;
+	out->lookups = f->lookups;
+	pthread_mutex_unlock(&f->mu);
+}
+
+static const struct kvt_dir_ops fake_dir_ops = { .name = "fake", .lookup = fd_lookup,
+						 .stats = fd_stats };
 
 /* Name node at addr a holder of keys[from..to). */
 static void dir_hold(struct fake_dir *f, int from, int to, const char *node, const char *addr)
@@ -136,7 +148,7 @@ static void dir_hold(struct fake_dir *f, int from, int to, const char *node, con
 		for (j = 0; j < f->n && memcmp(&f->e[j].key, &k, sizeof(k)); j++)
 			;
 		if (j == f->n) {
-			assert_true(f->n < 64);
+			assert_true(f->n < LONG);
 			f->e[f->n++].key = k;
 			f->e[j].h.n = 0;
 		}
@@ -453,6 +465,36 @@ static int setup(void **state)
 
 /* ---- lookups and reads by key ----------------------------------------------- */
 
+/* A LOAD's windows look up the keys its LOOKUP found a moment ago: they are
+ * answered from what that LOOKUP found, not asked of the directory again,
+ * for a prefix longer than the 1,024 keys whose holders the tier kept
+ * before (each window then cost a directory round trip). */
+static void a_long_lookups_holders_answer_the_windows_after_it(void **state)
+{
+	struct reader *r = reader_open();
+	struct kvt_key *keys = calloc(LONG, sizeof(*keys));
+	uint64_t asked;
+
+	(void)state;
+	assert_non_null(keys);
+	dir_hold(&r->dir, 0, LONG, "a", "127.0.0.1:9");
+	for (int i = 0; i < LONG; i++)
+		keys[i] = key_n(i);
+	assert_int_equal(kvt_lookup(r->node.ns, keys, LONG, NULL), LONG);
+	asked = dir_lookups(&r->dir);
+	for (int w = 0; w < LONG; w += 32)
+		assert_int_equal(kvt_lookup(r->node.ns, keys + w, 32, NULL), 32);
+	assert_int_equal(dir_lookups(&r->dir), asked);
+	assert_int_equal(tier_stats(r).lookup_cached_keys, LONG);
+	/* the directory out of reach: local-only at once, the cache unused */
+	pthread_mutex_lock(&r->dir.mu);
+	r->dir.answer = -ENOTCONN;
+	pthread_mutex_unlock(&r->dir.mu);
+	assert_int_equal(kvt_lookup(r->node.ns, keys, 32, NULL), 0);
+	free(keys);
+	reader_close(r);
+}
+
 static void lookup_carries_the_prefix_and_reads_fetch_it_into_the_store(void **state)
 {
 	struct owner a;
@@ -482,16 +524,17 @@ static void lookup_carries_the_prefix_and_reads_fetch_it_into_the_store(void **s
 	assert_int_equal(get_range(r, 0, N, res), N);
 	for (int i = 0; i < N; i++)
 		assert_int_equal(res[i], 0);
-	/* the store's lookup after its local miss, and no second one: the
-	 * reads went to the holders that lookup found */
-	assert_int_equal(dir_lookups(&r->dir), looked + 1);
+	/* the store's lookup after its local miss is answered from what the
+	 * first one found a moment ago, and the reads went to those holders:
+	 * no second round trip */
+	assert_int_equal(dir_lookups(&r->dir), looked);
 	assert_int_equal(served_at_least(&a, N - 2), N - 2);
 
 	/* the blocks joined the reader's index, in DRAM */
 	assert_int_equal(kvt_lookup(r->node.ns, keys, N, tiers), N);
 	for (int i = 0; i < N; i++)
 		assert_int_equal(tiers[i], KVT_TIER_DRAM);
-	assert_int_equal(dir_lookups(&r->dir), looked + 1);
+	assert_int_equal(dir_lookups(&r->dir), looked);
 	assert_true(holds_locally(r, N - 1));
 
 	/* counted as the remote tier's, and told to the hint callback */
@@ -504,6 +547,7 @@ static void lookup_carries_the_prefix_and_reads_fetch_it_into_the_store(void **s
 	assert_int_equal(ts.blocks, N - 2);
 	assert_int_equal(ts.bytes, (N - 2) * bb);
 	assert_int_equal(ts.lookup_remote_keys, 2 * (N - 2));
+	assert_int_equal(ts.lookup_cached_keys, N - 2);
 	assert_int_equal(ts.errors + ts.misses + ts.retries, 0);
 	assert_int_equal(r->n_fetched, N - 2);
 	for (int i = 2; i < N; i++)
@@ -980,6 +1024,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(lookup_carries_the_prefix_and_reads_fetch_it_into_the_store),
+		cmocka_unit_test(a_long_lookups_holders_answer_the_windows_after_it),
 		cmocka_unit_test(read_into_receives_peer_blocks_straight_into_pieces),
 		cmocka_unit_test(an_unanswering_directory_is_local_only),
 		cmocka_unit_test(a_holder_that_fails_is_a_miss_never_wrong_bytes),
