@@ -536,11 +536,11 @@ static int dev_open(struct stripe *st, unsigned d, const struct kvt_ssd_opts *ba
 	struct kvt_ssd_opts so = *base;
 	struct stat sb;
 
-	if (!dir->bytes)
-		return -ENOSPC;
 	dev->dir_fd = open(dir->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dev->dir_fd < 0 || fstat(dev->dir_fd, &sb))
 		return -errno;
+	if (!dir->bytes)
+		return -ENOSPC; /* no room there */
 	dev->st_dev = sb.st_dev;
 	dev->st_ino = sb.st_ino;
 	so.dir = dir->path;

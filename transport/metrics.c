@@ -223,6 +223,9 @@ static json_t *tier_json(struct kvt_store *store, const struct kvt_store_stats *
 	if (t == KVT_TIER_SSD)
 		add_ssd_health(o, &st->ssd);
 	add_tier_counters(o, store, t);
+	json_t *devices = kvt_metrics_devices_json(store, t);
+	if (devices)
+		json_object_set_new(o, "devices", devices);
 	return o;
 }
 
@@ -765,8 +768,10 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 	plan_prom(&b, srv, &st);
 	engine_bytes_prom(&b, &srv->c);
 	store_prom(&b, &st);
-	if (st.tier[KVT_TIER_SSD].present)
+	if (st.tier[KVT_TIER_SSD].present) {
 		ssd_prom(&b, &st);
+		kvt_metrics_devices_prom(&b, srv->opts.store);
+	}
 	restart_prom(&b, &st);
 	server_prom(&b, &srv->c);
 	ops_prom(&b, &srv->c);

@@ -427,6 +427,16 @@ void kvt_process_prom(struct kvt_textbuf *b);
  * when out of memory (health.c). */
 char *kvt_health_ready(struct kvt_server *srv, bool *ready);
 
+/* The devices of a tier over several (metrics_devices.c): STATS'
+ * tiers.<tier>.devices array (NULL: one device), /metrics' kvtier_ssd_device_*
+ * families, and /readyz's line per device not ok (each does not make the
+ * daemon unready: the others serve). */
+struct json_t;
+struct kvt_textbuf;
+struct json_t *kvt_metrics_devices_json(struct kvt_store *store, int t);
+void kvt_metrics_devices_prom(struct kvt_textbuf *b, struct kvt_store *store);
+void kvt_health_devices(struct kvt_textbuf *b, struct kvt_store *store);
+
 /* http.c */
 int kvt_http_listen(struct kvt_server *srv, const char *addr);
 void kvt_http_accept(struct kvt_server *srv);
