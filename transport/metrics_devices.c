@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The devices of a tier spread over several (the SSD tier over several
  * directories, tiers/ssd_stripe.h), for STATS (tiers.ssd.devices), /metrics
- * (kvtier_ssd_device_* with a device label) and /readyz. */
+ * (kvtier_ssd_device_* with a device label) and /readyz. A device is named by
+ * its number (the order of --ssd-dir); its directory only in STATS over the
+ * socket: what needs no credentials (/metrics, /stats, /readyz) names no
+ * path (docs/metrics.md). */
 #include <stdio.h>
 #include <string.h>
 
@@ -20,7 +23,7 @@ static size_t devices_of(struct kvt_store *store, int t, struct kvt_tier_device 
 	return n > 0 ? (size_t)n : 0;
 }
 
-json_t *kvt_metrics_devices_json(struct kvt_store *store, int t)
+json_t *kvt_metrics_devices_json(struct kvt_store *store, int t, bool paths)
 {
 	struct kvt_tier_device dv[KVT_SSD_MAX_DIRS];
 	size_t n = devices_of(store, t, dv);
@@ -44,7 +47,8 @@ json_t *kvt_metrics_devices_json(struct kvt_store *store, int t)
 		};
 
 		json_object_set_new(o, "device", json_integer((json_int_t)d));
-		json_object_set_new(o, "path", json_string(dv[d].path));
+		if (paths)
+			json_object_set_new(o, "path", json_string(dv[d].path));
 		json_object_set_new(o, "state", json_string(kvt_device_state_name(dv[d].state)));
 		json_object_set_new(o, "error", json_string(dv[d].error ? strerror(-dv[d].error) :
 							   ""));
@@ -52,19 +56,6 @@ json_t *kvt_metrics_devices_json(struct kvt_store *store, int t)
 		json_array_append_new(a, o);
 	}
 	return a;
-}
-
-/* A label value as the exposition format writes it: \ " and newline escaped. */
-static void label_escape(char *out, size_t cap, const char *in)
-{
-	size_t o = 0;
-
-	for (; *in && o + 3 < cap; in++) {
-		if (*in == '\\' || *in == '"' || *in == '\n')
-			out[o++] = '\\';
-		out[o++] = *in == '\n' ? 'n' : *in;
-	}
-	out[o] = 0;
 }
 
 struct dev_family {
@@ -98,12 +89,9 @@ void kvt_metrics_devices_prom(struct kvt_textbuf *b, struct kvt_store *store)
 {
 	struct kvt_tier_device dv[KVT_SSD_MAX_DIRS];
 	size_t n = devices_of(store, KVT_TIER_SSD, dv);
-	char path[KVT_SSD_MAX_DIRS][2 * sizeof(dv[0].path)];
 
 	if (!n)
 		return;
-	for (size_t d = 0; d < n; d++)
-		label_escape(path[d], sizeof(path[d]), dv[d].path);
 	for (size_t i = 0; i < KVT_COUNT_OF(dev_families); i++) {
 		const struct dev_family *f = &dev_families[i];
 
@@ -112,8 +100,8 @@ void kvt_metrics_devices_prom(struct kvt_textbuf *b, struct kvt_store *store)
 			uint64_t v;
 
 			memcpy(&v, (const char *)&dv[d] + f->off, sizeof(v));
-			kvt_textbuf_printf(b, "%s{device=\"%zu\",path=\"%s\"} %llu\n", f->name, d,
-					   path[d], (unsigned long long)v);
+			kvt_textbuf_printf(b, "%s{device=\"%zu\"} %llu\n", f->name, d,
+					   (unsigned long long)v);
 		}
 	}
 	kvt_prom_help(b, "kvtier_ssd_device_state", "gauge", "Each SSD device's state: 1 for "
@@ -121,8 +109,8 @@ void kvt_metrics_devices_prom(struct kvt_textbuf *b, struct kvt_store *store)
 		      "lost, missing: not opened at start).");
 	for (size_t d = 0; d < n; d++)
 		for (int s = KVT_DEVICE_OK; s <= KVT_DEVICE_MISSING; s++)
-			kvt_textbuf_printf(b, "kvtier_ssd_device_state{device=\"%zu\",path=\"%s\","
-					   "state=\"%s\"} %d\n", d, path[d],
+			kvt_textbuf_printf(b, "kvtier_ssd_device_state{device=\"%zu\",state=\"%s\"} "
+					   "%d\n", d,
 					   kvt_device_state_name((enum kvt_device_state)s),
 					   dv[d].state == (enum kvt_device_state)s);
 }
@@ -143,8 +131,8 @@ void kvt_health_devices(struct kvt_textbuf *b, struct kvt_store *store)
 
 		if (dv[d].state == KVT_DEVICE_OK)
 			continue;
-		kvt_textbuf_printf(b, "degraded: ssd device %zu (%s) %s (%s); the other devices "
-				   "serve\n", d, dv[d].path, what[dv[d].state],
+		kvt_textbuf_printf(b, "degraded: ssd device %zu %s (%s); the other devices "
+				   "serve\n", d, what[dv[d].state],
 				   dv[d].error ? strerror(-dv[d].error) : "");
 	}
 }

@@ -26,6 +26,9 @@
 #define DEVS 3
 
 static uint64_t seed;
+static const struct kvtd_stat_path settled[] = {
+	{ "tiers", "ssd", "blocks" }, { "tiers", "dram", "blocks" },
+};
 
 struct fix {
 	struct kvtd_proc d;
@@ -119,8 +122,7 @@ static void blocks_spread_and_survive_a_restart(void **state)
 	assert_int_equal(kvtd_start(&f.d, NULL, f.extra), 0);
 	chain_open(&e, &f);
 	dev_save_all(&e, seed);
-	kvt_test_sleep_ms(200);
-	root = kvtd_stats(e.c);
+	root = kvtd_settled_stats(e.c, settled, 2); /* the demoter is done */
 	on_ssd = kvtd_stat(root, "tiers", "ssd", "blocks");
 	json_decref(root);
 	assert_true(on_ssd >= DEV_BLOCKS / 3);
@@ -132,16 +134,26 @@ static void blocks_spread_and_survive_a_restart(void **state)
 		/* a third each, give or take the batches' ends */
 		assert_true(blocks[k] >= on_ssd / DEVS - 8);
 		assert_true(dev_state_is(e.c, (size_t)k, "ok"));
-		snprintf(series, sizeof(series), "kvtier_ssd_device_capacity_bytes{device=\"%d\",path=\"%s\"}",
-			 k, f.dir[k]);
+		snprintf(series, sizeof(series), "kvtier_ssd_device_capacity_bytes{device=\"%d\"}", k);
 		assert_true(kvtd_metric(m, series) == 64.0 * 1024 * 1024);
-		snprintf(series, sizeof(series), "kvtier_ssd_device_state{device=\"%d\",path=\"%s\",state=\"ok\"}",
-			 k, f.dir[k]);
+		snprintf(series, sizeof(series), "kvtier_ssd_device_state{device=\"%d\",state=\"ok\"}", k);
 		assert_true(kvtd_metric(m, series) == 1);
 	}
 	assert_true(kvtd_metric(m, "kvtier_ssd_devices") == DEVS);
+	/* what needs no credentials names no directory */
+	assert_null(strstr(m, f.dir[0]));
+	free(m);
+	m = http_get(&f, 1, "/stats");
+	assert_null(strstr(m, f.dir[0]));
 	free(m);
 	assert_true(sum >= on_ssd - 2 && sum <= on_ssd + 2);
+	/* STATS over the socket names each device's directory */
+	root = kvtd_stats(e.c);
+	for (int k = 0; k < DEVS; k++)
+		assert_string_equal(json_string_value(json_object_get(json_array_get(
+			json_object_get(json_object_get(json_object_get(root, "tiers"), "ssd"),
+					"devices"), (size_t)k), "path")), f.dir[k]);
+	json_decref(root);
 	assert_int_equal(dev_load_present(&e, seed), DEV_BLOCKS);
 	kvtd_chain_close(&e);
 	/* --ssd-dir replaces DATA_DIR/ssd */
