@@ -6,7 +6,8 @@
  * leaves the others serving, and is named MISSING; a device whose
  * directory goes away is taken out, its blocks and only its blocks
  * dropped; I/O errors past the threshold take a device out the same way;
- * a tombstone reaches every device. Run with "threads" for the
+ * a device whose writes fail is degraded, still read, and resumes after a
+ * probe; a tombstone reaches every device. Run with "threads" for the
  * pread/pwrite pool. */
 #include <errno.h>
 #include <setjmp.h>
@@ -347,6 +348,43 @@ static void io_errors_take_a_device_out(void **state)
 	only_device_lost(f, 0);
 }
 
+/* A device whose writes fail (a write error; a read-only remount fails
+ * them the same way, with EROFS) is degraded: it takes no new blocks, still
+ * serves its own, and takes writes again once a probe succeeds. */
+static void a_device_whose_writes_fail_still_serves_reads(void **state)
+{
+	struct fix *f = *state;
+	struct kvt_tier_device dv[DEVS];
+	struct kvt_tier_io io[10];
+	struct kvt_tier_batch b = { .write = true, .io = io, .n = 10 };
+	size_t failed = 0;
+
+	write_all(f, NBLK);
+	kvt_ssd_inject(kvt_ssd_stripe_device(f->t, 1), KVT_SSD_IO_WRITE, 0, 1, -EROFS);
+	for (size_t i = 0; i < 10; i++)
+		io[i] = (struct kvt_tier_io){ .ns_id = 7, .key = key_of(NBLK + 2 + i),
+					      .buf = f->data[i], .len = BLOCK };
+	kvt_tier_run(f->t, &b);
+	for (size_t i = 0; i < 10; i++)
+		failed += io[i].res != 0;
+	assert_true(failed >= 1 && failed <= 4); /* device 1's share of the batch */
+	devices(f, dv);
+	assert_int_equal(dv[1].state, KVT_DEVICE_DEGRADED);
+	assert_int_equal(dv[1].error, -EROFS);
+	assert_false(f->t->ops->degraded(f->t));
+	for (size_t i = 0; i < NBLK; i++)
+		assert_int_equal(read_one(f, i, f->io[i].loc), 0);
+	poke(f);
+	write_all(f, 10);
+	for (size_t i = 0; i < 10; i++)
+		assert_int_not_equal(LOC_DEV(f->io[i].loc), 1);
+	/* the first probe comes 1 s on, at a write batch */
+	kvt_test_sleep_ms(1100);
+	poke(f);
+	devices(f, dv);
+	assert_int_equal(dv[1].state, KVT_DEVICE_OK);
+}
+
 static void a_tombstone_reaches_every_device(void **state)
 {
 	struct fix *f = *state;
@@ -375,6 +413,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(a_directory_gone_takes_its_device_out, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(io_errors_take_a_device_out, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_device_whose_writes_fail_still_serves_reads, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(a_tombstone_reaches_every_device, setup, teardown),
 	};
 
