@@ -549,7 +549,7 @@ int main(int argc, char **argv)
 	/* over several directories, none opened: each was named in the log */
 	if (err && ((sopts.ssd_dir && (err == -ENOSPC || err == -EDQUOT || err == -EIO ||
 				       err == -EROFS || err == -EBADMSG)) ||
-		    (sopts.n_ssd_dirs && err != -ENOMEM && err != -EINVAL))) {
+		    (sopts.n_ssd_dirs && err != -ENOMEM && err != -EINVAL && err != -EBUSY))) {
 		/* a disk that fails or is full, or a directory the tier refuses
 		 * to touch (its segments are not its meta file's), costs the SSD
 		 * tier, not the cache */
@@ -570,7 +570,9 @@ int main(int argc, char **argv)
 	if (err) {
 		char why[PATH_MAX + 320];
 
-		kvtd_explain_store_error(err, sopts.ssd_dir, why, sizeof(why));
+		/* over several directories the tier's log named the one at fault */
+		kvtd_explain_store_error(err, sopts.n_ssd_dirs ? NULL : sopts.ssd_dir, why,
+					 sizeof(why));
 		kvtd_log(KVT_LOG_ERROR, "event=store.open.failed err=\"%s\" %s dram_bytes=%llu",
 			 kvt_strerror(err), why, (unsigned long long)cfg.dram_bytes);
 		goto out_signals;

@@ -600,7 +600,13 @@ int kvt_ssd_stripe_open(const struct kvt_ssd_opts *base, const struct kvt_ssd_di
 			live++;
 			continue;
 		}
-		if (err == -ENOMEM)
+		/* another process has the directory (most likely another
+		 * kvtierd): a configuration to fix, not a drive that failed */
+		if (err == -EBUSY)
+			kvt_log(KVT_LOG_ERROR, "event=ssd.device_busy device=%u dir=%s "
+				"reason=\"locked by another process: one daemon per directory\"", d,
+				dirs[d].path);
+		if (err == -ENOMEM || err == -EBUSY)
 			goto fail;
 		dev->t = NULL;
 		dev->state = KVT_DEVICE_MISSING;

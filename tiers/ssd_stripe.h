@@ -47,7 +47,8 @@
  * directory that does not exist is never made (a drive not mounted must not
  * fill the disk below it). Returns 0 and *out (closed by its ops->close; a
  * directory that failed is a MISSING device of it, logged), -EINVAL, -ENOMEM,
- * or the error of the first directory when none opens. */
+ * -EBUSY (a directory another process has open: nothing is kept open), or
+ * the error of the first directory when none opens. */
 int kvt_ssd_stripe_open(const struct kvt_ssd_opts *base, const struct kvt_ssd_dir *dirs,
 			size_t n, uint64_t (*segment_bytes_of)(uint64_t bytes),
 			struct kvt_storage_tier **out);

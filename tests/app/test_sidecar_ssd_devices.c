@@ -4,8 +4,9 @@
  * /readyz show each device, the blocks survive a restart with every
  * directory (each device recovers its own), and a restart with one
  * directory gone starts with the others, names the missing one, and loses
- * only that device's blocks, which come back once it is there again. No
- * wrong byte is ever loaded. */
+ * only that device's blocks, which come back once it is there again; a
+ * second daemon over the same directories does not start. No wrong byte is
+ * ever loaded. */
 #include <math.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -170,7 +171,9 @@ static void blocks_spread_and_survive_a_restart(void **state)
 		assert_true(rec >= blocks[k]);
 		sum += rec;
 	}
-	assert_int_equal(sum, DEV_BLOCKS); /* the stop wrote the rest down */
+	/* the stop wrote the rest down (a block freed on one device and written
+	 * to another meanwhile is found on both: the store keeps one) */
+	assert_true(sum >= DEV_BLOCKS);
 	assert_int_equal(dev_load_present(&e, seed), DEV_BLOCKS);
 	kvtd_chain_close(&e);
 	assert_int_equal(kvtd_stop(&f.d, SIGTERM), 0);
@@ -181,7 +184,7 @@ static void a_missing_directory_costs_only_its_blocks(void **state)
 {
 	struct fix f;
 	struct kvtd_chain e;
-	long long rec[DEVS];
+	long long rec[DEVS], loaded;
 	char moved[4400], *a;
 
 	(void)state;
@@ -202,9 +205,10 @@ static void a_missing_directory_costs_only_its_blocks(void **state)
 	rec[0] = dev_stat(e.c, 0, "recovered");
 	rec[2] = dev_stat(e.c, 2, "recovered");
 	assert_true(rec[0] > 0 && rec[2] > 0);
-	/* only device 1's blocks are gone; the rest load whole */
-	assert_int_equal(dev_load_present(&e, seed), rec[0] + rec[2]);
-	assert_true(rec[0] + rec[2] < DEV_BLOCKS);
+	/* the rest load whole (a block may have a copy on two devices, so
+	 * loaded can be less than rec[0] + rec[2]) */
+	loaded = dev_load_present(&e, seed);
+	assert_true(loaded > 0 && loaded <= rec[0] + rec[2] && loaded < DEV_BLOCKS);
 	/* ready, and saying which device is missing */
 	a = http_get(&f, 2, "/readyz");
 	if (strncmp(a, "HTTP/1.1 200 ", 13) || !strstr(a, "ssd device 1") || !strstr(a, "missing"))
@@ -218,9 +222,28 @@ static void a_missing_directory_costs_only_its_blocks(void **state)
 	assert_int_equal(kvtd_start(&f.d, f.d.dir, f.extra), 0);
 	chain_open(&e, &f);
 	assert_true(dev_state_is(e.c, 1, "ok"));
-	assert_true(dev_stat(e.c, 1, "recovered") > 0);
+	rec[1] = dev_stat(e.c, 1, "recovered");
+	/* what was lost is no more than device 1 holds: only its blocks */
+	assert_true(rec[1] > 0 && DEV_BLOCKS - loaded <= rec[1]);
 	assert_int_equal(dev_load_present(&e, seed), DEV_BLOCKS);
 	kvtd_chain_close(&e);
+	assert_int_equal(kvtd_stop(&f.d, SIGTERM), 0);
+	fix_cleanup(&f);
+}
+
+/* A second daemon over the same drives is a configuration to fix, not a
+ * failed drive: it does not start (nor start without them). */
+static void directories_another_daemon_holds_are_refused(void **state)
+{
+	struct fix f;
+	struct kvtd_proc other = { 0 };
+
+	(void)state;
+	fix_init(&f);
+	assert_int_equal(kvtd_start(&f.d, NULL, f.extra), 0);
+	assert_int_not_equal(kvtd_start(&other, NULL, f.extra), 0);
+	assert_true(kvtd_log_has(&other, "event=ssd.device_busy device=0"));
+	kvtd_cleanup(&other);
 	assert_int_equal(kvtd_stop(&f.d, SIGTERM), 0);
 	fix_cleanup(&f);
 }
@@ -230,6 +253,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(blocks_spread_and_survive_a_restart),
 		cmocka_unit_test(a_missing_directory_costs_only_its_blocks),
+		cmocka_unit_test(directories_another_daemon_holds_are_refused),
 	};
 
 	seed = kvt_test_seed();
