@@ -160,32 +160,66 @@ static void drive_fail(struct drive *dr)
 	close(fd);
 }
 
+/* The drive, the two plain directories and the daemon over all three;
+ * torn down also when a check fails (no daemon or loop device left). */
+struct fix {
+	struct drive dr;
+	struct kvtd_proc d;
+	char *dirs[DEVS];
+	char arg[DEVS][1200];
+	const char *extra[2 * DEVS + 8];
+};
+
+static int setup(void **state)
+{
+	struct fix *f = calloc(1, sizeof(*f));
+	size_t n = 0;
+
+	assert_non_null(f);
+	drive_setup(&f->dr);
+	for (int k = 0; k < DEVS; k++) {
+		f->dirs[k] = k == 1 ? strdup(f->dr.dir) : kvt_test_mkdtemp("ssdfail");
+		assert_non_null(f->dirs[k]);
+		snprintf(f->arg[k], sizeof(f->arg[k]), "%s:64M", f->dirs[k]);
+		f->extra[n++] = "--ssd-dir";
+		f->extra[n++] = f->arg[k];
+	}
+	f->extra[n++] = "--dram";
+	f->extra[n++] = "8M";
+	f->extra[n++] = "--metrics";
+	f->extra[n++] = "127.0.0.1:0";
+	f->extra[n] = NULL;
+	*state = f;
+	return kvtd_start(&f->d, NULL, f->extra);
+}
+
+static int teardown(void **state)
+{
+	struct fix *f = *state;
+
+	if (f->d.pid > 0)
+		kvtd_stop(&f->d, SIGKILL);
+	kvtd_cleanup(&f->d);
+	for (int k = 0; k < DEVS; k++) {
+		if (k != 1 && f->dirs[k])
+			kvt_test_rmdir(f->dirs[k]);
+		free(f->dirs[k]);
+	}
+	drive_teardown(&f->dr);
+	free(f);
+	return 0;
+}
+
 static void a_failed_drive_costs_only_its_blocks(void **state)
 {
-	struct drive dr;
-	struct kvtd_proc d = { 0 };
+	struct fix *f = *state;
+	struct kvtd_proc *d = &f->d;
 	struct kvtd_chain e;
-	char *dirs[DEVS], arg[DEVS][1200], *m;
-	const char *extra[2 * DEVS + 8];
 	long long blocks[DEVS], writes[DEVS];
-	size_t n = 0;
 	int loaded;
+	char *m;
 
-	(void)state;
-	drive_setup(&dr);
-	for (int k = 0; k < DEVS; k++) {
-		dirs[k] = k == 1 ? strdup(dr.dir) : kvt_test_mkdtemp("ssdfail");
-		snprintf(arg[k], sizeof(arg[k]), "%s:64M", dirs[k]);
-		extra[n++] = "--ssd-dir";
-		extra[n++] = arg[k];
-	}
-	extra[n++] = "--dram";
-	extra[n++] = "8M";
-	extra[n++] = "--metrics";
-	extra[n++] = "127.0.0.1:0";
-	extra[n] = NULL;
-	assert_int_equal(kvtd_start(&d, NULL, extra), 0);
-	assert_int_equal(kvtd_chain_open(&e, &d, "test/ssd-fail", DEV_BLOCKS, DEV_BLOCKS, seed), 0);
+	assert_int_equal(kvtd_chain_open(&e, d, "test/ssd-fail", DEV_BLOCKS, DEV_BLOCKS, seed), 0);
 	dev_save_all(&e, seed);
 	json_decref(kvtd_settled_stats(e.c, settled, 2)); /* the demoter is done */
 	for (int k = 0; k < DEVS; k++) {
@@ -194,7 +228,7 @@ static void a_failed_drive_costs_only_its_blocks(void **state)
 		assert_true(blocks[k] > 8); /* past the errors that take a device out */
 	}
 
-	drive_fail(&dr);
+	drive_fail(&f->dr);
 	/* every block loads whole or is a miss; the misses are the failed
 	 * drive's (a block also in DRAM still loads) */
 	loaded = dev_load_present(&e, seed);
@@ -202,7 +236,7 @@ static void a_failed_drive_costs_only_its_blocks(void **state)
 	assert_true(loaded >= DEV_BLOCKS - blocks[1]);
 	assert_true(loaded < DEV_BLOCKS);
 	assert_true(dev_state_is(e.c, 1, "out"));
-	assert_true(kvtd_log_has(&d, "event=ssd.device_out device=1"));
+	assert_true(kvtd_log_has(d, "event=ssd.device_out device=1"));
 	for (int k = 0; k < DEVS; k += 2) {
 		assert_true(dev_state_is(e.c, (size_t)k, "ok"));
 		assert_int_equal(dev_stat(e.c, (size_t)k, "errors"), 0);
@@ -211,17 +245,17 @@ static void a_failed_drive_costs_only_its_blocks(void **state)
 	}
 	/* what is left loads again whole, and nothing of device 1 is found */
 	assert_int_equal(dev_load_present(&e, seed), loaded);
-	m = kvtd_http_checked(kvtd_metrics_port(&d), "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n");
+	m = kvtd_http_checked(kvtd_metrics_port(d), "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n");
 	if (strncmp(m, "HTTP/1.1 200 ", 13) || !strstr(m, "ssd device 1") || !strstr(m, "taken out"))
 		fail_msg("readyz with a device out:\n%s", m);
 	free(m);
-	m = kvtd_http_checked(kvtd_metrics_port(&d), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+	m = kvtd_http_checked(kvtd_metrics_port(d), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
 	assert_true(kvtd_metric(m, "kvtier_ssd_devices_out") == 1);
 	free(m);
 	kvtd_chain_close(&e);
 
 	/* new blocks go to the devices that work */
-	assert_int_equal(kvtd_chain_open(&e, &d, "test/ssd-fail-2", DEV_BLOCKS, DEV_BLOCKS,
+	assert_int_equal(kvtd_chain_open(&e, d, "test/ssd-fail-2", DEV_BLOCKS, DEV_BLOCKS,
 					 seed + 1), 0);
 	dev_save_all(&e, seed + 1);
 	json_decref(kvtd_settled_stats(e.c, settled, 2));
@@ -229,20 +263,14 @@ static void a_failed_drive_costs_only_its_blocks(void **state)
 	assert_true(dev_stat(e.c, 2, "writes") > writes[2]);
 	assert_int_equal(dev_load_present(&e, seed + 1), DEV_BLOCKS);
 	kvtd_chain_close(&e);
-	assert_int_equal(kvtd_stop(&d, SIGTERM), 0);
-	kvtd_cleanup(&d);
-	for (int k = 0; k < DEVS; k++) {
-		if (k != 1)
-			kvt_test_rmdir(dirs[k]);
-		free(dirs[k]);
-	}
-	drive_teardown(&dr);
+	assert_int_equal(kvtd_stop(d, SIGTERM), 0);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(a_failed_drive_costs_only_its_blocks),
+		cmocka_unit_test_setup_teardown(a_failed_drive_costs_only_its_blocks, setup,
+						teardown),
 	};
 
 	seed = kvt_test_seed();
