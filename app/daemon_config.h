@@ -24,6 +24,13 @@ struct kvtd_tenant {
 	bool has_token;               /* a token was given (possibly empty) */
 };
 
+/* One --ssd-dir: a directory of the SSD tier on a drive of its own. */
+struct kvtd_ssd_dir {
+	char path[4096];
+	char spec[32];                /* its SIZE as written; "" = --ssd's */
+	uint64_t bytes;               /* resolved; 0: left out */
+};
+
 struct kvtd_config {
 	char config_path[4096];
 	char socket_path[108];
@@ -38,6 +45,9 @@ struct kvtd_config {
 	uint64_t ssd_bytes;           /* resolved */
 	char ssd_short[4608];         /* why ssd_bytes is below what ssd_spec asks
 	                               * (the disk is full), else "" */
+	struct kvtd_ssd_dir ssd_dirs[KVT_SSD_MAX_DIRS]; /* --ssd-dir: the tier over
+	                               * these instead of DATA_DIR/ssd */
+	size_t n_ssd_dirs;            /* ssd_bytes is then their sum */
 	bool huge_pages;
 	bool prefault;                /* fault the DRAM tier in at start */
 	bool host_copy_device;        /* memfd copies through the device layer */

@@ -19,16 +19,14 @@
 /* The smallest SSD tier: one segment of the smallest size (4 MiB). */
 #define KVTD_SSD_MIN (4ull << 20)
 
-/* Bytes the SSD tier's segment files under data_dir take on disk now. */
-static uint64_t ssd_tier_bytes(const char *data_dir)
+/* Bytes the SSD tier's segment files in dir take on disk now. */
+static uint64_t ssd_tier_bytes(const char *dir)
 {
-	char path[4200];
 	struct dirent *e;
 	uint64_t sum = 0;
 	DIR *d;
 
-	snprintf(path, sizeof(path), "%s/ssd", data_dir);
-	d = opendir(path);
+	d = opendir(dir);
 	while (d && (e = readdir(d))) {
 		struct stat st;
 
@@ -87,12 +85,112 @@ static int statvfs_near(const char *path, struct statvfs *vfs)
 	return 0;
 }
 
+/* What the SSD tier may take in dir (its segments in seg_dir), as spec asks
+ * (opt names the option for messages): into *bytes, and into short_why
+ * why it is less than asked (else ""). With fs_make, the directory is made
+ * first (DATA_DIR); without, a directory that is not there is left out (a
+ * drive not mounted: *bytes 0, a warning) where missing_ok, and the file
+ * system of its nearest folder is measured otherwise (--print-config).
+ * Returns 0, -EINVAL (a size no disk there holds) or the -errno of dir. */
+static int ssd_size(const char *opt, const char *spec, const char *dir, const char *seg_dir,
+		    bool fs_make, bool missing_ok, bool make, uint64_t *bytes, char *short_why,
+		    size_t short_len)
+{
+	uint64_t free_bytes, held, room, total, asked;
+	bool percent = strchr(spec, '%') != NULL;
+	char a[32], b[32], c[32], d[32];
+	struct statvfs vfs;
+	int err;
+
+	*bytes = 0;
+	short_why[0] = 0;
+	if (!strcmp(spec, "0"))
+		return 0;
+	err = make && fs_make ? make_dirs(dir, 0750) : 0;
+	if (!err)
+		err = make || missing_ok ? (statvfs(dir, &vfs) ? -errno : 0) :
+		      statvfs_near(dir, &vfs);
+	if (err && missing_ok) {
+		snprintf(short_why, short_len, "%s %s: %s: left out", opt, dir, strerror(-err));
+		fprintf(stderr, "kvtierd: warning: %s; the other directories serve\n", short_why);
+		return 0;
+	}
+	if (err) {
+		fprintf(stderr, "kvtierd: data dir %s: %s\n", dir, strerror(-err));
+		return err;
+	}
+	free_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+	total = (uint64_t)vfs.f_blocks * vfs.f_frsize;
+	/* what the tier's segments hold is theirs again on a restart */
+	held = ssd_tier_bytes(seg_dir);
+	room = free_bytes + held;
+	kvt_parse_size(spec, free_bytes, bytes);
+	if (percent && *bytes > (64ull << 30))
+		*bytes = 64ull << 30;
+	asked = *bytes;
+	/* a size no disk of this size could hold is a mistake; one that
+	 * does not fit today's free space is a disk others filled */
+	if (!percent && (asked < KVTD_SSD_MIN || asked > total)) {
+		fprintf(stderr, "kvtierd: %s %s: the SSD tier takes %s to %s (the size "
+			"of the file system of %s; %s of it free, plus the %s its segments "
+			"hold), or 0 for none\n", opt, spec, kvt_fmt_bytes(KVTD_SSD_MIN, a, sizeof(a)),
+			kvt_fmt_bytes(total, b, sizeof(b)), dir, kvt_fmt_bytes(free_bytes, c, sizeof(c)),
+			kvt_fmt_bytes(held, d, sizeof(d)));
+		return -EINVAL;
+	}
+	if (asked > room || asked < KVTD_SSD_MIN) {
+		/* whole MiB of what fits; none under the smallest tier */
+		*bytes = room < asked ? room & ~((1ull << 20) - 1) : asked;
+		if (*bytes < KVTD_SSD_MIN)
+			*bytes = 0;
+		snprintf(short_why, short_len,
+			 "%s %s asks %s; the file system of %s has %s free and the tier's "
+			 "segments hold %s", opt, spec, kvt_fmt_bytes(asked, a, sizeof(a)), dir,
+			 kvt_fmt_bytes(free_bytes, b, sizeof(b)), kvt_fmt_bytes(held, c, sizeof(c)));
+		fprintf(stderr, "kvtierd: warning: %s: the SSD tier starts %s%s\n", short_why,
+			*bytes ? "at " : "off", *bytes ? kvt_fmt_bytes(*bytes, d, sizeof(d)) : "");
+	}
+	return 0;
+}
+
+/* The SSD tier's size: under DATA_DIR/ssd, or the sum of --ssd-dir's. */
+static int resolve_ssd(struct kvtd_config *cfg, bool make)
+{
+	char seg_dir[4200], why[sizeof(cfg->ssd_short)];
+	int err;
+
+	cfg->ssd_bytes = 0;
+	cfg->ssd_short[0] = 0;
+	if (!cfg->n_ssd_dirs) {
+		snprintf(seg_dir, sizeof(seg_dir), "%s/ssd", cfg->data_dir);
+		return ssd_size("--ssd", cfg->ssd_spec, cfg->data_dir, seg_dir, true, false, make,
+				&cfg->ssd_bytes, cfg->ssd_short, sizeof(cfg->ssd_short));
+	}
+	/* DATA_DIR still holds what is not the tier's (the cluster secret) */
+	err = make ? make_dirs(cfg->data_dir, 0750) : 0;
+	if (err) {
+		fprintf(stderr, "kvtierd: data dir %s: %s\n", cfg->data_dir, strerror(-err));
+		return err;
+	}
+	for (size_t k = 0; k < cfg->n_ssd_dirs; k++) {
+		struct kvtd_ssd_dir *d = &cfg->ssd_dirs[k];
+
+		err = ssd_size("--ssd-dir", d->spec[0] ? d->spec : cfg->ssd_spec, d->path, d->path,
+			       false, true, make, &d->bytes, why, sizeof(why));
+		if (err)
+			return err;
+		if (why[0] && !cfg->ssd_short[0])
+			kvtd_set_str(cfg->ssd_short, sizeof(cfg->ssd_short), why);
+		cfg->ssd_bytes += d->bytes;
+	}
+	return 0;
+}
+
 /* kvtd_config_resolve; with !make, the same checks making nothing. */
 static int resolve(struct kvtd_config *cfg, bool make)
 {
 	char dir[sizeof(cfg->socket_path)], avail[32], limit[32];
 	struct kvtd_memory mem;
-	struct statvfs vfs;
 	char *slash;
 	int err;
 
@@ -113,57 +211,9 @@ static int resolve(struct kvtd_config *cfg, bool make)
 		fprintf(stderr, ")\n");
 		return -EINVAL;
 	}
-	cfg->ssd_bytes = 0;
-	cfg->ssd_short[0] = 0;
-	if (strcmp(cfg->ssd_spec, "0")) {
-		uint64_t free_bytes, held, room, total, asked;
-		bool percent = strchr(cfg->ssd_spec, '%') != NULL;
-		char a[32], b[32], c[32];
-
-		err = make ? make_dirs(cfg->data_dir, 0750) : 0;
-		if (!err)
-			err = make ? (statvfs(cfg->data_dir, &vfs) ? -errno : 0) :
-			      statvfs_near(cfg->data_dir, &vfs);
-		if (err) {
-			fprintf(stderr, "kvtierd: data dir %s: %s\n", cfg->data_dir, strerror(-err));
-			return err;
-		}
-		free_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
-		total = (uint64_t)vfs.f_blocks * vfs.f_frsize;
-		/* what the tier's segments hold is theirs again on a restart */
-		held = ssd_tier_bytes(cfg->data_dir);
-		room = free_bytes + held;
-		kvt_parse_size(cfg->ssd_spec, free_bytes, &cfg->ssd_bytes);
-		if (percent && cfg->ssd_bytes > (64ull << 30))
-			cfg->ssd_bytes = 64ull << 30;
-		asked = cfg->ssd_bytes;
-		/* a size no disk of this size could hold is a mistake; one that
-		 * does not fit today's free space is a disk others filled */
-		if (!percent && (asked < KVTD_SSD_MIN || asked > total)) {
-			fprintf(stderr, "kvtierd: --ssd %s: the SSD tier takes %s to %s (the size "
-				"of the file system of %s; %s of it free, plus the %s its segments "
-				"hold), or 0 for none\n", cfg->ssd_spec,
-				kvt_fmt_bytes(KVTD_SSD_MIN, a, sizeof(a)),
-				kvt_fmt_bytes(total, b, sizeof(b)), cfg->data_dir,
-				kvt_fmt_bytes(free_bytes, c, sizeof(c)), kvt_fmt_bytes(held, avail,
-											sizeof(avail)));
-			return -EINVAL;
-		}
-		if (asked > room || asked < KVTD_SSD_MIN) {
-			/* whole MiB of what fits; none under the smallest tier */
-			cfg->ssd_bytes = room < asked ? room & ~((1ull << 20) - 1) : asked;
-			if (cfg->ssd_bytes < KVTD_SSD_MIN)
-				cfg->ssd_bytes = 0;
-			snprintf(cfg->ssd_short, sizeof(cfg->ssd_short),
-				 "--ssd %s asks %s; the file system of %s has %s free and the tier's "
-				 "segments hold %s", cfg->ssd_spec, kvt_fmt_bytes(asked, a, sizeof(a)),
-				 cfg->data_dir, kvt_fmt_bytes(free_bytes, b, sizeof(b)),
-				 kvt_fmt_bytes(held, c, sizeof(c)));
-			fprintf(stderr, "kvtierd: warning: %s: the SSD tier starts %s%s\n",
-				cfg->ssd_short, cfg->ssd_bytes ? "at " : "off",
-				cfg->ssd_bytes ? kvt_fmt_bytes(cfg->ssd_bytes, avail, sizeof(avail)) : "");
-		}
-	}
+	err = resolve_ssd(cfg, make);
+	if (err)
+		return err;
 	if (cfg->cluster[0] && !cfg->cluster_secret_file[0])
 		snprintf(cfg->cluster_secret_file, sizeof(cfg->cluster_secret_file),
 			 "%.4070s/cluster.secret", cfg->data_dir);

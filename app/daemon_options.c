@@ -173,6 +173,20 @@ const struct kvtd_option kvtd_options[] = {
 		  "system; N% is of the free space (default {default}, at most 64G when a "
 		  "percentage); 0 turns the tier off. When the free space plus what the tier "
 		  "holds is less, the tier starts at that (off under 4 MiB), with a warning." },
+	{ .name = "ssd-dir", .arg = "PATH[:SIZE]", .key = "ssd_dir",
+	  .type = &kvtd_ssd_dirs, FIELD(ssd_dirs), .flags = KVTD_PRINT_IF_SET,
+	  .accepts = "an existing directory, then optionally ':' and a size or a percentage; "
+		     "at most 16, each once",
+	  .sample = "/tmp/kvtd-sample-ssd0:64M",
+	  .help = "A directory of the SSD tier on a drive of its own (repeatable, at most "
+		  "16; comma-separated in the config file): the tier then spans these "
+		  "directories instead of DATA_DIR/ssd, each with its own segments, recovery, "
+		  "I/O rings and capacity, and spreads blocks over them, weighted by free "
+		  "space. SIZE is as --ssd's, of that directory's file system (default: "
+		  "--ssd's). The directory must exist (a drive not mounted is never filled "
+		  "from below); one that is missing or fails at start is left out and named, "
+		  "and a drive that fails while running costs only its own blocks "
+		  "(docs/ssd-tier.md)." },
 	{ .name = "no-huge-pages", .key = "huge_pages",
 	  .type = &kvtd_bool, FIELD(huge_pages), .def = "true", .flag_value = "false",
 	  .accepts = "true or false", .sample = "false",

@@ -40,6 +40,7 @@ extern const struct kvtd_value_type kvtd_bool;     /* true/false, yes/no, on/off
 extern const struct kvtd_value_type kvtd_ms;       /* a duration: "2.5", "30s", "500ms" */
 extern const struct kvtd_value_type kvtd_size;     /* "64M", "25%": kept as written */
 extern const struct kvtd_value_type kvtd_uids;     /* uids, comma-separated, appended */
+extern const struct kvtd_value_type kvtd_ssd_dirs; /* PATH[:SIZE], comma-separated, appended */
 extern const struct kvtd_value_type kvtd_level;    /* a log level */
 extern const struct kvtd_value_type kvtd_host_copy; /* direct or device */
 

@@ -290,3 +290,58 @@ static bool uids_set(const struct kvtd_option *o, const struct kvtd_config *cfg)
 const struct kvtd_value_type kvtd_uids = {
 	.parse = uids_parse, .print = uids_print, .is_set = uids_set, .shape = "1000,1001",
 };
+
+/* ---- the SSD directories ------------------------------------------------------- */
+
+/* Appends each PATH[:SIZE] of the list to cfg->ssd_dirs: SIZE is what
+ * follows the last ':' when that reads as a size or a percentage. */
+static int ssd_dirs_parse(const struct kvtd_option *o, struct kvtd_config *cfg, const char *list)
+{
+	char buf[4096 + 64], *save, *tok;
+
+	(void)o;
+	if (!kvtd_fits(list, sizeof(buf)) || !kvtd_one_line(list))
+		return -EINVAL;
+	kvtd_set_str(buf, sizeof(buf), list);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		struct kvtd_ssd_dir *d = &cfg->ssd_dirs[cfg->n_ssd_dirs];
+		char *colon = strrchr(tok, ':');
+		uint64_t v;
+
+		if (cfg->n_ssd_dirs >= KVT_SSD_MAX_DIRS)
+			return -EINVAL;
+		*d = (struct kvtd_ssd_dir){ 0 };
+		if (colon && colon[1] && kvtd_fits(colon + 1, sizeof(d->spec)) &&
+		    !kvt_parse_size(colon + 1, 100, &v)) {
+			kvtd_set_str(d->spec, sizeof(d->spec), colon + 1);
+			*colon = 0;
+		}
+		if (!*tok || !kvtd_fits(tok, sizeof(d->path)))
+			return -EINVAL;
+		for (size_t k = 0; k < cfg->n_ssd_dirs; k++)
+			if (!strcmp(cfg->ssd_dirs[k].path, tok))
+				return -EINVAL; /* one drive twice */
+		kvtd_set_str(d->path, sizeof(d->path), tok);
+		cfg->n_ssd_dirs++;
+	}
+	return 0;
+}
+
+static void ssd_dirs_print(const struct kvtd_option *o, const struct kvtd_config *cfg, FILE *f)
+{
+	(void)o;
+	for (size_t i = 0; i < cfg->n_ssd_dirs; i++)
+		fprintf(f, "%s%s%s%s", i ? "," : "", cfg->ssd_dirs[i].path,
+			cfg->ssd_dirs[i].spec[0] ? ":" : "", cfg->ssd_dirs[i].spec);
+}
+
+static bool ssd_dirs_set(const struct kvtd_option *o, const struct kvtd_config *cfg)
+{
+	(void)o;
+	return cfg->n_ssd_dirs > 0;
+}
+
+const struct kvtd_value_type kvtd_ssd_dirs = {
+	.parse = ssd_dirs_parse, .print = ssd_dirs_print, .is_set = ssd_dirs_set,
+	.shape = "/mnt/nvme0/kvtier:1T,/mnt/nvme1/kvtier",
+};

@@ -26,7 +26,10 @@ void kvt_stats_usage(FILE *f)
 	      "    Asks the daemon for its counters over its socket and prints, per tier,\n"
 	      "    capacity, occupancy, blocks, hits, bytes in and out, evictions, errors\n"
 	      "    and whether it is degraded, then each tier's own named counters\n"
-	      "    (docs/tiers-interface.md); lookup hits and misses; with an SSD tier,\n"
+	      "    (docs/tiers-interface.md), and for an SSD tier over several drives\n"
+	      "    (kvtierd --ssd-dir) a line per device: its capacity, use, blocks,\n"
+	      "    bytes written and read, errors, blocks lost and state; lookup hits\n"
+	      "    and misses; with an SSD tier,\n"
 	      "    the blocks its admission rule (kvtierd --ssd-admission) kept off it and\n"
 	      "    the spare copies it let go; bytes copied to and from engine memory;\n"
 	      "    and per operation the count, errors and latency\n"
@@ -234,6 +237,30 @@ static void print_tier_counters(json_t *tiers)
 	}
 }
 
+/* The SSD tier's devices, one line each, where it spans several drives. */
+static void print_devices(json_t *ssd)
+{
+	json_t *devs = json_object_get(ssd, "devices"), *d;
+	char a[32], b[32], c[32], e[32];
+	size_t i;
+
+	if (!json_array_size(devs))
+		return;
+	printf("%-6s %10s %10s %9s %10s %10s %6s %7s %s\n", "device", "capacity", "used", "blocks",
+	       "written", "read", "errors", "lost", "state  path");
+	json_array_foreach(devs, i, d) {
+		const char *err = json_string_value(json_object_get(d, "error"));
+
+		printf("%-6zu %10s %10s %9.0f %10s %10s %6.0f %7.0f %-8s %s%s%s%s\n", i,
+		       bytes_of(d, "capacity_bytes", a, sizeof(a)), bytes_of(d, "used_bytes", b, sizeof(b)),
+		       num(d, "blocks"), bytes_of(d, "write_bytes", c, sizeof(c)),
+		       bytes_of(d, "read_bytes", e, sizeof(e)), num(d, "errors"), num(d, "blocks_lost"),
+		       json_string_value(json_object_get(d, "state")),
+		       json_string_value(json_object_get(d, "path")), err && *err ? " (" : "",
+		       err && *err ? err : "", err && *err ? ")" : "");
+	}
+}
+
 static void print_table(json_t *root, const char *socket)
 {
 	json_t *server = json_object_get(root, "server"), *store = json_object_get(root, "store");
@@ -258,6 +285,7 @@ static void print_table(json_t *root, const char *socket)
 		       num(t, "errors"), json_is_true(json_object_get(t, "degraded")) ? "DEGRADED" : "ok");
 	}
 	print_tier_counters(tiers);
+	print_devices(json_object_get(tiers, "ssd"));
 	printf("\nlookups   %.0f keys: %.0f hits (%.1f%%), %.0f misses; %.0f blocks in %.0f namespaces\n",
 	       keys, hits, keys ? 100 * hits / keys : 0, keys - hits, num(store, "blocks"),
 	       num(store, "namespaces"));

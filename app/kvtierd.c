@@ -402,7 +402,11 @@ static void print_summary(const struct kvtd_config *cfg, const struct kvt_server
 	printf("  dram      %s%s%s, policy %s\n", kvt_fmt_bytes(cfg->dram_bytes, a, sizeof(a)),
 	       cfg->huge_pages ? ", huge pages when available" : "",
 	       cfg->prefault ? ", prefaulting in the background" : "", cfg->policy);
-	if (cfg->ssd_bytes)
+	if (cfg->ssd_bytes && cfg->n_ssd_dirs)
+		printf("  ssd       %s over %zu directories, admission %s, codec %s\n",
+		       kvt_fmt_bytes(cfg->ssd_bytes, b, sizeof(b)), cfg->n_ssd_dirs,
+		       cfg->ssd_admission, cfg->ssd_codec);
+	else if (cfg->ssd_bytes)
 		printf("  ssd       %s under %s, admission %s, codec %s\n",
 		       kvt_fmt_bytes(cfg->ssd_bytes, b, sizeof(b)), ssd_dir, cfg->ssd_admission,
 		       cfg->ssd_codec);
@@ -451,6 +455,7 @@ int main(int argc, char **argv)
 	struct kvt_dev *gpu = NULL, *host_dev = NULL;
 	struct kvtd_cluster *cluster = NULL;
 	char ssd_dir[4200], gpu_why[160] = "";
+	struct kvt_ssd_dir ssd_dirs[KVT_SSD_MAX_DIRS];
 	char sd_path[sizeof(cfg.socket_path)];
 	struct kvtd_handed handed = { -1, -1, -1, -1 };
 	struct kvtd_handover *handover = NULL;
@@ -527,15 +532,24 @@ int main(int argc, char **argv)
 	sopts.dram_fd = dram_fd;
 	dram_fd = -1; /* the store's now, whatever kvt_store_open returns */
 	snprintf(ssd_dir, sizeof(ssd_dir), "%s/ssd", cfg.data_dir);
-	if (cfg.ssd_bytes) {
+	if (cfg.ssd_bytes && cfg.n_ssd_dirs) {
+		for (size_t k = 0; k < cfg.n_ssd_dirs; k++)
+			ssd_dirs[k] = (struct kvt_ssd_dir){ .path = cfg.ssd_dirs[k].path,
+							    .bytes = cfg.ssd_dirs[k].bytes };
+		sopts.ssd_dirs = ssd_dirs;
+		sopts.n_ssd_dirs = cfg.n_ssd_dirs;
+		snprintf(ssd_dir, sizeof(ssd_dir), "%s", cfg.ssd_dirs[0].path);
+	} else if (cfg.ssd_bytes) {
 		sopts.ssd_dir = ssd_dir;
 		sopts.ssd_bytes = cfg.ssd_bytes;
 	}
 	/* a second try without the SSD tier (below) gets the region again */
 	spare_dram_fd = sopts.dram_fd >= 0 ? fcntl(sopts.dram_fd, F_DUPFD_CLOEXEC, 0) : -1;
 	err = kvt_store_open(&sopts, &store);
-	if (err && sopts.ssd_dir && (err == -ENOSPC || err == -EDQUOT || err == -EIO ||
-				     err == -EROFS || err == -EBADMSG)) {
+	/* over several directories, none opened: each was named in the log */
+	if (err && ((sopts.ssd_dir && (err == -ENOSPC || err == -EDQUOT || err == -EIO ||
+				       err == -EROFS || err == -EBADMSG)) ||
+		    (sopts.n_ssd_dirs && err != -ENOMEM && err != -EINVAL && err != -EBUSY))) {
 		/* a disk that fails or is full, or a directory the tier refuses
 		 * to touch (its segments are not its meta file's), costs the SSD
 		 * tier, not the cache */
@@ -546,6 +560,7 @@ int main(int argc, char **argv)
 		cfg.ssd_bytes = 0;
 		sopts.ssd_dir = NULL;
 		sopts.ssd_bytes = 0;
+		sopts.n_ssd_dirs = 0;
 		sopts.dram_fd = spare_dram_fd;
 		spare_dram_fd = -1;
 		err = kvt_store_open(&sopts, &store);
@@ -555,7 +570,9 @@ int main(int argc, char **argv)
 	if (err) {
 		char why[PATH_MAX + 320];
 
-		kvtd_explain_store_error(err, sopts.ssd_dir, why, sizeof(why));
+		/* over several directories the tier's log named the one at fault */
+		kvtd_explain_store_error(err, sopts.n_ssd_dirs ? NULL : sopts.ssd_dir, why,
+					 sizeof(why));
 		kvtd_log(KVT_LOG_ERROR, "event=store.open.failed err=\"%s\" %s dram_bytes=%llu",
 			 kvt_strerror(err), why, (unsigned long long)cfg.dram_bytes);
 		goto out_signals;

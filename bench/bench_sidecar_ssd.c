@@ -31,28 +31,11 @@
 #include <jansson.h>
 
 #include "bench/bench.h"
+#include "bench/bench_sidecar_ssd.h"
 #include "kvtier/client.h"
 
 #define MAX_REPS 32
 #define MAX_ENGINES 8
-
-struct e2e_args {
-	const char *dir;
-	const char *kvtierd;
-	const char *codec; /* kvtierd --ssd-codec; NULL: raw */
-	uint64_t dram, ws;
-	uint32_t layers, xfer, workers, engines;
-	int reps;
-	int pages; /* 0 auto, 1 huge, 2 4k */
-	bool json;
-};
-
-struct e2e_rep {
-	double save_gbps, load_gbps, fio_read_gbps, fio_write_gbps, fio_write_sync_gbps;
-	double load_rest_gbps;    /* the LOADs after the first */
-	double ssd_ratio;         /* bytes written to SSD raw / stored (the codec) */
-	uint64_t blocks_from_ssd;
-};
 
 static void usage(FILE *f)
 {
@@ -66,7 +49,11 @@ static void usage(FILE *f)
 "\n"
 "options:\n"
 "  --dir DIR          file system under test (default .); the daemon's data\n"
-"                     and fio's file go in a directory made there and removed\n"
+"                     and fio's file go in a directory made there and removed;\n"
+"                     repeated (at most 16): a device each, the daemon's SSD\n"
+"                     tier over all (kvtierd --ssd-dir), fio on each in turn\n"
+"                     and its rates summed (the reference), a row per device\n"
+"                     in the JSON (runs[].devices)\n"
 "  --dram SIZE        the daemon's DRAM tier (default 512M)\n"
 "  --working-set SIZE bytes the engine saves (default 4 x --dram)\n"
 "  --layers N         model layers; a block is 64 KiB a layer (8 KV heads,\n"
@@ -125,7 +112,11 @@ static int parse_args(int argc, char **argv, struct e2e_args *a)
 			if (strcmp(optarg, "ssd"))
 				return -EINVAL;
 			break;
-		case 'D': a->dir = optarg; break;
+		case 'D':
+			if (a->n_dirs == E2E_MAX_DEVS)
+				return -EINVAL;
+			a->dirs[a->n_dirs++] = a->dir = optarg;
+			break;
 		case 'd':
 			if (kvt_bench_parse_size(optarg, &a->dram))
 				return -EINVAL;
@@ -156,6 +147,8 @@ static int parse_args(int argc, char **argv, struct e2e_args *a)
 		default: return -EINVAL;
 		}
 	}
+	if (!a->n_dirs)
+		a->dirs[a->n_dirs++] = a->dir;
 	if (!a->ws)
 		a->ws = 4 * a->dram;
 	if (a->layers < 1 || a->layers > 1024 || a->xfer < 1 || a->xfer > 4096 || a->workers < 1 ||
@@ -174,23 +167,23 @@ struct daemon {
 	char sockdir[64];         /* short, under /tmp: a socket's path holds 108 bytes */
 };
 
-static int daemon_start(struct daemon *d, const char *bin, const char *top,
+static int daemon_start(struct daemon *d, const char *bin, char (*tops)[4096],
 			const struct e2e_args *a, bool huge)
 {
-	char dram[32], ssd[32], workers[16], data[4400];
+	char dram[32], ssd[32], workers[16], data[4400], devs[E2E_MAX_DEVS][4200];
 	/* room for the working set, and the segments reclaim keeps partly live */
 	uint64_t ssd_bytes = a->ws + a->ws / 2 + (256ull << 20);
-	const char *argv[32];
+	const char *top = tops[0], *argv[32 + 2 * E2E_MAX_DEVS];
 	int n = 0;
 
-	snprintf(d->dir, sizeof(d->dir), "%s/daemon", top);
+	snprintf(d->dir, sizeof(d->dir), "%.4000s/daemon", top);
 	snprintf(d->sockdir, sizeof(d->sockdir), "/tmp/kvtier-bench.XXXXXX");
 	if (!mkdtemp(d->sockdir)) {
 		d->sockdir[0] = '\0';
 		return -errno;
 	}
 	snprintf(d->socket, sizeof(d->socket), "%s/kvtierd.sock", d->sockdir);
-	snprintf(d->log, sizeof(d->log), "%s/kvtierd.log", top);
+	snprintf(d->log, sizeof(d->log), "%.4000s/kvtierd.log", top);
 	snprintf(data, sizeof(data), "%s/data", d->dir);
 	if (mkdir(d->dir, 0755))
 		return -errno;
@@ -206,6 +199,16 @@ static int daemon_start(struct daemon *d, const char *bin, const char *top,
 	argv[n++] = dram;
 	argv[n++] = "--ssd";
 	argv[n++] = ssd;
+	/* several devices: an n-th of the tier on each */
+	for (unsigned k = 0; a->n_dirs > 1 && k < a->n_dirs; k++) {
+		snprintf(devs[k], sizeof(devs[k]), "%.4000s/ssd", tops[k]);
+		if (mkdir(devs[k], 0755))
+			return -errno;
+		snprintf(devs[k] + strlen(devs[k]), sizeof(devs[k]) - strlen(devs[k]), ":%lluM",
+			 (unsigned long long)((ssd_bytes / a->n_dirs >> 20) + 64));
+		argv[n++] = "--ssd-dir";
+		argv[n++] = devs[k];
+	}
 	argv[n++] = "--workers";
 	argv[n++] = workers;
 	argv[n++] = "--metrics";
@@ -602,7 +605,7 @@ static int engines_run(struct e2e_engine *g, uint32_t n, void *(*fn)(void *))
 /* One repetition's kvtierd side: the engines save the working set, then
  * load back what went down to SSD, all at once, checking the bytes of
  * every loaded block (outside the timing). */
-static int run_daemon(const struct e2e_args *a, const char *bin, const char *top, bool huge,
+static int run_daemon(const struct e2e_args *a, const char *bin, char (*tops)[4096], bool huge,
 		      struct e2e_rep *out)
 {
 	struct daemon d = { 0 };
@@ -618,7 +621,7 @@ static int run_daemon(const struct e2e_args *a, const char *bin, const char *top
 	for (uint32_t i = 0; i < ne; i++)
 		g[i] = (struct e2e_engine){ .a = a, .socket = d.socket, .sh = &sh, .index = i,
 					    .huge = huge, .e = { .fd = -1 } };
-	err = daemon_start(&d, bin, top, a, huge);
+	err = daemon_start(&d, bin, tops, a, huge);
 	for (uint32_t i = 0; i < ne && !err; i++)
 		err = engine_setup(&g[i]);
 	if (err)
@@ -667,6 +670,7 @@ static int run_daemon(const struct e2e_args *a, const char *bin, const char *top
 	if (k_rest)
 		out->load_rest_gbps = (double)(k_rest * block) / (double)spans_covered(rest, n_rest);
 	out->ssd_ratio = stored_ratio(g[0].e.c);
+	kvt_e2e_dev_stats(g[0].e.c, a, out);
 out:
 	if (err)
 		fprintf(stderr, "kvtier-bench: sidecar --tier ssd: %s (daemon log: %s)\n",
@@ -676,38 +680,6 @@ out:
 	daemon_stop(&d);
 	free(all);
 	free(rest);
-	return err;
-}
-
-/* fio's side of one repetition: the same bytes, block size and memory. */
-static int run_fio(const struct e2e_args *a, const char *top, bool huge, uint64_t block,
-		   uint64_t bytes, struct e2e_rep *out)
-{
-	char file[4300];
-	struct kvt_bench_fio_job j = { .file = file, .block = block, .bytes = bytes, .qd = 32,
-				       .huge = huge };
-	struct kvt_bench_fio_result res;
-	int err;
-
-	snprintf(file, sizeof(file), "%s/fio.dat", top);
-	j.write = true;
-	err = kvt_bench_fio(&j, &res);
-	out->fio_write_gbps = res.mbps / 1e3;
-	if (!err) {
-		j.write = false;
-		err = kvt_bench_fio(&j, &res);
-		out->fio_read_gbps = res.mbps / 1e3;
-	}
-	unlink(file);
-	if (!err) {
-		j.write = true;
-		j.fdatasync = a->xfer;
-		err = kvt_bench_fio(&j, &res);
-		out->fio_write_sync_gbps = res.mbps / 1e3;
-	}
-	unlink(file);
-	if (err)
-		fprintf(stderr, "kvtier-bench: fio failed in %s\n", top);
 	return err;
 }
 
@@ -725,7 +697,7 @@ int kvt_bench_sidecar_ssd_main(int argc, char **argv)
 	struct e2e_args a;
 	struct e2e_rep reps[MAX_REPS] = { 0 };
 	double v[11][MAX_REPS];
-	char bin[PATH_MAX + 32], top[4096];
+	char bin[PATH_MAX + 32], tops[E2E_MAX_DEVS][4096];
 	uint64_t block, fio_bytes;
 	bool huge;
 	int err = 0;
@@ -749,22 +721,23 @@ int kvt_bench_sidecar_ssd_main(int argc, char **argv)
 	huge = a.pages == 1 ||
 	       (a.pages == 0 && kvt_bench_huge_free() >= a.dram + 32 * block + (64ull << 20) +
 				a.engines * engine_bytes(&a));
-	snprintf(top, sizeof(top), "%s/kvtier-bench-e2e.%d", a.dir, (int)getpid());
+	for (unsigned k = 0; k < a.n_dirs; k++)
+		snprintf(tops[k], sizeof(tops[k]), "%s/kvtier-bench-e2e.%d", a.dirs[k], (int)getpid());
 	for (int i = 0; i < a.reps && !err; i++) {
-		if (mkdir(top, 0755)) {
-			err = -errno;
-			break;
-		}
-		if (i & 1)
-			err = run_fio(&a, top, huge, block, fio_bytes, &reps[i]);
+		for (unsigned k = 0; k < a.n_dirs && !err; k++)
+			err = mkdir(tops[k], 0755) ? -errno : 0;
+		if (!err && (i & 1))
+			err = kvt_e2e_fio(&a, tops, huge, block, fio_bytes, &reps[i]);
 		if (!err)
-			err = run_daemon(&a, bin, top, huge, &reps[i]);
+			err = run_daemon(&a, bin, tops, huge, &reps[i]);
 		if (!err && !(i & 1))
-			err = run_fio(&a, top, huge, block, fio_bytes, &reps[i]);
+			err = kvt_e2e_fio(&a, tops, huge, block, fio_bytes, &reps[i]);
 		if (err)
-			fprintf(stderr, "kvtier-bench: the kvtierd log is kept: %s/kvtierd.log\n", top);
+			fprintf(stderr, "kvtier-bench: the kvtierd log is kept: %s/kvtierd.log\n",
+				tops[0]);
 		else
-			rm_tree(top);
+			for (unsigned k = 0; k < a.n_dirs; k++)
+				rm_tree(tops[k]);
 	}
 	if (err)
 		return 1;
@@ -797,6 +770,8 @@ int kvt_bench_sidecar_ssd_main(int argc, char **argv)
 				json_object_set_new(r, names[f], json_real(v[f][i]));
 			json_object_set_new(r, "blocks_from_ssd",
 					    json_integer((json_int_t)reps[i].blocks_from_ssd));
+			if (a.n_dirs > 1)
+				json_object_set_new(r, "devices", kvt_e2e_devices_json(&a, &reps[i]));
 			json_array_append_new(runs, r);
 		}
 		json_object_set_new(root, "bench", json_string("sidecar-ssd"));
@@ -812,6 +787,7 @@ int kvt_bench_sidecar_ssd_main(int argc, char **argv)
 		json_object_set_new(root, "fio_bytes", json_integer((json_int_t)fio_bytes));
 		json_object_set_new(root, "xfer_blocks", json_integer(a.xfer));
 		json_object_set_new(root, "engines", json_integer(a.engines));
+		json_object_set_new(root, "devices", json_integer(a.n_dirs));
 		json_object_set_new(root, "pages", json_string(huge ? "huge" : "4k"));
 		json_object_set_new(root, "reps", json_integer(a.reps));
 		json_object_set_new(root, "runs", runs);

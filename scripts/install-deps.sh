@@ -16,11 +16,13 @@ set -eu
 # python3-torch for the engine connector's tests and the reference engine;
 # the documentation: mkdocs (the site, strict) and graphviz (its diagrams);
 # libnuma1 and libcurl4: Mooncake Store's wheel loads them (with libibverbs1)
-# in the peers bench (make bench-peers)
+# in the peers bench (make bench-peers); dmsetup: the failed-drive test swaps
+# a device-mapper table to dm-error (it shuts the file system down instead
+# where the kernel has no device-mapper)
 PKGS="build-essential cmake ninja-build pkg-config
       liburing-dev liblz4-dev libblosc-dev libzstd-dev libssl-dev libxxhash-dev libjansson-dev libinih-dev
       libibverbs-dev librdmacm-dev libopenblas-dev
-      libcmocka-dev fio iproute2 python3 python3-torch e2fsprogs util-linux
+      libcmocka-dev fio iproute2 python3 python3-torch e2fsprogs util-linux dmsetup
       clang libclang-rt-14-dev
       libhiredis-dev redis-server iperf3 perftest
       dpkg-dev systemd man-db groff-base adduser

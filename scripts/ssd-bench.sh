@@ -10,9 +10,26 @@
 # mount point and its file (all named ssd-*), and the huge pages it reserved
 # when too few were free (it adds only what is missing and gives those back).
 #
+# With --devices, the SSD tier over several drives: N RAM-backed devices
+# (ext4 on loop devices over files in /dev/shm), each throttled to
+# --dev-rate with the block cgroup (v1 blkio.throttle.*_bps_device, or v2
+# io.max in a cgroup of this script's own), so that the devices, not the
+# cores, are the limit; the daemon's tier spans them (--ssd-dir each) and
+# fio runs on each in turn, its rates summed: LOAD and SAVE against the
+# summed fio, for each N, with a row per device in the JSON.
+#
 # usage: scripts/ssd-bench.sh [--reps N] [--rows LIST] [--tier] [--engines N]
 #                             [--bench PATH] [--kvtierd PATH] [--disk DIR] [--out DIR]
-#   --rows   comma list of disk-huge, disk-4k, ram-huge (default: all three)
+#                             [--devices LIST] [--dev-rate BPS] [--dev-size SIZE]
+#                             [--dev-ws SIZE]
+#   --rows   comma list of disk-huge, disk-4k, ram-huge, devs (default: the
+#            first three; devs: one row per N of --devices)
+#   --devices  comma list of device counts for the devs rows (default 1,2,4)
+#   --dev-rate bytes per second each device reads and writes at most
+#            (default 500000000: 0.5 GB/s)
+#   --dev-size each device's size (default 2G; in /dev/shm, so N of these in RAM)
+#   --dev-ws   the working set the engines save in a devs row (default 1G;
+#            the DRAM tier a quarter of it)
 #   --tier   also `kvtier-bench ssd` (1 and 8 MiB blocks, queue depth 16 and
 #            32, 512 MiB a case, huge pages) on the disk and on the RAM-backed
 #            device
@@ -31,8 +48,16 @@ bench=build/release/bench/kvtier-bench
 disk=build/bench-tmp
 out=build/ssd-bench
 kvtierd=""
+devices="1,2,4"
+dev_rate=500000000
+dev_size=2G
+dev_ws=1G
 while [ $# -gt 0 ]; do
   case "$1" in
+    --devices) devices=$2; shift 2 ;;
+    --dev-rate) dev_rate=$2; shift 2 ;;
+    --dev-size) dev_size=$2; shift 2 ;;
+    --dev-ws) dev_ws=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
     --rows) rows=$2; shift 2 ;;
     --tier) tier=1; shift ;;
@@ -104,9 +129,67 @@ ram_down() {
   loop=""
   rm -f "$img"
 }
+# The devices of a devs row: N loop devices, each ext4, mounted, throttled.
+devs_loops=""
+devs_cg=""
+throttle() { # MAJ:MIN, bytes per second (0: none)
+  v1=/sys/fs/cgroup/blkio
+  if [ -w "$v1/blkio.throttle.read_bps_device" ]; then
+    echo "$1 $2" > "$v1/blkio.throttle.read_bps_device"
+    echo "$1 $2" > "$v1/blkio.throttle.write_bps_device"
+  elif grep -qw io /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+    if [ -z "$devs_cg" ]; then
+      devs_cg=/sys/fs/cgroup/$tag
+      echo +io > /sys/fs/cgroup/cgroup.subtree_control
+      mkdir -p "$devs_cg"
+      echo $$ > "$devs_cg/cgroup.procs"
+    fi
+    if [ "$2" = 0 ]; then echo "$1 rbps=max wbps=max" > "$devs_cg/io.max"
+    else echo "$1 rbps=$2 wbps=$2" > "$devs_cg/io.max"; fi
+  else
+    echo "ssd-bench: no block throttling here (cgroup v1 blkio or v2 io)" >&2
+    exit 1
+  fi
+}
+devs_up() { # N: sets first (the first device's directory) and more (--dir of the others)
+  first=""
+  more=""
+  for k in $(seq 0 $(( $1 - 1 ))); do
+    truncate -s "$dev_size" "/dev/shm/$tag.dev$k.img"
+    l=$(losetup -f --show "/dev/shm/$tag.dev$k.img")
+    devs_loops="$devs_loops $l"
+    mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$l"
+    mkdir -p "/tmp/$tag.dev$k.mnt"
+    mount "$l" "/tmp/$tag.dev$k.mnt"
+    throttle "$(printf '%d:%d' 0x$(stat -c %t "$l") 0x$(stat -c %T "$l"))" "$dev_rate"
+    if [ -z "$first" ]; then first="/tmp/$tag.dev$k.mnt"; else more="$more --dir /tmp/$tag.dev$k.mnt"; fi
+  done
+}
+devs_down() {
+  k=0
+  for l in $devs_loops; do
+    throttle "$(printf '%d:%d' 0x$(stat -c %t "$l") 0x$(stat -c %T "$l"))" 0
+    m="/tmp/$tag.dev$k.mnt"
+    tries=0
+    while mountpoint -q "$m" 2>/dev/null && ! umount "$m" 2>/dev/null && [ $tries -lt 50 ]; do
+      tries=$((tries + 1)); sleep 0.2
+    done
+    [ -d "$m" ] && rmdir "$m"
+    losetup -d "$l"
+    rm -f "/dev/shm/$tag.dev$k.img"
+    k=$((k + 1))
+  done
+  devs_loops=""
+  if [ -n "$devs_cg" ]; then
+    echo $$ > /sys/fs/cgroup/cgroup.procs
+    rmdir "$devs_cg"
+    devs_cg=""
+  fi
+}
 cleanup() {
   set +e
   ram_down
+  devs_down
   huge_give_back
 }
 trap cleanup EXIT
@@ -151,6 +234,14 @@ for r in $(echo "$rows" | tr ',' ' '); do
       sidecar ram-huge "$mnt" huge --dram 256M --working-set 1G
       [ "$tier" = 1 ] && tierbench ram "$mnt"
       ram_down ;;
+    devs)
+      for n in $(echo "$devices" | tr ',' ' '); do
+        devs_up "$n"
+        ws_mib=$(( $(numfmt --from=iec "$dev_ws") >> 20 ))
+        # shellcheck disable=SC2086
+        sidecar "devs-$n" "$first" 4k $more --dram "$(( ws_mib / 4 ))M" --working-set "${ws_mib}M"
+        devs_down
+      done ;;
     *) echo "ssd-bench: unknown row $r" >&2; exit 2 ;;
   esac
 done
@@ -168,8 +259,9 @@ for name, path in rows:
         tiers.append((name, j)); continue
     rr = j["runs"]
     span = lambda k: "%.2f-%.2f" % (min(r[k] for r in rr), max(r[k] for r in rr))
-    print("| %s (%s pages, %d engine%s) | %s / %s | %s / %s | **%.2f** / **%.2f** | %.2f |" % (
+    print("| %s (%s pages, %d engine%s%s) | %s / %s | %s / %s | **%.2f** / **%.2f** | %.2f |" % (
         name, j["pages"], j.get("engines", 1), "s" if j.get("engines", 1) > 1 else "",
+        ", %d devices, fio summed" % j["devices"] if j.get("devices", 1) > 1 else "",
         span("fio_read_gbps"), span("fio_write_gbps"), span("load_gbps"), span("save_gbps"),
         j["load_vs_fio"], j["save_vs_fio"], j["load_rest_vs_fio"]))
 for name, j in tiers:

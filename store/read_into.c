@@ -287,6 +287,13 @@ int kvt_read_into(struct kvt_ns *ns, const struct kvt_key *keys, size_t n,
 	for (size_t t = 0; t < nb; t++)
 		if (submitted[t])
 			x.items[b[t].io - x.io].t->ops->wait(x.items[b[t].io - x.io].t, &b[t]);
+	if ((size_t)x.ok < m) {
+		/* a failing read may have taken a device out: its blocks leave
+		 * the index now, not at the demoter's next pass (tiers/ssd_stripe.h) */
+		pthread_mutex_lock(&s->lock);
+		kvt_tiering_forget_dropped(s);
+		pthread_mutex_unlock(&s->lock);
+	}
 	free(x.items);
 	free(x.io);
 	return x.ok;

@@ -83,6 +83,8 @@ int kvt_store_open(const struct kvt_store_opts *opts, struct kvt_store **out)
 	}
 	s->opts = o;
 	s->opts.ssd_dir = NULL; /* not kept: the caller owns the string */
+	s->opts.ssd_dirs = NULL;
+	s->opts.n_ssd_dirs = 0;
 	s->opts.policy = policy->name;
 	s->opts.ssd_admission = admission->name;
 	s->opts.ssd_codec = o.ssd_codec && !strcmp(o.ssd_codec, KVT_SSD_CODEC_AUTO) ?
@@ -231,6 +233,19 @@ int kvt_store_stats(struct kvt_store *s, struct kvt_store_stats *out)
 	pthread_mutex_unlock(&s->lock);
 	/* a caller built against an older, smaller struct gets its prefix */
 	return kvt_opts_store(out, &st, sizeof(st));
+}
+
+int kvt_store_tier_devices(struct kvt_store *s, enum kvt_tier tier, struct kvt_tier_device *out,
+			   size_t max)
+{
+	size_t n;
+
+	if (!s || (max && !out))
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	n = kvt_tiering_devices(s, tier, out, max);
+	pthread_mutex_unlock(&s->lock);
+	return (int)n;
 }
 
 int kvt_store_tier_counters(struct kvt_store *s, enum kvt_tier tier, struct kvt_counter *out,

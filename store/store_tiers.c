@@ -12,6 +12,7 @@
 #include "store/tiering.h"
 #include "tiers/dram.h"
 #include "tiers/ssd.h"
+#include "tiers/ssd_stripe.h"
 
 int kvt_store_open_mem(const struct kvt_store_opts *o, struct kvt_mem_tier **out)
 {
@@ -25,7 +26,7 @@ int kvt_store_open_mem(const struct kvt_store_opts *o, struct kvt_mem_tier **out
 	dopts.warm_fd = o->dram_fd;
 	/* with a storage tier, a slot has room for its record header, so a
 	 * block leaves in one device write */
-	dopts.headroom = o->ssd_dir ? KVT_TIER_HEADROOM : 0;
+	dopts.headroom = o->ssd_dir || o->n_ssd_dirs ? KVT_TIER_HEADROOM : 0;
 	if (dopts.slab_bytes == 0 && dopts.bytes < KVT_DRAM_DEFAULT_SLAB)
 		dopts.slab_bytes = dopts.bytes & ~(uint64_t)(KVT_DRAM_SLOT_ALIGN - 1);
 	return kvt_dram_open(&dopts, out);
@@ -53,9 +54,10 @@ int kvt_store_add_tiers(struct kvt_store *s, const struct kvt_store_opts *opts)
 	struct kvt_ssd_opts so;
 	int err;
 
-	if (!opts->ssd_dir)
+	if (!opts->ssd_dir && !opts->n_ssd_dirs)
 		return 0;
-	if (!opts->ssd_bytes)
+	if (opts->ssd_dir ? !opts->ssd_bytes || opts->n_ssd_dirs :
+			    !opts->ssd_dirs || opts->n_ssd_dirs > KVT_SSD_MAX_DIRS)
 		return -EINVAL;
 	kvt_ssd_opts_init(&so, sizeof(so));
 	so.dir = opts->ssd_dir;
@@ -64,7 +66,13 @@ int kvt_store_add_tiers(struct kvt_store *s, const struct kvt_store_opts *opts)
 						     ssd_segment_bytes(opts->ssd_bytes);
 	so.queue_depth = opts->ssd_queue_depth;
 	so.force_threads = opts->ssd_force_threads;
-	err = kvt_ssd_tier_open(&so, &t);
+	/* several directories: a tier per directory under one that spreads
+	 * blocks over them (tiers/ssd_stripe.h) */
+	if (opts->n_ssd_dirs)
+		err = kvt_ssd_stripe_open(&so, opts->ssd_dirs, opts->n_ssd_dirs,
+					  opts->ssd_segment_bytes ? NULL : ssd_segment_bytes, &t);
+	else
+		err = kvt_ssd_tier_open(&so, &t);
 	if (!err)
 		err = kvt_tiering_add(s, t);
 	if (err)

@@ -85,6 +85,14 @@ size_t kvt_tiering_counters(struct kvt_store *s, enum kvt_tier kind, struct kvt_
 	return n;
 }
 
+size_t kvt_tiering_devices(struct kvt_store *s, enum kvt_tier kind, struct kvt_tier_device *out,
+			   size_t max)
+{
+	struct storage *sg = storage_of(s, kind);
+
+	return sg && sg->t->ops->devices ? sg->t->ops->devices(sg->t, out, max) : 0;
+}
+
 /* ---- the list -------------------------------------------------------------- */
 
 int kvt_tiering_add(struct kvt_store *s, struct kvt_storage_tier *t)

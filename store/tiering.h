@@ -132,4 +132,9 @@ void kvt_tiering_stats(struct kvt_store *s, struct kvt_store_stats *st);
 size_t kvt_tiering_counters(struct kvt_store *s, enum kvt_tier kind, struct kvt_counter *out,
 			    size_t max);
 
+/* Tier kind's devices (its devices op) into out[0..max): how many. Lock
+ * held. */
+size_t kvt_tiering_devices(struct kvt_store *s, enum kvt_tier kind, struct kvt_tier_device *out,
+			   size_t max);
+
 #endif /* KVT_STORE_TIERING_H */

@@ -115,7 +115,7 @@ static bool releasable(const struct kvt_ssd *ssd, const struct seg *s)
  * oldest segment too, while that frees tombstones that kept it. */
 void kvt_ssd_seg_maybe_release(struct kvt_ssd *ssd, uint32_t slot)
 {
-	if (!releasable(ssd, &ssd->segs[slot]))
+	if (ssd->abandoned || !releasable(ssd, &ssd->segs[slot]))
 		return;
 	seg_release(ssd, slot);
 	for (;;) {
@@ -174,6 +174,28 @@ static void rec_kill(struct kvt_ssd *ssd, struct seg *s, struct kvt_ssd_rec *r)
 		r->state = KVT_SSD_REC_DEAD;
 }
 
+/* Move the live record r of the segment in slot to the dropped list (its
+ * loc is gone): 0, or -ENOMEM (it stays). */
+static int drop_rec(struct kvt_ssd *ssd, uint32_t slot, struct kvt_ssd_rec *r)
+{
+	struct seg *s = &ssd->segs[slot];
+
+	if (ssd->n_dropped == ssd->cap_dropped) {
+		size_t cap = ssd->cap_dropped ? 2 * ssd->cap_dropped : 64;
+		struct kvt_ssd_rec_info *d = realloc(ssd->dropped, cap * sizeof(*d));
+
+		if (!d)
+			return -ENOMEM;
+		ssd->dropped = d;
+		ssd->cap_dropped = cap;
+	}
+	ssd->dropped[ssd->n_dropped++] = (struct kvt_ssd_rec_info){
+		.ns_id = r->ns_id, .key = r->key, .raw_len = r->raw_len,
+		.loc = loc_make(s->gen, slot, r->page) };
+	rec_kill(ssd, s, r);
+	return 0;
+}
+
 /* Release the emptiest sealed segment if it is empty enough. */
 static int reclaim_one(struct kvt_ssd *ssd)
 {
@@ -191,26 +213,43 @@ static int reclaim_one(struct kvt_ssd *ssd)
 	if ((double)s->live_pages > ssd->opts.reclaim_live_fraction * s->n_pages)
 		return -ENOSPC;
 	for (size_t i = 0; i < s->n_recs; i++) {
-		struct kvt_ssd_rec *r = &s->recs[i];
-		if (r->state != KVT_SSD_REC_LIVE)
+		if (s->recs[i].state != KVT_SSD_REC_LIVE)
 			continue;
-		if (ssd->n_dropped == ssd->cap_dropped) {
-			size_t cap = ssd->cap_dropped ? 2 * ssd->cap_dropped : 64;
-			struct kvt_ssd_rec_info *d = realloc(ssd->dropped, cap * sizeof(*d));
-			if (!d)
-				return -ENOMEM;
-			ssd->dropped = d;
-			ssd->cap_dropped = cap;
-		}
-		ssd->dropped[ssd->n_dropped++] = (struct kvt_ssd_rec_info){
-			.ns_id = r->ns_id, .key = r->key, .raw_len = r->raw_len,
-			.loc = loc_make(s->gen, best, r->page) };
+		if (drop_rec(ssd, best, &s->recs[i]))
+			return -ENOMEM;
 		ssd->st.reclaim_dropped++;
-		rec_kill(ssd, s, r);
 	}
 	s->live_pages = 0;
 	kvt_ssd_seg_maybe_release(ssd, best);
 	return 0;
+}
+
+size_t kvt_ssd_abandon(struct kvt_ssd *ssd, int err, const char *what)
+{
+	size_t n = 0;
+
+	if (!ssd)
+		return 0;
+	pthread_mutex_lock(&ssd->lock);
+	if (ssd->abandoned) {
+		pthread_mutex_unlock(&ssd->lock);
+		return 0;
+	}
+	if (!ssd->st.degraded) {
+		ssd->st.degraded = true;
+		ssd->st.degraded_error = err;
+	}
+	ssd->abandoned = true;
+	for (uint32_t slot = 0; slot < ssd->n_slots; slot++)
+		for (size_t i = 0; ssd->segs[slot].used && i < ssd->segs[slot].n_recs; i++)
+			if (ssd->segs[slot].recs[i].state == KVT_SSD_REC_LIVE &&
+			    !drop_rec(ssd, slot, &ssd->segs[slot].recs[i]))
+				n++;
+	kvt_log(KVT_LOG_ERROR, "event=ssd.abandoned dir=%s what=\"%s\" err=\"%s\" dropped=%zu "
+		"action=\"its blocks are misses; its files stay for a later open\"", ssd->dir, what,
+		strerror(-err), n);
+	pthread_mutex_unlock(&ssd->lock);
+	return n;
 }
 
 /* Fsync the directory (new or renamed entries), when the tier syncs. */
@@ -505,7 +544,9 @@ int kvt_ssd_summary_write(struct kvt_ssd *ssd, uint32_t slot, uint32_t gen)
 	int rc;
 
 	pthread_mutex_lock(&ssd->lock);
-	if (!s->used || s->gen != gen || s->summary) {
+	/* an abandoned tier's records are dropped from memory, not from disk:
+	 * a summary now would hide them from the next open */
+	if (!s->used || s->gen != gen || s->summary || ssd->abandoned) {
 		pthread_mutex_unlock(&ssd->lock);
 		return 0;
 	}
@@ -712,7 +753,7 @@ uint64_t kvt_ssd_seq_reserve(struct kvt_ssd *ssd)
 	uint64_t seq;
 
 	pthread_mutex_lock(&ssd->lock);
-	seq = ssd->next_seq++;
+	seq = kvt_ssd_seq_next(ssd);
 	pthread_mutex_unlock(&ssd->lock);
 	return seq;
 }
@@ -806,7 +847,7 @@ int kvt_ssd_probe(struct kvt_ssd *ssd)
 		goto out;
 	}
 	ssd->st.probes++;
-	rc = probe_write(ssd);
+	rc = ssd->abandoned ? ssd->st.degraded_error : probe_write(ssd);
 	if (!rc) {
 		/* a failed write may have left a damaged record in the active
 		 * segment: start clean in a new one */

@@ -82,7 +82,16 @@ struct kvt_ssd_opts {
 	bool force_threads;            /* use the pread/pwrite pool, not io_uring */
 	bool sync;                     /* fdatasync segments before acking (default true) */
 	double reclaim_live_fraction;  /* release a segment at most this live (0.25) */
+	uint64_t *seq_shared;          /* NULL, or a counter (from 1) several tiers
+	                                * share, so that their records are ordered as
+	                                * one (the devices of a stripe): records take
+	                                * their sequence numbers from it, and open
+	                                * raises it past every number found */
 };
+
+/* The bits of a loc the tier uses (the low ones): a layer over several tiers
+ * may keep its own number in the bits above (tiers/ssd_stripe.h). */
+#define KVT_SSD_LOC_BITS 60
 
 void kvt_ssd_opts_init(struct kvt_ssd_opts *opts, size_t size_bytes);
 
@@ -256,12 +265,24 @@ bool kvt_ssd_degraded(struct kvt_ssd *ssd);
  * not degraded), or the -errno that keeps it degraded. */
 int kvt_ssd_probe(struct kvt_ssd *ssd);
 
+/* Give up on the device: every live record is moved to the dropped list
+ * (kvt_ssd_take_dropped: the caller forgets them, they become misses), the
+ * tier is degraded with err and stays so (probes fail with it) until it is
+ * closed, and nothing on the device is deleted (its segments may be read
+ * again by a later open, once the device works). Reads and frees of the old
+ * locs find nothing. Logged once, with what. Returns how many records it
+ * dropped (0 the second time). */
+size_t kvt_ssd_abandon(struct kvt_ssd *ssd, int err, const char *what);
+
 /* The tier as a storage tier of tiers/tier.h (kind KVT_TIER_SSD, caps
  * DEMOTE), for a store's list of tiers: kvt_ssd_open of opts, the records
  * recovery found kept for take_recovered, the ops mapped onto the calls
  * above. Returns 0 and *out (closed by its ops->close), or the errors of
  * kvt_ssd_open. */
 int kvt_ssd_tier_open(const struct kvt_ssd_opts *opts, struct kvt_storage_tier **out);
+
+/* The SSD tier under t, a tier kvt_ssd_tier_open made. */
+struct kvt_ssd *kvt_ssd_tier_ssd(struct kvt_storage_tier *t);
 
 #ifdef KVT_TESTING
 /* Tests: inject faults into the I/O engine (see kvt_ssd_io_inject). */

@@ -34,15 +34,18 @@ struct kvt_ssd_helper;
 
 #define PAGE KVT_SSD_PAGE
 
-/* loc = generation:24 | slot:16 | header page:24. Slots are reused (the
- * lowest free one), so a record's loc carries its segment's generation, a
- * per-slot counter bumped each time the slot gets a segment: a loc kept past
- * its segment's release never names the record that later sits at the same
- * slot and page (it would take 2^24 reuses of the slot in between). The
- * generation is never 0, so neither is a loc. */
+/* loc = [device:4] | generation:20 | slot:16 | header page:24. Slots are
+ * reused (the lowest free one), so a record's loc carries its segment's
+ * generation, a per-slot counter bumped each time the slot gets a segment: a
+ * loc kept past its segment's release never names the record that later
+ * sits at the same slot and page (it would take about 2^20 reuses of the
+ * slot in between). The generation is never 0, so neither is a loc, and
+ * never all ones, so a loc with a device number in its top KVT_SSD_LOC_BITS
+ * bits (ssd_stripe.c) is never KVT_LOC_NONE. The tier reads no bit above
+ * them. */
 #define LOC_GEN_SHIFT 40
 #define LOC_SLOT_SHIFT 24
-#define LOC_MAX_GEN ((1u << 24) - 1)
+#define LOC_MAX_GEN ((1u << (KVT_SSD_LOC_BITS - LOC_GEN_SHIFT)) - 2)
 #define LOC_MAX_SLOTS (1u << 16)
 #define LOC_MAX_PAGE ((1u << 24) - 1)
 #define LOC_MAX_PPAGES LOC_MAX_PAGE
@@ -54,7 +57,7 @@ static inline uint64_t loc_make(uint32_t gen, uint32_t slot, uint32_t page)
 
 static inline uint32_t loc_gen(uint64_t loc)
 {
-	return (uint32_t)(loc >> LOC_GEN_SHIFT) & LOC_MAX_GEN;
+	return (uint32_t)(loc >> LOC_GEN_SHIFT) & ((1u << (KVT_SSD_LOC_BITS - LOC_GEN_SHIFT)) - 1);
 }
 static inline uint32_t loc_slot(uint64_t loc) { return (uint32_t)(loc >> LOC_SLOT_SHIFT) & 0xffff; }
 static inline uint32_t loc_page(uint64_t loc) { return (uint32_t)loc & LOC_MAX_PAGE; }
@@ -107,7 +110,9 @@ struct kvt_ssd {
 	                             * is made when needed again */
 	bool creating;              /* a segment file is being made, lock let go */
 	pthread_cond_t create_cv;   /* ... and is made */
-	uint64_t next_seq, next_seg_id;
+	uint64_t next_seq, next_seg_id; /* next_seq: see kvt_ssd_seq_next */
+	bool abandoned;             /* kvt_ssd_abandon: nothing is deleted, nothing
+	                             * written, until close */
 	struct kvt_ssd_rec_info *dropped;
 	size_t n_dropped, cap_dropped;
 	struct sealed_seg *sealed;  /* their summaries are due */
@@ -195,6 +200,16 @@ static inline bool device_error(int err)
 }
 
 /* ---- ssd.c ---------------------------------------------------------------- */
+
+/* The next record's sequence number: the tier's own counter, or the one
+ * opts.seq_shared names (tiers that share it order their records as one).
+ * Lock held. */
+static inline uint64_t kvt_ssd_seq_next(struct kvt_ssd *ssd)
+{
+	if (ssd->opts.seq_shared)
+		return __atomic_fetch_add(ssd->opts.seq_shared, 1, __ATOMIC_RELAXED);
+	return ssd->next_seq++;
+}
 
 /* Segments and records; the tier's lock held. */
 void kvt_ssd_degrade(struct kvt_ssd *ssd, int err, const char *what);

@@ -296,6 +296,14 @@ static int apply_recovery(struct kvt_ssd *ssd, struct kvt_ssd_recovery *r, bool 
 				ssd->dir, META_NAME, r->n_segs);
 	}
 	ssd->next_seq = r->next_seq;
+	if (ssd->opts.seq_shared) {
+		uint64_t cur = __atomic_load_n(ssd->opts.seq_shared, __ATOMIC_RELAXED);
+
+		while (cur < r->next_seq &&
+		       !__atomic_compare_exchange_n(ssd->opts.seq_shared, &cur, r->next_seq, true,
+						    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			;
+	}
 	ssd->next_seg_id = r->next_seg_id;
 	ssd->st.recovery_torn = r->torn;
 	ssd->st.recovery_corrupt = r->corrupt;

@@ -21,6 +21,11 @@ static struct kvt_ssd *ssd_of(struct kvt_storage_tier *t)
 	return ((struct ssd_tier *)t)->ssd;
 }
 
+struct kvt_ssd *kvt_ssd_tier_ssd(struct kvt_storage_tier *t)
+{
+	return ssd_of(t);
+}
+
 static struct kvt_tier_rec rec_of(const struct kvt_ssd_rec_info *r)
 {
 	return (struct kvt_tier_rec){ .ns_id = r->ns_id, .key = r->key, .parent = r->parent,

@@ -136,7 +136,7 @@ static void write_issue(struct sbatch *sb, size_t from, size_t to)
 		if (w[i].res)
 			continue;
 		h = (struct kvt_ssd_hdr){
-			.seq = w[i].seq ? w[i].seq : ssd->next_seq++, .ns_id = w[i].ns_id,
+			.seq = w[i].seq ? w[i].seq : kvt_ssd_seq_next(ssd), .ns_id = w[i].ns_id,
 			.key = w[i].key, .codec = (uint8_t)c[i].codec,
 			.raw_len = w[i].tomb ? 0 : w[i].len, .stored_len = c[i].stored,
 			.payload_sum = c[i].sum };

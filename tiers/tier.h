@@ -33,7 +33,7 @@
  * Threading: every op may be called from any thread, never with the store's
  * lock held, except free, hold, seq_reserve, take_dropped, degraded, stats
  * and counters, which the store calls under its lock: they must not block
- * on I/O. */
+ * on I/O. devices is called under the store's lock too. */
 #ifndef KVT_TIERS_TIER_H
 #define KVT_TIERS_TIER_H
 
@@ -195,6 +195,9 @@ struct kvt_storage_tier_ops {
 	/* Optional: the tier's named counters into out[0..max), see
 	 * kvt_tier_counters_copy. Returns how many were written. */
 	size_t (*counters)(struct kvt_storage_tier *t, struct kvt_counter *out, size_t max);
+	/* Optional: the tier's devices into out[0..max), where it spans
+	 * several (struct kvt_tier_device). Returns how many. */
+	size_t (*devices)(struct kvt_storage_tier *t, struct kvt_tier_device *out, size_t max);
 	/* Optional (KEYED): how many leading keys of keys[0..n) the tier can
 	 * serve, within a bounded time of its own (never blocking the caller
 	 * on a peer or a directory that does not answer: 0 then). */

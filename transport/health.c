@@ -29,6 +29,7 @@ char *kvt_health_ready(struct kvt_server *srv, bool *ready)
 					   "works again\n", kvt_tier_name(t));
 		}
 	}
+	kvt_health_devices(&b, srv->opts.store);
 	if (srv->opts.hooks.ready_cb)
 		cluster = srv->opts.hooks.ready_cb(srv->opts.hooks.arg);
 	if (cluster) {

@@ -159,7 +159,7 @@ static void http_respond(struct kvt_server *srv, struct kvt_http_conn *h)
 	} else if (!strncmp(path, "/metrics ", 9) || !strncmp(path, "/metrics?", 9)) {
 		body = kvt_metrics_prom(srv);
 	} else if (!strncmp(path, "/stats ", 7)) {
-		body = kvt_metrics_json(srv, SIZE_MAX);
+		body = kvt_metrics_json(srv, SIZE_MAX, false);
 		ctype = "application/json";
 	} else if (!strncmp(path, "/healthz ", 9)) {
 		body = strdup("ok\n");

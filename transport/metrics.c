@@ -201,7 +201,8 @@ static void add_tier_counters(json_t *o, struct kvt_store *store, int t)
 }
 
 /* One tier's figures (the SSD tier's with its health), and its counters. */
-static json_t *tier_json(struct kvt_store *store, const struct kvt_store_stats *st, int t)
+static json_t *tier_json(struct kvt_store *store, const struct kvt_store_stats *st, int t,
+			 bool paths)
 {
 	const struct kvt_tier_stats *ts = &st->tier[t];
 	json_t *o = json_object();
@@ -223,6 +224,9 @@ static json_t *tier_json(struct kvt_store *store, const struct kvt_store_stats *
 	if (t == KVT_TIER_SSD)
 		add_ssd_health(o, &st->ssd);
 	add_tier_counters(o, store, t);
+	json_t *devices = kvt_metrics_devices_json(store, t, paths);
+	if (devices)
+		json_object_set_new(o, "devices", devices);
 	return o;
 }
 
@@ -265,14 +269,14 @@ static json_t *restart_json(const struct kvt_store_stats *st)
 	return o;
 }
 
-/* The tiers present, by name. */
-static json_t *tiers_json(struct kvt_store *store, const struct kvt_store_stats *st)
+/* The tiers present, by name (paths: with the SSD devices' directories). */
+static json_t *tiers_json(struct kvt_store *store, const struct kvt_store_stats *st, bool paths)
 {
 	json_t *o = json_object();
 
 	for (int t = KVT_TIER_HBM; t < KVT_TIER_COUNT; t++)
 		if (st->tier[t].present)
-			json_object_set_new(o, kvt_tier_name(t), tier_json(store, st, t));
+			json_object_set_new(o, kvt_tier_name(t), tier_json(store, st, t, paths));
 	return o;
 }
 
@@ -391,7 +395,7 @@ static int add_section(json_t *root, const char *key, json_t *section)
 	return 0;
 }
 
-char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
+char *kvt_metrics_json(struct kvt_server *srv, size_t tenant, bool paths)
 {
 	struct kvt_store_stats st = { .size = sizeof(st) };
 	json_t *root = json_object();
@@ -403,7 +407,7 @@ char *kvt_metrics_json(struct kvt_server *srv, size_t tenant)
 	if (add_section(root, "server", server_json(srv)) ||
 	    add_section(root, "copies", copies_json(&srv->c, &st)) ||
 	    add_section(root, "store", store_json(&st)) ||
-	    add_section(root, "tiers", tiers_json(srv->opts.store, &st)) ||
+	    add_section(root, "tiers", tiers_json(srv->opts.store, &st, paths)) ||
 	    add_section(root, "ops", ops_json(&srv->c)) ||
 	    (tenant < srv->opts.n_tenants &&
 	     add_section(root, "tenant", kvt_insight_tenant_json(srv->insight, tenant, &st))))
@@ -765,8 +769,10 @@ char *kvt_metrics_prom(struct kvt_server *srv)
 	plan_prom(&b, srv, &st);
 	engine_bytes_prom(&b, &srv->c);
 	store_prom(&b, &st);
-	if (st.tier[KVT_TIER_SSD].present)
+	if (st.tier[KVT_TIER_SSD].present) {
 		ssd_prom(&b, &st);
+		kvt_metrics_devices_prom(&b, srv->opts.store);
+	}
 	restart_prom(&b, &st);
 	server_prom(&b, &srv->c);
 	ops_prom(&b, &srv->c);

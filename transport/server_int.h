@@ -416,8 +416,10 @@ void kvt_job_release_arrays(struct kvt_job *job);
 /* metrics.c */
 void kvt_metrics_observe(struct kvt_server *srv, uint16_t op, uint64_t start_ns, int err);
 /* Malloc'd JSON text of the server's and the store's counters, with tenant
- * `t`'s own figures (t an index in srv->tenants; SIZE_MAX: none), or NULL. */
-char *kvt_metrics_json(struct kvt_server *srv, size_t t);
+ * `t`'s own figures (t an index in srv->tenants; SIZE_MAX: none), and with
+ * `paths` the SSD devices' directories (STATS over the socket; GET /stats
+ * needs no credentials and names none), or NULL. */
+char *kvt_metrics_json(struct kvt_server *srv, size_t t, bool paths);
 /* Malloc'd Prometheus text exposition, or NULL. */
 char *kvt_metrics_prom(struct kvt_server *srv);
 /* kvtier_build_info and the process_* families (process_prom.c). */
@@ -426,6 +428,17 @@ void kvt_process_prom(struct kvt_textbuf *b);
 /* /readyz's body, one reason a line ("ready" when *ready); malloc'd, NULL
  * when out of memory (health.c). */
 char *kvt_health_ready(struct kvt_server *srv, bool *ready);
+
+/* The devices of a tier over several (metrics_devices.c): STATS'
+ * tiers.<tier>.devices array (NULL: one device; paths: each device's
+ * directory too, for STATS over the socket), /metrics' kvtier_ssd_device_*
+ * families, and /readyz's line per device not ok (each does not make the
+ * daemon unready: the others serve). */
+struct json_t;
+struct kvt_textbuf;
+struct json_t *kvt_metrics_devices_json(struct kvt_store *store, int t, bool paths);
+void kvt_metrics_devices_prom(struct kvt_textbuf *b, struct kvt_store *store);
+void kvt_health_devices(struct kvt_textbuf *b, struct kvt_store *store);
 
 /* http.c */
 int kvt_http_listen(struct kvt_server *srv, const char *addr);

@@ -362,7 +362,7 @@ static int op_stats(struct kvt_conn *c, const struct kvt_req *req)
 			return -EACCES;
 		}
 	}
-	json = kvt_metrics_json(srv, t);
+	json = kvt_metrics_json(srv, t, true);
 	if (!json)
 		return -ENOMEM;
 	len = strlen(json);

@@ -34,6 +34,15 @@ struct kvt_ns;
  * exponent bytes as 4-bit codes, 1.33x fewer bytes), raw for the others. */
 #define KVT_SSD_CODEC_AUTO "auto"
 
+/* One directory of an SSD tier over several drives (kvt_store_opts.ssd_dirs). */
+struct kvt_ssd_dir {
+	const char *path;         /* an existing directory, O_DIRECT-capable */
+	uint64_t bytes;           /* capacity the tier may use there (0: left out) */
+};
+
+/* The most directories (drives) one SSD tier spans. */
+#define KVT_SSD_MAX_DIRS 16
+
 struct kvt_store_opts {
 	size_t size;              /* sizeof(struct kvt_store_opts), set by _init */
 	uint64_t dram_bytes;      /* DRAM tier capacity (required, > 0) */
@@ -84,6 +93,15 @@ struct kvt_store_opts {
 	                           * open (their namespaces attached again from the
 	                           * region's table), each checked against its
 	                           * checksum before it is first used */
+	const struct kvt_ssd_dir *ssd_dirs; /* the SSD tier over several
+	                           * directories, one per drive (ssd_dir is then
+	                           * NULL): n_ssd_dirs of them, at most
+	                           * KVT_SSD_MAX_DIRS; each must exist (a missing
+	                           * or unusable one is left out, logged and
+	                           * reported by kvt_store_tier_devices, the
+	                           * others serve); blocks are spread over them
+	                           * (docs/ssd-tier.md) */
+	size_t n_ssd_dirs;
 };
 
 /* Fill opts with the defaults as far as size_bytes (sizeof(*opts) for a
@@ -540,6 +558,40 @@ int kvt_store_stats(struct kvt_store *store, struct kvt_store_stats *stats);
  * written (0 for a tier the store does not have), or -EINVAL. */
 int kvt_store_tier_counters(struct kvt_store *store, enum kvt_tier tier, struct kvt_counter *out,
 			    size_t max);
+
+/* One device of a tier spread over several (the SSD tier over several
+ * directories): what it holds, what went through it, and its state. */
+enum kvt_device_state {
+	KVT_DEVICE_OK = 0,       /* reads and writes */
+	KVT_DEVICE_DEGRADED = 1, /* writes failed (a write error, a read-only
+	                          * remount): reads only, probed for writes */
+	KVT_DEVICE_OUT = 2,      /* taken out (I/O errors past a threshold, its
+	                          * directory gone): its blocks are misses */
+	KVT_DEVICE_MISSING = 3,  /* could not be opened at start */
+};
+
+struct kvt_tier_device {
+	char path[512];          /* its directory (cut to fit) */
+	enum kvt_device_state state;
+	int error;               /* the -errno that degraded it or took it out, or 0 */
+	uint64_t capacity_bytes;
+	uint64_t used_bytes;
+	uint64_t blocks;
+	uint64_t writes, write_bytes; /* records written, their block bytes */
+	uint64_t reads, read_bytes;   /* records read, their bytes */
+	uint64_t errors;         /* I/O errors */
+	uint64_t dropped;        /* blocks lost when it was taken out */
+	uint64_t recovered;      /* blocks found on it at open */
+};
+
+/* "ok", "degraded", "out", "missing". */
+const char *kvt_device_state_name(enum kvt_device_state s);
+
+/* Snapshot of the devices of tier into out[0..max), in the order they were
+ * configured. Returns how many (0 for a tier of one device, or one the store
+ * does not have), or -EINVAL. */
+int kvt_store_tier_devices(struct kvt_store *store, enum kvt_tier tier,
+			   struct kvt_tier_device *out, size_t max);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """The Grafana dashboard (packaging/grafana/kvtier-dashboard.json) against a
-live kvtierd: every metric its queries name is on /metrics, with samples,
+live kvtierd (its SSD tier over two directories, so that the per-device
+families are there): every metric its queries name is on /metrics, with samples,
 once an engine has saved, looked up and loaded. A family renamed or removed
 in the daemon fails here, not on an operator's empty panel.
 
@@ -11,7 +12,9 @@ set; KVT_TEST_TMPDIR holds the daemon's directory."""
 import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 import time
 import unittest
 import urllib.request
@@ -78,7 +81,16 @@ class DashboardTest(unittest.TestCase):
         queries = dashboard_queries(board)
         self.assertGreater(len(queries), 20)
         wanted = set().union(*(metric_names(q) for q in queries))
-        d = Daemon(["--metrics", "127.0.0.1:0", "--no-prefault"], ssd="32M", env=DAEMON_ENV)
+        # the SSD tier over two directories, so the per-device panels have
+        # samples too (every other family is the same as over one)
+        base = os.environ.get("KVT_TEST_TMPDIR") or None
+        if base:
+            os.makedirs(base, exist_ok=True)
+        ssd_dirs = [tempfile.mkdtemp(prefix="kvtier-dash-ssd.", dir=base) for _ in range(2)]
+        d = Daemon(["--metrics", "127.0.0.1:0", "--no-prefault"] +
+                   [a for p in ssd_dirs for a in ("--ssd-dir", p + ":16M")],
+                   ssd="32M", env=DAEMON_ENV)
+        self.addCleanup(lambda: [shutil.rmtree(p, ignore_errors=True) for p in ssd_dirs])
         try:
             port = self.metrics_port(d)
             self.traffic(d)
