@@ -67,7 +67,7 @@ from sglang.srt.mem_cache.utils import get_hash_str  # noqa: E402
 
 import kvtier  # noqa: E402
 from kvtier.daemon import Daemon  # noqa: E402
-from kvtier.sglang import KvtierHiCacheStorage  # noqa: E402
+from kvtier.sglang import KvtierHiCacheStorage, model_id, page_key  # noqa: E402
 
 P = 4               # tokens a page
 LAYERS = 3
@@ -340,6 +340,20 @@ class SglangStorageTest(unittest.TestCase):
         self.assertEqual(e.backend.batch_get(["k"], [torch.zeros(4)]), [None])
         self.assertIsNone(e.backend.get_stats())
         self.assertFalse(e.backend.clear())
+
+    def test_keys_and_model_ids(self):
+        """A key is the first 16 bytes of SGLang's SHA-256 page hash (a
+        digest of any other string); model ids fit kvtierd's 63 bytes, and
+        two long model names keep apart."""
+        h = get_hash_str(prompt_tokens(1), None, P)[0]
+        self.assertEqual(page_key(h), bytes.fromhex(h)[:16])
+        self.assertEqual(page_key("x.mamba"), hashlib.sha256(b"x.mamba").digest()[:16])
+        self.assertEqual(model_id("org/m", "page_first", 64), "sglang:page_first:p64:org-m")
+        a = model_id("org/" + "a" * 80 + "1", "page_first_direct", 64, pp=(1, 2))
+        b = model_id("org/" + "a" * 80 + "2", "page_first_direct", 64, pp=(1, 2))
+        self.assertLessEqual(len(a), 63)
+        self.assertNotEqual(a, b)
+        self.assertTrue(a.startswith("sglang:page_first_direct:p64:pp1/2:org-aaa"), a)
 
     def test_pool_moved_into_registered_memory(self):
         """register_mem_pool_host moves the pool's bytes into the memfd
