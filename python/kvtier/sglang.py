@@ -210,11 +210,14 @@ class KvtierHiCacheStorage(HiCacheStorage):
         return self.batch_exists([key]) == 1
 
     def _pages(self, n, host_indices):
-        P = self.geometry.page_size
-        idx = host_indices.tolist() if hasattr(host_indices, "tolist") else list(host_indices)
-        if len(idx) < n * P:
-            raise ValueError("%d host indices for %d pages of %d" % (len(idx), n, P))
-        return [int(idx[i * P]) // P for i in range(n)]
+        """The host pool's page of each key (SGLang passes page_size token
+        indices a page, the first of each page-aligned), or None, logged,
+        when there are too few."""
+        P = self.geometry.page_size if self.geometry else 0
+        if not P or len(host_indices) < n * P:
+            log.error("kvtier: %d host indices for %d pages of %d tokens", len(host_indices), n, P)
+            return None
+        return [int(i) // P for i in host_indices[0:n * P:P].tolist()]
 
     def batch_get_v1(self, keys, host_indices, extra_info=None):
         """Pages keys[i] into the host pool at host_indices[i*page_size...]:
@@ -224,6 +227,8 @@ class KvtierHiCacheStorage(HiCacheStorage):
             return []
         k = [page_key(h) for h in keys]
         pages = self._pages(len(k), host_indices)
+        if pages is None:
+            return [False] * len(k)
         self.stats["get_pages"] += len(k)
         got = self._call("load", lambda c, ns, r: c.load(ns, r, k, pages).wait(
             timeout=self.timeout_s)) or 0
@@ -242,6 +247,8 @@ class KvtierHiCacheStorage(HiCacheStorage):
             return [True] * len(keys)
         k = [page_key(h) for h in keys]
         pages = self._pages(len(k), host_indices)
+        if pages is None:
+            return [False] * len(k)
         prefix = getattr(extra_info, "prefix_keys", None)
         parent = page_key(prefix[-1]) if prefix else None
         self.stats["set_pages"] += len(k)

@@ -340,6 +340,9 @@ class SglangStorageTest(unittest.TestCase):
         self.assertEqual(e.backend.batch_get(["k"], [torch.zeros(4)]), [None])
         self.assertIsNone(e.backend.get_stats())
         self.assertFalse(e.backend.clear())
+        # host indices short of the pages: failed pages, not an exception
+        self.assertEqual(e.backend.batch_set_v1(["a", "b"], indices(0, 1)), [False, False])
+        self.assertEqual(e.backend.batch_get_v1(["a", "b"], indices(0, 1)), [False, False])
 
     def test_keys_and_model_ids(self):
         """A key is the first 16 bytes of SGLang's SHA-256 page hash (a
