@@ -19,7 +19,7 @@ DESTDIR ?=
 # KVT_TEST_DPKG=OFF.
 KVT_TEST_DPKG ?= $(if $(filter 0,$(shell id -u)),ON,OFF)
 
-.PHONY: all deps vllm-venv release asan tsan run test test-release test-asan test-tsan install package docs bench-peers bench-report clean
+.PHONY: all deps vllm-venv sglang-venv release asan tsan run test test-release test-asan test-tsan install package docs bench-peers bench-report clean
 
 all: release
 
@@ -30,6 +30,11 @@ deps:
 # no registry: a message, and those tests skip
 vllm-venv:
 	@sh scripts/vllm-venv.sh || [ $$? -eq 77 ]
+
+# the pinned SGLang (PyPI) for the HiCache storage backend's tests, in
+# build/venv-sglang over the vLLM venv's torch; no registry: those tests skip
+sglang-venv: vllm-venv
+	@sh scripts/sglang-venv.sh || [ $$? -eq 77 ]
 
 release: deps
 	cmake --preset release >/dev/null
@@ -50,8 +55,8 @@ run: deps
 	cmake --build --preset release -j $(JOBS) --target kvtierd
 	./build/release/app/kvtierd $(ARGS)
 
-# the package test and the vLLM tests are registered in the release build only
-test-release: deps vllm-venv
+# the package test, the vLLM and the SGLang tests are registered in the release build only
+test-release: deps vllm-venv sglang-venv
 	cmake --preset release -DKVT_TEST_DPKG=$(KVT_TEST_DPKG) >/dev/null
 	cmake --build --preset release -j $(JOBS)
 	ctest --preset release -j $(JOBS) $(CTEST_ARGS)

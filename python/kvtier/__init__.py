@@ -38,7 +38,7 @@ import json
 import mmap
 import os
 
-__all__ = ["Client", "Namespace", "Ticket", "EngineMemory", "Part", "RegionParts",
+__all__ = ["Client", "Namespace", "default_socket", "Ticket", "EngineMemory", "Part", "RegionParts",
            "TIER_NAMES", "KEY_BYTES", "REUSE_CLASS_MAX", "reuse_class_of"]
 
 KEY_BYTES = 16
@@ -223,6 +223,15 @@ def _keys_array(keys):
 def _u32_array(values):
     values = list(values)
     return (ctypes.c_uint32 * max(len(values), 1))(*values), len(values)
+
+
+def default_socket():
+    """The socket a Client made without socket= dials: $KVTIER_SOCKET, else
+    the client library's default."""
+    opts = _Opts()
+    _lib.kvt_client_opts_init(ctypes.byref(opts), ctypes.sizeof(opts))
+    buf = ctypes.create_string_buffer(4096)
+    return _lib.kvt_client_socket_path(ctypes.byref(opts), buf, len(buf)).decode()
 
 
 class Namespace:

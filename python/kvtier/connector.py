@@ -60,6 +60,7 @@ asks for, by kvtier.reuse_class_of (the bit length of the count).
 
 import errno
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -144,7 +145,7 @@ class EngineConnector:
     def __init__(self, model_id, layers, kv_heads, head_dim, block_tokens, kv_dtype="bf16",
                  socket=None, token=None, load_timeout_s=30.0, reconnect_s=5.0, use_plan=True,
                  completions="push", reuse_classes=True, tp_rank=0, tp_size=1,
-                 async_load=False, async_save=False):
+                 async_load=False, async_save=False, layout="paged"):
         if kv_dtype not in _TORCH_DTYPES:
             raise ValueError("kv_dtype: one of %s" % ", ".join(_TORCH_DTYPES))
         self.model_id = model_id
@@ -153,6 +154,7 @@ class EngineConnector:
         self.head_dim = head_dim
         self.block_tokens = block_tokens
         self.kv_dtype = kv_dtype
+        self.layout = layout        # kvtier's: "paged" (K and V), "mla" (one tensor)
         if not 0 <= tp_rank < tp_size:
             raise ValueError("tp_rank %d of tp_size %d" % (tp_rank, tp_size))
         # the rank's shard: part of the namespace, so no two ranks share a key
@@ -201,6 +203,12 @@ class EngineConnector:
     # ---- connection ----------------------------------------------------
 
     @property
+    def socket_path(self):
+        """The socket this connector dials (socket=, else $KVTIER_SOCKET, else
+        the client library's default), for messages."""
+        return self._socket or os.environ.get("KVTIER_SOCKET") or kvtier.default_socket()
+
+    @property
     def connected(self):
         return self._client is not None
 
@@ -218,15 +226,16 @@ class EngineConnector:
                               completions=self.completions)
             ns = c.hello(self.model_id, layers=self.layers, kv_heads=self.kv_heads,
                          head_dim=self.head_dim, block_tokens=self.block_tokens,
-                         dtype=self.kv_dtype, tp_rank=self.tp_rank, tp_size=self.tp_size)
+                         dtype=self.kv_dtype, layout=self.layout, tp_rank=self.tp_rank,
+                         tp_size=self.tp_size)
             region = c.register(ns, self._region_spec) if self._region_spec else None
         except OSError as e:
             if c is not None:
                 c.close()
             # once per outage: an engine retrying every few seconds stays quiet
             (log.debug if self._down else log.warning)(
-                "kvtierd unavailable (%s): prefixes are recomputed, nothing saved; "
-                "retrying every %g s", e, self.reconnect_s)
+                "kvtierd unavailable (%s; socket %s): prefixes are recomputed, nothing "
+                "saved; retrying every %g s", e, self.socket_path, self.reconnect_s)
             self._down = True
             return False
         if self._down:
@@ -269,6 +278,21 @@ class EngineConnector:
         except OSError as e:
             self._failed(e, what)
             raise
+
+    def call(self, what, fn):
+        """fn(client, namespace, region) with the daemon reached and the
+        registered memory known to it (connected again if need be, and once
+        more on a new connection when the daemon restarted since the last
+        call): for adapters whose engine drives the transfers itself
+        (SGLang's storage backend). Returns fn's result, or None when
+        kvtierd cannot be reached or the call failed (warned as every
+        failure here is)."""
+        if not self._has_memory():
+            return None
+        try:
+            return self._again(lambda: fn(self._client, self._ns, self._region), what)
+        except OSError:
+            return None
 
     def close(self):
         """Close the connection. The KV memory stays valid while tensors use it."""
