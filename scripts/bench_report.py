@@ -220,6 +220,23 @@ def tokens_name(n):
     return "%dK" % (n // 1024) if n % 1024 == 0 else str(n)
 
 
+def view_vllm_serve(d, _):
+    """bench/vllm_serve.py --json: each server's throughput and TTFT, kvtier's
+    ratio to it; a server that did not start says why."""
+    rows = []
+    for r in d["rows"]:
+        if not r["ran"]:
+            rows.append([r["mode"], "did not start: " + r["why_not"]] + [""] * 5)
+            continue
+        ratio = "%.2f×, %.2f×" % (r["kvtier_throughput_x"], r["kvtier_ttft_mean_x"]) \
+            if "kvtier_throughput_x" in r else "—"
+        rows.append([r["mode"], r["req_per_s"], r["out_tok_per_s"], r["ttft_mean_s"] * 1000,
+                     r["ttft_p99_s"] * 1000, "%.0f%%" % (100 * r["cached_fraction"]), ratio])
+    return markdown(["server", "requests/s", "output tokens/s", "TTFT mean ms", "TTFT p99 ms",
+                     "prompt tokens cached", "kvtier vs this: throughput, TTFT mean"], rows,
+                    [None, ".3f", ".1f", ",.0f", ",.0f", None, None])
+
+
 def view_tables(d, name):
     t = d["tables"][name or "main"]
     return markdown(t["columns"], t["rows"], t.get("formats"), t.get("align"))
@@ -227,6 +244,7 @@ def view_tables(d, name):
 
 VIEWS = {
     "dram": {None: view_dram},
+    "vllm-serve": {None: view_vllm_serve},
     "ssd": {None: view_ssd},
     "ssd-codecs": {None: view_ssd_codecs},
     "sidecar": {"latency": view_sidecar, "throughput": view_sidecar, "layers": view_sidecar},
