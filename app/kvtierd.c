@@ -438,8 +438,9 @@ static void print_summary(const struct kvtd_config *cfg, const struct kvt_server
 		kvtd_cluster_describe(cl, stdout);
 	else
 		printf("  cluster   off\n");
-	printf("  features  save/load/lookup/pin on; per-layer load completion on; cuda ipc %s; "
-	       "rdma off\n", gpu ? "on" : "off");
+	/* RDMA is the cluster's: its line above says whether peers use it */
+	printf("  features  save/load/lookup/pin on; per-layer load completion on; cuda ipc %s\n",
+	       gpu ? "on" : "off");
 	(void)srv;
 	fflush(stdout);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Movement of blocks over the store's ordered list of tiers: tier 0 is the
- * memory tier (DRAM), the storage tiers follow (SSD; the peer tier next).
+ * memory tier (DRAM), the storage tiers follow (SSD, then the cluster's peer
+ * tier where the daemon has one).
  * The list, the background demoter, eviction from storage tiers, the clean
  * copies blocks read back keep, holds mirrored into the tiers, removals
  * logged (tombstones), degraded tiers probed, the records tiers report

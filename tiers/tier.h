@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The two kinds of tier, each behind a const ops table. The store core calls
  * tiers only through these tables and runs over an ordered list of them: one
- * memory tier first (DRAM now, HBM later), then storage tiers (SSD now, the
- * peer tier of the cluster next). It names none of them.
+ * memory tier first (DRAM now, HBM later), then storage tiers (SSD, and the
+ * cluster's peer tier). It names none of them.
  *
  * A memory tier hands out slots the caller fills or reads in place, all in
  * one region to register once with CUDA, io_uring or a NIC. Every slot has
