@@ -237,6 +237,22 @@ def view_vllm_serve(d, _):
                     [None, ".3f", ".1f", ",.0f", ",.0f", None, None])
 
 
+def view_ssd_devices(d, _):
+    """scripts/ssd-bench.sh --rows devs: kvtier-bench sidecar --tier ssd's JSON
+    for each device count; medians of same-run ratios against the summed fio."""
+    rows = []
+    for r in d["runs"]:
+        # one device: the bench lists none (it is the whole tier)
+        per = [dev["kvtierd_read_bytes"] for dev in r["runs"][0].get("devices", [])]
+        rows.append([r["devices"], r["fio_read_gbps"], r["fio_write_gbps"], r["load_gbps"],
+                     r["save_gbps"], r["load_vs_fio"], r["save_vs_fio"], r["load_rest_vs_fio"],
+                     "%d–%d" % (min(per) >> 20, max(per) >> 20) if per else "all"])
+    return markdown(["devices", "fio read GB/s (summed)", "fio write GB/s (summed)",
+                     "LOAD GB/s", "SAVE GB/s", "LOAD / fio", "SAVE / fio",
+                     "LOAD of SSD blocks / fio", "MiB read per device"], rows,
+                    [None, ".2f", ".2f", ".2f", ".2f", ".2f", ".2f", ".2f", None])
+
+
 def view_tables(d, name):
     t = d["tables"][name or "main"]
     return markdown(t["columns"], t["rows"], t.get("formats"), t.get("align"))
@@ -245,6 +261,7 @@ def view_tables(d, name):
 VIEWS = {
     "dram": {None: view_dram},
     "vllm-serve": {None: view_vllm_serve},
+    "ssd-devices": {None: view_ssd_devices},
     "ssd": {None: view_ssd},
     "ssd-codecs": {None: view_ssd_codecs},
     "sidecar": {"latency": view_sidecar, "throughput": view_sidecar, "layers": view_sidecar},

@@ -27,7 +27,10 @@
 #   --devices  comma list of device counts for the devs rows (default 1,2,4)
 #   --dev-rate bytes per second each device reads and writes at most
 #            (default 500000000: 0.5 GB/s)
-#   --dev-size each device's size (default 2G; in /dev/shm, so N of these in RAM)
+#   --dev-size each device's size (default 4G; sparse files in /dev/shm: what
+#            is written takes RAM). It must hold the working set's share and
+#            fio's file beside it: at 2G one device held too little and the
+#            tier evicted blocks the bench then missed
 #   --dev-ws   the working set the engines save in a devs row (default 1G;
 #            the DRAM tier a quarter of it)
 #   --tier   also `kvtier-bench ssd` (1 and 8 MiB blocks, queue depth 16 and
@@ -50,7 +53,7 @@ out=build/ssd-bench
 kvtierd=""
 devices="1,2,4"
 dev_rate=500000000
-dev_size=2G
+dev_size=4G
 dev_ws=1G
 while [ $# -gt 0 ]; do
   case "$1" in
