@@ -4,7 +4,7 @@
 and a real redis-server.
 
     dir_cost.py [--blocks 100000] [--nodes 4] [--lookup-keys 16384]
-                [--lookups 50] [--idle-secs 10] [--json FILE] [--no-batches]
+                [--lookups 20] [--idle-secs 10] [--json FILE] [--no-batches]
 
 A redis-server on a Unix socket (no persistence) and --nodes kvtierd in one
 cluster (small 2 KiB blocks: the directory's cost does not depend on the
@@ -19,7 +19,9 @@ commandstats, stats, cpu, memory) are read around each phase:
     memory per stored block (used_memory before and after, and MEMORY
     USAGE of a sample of the hint keys);
   - lookup: node B LOOKUPs the first --lookup-keys blocks (all held by A,
-    none by B) --lookups times, and a 64-block prefix as often: Redis
+    none by B) --lookups times, and a 64-block prefix as often, a second
+    apart (kvtierd answers a LOOKUP of keys it found in the last second
+    from its holder cache, with no Redis command; these are cold): Redis
     commands, bytes and CPU per LOOKUP, and its latency through kvtierd
     (from this script, through the Python binding);
   - batches (unless --no-batches): redis-benchmark on the same hint keys,
@@ -242,6 +244,9 @@ def save_phase(redis, a, keys, idle_rate):
     return out
 
 
+HOLDERS_FRESH_S = 1.1    # cluster/peer_tier.c HELD_FRESH_NS, and a margin
+
+
 def lookup_phase(redis, b, keys, n, reps, idle_rate):
     # the keys and tiers arrays made once: the binding's conversion of a
     # Python list of 16,384 keys takes longer than the LOOKUP itself
@@ -249,7 +254,12 @@ def lookup_phase(redis, b, keys, n, reps, idle_rate):
     tiers = (ctypes.c_uint8 * n)()
     lat = []
     s0 = redis.snapshot()
-    for _ in range(reps):
+    for r in range(reps):
+        if r:
+            # the peer tier answers a LOOKUP of keys it found in the last
+            # second from its own cache, without Redis: wait that out, so
+            # that each LOOKUP is a cold one, whose cost is the directory's
+            time.sleep(HOLDERS_FRESH_S)
         t0 = time.monotonic()
         hit = kvtier._lib.kvt_client_lookup(b.c._c, ctypes.byref(b.ns._raw), arr, n, tiers)
         lat.append(time.monotonic() - t0)
@@ -335,7 +345,7 @@ def main():
     ap.add_argument("--blocks", type=int, default=100000)
     ap.add_argument("--nodes", type=int, default=4)
     ap.add_argument("--lookup-keys", type=int, default=16384)
-    ap.add_argument("--lookups", type=int, default=50)
+    ap.add_argument("--lookups", type=int, default=20)
     ap.add_argument("--idle-secs", type=float, default=10)
     ap.add_argument("--no-batches", dest="batches", action="store_false")
     ap.add_argument("--json", default=None)
