@@ -355,7 +355,7 @@ static size_t op_counters(struct kvt_storage_tier *t, struct kvt_counter *out, s
 		{ "devices_out", "Devices of the SSD tier taken out or missing at start: their "
 		  "blocks are misses.", "", KVT_COUNTER_GAUGE,
 		  state[KVT_DEVICE_OUT] + state[KVT_DEVICE_MISSING] },
-		{ "device_blocks_lost", "Blocks dropped when a device was taken out.", "blocks",
+		{ "devices_blocks_lost", "Blocks dropped when a device was taken out.", "blocks",
 		  KVT_COUNTER_COUNTER, dropped },
 	};
 

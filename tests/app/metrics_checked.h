@@ -5,6 +5,8 @@
 #define KVT_TESTS_SIDECAR_METRICS_CHECKED_H
 
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "daemon_proc.h"
 
@@ -25,6 +27,25 @@ static inline double kvtd_metric_checked(const char *text, const char *series)
 	if (isnan(v))
 		fail_msg("metric %s missing", series);
 	return v;
+}
+
+/* Every family of an exposition text has one HELP and one TYPE line: a
+ * scraper refuses the whole text at a second one ("second HELP line"). */
+static inline void kvtd_metrics_families_once(const char *text)
+{
+	for (const char *p = text; (p = strstr(p, "# HELP ")) != NULL; p++) {
+		size_t n = strcspn(p + 7, " \n");
+		char pat[160];
+
+		assert_true(n < sizeof(pat) - 9);
+		snprintf(pat, sizeof(pat), "# HELP %.*s ", (int)n, p + 7);
+		if (strstr(p + 1, pat))
+			fail_msg("metric family %.*s has two HELP lines", (int)n, p + 7);
+		snprintf(pat, sizeof(pat), "# TYPE %.*s ", (int)n, p + 7);
+		const char *t = strstr(text, pat);
+		if (t && strstr(t + 1, pat))
+			fail_msg("metric family %.*s has two TYPE lines", (int)n, p + 7);
+	}
 }
 
 #endif

@@ -128,6 +128,7 @@ static void blocks_spread_and_survive_a_restart(void **state)
 	json_decref(root);
 	assert_true(on_ssd >= DEV_BLOCKS / 3);
 	m = http_get(&f, 1, "/metrics");
+	kvtd_metrics_families_once(m);
 	for (int k = 0; k < DEVS; k++) {
 		blocks[k] = dev_stat(e.c, (size_t)k, "blocks");
 		sum += blocks[k];
