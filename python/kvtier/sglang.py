@@ -61,6 +61,7 @@ def page_key(page_hash):
     if isinstance(page_hash, (bytes, bytearray)):
         raw = bytes(page_hash)
     else:
+        page_hash = str(page_hash)  # whatever SGLang hands over: never raise into it
         try:
             raw = bytes.fromhex(page_hash)
         except ValueError:
@@ -159,6 +160,7 @@ class KvtierHiCacheStorage(HiCacheStorage):
         self.conn = None
         self._mem = None            # the memfd under the host pool, for good
         self._lock = threading.Lock()
+        self._stats_lock = threading.Lock()  # the controller's threads count at once
         self.stats = dict(exists_calls=0, exists_hits=0, get_pages=0, got_pages=0,
                           set_pages=0, stored_pages=0, failed_calls=0)
 
@@ -187,23 +189,27 @@ class KvtierHiCacheStorage(HiCacheStorage):
 
     # ---- what the cache controller calls ---------------------------------
 
+    def _count(self, name, n):
+        with self._stats_lock:
+            self.stats[name] += n
+
     def _call(self, what, fn):
         if self.conn is None:
             return None
         with self._lock:
             got = self.conn.call(what, fn)
         if got is None:
-            self.stats["failed_calls"] += 1
+            self._count("failed_calls", 1)
         return got
 
     def batch_exists(self, keys, extra_info=None):
         """How many leading pages of keys kvtierd holds (0 when unreachable)."""
-        self.stats["exists_calls"] += 1
+        self._count("exists_calls", 1)
         if not keys:
             return 0
         k = [page_key(h) for h in keys]
         hit = self._call("lookup", lambda c, ns, r: c.lookup(ns, k)[0]) or 0
-        self.stats["exists_hits"] += hit
+        self._count("exists_hits", hit)
         return hit
 
     def exists(self, key):
@@ -217,7 +223,8 @@ class KvtierHiCacheStorage(HiCacheStorage):
         if not P or len(host_indices) < n * P:
             log.error("kvtier: %d host indices for %d pages of %d tokens", len(host_indices), n, P)
             return None
-        return [int(i) // P for i in host_indices[0:n * P:P].tolist()]
+        firsts = host_indices[0:n * P:P]
+        return [int(i) // P for i in (firsts.tolist() if hasattr(firsts, "tolist") else firsts)]
 
     def batch_get_v1(self, keys, host_indices, extra_info=None):
         """Pages keys[i] into the host pool at host_indices[i*page_size...]:
@@ -229,10 +236,10 @@ class KvtierHiCacheStorage(HiCacheStorage):
         pages = self._pages(len(k), host_indices)
         if pages is None:
             return [False] * len(k)
-        self.stats["get_pages"] += len(k)
+        self._count("get_pages", len(k))
         got = self._call("load", lambda c, ns, r: c.load(ns, r, k, pages).wait(
             timeout=self.timeout_s)) or 0
-        self.stats["got_pages"] += got
+        self._count("got_pages", got)
         return [i < got for i in range(len(k))]
 
     def batch_set_v1(self, keys, host_indices, extra_info=None):
@@ -251,10 +258,10 @@ class KvtierHiCacheStorage(HiCacheStorage):
             return [False] * len(k)
         prefix = getattr(extra_info, "prefix_keys", None)
         parent = page_key(prefix[-1]) if prefix else None
-        self.stats["set_pages"] += len(k)
+        self._count("set_pages", len(k))
         n = self._call("save", lambda c, ns, r: c.save(ns, r, k, pages, parent=parent).wait(
             timeout=self.timeout_s)) or 0
-        self.stats["stored_pages"] += n
+        self._count("stored_pages", n)
         return [i < n for i in range(len(k))]
 
     # The copying interface (pages handed over as tensors) is what

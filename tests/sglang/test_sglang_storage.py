@@ -351,6 +351,8 @@ class SglangStorageTest(unittest.TestCase):
         h = get_hash_str(prompt_tokens(1), None, P)[0]
         self.assertEqual(page_key(h), bytes.fromhex(h)[:16])
         self.assertEqual(page_key("x.mamba"), hashlib.sha256(b"x.mamba").digest()[:16])
+        # a hash of another type is keyed too, never an exception into SGLang
+        self.assertEqual(page_key(12345), hashlib.sha256(b"12345").digest()[:16])
         self.assertEqual(model_id("org/m", "page_first", 64), "sglang:page_first:p64:org-m")
         a = model_id("org/" + "a" * 80 + "1", "page_first_direct", 64, pp=(1, 2))
         b = model_id("org/" + "a" * 80 + "2", "page_first_direct", 64, pp=(1, 2))
