@@ -33,7 +33,8 @@
  * thread, each other one on a thread of its own (up to 8), so a prefix
  * spread over several nodes comes in at the rate of all their links.
  *
- * Time: a lookup waits at most the directory's lookup timeout; a read
+ * Time: a lookup waits at most the directory's lookup timeout (grown by 4
+ * ms for each batch of keys) for each piece of KVT_DIR_MAX_LOOKUP_KEYS; a read
  * waits on each holder at most the peer client's no-progress timeout, and
  * in all at most its fetch deadline (the timeout plus the bytes at the
  * client's min_rate), and a holder that failed within the client's down_ms
